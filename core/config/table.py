@@ -1,0 +1,250 @@
+"""Table-level configuration: what `.hoodie/hoodie.properties` holds (table version 6)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from lakeward.core.config.properties import format_properties, parse_properties
+from lakeward.core.exceptions import ConfigError, CorruptTableError
+
+TABLE_VERSION = 6
+TIMELINE_LAYOUT_VERSION = 1
+
+
+class TableType(str, Enum):
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+    @classmethod
+    def parse(cls, value: str, key: str = "hoodie.table.type") -> TableType:
+        normalized = value.strip().upper().replace("-", "_")
+        aliases = {"COW": cls.COPY_ON_WRITE, "MOR": cls.MERGE_ON_READ}
+        if normalized in aliases:
+            return aliases[normalized]
+        try:
+            return cls(normalized)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r} is not a table type; use COPY_ON_WRITE or MERGE_ON_READ") from None
+
+
+class KeyGeneratorType(str, Enum):
+    """Key generators, by the short name Hudi's `hoodie.datasource.write.keygenerator.type` uses."""
+
+    SIMPLE = "org.apache.hudi.keygen.SimpleKeyGenerator"
+    COMPLEX = "org.apache.hudi.keygen.ComplexKeyGenerator"
+    NON_PARTITION = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+
+    @classmethod
+    def parse(cls, value: str, key: str = "hoodie.table.keygenerator.class") -> KeyGeneratorType:
+        v = value.strip()
+        by_short = {m.name: m for m in cls} | {"NONPARTITIONED": cls.NON_PARTITION}
+        by_class = {m.value: m for m in cls}
+        # Older Spark writers record Spark-specific subclasses; the behaviour is the same.
+        spark = v.replace("org.apache.hudi.keygen.Spark", "org.apache.hudi.keygen.")
+        if v.upper() in by_short:
+            return by_short[v.upper()]
+        if v in by_class:
+            return by_class[v]
+        if spark in by_class:
+            return by_class[spark]
+        raise ConfigError(
+            f"{key}={value!r} is not a supported key generator; use one of "
+            f"{sorted(m.name for m in cls)} or their Hudi class names"
+        )
+
+
+OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+SUPPORTED_PAYLOADS = (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD)
+
+TIMESTAMP_KEYGEN_KEYS = (
+    "hoodie.keygen.timebased.timestamp.type",
+    "hoodie.keygen.timebased.input.dateformat",
+    "hoodie.keygen.timebased.output.dateformat",
+    "hoodie.keygen.timebased.timezone",
+    "hoodie.keygen.timebased.timestamp.scalar.time.unit",
+)
+
+
+def _bool(value: str, key: str) -> bool:
+    if value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(f"{key}={value!r} must be exactly 'true' or 'false'")
+
+
+def _fields(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(f.strip() for f in value.split(",") if f.strip())
+
+
+def table_checksum(database: str, table_name: str) -> int:
+    """Hudi's `hoodie.table.checksum`: CRC-32 of `<database>.<table>`."""
+    return zlib.crc32(f"{database}.{table_name}".encode())
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The persisted, immutable-after-create properties of a table."""
+
+    name: str
+    table_type: TableType
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...] = ()
+    precombine_field: str | None = None
+    key_generator: KeyGeneratorType = KeyGeneratorType.SIMPLE
+    hive_style_partitioning: bool = False
+    url_encode_partitions: bool = False
+    database: str = "default"
+    create_schema: str | None = None
+    payload_class: str = OVERWRITE_WITH_LATEST_PAYLOAD
+    archive_folder: str = "archived"
+    timeline_timezone: str = "LOCAL"
+    keygen_options: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name or any(c in self.name for c in "=:#!\\ /"):
+            raise ConfigError(f"hoodie.table.name={self.name!r} must be a plain identifier")
+        if not self.record_key_fields:
+            raise ConfigError("hoodie.table.recordkey.fields must name at least one column")
+        if self.payload_class not in SUPPORTED_PAYLOADS:
+            raise ConfigError(
+                f"hoodie.compaction.payload.class={self.payload_class!r} is not supported; "
+                f"use one of {list(SUPPORTED_PAYLOADS)}"
+            )
+        kg = self.key_generator
+        if kg is KeyGeneratorType.NON_PARTITION and self.partition_fields:
+            raise ConfigError("hoodie.table.partition.fields must be empty with NonpartitionedKeyGenerator")
+        if kg is KeyGeneratorType.SIMPLE and (len(self.record_key_fields) > 1 or len(self.partition_fields) > 1):
+            raise ConfigError(
+                "SimpleKeyGenerator takes one record key field and at most one partition field; "
+                "use ComplexKeyGenerator (hoodie.table.keygenerator.class) for several"
+            )
+        if kg is KeyGeneratorType.TIMESTAMP and len(self.partition_fields) != 1:
+            raise ConfigError("TimestampBasedKeyGenerator needs exactly one partition field")
+        if self.timeline_timezone.upper() not in ("LOCAL", "UTC"):
+            raise ConfigError(f"hoodie.table.timeline.timezone={self.timeline_timezone!r} must be LOCAL or UTC")
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields) and self.key_generator is not KeyGeneratorType.NON_PARTITION
+
+    @property
+    def checksum(self) -> int:
+        return table_checksum(self.database, self.name)
+
+    def with_create_schema(self, schema_json: str) -> TableConfig:
+        return replace(self, create_schema=schema_json)
+
+    # -- (de)serialisation -----------------------------------------------------------------
+    def to_properties(self) -> dict[str, str]:
+        props = {
+            "hoodie.table.name": self.name,
+            "hoodie.database.name": self.database,
+            "hoodie.table.type": self.table_type.value,
+            "hoodie.table.version": str(TABLE_VERSION),
+            "hoodie.timeline.layout.version": str(TIMELINE_LAYOUT_VERSION),
+            "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
+        }
+        if self.partition_fields:
+            props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
+        if self.precombine_field:
+            props["hoodie.table.precombine.field"] = self.precombine_field
+        props |= {
+            "hoodie.table.keygenerator.class": self.key_generator.value,
+            "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style_partitioning).lower(),
+            "hoodie.datasource.write.partitionpath.urlencode": str(self.url_encode_partitions).lower(),
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.archivelog.folder": self.archive_folder,
+            "hoodie.compaction.payload.class": self.payload_class,
+        }
+        if self.timeline_timezone.upper() != "LOCAL":
+            props["hoodie.table.timeline.timezone"] = self.timeline_timezone.upper()
+        if self.create_schema:
+            props["hoodie.table.create.schema"] = self.create_schema
+        props |= dict(self.keygen_options)
+        props |= dict(self.extra)
+        props["hoodie.table.checksum"] = str(self.checksum)
+        return props
+
+    def to_text(self) -> str:
+        return format_properties(self.to_properties(), "Properties saved by lakeward")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
+        """Build from `hoodie.properties` content written by lakeward or Apache Hudi."""
+        for required in ("hoodie.table.name", "hoodie.table.type"):
+            if required not in props:
+                raise CorruptTableError(f"hoodie.properties lacks required key {required}")
+        version = props.get("hoodie.table.version", "6")
+        if version != str(TABLE_VERSION):
+            raise CorruptTableError(f"hoodie.table.version={version}: lakeward reads and writes table version 6 only")
+        partition_fields = _fields(props.get("hoodie.table.partition.fields"))
+        kg_value = props.get("hoodie.table.keygenerator.class")
+        if kg_value:
+            key_generator = KeyGeneratorType.parse(kg_value)
+        else:
+            record_keys = _fields(props.get("hoodie.table.recordkey.fields"))
+            key_generator = (
+                KeyGeneratorType.NON_PARTITION
+                if not partition_fields
+                else KeyGeneratorType.SIMPLE
+                if len(record_keys) == 1 and len(partition_fields) == 1
+                else KeyGeneratorType.COMPLEX
+            )
+        known = {
+            "hoodie.table.name",
+            "hoodie.database.name",
+            "hoodie.table.type",
+            "hoodie.table.version",
+            "hoodie.timeline.layout.version",
+            "hoodie.table.recordkey.fields",
+            "hoodie.table.partition.fields",
+            "hoodie.table.precombine.field",
+            "hoodie.table.keygenerator.class",
+            "hoodie.datasource.write.hive_style_partitioning",
+            "hoodie.datasource.write.partitionpath.urlencode",
+            "hoodie.datasource.write.drop.partition.columns",
+            "hoodie.archivelog.folder",
+            "hoodie.compaction.payload.class",
+            "hoodie.table.timeline.timezone",
+            "hoodie.table.create.schema",
+            "hoodie.table.checksum",
+        }
+        if props.get("hoodie.datasource.write.drop.partition.columns", "false") == "true":
+            raise CorruptTableError("hoodie.datasource.write.drop.partition.columns=true is not supported")
+        try:
+            return cls(
+                name=props["hoodie.table.name"],
+                table_type=TableType.parse(props["hoodie.table.type"]),
+                record_key_fields=_fields(props.get("hoodie.table.recordkey.fields")),
+                partition_fields=partition_fields,
+                precombine_field=props.get("hoodie.table.precombine.field") or None,
+                key_generator=key_generator,
+                hive_style_partitioning=_bool(
+                    props.get("hoodie.datasource.write.hive_style_partitioning", "false"),
+                    "hoodie.datasource.write.hive_style_partitioning",
+                ),
+                url_encode_partitions=_bool(
+                    props.get("hoodie.datasource.write.partitionpath.urlencode", "false"),
+                    "hoodie.datasource.write.partitionpath.urlencode",
+                ),
+                database=props.get("hoodie.database.name", ""),
+                create_schema=props.get("hoodie.table.create.schema"),
+                payload_class=props.get("hoodie.compaction.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD),
+                archive_folder=props.get("hoodie.archivelog.folder", "archived"),
+                timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
+                keygen_options={k: v for k, v in props.items() if k in TIMESTAMP_KEYGEN_KEYS},
+                extra={k: v for k, v in props.items() if k not in known and k not in TIMESTAMP_KEYGEN_KEYS},
+            )
+        except ConfigError as exc:
+            raise CorruptTableError(f"hoodie.properties: {exc}") from exc
+
+    @classmethod
+    def from_text(cls, text: str) -> TableConfig:
+        return cls.from_properties(parse_properties(text))

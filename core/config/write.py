@@ -1,0 +1,111 @@
+"""Write options: Apache Hudi's documented `hoodie.*` keys, validated, with their defaults.
+
+Options arrive as a flat `{key: value}` mapping (strings or Python values, as from a
+Spark `.option(...)` call). Unknown `hoodie.*` keys and bad values fail fast with a
+ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lakeward.core.exceptions import ConfigError
+
+#: Keys read by Table.create (table properties), accepted in write options too.
+TABLE_CREATE_KEYS = frozenset(
+    {
+        "hoodie.table.name",
+        "hoodie.datasource.write.table.name",
+        "hoodie.datasource.write.table.type",
+        "hoodie.table.type",
+        "hoodie.datasource.write.recordkey.field",
+        "hoodie.datasource.write.partitionpath.field",
+        "hoodie.datasource.write.precombine.field",
+        "hoodie.datasource.write.keygenerator.class",
+        "hoodie.datasource.write.keygenerator.type",
+        "hoodie.datasource.write.hive_style_partitioning",
+        "hoodie.datasource.write.partitionpath.urlencode",
+        "hoodie.database.name",
+        "hoodie.table.timeline.timezone",
+        "hoodie.keygen.timebased.timestamp.type",
+        "hoodie.keygen.timebased.input.dateformat",
+        "hoodie.keygen.timebased.output.dateformat",
+        "hoodie.keygen.timebased.timezone",
+        "hoodie.keygen.timebased.timestamp.scalar.time.unit",
+    }
+)
+
+
+class WriteConfig(BaseModel):
+    """Validated write options. Field aliases are the `hoodie.*` keys users pass."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    index_type: Literal["BLOOM", "SIMPLE", "BUCKET"] = Field("BLOOM", alias="hoodie.index.type")
+    bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0)
+    bucket_hash_field: str | None = Field(None, alias="hoodie.bucket.index.hash.field")
+    bloom_num_entries: int = Field(60000, alias="hoodie.index.bloom.num_entries", gt=0)
+    bloom_fpp: float = Field(1e-9, alias="hoodie.index.bloom.fpp", gt=0, lt=1)
+    bloom_filter_type: Literal["DYNAMIC_V0", "SIMPLE"] = Field("DYNAMIC_V0", alias="hoodie.bloom.index.filter.type")
+    bloom_max_entries: int = Field(100000, alias="hoodie.bloom.index.filter.dynamic.max.entries", gt=0)
+    bloom_prune_by_ranges: bool = Field(True, alias="hoodie.bloom.index.prune.by.ranges")
+    max_file_size: int = Field(120 * 1024 * 1024, alias="hoodie.parquet.max.file.size", gt=0)
+    small_file_limit: int = Field(100 * 1024 * 1024, alias="hoodie.parquet.small.file.limit", ge=0)
+    record_size_estimate: int = Field(1024, alias="hoodie.copyonwrite.record.size.estimate", gt=0)
+    compression: Literal["snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed"] = Field(
+        "snappy", alias="hoodie.parquet.compression.codec"
+    )
+    combine_before_insert: bool = Field(False, alias="hoodie.combine.before.insert")
+    combine_before_upsert: bool = Field(True, alias="hoodie.combine.before.upsert")
+    combine_before_delete: bool = Field(True, alias="hoodie.combine.before.delete")
+    payload_class: str | None = Field(None, alias="hoodie.datasource.write.payload.class")
+    markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
+    failed_writes_cleaner_policy: Literal["EAGER"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
+    parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
+
+    @field_validator(
+        "compression", "index_type", "bloom_filter_type", "markers_type", "failed_writes_cleaner_policy", mode="before"
+    )
+    @classmethod
+    def _normalize_enum(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("index_type", "bloom_filter_type", "markers_type", "failed_writes_cleaner_policy", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("compression", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+def _alias_map() -> dict[str, str]:
+    return {f.alias: name for name, f in WriteConfig.model_fields.items() if f.alias}
+
+
+def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset[str] = frozenset()) -> WriteConfig:
+    """Validate options; keys outside `hoodie.*` are ignored, unknown `hoodie.*` keys are errors."""
+    aliases = _alias_map()
+    values: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if key in aliases:
+            values[key] = value
+        elif key in extra_known or key in TABLE_CREATE_KEYS:
+            continue
+        elif key.startswith("hoodie."):
+            raise ConfigError(
+                f"unknown option {key!r}; supported write options: {sorted(aliases)} "
+                "(see the README's configuration table)"
+            )
+    try:
+        return WriteConfig.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = err["loc"][0] if err["loc"] else "?"
+        key = WriteConfig.model_fields[str(field)].alias if str(field) in WriteConfig.model_fields else field
+        raise ConfigError(f"option {key}={values.get(str(key))!r} is invalid: {err['msg']}") from None

@@ -1,0 +1,51 @@
+"""One small hierarchy of errors: every error lakeward raises on purpose is a LakewardError."""
+
+from __future__ import annotations
+
+
+class LakewardError(Exception):
+    """Base of every error lakeward raises deliberately."""
+
+
+class ConfigError(LakewardError, ValueError):
+    """An option is unknown or has a wrong value; the message names the key."""
+
+
+class TableNotFoundError(LakewardError, FileNotFoundError):
+    """The path holds no Hudi table (no readable `.hoodie/hoodie.properties`)."""
+
+
+class TableExistsError(LakewardError, FileExistsError):
+    """A table already exists where a new one was to be created."""
+
+
+class CorruptTableError(LakewardError):
+    """Table metadata (properties, timeline, file names) cannot be parsed."""
+
+
+class SchemaError(LakewardError, ValueError):
+    """A batch's schema is incompatible with the table's (missing key, type change, dropped column)."""
+
+
+class InvalidRecordError(LakewardError, ValueError):
+    """A record is unusable: null or empty record key, bad partition value."""
+
+
+class InstantNotFoundError(LakewardError, LookupError):
+    """No completed instant matches the requested time, or it is no longer retained."""
+
+
+class InstantExistsError(LakewardError, FileExistsError):
+    """A timeline file that must be created exactly once already exists (lost a race)."""
+
+
+class ConcurrentWriteError(LakewardError):
+    """Another writer committed a conflicting change to the same file groups first."""
+
+
+class LockError(LakewardError):
+    """The table lock could not be acquired or was lost."""
+
+
+class StorageError(LakewardError, OSError):
+    """A filesystem operation failed."""

@@ -1,0 +1,127 @@
+"""Parquet base files: meta columns first, Hudi's footer (bloom filter, key range, Avro schema).
+
+Pure functions over Arrow data and a Storage, so the local and the Spark engine run the
+same code per file group.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakeward.core.index.bloom_filter import (
+    BLOOM_FILTER_FOOTER_KEY,
+    BLOOM_TYPE_CODE_FOOTER_KEY,
+    MAX_RECORD_KEY_FOOTER_KEY,
+    MIN_RECORD_KEY_FOOTER_KEY,
+    BloomFilter,
+)
+from lakeward.core.storage import Storage
+
+AVRO_SCHEMA_FOOTER_KEY = "parquet.avro.schema"
+
+
+@dataclass(frozen=True)
+class BloomSettings:
+    """`hoodie.index.bloom.num_entries`, `hoodie.index.bloom.fpp`, filter type, max entries."""
+
+    num_entries: int = 60000
+    fpp: float = 1e-9
+    max_entries: int = 100000
+    type_code: str = "DYNAMIC_V0"
+
+
+@dataclass(frozen=True)
+class FooterKeys:
+    """The key range and bloom filter a base file's footer records."""
+
+    min_key: str | None
+    max_key: str | None
+    bloom: BloomFilter | None
+
+
+def write_base_file(
+    storage: Storage,
+    path: str,
+    table: pa.Table,
+    avro_schema_json: str,
+    bloom: BloomSettings,
+    compression: str = "snappy",
+) -> int:
+    """Write `table` (meta columns first) to `path` with Hudi's footer; returns the file size."""
+    keys = table.column("_hoodie_record_key")
+    metadata = {AVRO_SCHEMA_FOOTER_KEY: avro_schema_json, "writer.model.name": "avro"}
+    if table.num_rows:
+        bloom_filter = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
+        bloom_filter.add_keys(keys)
+        min_max = pc.min_max(keys)
+        metadata |= {
+            BLOOM_FILTER_FOOTER_KEY: bloom_filter.serialize(),
+            BLOOM_TYPE_CODE_FOOTER_KEY: bloom.type_code,
+            MIN_RECORD_KEY_FOOTER_KEY: min_max["min"].as_py(),
+            MAX_RECORD_KEY_FOOTER_KEY: min_max["max"].as_py(),
+        }
+    existing = table.schema.metadata or {}
+    schema = table.schema.with_metadata({**existing, **{k: v.encode() for k, v in metadata.items()}})
+    with storage.open_output_stream(path) as sink:
+        pq.write_table(
+            table.replace_schema_metadata(schema.metadata),
+            sink,
+            compression=compression,
+            coerce_timestamps="us",
+            allow_truncated_timestamps=True,
+            write_statistics=True,
+        )
+    return storage.size(path)
+
+
+def read_base_file(
+    storage: Storage,
+    path: str,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> pa.Table:
+    """Read a base file (optionally some columns and rows)."""
+    with storage.open_input_file(path) as source:
+        table = pq.read_table(source, columns=list(columns) if columns is not None else None, filters=filter)
+    return table.replace_schema_metadata(None)
+
+
+_footer_cache: dict[tuple[str, str], FooterKeys] = {}
+_footer_lock = threading.Lock()
+
+
+def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
+    """Key range and bloom filter of a base file; cached, since base files never change."""
+    cache_key = (storage.uri, path)
+    with _footer_lock:
+        if cache_key in _footer_cache:
+            return _footer_cache[cache_key]
+    with storage.open_input_file(path) as source:
+        meta = pq.read_metadata(source).metadata or {}
+    text = {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+    bloom = None
+    if BLOOM_FILTER_FOOTER_KEY in text:
+        bloom = BloomFilter.deserialize(
+            text[BLOOM_FILTER_FOOTER_KEY], text.get(BLOOM_TYPE_CODE_FOOTER_KEY, "DYNAMIC_V0")
+        )
+    keys = FooterKeys(text.get(MIN_RECORD_KEY_FOOTER_KEY), text.get(MAX_RECORD_KEY_FOOTER_KEY), bloom)
+    with _footer_lock:
+        if len(_footer_cache) > 4096:
+            _footer_cache.clear()
+        _footer_cache[cache_key] = keys
+    return keys
+
+
+def key_range_mask(keys: pa.Array, footer: FooterKeys) -> np.ndarray:
+    """Which keys fall inside the file's [min, max] record key range (all, if unknown)."""
+    if footer.min_key is None or footer.max_key is None:
+        return np.ones(len(keys), dtype=bool)
+    inside = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+    return inside.to_numpy(zero_copy_only=False)

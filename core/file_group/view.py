@@ -1,0 +1,139 @@
+"""The file-system view: which file groups and slices exist, latest or as of a completed instant.
+
+Built from one recursive listing of the table plus the timeline. A base file is visible
+only when its instant is a completed write (or older than the active timeline, i.e.
+archived); file groups replaced by a completed replacecommit disappear from that
+instant on.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from lakeward.core.file_group.file_group import BaseFile, FileGroup, FileSlice, LogFile
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.storage import FileEntry, Storage
+from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Timeline
+from lakeward.core.timeline.transitions import read_instant
+
+PartitionFilter = Callable[[str], bool]
+
+
+class FileSystemView:
+    """File groups of a table, resolved against its timeline."""
+
+    def __init__(self, timeline: Timeline, files: Iterable[FileEntry], storage: Storage):
+        self.timeline = timeline
+        self._storage = storage
+        completed = timeline.completed_write_times()
+        earliest = timeline.instants[0].time if timeline.instants else None
+
+        def committed(instant_time: str) -> bool:
+            return instant_time in completed or (earliest is not None and instant_time < earliest)
+
+        bases: dict[tuple[str, str], dict[str, BaseFile]] = defaultdict(dict)
+        logs: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
+        self._partitions: set[str] = set()
+        for entry in files:
+            if entry.is_dir:
+                continue
+            partition = posixpath.dirname(entry.path)
+            base = parse_base_file_name(entry.name)
+            if base is not None:
+                if not committed(base.instant_time):
+                    continue
+                key = (partition, base.file_id)
+                existing = bases[key].get(base.instant_time)
+                candidate = BaseFile(entry.path, base.file_id, base.instant_time, entry.size)
+                if existing is not None:
+                    candidate = self._committed_copy(existing, candidate)
+                bases[key][base.instant_time] = candidate
+                self._partitions.add(partition)
+                continue
+            log = parse_log_file_name(entry.name)
+            if log is not None and not log.is_cdc:
+                logs[(partition, log.file_id)].append(
+                    LogFile(entry.path, log.file_id, log.base_instant_time, log.version, log.write_token, entry.size)
+                )
+                self._partitions.add(partition)
+
+        self._groups: dict[tuple[str, str], FileGroup] = {}
+        for key in set(bases) | set(logs):
+            partition, file_id = key
+            slices_by_time: dict[str, FileSlice] = {
+                t: FileSlice(partition, file_id, t, b) for t, b in bases.get(key, {}).items()
+            }
+            for log in sorted(logs.get(key, []), key=lambda f: (f.base_instant_time, f.version, f.write_token)):
+                owner = max((t for t in slices_by_time if t <= log.base_instant_time), default=None)
+                if owner is None:
+                    owner = log.base_instant_time
+                    slices_by_time[owner] = FileSlice(partition, file_id, owner)
+                s = slices_by_time[owner]
+                slices_by_time[owner] = FileSlice(
+                    s.partition_path, s.file_id, s.base_instant_time, s.base_file, (*s.log_files, log)
+                )
+            group = FileGroup(partition, file_id, [slices_by_time[t] for t in sorted(slices_by_time)])
+            if group.slices:
+                self._groups[key] = group
+        self._replaced = self._replaced_file_groups()
+
+    @classmethod
+    def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+        entries = [
+            e
+            for e in storage.list_dir("", recursive=True)
+            if not e.path.startswith(METAFOLDER + "/") and e.path != METAFOLDER
+        ]
+        return cls(timeline, entries, storage)
+
+    def _committed_copy(self, a: BaseFile, b: BaseFile) -> BaseFile:
+        """Two attempts wrote the same file version: keep the one the commit lists."""
+        meta = self._metadata(a.instant_time)
+        listed = set(meta.file_paths()) if meta else set()
+        return b if b.path in listed and a.path not in listed else a
+
+    def _metadata(self, time: str) -> CommitMetadata | None:
+        for instant in self.timeline.find(time):
+            if instant.is_completed:
+                return CommitMetadata.from_bytes(read_instant(self._storage, instant), instant.file_name)
+        return None
+
+    def _replaced_file_groups(self) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> time of the completed replacecommit that replaced it."""
+        replaced: dict[tuple[str, str], str] = {}
+        for instant in self.timeline.completed_writes():
+            if instant.action is not Action.REPLACE_COMMIT:
+                continue
+            meta = CommitMetadata.from_bytes(read_instant(self._storage, instant), instant.file_name)
+            for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
+                for file_id in file_ids:
+                    replaced.setdefault((partition, file_id), instant.time)
+        return replaced
+
+    # -- queries -------------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return sorted(self._partitions)
+
+    def file_groups(self, partition_filter: PartitionFilter | None = None) -> list[FileGroup]:
+        return [
+            g for k, g in sorted(self._groups.items()) if partition_filter is None or partition_filter(g.partition_path)
+        ]
+
+    def is_replaced(self, partition: str, file_id: str, as_of: str | None = None) -> bool:
+        at = self._replaced.get((partition, file_id))
+        return at is not None and (as_of is None or at <= as_of)
+
+    def latest_file_slices(
+        self, as_of: str | None = None, partition_filter: PartitionFilter | None = None
+    ) -> list[FileSlice]:
+        """The latest slice of every live file group, as of a completed instant (or now)."""
+        slices = []
+        for group in self.file_groups(partition_filter):
+            if self.is_replaced(group.partition_path, group.file_id, as_of):
+                continue
+            latest = group.latest_slice(as_of)
+            if latest is not None:
+                slices.append(latest)
+        return slices

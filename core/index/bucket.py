@@ -1,0 +1,63 @@
+"""BUCKET index: a key's file group is fixed by hashing it into one of N buckets.
+
+As Apache Hudi's simple bucket index: bucket = (Java List<String>.hashCode of the hash
+field values & Integer.MAX_VALUE) mod N, and the bucket's file id starts with the bucket
+number in 8 digits, so Hudi and lakeward put the same key in the same file group.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lakeward.core.file_group.file_group import FileSlice
+
+_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit int."""
+    h = 0
+    for unit in array.array("H", text.encode(_UTF16)):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h
+
+
+def bucket_ids(hash_values: Sequence[Sequence[str]], num_buckets: int) -> np.ndarray:
+    """Bucket of each row, from the row's hash-field values (strings, in field order)."""
+    out = np.empty(len(hash_values), dtype=np.int64)
+    for i, values in enumerate(hash_values):
+        h = 1
+        for value in values:
+            h = (31 * h + _java_string_hash(value)) & 0xFFFFFFFF
+        out[i] = (h & 0x7FFFFFFF) % num_buckets
+    return out
+
+
+def bucket_of_file_id(file_id: str) -> int | None:
+    prefix = file_id[:8]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def new_bucket_file_id(bucket: int) -> str:
+    return f"{bucket:08d}{str(uuid.uuid4())[8:]}-0"
+
+
+def locate(slices: Sequence[FileSlice], buckets: np.ndarray) -> tuple[pa.Array, set[str]]:
+    """File id for every row's bucket, creating ids for buckets with no file group yet.
+
+    Returns the file ids and the subset that are new file groups.
+    """
+    by_bucket = {bucket_of_file_id(s.file_id): s.file_id for s in slices}
+    new_ids: set[str] = set()
+    for bucket in np.unique(buckets):
+        if int(bucket) not in by_bucket:
+            by_bucket[int(bucket)] = new_bucket_file_id(int(bucket))
+            new_ids.add(by_bucket[int(bucket)])
+    ids = [by_bucket[int(b)] for b in buckets]
+    return pa.array(ids, pa.string()), new_ids

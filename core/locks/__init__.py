@@ -1,0 +1,202 @@
+"""Table locks, held around plan scheduling and commit, configured with Hudi's keys.
+
+`lock_provider_for(base_path, table_name, options)` reads Apache Hudi's documented
+`hoodie.write.lock.*` keys (HoodieLockConfig / LockConfiguration):
+
+| key                                                | default            | meaning |
+|----------------------------------------------------|--------------------|---------|
+| hoodie.write.lock.provider                         | in-process         | `org.apache.hudi.client.transaction.lock.InProcessLockProvider` or `...ZookeeperBasedLockProvider`, or `in_process` / `zookeeper` |
+| hoodie.write.lock.wait_time_ms                     | 60000              | how long one acquire waits |
+| hoodie.write.lock.client.num_retries               | 0 (Hudi: 50)       | further acquire attempts after a timeout |
+| hoodie.write.lock.client.wait_time_ms_between_retry| 5000               | pause between those attempts |
+| hoodie.write.lock.num_retries                      | 15                 | retries of one ZooKeeper operation |
+| hoodie.write.lock.wait_time_ms_between_retry       | 1000               | first pause between them (doubling) |
+| hoodie.write.lock.max_wait_time_ms_between_retry   | 16000              | longest pause between them |
+| hoodie.write.lock.zookeeper.url                    | required for ZK    | `host[:port][,host[:port]...][/chroot]` |
+| hoodie.write.lock.zookeeper.port                   | 2181               | port for hosts given without one |
+| hoodie.write.lock.zookeeper.base_path              | required for ZK    | znode under which locks live, e.g. `/hudi/locks` |
+| hoodie.write.lock.zookeeper.lock_key               | the table name     | lock node `<base_path>/<lock_key>` |
+| hoodie.write.lock.zookeeper.session_timeout_ms     | 60000              | session expiry after losing the connection |
+| hoodie.write.lock.zookeeper.connection_timeout_ms  | 15000              | wait for a connection |
+| hoodie.write.lock.conflict.resolution.strategy     | Simple...Strategy  | only Hudi's file-group strategy is supported |
+
+Other `hoodie.write.lock.*` keys (file-system, Hive metastore, DynamoDB providers...) and
+bad values raise ConfigError naming the key; keys outside `hoodie.write.lock.` are left
+to the other validators.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.locks.base import LockProvider
+from lakeward.core.locks.in_process import InProcessLockProvider, normalize_base_path
+from lakeward.core.locks.zookeeper import ZooKeeperLockProvider
+
+__all__ = [
+    "LOCK_OPTION_KEYS",
+    "InProcessLockProvider",
+    "LockConfig",
+    "LockProvider",
+    "ZooKeeperLockProvider",
+    "lock_provider_for",
+    "normalize_base_path",
+    "parse_lock_config",
+]
+
+LOCK_PREFIX = "hoodie.write.lock."
+HUDI_IN_PROCESS = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+HUDI_ZOOKEEPER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
+HUDI_SIMPLE_CONFLICT_STRATEGY = (
+    "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"
+)
+_PROVIDER_NAMES = {
+    "in_process": "in_process",
+    HUDI_IN_PROCESS: "in_process",
+    "zookeeper": "zookeeper",
+    HUDI_ZOOKEEPER: "zookeeper",
+}
+
+
+class LockConfig(BaseModel):
+    """Validated lock options. Field aliases are the `hoodie.write.lock.*` keys."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    provider: Literal["in_process", "zookeeper"] = Field("in_process", alias="hoodie.write.lock.provider")
+    wait_time_ms: int = Field(60_000, alias="hoodie.write.lock.wait_time_ms", ge=0)
+    client_num_retries: int = Field(0, alias="hoodie.write.lock.client.num_retries", ge=0)
+    client_wait_time_ms_between_retry: int = Field(
+        5_000, alias="hoodie.write.lock.client.wait_time_ms_between_retry", ge=0
+    )
+    num_retries: int = Field(15, alias="hoodie.write.lock.num_retries", ge=0)
+    wait_time_ms_between_retry: int = Field(1_000, alias="hoodie.write.lock.wait_time_ms_between_retry", ge=0)
+    max_wait_time_ms_between_retry: int = Field(16_000, alias="hoodie.write.lock.max_wait_time_ms_between_retry", ge=0)
+    zookeeper_url: str | None = Field(None, alias="hoodie.write.lock.zookeeper.url", min_length=1)
+    zookeeper_port: int = Field(2181, alias="hoodie.write.lock.zookeeper.port", gt=0, lt=65536)
+    zookeeper_base_path: str | None = Field(None, alias="hoodie.write.lock.zookeeper.base_path")
+    zookeeper_lock_key: str | None = Field(None, alias="hoodie.write.lock.zookeeper.lock_key", min_length=1)
+    zookeeper_session_timeout_ms: int = Field(60_000, alias="hoodie.write.lock.zookeeper.session_timeout_ms", gt=0)
+    zookeeper_connection_timeout_ms: int = Field(
+        15_000, alias="hoodie.write.lock.zookeeper.connection_timeout_ms", gt=0
+    )
+    conflict_resolution_strategy: Literal[
+        "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"
+    ] = Field(HUDI_SIMPLE_CONFLICT_STRATEGY, alias="hoodie.write.lock.conflict.resolution.strategy")
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _provider_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _PROVIDER_NAMES.get(value.strip(), value)
+        return value
+
+    @field_validator("zookeeper_url", "zookeeper_lock_key", "conflict_resolution_strategy", mode="before")
+    @classmethod
+    def _strip(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("zookeeper_base_path", mode="before")
+    @classmethod
+    def _znode_path(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            if value != "/":
+                value = value.rstrip("/")
+            if not value.startswith("/") or "//" in value:
+                raise ValueError("must be an absolute znode path such as /hudi/locks")
+        return value
+
+    @field_validator("zookeeper_lock_key", mode="after")
+    @classmethod
+    def _lock_key(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or value.endswith("/") or "//" in value):
+            raise ValueError("must be a znode name (no leading, trailing or double '/')")
+        return value
+
+
+#: Every key this module reads; other validators must accept them as known.
+LOCK_OPTION_KEYS: frozenset[str] = frozenset(f.alias for f in LockConfig.model_fields.values() if f.alias)
+
+
+def parse_lock_config(options: Mapping[str, Any] | None) -> LockConfig:
+    """Validate the `hoodie.write.lock.*` keys of `options` (other keys are ignored)."""
+    values: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if not key.startswith(LOCK_PREFIX):
+            continue
+        if key not in LOCK_OPTION_KEYS:
+            raise ConfigError(
+                f"unsupported lock option {key!r}; lakeward supports the in-process and "
+                f"ZooKeeper lock providers with the keys {sorted(LOCK_OPTION_KEYS)}"
+            )
+        values[key] = value
+    try:
+        return LockConfig.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        info = LockConfig.model_fields.get(field)
+        key = info.alias if info is not None and info.alias else field
+        hint = ""
+        if key == "hoodie.write.lock.provider":
+            hint = f" (supported: {sorted(_PROVIDER_NAMES)})"
+        raise ConfigError(f"option {key}={values.get(key)!r} is invalid: {err['msg']}{hint}") from None
+
+
+_ZK_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\],\s]+)(?::(\d+))?")
+
+
+def _zookeeper_hosts(url: str, port: int) -> str:
+    """`host[:port],...[/chroot]` with `port` added to every host given without one."""
+    hosts, slash, chroot = url.partition("/")
+    parts = []
+    for host in hosts.split(","):
+        match = _ZK_HOST.fullmatch(host.strip())
+        if match is None or (match.group(2) and not 0 < int(match.group(2)) < 65536):
+            raise ConfigError(
+                f"option hoodie.write.lock.zookeeper.url={url!r} is invalid: {host.strip()!r} is not host or host:port"
+            )
+        parts.append(match.group(0) if match.group(2) else f"{match.group(1)}:{port}")
+    return ",".join(parts) + slash + chroot
+
+
+def lock_provider_for(table_base_path: str, table_name: str, options: Mapping[str, Any]) -> LockProvider:
+    """The table lock configured by `options` (Hudi's keys); not yet acquired or connected."""
+    config = parse_lock_config(options)
+    timing = {
+        "default_timeout_s": config.wait_time_ms / 1000,
+        "client_num_retries": config.client_num_retries,
+        "client_retry_wait_s": config.client_wait_time_ms_between_retry / 1000,
+    }
+    if config.provider == "in_process":
+        return InProcessLockProvider(table_base_path, **timing)
+    if config.zookeeper_url is None:
+        raise ConfigError("option hoodie.write.lock.zookeeper.url is required with the ZooKeeper lock provider")
+    if config.zookeeper_base_path is None:
+        raise ConfigError(
+            "option hoodie.write.lock.zookeeper.base_path is required with the ZooKeeper lock "
+            "provider (for example /hudi/locks)"
+        )
+    lock_key = config.zookeeper_lock_key or table_name
+    if not lock_key or lock_key.startswith("/") or lock_key.endswith("/") or "//" in lock_key:
+        raise ConfigError(
+            f"option hoodie.write.lock.zookeeper.lock_key is required: the table name "
+            f"{table_name!r} cannot serve as the lock key"
+        )
+    base = config.zookeeper_base_path.rstrip("/")
+    return ZooKeeperLockProvider(
+        _zookeeper_hosts(config.zookeeper_url, config.zookeeper_port),
+        f"{base}/{lock_key}",
+        session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+        connection_timeout_s=config.zookeeper_connection_timeout_ms / 1000,
+        num_retries=config.num_retries,
+        retry_wait_s=config.wait_time_ms_between_retry / 1000,
+        retry_max_wait_s=config.max_wait_time_ms_between_retry / 1000,
+        **timing,
+    )

@@ -1,0 +1,78 @@
+"""Read filters: DNF tuples (as pyarrow.parquet takes them) or pyarrow expressions, and
+partition pruning from the conjuncts that touch only partition fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakeward.core.config.table import TableConfig
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
+
+Filters = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
+
+
+def to_expression(filters: Filters) -> pc.Expression | None:
+    if filters is None or isinstance(filters, pc.Expression):
+        return filters
+    if not filters:
+        return None
+    try:
+        return pq.filters_to_expression(filters)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"filters={filters!r} are not valid: {exc}") from exc
+
+
+def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:
+    if filters is None or isinstance(filters, pc.Expression) or not filters:
+        return None
+    first = filters[0]
+    if isinstance(first, tuple):
+        return [list(filters)]  # type: ignore[arg-type]
+    return [list(conj) for conj in filters]  # type: ignore[union-attr]
+
+
+def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | None):
+    """A predicate on partition paths, or None when the filters say nothing about partitions."""
+    disjuncts = _disjuncts(filters)
+    if not disjuncts or not config.is_partitioned or config.url_encode_partitions:
+        return None
+    fields = set(config.partition_fields)
+    if any(not any(t[0] in fields for t in conj) for conj in disjuncts):
+        return None  # some disjunct does not constrain partitions: nothing can be pruned
+    if config.key_generator.name == "TIMESTAMP":
+        return None
+
+    def typed(name: str, raw: str) -> Any:
+        if raw == DEFAULT_PARTITION:
+            return None
+        if schema is not None and name in schema.names:
+            try:
+                return pa.scalar(raw).cast(schema.field(name).type).as_py()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return raw
+        return raw
+
+    def accept(partition_path: str) -> bool:
+        values = partition_filter_values(partition_path, config)
+        row = {name: [typed(name, raw)] for name, raw in values.items()}
+        table = pa.table(row) if row else None
+        if table is None:
+            return True
+        for conj in disjuncts:
+            own = [t for t in conj if t[0] in fields]
+            try:
+                expr = pq.filters_to_expression(own)
+                if table.filter(expr).num_rows:
+                    return True
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+                return True
+        return False
+
+    return accept

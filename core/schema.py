@@ -1,0 +1,342 @@
+"""Table schemas: Arrow <-> Hudi Avro conversion, meta columns and schema evolution.
+
+Hudi stores the table schema as Avro JSON (`extraMetadata.schema` of every write commit,
+`hoodie.table.create.schema` in `hoodie.properties`, `parquet.avro.schema` in base
+files). Java readers compare those strings and resolve named types by full name, so the
+Avro we write mirrors what Spark + Hudi 0.14 write byte for byte: Spark's
+`SchemaConverters.toAvroType` naming (nested records named after their field, decimals
+as `fixed` named "fixed" in namespace `<parent record>.<field>`) followed by Hudi's
+`getAvroSchemaWithDefaults` (null first in every union, `"default": null`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.exceptions import SchemaError
+
+META_COLUMNS: tuple[str, ...] = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+"""The five Hudi meta columns, in the order they lead every base file (format doc 5.1)."""
+
+META_SCHEMA: pa.Schema = pa.schema([pa.field(n, pa.string()) for n in META_COLUMNS])
+"""Arrow schema of the meta columns: all nullable strings."""
+
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+# Arrow types written as a plain Avro type (Spark: BYTE/SHORT/INT all become int).
+_SIMPLE_TO_AVRO: dict[pa.DataType, str] = {
+    pa.bool_(): "boolean", pa.int8(): "int", pa.int16(): "int", pa.int32(): "int",
+    pa.int64(): "long", pa.float32(): "float", pa.float64(): "double",
+    pa.string(): "string", pa.large_string(): "string",
+    pa.binary(): "bytes", pa.large_binary(): "bytes",
+}  # fmt: skip
+_PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "string": pa.string(), "bytes": pa.binary(),
+}  # fmt: skip
+# Spark TIMESTAMP is UTC-adjusted (Parquet isAdjustedToUTC=true); local-* are tz-naive.
+_LOGICAL_TO_ARROW: dict[tuple[str, str], pa.DataType] = {("int", "date"): pa.date32()} | {
+    ("long", f"{prefix}timestamp-{unit}"): pa.timestamp(arrow_unit, tz)
+    for prefix, tz in (("", "UTC"), ("local-", None))
+    for unit, arrow_unit in (("millis", "ms"), ("micros", "us"), ("nanos", "ns"))
+}
+
+
+def strip_meta(schema: pa.Schema) -> pa.Schema:
+    """`schema` without the five meta columns (the data schema Hudi records in commits)."""
+    return pa.schema([f for f in schema if f.name not in META_COLUMNS], schema.metadata)
+
+
+def with_meta(schema: pa.Schema) -> pa.Schema:
+    """`schema` with the meta columns first, as in every base file; existing ones are replaced."""
+    return pa.schema([*META_SCHEMA, *strip_meta(schema)], schema.metadata)
+
+
+def _sanitize(name: str) -> str:
+    """Hudi's `HoodieAvroUtils.sanitizeName`: invalid Avro name characters become `__`."""
+    if name and re.match(r"[^A-Za-z_]", name[0]):
+        name = "__" + name[1:]
+    return re.sub(r"[^A-Za-z0-9_]", "__", name)
+
+
+def _nullable(avro_type: Any, null_first: bool) -> list[Any]:
+    return ["null", avro_type] if null_first else [avro_type, "null"]
+
+
+def _min_bytes(precision: int) -> int:
+    """Spark's `minBytesForPrecision`: fewest two's-complement bytes holding 10**precision."""
+    n = 1
+    while 2 ** (8 * n - 1) < 10**precision:
+        n += 1
+    return n
+
+
+def _avro_fields(fields: list[pa.Field], ns: str, null_first: bool, path: str) -> list[Any]:
+    """Avro fields of a record whose full name is `ns` (its children's namespace)."""
+    seen: set[str] = set()
+    out: list[Any] = []
+    for f in fields:
+        col = f"{path}.{f.name}" if path else f.name
+        if not _AVRO_NAME.match(f.name) or f.name in seen:
+            raise SchemaError(f"column '{col}': invalid or duplicate Avro field name")
+        seen.add(f.name)
+        typ = _nullable(_avro_type(f.type, f.name, ns, null_first, col), null_first)
+        field = {"name": f.name, "type": typ}
+        out.append(field | {"default": None} if null_first else field)
+    return out
+
+
+def _avro_type(t: pa.DataType, name: str, ns: str, null_first: bool, col: str) -> Any:
+    """Spark's `toAvroType(t, recordName=name, nameSpace=ns)` for one Arrow type."""
+    if t in _SIMPLE_TO_AVRO:
+        return _SIMPLE_TO_AVRO[t]
+    if pa.types.is_decimal128(t):
+        return {
+            "type": "fixed",
+            "name": "fixed",
+            "namespace": f"{ns}.{name}",
+            "size": _min_bytes(t.precision),
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
+    if pa.types.is_date32(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(t):
+        unit = "millis" if t.unit == "ms" else "micros"
+        return {"type": "long", "logicalType": f"timestamp-{unit}"}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        kind, key = ("map", "values") if pa.types.is_map(t) else ("array", "items")
+        if kind == "map" and _SIMPLE_TO_AVRO.get(t.key_type) != "string":
+            raise SchemaError(f"column '{col}': Avro maps need string keys, got {t.key_type}")
+        value = t.item_type if kind == "map" else t.value_type
+        return {
+            "type": kind,
+            key: _nullable(_avro_type(value, name, ns, null_first, col), null_first),
+        }
+    if pa.types.is_struct(t):
+        fields = _avro_fields(list(t), f"{ns}.{name}", null_first, col)
+        return {"type": "record", "name": name, "namespace": ns, "fields": fields}
+    raise SchemaError(f"column '{col}' has type {t}, which has no Hudi/Avro equivalent")
+
+
+def avro_schema_from_arrow(
+    schema: pa.Schema,
+    table_name: str,
+    *,
+    with_meta: bool = False,
+    null_first: bool = True,
+) -> dict[str, Any]:
+    """Hudi's Avro schema (as a JSON-ready dict) for an Arrow schema.
+
+    Record `<table>_record` in namespace `hoodie.<table>`; every field nullable. With
+    `null_first` (the default) unions are `["null", T]` with `"default": null`, as in
+    `extraMetadata.schema` and `parquet.avro.schema`; `null_first=False` gives Spark's
+    `[T, "null"]` without defaults, as in `hoodie.table.create.schema`. With `with_meta`
+    the five meta fields (`["null","string"]`, `"doc": ""`) come first and meta columns
+    already in `schema` are not repeated; without it they are treated as data columns.
+    """
+    name = _sanitize(table_name)
+    ns = f"hoodie.{name}"
+    data = strip_meta(schema) if with_meta else schema
+    fields = _avro_fields(list(data), f"{ns}.{name}_record", null_first, "")
+    if with_meta:
+        meta = [{"name": m, "type": ["null", "string"], "doc": "", "default": None} for m in META_COLUMNS]
+        fields = meta + fields
+    return {
+        "type": "record",
+        "name": f"{name}_record",
+        "namespace": ns,
+        "fields": fields,
+    }
+
+
+def avro_schema_json(
+    schema: pa.Schema,
+    table_name: str,
+    *,
+    with_meta: bool = False,
+    null_first: bool = True,
+) -> str:
+    """`avro_schema_from_arrow` as the compact JSON string Hudi writes (no whitespace)."""
+    avro = avro_schema_from_arrow(schema, table_name, with_meta=with_meta, null_first=null_first)
+    return json.dumps(avro, separators=(",", ":"))
+
+
+def _arrow_type(s: Any, ns: str, named: dict[str, pa.DataType], col: str) -> pa.DataType:
+    """Arrow type of one Avro schema node; `named` collects named types for references."""
+    if isinstance(s, list):
+        branches = [b for b in s if b != "null"]
+        if len(branches) != 1:
+            raise SchemaError(f"column '{col}': union {s} is not a nullable single type")
+        return _arrow_type(branches[0], ns, named, col)
+    if isinstance(s, str):
+        if s in _PRIMITIVE_TO_ARROW:
+            return _PRIMITIVE_TO_ARROW[s]
+        for ref in (f"{ns}.{s}", s):
+            if ref in named:
+                return named[ref]
+        raise SchemaError(f"column '{col}': unknown Avro type {s!r}")
+    if not isinstance(s, dict) or "type" not in s:
+        raise SchemaError(f"column '{col}': malformed Avro schema {s!r}")
+    typ, logical = s["type"], s.get("logicalType")
+    if typ in ("record", "fixed", "enum"):
+        ns = s.get("namespace", ns)
+        full = s["name"] if "." in s["name"] else f"{ns}.{s['name']}".lstrip(".")
+        if typ == "record":
+            fields = []
+            for f in s["fields"]:
+                c = f"{col}.{f['name']}" if col else f["name"]
+                fields.append(pa.field(f["name"], _arrow_type(f["type"], ns, named, c)))
+            result: pa.DataType = pa.struct(fields)
+        elif typ == "enum":
+            result = pa.string()
+        elif logical == "decimal":
+            result = pa.decimal128(s["precision"], s.get("scale", 0))
+        else:
+            result = pa.binary(s["size"])
+        named[full] = result
+        return result
+    if typ == "array":
+        return pa.list_(_arrow_type(s["items"], ns, named, col))
+    if typ == "map":
+        return pa.map_(pa.string(), _arrow_type(s["values"], ns, named, col))
+    if typ == "bytes" and logical == "decimal":
+        return pa.decimal128(s["precision"], s.get("scale", 0))
+    logical_type = _LOGICAL_TO_ARROW.get((typ, logical or ""))
+    # A primitive wrapped in a dict; unknown logical types are ignored (Avro spec).
+    return logical_type or _arrow_type(typ, ns, named, col)
+
+
+def arrow_schema_from_avro(avro: str | dict[str, Any]) -> pa.Schema:
+    """Arrow schema of a Hudi Avro record schema (JSON string or parsed dict).
+
+    Accepts both union orders (`["null", T]` and `[T, "null"]`); every field, list item
+    and map value comes back nullable. Timestamps become `timestamp[unit, tz=UTC]` (Spark
+    `TIMESTAMP` is UTC-adjusted), `local-timestamp-*` tz-naive; ints become int32.
+    """
+    try:
+        parsed = json.loads(avro) if isinstance(avro, str) else avro
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"table schema is not valid JSON: {e}") from e
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        raise SchemaError("table schema must be an Avro record")
+    try:
+        return pa.schema(list(_arrow_type(parsed, "", {}, "")))
+    except (KeyError, TypeError, ValueError) as e:  # missing keys, bad precision...
+        raise SchemaError(f"unsupported or malformed Avro table schema: {e!r}") from e
+
+
+def _merge(
+    table_t: pa.DataType,
+    batch_t: pa.DataType,
+    path: str,
+    *,
+    allow_new: bool,
+    allow_missing: bool,
+) -> pa.DataType:
+    """The table type after writing a `batch_t` column into a `table_t` column, or SchemaError."""
+    kw = {"allow_new": allow_new, "allow_missing": allow_missing}
+    if table_t == batch_t or pa.types.is_null(batch_t):
+        return table_t
+    if pa.types.is_struct(table_t) and pa.types.is_struct(batch_t):
+        batch_fields = {f.name: f for f in batch_t}
+        if len(batch_fields) != batch_t.num_fields:
+            raise SchemaError(f"{f'column {path!r}' if path else 'the batch'} has duplicate field names")
+        out: list[pa.Field] = []
+        for f in table_t:
+            sub = f"{path}.{f.name}" if path else f.name
+            if f.name in batch_fields:
+                out.append(f.with_type(_merge(f.type, batch_fields[f.name].type, sub, **kw)))
+            elif allow_missing:
+                out.append(f)
+            else:
+                raise SchemaError(
+                    f"column '{sub}' of the table is missing from the batch (dropping columns is not supported)"
+                )
+        for f in batch_t:
+            if f.name in table_t.names:
+                continue
+            sub = f"{path}.{f.name}" if path else f.name
+            if not allow_new:
+                raise SchemaError(f"column '{sub}' of the batch is not in the target schema (evolve the schema first)")
+            _avro_type(f.type, f.name, "x", True, sub)  # must be representable in Avro
+            out.append(f.with_nullable(True))
+        return pa.struct(out)
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(p(table_t) for p in lists) and any(p(batch_t) for p in lists):
+        value = _merge(table_t.value_type, batch_t.value_type, f"{path}[]", **kw)
+        ctor = pa.list_ if pa.types.is_list(table_t) else pa.large_list
+        return ctor(table_t.value_field.with_type(value))
+    if pa.types.is_map(table_t) and pa.types.is_map(batch_t):
+        _merge(table_t.key_type, batch_t.key_type, f"{path}{{key}}", **kw)
+        item = _merge(table_t.item_type, batch_t.item_type, f"{path}{{}}", **kw)
+        return pa.map_(table_t.key_type, table_t.item_field.with_type(item))
+    tb, bb = _INT_BITS.get(table_t), _INT_BITS.get(batch_t)
+    if tb and bb and (tb == 64 or bb <= 32):
+        return table_t if tb == 64 else pa.int32()  # int8/16/32 are all Avro "int"
+    for family in (
+        (pa.types.is_string, pa.types.is_large_string),
+        (pa.types.is_binary, pa.types.is_large_binary),
+        (pa.types.is_timestamp,),
+    ):
+        if any(p(table_t) for p in family) and any(p(batch_t) for p in family):
+            return table_t
+    raise SchemaError(f"column '{path}' has type {batch_t} in the batch but {table_t} in the table")
+
+
+def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema) -> pa.Schema:
+    """The table schema after writing a batch with schema `incoming`.
+
+    Allowed: new columns (also new fields inside structs), appended after the existing
+    ones and made nullable; ints narrower than the table's (int8/16/32 widen to int32);
+    string/large_string, binary/large_binary and any timestamp unit/time zone (cast when
+    conforming; a lossy cast fails there); a batch column of Arrow type null. Everything
+    else is a SchemaError: a table column missing from the batch (dropping is not
+    supported), any other type change. Meta columns are ignored on both sides.
+    """
+    old, new = (pa.struct(list(strip_meta(s))) for s in (table_schema, incoming))
+    merged = _merge(old, new, "", allow_new=True, allow_missing=False)
+    return pa.schema(list(merged), table_schema.metadata)
+
+
+def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_missing: bool = False) -> pa.Table:
+    """Cast and reorder `batch` to exactly `target` (normally the result of `evolve_schema`).
+
+    Meta columns of the batch that `target` lacks are dropped; any other column not in
+    `target` is a SchemaError. Columns (and struct fields) of `target` absent from the
+    batch are a SchemaError unless `allow_missing`, then filled with nulls (only
+    nullable ones). Casts are safe: a value that would change (overflow, truncated
+    timestamp) raises SchemaError naming the column.
+    """
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    names = set(target.names)
+    keep = [f for f in table.schema if f.name in names or f.name not in META_COLUMNS]
+    src, dst = pa.struct(keep), pa.struct(list(target))
+    _merge(dst, src, "", allow_new=False, allow_missing=allow_missing)
+    columns: list[pa.ChunkedArray | pa.Array] = []
+    for f in target:
+        if f.name not in table.column_names:
+            if not f.nullable:
+                raise SchemaError(f"column '{f.name}' is missing from the batch and not nullable")
+            columns.append(pa.nulls(table.num_rows, f.type))
+            continue
+        column = table.column(f.name)
+        if column.type != f.type:
+            try:
+                column = pc.cast(column, f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as e:
+                raise SchemaError(f"column '{f.name}' cannot be cast from {column.type} to {f.type}: {e}") from e
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=target)

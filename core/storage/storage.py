@@ -1,0 +1,186 @@
+"""A table's filesystem: every path is relative to the table's base path.
+
+One interface over `pyarrow.fs` for local disks, S3, GCS and HDFS. The one operation
+pyarrow does not offer, an atomic create-if-absent (used to complete timeline instants,
+so that two committers can never both win), is implemented per scheme: a hard link of
+a fully written temporary file on local disks, a conditional PUT (`If-None-Match: *`)
+on S3. Other schemes fall back to check-then-write, which is only safe under the table
+lock; a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from lakeward.core.exceptions import InstantExistsError, StorageError
+from lakeward.core.storage import s3
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file or directory found by a listing; `path` is relative to the base path."""
+
+    path: str
+    size: int
+    is_dir: bool
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+class Storage:
+    """Files of one table, addressed by paths relative to its base path."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, uri: str, options: Mapping[str, str]):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.uri = uri
+        self.options = dict(options)
+        self._scheme = urlparse(uri).scheme or "file"
+        if self._scheme not in ("file", "s3", "s3a"):
+            log.warning(
+                "storage scheme %r has no atomic create-if-absent; completing instants is "
+                "safe only while a table lock serialises writers",
+                self._scheme,
+            )
+
+    @classmethod
+    def for_uri(cls, uri: str, options: Mapping[str, str] | None = None) -> Storage:
+        """Open the filesystem that holds `uri` (a local path or a scheme URI)."""
+        options = dict(options or {})
+        parsed = urlparse(uri)
+        if parsed.scheme in ("s3", "s3a"):
+            fs = s3.filesystem(options)
+            root = f"{parsed.netloc}{parsed.path}".rstrip("/")
+            return cls(fs, root, f"s3://{root}", options)
+        if parsed.scheme in ("", "file"):
+            local = os.path.abspath(parsed.path if parsed.scheme else uri)
+            return cls(pafs.LocalFileSystem(), local, local, options)
+        fs, root = pafs.FileSystem.from_uri(uri)
+        return cls(fs, root, uri, options)
+
+    # -- paths -----------------------------------------------------------------------------
+    def full_path(self, rel: str) -> str:
+        """The filesystem path of a path relative to the base path."""
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def uri_of(self, rel: str) -> str:
+        return posixpath.join(self.uri, rel) if rel else self.uri
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    # -- reading ---------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
+
+    def read_bytes(self, rel: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self.full_path(rel)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.uri_of(rel)}: {exc}") from exc
+
+    def open_input_file(self, rel: str) -> pa.NativeFile:
+        return self.fs.open_input_file(self.full_path(rel))
+
+    def size(self, rel: str) -> int:
+        info = self.fs.get_file_info(self.full_path(rel))
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(self.uri_of(rel))
+        return int(info.size or 0)
+
+    def list_dir(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
+        """Entries under `rel` (missing directory: empty list), paths relative to the base."""
+        selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
+        prefix = self.root.rstrip("/") + "/"
+        entries = []
+        for info in self.fs.get_file_info(selector):
+            path = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
+            entries.append(FileEntry(path, int(info.size or 0), info.type == pafs.FileType.Directory))
+        return entries
+
+    # -- writing ---------------------------------------------------------------------------
+    def make_dirs(self, rel: str) -> None:
+        self.fs.create_dir(self.full_path(rel), recursive=True)
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write (or replace) a whole file; readers never see a partial file on local disks."""
+        full = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            tmp = self._temp_name(full)
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, full)
+            return
+        with self.fs.open_output_stream(full) as f:
+            f.write(data)
+
+    def create_if_absent(self, rel: str, data: bytes) -> None:
+        """Atomically create `rel` with `data`; raise InstantExistsError if it exists.
+
+        Exactly one of several racing callers succeeds, and readers see either no file
+        or the whole content.
+        """
+        full = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            tmp = self._temp_name(full)
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, full)
+            except FileExistsError:
+                raise InstantExistsError(f"{self.uri_of(rel)} already exists") from None
+            finally:
+                os.unlink(tmp)
+            return
+        if self._scheme in ("s3", "s3a"):
+            bucket, _, key = full.partition("/")
+            if not s3.put_if_absent(self.options, bucket, key, data):
+                raise InstantExistsError(f"{self.uri_of(rel)} already exists")
+            return
+        if self.exists(rel):
+            raise InstantExistsError(f"{self.uri_of(rel)} already exists")
+        with self.fs.open_output_stream(full) as f:
+            f.write(data)
+
+    def open_output_stream(self, rel: str) -> pa.NativeFile:
+        full = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        return self.fs.open_output_stream(full)
+
+    def delete_file(self, rel: str, missing_ok: bool = True) -> None:
+        try:
+            self.fs.delete_file(self.full_path(rel))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_dir(self, rel: str) -> None:
+        try:
+            self.fs.delete_dir(self.full_path(rel))
+        except FileNotFoundError:
+            pass
+
+    @staticmethod
+    def _temp_name(full: str) -> str:
+        head, tail = os.path.split(full)
+        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")

@@ -1,0 +1,333 @@
+"""`Table`: create or open a Hudi (table version 6) table, write to it and read it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lakeward.core.config.table import (
+    DEFAULT_PAYLOAD,
+    OVERWRITE_WITH_LATEST_PAYLOAD,
+    TIMESTAMP_KEYGEN_KEYS,
+    KeyGeneratorType,
+    TableConfig,
+    TableType,
+)
+from lakeward.core.config.write import parse_write_config
+from lakeward.core.engine import Engine
+from lakeward.core.exceptions import (
+    ConfigError,
+    InstantExistsError,
+    InstantNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.locks import LOCK_OPTION_KEYS
+from lakeward.core.read.filters import Filters, partition_pruner, to_expression
+from lakeward.core.read.incremental import read_incremental
+from lakeward.core.read.snapshot import read_file_slices
+from lakeward.core.schema import avro_schema_json
+from lakeward.core.storage import Storage
+from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.timeline import METAFOLDER, Instant, Timeline, normalize_instant_time
+from lakeward.core.timeline.instant_time import format_instant_time
+from lakeward.core.write.client import WriteClient, WriteResult
+from lakeward.core.write.operation import WriteOperation
+
+PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
+_INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived")
+
+
+def _as_fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return tuple(value)
+
+
+def _option_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = options.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise ConfigError(f"{key}={value!r} must be true or false")
+
+
+class Table:
+    """A Hudi table at a path (local, s3://, gs://, hdfs://)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        config: TableConfig,
+        options: Mapping[str, Any] | None = None,
+        engine: Engine | None = None,
+    ):
+        self.storage = storage
+        self.config = config
+        self.options = dict(options or {})
+        self.engine = engine
+        parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)  # fail fast on bad options
+        self._client: WriteClient | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str,
+        *,
+        record_key: str | Sequence[str] | None = None,
+        partition_by: str | Sequence[str] | None = None,
+        ordering_field: str | None = None,
+        table_name: str | None = None,
+        table_type: str = "COPY_ON_WRITE",
+        key_generator: str | None = None,
+        hive_style_partitioning: bool | None = None,
+        url_encode_partitions: bool | None = None,
+        schema: pa.Schema | None = None,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        engine: Engine | None = None,
+    ) -> Table:
+        """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
+
+        Raises TableExistsError if a table is already there.
+        """
+        opts = dict(options or {})
+        storage = Storage.for_uri(path, storage_options)
+        name = table_name or opts.get("hoodie.table.name") or opts.get("hoodie.datasource.write.table.name")
+        if not name:
+            name = posixpath.basename(storage.uri.rstrip("/")) or "table"
+            name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        record_fields = _as_fields(record_key or opts.get("hoodie.datasource.write.recordkey.field"))
+        partition_fields = _as_fields(partition_by or opts.get("hoodie.datasource.write.partitionpath.field"))
+        ordering = ordering_field or opts.get("hoodie.datasource.write.precombine.field") or None
+        kg_value = (
+            key_generator
+            or opts.get("hoodie.datasource.write.keygenerator.class")
+            or opts.get("hoodie.datasource.write.keygenerator.type")
+        )
+        if kg_value:
+            kg = KeyGeneratorType.parse(str(kg_value), "hoodie.datasource.write.keygenerator.class")
+        elif not partition_fields:
+            kg = KeyGeneratorType.NON_PARTITION
+        elif len(record_fields) == 1 and len(partition_fields) == 1:
+            kg = KeyGeneratorType.SIMPLE
+        else:
+            kg = KeyGeneratorType.COMPLEX
+        payload = opts.get("hoodie.datasource.write.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD)
+        if payload not in (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD):
+            raise ConfigError(
+                f"hoodie.datasource.write.payload.class={payload!r} is not supported; use "
+                f"{OVERWRITE_WITH_LATEST_PAYLOAD} or {DEFAULT_PAYLOAD}"
+            )
+        config = TableConfig(
+            name=str(name),
+            table_type=TableType.parse(
+                str(opts.get("hoodie.datasource.write.table.type", table_type)), "hoodie.datasource.write.table.type"
+            ),
+            record_key_fields=record_fields,
+            partition_fields=partition_fields,
+            precombine_field=ordering,
+            key_generator=kg,
+            hive_style_partitioning=(
+                hive_style_partitioning
+                if hive_style_partitioning is not None
+                else _option_bool(opts, "hoodie.datasource.write.hive_style_partitioning", False)
+            ),
+            url_encode_partitions=(
+                url_encode_partitions
+                if url_encode_partitions is not None
+                else _option_bool(opts, "hoodie.datasource.write.partitionpath.urlencode", False)
+            ),
+            database=str(opts.get("hoodie.database.name", "default")),
+            payload_class=str(payload),
+            timeline_timezone=str(opts.get("hoodie.table.timeline.timezone", "LOCAL")).upper(),
+            keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
+        )
+        if config.table_type is TableType.MERGE_ON_READ:
+            raise ConfigError("table type MERGE_ON_READ is not supported yet: create COPY_ON_WRITE tables")
+        if schema is not None:
+            missing = [f for f in (*record_fields, *partition_fields) if f not in schema.names]
+            if missing:
+                raise ConfigError(f"schema lacks the record key / partition column(s) {missing}")
+            config = config.with_create_schema(avro_schema_json(schema, config.name, null_first=False))
+        parse_write_config(opts, extra_known=LOCK_OPTION_KEYS)
+        if storage.exists(PROPERTIES_PATH):
+            raise TableExistsError(f"a table already exists at {storage.uri}")
+        if storage.is_local:
+            for folder in _INIT_FOLDERS:
+                storage.make_dirs(posixpath.join(METAFOLDER, folder))
+        try:
+            storage.create_if_absent(PROPERTIES_PATH, config.to_text().encode())
+        except InstantExistsError:
+            raise TableExistsError(f"a table already exists at {storage.uri}") from None
+        return cls(storage, config, opts, engine)
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        *,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        engine: Engine | None = None,
+    ) -> Table:
+        """Open an existing table; raises TableNotFoundError when the path holds none."""
+        storage = Storage.for_uri(path, storage_options)
+        try:
+            text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")
+        except FileNotFoundError:
+            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {PROPERTIES_PATH} does not exist") from None
+        return cls(storage, TableConfig.from_text(text), options, engine)
+
+    # -- inspection ----------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.storage.uri
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.storage)
+
+    def completed_instants(self) -> list[Instant]:
+        """Completed instants of every action, oldest first."""
+        return self.timeline().completed()
+
+    def schema(self) -> pa.Schema | None:
+        """The table's data schema (without meta columns); None before the first write."""
+        return resolve_table_schema(self.storage, self.timeline(), self.config)
+
+    def file_slices(self, as_of: str | dt.datetime | None = None) -> list[FileSlice]:
+        timeline = self.timeline()
+        instant = self._resolve_as_of(timeline, as_of)
+        view = FileSystemView.load(self.storage, timeline)
+        return view.latest_file_slices(as_of=instant)
+
+    # -- writes ---------------------------------------------------------------------------
+    def _writer(self) -> WriteClient:
+        if self._client is None:
+            self._client = WriteClient(self.storage, self.config, self.options, self.engine)
+        return self._client
+
+    def upsert(self, data: Any) -> WriteResult:
+        """Insert new records and update existing ones (by record key); returns the instant."""
+        return self._writer().write(data, WriteOperation.UPSERT)
+
+    def insert(self, data: Any) -> WriteResult:
+        """Insert records without looking up existing keys (duplicates possible), filling small files."""
+        return self._writer().write(data, WriteOperation.INSERT)
+
+    def bulk_insert(self, data: Any) -> WriteResult:
+        """Insert records into new files only: the fastest initial load."""
+        return self._writer().write(data, WriteOperation.BULK_INSERT)
+
+    def delete(self, data: Any = None, *, keys: Sequence[Any] | None = None) -> WriteResult:
+        """Delete records given as rows (record key and partition columns) or as key values.
+
+        `keys` are values of the record key field (one field), or dicts of the record key
+        and partition fields; unknown keys are ignored.
+        """
+        if (data is None) == (keys is None):
+            raise ConfigError("delete() takes either rows or keys=..., not both or neither")
+        if keys is not None:
+            data = self._rows_for_keys(keys)
+        return self._writer().write(data, WriteOperation.DELETE)
+
+    def insert_overwrite(self, data: Any) -> WriteResult:
+        """Replace the partitions present in `data` with its records (a replacecommit)."""
+        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE)
+
+    def insert_overwrite_table(self, data: Any) -> WriteResult:
+        """Replace the whole table with `data` (a replacecommit)."""
+        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE)
+
+    def delete_partition(self, partitions: Sequence[str]) -> WriteResult:
+        """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
+        return self._writer().write(None, WriteOperation.DELETE_PARTITION, partitions=list(partitions))
+
+    def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
+        if keys and isinstance(keys[0], Mapping):
+            return pa.Table.from_pylist(list(keys))  # type: ignore[arg-type]
+        if len(self.config.record_key_fields) != 1:
+            raise ConfigError("keys=[...] needs dicts of field values: the record key has several fields")
+        current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields])
+        wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
+        import pyarrow.compute as pc
+
+        return current.filter(pc.is_in(current.column(0), value_set=wanted))
+
+    # -- reads ----------------------------------------------------------------------------
+    def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:
+        if as_of is None:
+            return None
+        wanted = normalize_instant_time(as_of, self.config.timeline_timezone)
+        now = format_instant_time(
+            dt.datetime.now(dt.UTC) if self.config.timeline_timezone == "UTC" else dt.datetime.now()
+        )
+        if wanted > now and wanted > (timeline.latest_time() or ""):
+            raise InstantNotFoundError(
+                f"as_of {as_of!r} is in the future; a read as of it could change as commits land"
+            )
+        pending = [i.time for i in timeline.pending_writes() if i.time <= wanted]
+        if pending:
+            raise InstantNotFoundError(
+                f"as_of {as_of!r} is not stable: instant {pending[0]} before it is still in flight; "
+                "read as of an earlier instant or retry when it completes"
+            )
+        instant = timeline.completed_write_as_of(wanted)
+        if instant is None:
+            first = timeline.completed_writes()[0].time if timeline.completed_writes() else None
+            raise InstantNotFoundError(
+                f"no completed instant at or before {as_of!r}; the earliest readable instant is {first}"
+            )
+        return instant.time
+
+    def read(
+        self,
+        as_of: str | dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Filters = None,
+    ) -> pa.Table:
+        """Snapshot of the table (latest, or as of a completed instant or a timestamp)."""
+        timeline = self.timeline()
+        instant = self._resolve_as_of(timeline, as_of)
+        schema = resolve_table_schema(self.storage, timeline, self.config)
+        view = FileSystemView.load(self.storage, timeline)
+        slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
+        return read_file_slices(self.storage, slices, schema, columns, to_expression(filters))
+
+    def read_incremental(
+        self,
+        begin: str | dt.datetime,
+        end: str | dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Filters = None,
+    ) -> pa.Table:
+        """Latest state of records changed by completed writes in (begin, end]."""
+        timeline = self.timeline()
+        tz = self.config.timeline_timezone
+        start = normalize_instant_time(begin, tz)
+        stop = normalize_instant_time(end, tz) if end is not None else None
+        pending = [i.time for i in timeline.pending_writes() if i.time > start and (stop is None or i.time <= stop)]
+        if pending:
+            if stop is not None:
+                raise InstantNotFoundError(
+                    f"instant {pending[0]} inside ({start}, {stop}] is still in flight; the range is not "
+                    "stable yet: end the range before it or retry when it completes"
+                )
+            before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
+            stop = before[-1] if before and before[-1] > start else start
+        schema = resolve_table_schema(self.storage, timeline, self.config)
+        return read_incremental(self.storage, timeline, schema, start, stop, columns, to_expression(filters))

@@ -1,0 +1,195 @@
+"""Avro-serialised timeline content (plans and service metadata), as table version 6 stores it.
+
+Each is an Avro object container file holding exactly one record, null codec, with the
+writer schema embedded. Schemas are written here from the format facts (namespace
+`org.apache.hudi.avro.model`); readers resolve fields by name, so files written by
+Apache Hudi with slightly different revisions decode as well.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import fastavro
+
+from lakeward.core.exceptions import CorruptTableError
+
+NS = "org.apache.hudi.avro.model"
+STR = "string"
+
+
+def _opt(name: str, type_: Any, default: Any = None) -> dict[str, Any]:
+    return {"name": name, "type": ["null", type_], "default": default}
+
+
+def _version() -> dict[str, Any]:
+    return {"name": "version", "type": ["int", "null"], "default": 1}
+
+
+_STR_MAP = {"type": "map", "values": STR}
+INSTANT_INFO = {
+    "type": "record",
+    "name": "HoodieInstantInfo",
+    "namespace": NS,
+    "fields": [{"name": "commitTime", "type": STR}, {"name": "action", "type": STR}],
+}
+
+SLICE_INFO = {
+    "type": "record",
+    "name": "HoodieSliceInfo",
+    "namespace": NS,
+    "fields": [
+        _opt("dataFilePath", STR),
+        _opt("deltaFilePaths", {"type": "array", "items": STR}),
+        {"name": "fileId", "type": ["null", STR]},
+        _opt("partitionPath", STR),
+        _opt("bootstrapFilePath", STR),
+        _version(),
+    ],
+}
+
+CLUSTERING_PLAN = {
+    "type": "record",
+    "name": "HoodieClusteringPlan",
+    "namespace": NS,
+    "fields": [
+        _opt(
+            "inputGroups",
+            {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "HoodieClusteringGroup",
+                    "fields": [
+                        _opt("slices", {"type": "array", "items": SLICE_INFO}),
+                        _opt("metrics", {"type": "map", "values": "double"}),
+                        {"name": "numOutputFileGroups", "type": ["int", "null"], "default": 1},
+                        _opt("extraMetadata", _STR_MAP),
+                        _version(),
+                    ],
+                },
+            },
+        ),
+        _opt(
+            "strategy",
+            {
+                "type": "record",
+                "name": "HoodieClusteringStrategy",
+                "fields": [
+                    _opt("strategyClassName", STR),
+                    _opt("strategyParams", _STR_MAP),
+                    _version(),
+                ],
+            },
+        ),
+        _opt("extraMetadata", _STR_MAP),
+        _version(),
+        _opt("preserveHoodieMetadata", "boolean"),
+    ],
+}
+
+REQUESTED_REPLACE_METADATA = {
+    "type": "record",
+    "name": "HoodieRequestedReplaceMetadata",
+    "namespace": NS,
+    "fields": [
+        _opt("operationType", STR),
+        _opt("clusteringPlan", CLUSTERING_PLAN),
+        _opt("extraMetadata", _STR_MAP),
+        _version(),
+    ],
+}
+
+ROLLBACK_PLAN = {
+    "type": "record",
+    "name": "HoodieRollbackPlan",
+    "namespace": NS,
+    "fields": [
+        _opt("instantToRollback", INSTANT_INFO),
+        _opt(
+            "RollbackRequests",
+            {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "HoodieRollbackRequest",
+                    "fields": [
+                        {"name": "partitionPath", "type": STR},
+                        _opt("fileId", STR),
+                        _opt("latestBaseInstant", STR),
+                        {
+                            "name": "filesToBeDeleted",
+                            "type": {"type": "array", "items": STR},
+                            "default": [],
+                        },
+                        _opt("logBlocksToBeDeleted", {"type": "map", "values": "long"}),
+                    ],
+                },
+            },
+        ),
+        _version(),
+    ],
+}
+
+ROLLBACK_METADATA = {
+    "type": "record",
+    "name": "HoodieRollbackMetadata",
+    "namespace": NS,
+    "fields": [
+        {"name": "startRollbackTime", "type": STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "commitsRollback", "type": {"type": "array", "items": STR}},
+        {
+            "name": "partitionMetadata",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "HoodieRollbackPartitionMetadata",
+                    "fields": [
+                        {"name": "partitionPath", "type": STR},
+                        {"name": "successDeleteFiles", "type": {"type": "array", "items": STR}},
+                        {"name": "failedDeleteFiles", "type": {"type": "array", "items": STR}},
+                        _opt("rollbackLogFiles", {"type": "map", "values": "long"}),
+                        _opt("logFilesFromFailedCommit", {"type": "map", "values": "long"}),
+                    ],
+                },
+            },
+        },
+        _version(),
+        {
+            "name": "instantsRollback",
+            "type": {"type": "array", "items": INSTANT_INFO},
+            "default": [],
+        },
+    ],
+}
+
+_PARSED: dict[str, Any] = {}
+
+
+def _parsed(schema: dict[str, Any]) -> Any:
+    name = schema["name"]
+    if name not in _PARSED:
+        _PARSED[name] = fastavro.parse_schema(schema)
+    return _PARSED[name]
+
+
+def serialize(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    """One record in an Avro object container (null codec), as Hudi's timeline stores it."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, _parsed(schema), [record], codec="null")
+    return buf.getvalue()
+
+
+def deserialize(data: bytes, what: str = "timeline file") -> dict[str, Any]:
+    """The single record of an Avro container written by lakeward or Apache Hudi."""
+    try:
+        records = list(fastavro.reader(io.BytesIO(data)))
+    except Exception as exc:  # fastavro raises several unrelated types on bad input
+        raise CorruptTableError(f"{what} is not an Avro container: {exc}") from exc
+    if len(records) != 1:
+        raise CorruptTableError(f"{what} holds {len(records)} records, expected 1")
+    return records[0]  # type: ignore[return-value]

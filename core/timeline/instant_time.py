@@ -1,0 +1,67 @@
+"""Instant times: `yyyyMMddHHmmssSSS`, strictly increasing, in the table's timeline time zone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.timeline.instant import INSTANT_TIME_RE
+
+_FORMAT = "%Y%m%d%H%M%S"
+_lock = threading.Lock()
+_last_issued = ""
+
+
+def format_instant_time(moment: dt.datetime) -> str:
+    return moment.strftime(_FORMAT) + f"{moment.microsecond // 1000:03d}"
+
+
+def _now(timezone: str) -> dt.datetime:
+    if timezone.upper() == "UTC":
+        return dt.datetime.now(dt.UTC)
+    return dt.datetime.now()
+
+
+def _bump(instant_time: str) -> str:
+    moment = dt.datetime.strptime(instant_time[:14], _FORMAT).replace(
+        microsecond=int(instant_time[14:17] or "0") * 1000
+    )
+    return format_instant_time(moment + dt.timedelta(milliseconds=1))
+
+
+def new_instant_time(after: str | None = None, timezone: str = "LOCAL") -> str:
+    """A fresh instant time, later than every time issued in this process and than `after`."""
+    global _last_issued
+    with _lock:
+        candidate = format_instant_time(_now(timezone))
+        floor = max(_last_issued, after or "")
+        if floor and candidate <= floor:
+            candidate = _bump(floor.ljust(17, "9") if len(floor) == 14 else floor)
+        _last_issued = candidate
+        return candidate
+
+
+def normalize_instant_time(value: str | dt.datetime, timezone: str = "LOCAL") -> str:
+    """Turn an instant time, a date-time string or a datetime into a 17-digit comparable time.
+
+    Strings of 14 or 17 digits are instant times; other strings are parsed as ISO
+    date-times (`2024-04-18 17:32:13.674`). Aware datetimes are converted to the
+    timeline's zone (the machine's local zone unless the table says UTC).
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if INSTANT_TIME_RE.match(text):
+            return text if len(text) == 17 else text + "999"
+        if text.isdigit() and 8 <= len(text) < 17:
+            return text.ljust(17, "9")
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise InstantNotFoundError(
+                f"{value!r} is neither an instant time (yyyyMMddHHmmssSSS) nor an ISO date-time"
+            ) from None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC if timezone.upper() == "UTC" else None)
+        value = value.replace(tzinfo=None)
+    return format_instant_time(value)

@@ -1,0 +1,106 @@
+"""Commit metadata JSON (`HoodieCommitMetadata`, `HoodieReplaceCommitMetadata`) as Hudi writes it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from lakeward.core.exceptions import CorruptTableError
+
+
+@dataclass
+class WriteStat:
+    """One file written by an instant. Field order is Jackson's, for byte-level familiarity."""
+
+    fileId: str
+    path: str
+    cdcStats: dict[str, int] | None = None
+    prevCommit: str = "null"
+    numWrites: int = 0
+    numDeletes: int = 0
+    numUpdateWrites: int = 0
+    numInserts: int = 0
+    totalWriteBytes: int = 0
+    totalWriteErrors: int = 0
+    tempPath: str | None = None
+    partitionPath: str = ""
+    totalLogRecords: int = 0
+    totalLogFilesCompacted: int = 0
+    totalLogSizeCompacted: int = 0
+    totalUpdatedRecordsCompacted: int = 0
+    totalLogBlocks: int = 0
+    totalCorruptLogBlock: int = 0
+    totalRollbackBlocks: int = 0
+    fileSizeInBytes: int = 0
+    minEventTime: int | None = None
+    maxEventTime: int | None = None
+    runtimeStats: dict[str, int] | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> WriteStat:
+        known = {f.name for f in fields(cls)}
+        if "fileId" not in data:
+            raise CorruptTableError(f"write stat without fileId: {data}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class CommitMetadata:
+    """Metadata of a completed commit, deltacommit or replacecommit."""
+
+    partitionToWriteStats: dict[str, list[WriteStat]] = field(default_factory=dict)
+    compacted: bool = False
+    extraMetadata: dict[str, str] = field(default_factory=dict)
+    operationType: str = "UNKNOWN"
+    #: Only for replacecommits: partition -> file ids this instant replaces.
+    partitionToReplaceFileIds: dict[str, list[str]] | None = None
+
+    @property
+    def schema(self) -> str | None:
+        return self.extraMetadata.get("schema")
+
+    def write_stats(self) -> list[WriteStat]:
+        return [s for stats in self.partitionToWriteStats.values() for s in stats]
+
+    def file_paths(self) -> list[str]:
+        return [s.path for s in self.write_stats()]
+
+    def to_json(self) -> str:
+        body: dict[str, Any] = {
+            "partitionToWriteStats": {
+                p: [s.to_json_dict() for s in stats] for p, stats in self.partitionToWriteStats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extraMetadata),
+            "operationType": self.operationType,
+        }
+        if self.partitionToReplaceFileIds is not None:
+            body["partitionToReplaceFileIds"] = self.partitionToReplaceFileIds
+        return json.dumps(body, indent=2, separators=(",", " : "))
+
+    def to_bytes(self) -> bytes:
+        return self.to_json().encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "commit metadata") -> CommitMetadata:
+        if not data.strip():
+            return cls()
+        try:
+            raw = json.loads(data)
+        except ValueError as exc:
+            raise CorruptTableError(f"{name} is not valid JSON: {exc}") from exc
+        stats = {
+            p: [WriteStat.from_json_dict(s) for s in (lst or [])]
+            for p, lst in (raw.get("partitionToWriteStats") or {}).items()
+        }
+        return cls(
+            partitionToWriteStats=stats,
+            compacted=bool(raw.get("compacted", False)),
+            extraMetadata={k: str(v) for k, v in (raw.get("extraMetadata") or {}).items()},
+            operationType=raw.get("operationType") or "UNKNOWN",
+            partitionToReplaceFileIds=raw.get("partitionToReplaceFileIds"),
+        )

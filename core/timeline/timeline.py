@@ -1,0 +1,105 @@
+"""The active timeline: every instant under `.hoodie/`, at its most advanced state, and queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from lakeward.core.storage import Storage
+from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+
+METAFOLDER = ".hoodie"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Instants ordered by time; one entry per (time, action family) at its latest state.
+
+    `files` keeps every timeline file seen, so callers can tell e.g. that a completed
+    `commit` was a compaction (`<t>.compaction.requested` exists).
+    """
+
+    instants: tuple[Instant, ...]
+    files: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_file_names(cls, names: Iterable[str]) -> Timeline:
+        latest: dict[tuple[str, Action], Instant] = {}
+        files = set()
+        for name in names:
+            instant = Instant.parse(name)
+            if instant is None:
+                continue
+            files.add(name)
+            family = instant.action.completed_action
+            key = (instant.time, family)
+            current = latest.get(key)
+            if current is None or instant.state.rank > current.state.rank:
+                latest[key] = instant
+            elif instant.state.rank == current.state.rank and instant.action is not family:
+                latest[key] = instant  # prefer the plan's own action name for pending states
+        ordered = sorted(latest.values(), key=Instant.sort_key)
+        return cls(tuple(ordered), frozenset(files))
+
+    @classmethod
+    def load(cls, storage: Storage) -> Timeline:
+        """List `.hoodie/` once and build the timeline."""
+        entries = storage.list_dir(METAFOLDER)
+        return cls.from_file_names(e.name for e in entries if not e.is_dir)
+
+    # -- queries -------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    def completed_writes(self) -> list[Instant]:
+        """Completed commit, deltacommit and replacecommit instants: they define the data."""
+        return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
+
+    def completed_write_times(self) -> frozenset[str]:
+        return frozenset(i.time for i in self.completed_writes())
+
+    def latest_completed_write(self) -> Instant | None:
+        writes = self.completed_writes()
+        return writes[-1] if writes else None
+
+    def latest_time(self) -> str | None:
+        """The largest instant time on the timeline, in any state."""
+        return max((i.time for i in self.instants), default=None)
+
+    def pending_writes(self) -> list[Instant]:
+        return [i for i in self.pending() if i.action in WRITE_ACTIONS]
+
+    def find(self, time: str) -> list[Instant]:
+        return [i for i in self.instants if i.time == time]
+
+    def was_compaction(self, time: str) -> bool:
+        return f"{time}.compaction.requested" in self.files
+
+    def completed_write_as_of(self, time: str) -> Instant | None:
+        """The latest completed write instant whose time is not after `time`."""
+        found = None
+        for instant in self.completed_writes():
+            if instant.time <= time:
+                found = instant
+        return found
+
+    def completed_writes_between(self, begin: str | None, end: str | None) -> list[Instant]:
+        """Completed writes in the half-open range (begin, end]."""
+        return [
+            i for i in self.completed_writes() if (begin is None or i.time > begin) and (end is None or i.time <= end)
+        ]
+
+    def state_of(self, time: str, action: Action) -> State | None:
+        for i in self.instants:
+            if i.time == time and i.action.completed_action == action.completed_action:
+                return i.state
+        return None

@@ -1,0 +1,53 @@
+"""State transitions of instants: requested -> inflight -> completed, each a file under `.hoodie/`.
+
+Requested and completed files are created with an atomic create-if-absent, so two
+writers can never take the same instant time nor both complete it; a completed file
+is never overwritten.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from lakeward.core.storage import Storage
+from lakeward.core.timeline.instant import Action, Instant, State
+from lakeward.core.timeline.metadata import CommitMetadata
+from lakeward.core.timeline.timeline import METAFOLDER
+
+
+def instant_path(instant: Instant) -> str:
+    return posixpath.join(METAFOLDER, instant.file_name)
+
+
+def create_requested(storage: Storage, time: str, action: Action, content: bytes = b"") -> Instant:
+    instant = Instant(time, action, State.REQUESTED)
+    storage.create_if_absent(instant_path(instant), content)
+    return instant
+
+
+def transition_to_inflight(storage: Storage, requested: Instant, content: bytes = b"") -> Instant:
+    inflight = requested.with_state(State.INFLIGHT)
+    storage.write_bytes(instant_path(inflight), content)
+    return inflight
+
+
+def complete(storage: Storage, inflight: Instant, content: bytes) -> Instant:
+    """Publish the completed instant: the single atomic step that makes a write visible."""
+    completed = inflight.with_state(State.COMPLETED)
+    storage.create_if_absent(instant_path(completed), content)
+    return completed
+
+
+def read_instant(storage: Storage, instant: Instant) -> bytes:
+    return storage.read_bytes(instant_path(instant))
+
+
+def delete_pending_files(storage: Storage, time: str, action: Action) -> None:
+    """Remove the requested and inflight files of a pending instant (after its rollback)."""
+    for state in (State.INFLIGHT, State.REQUESTED):
+        storage.delete_file(instant_path(Instant(time, action, state)))
+
+
+def read_commit_metadata(storage: Storage, instant: Instant) -> CommitMetadata:
+    """The JSON commit metadata of a completed commit, deltacommit or replacecommit."""
+    return CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)

@@ -1,0 +1,1 @@
+"""lakeward.services: the table-services daemon and the command line."""

@@ -1,0 +1,180 @@
+"""A real standalone ZooKeeper server for the tests (Debian package `zookeeper`).
+
+The session-scoped fixture `zookeeper_server` starts
+`org.apache.zookeeper.server.ZooKeeperServerMain` from `/usr/share/java/zookeeper.jar`
+on a free loopback port with a temporary data dir, waits until the `srvr` four-letter
+command answers `Mode: standalone`, and stops it with SIGTERM at the end of the session.
+Tests that need a session to expire call `stop()`, wait, and `start()` again (same data
+dir, same port).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
+SETUP_HINT = (
+    "run the project's test set-up command, which installs the Debian package "
+    "`zookeeper` (`apt-get install -y zookeeper`)"
+)
+STARTUP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def four_letter_word(port: int, command: str, timeout_s: float = 1.0) -> str:
+    """Send a four-letter command (`srvr`, `ruok`, ...) and return the answer ('' if none)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(command.encode("ascii"))
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _class_path() -> str:
+    """zookeeper.jar plus the dependencies its manifest lists (and slf4j-simple for logs)."""
+    if shutil.which("java") is None:
+        pytest.fail(f"ZooKeeper tests need `java` on PATH; {SETUP_HINT}", pytrace=False)
+    if not ZOOKEEPER_JAR.is_file():
+        pytest.fail(f"ZooKeeper jar not found at {ZOOKEEPER_JAR}; {SETUP_HINT}", pytrace=False)
+    with zipfile.ZipFile(ZOOKEEPER_JAR) as jar:
+        manifest = jar.read("META-INF/MANIFEST.MF").decode("utf-8")
+    # Manifest lines are wrapped at 72 bytes; a continuation line starts with one space.
+    unwrapped = manifest.replace("\r\n", "\n").replace("\n ", "")
+    entries: list[str] = []
+    for line in unwrapped.splitlines():
+        if line.startswith("Class-Path:"):
+            entries = line.split(":", 1)[1].split()
+    jars = [str(ZOOKEEPER_JAR), *(e for e in entries if Path(e).is_file())]
+    if SLF4J_SIMPLE_JAR.is_file():
+        jars.append(str(SLF4J_SIMPLE_JAR))
+    return os.pathsep.join(jars)
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper process; `stop()`/`start()` keep its data dir and port."""
+
+    def __init__(self, workdir: Path, port: int, tick_time_ms: int = 500):
+        self.workdir = workdir
+        self.port = port
+        self.tick_time_ms = tick_time_ms
+        self.config_path = workdir / "zoo.cfg"
+        self.log_path = workdir / "zookeeper.log"
+        self.startup_seconds: float | None = None
+        self._class_path = _class_path()
+        self._process: subprocess.Popen[bytes] | None = None
+        (workdir / "data").mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "\n".join(
+                [
+                    f"tickTime={tick_time_ms}",
+                    f"dataDir={workdir / 'data'}",
+                    f"clientPort={port}",
+                    "clientPortAddress=127.0.0.1",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+                    "maxClientCnxns=0",
+                    "",
+                ]
+            )
+        )
+
+    @property
+    def hosts(self) -> str:
+        """The connect string for clients, `127.0.0.1:PORT`."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        """Start the server and wait until it serves (`srvr` says `Mode: standalone`)."""
+        if self.running:
+            return
+        began = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [
+                    "java",
+                    "-Xms64m",
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    "-cp",
+                    self._class_path,
+                    "org.apache.zookeeper.server.ZooKeeperServerMain",
+                    str(self.config_path),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+            )
+        deadline = began + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with code {self._process.returncode} while starting; "
+                    f"log:\n{self._log_tail()}"
+                )
+            if "Mode: standalone" in four_letter_word(self.port, "srvr"):
+                self.startup_seconds = time.monotonic() - began
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(
+            f"ZooKeeper did not answer `srvr` on port {self.port} within {STARTUP_TIMEOUT_S}s; "
+            f"log:\n{self._log_tail()}"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM the server and wait for it (SIGKILL after 10 s)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def _log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """A real standalone ZooKeeper on 127.0.0.1 for the whole test session."""
+    workdir = Path(tempfile.mkdtemp(prefix="lakeward-zookeeper-"))
+    server = ZooKeeperServer(workdir, free_port())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
