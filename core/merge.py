@@ -51,6 +51,8 @@ class MergeOutcome:
 
     kept_base: pa.Table
     written_incoming: pa.Table
+    #: Record keys of `written_incoming` rows that are new to the file group (not updates).
+    inserted_keys: pa.Array
     num_updates: int
     num_inserts: int
     num_deletes: int
@@ -66,8 +68,8 @@ def merge_records(
     """Split a file group's rows into stored rows kept as they are and incoming rows to write."""
     base_keys = base.column(RECORD_KEY)
     drop = np.zeros(base.num_rows, dtype=bool)
-    incoming = incoming if incoming is not None else None
     num_updates = 0
+    updated_incoming = np.zeros(incoming.num_rows if incoming is not None else 0, dtype=bool)
     if incoming is not None and incoming.num_rows:
         in_keys = incoming.column(RECORD_KEY)
         match_idx = pc.index_in(base_keys, value_set=in_keys.combine_chunks())
@@ -83,6 +85,8 @@ def merge_records(
                 matched &= ~stored_wins
         drop |= matched
         num_updates = int(matched.sum())
+        updated_incoming = np.zeros(incoming.num_rows, dtype=bool)
+        updated_incoming[pc.filter(match_idx, pa.array(matched)).to_numpy()] = True
     num_deletes = 0
     if delete_keys is not None and len(delete_keys):
         deleted = pc.is_in(base_keys, value_set=delete_keys).to_numpy(zero_copy_only=False) & ~drop
@@ -90,7 +94,10 @@ def merge_records(
         drop |= deleted
     kept = base.filter(pa.array(~drop)) if drop.any() else base
     written = incoming if incoming is not None else base.schema.empty_table()
-    return MergeOutcome(kept, written, num_updates, written.num_rows - num_updates, num_deletes)
+    inserted = written.column(RECORD_KEY).combine_chunks()
+    if updated_incoming.any():
+        inserted = inserted.filter(pa.array(~updated_incoming))
+    return MergeOutcome(kept, written, inserted, num_updates, written.num_rows - num_updates, num_deletes)
 
 
 def _stored_wins(

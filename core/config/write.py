@@ -54,7 +54,8 @@ class WriteConfig(BaseModel):
     bloom_prune_by_ranges: bool = Field(True, alias="hoodie.bloom.index.prune.by.ranges")
     max_file_size: int = Field(120 * 1024 * 1024, alias="hoodie.parquet.max.file.size", gt=0)
     small_file_limit: int = Field(100 * 1024 * 1024, alias="hoodie.parquet.small.file.limit", ge=0)
-    record_size_estimate: int = Field(1024, alias="hoodie.copyonwrite.record.size.estimate", gt=0)
+    #: None: estimated from the batch's Arrow size until commits give a measured average.
+    record_size_estimate: int | None = Field(None, alias="hoodie.copyonwrite.record.size.estimate", gt=0)
     compression: Literal["snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed"] = Field(
         "snappy", alias="hoodie.parquet.compression.codec"
     )

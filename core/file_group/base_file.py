@@ -6,6 +6,7 @@ same code per file group.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from lakeward.core.index.bloom_filter import (
 from lakeward.core.storage import Storage
 
 AVRO_SCHEMA_FOOTER_KEY = "parquet.avro.schema"
+_UNIQUE_COLUMNS = frozenset({"_hoodie_commit_seqno", "_hoodie_record_key"})
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,24 @@ def write_base_file(
     avro_schema_json: str,
     bloom: BloomSettings,
     compression: str = "snappy",
+    extend: tuple[BloomFilter, pa.Array] | None = None,
 ) -> int:
-    """Write `table` (meta columns first) to `path` with Hudi's footer; returns the file size."""
+    """Write `table` (meta columns first) to `path` with Hudi's footer; returns the file size.
+
+    `extend` = (the previous version's filter, keys new to the file group): the new filter
+    is that filter plus the new keys, instead of hashing every key again. It still holds
+    every key of the file; keys deleted since only cost false positives, which the
+    index's key confirmation absorbs.
+    """
     keys = table.column("_hoodie_record_key")
     metadata = {AVRO_SCHEMA_FOOTER_KEY: avro_schema_json, "writer.model.name": "avro"}
     if table.num_rows:
-        bloom_filter = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
-        bloom_filter.add_keys(keys)
+        if extend is not None:
+            bloom_filter = copy.deepcopy(extend[0])
+            bloom_filter.add_keys(extend[1])
+        else:
+            bloom_filter = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
+            bloom_filter.add_keys(keys)
         min_max = pc.min_max(keys)
         metadata |= {
             BLOOM_FILTER_FOOTER_KEY: bloom_filter.serialize(),
@@ -67,6 +80,8 @@ def write_base_file(
             MIN_RECORD_KEY_FOOTER_KEY: min_max["min"].as_py(),
             MAX_RECORD_KEY_FOOTER_KEY: min_max["max"].as_py(),
         }
+    else:
+        bloom_filter = None
     existing = table.schema.metadata or {}
     schema = table.schema.with_metadata({**existing, **{k: v.encode() for k, v in metadata.items()}})
     with storage.open_output_stream(path) as sink:
@@ -77,7 +92,14 @@ def write_base_file(
             coerce_timestamps="us",
             allow_truncated_timestamps=True,
             write_statistics=True,
+            # Unique per record: dictionary pages would only be built and thrown away.
+            use_dictionary=[c for c in table.column_names if c not in _UNIQUE_COLUMNS],
         )
+    _remember_footer(
+        storage,
+        path,
+        FooterKeys(metadata.get(MIN_RECORD_KEY_FOOTER_KEY), metadata.get(MAX_RECORD_KEY_FOOTER_KEY), bloom_filter),
+    )
     return storage.size(path)
 
 
@@ -112,11 +134,26 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
             text[BLOOM_FILTER_FOOTER_KEY], text.get(BLOOM_TYPE_CODE_FOOTER_KEY, "DYNAMIC_V0")
         )
     keys = FooterKeys(text.get(MIN_RECORD_KEY_FOOTER_KEY), text.get(MAX_RECORD_KEY_FOOTER_KEY), bloom)
+    _remember_footer(storage, path, keys)
+    return keys
+
+
+def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> None:
     with _footer_lock:
         if len(_footer_cache) > 4096:
             _footer_cache.clear()
-        _footer_cache[cache_key] = keys
-    return keys
+        _footer_cache[(storage.uri, path)] = keys
+
+
+def reusable_bloom(storage: Storage, path: str, bloom: BloomSettings) -> BloomFilter | None:
+    """The bloom filter of an existing base file, if it has the geometry a new one would have."""
+    footer = read_footer_keys(storage, path)
+    if footer.bloom is None or footer.bloom.type_code != bloom.type_code:
+        return None
+    fresh = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
+    if (fresh.num_hashes, fresh.vector_size) != (footer.bloom.num_hashes, footer.bloom.vector_size):
+        return None
+    return footer.bloom
 
 
 def key_range_mask(keys: pa.Array, footer: FooterKeys) -> np.ndarray:

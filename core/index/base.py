@@ -33,8 +33,10 @@ def assign_confirmed(
     if not candidates.any():
         return
     rows = np.flatnonzero(candidates)
-    present = pc.is_in(keys.take(pa.array(rows)), value_set=file_keys).to_numpy(zero_copy_only=False)
-    result[rows[present]] = file_id
+    # Hash the (smaller) candidate set and probe it with the file's keys.
+    found = pc.index_in(file_keys, value_set=keys.take(pa.array(rows)))
+    hits = pc.drop_null(found).to_numpy(zero_copy_only=False)
+    result[rows[np.unique(hits)]] = file_id
 
 
 def locations_array(result: np.ndarray) -> pa.Array:

@@ -28,15 +28,22 @@ def locate(
     keys: pa.Array,
     prune_by_ranges: bool = True,
 ) -> pa.Array:
-    """File id holding each key (null for keys in no file) among the given latest slices."""
+    """File id for each key (null: in no file) among the given latest slices.
+
+    A key that only one file's range and bloom filter admit is routed to that file
+    without reading its keys: the file group is rewritten by the merge anyway, and the
+    merge tells updates from inserts exactly, so a false positive just becomes an insert
+    into that file group. Keys admitted by several files are confirmed against the real
+    keys of those files, so a key can never land in two file groups.
+    """
     result = empty_locations(len(keys))
     files = slices_with_base(slices)
     if not files or not len(keys):
         return locations_array(result)
     footers = engine.map(lambda s: read_footer_keys(storage, s.base_file.path), files, "read footers")
     positions_by_geometry: dict[tuple[int, int], np.ndarray] = {}
-    to_confirm: list[tuple[FileSlice, np.ndarray]] = []
-    for file_slice, footer in zip(files, footers):
+    masks: list[np.ndarray] = []
+    for footer in footers:
         candidates = key_range_mask(keys, footer) if prune_by_ranges else np.ones(len(keys), dtype=bool)
         if footer.bloom is not None and candidates.any():
             geometry = (footer.bloom.num_hashes, footer.bloom.vector_size)
@@ -46,8 +53,15 @@ def locate(
             hits = footer.bloom.might_contain_positions(positions_by_geometry[geometry][rows])
             candidates = np.zeros(len(keys), dtype=bool)
             candidates[rows[hits]] = True
-        if candidates.any():
-            to_confirm.append((file_slice, candidates))
+        masks.append(candidates)
+    matrix = np.vstack(masks)
+    admitted_by = matrix.sum(axis=0)
+    single = admitted_by == 1
+    if single.any():
+        owner = np.argmax(matrix[:, single], axis=0)
+        result[np.flatnonzero(single)] = np.array([f.file_id for f in files], dtype=object)[owner]
+    ambiguous = admitted_by > 1
+    to_confirm = [(f, m & ambiguous) for f, m in zip(files, masks) if (m & ambiguous).any()]
 
     def confirm(item: tuple[FileSlice, np.ndarray]) -> tuple[str, np.ndarray, pa.Array]:
         file_slice, candidates = item

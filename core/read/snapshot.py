@@ -19,6 +19,11 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
+#: Meta columns with one or few values per file are decoded as Arrow dictionaries:
+#: the same strings, without materialising one copy per row.
+DICTIONARY_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
+_PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=DICTIONARY_META_COLUMNS))
+
 
 def read_file_slices(
     storage: Storage,
@@ -35,12 +40,13 @@ def read_file_slices(
     paths = [storage.full_path(s.base_file.path) for s in slices if s.base_file is not None]
     if not paths:
         full = with_meta(schema) if schema is not None else META_SCHEMA
-        empty = full.empty_table()
+        empty = _dictionary_meta(full).empty_table()
         return empty.select(list(columns)) if columns is not None else empty
-    dataset_schema = _physical_schema(storage, paths[-1]) if schema is None else None
-    if schema is not None:
+    if schema is None:
+        dataset_schema = _dictionary_meta(_physical_schema(storage, paths[-1]))
+    else:
         dataset_schema = _aligned_schema(storage, paths, schema)
-    dataset = ds.dataset(paths, schema=dataset_schema, format="parquet", filesystem=storage.fs)
+    dataset = ds.dataset(paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
     table = dataset.to_table(columns=list(columns) if columns is not None else None, filter=filter)
     return table.replace_schema_metadata(None)
 
@@ -54,4 +60,12 @@ def _aligned_schema(storage: Storage, paths: Sequence[str], schema: pa.Schema) -
     newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1])
     physical = _physical_schema(storage, newest)
     missing = [f for f in with_meta(schema) if f.name not in physical.names]
-    return pa.schema(list(physical) + missing) if missing else physical
+    return _dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
+
+
+def _dictionary_meta(schema: pa.Schema) -> pa.Schema:
+    for name in DICTIONARY_META_COLUMNS:
+        i = schema.get_field_index(name)
+        if i >= 0:
+            schema = schema.set(i, pa.field(name, pa.dictionary(pa.int32(), pa.string())))
+    return schema

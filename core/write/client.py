@@ -338,7 +338,9 @@ class WriteClient:
         updates: dict[tuple[str, str], pa.Table] = {}
         inserts: list[Bucket] = []
         policy = SizingPolicy(
-            self.write_config.max_file_size, self.write_config.small_file_limit, self._avg_record_size(view.timeline)
+            self.write_config.max_file_size,
+            self.write_config.small_file_limit,
+            self._avg_record_size(view.timeline, records),
         )
         for partition, rows in split_by(records, PARTITION_PATH).items():
             partition = partition or ""
@@ -386,15 +388,21 @@ class WriteClient:
             replaced.setdefault(s.partition_path, []).append(s.file_id)
         return replaced
 
-    def _avg_record_size(self, timeline: Timeline) -> int:
-        """Bytes per record from the latest commit that wrote records, else the configured estimate."""
+    def _avg_record_size(self, timeline: Timeline, records: pa.Table) -> int:
+        """Bytes per record: configured, else measured by recent commits, else the batch's Arrow size.
+
+        The Arrow size overstates Parquet's (which compresses), so files err on the small side.
+        """
+        if self.write_config.record_size_estimate is not None:
+            return self.write_config.record_size_estimate
         for instant in reversed(timeline.completed_writes()[-5:]):
             stats = read_commit_metadata(self.storage, instant).write_stats()
-            records = sum(s.numWrites for s in stats)
+            count = sum(s.numWrites for s in stats)
             written = sum(s.totalWriteBytes for s in stats)
-            if records > 0 and written > 0:
-                return max(1, written // records)
-        return self.write_config.record_size_estimate
+            if count > 0 and written > 0:
+                return max(1, written // count)
+        per_row = records.nbytes // max(1, records.num_rows)
+        return max(16, per_row)
 
     # -- concurrency and failure ----------------------------------------------------------
     def _check_conflicts(self, seen: Timeline, touched: set[tuple[str, str]], instant_time: str) -> None:

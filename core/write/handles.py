@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.file_group.base_file import BloomSettings, read_base_file, write_base_file
+from lakeward.core.file_group.base_file import BloomSettings, read_base_file, reusable_bloom, write_base_file
 from lakeward.core.file_group.file_group import BaseFile
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
@@ -77,11 +77,11 @@ def _with_meta_columns(ctx: WriteContext, rows: pa.Table, file_name: str, task_i
     counters = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     seqno = pc.binary_join_element_wise(f"{ctx.instant_time}_{task_id}_", counters, "")
     meta = {
-        "_hoodie_commit_time": pa.array(np.full(n, ctx.instant_time, dtype=object), pa.string()),
+        "_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant_time, pa.string()), n),
         "_hoodie_commit_seqno": seqno,
         "_hoodie_record_key": rows.column("_hoodie_record_key"),
         "_hoodie_partition_path": rows.column("_hoodie_partition_path"),
-        "_hoodie_file_name": pa.array(np.full(n, file_name, dtype=object), pa.string()),
+        "_hoodie_file_name": pa.repeat(pa.scalar(file_name, pa.string()), n),
     }
     data = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
     data = conform_batch(data, ctx.data_schema, allow_missing=True)
@@ -92,9 +92,7 @@ def _renamed(ctx: WriteContext, kept: pa.Table, file_name: str) -> pa.Table:
     """Stored rows carried over unchanged, except `_hoodie_file_name`, in the current schema."""
     kept = conform_batch(kept, ctx.full_schema, allow_missing=True)
     idx = kept.schema.get_field_index("_hoodie_file_name")
-    return kept.set_column(
-        idx, "_hoodie_file_name", pa.array(np.full(kept.num_rows, file_name, dtype=object), pa.string())
-    )
+    return kept.set_column(idx, "_hoodie_file_name", pa.repeat(pa.scalar(file_name, pa.string()), kept.num_rows))
 
 
 def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
@@ -117,6 +115,8 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
         table = pa.concat_tables(parts)
         updates, inserts, deletes = outcome.num_updates, outcome.num_inserts, outcome.num_deletes
         prev_commit = task.base_file.instant_time
+        previous = reusable_bloom(storage, task.base_file.path, ctx.bloom)
+        extend = (previous, outcome.inserted_keys) if previous is not None else None
     else:
         rows = (
             incoming
@@ -128,8 +128,9 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
         table = _with_meta_columns(ctx, rows, name, task.task_id)
         updates, inserts, deletes = 0, table.num_rows, 0
         prev_commit = "null"
+        extend = None
 
-    size = write_base_file(storage, path, table, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression)
+    size = write_base_file(storage, path, table, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression, extend)
     elapsed_ms = int((time.monotonic() - started) * 1000)
     return WriteStat(
         fileId=task.file_id,
