@@ -10,6 +10,7 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 from urllib.parse import quote_plus
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,7 +87,10 @@ def _java_to_strftime(pattern: str) -> str:
 def _timestamp_partition_value(value: object, options: dict[str, str]) -> str:
     kind = options.get("hoodie.keygen.timebased.timestamp.type", "").upper()
     tz_name = options.get("hoodie.keygen.timebased.timezone", "UTC")
-    tz = dt.UTC if tz_name.upper() in ("UTC", "GMT") else None
+    try:
+        tz: dt.tzinfo = dt.UTC if tz_name.upper() in ("UTC", "GMT") else ZoneInfo(tz_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"hoodie.keygen.timebased.timezone={tz_name!r} is not a known time zone") from None
     out_fmt = _java_to_strftime(options.get("hoodie.keygen.timebased.output.dateformat", "yyyy-MM-dd"))
     if value is None:
         return DEFAULT_PARTITION

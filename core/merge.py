@@ -64,36 +64,51 @@ def merge_records(
     delete_keys: pa.Array | None,
     ordering_field: str | None = None,
     event_time_ordering: bool = False,
+    match_keys: bool = True,
+    delete_orderings: pa.Array | None = None,
 ) -> MergeOutcome:
-    """Split a file group's rows into stored rows kept as they are and incoming rows to write."""
+    """Split a file group's rows into stored rows kept as they are and incoming rows to write.
+
+    `match_keys=False` (plain inserts) appends every incoming row, duplicates included.
+    `delete_orderings` (aligned with `delete_keys`) are the ordering values of delete
+    markers (`_hoodie_is_deleted`): with event-time ordering a newer stored record survives.
+    """
     base_keys = base.column(RECORD_KEY)
     drop = np.zeros(base.num_rows, dtype=bool)
-    num_updates = 0
-    updated_incoming = np.zeros(incoming.num_rows if incoming is not None else 0, dtype=bool)
-    if incoming is not None and incoming.num_rows:
-        in_keys = incoming.column(RECORD_KEY)
-        match_idx = pc.index_in(base_keys, value_set=in_keys.combine_chunks())
+    written = incoming if incoming is not None else base.schema.empty_table()
+    updated_incoming = np.zeros(written.num_rows, dtype=bool)
+    if match_keys and written.num_rows:
+        match_idx = pc.index_in(base_keys, value_set=written.column(RECORD_KEY).combine_chunks())
         matched = pc.is_valid(match_idx).to_numpy(zero_copy_only=False)
         if event_time_ordering and ordering_field and matched.any():
-            stored_wins = _stored_wins(base, incoming, match_idx, matched, ordering_field)
+            stored_wins = _stored_wins(base, written, match_idx, matched, ordering_field)
             if stored_wins.any():
                 # The stored record is newer: keep it and drop the matching incoming record.
                 losing = pc.filter(match_idx, pa.array(stored_wins)).to_numpy()
-                keep_in = np.ones(incoming.num_rows, dtype=bool)
+                keep_in = np.ones(written.num_rows, dtype=bool)
                 keep_in[losing] = False
-                incoming = incoming.filter(pa.array(keep_in))
                 matched &= ~stored_wins
+                winners = pc.filter(match_idx, pa.array(matched)).to_numpy()
+                updated_incoming[winners] = True
+                written = written.filter(pa.array(keep_in))
+                updated_incoming = updated_incoming[keep_in]
+            else:
+                updated_incoming[pc.filter(match_idx, pa.array(matched)).to_numpy()] = True
+        else:
+            updated_incoming[pc.filter(match_idx, pa.array(matched)).to_numpy()] = True
         drop |= matched
-        num_updates = int(matched.sum())
-        updated_incoming = np.zeros(incoming.num_rows, dtype=bool)
-        updated_incoming[pc.filter(match_idx, pa.array(matched)).to_numpy()] = True
+    num_updates = int(drop.sum())
     num_deletes = 0
     if delete_keys is not None and len(delete_keys):
-        deleted = pc.is_in(base_keys, value_set=delete_keys).to_numpy(zero_copy_only=False) & ~drop
+        delete_idx = pc.index_in(base_keys, value_set=delete_keys)
+        deleted = pc.is_valid(delete_idx).to_numpy(zero_copy_only=False) & ~drop
+        if event_time_ordering and ordering_field and delete_orderings is not None and deleted.any():
+            marker_order = pc.take(delete_orderings, pc.fill_null(delete_idx, 0))
+            newer = pc.fill_null(pc.greater(base.column(ordering_field), marker_order), False)
+            deleted &= ~newer.to_numpy(zero_copy_only=False)
         num_deletes = int(deleted.sum())
         drop |= deleted
     kept = base.filter(pa.array(~drop)) if drop.any() else base
-    written = incoming if incoming is not None else base.schema.empty_table()
     inserted = written.column(RECORD_KEY).combine_chunks()
     if updated_incoming.any():
         inserted = inserted.filter(pa.array(~updated_incoming))

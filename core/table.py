@@ -22,13 +22,14 @@ from lakeward.core.engine import Engine
 from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
+    StorageError,
     InstantNotFoundError,
     TableExistsError,
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.locks import LOCK_OPTION_KEYS
+from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
 from lakeward.core.read.incremental import read_incremental
 from lakeward.core.read.snapshot import read_file_slices
@@ -50,6 +51,12 @@ def _as_fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     return tuple(value)
+
+
+def _validate_options(options: Mapping[str, Any]) -> None:
+    """Fail fast, naming the key, on any unknown or invalid `hoodie.*` option."""
+    parse_write_config(options, extra_known=LOCK_OPTION_KEYS)
+    parse_lock_config(options)
 
 
 def _option_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -75,7 +82,7 @@ class Table:
         self.config = config
         self.options = dict(options or {})
         self.engine = engine
-        parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)  # fail fast on bad options
+        _validate_options(self.options)
         self._client: WriteClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -160,12 +167,15 @@ class Table:
             if missing:
                 raise ConfigError(f"schema lacks the record key / partition column(s) {missing}")
             config = config.with_create_schema(avro_schema_json(schema, config.name, null_first=False))
-        parse_write_config(opts, extra_known=LOCK_OPTION_KEYS)
+        _validate_options(opts)
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(f"a table already exists at {storage.uri}")
         if storage.is_local:
-            for folder in _INIT_FOLDERS:
-                storage.make_dirs(posixpath.join(METAFOLDER, folder))
+            try:
+                for folder in _INIT_FOLDERS:
+                    storage.make_dirs(posixpath.join(METAFOLDER, folder))
+            except (FileExistsError, NotADirectoryError, OSError) as exc:
+                raise StorageError(f"cannot create a table at {storage.uri}: {exc}") from exc
         try:
             storage.create_if_absent(PROPERTIES_PATH, config.to_text().encode())
         except InstantExistsError:
@@ -185,7 +195,7 @@ class Table:
         storage = Storage.for_uri(path, storage_options)
         try:
             text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, StorageError):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {PROPERTIES_PATH} does not exist") from None
         return cls(storage, TableConfig.from_text(text), options, engine)
 
@@ -262,6 +272,9 @@ class Table:
             return pa.Table.from_pylist(list(keys))  # type: ignore[arg-type]
         if len(self.config.record_key_fields) != 1:
             raise ConfigError("keys=[...] needs dicts of field values: the record key has several fields")
+        if self.schema() is None:  # no data yet: nothing to delete, an empty delete commit
+            fields = (*self.config.record_key_fields, *self.config.partition_fields)
+            return pa.table({f: pa.array([], pa.string()) for f in fields})
         current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields])
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
         import pyarrow.compute as pc

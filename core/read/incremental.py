@@ -34,8 +34,12 @@ def read_incremental(
     if end is not None and end < begin:
         raise InstantNotFoundError(f"incremental range is empty: end {end} is before begin {begin}")
     latest_by_group: dict[tuple[str, str], BaseFile] = {}
+    replaced: set[tuple[str, str]] = set()
     for instant in timeline.completed_writes_between(begin, end):
-        for stat in read_commit_metadata(storage, instant).write_stats():
+        metadata = read_commit_metadata(storage, instant)
+        for partition, file_ids in (metadata.partitionToReplaceFileIds or {}).items():
+            replaced.update((partition, f) for f in file_ids)
+        for stat in metadata.write_stats():
             name = stat.path.rsplit("/", 1)[-1]
             parsed = parse_base_file_name(name)
             if parsed is None:
@@ -43,7 +47,8 @@ def read_incremental(
             latest_by_group[(stat.partitionPath, stat.fileId)] = BaseFile(
                 stat.path, stat.fileId, parsed.instant_time, stat.fileSizeInBytes
             )
-    slices = [FileSlice(p, f, b.instant_time, b) for (p, f), b in latest_by_group.items()]
+    # A file group replaced inside the range (overwrite, delete_partition) no longer holds data.
+    slices = [FileSlice(p, f, b.instant_time, b) for (p, f), b in latest_by_group.items() if (p, f) not in replaced]
     time_filter = pc.field("_hoodie_commit_time") > begin
     if end is not None:
         time_filter = time_filter & (pc.field("_hoodie_commit_time") <= end)

@@ -21,6 +21,7 @@ from lakeward.core.timeline.transitions import (
     complete,
     create_requested,
     delete_pending_files,
+    read_instant,
     transition_to_inflight,
 )
 from lakeward.core.write.markers import delete_markers, list_markers
@@ -82,25 +83,7 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
     for path in files:
         storage.delete_file(path)
     delete_pending_files(storage, instant.time, instant.action)
-    metadata = {
-        "startRollbackTime": rollback_time,
-        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-        "totalFilesDeleted": len(files),
-        "commitsRollback": [instant.time],
-        "partitionMetadata": {
-            partition: {
-                "partitionPath": partition,
-                "successDeleteFiles": [storage.full_path(p) for p in paths],
-                "failedDeleteFiles": [],
-                "rollbackLogFiles": None,
-                "logFilesFromFailedCommit": None,
-            }
-            for partition, paths in by_partition.items()
-        },
-        "version": 1,
-        "instantsRollback": [instant_info],
-    }
-    complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata))
+    _complete_rollback(storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000))
     delete_markers(storage, instant.time)
     log.info("rolled back %s (%d file(s)) at %s", instant, len(files), rollback_time)
     return RollbackResult(rollback_time, instant.time, tuple(files))
@@ -116,3 +99,62 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None) -> list[I
         and i.time not in exclude
         and i.state in (State.REQUESTED, State.INFLIGHT)
     ]
+
+
+def pending_rollbacks(timeline: Timeline) -> list[Instant]:
+    """Rollbacks that were planned but never completed (their runner died)."""
+    return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
+
+
+def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
+    """Finish an interrupted rollback from its immutable plan (each step is idempotent)."""
+    requested = rollback.with_state(State.REQUESTED)
+    plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
+    target = plan["instantToRollback"]
+    prefix = storage.full_path("").rstrip("/") + "/"
+    files = [
+        f[len(prefix) :] if f.startswith(prefix) else f
+        for request in plan.get("RollbackRequests") or []
+        for f in request.get("filesToBeDeleted") or []
+    ]
+    for path in files:
+        storage.delete_file(path)
+    delete_pending_files(storage, target["commitTime"], Action(target["action"]))
+    inflight = rollback.with_state(State.INFLIGHT)
+    if rollback.state is State.REQUESTED:
+        inflight = transition_to_inflight(storage, requested)
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in files:
+        by_partition[posixpath.dirname(path)].append(path)
+    _complete_rollback(storage, inflight, target, by_partition, 0)
+    delete_markers(storage, target["commitTime"])
+    log.info("resumed rollback %s of %s", rollback.time, target["commitTime"])
+    return RollbackResult(rollback.time, target["commitTime"], tuple(files))
+
+
+def _complete_rollback(
+    storage: Storage,
+    inflight: Instant,
+    instant_info: dict[str, str],
+    by_partition: dict[str, list[str]],
+    elapsed_ms: int,
+) -> None:
+    metadata = {
+        "startRollbackTime": inflight.time,
+        "timeTakenInMillis": elapsed_ms,
+        "totalFilesDeleted": sum(len(v) for v in by_partition.values()),
+        "commitsRollback": [instant_info["commitTime"]],
+        "partitionMetadata": {
+            partition: {
+                "partitionPath": partition,
+                "successDeleteFiles": [storage.full_path(p) for p in paths],
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": None,
+                "logFilesFromFailedCommit": None,
+            }
+            for partition, paths in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [instant_info],
+    }
+    complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata))

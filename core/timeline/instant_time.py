@@ -53,7 +53,9 @@ def normalize_instant_time(value: str | dt.datetime, timezone: str = "LOCAL") ->
         text = value.strip()
         if INSTANT_TIME_RE.match(text):
             return text if len(text) == 17 else text + "999"
-        if text.isdigit() and 8 <= len(text) < 17:
+        if text.isdigit() and len(text) < 8:
+            return text.rjust(17, "0")  # e.g. "0": before every instant, as Hudi accepts
+        if text.isdigit() and len(text) < 17:
             return text.ljust(17, "9")
         try:
             value = dt.datetime.fromisoformat(text)

@@ -35,7 +35,12 @@ from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.table_services.rollback import failed_writes, rollback_pending_instant
+from lakeward.core.table_services.rollback import (
+    failed_writes,
+    pending_rollbacks,
+    resume_rollback,
+    rollback_pending_instant,
+)
 from lakeward.core.timeline import (
     Action,
     CommitMetadata,
@@ -51,6 +56,7 @@ from lakeward.core.timeline.transitions import (
     read_commit_metadata,
     transition_to_inflight,
 )
+from lakeward.core.write import active
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.markers import delete_markers
 from lakeward.core.write.operation import WriteOperation
@@ -89,6 +95,12 @@ def to_arrow(data: Any) -> pa.Table:
     raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table")
 
 
+def _column_or_none(table: pa.Table | None, name: str | None) -> pa.Array | None:
+    if table is None or name is None or name not in table.column_names:
+        return None
+    return table.column(name).combine_chunks()
+
+
 class WriteClient:
     """Writes batches into one table. Not shared between threads: use one per writer."""
 
@@ -123,6 +135,10 @@ class WriteClient:
             records, schema = self._empty_records(), resolve_table_schema(self.storage, timeline, self.config)
             if schema is None:
                 raise SchemaError("the table has no data yet; there is no partition to delete")
+            existing = FileSystemView.load(self.storage, timeline).partitions()
+            unknown = sorted(set(partitions or []) - set(existing))
+            if unknown:
+                raise SchemaError(f"no such partition(s): {unknown}; the table has {existing}")
         else:
             records, schema = self._prepare(to_arrow(data), operation, timeline)
         instant = self._start(timeline, operation)
@@ -132,6 +148,8 @@ class WriteClient:
             log.exception("write %s failed; rolling it back", instant)
             self._rollback_own(instant)
             raise
+        finally:
+            active.unregister(self.storage.uri, instant.time)
         log.info(
             "%s %s: %d inserted, %d updated, %d deleted, %d file(s) in %.2fs",
             operation.value,
@@ -180,7 +198,11 @@ class WriteClient:
         """Under the table lock: roll back failed writes, then take a new instant time."""
         with self.lock:
             current = Timeline.load(self.storage)
-            for failed in failed_writes(current):
+            running = active.active_instants(self.storage.uri)
+            for interrupted in pending_rollbacks(current):
+                resume_rollback(self.storage, interrupted)
+                current = Timeline.load(self.storage)
+            for failed in failed_writes(current, exclude=running):
                 rollback_pending_instant(
                     self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
                 )
@@ -192,7 +214,9 @@ class WriteClient:
                     avro_plans.REQUESTED_REPLACE_METADATA,
                     {"operationType": operation.value, "clusteringPlan": None, "extraMetadata": None, "version": 1},
                 )
-            return create_requested(self.storage, instant_time, operation.action, content)
+            requested = create_requested(self.storage, instant_time, operation.action, content)
+            active.register(self.storage.uri, instant_time)
+            return requested
 
     # -- execution -------------------------------------------------------------------------
     def _execute(
@@ -206,14 +230,14 @@ class WriteClient:
     ) -> WriteResult:
         timeline = Timeline.load(self.storage)
         view = FileSystemView.load(self.storage, timeline)
-        deletes_by_group: dict[tuple[str, str], pa.Array] = {}
+        deletes_by_group: dict[tuple[str, str], pa.Table] = {}
         replaced: dict[str, list[str]] = {}
 
         if IS_DELETED in records.column_names and operation is WriteOperation.UPSERT:
             flagged = pc.fill_null(records.column(IS_DELETED), False)
             deleted_rows = records.filter(flagged)
             records = records.filter(pc.invert(flagged))
-            deletes_by_group = self._locate_deletes(deleted_rows, view)
+            deletes_by_group = self._locate_deletes(deleted_rows, view, with_ordering=True)
 
         if operation is WriteOperation.DELETE:
             deletes_by_group = self._locate_deletes(records, view)
@@ -248,7 +272,11 @@ class WriteClient:
                 task_id=i,
                 base_file=b.base.base_file if b.base is not None else None,
                 incoming=b.records,
-                delete_keys=deletes_by_group.get((b.partition_path, b.file_id)),
+                delete_keys=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), RECORD_KEY),
+                delete_orderings=_column_or_none(
+                    deletes_by_group.get((b.partition_path, b.file_id)), self.config.precombine_field
+                ),
+                match_keys=operation is not WriteOperation.INSERT,
             )
             for i, b in enumerate(buckets)
         ]
@@ -363,22 +391,30 @@ class WriteClient:
                 inserts.extend(assign_inserts(partition, rows, slices, policy, small_files))
         return merge_buckets(inserts, updates, all_slices)
 
-    def _locate_deletes(self, rows: pa.Table, view: FileSystemView) -> dict[tuple[str, str], pa.Array]:
+    def _locate_deletes(
+        self, rows: pa.Table, view: FileSystemView, with_ordering: bool = False
+    ) -> dict[tuple[str, str], pa.Table]:
+        """Per file group, the keys to delete (and, for delete markers, their ordering values)."""
         by_partition = self._slices_by_partition(view)
-        found: dict[tuple[str, str], pa.Array] = {}
+        ordering = self.config.precombine_field if with_ordering else None
+        found: dict[tuple[str, str], pa.Table] = {}
         for partition, group in split_by(rows, PARTITION_PATH).items():
             slices = by_partition.get(partition or "", [])
             if not slices:
                 continue
             keys = group.column(RECORD_KEY).combine_chunks()
             if self.write_config.index_type == "BUCKET":
-                located = bucket_index.locate(slices, self._bucket_ids(group))[0]
+                located, new_ids = bucket_index.locate(slices, self._bucket_ids(group))
+                if new_ids:  # buckets without a file group hold none of these keys
+                    located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:
                 located = self._locate(slices, keys)
-            table = pa.table({RECORD_KEY: keys, LOCATION: located})
-            for file_id, hits in split_by(table, LOCATION).items():
+            columns = {RECORD_KEY: keys, LOCATION: located}
+            if ordering and ordering in group.column_names:
+                columns[ordering] = group.column(ordering).combine_chunks()
+            for file_id, hits in split_by(pa.table(columns), LOCATION).items():
                 if file_id is not None:
-                    found[(partition or "", file_id)] = hits.column(RECORD_KEY).combine_chunks()
+                    found[(partition or "", file_id)] = hits.drop_columns([LOCATION])
         return found
 
     @staticmethod
@@ -395,11 +431,14 @@ class WriteClient:
         """
         if self.write_config.record_size_estimate is not None:
             return self.write_config.record_size_estimate
+        # As Hudi: only commits that wrote more than the small-file limit are representative
+        # (a tiny commit's size is mostly its fixed footer: bloom filter, schema).
+        threshold = max(1, self.write_config.small_file_limit)
         for instant in reversed(timeline.completed_writes()[-5:]):
             stats = read_commit_metadata(self.storage, instant).write_stats()
             count = sum(s.numWrites for s in stats)
             written = sum(s.totalWriteBytes for s in stats)
-            if count > 0 and written > 0:
+            if count > 0 and written > threshold:
                 return max(1, written // count)
         per_row = records.nbytes // max(1, records.num_rows)
         return max(16, per_row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -67,8 +67,11 @@ class FileGroupWrite:
     base_file: BaseFile | None = None
     incoming: pa.Table | None = None
     delete_keys: pa.Array | None = None
+    #: Ordering values of delete markers, aligned with `delete_keys` (None: plain deletes).
+    delete_orderings: pa.Array | None = None
     attempt: int = 0
-    extra: dict[str, str] = field(default_factory=dict)
+    #: False for plain inserts: incoming rows are appended, never matched to stored keys.
+    match_keys: bool = True
 
 
 def _with_meta_columns(ctx: WriteContext, rows: pa.Table, file_name: str, task_id: int) -> pa.Table:
@@ -108,7 +111,15 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
     incoming = task.incoming
     if task.base_file is not None:
         base = read_base_file(storage, task.base_file.path)
-        outcome = merge_records(base, incoming, task.delete_keys, ctx.ordering_field, ctx.event_time_ordering)
+        outcome = merge_records(
+            base,
+            incoming,
+            task.delete_keys,
+            ctx.ordering_field,
+            ctx.event_time_ordering,
+            task.match_keys,
+            task.delete_orderings,
+        )
         parts = [_renamed(ctx, outcome.kept_base, name)]
         if outcome.written_incoming.num_rows:
             parts.append(_with_meta_columns(ctx, outcome.written_incoming, name, task.task_id))

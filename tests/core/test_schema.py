@@ -73,9 +73,7 @@ ALL_TYPES = pa.schema(
         ("m", pa.map_(pa.string(), pa.list_(pa.int64()))),
         (
             "st",
-            pa.struct(
-                [("x", pa.decimal128(3, 0)), ("y", pa.struct([("z", pa.string())]))]
-            ),
+            pa.struct([("x", pa.decimal128(3, 0)), ("y", pa.struct([("z", pa.string())]))]),
         ),
     ]
 )
@@ -118,12 +116,8 @@ def test_commit_schema_round_trips_exactly(commit: Path, table: str) -> None:
     assert avro_schema_json(arrow_schema_from_avro(written), table) == written
 
 
-@pytest.mark.parametrize(
-    ("name", "table"), [(f"cow_{TABLE}", TABLE), ("mor_v6_trips_8i1u", "v6_trips_8i1u")]
-)
-def test_create_schema_round_trips_with_spark_union_order(
-    name: str, table: str
-) -> None:
+@pytest.mark.parametrize(("name", "table"), [(f"cow_{TABLE}", TABLE), ("mor_v6_trips_8i1u", "v6_trips_8i1u")])
+def test_create_schema_round_trips_with_spark_union_order(name: str, table: str) -> None:
     written = _create_schema(EXAMPLES / f"{name}.hoodie.properties")
     arrow = arrow_schema_from_avro(written)
     assert avro_schema_json(arrow, table, null_first=False) == written
@@ -140,9 +134,7 @@ def test_arrow_types_read_from_hudi_schema() -> None:
     assert schema.field("byteField").type == pa.int32()
     assert schema.field("mapField").type.key_type == pa.string()
     child = schema.field("structField").type.field("child_struct")
-    assert child.type == pa.struct(
-        [("child_field1", pa.float64()), ("child_field2", pa.bool_())]
-    )
+    assert child.type == pa.struct([("child_field1", pa.float64()), ("child_field2", pa.bool_())])
 
 
 def test_parquet_footer_schema_matches(base_files: list[Path]) -> None:
@@ -213,9 +205,7 @@ def test_table_name_is_sanitized_like_hudi() -> None:
 
 
 def test_with_meta_and_create_order() -> None:
-    schema = pa.schema(
-        [("_hoodie_file_name", pa.string()), ("a", pa.list_(pa.int32()))]
-    )
+    schema = pa.schema([("_hoodie_file_name", pa.string()), ("a", pa.list_(pa.int32()))])
     avro = avro_schema_from_arrow(schema, "t", with_meta=True)
     assert [f["name"] for f in avro["fields"]] == [*META_COLUMNS, "a"]
     assert avro["fields"][0] == {
@@ -236,15 +226,9 @@ def test_with_meta_and_create_order() -> None:
 @pytest.mark.parametrize("meta", [True, False])
 def test_fastavro_accepts_every_produced_schema(null_first: bool, meta: bool) -> None:
     for schema in (ALL_TYPES, arrow_schema_from_avro(_commit_schema(COMMIT))):
-        avro = avro_schema_from_arrow(
-            schema, "t", with_meta=meta, null_first=null_first
-        )
+        avro = avro_schema_from_arrow(schema, "t", with_meta=meta, null_first=null_first)
         fastavro.parse_schema(avro)
-        fastavro.parse_schema(
-            json.loads(
-                avro_schema_json(schema, "t", with_meta=meta, null_first=null_first)
-            )
-        )
+        fastavro.parse_schema(json.loads(avro_schema_json(schema, "t", with_meta=meta, null_first=null_first)))
 
 
 @pytest.mark.parametrize(
@@ -265,9 +249,7 @@ def test_unsupported_types_name_the_column(arrow_type: pa.DataType, match: str) 
         avro_schema_from_arrow(pa.schema([("c", arrow_type)]), "t")
 
 
-@pytest.mark.parametrize(
-    "fields", [[("a", pa.int32()), ("a", pa.string())], [("a-b", pa.int32())]]
-)
+@pytest.mark.parametrize("fields", [[("a", pa.int32()), ("a", pa.string())], [("a-b", pa.int32())]])
 def test_bad_field_names(fields: list[tuple[str, pa.DataType]]) -> None:
     with pytest.raises(SchemaError, match="field name"):
         avro_schema_from_arrow(pa.schema(fields), "t")
@@ -332,16 +314,12 @@ def test_new_columns_are_appended_nullable() -> None:
 
 
 def test_missing_column_is_an_error() -> None:
-    with pytest.raises(
-        SchemaError, match="column 'name' of the table is missing from the batch"
-    ):
+    with pytest.raises(SchemaError, match="column 'name' of the table is missing from the batch"):
         evolve_schema(BASE, pa.schema([("id", pa.int32())]))
 
 
 def test_type_change_names_column_and_types() -> None:
-    with pytest.raises(
-        SchemaError, match=r"column 'name' has type int64 in the batch but string"
-    ):
+    with pytest.raises(SchemaError, match=r"column 'name' has type int64 in the batch but string"):
         evolve_schema(BASE, pa.schema([("id", pa.int32()), ("name", pa.int64())]))
 
 
@@ -372,12 +350,8 @@ def test_type_change_names_column_and_types() -> None:
         ),
     ],
 )
-def test_safe_widenings(
-    table_type: pa.DataType, batch_type: pa.DataType, result: pa.DataType
-) -> None:
-    evolved = evolve_schema(
-        pa.schema([("c", table_type)]), pa.schema([("c", batch_type)])
-    )
+def test_safe_widenings(table_type: pa.DataType, batch_type: pa.DataType, result: pa.DataType) -> None:
+    evolved = evolve_schema(pa.schema([("c", table_type)]), pa.schema([("c", batch_type)]))
     assert evolved == pa.schema([("c", result)])
 
 
@@ -402,15 +376,11 @@ def test_unsafe_type_changes(table_type: pa.DataType, batch_type: pa.DataType) -
 
 def test_nested_evolution() -> None:
     inner = pa.struct([("a", pa.int32())])
-    table = pa.schema(
-        [("s", inner), ("l", pa.list_(inner)), ("m", pa.map_(pa.string(), inner))]
-    )
+    table = pa.schema([("s", inner), ("l", pa.list_(inner)), ("m", pa.map_(pa.string(), inner))])
     wider = pa.struct([("b", pa.string()), ("a", pa.int16())])
     evolved = evolve_schema(
         table,
-        pa.schema(
-            [("s", wider), ("l", pa.list_(wider)), ("m", pa.map_(pa.string(), wider))]
-        ),
+        pa.schema([("s", wider), ("l", pa.list_(wider)), ("m", pa.map_(pa.string(), wider))]),
     )
     new_inner = pa.struct([("a", pa.int32()), ("b", pa.string())])
     assert evolved == pa.schema(
@@ -421,9 +391,7 @@ def test_nested_evolution() -> None:
         ]
     )
     with pytest.raises(SchemaError, match=r"column 's.a' of the table is missing"):
-        evolve_schema(
-            table, pa.schema([("s", pa.struct([("b", pa.int32())])), *table.remove(0)])
-        )
+        evolve_schema(table, pa.schema([("s", pa.struct([("b", pa.int32())])), *table.remove(0)]))
     with pytest.raises(SchemaError, match=r"column 'l\[\].a' has type string"):
         evolve_schema(
             table,
@@ -447,14 +415,10 @@ def test_new_column_must_be_representable_and_meta_is_ignored() -> None:
 
 
 def test_conform_casts_reorders_and_drops_meta() -> None:
-    batch = pa.table(
-        {"name": ["x"], "_hoodie_record_key": ["k"], "id": pa.array([1], pa.int8())}
-    )
+    batch = pa.table({"name": ["x"], "_hoodie_record_key": ["k"], "id": pa.array([1], pa.int8())})
     out = conform_batch(batch, BASE)
     assert out.schema == BASE and out.to_pylist() == [{"id": 1, "name": "x"}]
-    with pytest.raises(
-        SchemaError, match="'_hoodie_commit_time' of the table is missing"
-    ):
+    with pytest.raises(SchemaError, match="'_hoodie_commit_time' of the table is missing"):
         conform_batch(batch, with_meta(BASE))
     out = conform_batch(batch.to_batches()[0], with_meta(BASE), allow_missing=True)
     assert out.schema == with_meta(BASE)
@@ -463,21 +427,15 @@ def test_conform_casts_reorders_and_drops_meta() -> None:
 
 
 def test_conform_evolved_nested_batch() -> None:
-    table = pa.schema(
-        [("s", pa.struct([("a", pa.int32())])), ("ts", pa.timestamp("us", "UTC"))]
-    )
+    table = pa.schema([("s", pa.struct([("a", pa.int32())])), ("ts", pa.timestamp("us", "UTC"))])
     batch = pa.table(
         {
             "ts": pa.array([1_000], pa.timestamp("ns")),
-            "s": pa.array(
-                [{"b": "x", "a": 1}], pa.struct([("b", pa.string()), ("a", pa.int8())])
-            ),
+            "s": pa.array([{"b": "x", "a": 1}], pa.struct([("b", pa.string()), ("a", pa.int8())])),
             "n": pa.array([None], pa.null()),
         }
     )
-    with pytest.raises(
-        SchemaError, match="'n'"
-    ):  # Arrow null type has no Avro equivalent
+    with pytest.raises(SchemaError, match="'n'"):  # Arrow null type has no Avro equivalent
         evolve_schema(table, batch.schema)
     batch = batch.drop_columns(["n"])
     target = evolve_schema(table, batch.schema)
@@ -489,9 +447,7 @@ def test_conform_evolved_nested_batch() -> None:
 
 
 def test_conform_missing_columns() -> None:
-    target = pa.schema(
-        [*BASE, ("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))]
-    )
+    target = pa.schema([*BASE, ("s", pa.struct([("a", pa.int32()), ("b", pa.string())]))])
     batch = pa.table(
         {
             "id": pa.array([1], pa.int32()),
@@ -517,9 +473,7 @@ def test_conform_missing_columns() -> None:
         (pa.int8(), [300], pa.int32()),
     ],
 )
-def test_conform_refuses_lossy_casts(
-    target_type: pa.DataType, values: list[int], source_type: pa.DataType
-) -> None:
+def test_conform_refuses_lossy_casts(target_type: pa.DataType, values: list[int], source_type: pa.DataType) -> None:
     with pytest.raises(SchemaError, match="column 'c' cannot be cast"):
         conform_batch(
             pa.table({"c": pa.array(values, source_type)}),

@@ -58,8 +58,7 @@ def unzip_table(kind: str, name: str, dest: Path) -> Path:
         members = [
             m
             for m in zf.infolist()
-            if not _skipped(m.filename)
-            and not posixpath.normpath(m.filename).startswith(("/", ".."))
+            if not _skipped(m.filename) and not posixpath.normpath(m.filename).startswith(("/", ".."))
         ]
         tops = {m.filename.split("/", 1)[0] for m in members}
         # Zips hold one folder named after the table; a zip of the table's content

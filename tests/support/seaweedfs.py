@@ -129,8 +129,7 @@ def _wait_for_s3(process: subprocess.Popen[bytes], endpoint_url: str, log_path: 
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(
-                f"weed server exited with code {process.returncode} while starting; "
-                f"log:\n{_log_tail(log_path)}"
+                f"weed server exited with code {process.returncode} while starting; log:\n{_log_tail(log_path)}"
             )
         try:
             with urllib.request.urlopen(endpoint_url + "/", timeout=1):
@@ -140,19 +139,23 @@ def _wait_for_s3(process: subprocess.Popen[bytes], endpoint_url: str, log_path: 
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(
-        f"SeaweedFS S3 did not answer at {endpoint_url} within {STARTUP_TIMEOUT_S}s; "
-        f"log:\n{_log_tail(log_path)}"
+        f"SeaweedFS S3 did not answer at {endpoint_url} within {STARTUP_TIMEOUT_S}s; log:\n{_log_tail(log_path)}"
     )
 
 
 def _create_bucket(server: S3Server) -> None:
-    """Create the bucket; the gateway can answer HTTP a moment before the filer is ready."""
+    """Create the bucket and store one object in it.
+
+    The gateway answers HTTP before the filer and the volume server are ready, and the
+    first non-empty object makes the master grow the bucket's volumes (empty objects live
+    in the filer): do both here so that no test pays for them.
+    """
     client = server.boto3_client()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
         try:
             client.create_bucket(Bucket=server.bucket)
-            client.put_object(Bucket=server.bucket, Key=".ready", Body=b"")
+            client.put_object(Bucket=server.bucket, Key=".ready", Body=b"ready")
             client.delete_object(Bucket=server.bucket, Key=".ready")
             return
         except Exception:

@@ -135,8 +135,7 @@ class ZooKeeperServer:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise RuntimeError(
-                    f"ZooKeeper exited with code {self._process.returncode} while starting; "
-                    f"log:\n{self._log_tail()}"
+                    f"ZooKeeper exited with code {self._process.returncode} while starting; log:\n{self._log_tail()}"
                 )
             if "Mode: standalone" in four_letter_word(self.port, "srvr"):
                 self.startup_seconds = time.monotonic() - began
@@ -144,8 +143,7 @@ class ZooKeeperServer:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(
-            f"ZooKeeper did not answer `srvr` on port {self.port} within {STARTUP_TIMEOUT_S}s; "
-            f"log:\n{self._log_tail()}"
+            f"ZooKeeper did not answer `srvr` on port {self.port} within {STARTUP_TIMEOUT_S}s; log:\n{self._log_tail()}"
         )
 
     def stop(self) -> None:

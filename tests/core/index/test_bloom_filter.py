@@ -29,9 +29,7 @@ from lakeward.core.index.bloom_filter import (
     hash_positions,
 )
 
-FIXTURES = (
-    Path(os.environ.get("LAKEWARD_FIXTURES", "/work/shared/fixtures")) / "hudi-tables"
-)
+FIXTURES = Path(os.environ.get("LAKEWARD_FIXTURES", "/work/shared/fixtures")) / "hudi-tables"
 ZIPS = sorted(FIXTURES.glob("cow/*.zip")) + sorted(FIXTURES.glob("mor/**/*.zip"))
 NON_ASCII = ["é", "ß", "ñ", "中", "€", "😀", "\x7f", "a", "Z", "0", "-", ":", ","]
 
@@ -123,9 +121,7 @@ def test_every_fixture_base_file(archive: Path, tmp_path: Path) -> None:
         probes = [key for key in random_keys(rng, 3000) if key not in member_set]
         assert parsed.might_contain(probes).sum() <= 1
         positions = hash_positions(probes, parsed.num_hashes, parsed.vector_size)
-        assert np.array_equal(
-            parsed.might_contain_positions(positions), parsed.might_contain(probes)
-        )
+        assert np.array_equal(parsed.might_contain_positions(positions), parsed.might_contain(probes))
 
 
 def test_default_geometry_matches_hudi() -> None:
@@ -265,9 +261,7 @@ public class Oracle {
 def test_bytes_match_hadoop_classes(tmp_path: Path) -> None:
     """Hudi's SIMPLE filter is Hadoop's BloomFilter; below the bound, DYNAMIC_V0 grows
     exactly like Hadoop's DynamicBloomFilter. Hadoop itself serializes both here."""
-    keys = random_keys(
-        random.Random(13), 2500
-    )  # non-ASCII tails exercise sign extension
+    keys = random_keys(random.Random(13), 2500)  # non-ASCII tails exercise sign extension
     simple = BloomFilter.create(num_entries=1000, fpp=0.03, type_code="SIMPLE")
     dynamic = BloomFilter.create(num_entries=1000, fpp=0.03, max_entries=10**9)
     simple.add_keys(keys)
@@ -298,9 +292,7 @@ def test_bytes_match_hadoop_classes(tmp_path: Path) -> None:
         ("", "DYNAMIC_V0", "truncated"),
     ],
 )
-def test_bad_input_raises_corrupt_table_error(
-    text: str, code: str, message: str
-) -> None:
+def test_bad_input_raises_corrupt_table_error(text: str, code: str, message: str) -> None:
     with pytest.raises(CorruptTableError, match=message):
         BloomFilter.deserialize(text, code)
 

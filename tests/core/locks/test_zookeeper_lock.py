@@ -179,22 +179,21 @@ def test_zookeeper_lock_freed_after_holder_process_dies(make_provider, zk_option
         time.sleep(600)
         """
     )
-    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
-        waiter = make_provider()
-        with pytest.raises(LockError):
-            waiter.acquire(timeout_s=0.5)
-        holder.kill()
-        holder.wait(timeout=10)
-        killed_at = time.monotonic()
-        waiter.acquire(timeout_s=15)  # once the dead holder's 2 s session expires
-        assert time.monotonic() - killed_at < 10
-        waiter.release()
-    finally:
-        holder.kill()
-        holder.wait(timeout=10)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "held"
+            waiter = make_provider()
+            with pytest.raises(LockError):
+                waiter.acquire(timeout_s=0.5)
+            holder.kill()
+            holder.wait(timeout=10)
+            killed_at = time.monotonic()
+            waiter.acquire(timeout_s=15)  # once the dead holder's 2 s session expires
+            assert time.monotonic() - killed_at < 10
+            waiter.release()
+        finally:
+            holder.kill()
 
 
 def test_zookeeper_lock_lost_when_session_expires(make_provider, zookeeper_server):
@@ -224,9 +223,7 @@ def test_zookeeper_lock_lost_when_session_expires(make_provider, zookeeper_serve
     holder.release()
 
 
-def test_zookeeper_lock_survives_server_restart_without_blocking_others(
-    make_provider, zookeeper_server
-):
+def test_zookeeper_lock_survives_server_restart_without_blocking_others(make_provider, zookeeper_server):
     holder = make_provider(**{"hoodie.write.lock.zookeeper.connection_timeout_ms": "1000"})
     holder.acquire()
     zookeeper_server.stop()
@@ -248,8 +245,7 @@ def test_zookeeper_lock_survives_server_restart_without_blocking_others(
 def test_zookeeper_lock_excludes_hudi_curator_lock_nodes(make_provider, zk_options, raw_client):
     """A node named like Curator's InterProcessMutex (Hudi's Java writers) holds the lock."""
     lock_path = (
-        f"{zk_options['hoodie.write.lock.zookeeper.base_path']}/"
-        f"{zk_options['hoodie.write.lock.zookeeper.lock_key']}"
+        f"{zk_options['hoodie.write.lock.zookeeper.base_path']}/{zk_options['hoodie.write.lock.zookeeper.lock_key']}"
     )
     raw_client.ensure_path(lock_path)
     curator_node = raw_client.create(
@@ -324,7 +320,10 @@ def test_zookeeper_lock_unreachable_server_raises_lock_error(zookeeper_server):
         ),
         ({"hoodie.write.lock.zookeeper.port": "99999"}, "hoodie.write.lock.zookeeper.port"),
         ({"hoodie.write.lock.zookeeper.session_timeout_ms": "-1"}, "hoodie.write.lock.zookeeper.session_timeout_ms"),
-        ({"hoodie.write.lock.zookeeper.connection_timeout_ms": "x"}, "hoodie.write.lock.zookeeper.connection_timeout_ms"),
+        (
+            {"hoodie.write.lock.zookeeper.connection_timeout_ms": "x"},
+            "hoodie.write.lock.zookeeper.connection_timeout_ms",
+        ),
         ({"hoodie.write.lock.zookeeper.lock_key": "/abs"}, "hoodie.write.lock.zookeeper.lock_key"),
         ({"hoodie.write.lock.zookeeper.connect_url": "zk"}, "hoodie.write.lock.zookeeper.connect_url"),
         ({"hoodie.write.lock.num_retries": "many"}, "hoodie.write.lock.num_retries"),

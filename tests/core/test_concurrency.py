@@ -1,0 +1,276 @@
+"""Two writers on one table (in-process lock, the default): conflicts fail cleanly, disjoint writes both land.
+
+The interleaving is made deterministic by wrapping the first writer's engine: right after
+it has written its data files (the engine's "write file groups" stage) and before it
+checks for conflicts and completes, the second writer runs a whole upsert.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import hudi
+import pyarrow as pa
+import pytest
+
+from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConcurrentWriteError
+from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.table import Table
+from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline.transitions import read_commit_metadata
+from lakeward.core.write.client import WriteResult
+
+CITIES = ["sf", "nyc"]
+
+
+def _rows(ids: Sequence[int], city: str, ts: int, tag: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": [f"{city}-{i:04d}" for i in ids],
+            "city": [city] * len(ids),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "v": [f"{tag}-{i}" for i in ids],
+        }
+    )
+
+
+# -- observation helpers -------------------------------------------------------------------
+def lakeward_rows(path: Path) -> dict[str, str]:
+    table = Table.open(str(path)).read(columns=["id", "v"])
+    rows = dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
+    assert len(rows) == table.num_rows, "lakeward returned duplicate keys"
+    return rows
+
+
+def hudi_rows(path: Path) -> dict[str, str]:
+    hudi_table = hudi.HudiTableBuilder.from_base_uri(str(path)).build()
+    batches = hudi_table.read()
+    if not batches:
+        return {}
+    table = pa.Table.from_batches(batches)
+    rows = dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
+    assert len(rows) == table.num_rows, "hudi-rs returned duplicate keys"
+    return rows
+
+
+def timeline(path: Path) -> Timeline:
+    return Timeline.load(Table.open(str(path)).storage)
+
+
+def data_files(path: Path) -> dict[str, str]:
+    out = {}
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for name in files:
+            parsed = parse_base_file_name(name)
+            if parsed is not None:
+                out[os.path.relpath(os.path.join(root, name), path)] = parsed.instant_time
+    return out
+
+
+def assert_commits_intact(path: Path) -> None:
+    """No pending instant; every file a completed commit lists exists; every data file is committed."""
+    table = Table.open(str(path))
+    tl = timeline(path)
+    assert tl.pending() == [], f"pending instants left: {tl.pending()}"
+    for instant in tl.completed_writes():
+        for stat in read_commit_metadata(table.storage, instant).write_stats():
+            assert (path / stat.path).is_file(), f"completed {instant} lists {stat.path}, which is gone"
+    committed = tl.completed_write_times()
+    orphans = {p: t for p, t in data_files(path).items() if t not in committed}
+    assert orphans == {}, f"data files of no completed commit: {orphans}"
+
+
+def _rolled_back(path: Path, rollback: Any) -> list[str]:
+    """The instants a completed rollback instant lists as rolled back."""
+    data = (path / ".hoodie" / rollback.file_name).read_bytes()
+    (record,) = list(fastavro.reader(io.BytesIO(data)))
+    assert isinstance(record, dict)
+    return list(record["commitsRollback"])
+
+
+def file_group_of(path: Path, key: str) -> tuple[str, str]:
+    table = Table.open(str(path)).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+    for row in table.to_pylist():
+        if row["_hoodie_record_key"] == key:
+            parsed = parse_base_file_name(row["_hoodie_file_name"])
+            assert parsed is not None
+            return row["_hoodie_partition_path"], parsed.file_id
+    raise AssertionError(f"{key} not in the table")
+
+
+# -- the seam ------------------------------------------------------------------------------
+class _InterleavingEngine(Engine):
+    """Delegates to the writer's engine; after the data files are written, runs `between` once."""
+
+    name = "interleaving"
+
+    def __init__(self, inner: Engine, between: Callable[[], Any]):
+        self.inner = inner
+        self.between = between
+        self.ran = False
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], description: str = "") -> list[Any]:
+        result = self.inner.map(fn, items, description)
+        if description == "write file groups" and not self.ran:
+            self.ran = True
+            self.between()
+        return result
+
+
+def interleave(first: Table, between: Callable[[], Any]) -> _InterleavingEngine:
+    """Make `first`'s next write run `between` after writing files, before conflict check and completion."""
+    client = first._writer()
+    engine = _InterleavingEngine(client.engine, between)
+    client.engine = engine
+    return engine
+
+
+@pytest.fixture
+def table_path(tmp_path: Path) -> Path:
+    path = tmp_path / "table"
+    table = Table.create(str(path), record_key="id", partition_by="city", ordering_field="ts")
+    for city in CITIES:
+        table.upsert(_rows(range(50), city, 1, "base"))
+    return path
+
+
+def _base_rows() -> dict[str, str]:
+    return {f"{c}-{i:04d}": f"base-{i}" for c in CITIES for i in range(50)}
+
+
+# -- conflicts -----------------------------------------------------------------------------
+def test_second_writer_completes_first_on_same_file_group(table_path: Path) -> None:
+    first, second = Table.open(str(table_path)), Table.open(str(table_path))
+    group = file_group_of(table_path, "sf-0001")
+    results: list[WriteResult] = []
+    losers: list[str] = []
+
+    def second_writer_runs() -> None:
+        losers.extend(i.time for i in timeline(table_path).pending_writes())
+        results.append(second.upsert(_rows([1, 2], "sf", 3, "second")))
+
+    engine = interleave(first, second_writer_runs)
+    completed_before = [i.file_name for i in timeline(table_path).completed_writes()]
+
+    with pytest.raises(ConcurrentWriteError) as info:
+        first.upsert(_rows([1, 3], "sf", 2, "first"))
+    assert engine.ran and len(results) == 1 and len(losers) == 1
+    winner, loser = results[0].instant_time, losers[0]
+    message = str(info.value)
+    assert winner in message, f"the message {message!r} does not name the conflicting instant {winner}"
+    assert group[1] in message, f"the message {message!r} does not name the file group {group[1]}"
+
+    # The winner's commit is the only new one; the loser left no trace.
+    tl = timeline(table_path)
+    assert [i.file_name for i in tl.completed_writes()] == [*completed_before, f"{winner}.commit"]
+    assert tl.pending() == []
+    assert sorted(p.name for p in (table_path / ".hoodie").iterdir() if p.name.startswith(loser)) == []
+    leftovers = [p for p, t in data_files(table_path).items() if t == loser]
+    assert leftovers == [], f"the losing write left data files: {leftovers}"
+    assert not (table_path / ".hoodie" / ".temp" / loser).exists(), "the loser's markers remain"
+    rollbacks = [i for i in tl.completed() if i.action is Action.ROLLBACK]
+    assert all(_rolled_back(table_path, r) == [loser] for r in rollbacks)
+    assert not [p for p in (table_path / ".hoodie" / ".temp").iterdir()], "markers left behind"
+    assert_commits_intact(table_path)
+
+    expected = _base_rows() | {"sf-0001": "second-1", "sf-0002": "second-2"}
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected
+
+    # The loser can retry and then wins.
+    first.upsert(_rows([1, 3], "sf", 4, "retry"))
+    expected |= {"sf-0001": "retry-1", "sf-0003": "retry-3"}
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected
+
+
+def test_conflict_on_delete_of_same_file_group(table_path: Path) -> None:
+    first, second = Table.open(str(table_path)), Table.open(str(table_path))
+    interleave(first, lambda: second.upsert(_rows([5], "nyc", 3, "second")))
+    with pytest.raises(ConcurrentWriteError) as info:
+        first.delete(keys=["nyc-0006"])
+    assert "nyc" in str(info.value)
+    assert_commits_intact(table_path)
+    expected = _base_rows() | {"nyc-0005": "second-5"}
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected
+
+
+# -- no conflict ---------------------------------------------------------------------------
+def test_writers_on_different_partitions_both_succeed(table_path: Path) -> None:
+    first, second = Table.open(str(table_path)), Table.open(str(table_path))
+    results: list[WriteResult] = []
+    interleave(first, lambda: results.append(second.upsert(_rows([1, 2], "nyc", 2, "second"))))
+
+    result = first.upsert(_rows([1, 2], "sf", 2, "first"))
+    assert len(results) == 1
+    tl = timeline(table_path)
+    completed = {i.time for i in tl.completed_writes()}
+    assert {result.instant_time, results[0].instant_time} <= completed
+    assert_commits_intact(table_path)
+    for written in result.files_written:
+        assert (table_path / written).is_file(), f"the first writer's file {written} is gone"
+    expected = _base_rows() | {
+        "sf-0001": "first-1",
+        "sf-0002": "first-2",
+        "nyc-0001": "second-1",
+        "nyc-0002": "second-2",
+    }
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected
+
+
+def test_inserts_into_new_partitions_both_succeed(table_path: Path) -> None:
+    first, second = Table.open(str(table_path)), Table.open(str(table_path))
+    interleave(first, lambda: second.insert(_rows(range(10), "la", 1, "second")))
+    first.insert(_rows(range(10), "sea", 1, "first"))
+    assert_commits_intact(table_path)
+    expected = (
+        _base_rows()
+        | {f"la-{i:04d}": f"second-{i}" for i in range(10)}
+        | {f"sea-{i:04d}": f"first-{i}" for i in range(10)}
+    )
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected
+
+
+# -- real threads --------------------------------------------------------------------------
+ROUNDS = 12
+
+
+def test_threads_on_disjoint_partitions_lose_no_update(table_path: Path) -> None:
+    """Two writers in two threads, each updating its own partition many times."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def writer(city: str) -> None:
+        table = Table.open(str(table_path))
+        try:
+            start.wait()
+            for r in range(1, ROUNDS + 1):
+                table.upsert(_rows(range(0, 50, 5), city, 1 + r, f"round{r}"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(city,)) for city in CITIES]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a writer hung"
+    assert errors == [], f"writers failed: {errors!r}"
+
+    tl = timeline(table_path)
+    assert len(tl.completed_writes()) == len(CITIES) + 2 * ROUNDS
+    assert_commits_intact(table_path)
+    expected = _base_rows() | {f"{c}-{i:04d}": f"round{ROUNDS}-{i}" for c in CITIES for i in range(0, 50, 5)}
+    assert lakeward_rows(table_path) == expected
+    assert hudi_rows(table_path) == expected

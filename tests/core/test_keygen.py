@@ -1,0 +1,250 @@
+"""Key generators: `_hoodie_record_key`, `_hoodie_partition_path` and partition directories,
+as Apache Hudi forms them (format reference, section 9). Expected strings are written by hand.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward.core.exceptions import InvalidRecordError
+from lakeward.core.table import Table
+
+KEYGEN = "org.apache.hudi.keygen."
+
+
+def keys_and_partitions(t: Table) -> list[tuple[str, str]]:
+    return sorted((r["_hoodie_record_key"], r["_hoodie_partition_path"]) for r in t.read().to_pylist())
+
+
+def partition_dirs(t: Table) -> set[str]:
+    root = Path(t.path)
+    return {
+        str(p.parent.relative_to(root))
+        for p in root.rglob(".hoodie_partition_metadata")
+        if ".hoodie" not in p.relative_to(root).parts[:-1]
+    }
+
+
+def properties(t: Table) -> str:
+    return (Path(t.path) / ".hoodie" / "hoodie.properties").read_text()
+
+
+def test_simple_key_generator(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="uuid", partition_by="city")
+    assert f"hoodie.table.keygenerator.class={KEYGEN}SimpleKeyGenerator" in properties(t)
+    t.upsert(pa.table({"uuid": ["334e26e9", "e96c4396"], "city": ["san_francisco", "chennai"]}))
+    assert keys_and_partitions(t) == [("334e26e9", "san_francisco"), ("e96c4396", "chennai")]
+    assert partition_dirs(t) == {"san_francisco", "chennai"}
+
+
+def test_simple_key_of_numbers_booleans_and_dates(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="flag")
+    t.upsert(pa.table({"id": pa.array([7, -3], pa.int32()), "flag": [True, False]}))
+    assert keys_and_partitions(t) == [("-3", "false"), ("7", "true")]
+    d = Table.create(str(tmp_path / "d"), record_key="id", partition_by="day")
+    d.upsert(pa.table({"id": [1], "day": pa.array([dt.date(2024, 3, 5)], pa.date32())}))
+    assert keys_and_partitions(d) == [("1", "2024-03-05")]
+
+
+def test_complex_key_generator_formats_field_value_pairs(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key=["id", "name"], partition_by=["country", "city"])
+    assert f"hoodie.table.keygenerator.class={KEYGEN}ComplexKeyGenerator" in properties(t)
+    t.upsert(
+        pa.table(
+            {
+                "id": [1, 2, 3],
+                "name": ["Alice", None, ""],
+                "country": ["us", "us", "in"],
+                "city": ["sf", "ny", "chennai"],
+            }
+        )
+    )
+    assert keys_and_partitions(t) == [
+        ("id:1,name:Alice", "us/sf"),
+        ("id:2,name:__null__", "us/ny"),
+        ("id:3,name:__empty__", "in/chennai"),
+    ]
+    assert partition_dirs(t) == {"us/sf", "us/ny", "in/chennai"}
+
+
+def test_complex_key_generator_with_a_single_key_field(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city", key_generator="COMPLEX")
+    t.upsert(pa.table({"id": [1], "city": ["sf"]}))
+    assert keys_and_partitions(t) == [("id:1", "sf")]
+    assert f"hoodie.table.keygenerator.class={KEYGEN}ComplexKeyGenerator" in properties(t)
+
+
+def test_complex_key_with_every_field_null_or_empty_is_rejected(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key=["id", "name"], partition_by="city")
+    with pytest.raises(InvalidRecordError):
+        t.upsert(pa.table({"id": pa.array([None], pa.int64()), "name": [""], "city": ["sf"]}))
+    assert t.read().num_rows == 0
+
+
+def test_simple_key_null_or_empty_is_rejected(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
+    with pytest.raises(InvalidRecordError):
+        t.upsert(pa.table({"id": ["a", ""], "city": ["sf", "sf"]}))
+    with pytest.raises(InvalidRecordError):
+        t.upsert(pa.table({"id": ["a", None], "city": ["sf", "sf"]}))
+
+
+def test_non_partitioned_key_generator(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id")
+    assert f"hoodie.table.keygenerator.class={KEYGEN}NonpartitionedKeyGenerator" in properties(t)
+    r = t.upsert(pa.table({"id": [1, 2], "city": ["sf", "ny"]}))
+    assert keys_and_partitions(t) == [("1", ""), ("2", "")]
+    assert "/" not in r.files_written[0]
+    assert partition_dirs(t) == {"."}
+
+
+def test_non_partitioned_by_class_name_ignores_a_multi_field_key_format(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"), record_key=["id", "name"], key_generator=f"{KEYGEN}NonpartitionedKeyGenerator"
+    )
+    t.upsert(pa.table({"id": [1], "name": ["Alice"]}))
+    assert keys_and_partitions(t) == [("id:1,name:Alice", "")]
+
+
+# -- timestamp-based ------------------------------------------------------------------------------
+def test_timestamp_key_generator_epoch_millis(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="event_ms",
+        key_generator="TIMESTAMP",
+        options={
+            "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd",
+        },
+    )
+    assert f"hoodie.table.keygenerator.class={KEYGEN}TimestampBasedKeyGenerator" in properties(t)
+    # 1700000000000 ms = 2023-11-14T22:13:20Z; 1704067199999 ms = 2023-12-31T23:59:59.999Z; 0 = 1970-01-01.
+    t.upsert(pa.table({"id": [1, 2, 3], "event_ms": [1_700_000_000_000, 1_704_067_199_999, 0]}))
+    assert keys_and_partitions(t) == [("1", "2023/11/14"), ("2", "2023/12/31"), ("3", "1970/01/01")]
+    assert partition_dirs(t) == {"2023/11/14", "2023/12/31", "1970/01/01"}
+    depth = (Path(t.path) / "2023/11/14/.hoodie_partition_metadata").read_text()
+    assert "partitionDepth=3" in depth
+    # The source column keeps its value.
+    assert sorted(r["event_ms"] for r in t.read().to_pylist()) == [0, 1_700_000_000_000, 1_704_067_199_999]
+
+
+def test_timestamp_key_generator_date_string(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="day",
+        key_generator=f"{KEYGEN}TimestampBasedKeyGenerator",
+        options={
+            "hoodie.keygen.timebased.timestamp.type": "DATE_STRING",
+            "hoodie.keygen.timebased.input.dateformat": "yyyy-MM-dd HH:mm:ss",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd",
+        },
+    )
+    t.upsert(pa.table({"id": [1, 2], "day": ["2024-03-05 23:10:00", "2024-12-31 00:00:01"]}))
+    assert keys_and_partitions(t) == [("1", "2024/03/05"), ("2", "2024/12/31")]
+    # The options are persisted so that a reopened table keeps producing the same paths.
+    again = Table.open(t.path)
+    again.upsert(pa.table({"id": [3], "day": ["2025-01-02 12:00:00"]}))
+    assert keys_and_partitions(again)[-1] == ("3", "2025/01/02")
+    assert "hoodie.keygen.timebased.output.dateformat=yyyy/MM/dd" in properties(t)
+
+
+def test_timestamp_key_generator_output_timezone(tmp_path):
+    """`hoodie.keygen.timebased.timezone` shifts the partition date: 22:13 UTC is the next day in Kolkata."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="event_ms",
+        key_generator="TIMESTAMP",
+        options={
+            "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH",
+            "hoodie.keygen.timebased.timezone": "Asia/Kolkata",
+        },
+    )
+    # 2023-11-14T22:13:20Z = 2023-11-15T03:43:20+05:30
+    t.upsert(pa.table({"id": [1], "event_ms": [1_700_000_000_000]}))
+    assert keys_and_partitions(t) == [("1", "2023/11/15/03")]
+
+
+# -- hive style, URL encoding, default partition -------------------------------------------------
+def test_hive_style_partitioning(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by=["year", "city"], hive_style_partitioning=True)
+    t.upsert(pa.table({"id": [1, 2], "year": [2024, 2025], "city": ["sf", "ny"]}))
+    assert keys_and_partitions(t) == [("id:1", "year=2024/city=sf"), ("id:2", "year=2025/city=ny")]
+    assert partition_dirs(t) == {"year=2024/city=sf", "year=2025/city=ny"}
+    assert "hoodie.datasource.write.hive_style_partitioning=true" in properties(t)
+
+
+def test_hive_style_by_option(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="city",
+        options={"hoodie.datasource.write.hive_style_partitioning": "true"},
+    )
+    t.upsert(pa.table({"id": [1], "city": ["sf"]}))
+    assert keys_and_partitions(t) == [("1", "city=sf")]
+
+
+def test_url_encoded_partition_values(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city", url_encode_partitions=True)
+    t.upsert(pa.table({"id": [1, 2, 3], "city": ["a b/c", "plain", "x=y&z"]}))
+    assert keys_and_partitions(t) == [("1", "a+b%2Fc"), ("2", "plain"), ("3", "x%3Dy%26z")]
+    assert partition_dirs(t) == {"a+b%2Fc", "plain", "x%3Dy%26z"}
+    assert "hoodie.datasource.write.partitionpath.urlencode=true" in properties(t)
+    # Reading back gives the original values in the data column.
+    assert sorted(r["city"] for r in t.read().to_pylist()) == ["a b/c", "plain", "x=y&z"]
+
+
+def test_url_encoding_with_hive_style_encodes_only_the_value(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="city",
+        url_encode_partitions=True,
+        hive_style_partitioning=True,
+    )
+    t.upsert(pa.table({"id": [1], "city": ["a b/c"]}))
+    assert keys_and_partitions(t) == [("1", "city=a+b%2Fc")]
+
+
+def test_without_url_encoding_a_slash_makes_nested_directories(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
+    t.upsert(pa.table({"id": [1], "city": ["a/b"]}))
+    assert keys_and_partitions(t) == [("1", "a/b")]
+    assert partition_dirs(t) == {"a/b"}
+
+
+def test_null_or_empty_partition_value_goes_to_the_hive_default_partition(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
+    t.upsert(pa.table({"id": [1, 2, 3], "city": ["sf", None, ""]}))
+    assert keys_and_partitions(t) == [
+        ("1", "sf"),
+        ("2", "__HIVE_DEFAULT_PARTITION__"),
+        ("3", "__HIVE_DEFAULT_PARTITION__"),
+    ]
+    assert partition_dirs(t) == {"sf", "__HIVE_DEFAULT_PARTITION__"}
+    hive = Table.create(str(tmp_path / "h"), record_key="id", partition_by="city", hive_style_partitioning=True)
+    hive.upsert(pa.table({"id": [1], "city": pa.array([None], pa.string())}))
+    assert keys_and_partitions(hive) == [("1", "city=__HIVE_DEFAULT_PARTITION__")]
+
+
+def test_commit_metadata_uses_the_same_partition_strings(tmp_path):
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="city",
+        url_encode_partitions=True,
+        hive_style_partitioning=True,
+    )
+    r = t.upsert(pa.table({"id": [1], "city": ["a b"]}))
+    meta = json.loads((Path(t.path) / ".hoodie" / f"{r.instant_time}.commit").read_text())
+    assert list(meta["partitionToWriteStats"]) == ["city=a+b"]
+    assert meta["partitionToWriteStats"]["city=a+b"][0]["path"].startswith("city=a+b/")
