@@ -106,15 +106,11 @@ class Dataset:
 def _names(rng: np.random.Generator, n: int) -> pa.Array:
     """Variable-length strings such as ``name_483920_k`` (fast, vectorised)."""
     num = pa.array(rng.integers(0, 10_000_000, n, dtype=np.int64)).cast(pa.string())
-    suffix = pa.array(
-        np.array(list("abcdefghijklmnopqrstuvwxyz"))[rng.integers(0, 26, n)]
-    )
+    suffix = pa.array(np.array(list("abcdefghijklmnopqrstuvwxyz"))[rng.integers(0, 26, n)])
     return pc.binary_join_element_wise("name", num, suffix, "_")
 
 
-def _rows(
-    rng: np.random.Generator, ids: np.ndarray, parts: np.ndarray, ts: np.ndarray
-) -> pa.Table:
+def _rows(rng: np.random.Generator, ids: np.ndarray, parts: np.ndarray, ts: np.ndarray) -> pa.Table:
     n = len(ids)
     return pa.Table.from_arrays(
         [
@@ -149,9 +145,7 @@ def make_dataset(rows: int, upsert_rows: int, seed: int = SEED) -> Dataset:
     upd_ids = rng.choice(rows, n_upd, replace=False).astype(np.int64)
     ins_ids = np.arange(rows, rows + n_ins, dtype=np.int64)
     up_ids = np.concatenate([upd_ids, ins_ids])
-    up_parts = np.concatenate(
-        [parts_by_id[upd_ids], rng.integers(0, N_PARTITIONS, n_ins)]
-    )
+    up_parts = np.concatenate([parts_by_id[upd_ids], rng.integers(0, N_PARTITIONS, n_ins)])
     up_ts = rng.integers(10_000_000_000, 11_000_000_000, len(up_ids), dtype=np.int64)
     order = rng.permutation(len(up_ids))
     upsert = _rows(rng, up_ids[order], up_parts[order], up_ts[order])
@@ -168,12 +162,8 @@ def make_dataset(rows: int, upsert_rows: int, seed: int = SEED) -> Dataset:
         "rows": rows + n_ins,
         "sum_id": int(ids.sum()) + int(ins_ids.sum()),
         "sum_ts": int(ts0.sum()) - int(ts0[replaced].sum()) + int(up_ts.sum()),
-        "sum_qty": int(qty0.sum())
-        - int(qty0[replaced].sum())
-        + int(upsert["qty"].to_numpy().astype(np.int64).sum()),
-        "sum_amount": math.fsum(amount0)
-        - math.fsum(amount0[replaced])
-        + math.fsum(upsert["amount"].to_numpy()),
+        "sum_qty": int(qty0.sum()) - int(qty0[replaced].sum()) + int(upsert["qty"].to_numpy().astype(np.int64).sum()),
+        "sum_amount": math.fsum(amount0) - math.fsum(amount0[replaced]) + math.fsum(upsert["amount"].to_numpy()),
     }
     return Dataset(initial, upsert, expected, n_upd, n_ins)
 
@@ -197,19 +187,11 @@ def verify(engine: str, table: pa.Table, expected: dict[str, Any]) -> None:
     bad = {
         k: (got[k], expected[k])
         for k in expected
-        if (
-            not math.isclose(got[k], expected[k], rel_tol=1e-9)
-            if k == "sum_amount"
-            else got[k] != expected[k]
-        )
+        if (not math.isclose(got[k], expected[k], rel_tol=1e-9) if k == "sum_amount" else got[k] != expected[k])
     }
     if bad:
-        detail = ", ".join(
-            f"{k}: got {g!r}, expected {e!r}" for k, (g, e) in bad.items()
-        )
-        raise VerificationError(
-            f"{engine}: read result differs from expected: {detail}"
-        )
+        detail = ", ".join(f"{k}: got {g!r}, expected {e!r}" for k, (g, e) in bad.items())
+        raise VerificationError(f"{engine}: read result differs from expected: {detail}")
 
 
 # ----------------------------------------------------------------------- helpers
@@ -225,7 +207,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def disk_usage(path: Path) -> tuple[int, int]:
     """(number of data parquet files, total bytes of everything under ``path``)."""
     n_files = total = 0
-    for dirpath, dirnames, filenames in os.walk(path):
+    for dirpath, _dirnames, filenames in os.walk(path):
         meta = any(p in dirpath for p in ("/.hoodie", "/_delta_log", "/metadata"))
         for f in filenames:
             total += os.path.getsize(os.path.join(dirpath, f))
@@ -250,9 +232,7 @@ def parquet_codec(path: Path) -> str | None:
 def engine_version(engine: str) -> str | None:
     from importlib import metadata
 
-    dist = {"hudi-rs": "hudi", "pyarrow": "pyarrow", LW_FILES: "pyarrow"}.get(
-        engine, engine
-    )
+    dist = {"hudi-rs": "hudi", "pyarrow": "pyarrow", LW_FILES: "pyarrow"}.get(engine, engine)
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -332,9 +312,7 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
 
         def hudi_read() -> pa.Table:
             ht = hudi.HudiTableBuilder.from_base_uri(uri).build()
-            return pa.Table.from_batches(
-                ht.read(), schema=ht.get_schema_with_meta_fields()
-            )
+            return pa.Table.from_batches(ht.read(), schema=ht.get_schema_with_meta_fields())
 
         t_read = ctx.read("hudi-rs", hudi_read)
         out["hudi-rs"] = {"read": t_read}
@@ -343,9 +321,7 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
         slices = hudi.HudiTableBuilder.from_base_uri(uri).build().get_file_slices()
         if slices and not any(s.log_file_names for s in slices):
             paths = [str(path / s.partition_path / s.base_file_name) for s in slices]
-            t_read = ctx.read(
-                LW_FILES, lambda: ds.dataset(paths, format="parquet").to_table()
-            )
+            t_read = ctx.read(LW_FILES, lambda: ds.dataset(paths, format="parquet").to_table())
             out[LW_FILES] = {"read": t_read, "data_files": len(paths)}
     return out
 
@@ -359,11 +335,7 @@ def run_deltalake(ctx: Ctx) -> dict[str, dict[str, Any]]:
     path = ctx.root / "delta"
     uri = str(path)
     props = WriterProperties(compression=ctx.codec.upper())
-    t_load, _ = timed(
-        lambda: write_deltalake(
-            uri, ctx.data.initial, partition_by=["part"], writer_properties=props
-        )
-    )
+    t_load, _ = timed(lambda: write_deltalake(uri, ctx.data.initial, partition_by=["part"], writer_properties=props))
 
     def merge() -> dict[str, Any]:
         # ``part`` in the predicate mirrors Hudi's (non-global index) key semantics.
@@ -390,8 +362,7 @@ def run_deltalake(ctx: Ctx) -> dict[str, dict[str, Any]]:
     )
     if (n_upd, n_ins) != (ctx.data.n_updates, ctx.data.n_inserts):
         raise VerificationError(
-            f"deltalake merge: updated/inserted {n_upd}/{n_ins}, "
-            f"expected {ctx.data.n_updates}/{ctx.data.n_inserts}"
+            f"deltalake merge: updated/inserted {n_upd}/{n_ins}, expected {ctx.data.n_updates}/{ctx.data.n_inserts}"
         )
     t_read = ctx.read("deltalake", lambda: DeltaTable(uri).to_pyarrow_table())
     files, size = disk_usage(path)
@@ -443,11 +414,7 @@ def run_pyiceberg(ctx: Ctx) -> dict[str, dict[str, Any]]:
         NestedField(6, "qty", IntegerType(), required=False),
         NestedField(7, "flag", BooleanType(), required=False),
     )
-    spec = PartitionSpec(
-        PartitionField(
-            source_id=2, field_id=1000, transform=IdentityTransform(), name="part"
-        )
-    )
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="part"))
 
     def load() -> None:
         table = catalog.create_table(
@@ -459,9 +426,7 @@ def run_pyiceberg(ctx: Ctx) -> dict[str, dict[str, Any]]:
         table.append(ctx.data.initial)
 
     t_load, _ = timed(load)
-    t_up, res = timed(
-        lambda: catalog.load_table("bench.t").upsert(ctx.data.upsert, join_cols=["id"])
-    )
+    t_up, res = timed(lambda: catalog.load_table("bench.t").upsert(ctx.data.upsert, join_cols=["id"]))
     if (res.rows_updated, res.rows_inserted) != (
         ctx.data.n_updates,
         ctx.data.n_inserts,
@@ -470,9 +435,7 @@ def run_pyiceberg(ctx: Ctx) -> dict[str, dict[str, Any]]:
             f"pyiceberg upsert: updated/inserted {res.rows_updated}/{res.rows_inserted}, "
             f"expected {ctx.data.n_updates}/{ctx.data.n_inserts}"
         )
-    t_read = ctx.read(
-        "pyiceberg", lambda: catalog.load_table("bench.t").scan().to_arrow()
-    )
+    t_read = ctx.read("pyiceberg", lambda: catalog.load_table("bench.t").scan().to_arrow())
     files, size = disk_usage(path / "warehouse")
     return {
         "pyiceberg": {
@@ -499,9 +462,7 @@ def _floor_write(table: pa.Table, dest: Path, codec: str) -> None:
 
 def floor_load(root: Path, data: pa.Table, codec: str) -> None:
     for part in pc.unique(data["part"]).to_pylist():
-        _floor_write(
-            data.filter(pc.equal(data["part"], part)), _floor_file(root, part), codec
-        )
+        _floor_write(data.filter(pc.equal(data["part"], part)), _floor_file(root, part), codec)
 
 
 def floor_upsert(root: Path, batch: pa.Table, codec: str) -> None:
@@ -512,9 +473,7 @@ def floor_upsert(root: Path, batch: pa.Table, codec: str) -> None:
         dest = _floor_file(root, part)
         if dest.exists():
             current = pq.ParquetFile(dest).read()
-            kept = current.filter(
-                pc.invert(pc.is_in(current["id"], value_set=incoming["id"]))
-            )
+            kept = current.filter(pc.invert(pc.is_in(current["id"], value_set=incoming["id"])))
             incoming = pa.concat_tables([kept, incoming])
         _floor_write(incoming, dest, codec)
 
@@ -636,12 +595,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--rows", type=int, default=2_000_000, help="rows in the initial load"
-    )
-    p.add_argument(
-        "--upsert-rows", type=int, default=200_000, help="rows in the upsert batch"
-    )
+    p.add_argument("--rows", type=int, default=2_000_000, help="rows in the initial load")
+    p.add_argument("--upsert-rows", type=int, default=200_000, help="rows in the upsert batch")
     p.add_argument(
         "--repeat",
         type=int,
@@ -664,21 +619,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--compression",
         default="auto",
-        help="parquet codec for the peers (snappy, zstd, gzip, none...); 'auto' = whatever "
-        "lakeward wrote, else snappy",
+        help="parquet codec for the peers (snappy, zstd, gzip, none...); 'auto' = whatever lakeward wrote, else snappy",
     )
-    p.add_argument(
-        "--workdir", type=Path, help="parent for the temp dirs (default: system tmp)"
-    )
+    p.add_argument("--workdir", type=Path, help="parent for the temp dirs (default: system tmp)")
     p.add_argument(
         "--no-warmup",
         action="store_true",
         help="skip the tiny untimed warm-up of every engine",
     )
     args = p.parse_args(argv)
-    names = [
-        ALIASES.get(n.strip().lower(), n.strip().lower()) for n in args.only.split(",")
-    ]
+    names = [ALIASES.get(n.strip().lower(), n.strip().lower()) for n in args.only.split(",")]
     unknown = sorted({n for n in names if n} - set(ENGINES))
     if unknown:
         p.error(f"unknown engine(s) {unknown}; choose from {', '.join(ENGINES)}")
@@ -701,11 +651,7 @@ def run_round(
     rows: dict[str, dict[str, Any]] = {}
     status: dict[str, str] = {}
     selected = set(engines)
-    runners = [
-        r
-        for r in RUNNERS
-        if r in selected or (r == "lakeward" and "hudi-rs" in selected)
-    ]
+    runners = [r for r in RUNNERS if r in selected or (r == "lakeward" and "hudi-rs" in selected)]
     with tempfile.TemporaryDirectory(prefix="lakeward-bench-", dir=workdir) as tmp:
         root = Path(tmp)
         for name in runners:
@@ -716,9 +662,7 @@ def run_round(
                 selected,
                 read_repeat,
             )
-            produced = {
-                "lakeward": [e for e in ("lakeward", "hudi-rs") if e in selected]
-            }.get(name, [name])
+            produced = {"lakeward": [e for e in ("lakeward", "hudi-rs") if e in selected]}.get(name, [name])
             try:
                 out = RUNNERS[name](ctx)
                 rows.update(out)
@@ -763,9 +707,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_warmup:
         print("warm-up (tiny, untimed)...", flush=True)
-        _rows_w, st, _ = run_round(
-            make_dataset(2000, 200, args.seed + 1), args.engines, codec, args.workdir
-        )
+        _rows_w, st, _ = run_round(make_dataset(2000, 200, args.seed + 1), args.engines, codec, args.workdir)
         for e, s in st.items():
             if s != "ok":
                 print(f"  warm-up {e}: {s}", flush=True)
@@ -775,9 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     status: dict[str, str] = {}
     for i in range(args.repeat):
         print(f"round {i + 1}/{args.repeat}...", flush=True)
-        rows, st, codec = run_round(
-            data, args.engines, codec, args.workdir, args.read_repeat
-        )
+        rows, st, codec = run_round(data, args.engines, codec, args.workdir, args.read_repeat)
         for e, s in st.items():
             if s != "ok" or e not in status:
                 status[e] = s
@@ -785,19 +725,11 @@ def main(argv: list[str] | None = None) -> int:
             for phase in ("load", "upsert", "read"):
                 if phase in vals:
                     runs.setdefault(row, {}).setdefault(phase, []).append(vals[phase])
-            info[row] = {
-                k: v for k, v in vals.items() if k not in ("load", "upsert", "read")
-            }
-            line = "  ".join(
-                f"{ph} {vals[ph]:.3f}s"
-                for ph in ("load", "upsert", "read")
-                if ph in vals
-            )
+            info[row] = {k: v for k, v in vals.items() if k not in ("load", "upsert", "read")}
+            line = "  ".join(f"{ph} {vals[ph]:.3f}s" for ph in ("load", "upsert", "read") if ph in vals)
             print(f"  {row:<24} {line}", flush=True)
 
-    best = {
-        row: {ph: min(v) for ph, v in phases.items()} for row, phases in runs.items()
-    }
+    best = {row: {ph: min(v) for ph, v in phases.items()} for row, phases in runs.items()}
 
     # ---- report
     print()
@@ -830,11 +762,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         r = a / b
         ratios[label] = {"ratio": r, "target": target}
-        verdict = (
-            ""
-            if target is None
-            else f"  (target <= {target}: {'OK' if r <= target else 'MISSED'})"
-        )
+        verdict = "" if target is None else f"  (target <= {target}: {'OK' if r <= target else 'MISSED'})"
         print(f"{label:<44} {r:6.2f}{verdict}")
     if not ratios:
         print("(no ratios: need at least two engines)")
@@ -857,10 +785,7 @@ def main(argv: list[str] | None = None) -> int:
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
                 "cpus": os.cpu_count(),
-                "versions": {
-                    d: engine_version(d)
-                    for d in ("lakeward", "pyarrow", "deltalake", "pyiceberg", "hudi")
-                },
+                "versions": {d: engine_version(d) for d in ("lakeward", "pyarrow", "deltalake", "pyiceberg", "hudi")},
             },
             "expected": data.expected,
             "status": status,

@@ -22,8 +22,8 @@ from lakeward.core.engine import Engine
 from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
-    StorageError,
     InstantNotFoundError,
+    StorageError,
     TableExistsError,
     TableNotFoundError,
 )

@@ -3,22 +3,27 @@
 `lock_provider_for(base_path, table_name, options)` reads Apache Hudi's documented
 `hoodie.write.lock.*` keys (HoodieLockConfig / LockConfiguration):
 
-| key                                                | default            | meaning |
-|----------------------------------------------------|--------------------|---------|
-| hoodie.write.lock.provider                         | in-process         | `org.apache.hudi.client.transaction.lock.InProcessLockProvider` or `...ZookeeperBasedLockProvider`, or `in_process` / `zookeeper` |
-| hoodie.write.lock.wait_time_ms                     | 60000              | how long one acquire waits |
-| hoodie.write.lock.client.num_retries               | 0 (Hudi: 50)       | further acquire attempts after a timeout |
-| hoodie.write.lock.client.wait_time_ms_between_retry| 5000               | pause between those attempts |
-| hoodie.write.lock.num_retries                      | 15                 | retries of one ZooKeeper operation |
-| hoodie.write.lock.wait_time_ms_between_retry       | 1000               | first pause between them (doubling) |
-| hoodie.write.lock.max_wait_time_ms_between_retry   | 16000              | longest pause between them |
-| hoodie.write.lock.zookeeper.url                    | required for ZK    | `host[:port][,host[:port]...][/chroot]` |
-| hoodie.write.lock.zookeeper.port                   | 2181               | port for hosts given without one |
-| hoodie.write.lock.zookeeper.base_path              | required for ZK    | znode under which locks live, e.g. `/hudi/locks` |
-| hoodie.write.lock.zookeeper.lock_key               | the table name     | lock node `<base_path>/<lock_key>` |
-| hoodie.write.lock.zookeeper.session_timeout_ms     | 60000              | session expiry after losing the connection |
-| hoodie.write.lock.zookeeper.connection_timeout_ms  | 15000              | wait for a connection |
-| hoodie.write.lock.conflict.resolution.strategy     | Simple...Strategy  | only Hudi's file-group strategy is supported |
+- `hoodie.write.lock.provider` (default: in-process):
+  `org.apache.hudi.client.transaction.lock.InProcessLockProvider`,
+  `org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider`, or the short
+  names `in_process` / `zookeeper`.
+- `hoodie.write.lock.wait_time_ms` (60000): how long one acquire waits.
+- `hoodie.write.lock.client.num_retries` (0; Hudi's default is 50): further acquire
+  attempts after a timeout, `hoodie.write.lock.client.wait_time_ms_between_retry`
+  (5000) apart.
+- `hoodie.write.lock.num_retries` (15), `hoodie.write.lock.wait_time_ms_between_retry`
+  (1000, doubling), `hoodie.write.lock.max_wait_time_ms_between_retry` (16000): retries
+  of each ZooKeeper operation.
+- `hoodie.write.lock.zookeeper.url` (required for ZooKeeper):
+  `host[:port][,host[:port]...][/chroot]`; `hoodie.write.lock.zookeeper.port` (2181)
+  is added to hosts given without a port.
+- `hoodie.write.lock.zookeeper.base_path` (required for ZooKeeper), e.g. `/hudi/locks`,
+  and `hoodie.write.lock.zookeeper.lock_key` (default: the table name): the lock node
+  is `<base_path>/<lock_key>`, the same node Hudi's Java writers use.
+- `hoodie.write.lock.zookeeper.session_timeout_ms` (60000) and
+  `hoodie.write.lock.zookeeper.connection_timeout_ms` (15000).
+- `hoodie.write.lock.conflict.resolution.strategy`: only Hudi's default,
+  `...SimpleConcurrentFileWritesConflictResolutionStrategy` (file-group conflicts).
 
 Other `hoodie.write.lock.*` keys (file-system, Hive metastore, DynamoDB providers...) and
 bad values raise ConfigError naming the key; keys outside `hoodie.write.lock.` are left
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -52,7 +57,7 @@ __all__ = [
 LOCK_PREFIX = "hoodie.write.lock."
 HUDI_IN_PROCESS = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
 HUDI_ZOOKEEPER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
-HUDI_SIMPLE_CONFLICT_STRATEGY = (
+HUDI_SIMPLE_CONFLICT_STRATEGY: Final = (
     "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"
 )
 _PROVIDER_NAMES = {

@@ -63,10 +63,10 @@ class LockProvider(ABC):
     def _release(self) -> None:
         """Give the underlying lock back; raise LockError if it had been lost."""
 
-    def _check(self) -> None:
+    def _check(self) -> None:  # noqa: B027 - optional hook: most locks cannot be lost
         """Raise LockError if the underlying lock is no longer held (default: never lost)."""
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - optional hook: most locks hold no resources
         """Free connections and other resources (default: nothing)."""
 
     def _holder(self) -> str | None:

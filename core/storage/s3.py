@@ -7,6 +7,7 @@ Options use the names hudi-rs (object_store) uses, so one dict configures both r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -53,32 +54,89 @@ def filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
+#: Attempts of one conditional PUT (timeouts, dropped connections, 409s, 5xx are retried).
+PUT_ATTEMPTS = 4
+
+
 @lru_cache(maxsize=16)
 def _client(frozen_options: tuple[tuple[str, str], ...]) -> Any:
     import boto3  # imported lazily: only S3 tables need it
+    from botocore.config import Config
 
     opts = dict(frozen_options)
-    return boto3.client(
+    client = boto3.client(
         "s3",
         aws_access_key_id=opts.get("aws_access_key_id"),
         aws_secret_access_key=opts.get("aws_secret_access_key"),
         aws_session_token=opts.get("aws_session_token"),
         region_name=opts.get("aws_region", "us-east-1"),
         endpoint_url=opts.get("aws_endpoint_url"),
+        # put_if_absent retries itself: a blind retry of a conditional PUT whose first
+        # attempt did succeed would see 412 and report a lost race that was won.
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60),
     )
+    client.meta.events.register("before-sign.s3.PutObject", _no_expect_continue)
+    return client
+
+
+def _no_expect_continue(request: Any, **_: Any) -> None:
+    """Send PUT bodies without `Expect: 100-continue` (timeline files are small).
+
+    After an empty PUT (Hudi's `.requested` files are empty) sent with that header,
+    SeaweedFS 4.x garbles its answer to the next PUT on the same connection: botocore
+    then waits for the read timeout (60 s), and the retry reports a lost race although
+    the first attempt wrote the file. Without the header every PUT answers at once.
+    """
+    if "Expect" in request.headers:
+        del request.headers["Expect"]
+
+
+def _holds(client: Any, bucket: str, key: str, data: bytes) -> bool:
+    """True if the object at `key` has exactly the bytes `data`."""
+    from botocore.exceptions import ClientError
+
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            return bool(body.read() == data)
+        finally:
+            body.close()
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            return False
+        raise
 
 
 def put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes) -> bool:
-    """PUT `data` at `key` only if no object exists there; False when another writer won."""
-    from botocore.exceptions import ClientError
+    """PUT `data` at `key` only if no object exists there; False when another writer won.
+
+    Timeouts, dropped connections, 409 ConditionalRequestConflict and 5xx answers are
+    retried. If an attempt may have written the object before failing (no answer), a
+    later 412 is checked against the stored bytes: the same bytes mean this call won.
+    """
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
     client = _client(tuple(sorted(_checked(options).items())))
-    try:
-        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict"):
-            return False
-        raise
-    return True
+    maybe_written = False
+    for attempt in range(1, PUT_ATTEMPTS + 1):
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            if status == 412 or code == "PreconditionFailed":
+                return maybe_written and _holds(client, bucket, key, data)
+            if not (status == 409 or code == "ConditionalRequestConflict" or status >= 500):
+                raise
+            maybe_written = maybe_written or status >= 500
+            error: Exception = exc
+        except HTTPClientError as exc:  # sent, but no (complete) answer: may have been written
+            maybe_written = True
+            error = exc
+        except ConnectionError as exc:  # not sent
+            error = exc
+        if attempt == PUT_ATTEMPTS:
+            raise error
+        time.sleep(0.1 * 2**attempt)
+    raise AssertionError("unreachable")

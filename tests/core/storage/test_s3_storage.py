@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -99,6 +103,102 @@ def test_s3_create_if_absent_keeps_existing_content(storage):
     with pytest.raises(InstantExistsError, match="already exists"):
         storage.create_if_absent(INSTANT, b"second")
     assert storage.read_bytes(INSTANT) == b"first"
+
+
+def test_s3_create_if_absent_after_empty_files_does_not_stall(storage):
+    """Hudi's `.requested` files are empty; the PUT after an empty one must not hang."""
+    for i, data in enumerate([b"", b"x", b"", b"", b"{}", b"y" * 100_000, b""]):
+        began = time.monotonic()
+        storage.create_if_absent(f".hoodie/2024010100000000{i}.commit", data)
+        assert time.monotonic() - began < 5, f"create_if_absent #{i} took {time.monotonic() - began:.1f}s"
+        assert storage.read_bytes(f".hoodie/2024010100000000{i}.commit") == data
+
+
+class DropPutAnswers:
+    """A TCP proxy to the S3 server that swallows the answers to the next `drops` PUTs.
+
+    The server does write the object, but the client sees its connection closed instead
+    of the answer: the ambiguous failure a network blip causes.
+    """
+
+    def __init__(self, upstream: tuple[str, int], drops: int):
+        self.upstream = upstream
+        self.drops = drops
+        self.dropped = 0
+        self._guard = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(self.upstream)
+        drop_answer = threading.Event()
+
+        def requests() -> None:
+            try:
+                while chunk := client.recv(65536):
+                    if chunk.startswith(b"PUT "):
+                        with self._guard:
+                            if self.dropped < self.drops:
+                                self.dropped += 1
+                                drop_answer.set()
+                    upstream.sendall(chunk)
+            except OSError:
+                pass
+
+        threading.Thread(target=requests, daemon=True).start()
+        try:
+            while chunk := upstream.recv(65536):
+                # Pass an interim `100 Continue` through: the body must reach the server.
+                if drop_answer.is_set() and not chunk.startswith(b"HTTP/1.1 100 "):
+                    break
+                client.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (client, upstream):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the other pump's recv
+                except OSError:
+                    pass
+                sock.close()
+
+
+@pytest.fixture
+def drop_put_answers(s3_server) -> Iterator[DropPutAnswers]:
+    endpoint = urlparse(s3_server.endpoint_url)
+    proxy = DropPutAnswers((endpoint.hostname, endpoint.port), drops=1)
+    yield proxy
+    proxy.close()
+
+
+def test_s3_create_if_absent_whose_answer_was_lost_still_wins(s3_server, s3_table_uri, drop_put_answers):
+    options = {**s3_server.options, "aws_endpoint_url": f"http://127.0.0.1:{drop_put_answers.port}"}
+    storage = Storage.for_uri(s3_table_uri, options)
+    storage.create_if_absent(INSTANT, b"ours")  # must not report the race as lost
+    assert drop_put_answers.dropped == 1
+    assert storage.read_bytes(INSTANT) == b"ours"
+
+
+def test_s3_create_if_absent_whose_answer_was_lost_still_loses(s3_server, s3_table_uri, drop_put_answers):
+    Storage.for_uri(s3_table_uri, s3_server.options).create_if_absent(INSTANT, b"theirs")
+    options = {**s3_server.options, "aws_endpoint_url": f"http://127.0.0.1:{drop_put_answers.port}"}
+    storage = Storage.for_uri(s3_table_uri, options)
+    with pytest.raises(InstantExistsError):
+        storage.create_if_absent(INSTANT, b"ours")
+    assert drop_put_answers.dropped == 1
+    assert storage.read_bytes(INSTANT) == b"theirs"
 
 
 def test_s3_unknown_aws_option_is_a_config_error(s3_server, s3_table_uri):
