@@ -8,8 +8,10 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
   $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper >/dev/null
 fi
-python3 -m pip install -q -e '.[test,spark]'
+python3 -m pip install -q -e '.[test]'
 python3 -m ruff check .
+python3 -m ruff format --check .
+python3 -m mypy core services lakeward
 set +e
 python3 -m pytest "$@"
 rc=$?

@@ -107,6 +107,7 @@ def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset
         return WriteConfig.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = err["loc"][0] if err["loc"] else "?"
-        key = WriteConfig.model_fields[str(field)].alias if str(field) in WriteConfig.model_fields else field
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        alias = WriteConfig.model_fields[field].alias if field in WriteConfig.model_fields else None
+        key = alias or field
         raise ConfigError(f"option {key}={values.get(str(key))!r} is invalid: {err['msg']}") from None

@@ -14,6 +14,7 @@ import binascii
 import math
 import struct
 from collections.abc import Iterator, Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ _ROW_HEADER = struct.Struct(">iibi")  # version, hash count, hash type, vector s
 _DYNAMIC_HEADER = struct.Struct(">iii")  # row capacity, keys in active row, row count
 _CHUNK = 1 << 17  # keys hashed per batch: keeps the working set in cache
 
-Keys = pa.Array | pa.ChunkedArray | Sequence[str]
+Keys: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str]
 
 
 def _key_buffers(keys: Keys) -> tuple[np.ndarray, np.ndarray]:

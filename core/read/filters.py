@@ -5,7 +5,7 @@ partition pruning from the conjuncts that touch only partition fields.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,7 +15,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
 
-Filters = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
+Filters: TypeAlias = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
 
 
 def to_expression(filters: Filters) -> pc.Expression | None:
@@ -35,7 +35,7 @@ def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:
     first = filters[0]
     if isinstance(first, tuple):
         return [list(filters)]  # type: ignore[arg-type]
-    return [list(conj) for conj in filters]  # type: ignore[union-attr]
+    return [list(conj) for conj in filters]  # type: ignore[union-attr,arg-type]
 
 
 def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | None):
