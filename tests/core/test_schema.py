@@ -23,8 +23,9 @@ from lakeward.core.schema import (
     strip_meta,
     with_meta,
 )
+from tests.support.fixture_tables import shared_dir
 
-SHARED = Path("/work/shared")
+SHARED = shared_dir()
 EXAMPLES = SHARED / "reference/hudi-avro/examples"
 TABLE = "v6_complexkeygen_hivestyle"
 COMMIT = EXAMPLES / f"cow_{TABLE}.20240418173235694.commit.json"

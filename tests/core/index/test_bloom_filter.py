@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import os
 import random
 import shutil
 import struct
@@ -28,8 +27,9 @@ from lakeward.core.index.bloom_filter import (
     BloomFilter,
     hash_positions,
 )
+from tests.support.fixture_tables import fixture_tables_dir
 
-FIXTURES = Path(os.environ.get("LAKEWARD_FIXTURES", "/work/shared/fixtures")) / "hudi-tables"
+FIXTURES = fixture_tables_dir()
 ZIPS = sorted(FIXTURES.glob("cow/*.zip")) + sorted(FIXTURES.glob("mor/**/*.zip"))
 NON_ASCII = ["é", "ß", "ñ", "中", "€", "😀", "\x7f", "a", "Z", "0", "-", ":", ","]
 
