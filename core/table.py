@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeward.core.config.table import (
     DEFAULT_PAYLOAD,
@@ -277,8 +278,6 @@ class Table:
             return pa.table({f: pa.array([], pa.string()) for f in fields})
         current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields])
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
-        import pyarrow.compute as pc
-
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
 
     # -- reads ----------------------------------------------------------------------------

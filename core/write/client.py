@@ -262,9 +262,9 @@ class WriteClient:
             buckets = self._assign(records, view, tag=tag, small_files=small)
 
         slices = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
-        for key in deletes_by_group:
-            if key not in {(b.partition_path, b.file_id) for b in buckets}:
-                buckets.append(Bucket(key[0], key[1], slices.get(key), records.schema.empty_table()))
+        targeted = {(b.partition_path, b.file_id) for b in buckets}
+        for key in deletes_by_group.keys() - targeted:
+            buckets.append(Bucket(key[0], key[1], slices.get(key), records.schema.empty_table()))
         tasks = [
             FileGroupWrite(
                 partition_path=b.partition_path,
