@@ -28,6 +28,17 @@ def base_file_name(file_id: str, token: str, instant_time: str) -> str:
     return f"{file_id}_{token}_{instant_time}{BASE_FILE_EXTENSION}"
 
 
+def log_file_name(file_id: str, base_instant_time: str, version: int, token: str, *, cdc: bool = False) -> str:
+    """`.<fileId>_<baseInstant>.log.<version>_<writeToken>[.cdc]` (format doc 4.4).
+
+    `base_instant_time` is the instant of the file slice the log belongs to (its base
+    file's, or a pending compaction's), not the instant that writes the log.
+    """
+    if version < 1:
+        raise ValueError(f"log file versions start at 1, got {version}")
+    return f".{file_id}_{base_instant_time}.log.{version}_{token}{'.cdc' if cdc else ''}"
+
+
 @dataclass(frozen=True)
 class BaseFileName:
     file_id: str

@@ -1,0 +1,218 @@
+"""Log format version 1: how blocks are framed in a log file (format doc 6.1, 6.3).
+
+A log file is a sequence of blocks, no file header. Each block, integers big-endian:
+
+    magic "#HUDI#" | long blockSize | int version (1) | int type | header map |
+    long content length | content | footer map | long totalBlockLength
+
+`blockSize` counts the bytes after itself through the trailing long; `totalBlockLength`
+counts the magic through the footer (the whole block minus the trailing long), so it is
+always `blockSize + 6`.
+
+Corrupt blocks are detected as Hudi's `HoodieLogFileReader` does: a block is sound when
+its magic is in place, `blockSize` does not run past the end of the file, the trailing
+long agrees with `blockSize`, and the next bytes are another magic or the end of the
+file. Here the inner structure must add up exactly too (header, content length, footer).
+A block that fails is reported as a `CorruptBlock` covering the bytes up to the next
+magic (or the end of the file), and scanning resumes there, so a torn or truncated write
+at the end of a file never hides the complete blocks before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from lakeward.core.exceptions import CorruptTableError, LakewardError
+from lakeward.core.file_group.log_file.content import (
+    decode_avro_records,
+    decode_delete_records,
+    decode_parquet_records,
+)
+from lakeward.core.file_group.log_file.log_block import (
+    AvroDataBlock,
+    BlockType,
+    CommandBlock,
+    DeleteBlock,
+    Header,
+    HeaderKey,
+    LogBlock,
+    OpaqueBlock,
+    ParquetDataBlock,
+)
+
+MAGIC = b"#HUDI#"
+LOG_FORMAT_VERSION = 1
+
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+_TWO_INTS = struct.Struct(">ii")
+#: Smallest sound blockSize: version, type, two empty maps, content length, trailing long.
+_MIN_BLOCK_SIZE = 4 + 4 + 4 + 8 + 4 + 8
+
+
+def encode_header(header: Mapping[HeaderKey, str]) -> bytes:
+    """A header or footer map: int count, then per entry int key ordinal, int length, UTF-8 value."""
+    parts = [_INT.pack(len(header))]
+    for key, value in header.items():
+        raw = value.encode("utf-8")
+        parts.append(_TWO_INTS.pack(int(key), len(raw)))
+        parts.append(raw)
+    return b"".join(parts)
+
+
+def encode_block(block: LogBlock) -> bytes:
+    """The bytes of one framed block (log format version 1)."""
+    content = block.content()
+    body = b"".join(
+        (
+            _TWO_INTS.pack(LOG_FORMAT_VERSION, int(block.block_type)),
+            encode_header(block.header),
+            _LONG.pack(len(content)),
+            content,
+            encode_header(block.footer),
+        )
+    )
+    block_size = len(body) + _LONG.size
+    return b"".join((MAGIC, _LONG.pack(block_size), body, _LONG.pack(len(MAGIC) + block_size)))
+
+
+@dataclass(frozen=True)
+class RawBlock:
+    """A soundly framed block whose content is not decoded yet."""
+
+    offset: int
+    length: int
+    block_type: BlockType
+    header: Header
+    footer: Header
+    content: bytes
+
+    @property
+    def instant_time(self) -> str | None:
+        return self.header.get(HeaderKey.INSTANT_TIME)
+
+
+@dataclass(frozen=True)
+class CorruptBlock:
+    """Bytes of a log file that do not form a sound block (torn write, truncation, damage)."""
+
+    offset: int
+    length: int
+    reason: str
+
+
+class _Malformed(Exception):
+    """Inner structure of a framed block does not add up (becomes a CorruptBlock)."""
+
+
+def _read_map(data: bytes, pos: int, end: int) -> tuple[dict[HeaderKey, str], int]:
+    if pos + 4 > end:
+        raise _Malformed("header/footer map runs past the block")
+    (count,) = _INT.unpack_from(data, pos)
+    pos += 4
+    if count < 0 or count > 64:
+        raise _Malformed(f"header/footer map claims {count} entries")
+    out: dict[HeaderKey, str] = {}
+    for _ in range(count):
+        if pos + 8 > end:
+            raise _Malformed("header/footer entry runs past the block")
+        ordinal, length = _TWO_INTS.unpack_from(data, pos)
+        pos += 8
+        if length < 0 or pos + length > end:
+            raise _Malformed(f"header/footer value of {length} bytes runs past the block")
+        try:
+            key = HeaderKey(ordinal)
+        except ValueError:
+            raise _Malformed(f"unknown header key ordinal {ordinal}") from None
+        try:
+            out[key] = data[pos : pos + length].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Malformed(f"header value is not UTF-8: {exc}") from None
+        pos += length
+    return out, pos
+
+
+def _frame_at(data: bytes, pos: int) -> RawBlock:
+    """The sound block starting at `pos`, else _Malformed saying why not."""
+    n = len(data)
+    if data[pos : pos + len(MAGIC)] != MAGIC:
+        raise _Malformed("no magic where a block should start")
+    if pos + 14 > n:
+        raise _Malformed("block size runs past the end of the file")
+    (block_size,) = _LONG.unpack_from(data, pos + 6)
+    end = pos + 14 + block_size
+    if block_size < _MIN_BLOCK_SIZE:
+        raise _Malformed(f"block size {block_size} is too small")
+    if end > n:
+        raise _Malformed(f"block size {block_size} runs {end - n} bytes past the end of the file")
+    (total,) = _LONG.unpack_from(data, end - 8)
+    if total != block_size + len(MAGIC):
+        raise _Malformed(f"trailing block length {total} does not match block size {block_size}")
+    if end != n and data[end : end + len(MAGIC)] != MAGIC:
+        raise _Malformed("no magic after the block")
+    body_end = end - 8
+    version, type_code = _TWO_INTS.unpack_from(data, pos + 14)
+    if version != LOG_FORMAT_VERSION:
+        raise _Malformed(f"log format version {version} (only version 1 is read)")
+    try:
+        block_type = BlockType(type_code)
+    except ValueError:
+        raise _Malformed(f"unknown block type {type_code}") from None
+    header, p = _read_map(data, pos + 22, body_end)
+    if p + 8 > body_end:
+        raise _Malformed("content length runs past the block")
+    (content_length,) = _LONG.unpack_from(data, p)
+    p += 8
+    if content_length < 0 or p + content_length > body_end:
+        raise _Malformed(f"content of {content_length} bytes runs past the block")
+    content = data[p : p + content_length]
+    footer, p = _read_map(data, p + content_length, body_end)
+    if p != body_end:
+        raise _Malformed(f"{body_end - p} unexplained bytes before the trailing block length")
+    return RawBlock(pos, end - pos, block_type, header, footer, content)
+
+
+def scan_blocks(data: bytes) -> Iterator[RawBlock | CorruptBlock]:
+    """Every block of a log file's bytes, in order; damaged stretches come out as CorruptBlock.
+
+    After a corrupt block, scanning resumes at the next magic (as Hudi does), so sound
+    blocks after a damaged one are still found.
+    """
+    pos, n = 0, len(data)
+    while pos < n:
+        try:
+            block = _frame_at(data, pos)
+        except _Malformed as exc:
+            following = data.find(MAGIC, pos + 1)
+            stop = following if following != -1 else n
+            yield CorruptBlock(pos, stop - pos, str(exc))
+            pos = stop
+            continue
+        yield block
+        pos += block.length
+
+
+def decode_block(raw: RawBlock) -> LogBlock:
+    """The block model of a soundly framed block; its content is decoded here.
+
+    A content that cannot be decoded although the framing is sound is not a torn write
+    but damage or an unsupported variant: CorruptTableError, never a silent skip.
+    """
+    header, footer = dict(raw.header), dict(raw.footer)
+    try:
+        if raw.block_type is BlockType.AVRO_DATA:
+            schema = raw.header.get(HeaderKey.SCHEMA)
+            if schema is None:
+                raise CorruptTableError("Avro data block has no SCHEMA header")
+            return AvroDataBlock(header=header, footer=footer, records=decode_avro_records(raw.content, schema))
+        if raw.block_type is BlockType.PARQUET_DATA:
+            return ParquetDataBlock(header=header, footer=footer, records=decode_parquet_records(raw.content))
+        if raw.block_type is BlockType.DELETE:
+            return DeleteBlock(header=header, footer=footer, records=decode_delete_records(raw.content))
+        if raw.block_type is BlockType.COMMAND:
+            return CommandBlock(header=header, footer=footer)
+        return OpaqueBlock(header=header, footer=footer, kind=raw.block_type, raw_content=raw.content)
+    except LakewardError as exc:
+        raise CorruptTableError(f"{raw.block_type.name} block at byte {raw.offset}: {exc}") from exc

@@ -1,0 +1,58 @@
+"""Reading one log file: its blocks in order, surviving torn and damaged blocks.
+
+The file is read whole (one GET on object stores; log files are bounded by
+`hoodie.logfile.max.size`). Corrupt stretches (format doc 6.1: size running past the
+end, trailing length disagreeing, no magic after the block) are logged as warnings,
+counted in `corrupt_blocks` and skipped; the sound blocks before and after them are read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from lakeward.core.file_group.log_file.log_block import LogBlock
+from lakeward.core.file_group.log_file.log_format import CorruptBlock, RawBlock, decode_block, scan_blocks
+from lakeward.core.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+class LogFileReader:
+    """The blocks of one log file (path relative to the table's base path)."""
+
+    def __init__(self, storage: Storage, path: str):
+        self.storage = storage
+        self.path = path
+        #: Corrupt stretches met so far (filled while iterating).
+        self.corrupt_blocks: list[CorruptBlock] = []
+
+    def raw_blocks(self) -> Iterator[RawBlock]:
+        """Soundly framed blocks, content not decoded (cheap: for header-only decisions)."""
+        self.corrupt_blocks = []
+        data = self.storage.read_bytes(self.path)
+        for block in scan_blocks(data):
+            if isinstance(block, CorruptBlock):
+                self.corrupt_blocks.append(block)
+                log.warning(
+                    "skipping a corrupt log block in %s: %d bytes at offset %d (%s)",
+                    self.storage.uri_of(self.path),
+                    block.length,
+                    block.offset,
+                    block.reason,
+                )
+                continue
+            yield block
+
+    def blocks(self) -> Iterator[LogBlock]:
+        """Every sound block, decoded, in file order."""
+        for raw in self.raw_blocks():
+            yield decode_block(raw)
+
+    def __iter__(self) -> Iterator[LogBlock]:
+        return self.blocks()
+
+
+def read_log_file(storage: Storage, path: str) -> list[LogBlock]:
+    """All sound blocks of one log file, decoded (corrupt blocks are logged and skipped)."""
+    return list(LogFileReader(storage, path).blocks())
