@@ -122,3 +122,63 @@ def _stored_wins(
     fresh = pc.take(incoming.column(ordering_field), pc.fill_null(match_idx, 0))
     greater = pc.fill_null(pc.greater(stored, fresh), False).to_numpy(zero_copy_only=False)
     return greater & matched
+
+
+def winning_versions(
+    keys: pa.Array | pa.ChunkedArray,
+    positions: np.ndarray,
+    orderings: pa.Array | pa.ChunkedArray | None = None,
+    resets: np.ndarray | None = None,
+) -> np.ndarray:
+    """Which version of each record key survives, among versions written in `positions` order.
+
+    One entry per version (a stored record, a log record, a delete), aligned arrays:
+    `positions` orders them by arrival (stored records first, then the log in file and
+    block order). Returns the sorted indices of the winning versions, one per key that
+    still has one.
+
+    - Commit-time ordering (`orderings` None, OverwriteWithLatestAvroPayload or no
+      ordering field): the latest version wins.
+    - Event-time ordering (`orderings` given, DefaultHoodieRecordPayload): the largest
+      ordering value wins, ties to the later version; null orderings lose to any value.
+    - `resets` marks natural-order deletes (a delete-block entry without an ordering
+      value, or Spark SQL's 0): they remove every earlier version whatever its ordering,
+      and are not candidates themselves, so a key whose last version is such a delete
+      gets no winner. Versions after the reset compete as above.
+
+    A winner may itself be a delete (or a `_hoodie_is_deleted` record): the caller decides.
+    """
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        "k": keys,
+        "p": pa.array(positions, pa.int64()),
+        _ROW: pa.array(np.arange(n), pa.int64()),
+    }
+    if orderings is not None:
+        columns["o"] = orderings
+    versions = pa.table(columns)
+    if resets is not None and resets.any():
+        last_reset = versions.filter(pa.array(resets)).group_by("k").aggregate([("p", "max")])
+        at = pc.index_in(versions.column("k"), value_set=last_reset.column("k"))
+        threshold = pc.fill_null(pc.take(last_reset.column("p_max"), at), np.iinfo(np.int64).min)
+        versions = versions.filter(pc.greater(versions.column("p"), threshold))
+        if versions.num_rows == 0:
+            return np.zeros(0, dtype=np.int64)
+    sort_keys = [("k", "ascending")]
+    if orderings is not None:
+        # Null orderings first (validity before value), whatever the pyarrow version's null placement.
+        versions = versions.append_column("v", pc.is_valid(versions.column("o")))
+        sort_keys += [("v", "ascending"), ("o", "ascending")]
+    sort_keys.append(("p", "ascending"))
+    order = pc.sort_indices(versions, sort_keys=sort_keys)
+    sorted_keys = pc.take(versions.column("k"), order).combine_chunks()
+    m = len(sorted_keys)
+    if m > 1:
+        changes = pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, m - 1)).to_numpy(zero_copy_only=False)
+        last_of_key = np.append(changes, True)
+    else:
+        last_of_key = np.ones(m, dtype=bool)
+    rows = pc.take(versions.column(_ROW), order).to_numpy()
+    return np.sort(rows[last_of_key])

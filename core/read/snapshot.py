@@ -1,8 +1,11 @@
-"""Snapshot and time-travel reads of copy-on-write file slices into Arrow.
+"""Snapshot, time-travel and read-optimized reads of file slices into Arrow.
 
-The latest base file of each live file group (as of a completed instant) is read with
-pyarrow's dataset scanner over exactly those files: column projection and row-group
-pruning by statistics come from Parquet itself.
+Slices without log files (every copy-on-write slice, and every slice of a read-optimized
+query) are read with pyarrow's dataset scanner over exactly their base files: column
+projection and row-group pruning by statistics come from Parquet itself. Slices with
+log files (merge-on-read) are merged slice by slice (`merge_on_read`), and the filter
+and projection are applied to the merged rows, since a log record can change whether a
+row matches.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
@@ -31,23 +35,58 @@ def read_file_slices(
     schema: pa.Schema | None,
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
+    *,
+    instants: VisibleInstants | None = None,
+    merge: MergeSettings | None = None,
+    read_optimized: bool = False,
 ) -> pa.Table:
-    """Rows of the given slices' base files, in the table's current schema."""
-    if any(s.log_files for s in slices):
+    """Rows of the given slices, in the table's current schema (meta columns first).
+
+    Slices with log files are merged with them (snapshot and time travel of merge-on-read
+    tables); that needs `instants` (the completed instants the read may see, up to the
+    query instant: `VisibleInstants.from_timeline(timeline, as_of)`) and the table's
+    `merge` settings (`MergeSettings.from_config(config)`; default: the latest write
+    wins). `read_optimized=True` reads base files only and ignores log files, as Hudi's
+    read-optimized query does.
+    """
+    merged_slices = [] if read_optimized else [s for s in slices if s.log_files]
+    if merged_slices and instants is None:
         raise LakewardError(
-            "this table has log files (merge-on-read); lakeward reads copy-on-write slices only, for now"
+            "file slices with log files (merge-on-read) need the visible instants: pass "
+            "instants=VisibleInstants.from_timeline(timeline, as_of), or read_optimized=True"
         )
-    paths = [storage.full_path(s.base_file.path) for s in slices if s.base_file is not None]
-    if not paths:
+    plain_paths = [
+        storage.full_path(s.base_file.path)
+        for s in slices
+        if s.base_file is not None and (read_optimized or not s.log_files)
+    ]
+    all_paths = [storage.full_path(s.base_file.path) for s in slices if s.base_file is not None]
+    if not plain_paths and not merged_slices:
         full = with_meta(schema) if schema is not None else META_SCHEMA
         empty = _dictionary_meta(full).empty_table()
         return empty.select(list(columns)) if columns is not None else empty
-    if schema is None:
-        dataset_schema = _dictionary_meta(_physical_schema(storage, paths[-1]))
+    if all_paths:
+        if schema is None:
+            dataset_schema = _dictionary_meta(_physical_schema(storage, all_paths[-1]))
+        else:
+            dataset_schema = _aligned_schema(storage, all_paths, schema)
+    elif schema is not None:
+        dataset_schema = _dictionary_meta(with_meta(schema))
     else:
-        dataset_schema = _aligned_schema(storage, paths, schema)
-    dataset = ds.dataset(paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
-    table = dataset.to_table(columns=list(columns) if columns is not None else None, filter=filter)
+        raise LakewardError("log files cannot be merged without a table schema (no completed write records one)")
+    wanted = list(columns) if columns is not None else None
+    parts: list[pa.Table] = []
+    if plain_paths:
+        dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
+        parts.append(dataset.to_table(columns=wanted, filter=filter))
+    for file_slice in merged_slices:
+        assert instants is not None
+        rows = read_merged_file_slice(storage, file_slice, dataset_schema, instants, merge or MergeSettings())
+        rows = rows.cast(dataset_schema)
+        if filter is not None:
+            rows = rows.filter(filter)
+        parts.append(rows.select(wanted) if wanted is not None else rows)
+    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     return table.replace_schema_metadata(None)
 
 
