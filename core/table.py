@@ -77,7 +77,7 @@ class Table:
         storage: Storage,
         config: TableConfig,
         options: Mapping[str, Any] | None = None,
-        engine: Engine | None = None,
+        engine: Engine | str | None = None,
     ):
         self.storage = storage
         self.config = config
@@ -103,7 +103,7 @@ class Table:
         schema: pa.Schema | None = None,
         options: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, str] | None = None,
-        engine: Engine | None = None,
+        engine: Engine | str | None = None,
     ) -> Table:
         """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
 
@@ -190,7 +190,7 @@ class Table:
         *,
         options: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, str] | None = None,
-        engine: Engine | None = None,
+        engine: Engine | str | None = None,
     ) -> Table:
         """Open an existing table; raises TableNotFoundError when the path holds none."""
         storage = Storage.for_uri(path, storage_options)
@@ -232,19 +232,21 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         return self._client
 
-    def upsert(self, data: Any) -> WriteResult:
+    def upsert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert new records and update existing ones (by record key); returns the instant."""
-        return self._writer().write(data, WriteOperation.UPSERT)
+        return self._writer().write(data, WriteOperation.UPSERT, engine=engine)
 
-    def insert(self, data: Any) -> WriteResult:
+    def insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records without looking up existing keys (duplicates possible), filling small files."""
-        return self._writer().write(data, WriteOperation.INSERT)
+        return self._writer().write(data, WriteOperation.INSERT, engine=engine)
 
-    def bulk_insert(self, data: Any) -> WriteResult:
+    def bulk_insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records into new files only: the fastest initial load."""
-        return self._writer().write(data, WriteOperation.BULK_INSERT)
+        return self._writer().write(data, WriteOperation.BULK_INSERT, engine=engine)
 
-    def delete(self, data: Any = None, *, keys: Sequence[Any] | None = None) -> WriteResult:
+    def delete(
+        self, data: Any = None, *, keys: Sequence[Any] | None = None, engine: Engine | str | None = None
+    ) -> WriteResult:
         """Delete records given as rows (record key and partition columns) or as key values.
 
         `keys` are values of the record key field (one field), or dicts of the record key
@@ -254,15 +256,15 @@ class Table:
             raise ConfigError("delete() takes either rows or keys=..., not both or neither")
         if keys is not None:
             data = self._rows_for_keys(keys)
-        return self._writer().write(data, WriteOperation.DELETE)
+        return self._writer().write(data, WriteOperation.DELETE, engine=engine)
 
-    def insert_overwrite(self, data: Any) -> WriteResult:
+    def insert_overwrite(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
-        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE)
+        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE, engine=engine)
 
-    def insert_overwrite_table(self, data: Any) -> WriteResult:
+    def insert_overwrite_table(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the whole table with `data` (a replacecommit)."""
-        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE)
+        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine)
 
     def delete_partition(self, partitions: Sequence[str]) -> WriteResult:
         """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeward.core.file_group.file_group import FileSlice
 
@@ -37,6 +38,12 @@ def bucket_ids(hash_values: Sequence[Sequence[str]], num_buckets: int) -> np.nda
             h = (31 * h + _java_string_hash(value)) & 0xFFFFFFFF
         out[i] = (h & 0x7FFFFFFF) % num_buckets
     return out
+
+
+def bucket_ids_of(records: pa.Table, fields: Sequence[str], num_buckets: int) -> np.ndarray:
+    """Bucket of each row of `records`, hashing the string form of the given fields."""
+    columns = [pc.cast(records.column(f), pa.string()).to_pylist() for f in fields]
+    return bucket_ids(list(zip(*columns)), num_buckets)
 
 
 def bucket_of_file_id(file_id: str) -> int | None:

@@ -6,12 +6,15 @@ have written has a marker, even if the writer died before committing.
 
 from __future__ import annotations
 
+import logging
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER
 
+log = logging.getLogger(__name__)
 TEMP_FOLDER = posixpath.join(METAFOLDER, ".temp")
 _SUFFIX = ".marker."
 
@@ -51,3 +54,21 @@ def list_markers(storage: Storage, instant_time: str) -> list[Marker]:
 
 def delete_markers(storage: Storage, instant_time: str) -> None:
     storage.delete_dir(marker_dir(instant_time))
+
+
+def reconcile_markers(storage: Storage, instant_time: str, committed_paths: Iterable[str]) -> list[str]:
+    """Delete data files that have a marker but are not part of the commit; return their paths.
+
+    A task attempt that failed after writing its file, or a speculative duplicate, leaves
+    such a file: it must not survive next to the committed version of the file group.
+    """
+    keep = set(committed_paths)
+    orphans = [
+        m.data_path
+        for m in list_markers(storage, instant_time)
+        if m.io_type != "APPEND" and m.data_path not in keep  # appended log files are neutralised, not deleted
+    ]
+    for path in orphans:
+        log.info("deleting %s: written by a failed or duplicate task attempt of %s", path, instant_time)
+        storage.delete_file(path, missing_ok=True)
+    return orphans

@@ -60,18 +60,30 @@ class SizingPolicy:
         return max(1, self.max_file_size // max(1, self.avg_record_size))
 
 
-def assign_inserts(
+@dataclass(frozen=True)
+class InsertTarget:
+    """How many of a partition's new records go to one file group (`base`: a small file it fills)."""
+
+    partition_path: str
+    file_id: str
+    base: FileSlice | None
+    count: int
+
+
+def plan_inserts(
     partition_path: str,
-    inserts: pa.Table,
+    count: int,
     slices: Sequence[FileSlice],
     policy: SizingPolicy,
     use_small_files: bool,
     new_id: Callable[[], str] = new_file_id,
-) -> list[Bucket]:
-    """Spread a partition's new records over its small files, then over new file groups."""
-    buckets: list[Bucket] = []
-    offset = 0
-    remaining = inserts.num_rows
+) -> list[InsertTarget]:
+    """Spread `count` new records of a partition over its small files, then over new file groups.
+
+    Works on counts only, so engines that never hold the records (Spark) plan the same way.
+    """
+    targets: list[InsertTarget] = []
+    remaining = count
     if use_small_files and policy.small_file_limit > 0:
         small = sorted(
             (s for s in slices if s.base_file is not None and s.base_file.size < policy.small_file_limit),
@@ -85,19 +97,33 @@ def assign_inserts(
             take = int(min(capacity, remaining))
             if take <= 0:
                 continue
-            buckets.append(Bucket(partition_path, file_slice.file_id, file_slice, inserts.slice(offset, take)))
-            offset += take
+            targets.append(InsertTarget(partition_path, file_slice.file_id, file_slice, take))
             remaining -= take
-    per_file = policy.records_per_file
     if remaining > 0:
         # Even split across the fewest files that respect the size limit.
-        num_files = -(-remaining // per_file)
+        num_files = -(-remaining // policy.records_per_file)
         size = -(-remaining // num_files)
         for _ in range(num_files):
             take = min(size, remaining)
-            buckets.append(Bucket(partition_path, new_id(), None, inserts.slice(offset, take)))
-            offset += take
+            targets.append(InsertTarget(partition_path, new_id(), None, take))
             remaining -= take
+    return targets
+
+
+def assign_inserts(
+    partition_path: str,
+    inserts: pa.Table,
+    slices: Sequence[FileSlice],
+    policy: SizingPolicy,
+    use_small_files: bool,
+    new_id: Callable[[], str] = new_file_id,
+) -> list[Bucket]:
+    """The partition's new records, cut into buckets as `plan_inserts` sizes them."""
+    buckets: list[Bucket] = []
+    offset = 0
+    for target in plan_inserts(partition_path, inserts.num_rows, slices, policy, use_small_files, new_id):
+        buckets.append(Bucket(partition_path, target.file_id, target.base, inserts.slice(offset, target.count)))
+        offset += target.count
     return buckets
 
 

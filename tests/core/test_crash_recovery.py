@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakeward.core.write.client as client_mod
+import lakeward.core.write.local_plane as local_plane_mod
 from lakeward.core.file_group.naming import parse_base_file_name
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Instant, State, Timeline
@@ -363,7 +364,9 @@ def test_exception_mid_write_rolls_back_and_reraises(
     before = snapshot(table_path)
     timeline_before = {p.name for p in (table_path / ".hoodie").iterdir()}
     seen: list[str] = []
-    monkeypatch.setattr(client_mod, "write_file_group", _failing_on_call(client_mod.write_file_group, 2, exc, seen))
+    monkeypatch.setattr(
+        local_plane_mod, "write_file_group", _failing_on_call(local_plane_mod.write_file_group, 2, exc, seen)
+    )
     table = Table.open(str(table_path), options={"hoodie.upsert.shuffle.parallelism": parallelism})
     with pytest.raises(type(exc)) as info:
         table.upsert(_crash_batch())

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.handles as handles_mod
+import lakeward.core.write.local_plane as local_plane_mod
 from lakeward.core.table import Table
 
 _LOCK = threading.Lock()
@@ -70,7 +71,9 @@ HOOKS: dict[str, Callable[[str], None]] = {
     # one data file written, the second one has a marker but no file yet
     "marker_without_file": lambda p: setattr(handles_mod, "create_marker", _after(p, handles_mod.create_marker, 2)),
     # two data files written (of more), before completion
-    "after_two_files": lambda p: setattr(client_mod, "write_file_group", _after(p, client_mod.write_file_group, 2)),
+    "after_two_files": lambda p: setattr(
+        local_plane_mod, "write_file_group", _after(p, local_plane_mod.write_file_group, 2)
+    ),
     # every data file written, right before the completed instant is published
     "before_complete": lambda p: setattr(client_mod, "complete", _before(p, client_mod.complete)),
     # a rollback of an earlier failed write: its files deleted, its instant files not yet

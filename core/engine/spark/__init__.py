@@ -1,0 +1,92 @@
+"""The Spark engine: per-file-group functions run as Spark tasks on executors.
+
+Writes never collect the records to the driver: keys, de-duplication, tagging (a join
+with the keys of the candidate base files) and assignment run as Spark stages, one task
+per file group writes its files, and only write statuses come back to the driver, which
+alone writes the timeline. Reads return Spark DataFrames.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from lakeward.core.engine.base import Engine
+from lakeward.core.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakeward.core.timeline import WriteStat
+
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger(__name__)
+
+#: Called inside the Spark task after each file group's files are written (and before the
+#: task reports back). For fault-injection tests of task retries; must be picklable.
+AfterFileGroupHook = Callable[["WriteStat"], None]
+
+
+def active_session() -> SparkSession:
+    """The active SparkSession, or a clear error when there is none."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ConfigError("engine='spark' needs PySpark: pip install 'lakeward[spark]'") from exc
+    session = SparkSession.getActiveSession()
+    if session is None:
+        raise ConfigError("engine='spark' needs a SparkSession: create one first or pass SparkEngine(spark)")
+    return session
+
+
+class SparkEngine(Engine):
+    """Runs work units as Spark tasks of the given (or the active) SparkSession."""
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession | None = None, after_file_group: AfterFileGroupHook | None = None):
+        self.spark = spark if spark is not None else active_session()
+        self.after_file_group = after_file_group
+
+    @property
+    def default_parallelism(self) -> int:
+        return int(self.spark.sparkContext.defaultParallelism)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], description: str = "") -> list[R]:
+        """One Spark task per item; items and results travel pickled (keep them metadata-sized)."""
+        if not items:
+            return []
+        sc = self.spark.sparkContext
+        sc.setJobDescription(f"lakeward: {description or getattr(fn, '__name__', 'tasks')}")
+        try:
+            return sc.parallelize(list(items), len(items)).map(fn).collect()
+        finally:
+            sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def unwrap_task_error(exc: BaseException) -> BaseException:
+    """A lakeward error raised inside a Spark task, rebuilt on the driver; else `exc` itself.
+
+    PySpark wraps task failures in a PythonException whose text holds the remote
+    traceback; users should see the same specific error as with the local engine.
+    """
+    from lakeward.core import exceptions
+
+    text = str(exc)
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        name, sep, message = line.partition(": ")
+        cls_name = name.rsplit(".", 1)[-1]
+        cls = getattr(exceptions, cls_name, None)
+        if sep and isinstance(cls, type) and issubclass(cls, exceptions.LakewardError):
+            return cls(message)
+    return exc
+
+
+def is_spark_task_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith(("pyspark.", "py4j."))
+
+
+__all__ = ["AfterFileGroupHook", "SparkEngine", "active_session", "is_spark_task_error", "unwrap_task_error"]

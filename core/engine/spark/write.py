@@ -1,0 +1,421 @@
+"""The Spark data plane of a write: the records stay on the executors from start to commit.
+
+Stages: keys and partition paths (mapInArrow over the batch, the same key generators as
+the local engine) -> de-duplication per key (repartition by key, `deduplicate` per
+partition) -> tagging (a join with the record keys of the candidate base files, read by
+Python tasks, or the bucket of each key) -> assignment of inserts to small files and new
+file groups (planned on the driver from counts only, applied by key hash) -> one
+`write_file_group` call per file group (groupBy + applyInArrow). Only counts per file
+group and the write stats come back to the driver.
+
+A retried or speculative task attempt writes its file under a new write token; the
+driver commits the files whose stats it received and deletes the others through their
+markers (`reconcile_markers`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
+from lakeward.core.exceptions import SchemaError
+from lakeward.core.file_group.base_file import read_base_file
+from lakeward.core.file_group.file_group import BaseFile, FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.index import bucket as bucket_index
+from lakeward.core.keygen import partition_paths, record_keys
+from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.schema import META_COLUMNS
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import Timeline, WriteStat
+from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
+from lakeward.core.write.local_plane import IS_DELETED, to_arrow
+from lakeward.core.write.operation import WriteOperation
+from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
+from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
+IS_DELETE = "__lakeward_is_delete"
+KEY_HASH = "__lakeward_key_hash"
+BUCKET = "__lakeward_bucket"
+_HELPER_COLUMNS = (LOCATION, IS_DELETE, KEY_HASH, BUCKET)
+
+
+def _spark_errors(fn: Callable[[], Any]) -> Any:
+    """Run a Spark action; a lakeward error raised in a task surfaces as itself."""
+    try:
+        return fn()
+    except Exception as exc:
+        if is_spark_task_error(exc):
+            unwrapped = unwrap_task_error(exc)
+            if unwrapped is not exc:
+                raise unwrapped from None
+        raise
+
+
+def _whole_partition(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    collected = list(batches)
+    return pa.Table.from_batches(collected) if collected else None
+
+
+def read_record_keys(storage: Storage, slices: Sequence[FileSlice]) -> pa.Table:
+    """(partition path, record key, file id) of every record in the slices' base files."""
+    parts = []
+    for file_slice in slices:
+        if file_slice.base_file is None:
+            continue
+        keys = read_base_file(storage, file_slice.base_file.path, columns=["_hoodie_record_key"]).column(0)
+        n = len(keys)
+        parts.append(
+            pa.table(
+                {
+                    "__lw_partition": pa.repeat(pa.scalar(file_slice.partition_path, pa.string()), n),
+                    "__lw_key": pc.cast(keys, pa.string()),
+                    LOCATION: pa.repeat(pa.scalar(file_slice.file_id, pa.string()), n),
+                }
+            )
+        )
+    if not parts:
+        return pa.table({"__lw_partition": [], "__lw_key": [], LOCATION: []}, schema=_KEYS_SCHEMA)
+    return pa.concat_tables(parts)
+
+
+_KEYS_SCHEMA = pa.schema([("__lw_partition", pa.string()), ("__lw_key", pa.string()), (LOCATION, pa.string())])
+
+
+class SparkDataPlane:
+    def __init__(self, client: WriteClient, engine: Any):
+        assert isinstance(engine, SparkEngine)
+        self.client = client
+        self.engine: SparkEngine = engine
+        self.spark = engine.spark
+        self.config = client.config
+        self.write_config = client.write_config
+        self.storage = client.storage
+
+    # -- prepare ------------------------------------------------------------------------------
+    def prepare(
+        self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
+    ) -> Prepared:
+        from pyspark import StorageLevel
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        if operation is WriteOperation.DELETE_PARTITION:
+            schema = self.client.write_schema(pa.schema([]), WriteOperation.DELETE, timeline)
+            if not schema.names:
+                raise SchemaError("the table has no data yet; there is no partition to delete")
+            self.client.check_partitions_exist(FileSystemView.load(self.storage, timeline), partitions)
+            return Prepared(schema, None)
+        df = data if hasattr(data, "sparkSession") else self.spark.createDataFrame(to_arrow(data))
+        df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
+        schema = self.client.write_schema(to_arrow_schema(df.schema), operation, timeline)
+
+        config = self.config
+
+        def add_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                table = table.append_column(RECORD_KEY, pc.cast(record_keys(table, config), pa.string()))
+                table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(table, config), pa.string()))
+                yield from table.to_batches()
+
+        # StructType.add mutates: build a new schema, never touch df.schema.
+        keyed_schema = StructType(
+            [*df.schema.fields, StructField(RECORD_KEY, StringType(), False), StructField(PARTITION_PATH, StringType())]
+        )
+        records = df.mapInArrow(add_keys, keyed_schema)
+        if self.client.combines(operation):
+            ordering = config.precombine_field if operation is not WriteOperation.DELETE else None
+
+            def dedup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                table = _whole_partition(batches)
+                if table is not None:
+                    yield from deduplicate(table, ordering).to_batches()
+
+            records = records.repartition(PARTITION_PATH, RECORD_KEY).mapInArrow(dedup, keyed_schema)
+        records = records.persist(StorageLevel.MEMORY_AND_DISK)
+        # Materialise now: bad keys fail here, before any instant exists.
+        counted = _spark_errors(lambda: records.selectExpr("count(*) AS n").collect()[0]["n"])
+        log.info("spark write: %d record(s) prepared", counted)
+        return Prepared(schema, records, release=records.unpersist)
+
+    # -- plan ---------------------------------------------------------------------------------
+    def plan(
+        self, prepared: Prepared, operation: WriteOperation, view: FileSystemView, partitions: Sequence[str] | None
+    ) -> WritePlan:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        slices = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
+        if operation is WriteOperation.DELETE_PARTITION:
+            self.client.check_partitions_exist(view, partitions)
+            dropped = set(partitions or [])
+            return WritePlan([], lambda ctx: [], set(), self.client.live_groups(view, lambda p: p in dropped))
+
+        records: DataFrame = prepared.records
+        batch_partitions = {
+            r[0] or "" for r in _spark_errors(lambda: records.select(PARTITION_PATH).distinct().collect())
+        }
+        replaced: dict[str, list[str]] = {}
+        if operation.replaces:
+            replaced = self.client.live_groups(
+                view,
+                None if operation is WriteOperation.INSERT_OVERWRITE_TABLE else (lambda p: p in batch_partitions),
+            )
+
+        if operation is WriteOperation.DELETE:
+            records = records.withColumn(IS_DELETE, F.lit(True))
+        elif operation is WriteOperation.UPSERT and IS_DELETED in records.columns:
+            records = records.withColumn(IS_DELETE, F.coalesce(F.col(IS_DELETED), F.lit(False)))
+        else:
+            records = records.withColumn(IS_DELETE, F.lit(False))
+
+        tag = operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
+        candidates = [s for key, s in slices.items() if key[0] in batch_partitions]
+        if self.write_config.index_type == "BUCKET" and not operation.replaces:
+            tagged = self._tag_by_bucket(records, candidates)
+        elif tag and candidates:
+            tagged = self._tag_by_join(records, candidates)
+        else:
+            tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
+        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+
+        counts = _spark_errors(
+            lambda: tagged.groupBy(PARTITION_PATH, LOCATION, IS_DELETE).count().collect()  # one row per file group
+        )
+        located: dict[tuple[str, str], int] = {}
+        new_rows: dict[str, int] = {}
+        for row in counts:
+            partition, location, is_delete, n = row[0] or "", row[1], bool(row[2]), int(row[3])
+            if location is not None:
+                located[(partition, location)] = located.get((partition, location), 0) + (0 if is_delete else n)
+            elif not is_delete:
+                new_rows[partition] = new_rows.get(partition, 0) + n
+
+        policy = self.client.sizing_policy(view.timeline, self._bytes_per_row(prepared.schema))
+        small_files = operation not in (WriteOperation.BULK_INSERT,) and not operation.replaces
+        by_partition: dict[str, list[FileSlice]] = {}
+        for s in slices.values():
+            by_partition.setdefault(s.partition_path, []).append(s)
+        targets_by_partition: dict[str, list[InsertTarget]] = {
+            p: plan_inserts(p, n, by_partition.get(p, []) if not operation.replaces else [], policy, small_files)
+            for p, n in new_rows.items()
+        }
+        routed = self._route_inserts(tagged, targets_by_partition)
+
+        bases: dict[tuple[str, str], BaseFile] = {}
+        workload: list[WorkloadEntry] = []
+        touched: set[tuple[str, str]] = set()
+        planned: dict[tuple[str, str], int] = dict(located)
+        for p, targets in targets_by_partition.items():
+            for t in targets:
+                planned[(p, t.file_id)] = planned.get((p, t.file_id), 0) + t.count
+        for key, n in planned.items():
+            existing = slices.get(key)
+            base = existing.base_file if existing is not None and not operation.replaces else None
+            if base is not None:
+                bases[key] = base
+                touched.add(key)
+            workload.append(WorkloadEntry(key[0], key[1], base.instant_time if base else None, n))
+
+        def run(ctx: WriteContext) -> list[WriteStat]:
+            return self._write_groups(routed, ctx, bases, operation)
+
+        plan = WritePlan(workload, run, touched, replaced)
+        previous_release = prepared.release
+
+        def release() -> None:
+            tagged.unpersist()
+            previous_release()
+
+        prepared.release = release
+        return plan
+
+    def _bytes_per_row(self, schema: pa.Schema) -> int:
+        """A batch-size-free estimate of a row's size, for sizing new files of a first write."""
+        fixed = sum((f.type.bit_width // 8) if pa.types.is_primitive(f.type) else 32 for f in schema)
+        return max(16, fixed)
+
+    # -- tagging -------------------------------------------------------------------------------
+    def _tag_by_join(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
+        """LOCATION = file id of the base file that holds the key (a join with the files' keys)."""
+        storage_uri, options = self.storage.uri, dict(self.storage.options)
+        num_tasks = max(1, min(len(candidates), self.engine.default_parallelism * 2))
+        payload = [(json.dumps([_slice_to_json(s) for s in candidates[i::num_tasks]]),) for i in range(num_tasks)]
+
+        def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            storage = Storage.for_uri(storage_uri, options)
+            for batch in batches:
+                for text in batch.column(0).to_pylist():
+                    group = [_slice_from_json(d) for d in json.loads(text)]
+                    yield from read_record_keys(storage, group).to_batches()
+
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        keys_schema = StructType([StructField(n, StringType(), True) for n in ("__lw_partition", "__lw_key", LOCATION)])
+        files = self.spark.createDataFrame(payload, "slices string").repartition(len(payload))
+        keys = files.mapInArrow(read_keys, keys_schema)
+        condition = (records[PARTITION_PATH] == keys["__lw_partition"]) & (records[RECORD_KEY] == keys["__lw_key"])
+        return records.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
+
+    def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
+        """LOCATION = the file group of each key's bucket; keys of new buckets get new file groups."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        fields = self.client.bucket_hash_fields(records.columns)
+        num_buckets = self.write_config.bucket_num_buckets
+
+        def add_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                ids = bucket_index.bucket_ids_of(table, fields, num_buckets)
+                yield from table.append_column(BUCKET, pa.array(ids, pa.int64())).to_batches()
+
+        with_bucket = records.mapInArrow(
+            add_bucket, StructType([*records.schema.fields, StructField(BUCKET, LongType(), False)])
+        )
+        pairs = _spark_errors(lambda: with_bucket.select(PARTITION_PATH, BUCKET).distinct().collect())
+        by_partition: dict[str, list[FileSlice]] = {}
+        for s in candidates:
+            by_partition.setdefault(s.partition_path, []).append(s)
+        mapping = []
+        for partition in sorted({r[0] or "" for r in pairs}):
+            buckets = np.array(sorted(int(r[1]) for r in pairs if (r[0] or "") == partition), dtype=np.int64)
+            ids, new_ids = bucket_index.locate(by_partition.get(partition, []), buckets)
+            for bucket, file_id in zip(buckets.tolist(), ids.to_pylist()):
+                mapping.append((partition, int(bucket), file_id, file_id in new_ids))
+        lookup = self.spark.createDataFrame(
+            mapping, "__lw_partition string, __lw_bucket long, __lw_file string, __lw_new boolean"
+        )
+        joined = with_bucket.join(
+            F.broadcast(lookup),
+            (with_bucket[PARTITION_PATH] == lookup["__lw_partition"]) & (with_bucket[BUCKET] == lookup["__lw_bucket"]),
+            "left",
+        )
+        # A delete of a key whose bucket has no file group yet deletes nothing.
+        location = F.when(F.col(IS_DELETE) & F.col("__lw_new"), F.lit(None)).otherwise(F.col("__lw_file"))
+        return joined.withColumn(LOCATION, location).drop(
+            "__lw_partition", "__lw_bucket", "__lw_file", "__lw_new", BUCKET
+        )
+
+    # -- assignment and writing -------------------------------------------------------------
+    def _route_inserts(self, tagged: DataFrame, targets: dict[str, list[InsertTarget]]) -> DataFrame:
+        """Give every new record a file group, spread by key hash in proportion to the planned counts."""
+        from pyspark.sql import functions as F
+
+        ranges = {
+            p: ([t.file_id for t in ts], np.cumsum([t.count for t in ts], dtype=np.int64)) for p, ts in targets.items()
+        }
+        # Deletes of keys the table does not hold delete nothing.
+        kept = tagged.filter(~(F.col(IS_DELETE) & F.col(LOCATION).isNull()))
+        if not ranges:
+            return kept
+        hashed = kept.withColumn(KEY_HASH, F.xxhash64(F.col(RECORD_KEY)))
+
+        def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                location = table.column(LOCATION).to_pylist()
+                parts = table.column(PARTITION_PATH).to_numpy(zero_copy_only=False)
+                hashes = table.column(KEY_HASH).to_numpy(zero_copy_only=False)
+                missing = np.flatnonzero(pc.is_null(table.column(LOCATION)).to_numpy(zero_copy_only=False))
+                for partition in np.unique(parts[missing]) if len(missing) else []:
+                    rows = missing[parts[missing] == partition]
+                    ids, bounds = ranges[partition or ""]
+                    positions = np.mod(hashes[rows], bounds[-1])
+                    chosen = np.searchsorted(bounds, positions, side="right")
+                    for row, index in zip(rows.tolist(), chosen.tolist()):
+                        location[row] = ids[index]
+                index = table.schema.get_field_index(LOCATION)
+                table = table.set_column(index, LOCATION, pa.array(location, pa.string()))
+                yield from table.drop_columns([KEY_HASH]).to_batches()
+
+        return hashed.mapInArrow(assign, kept.schema)
+
+    def _write_groups(
+        self, routed: DataFrame, ctx: WriteContext, bases: dict[tuple[str, str], BaseFile], operation: WriteOperation
+    ) -> list[WriteStat]:
+        match_keys = operation is not WriteOperation.INSERT
+        ordering = self.config.precombine_field
+        hook = self.engine.after_file_group
+        data_columns = [c for c in routed.columns if c not in _HELPER_COLUMNS]
+
+        def write_group(table: pa.Table) -> pa.Table:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            task_id, attempt, stage = (
+                (context.partitionId(), context.attemptNumber(), context.stageId()) if context else (0, 0, 0)
+            )
+            partition = table.column(PARTITION_PATH)[0].as_py() or ""
+            file_id = table.column(LOCATION)[0].as_py()
+            flags = pc.fill_null(table.column(IS_DELETE), False)
+            incoming = table.filter(pc.invert(flags)).select(data_columns)
+            deletes = table.filter(flags)
+            task = FileGroupWrite(
+                partition_path=partition,
+                file_id=file_id,
+                task_id=task_id,
+                base_file=bases.get((partition, file_id)),
+                incoming=incoming,
+                delete_keys=deletes.column(RECORD_KEY).combine_chunks() if deletes.num_rows else None,
+                delete_orderings=(
+                    deletes.column(ordering).combine_chunks()
+                    if deletes.num_rows and operation is not WriteOperation.DELETE and ordering in deletes.column_names
+                    else None
+                ),
+                attempt=attempt,
+                match_keys=match_keys,
+            )
+            stat = write_file_group(dataclasses.replace(ctx, stage_id=stage), task)
+            if hook is not None:
+                hook(stat)
+            return pa.table({"stat": [json.dumps(stat.to_json_dict())]})
+
+        description = f"lakeward: write {ctx.instant_time}"
+        self.spark.sparkContext.setJobDescription(description)
+        try:
+            rows = _spark_errors(
+                lambda: routed.groupBy(PARTITION_PATH, LOCATION).applyInArrow(write_group, "stat string").collect()
+            )
+        finally:
+            self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
+
+
+def _slice_to_json(s: FileSlice) -> dict[str, Any]:
+    base = s.base_file
+    return {
+        "partition": s.partition_path,
+        "file_id": s.file_id,
+        "base_instant": s.base_instant_time,
+        "base": None if base is None else [base.path, base.instant_time, base.size],
+    }
+
+
+def _slice_from_json(d: dict[str, Any]) -> FileSlice:
+    base = d["base"]
+    return FileSlice(
+        d["partition"],
+        d["file_id"],
+        d["base_instant"],
+        BaseFile(base[0], d["file_id"], base[1], base[2]) if base else None,
+    )
+
+
+__all__ = ["SparkDataPlane", "read_record_keys"]

@@ -1,0 +1,226 @@
+"""The local data plane: the write's records live in this process as one Arrow table.
+
+Keys are computed and the batch de-duplicated in Arrow; tagging uses the BLOOM, SIMPLE or
+BUCKET index over the file slices; each file group's write runs as a task on the engine
+(threads for the local engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.engine import Engine, is_spark_dataframe
+from lakeward.core.exceptions import SchemaError
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.index import bloom as bloom_index
+from lakeward.core.index import bucket as bucket_index
+from lakeward.core.index import simple as simple_index
+from lakeward.core.keygen import partition_paths, record_keys
+from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.schema import META_COLUMNS
+from lakeward.core.timeline import Timeline, WriteStat
+from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
+from lakeward.core.write.operation import WriteOperation
+from lakeward.core.write.partitioner import LOCATION, Bucket, assign_inserts, merge_buckets, split_by
+from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+
+if TYPE_CHECKING:
+    from lakeward.core.write.client import WriteClient
+
+IS_DELETED = "_hoodie_is_deleted"
+
+
+def to_arrow(data: Any) -> pa.Table:
+    """Accept a pyarrow Table or RecordBatch, a pandas or Spark DataFrame, or a list of dicts."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, list):
+        return pa.Table.from_pylist(data)
+    if is_spark_dataframe(data):
+        return data.toArrow()  # the local engine was chosen explicitly: collect to this process
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table")
+
+
+def _column_or_none(table: pa.Table | None, name: str | None) -> pa.Array | None:
+    if table is None or name is None or name not in table.column_names:
+        return None
+    return table.column(name).combine_chunks()
+
+
+def _slices_by_partition(view: FileSystemView) -> dict[str, list[FileSlice]]:
+    out: dict[str, list[FileSlice]] = {}
+    for s in view.latest_file_slices():
+        out.setdefault(s.partition_path, []).append(s)
+    return out
+
+
+class LocalDataPlane:
+    def __init__(self, client: WriteClient, engine: Engine):
+        self.client = client
+        self.engine = engine
+        self.config = client.config
+        self.write_config = client.write_config
+        self.storage = client.storage
+
+    # -- prepare ------------------------------------------------------------------------------
+    def prepare(
+        self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
+    ) -> Prepared:
+        if operation is WriteOperation.DELETE_PARTITION:
+            schema = self.client.write_schema(pa.schema([]), WriteOperation.DELETE, timeline)
+            if not schema.names:
+                raise SchemaError("the table has no data yet; there is no partition to delete")
+            self.client.check_partitions_exist(FileSystemView.load(self.storage, timeline), partitions)
+            empty = pa.table({RECORD_KEY: pa.array([], pa.string()), PARTITION_PATH: pa.array([], pa.string())})
+            return Prepared(schema, empty)
+        batch = to_arrow(data)
+        batch = batch.drop_columns([c for c in META_COLUMNS if c in batch.column_names])
+        schema = self.client.write_schema(batch.schema, operation, timeline)
+        records = batch.append_column(RECORD_KEY, record_keys(batch, self.config))
+        records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config))
+        if self.client.combines(operation):
+            ordering = self.config.precombine_field if operation is not WriteOperation.DELETE else None
+            records = deduplicate(records, ordering)
+        return Prepared(schema, records)
+
+    # -- plan ---------------------------------------------------------------------------------
+    def plan(
+        self, prepared: Prepared, operation: WriteOperation, view: FileSystemView, partitions: Sequence[str] | None
+    ) -> WritePlan:
+        records: pa.Table = prepared.records
+        deletes_by_group: dict[tuple[str, str], pa.Table] = {}
+        replaced: dict[str, list[str]] = {}
+
+        if IS_DELETED in records.column_names and operation is WriteOperation.UPSERT:
+            flagged = pc.fill_null(records.column(IS_DELETED), False)
+            deleted_rows = records.filter(flagged)
+            records = records.filter(pc.invert(flagged))
+            deletes_by_group = self._locate_deletes(deleted_rows, view, with_ordering=True)
+
+        if operation is WriteOperation.DELETE:
+            deletes_by_group = self._locate_deletes(records, view)
+            buckets: list[Bucket] = []
+        elif operation is WriteOperation.DELETE_PARTITION:
+            self.client.check_partitions_exist(view, partitions)
+            targets = set(partitions or [])
+            replaced = self.client.live_groups(view, lambda p: p in targets)
+            buckets = []
+        elif operation.replaces:
+            batch_partitions = set(pc.unique(records.column(PARTITION_PATH)).to_pylist())
+            replaced = self.client.live_groups(
+                view,
+                None if operation is WriteOperation.INSERT_OVERWRITE_TABLE else (lambda p: p in batch_partitions),
+            )
+            buckets = self._assign(records, view, tag=False, small_files=False)
+        else:
+            tag = operation is WriteOperation.UPSERT
+            small = operation is not WriteOperation.BULK_INSERT
+            buckets = self._assign(records, view, tag=tag, small_files=small)
+
+        slices = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
+        targeted = {(b.partition_path, b.file_id) for b in buckets}
+        for key in deletes_by_group.keys() - targeted:
+            buckets.append(Bucket(key[0], key[1], slices.get(key), records.schema.empty_table()))
+        ordering = self.config.precombine_field
+        tasks = [
+            FileGroupWrite(
+                partition_path=b.partition_path,
+                file_id=b.file_id,
+                task_id=i,
+                base_file=b.base.base_file if b.base is not None else None,
+                incoming=b.records,
+                delete_keys=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), RECORD_KEY),
+                delete_orderings=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), ordering),
+                match_keys=operation is not WriteOperation.INSERT,
+            )
+            for i, b in enumerate(buckets)
+        ]
+        workload = [
+            WorkloadEntry(
+                t.partition_path,
+                t.file_id,
+                t.base_file.instant_time if t.base_file else None,
+                t.incoming.num_rows if t.incoming is not None else 0,
+            )
+            for t in tasks
+        ]
+
+        def run(ctx: WriteContext) -> list[WriteStat]:
+            return self.engine.map(lambda t: write_file_group(ctx, t), tasks, "write file groups")
+
+        touched = {(t.partition_path, t.file_id) for t in tasks if t.base_file is not None}
+        return WritePlan(workload, run, touched, replaced)
+
+    # -- tagging and assignment -----------------------------------------------------------------
+    def _locate(self, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
+        wc = self.write_config
+        if wc.index_type == "SIMPLE":
+            return simple_index.locate(self.storage, self.engine, slices, keys)
+        return bloom_index.locate(self.storage, self.engine, slices, keys, wc.bloom_prune_by_ranges)
+
+    def _bucket_ids(self, records: pa.Table) -> np.ndarray:
+        fields = self.client.bucket_hash_fields(records.column_names)
+        return bucket_index.bucket_ids_of(records, fields, self.write_config.bucket_num_buckets)
+
+    def _assign(self, records: pa.Table, view: FileSystemView, tag: bool, small_files: bool) -> list[Bucket]:
+        by_partition = _slices_by_partition(view)
+        all_slices = {(s.partition_path, s.file_id): s for ss in by_partition.values() for s in ss}
+        updates: dict[tuple[str, str], pa.Table] = {}
+        inserts: list[Bucket] = []
+        policy = self.client.sizing_policy(view.timeline, records.nbytes // max(1, records.num_rows))
+        for partition, rows in split_by(records, PARTITION_PATH).items():
+            partition = partition or ""
+            slices = by_partition.get(partition, [])
+            if self.write_config.index_type == "BUCKET":
+                ids, _new = bucket_index.locate(slices, self._bucket_ids(rows))
+                for file_id, group in split_by(rows.append_column(LOCATION, ids), LOCATION).items():
+                    assert file_id is not None
+                    updates[(partition, file_id)] = group.drop_columns([LOCATION])
+                continue
+            if tag and slices:
+                located = rows.append_column(LOCATION, self._locate(slices, rows.column(RECORD_KEY).combine_chunks()))
+                groups = split_by(located, LOCATION)
+                for file_id, group in groups.items():
+                    if file_id is not None:
+                        updates[(partition, file_id)] = group.drop_columns([LOCATION])
+                rows = groups.get(None, rows.schema.empty_table().append_column(LOCATION, pa.array([], pa.string())))
+                rows = rows.drop_columns([LOCATION])
+            if rows.num_rows:
+                inserts.extend(assign_inserts(partition, rows, slices, policy, small_files))
+        return merge_buckets(inserts, updates, all_slices)
+
+    def _locate_deletes(
+        self, rows: pa.Table, view: FileSystemView, with_ordering: bool = False
+    ) -> dict[tuple[str, str], pa.Table]:
+        """Per file group, the keys to delete (and, for delete markers, their ordering values)."""
+        by_partition = _slices_by_partition(view)
+        ordering = self.config.precombine_field if with_ordering else None
+        found: dict[tuple[str, str], pa.Table] = {}
+        for partition, group in split_by(rows, PARTITION_PATH).items():
+            slices = by_partition.get(partition or "", [])
+            if not slices:
+                continue
+            keys = group.column(RECORD_KEY).combine_chunks()
+            if self.write_config.index_type == "BUCKET":
+                located, new_ids = bucket_index.locate(slices, self._bucket_ids(group))
+                if new_ids:  # buckets without a file group hold none of these keys
+                    located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
+            else:
+                located = self._locate(slices, keys)
+            columns = {RECORD_KEY: keys, LOCATION: located}
+            if ordering and ordering in group.column_names:
+                columns[ordering] = group.column(ordering).combine_chunks()
+            for file_id, hits in split_by(pa.table(columns), LOCATION).items():
+                if file_id is not None:
+                    found[(partition or "", file_id)] = hits.drop_columns([LOCATION])
+        return found
