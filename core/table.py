@@ -19,7 +19,7 @@ from lakeward.core.config.table import (
     TableType,
 )
 from lakeward.core.config.write import parse_write_config
-from lakeward.core.engine import Engine
+from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
@@ -32,7 +32,8 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
-from lakeward.core.read.incremental import read_incremental
+from lakeward.core.read.incremental import incremental_slices, read_incremental
+from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
@@ -278,7 +279,7 @@ class Table:
         if self.schema() is None:  # no data yet: nothing to delete, an empty delete commit
             fields = (*self.config.record_key_fields, *self.config.partition_fields)
             return pa.table({f: pa.array([], pa.string()) for f in fields})
-        current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields])
+        current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields], engine="local")
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
 
@@ -308,19 +309,40 @@ class Table:
             )
         return instant.time
 
+    def _read_engine(self, engine: Engine | str | None) -> Engine:
+        return resolve_engine(engine, default=resolve_engine(self.engine) if self.engine is not None else None)
+
     def read(
         self,
         as_of: str | dt.datetime | None = None,
         columns: Sequence[str] | None = None,
         filters: Filters = None,
-    ) -> pa.Table:
-        """Snapshot of the table (latest, or as of a completed instant or a timestamp)."""
+        *,
+        read_optimized: bool = False,
+        engine: Engine | str | None = None,
+    ) -> Any:
+        """Snapshot of the table (latest, or as of a completed instant or a timestamp).
+
+        A pyarrow Table on the local engine; a Spark DataFrame on the Spark engine.
+        `read_optimized=True` reads base files only (merge-on-read tables: no log merging).
+        """
+        chosen = self._read_engine(engine)
         timeline = self.timeline()
         instant = self._resolve_as_of(timeline, as_of)
         schema = resolve_table_schema(self.storage, timeline, self.config)
         view = FileSystemView.load(self.storage, timeline)
         slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
-        return read_file_slices(self.storage, slices, schema, columns, to_expression(filters))
+        merge_options: dict[str, Any] = {
+            "instants": VisibleInstants.from_timeline(timeline, instant),
+            "merge": MergeSettings.from_config(self.config),
+            "read_optimized": read_optimized,
+        }
+        if chosen.name == "spark":
+            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
+
+            spark = chosen.spark  # type: ignore[attr-defined]
+            return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
+        return read_file_slices(self.storage, slices, schema, columns, to_expression(filters), **merge_options)
 
     def read_incremental(
         self,
@@ -328,8 +350,11 @@ class Table:
         end: str | dt.datetime | None = None,
         columns: Sequence[str] | None = None,
         filters: Filters = None,
-    ) -> pa.Table:
-        """Latest state of records changed by completed writes in (begin, end]."""
+        *,
+        engine: Engine | str | None = None,
+    ) -> Any:
+        """Latest state of records changed by completed writes in (begin, end] (Arrow, or Spark on Spark)."""
+        chosen = self._read_engine(engine)
         timeline = self.timeline()
         tz = self.config.timeline_timezone
         start = normalize_instant_time(begin, tz)
@@ -344,4 +369,17 @@ class Table:
             before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
             stop = before[-1] if before and before[-1] > start else start
         schema = resolve_table_schema(self.storage, timeline, self.config)
+        if chosen.name == "spark":
+            from pyspark.sql import functions as F
+
+            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
+
+            in_range = F.col("_hoodie_commit_time") > start
+            if stop is not None:
+                in_range = in_range & (F.col("_hoodie_commit_time") <= stop)
+            condition = dnf_to_column(filters)
+            slices = incremental_slices(self.storage, timeline, start, stop)
+            spark = chosen.spark  # type: ignore[attr-defined]
+            combined = in_range if condition is None else in_range & condition
+            return read_slices(spark, self.storage, slices, schema, columns, combined)
         return read_incremental(self.storage, timeline, schema, start, stop, columns, to_expression(filters))

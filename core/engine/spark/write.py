@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
+from lakeward.core.engine.spark.read import slice_from_json, slice_to_json
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
@@ -255,13 +256,13 @@ class SparkDataPlane:
         """LOCATION = file id of the base file that holds the key (a join with the files' keys)."""
         storage_uri, options = self.storage.uri, dict(self.storage.options)
         num_tasks = max(1, min(len(candidates), self.engine.default_parallelism * 2))
-        payload = [(json.dumps([_slice_to_json(s) for s in candidates[i::num_tasks]]),) for i in range(num_tasks)]
+        payload = [(json.dumps([slice_to_json(s) for s in candidates[i::num_tasks]]),) for i in range(num_tasks)]
 
         def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             storage = Storage.for_uri(storage_uri, options)
             for batch in batches:
                 for text in batch.column(0).to_pylist():
-                    group = [_slice_from_json(d) for d in json.loads(text)]
+                    group = [slice_from_json(d) for d in json.loads(text)]
                     yield from read_record_keys(storage, group).to_batches()
 
         from pyspark.sql.types import StringType, StructField, StructType
@@ -396,26 +397,6 @@ class SparkDataPlane:
         finally:
             self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
         return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
-
-
-def _slice_to_json(s: FileSlice) -> dict[str, Any]:
-    base = s.base_file
-    return {
-        "partition": s.partition_path,
-        "file_id": s.file_id,
-        "base_instant": s.base_instant_time,
-        "base": None if base is None else [base.path, base.instant_time, base.size],
-    }
-
-
-def _slice_from_json(d: dict[str, Any]) -> FileSlice:
-    base = d["base"]
-    return FileSlice(
-        d["partition"],
-        d["file_id"],
-        d["base_instant"],
-        BaseFile(base[0], d["file_id"], base[1], base[2]) if base else None,
-    )
 
 
 __all__ = ["SparkDataPlane", "read_record_keys"]

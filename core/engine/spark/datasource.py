@@ -1,0 +1,362 @@
+"""The `lakeward` Spark data source, with Apache Hudi's option names.
+
+`register(spark)` does two things:
+
+* registers a Python data source named `lakeward` (batch reads over Arrow, one Spark
+  partition per file slice), so the format resolves in any session;
+* hooks `DataFrameWriter.save` and `DataFrameReader.load` of this Python process for the
+  `lakeward` format, so that writes run on the Spark engine's distributed pipeline
+  (tagging joins, repartitioning by file group, one task per file group) and snapshot
+  reads use Spark's native Parquet scan. A Python data source's writer only sees one
+  input partition at a time and cannot shuffle, which a copy-on-write upsert needs;
+  the hook is what lets `df.write.format("lakeward")` stay a distributed write.
+
+Options are Hudi's documented keys; an unknown or invalid option fails before any file
+is written, naming the option.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
+from lakeward.core.engine.spark import SparkEngine
+from lakeward.core.exceptions import ConfigError, TableNotFoundError
+from lakeward.core.locks import LOCK_OPTION_KEYS
+from lakeward.core.write.operation import WriteOperation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+FORMAT = "lakeward"
+
+OPERATION = "hoodie.datasource.write.operation"
+PARTITIONS_TO_DELETE = "hoodie.datasource.write.partitions.to.delete"
+QUERY_TYPE = "hoodie.datasource.query.type"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+AS_OF = "as.of.instant"
+INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
+
+WRITE_ONLY_KEYS = frozenset({OPERATION, PARTITIONS_TO_DELETE})
+READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT})
+QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
+SAVE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+
+
+def _known_write_option(key: str) -> bool:
+    return key in WRITE_ONLY_KEYS or key in TABLE_CREATE_KEYS or key in LOCK_OPTION_KEYS or key == "path"
+
+
+def _check_option_names(options: Mapping[str, Any], allowed_extra: frozenset[str], kind: str) -> None:
+    """Non-`hoodie.*` options (other than `path` and the read keys) are unknown here: name them."""
+    for key in options:
+        if key.startswith("hoodie.") or key in allowed_extra or key == "path":
+            continue
+        raise ConfigError(f"unknown {kind} option {key!r} for format {FORMAT!r}; use Apache Hudi's hoodie.* names")
+
+
+def parse_operation(options: Mapping[str, Any]) -> WriteOperation:
+    value = str(options.get(OPERATION, "upsert")).strip()
+    try:
+        return WriteOperation(value.upper())
+    except ValueError:
+        names = ", ".join(o.value.lower() for o in WriteOperation)
+        raise ConfigError(f"{OPERATION}={value!r} is not one of {names}") from None
+
+
+def _write_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options validated for a write; read options are refused."""
+    opts = {str(k): v for k, v in options.items()}
+    _check_option_names(opts, frozenset(), "write")
+    for key in opts:
+        if key in READ_KEYS:
+            raise ConfigError(f"{key} is a read option; it has no meaning for a write")
+    parse_operation(opts)
+    parse_write_config({k: v for k, v in opts.items() if not _known_write_option(k)}, extra_known=LOCK_OPTION_KEYS)
+    return opts
+
+
+def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, Any]) -> None:
+    """`df.write.format("lakeward").mode(mode).options(...).save(path)` on the Spark engine.
+
+    Modes as Hudi's: `overwrite` creates the table, or replaces all of its data (an
+    `insert_overwrite_table` commit, so older instants stay readable until cleaned);
+    `append` writes with the chosen operation and creates the table when missing;
+    `error`/`errorifexists` (Spark's default) and `ignore` act on an existing table.
+    """
+    from lakeward.core.table import Table
+
+    save_mode = (mode or "errorifexists").lower()
+    if save_mode not in SAVE_MODES:
+        raise ConfigError(f"save mode {mode!r} is not one of {', '.join(SAVE_MODES)}")
+    opts = _write_options(options)
+    operation = parse_operation(opts)
+    table_options = {k: v for k, v in opts.items() if k not in WRITE_ONLY_KEYS and k != "path"}
+    engine = SparkEngine(df.sparkSession)
+    try:
+        table = Table.open(path, options=table_options, engine=engine)
+        exists = True
+    except TableNotFoundError:
+        exists = False
+    if exists and save_mode in ("error", "errorifexists"):
+        raise ConfigError(f"a table already exists at {path}; use mode('append') or mode('overwrite')")
+    if exists and save_mode == "ignore":
+        log.info("table %s exists; mode('ignore') writes nothing", path)
+        return
+    if not exists:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(df.schema)
+        table = Table.create(path, options=table_options, engine=engine, schema=_data_schema(schema))
+    if exists and save_mode == "overwrite" and operation not in (WriteOperation.INSERT_OVERWRITE_TABLE,):
+        operation = WriteOperation.INSERT_OVERWRITE_TABLE
+    if operation is WriteOperation.DELETE_PARTITION:
+        partitions = _partitions_to_delete(table, df, opts)
+        table._writer().write(None, operation, partitions=partitions, engine=engine)
+        return
+    table._writer().write(df, operation, engine=engine)
+
+
+def _data_schema(schema: pa.Schema) -> pa.Schema:
+    from lakeward.core.schema import META_COLUMNS
+
+    return pa.schema([f for f in schema if f.name not in META_COLUMNS])
+
+
+def _partitions_to_delete(table: Any, df: DataFrame, options: Mapping[str, Any]) -> list[str]:
+    listed = options.get(PARTITIONS_TO_DELETE)
+    if listed:
+        return [p.strip() for p in str(listed).split(",") if p.strip()]
+    from lakeward.core.keygen import partition_paths
+
+    config = table.config
+    fields = list(config.partition_fields)
+    missing = [f for f in fields if f not in df.columns]
+    if missing:
+        raise ConfigError(f"delete_partition needs {PARTITIONS_TO_DELETE} or the partition column(s) {missing}")
+    values = pa.Table.from_pylist([r.asDict() for r in df.select(*fields).distinct().collect()])
+    return sorted(set(partition_paths(values, config).to_pylist()))
+
+
+def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
+    """`spark.read.format("lakeward").options(...).load(path)` on the Spark engine."""
+    from lakeward.core.table import Table
+
+    opts = {str(k): v for k, v in options.items()}
+    _check_option_names(opts, READ_KEYS, "read")
+    query = str(opts.get(QUERY_TYPE, "snapshot")).lower()
+    if query not in QUERY_TYPES:
+        raise ConfigError(f"{QUERY_TYPE}={query!r} is not one of {', '.join(QUERY_TYPES)}")
+    incremental_format = str(opts.get(INCREMENTAL_FORMAT, "latest_state")).lower()
+    if incremental_format != "latest_state":
+        raise ConfigError(f"{INCREMENTAL_FORMAT}={incremental_format!r}: only latest_state is supported")
+    for key in opts:
+        if key.startswith("hoodie.") and key not in READ_KEYS:
+            raise ConfigError(f"unknown read option {key!r}; supported: {sorted(READ_KEYS)}")
+    if query == "incremental" and not opts.get(BEGIN):
+        raise ConfigError(f"{QUERY_TYPE}=incremental needs {BEGIN}")
+    if query != "incremental" and (BEGIN in opts or END in opts):
+        raise ConfigError(f"{BEGIN} and {END} apply to {QUERY_TYPE}=incremental only")
+    if query == "incremental" and AS_OF in opts:
+        raise ConfigError(f"{AS_OF} applies to snapshot and read_optimized queries, not incremental")
+    engine = SparkEngine(spark)
+    table = Table.open(path, engine=engine)
+    if query == "incremental":
+        return table.read_incremental(str(opts[BEGIN]), str(opts[END]) if opts.get(END) else None)
+    as_of = str(opts[AS_OF]) if opts.get(AS_OF) else None
+    return table.read(as_of=as_of, read_optimized=query == "read_optimized")
+
+
+# -- the registered Python data source (reads over Arrow) ------------------------------------
+def _data_source_class() -> type:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class LakewardReader(DataSourceReader):  # type: ignore[misc]
+        def __init__(self, path: str, options: dict[str, str]):
+            self.path = path
+            self.options = options
+
+        def partitions(self) -> Sequence[InputPartition]:
+            from lakeward.core.engine.spark.read import slice_to_json
+
+            return [InputPartition(slice_to_json(s)) for s in _plan_slices(self.path, self.options)[0]]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            from lakeward.core.engine.spark.read import slice_from_json
+
+            yield from _read_slice(self.path, self.options, slice_from_json(partition.value))
+
+    class LakewardDataSource(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return FORMAT
+
+        def _path(self) -> str:
+            path = self.options.get("path")
+            if not path:
+                raise ConfigError("format lakeward needs a table path: .load(path)")
+            return str(path)
+
+        def schema(self) -> Any:
+            from lakeward.core.engine.spark.read import spark_schema
+            from lakeward.core.schema import with_meta
+            from lakeward.core.table import Table
+
+            schema = Table.open(self._path()).schema()
+            if schema is None:
+                raise ConfigError(f"the table at {self._path()} has no data yet, so no schema to read")
+            return spark_schema(with_meta(schema))
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            opts = {k: v for k, v in self.options.items() if k != "path"}
+            _check_option_names(opts, READ_KEYS, "read")
+            return LakewardReader(self._path(), opts)
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            raise ConfigError(
+                "writes through format lakeward run on the driver's Spark engine: call "
+                "lakeward.spark.register(spark) in the driver process before df.write"
+            )
+
+    return LakewardDataSource
+
+
+def _plan_slices(path: str, options: Mapping[str, str]) -> tuple[list[Any], dict[str, Any]]:
+    """The slices a data-source read covers, and the keyword arguments to read each one."""
+    from lakeward.core.file_group.view import FileSystemView
+    from lakeward.core.read.incremental import incremental_slices
+    from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
+    from lakeward.core.table import Table
+
+    table = Table.open(path)
+    timeline = table.timeline()
+    query = str(options.get(QUERY_TYPE, "snapshot")).lower()
+    if query == "incremental":
+        begin, end = str(options[BEGIN]), options.get(END)
+        return incremental_slices(table.storage, timeline, begin, str(end) if end else None), {}
+    as_of = table._resolve_as_of(timeline, options.get(AS_OF))
+    slices = FileSystemView.load(table.storage, timeline).latest_file_slices(as_of=as_of)
+    return slices, {
+        "instants": VisibleInstants.from_timeline(timeline, as_of),
+        "merge": MergeSettings.from_config(table.config),
+        "read_optimized": query == "read_optimized",
+    }
+
+
+def _read_slice(path: str, options: Mapping[str, str], file_slice: Any) -> Iterator[pa.RecordBatch]:
+    from lakeward.core.engine.spark.read import without_dictionaries
+    from lakeward.core.read.incremental import commit_time_range
+    from lakeward.core.read.snapshot import read_file_slices
+    from lakeward.core.table import Table
+
+    table = Table.open(path)
+    _, kwargs = _plan_slices(path, options)
+    condition = None
+    if str(options.get(QUERY_TYPE, "snapshot")).lower() == "incremental":
+        end = options.get(END)
+        condition = commit_time_range(str(options[BEGIN]), str(end) if end else None)
+    rows = read_file_slices(table.storage, [file_slice], table.schema(), None, condition, **kwargs)
+    yield from rows.cast(without_dictionaries(rows.schema)).to_batches()
+
+
+# -- hooks on DataFrameWriter / DataFrameReader ------------------------------------------------
+_STATE = "_lakeward_state"
+
+
+def _state(obj: Any) -> dict[str, Any]:
+    state = obj.__dict__.get(_STATE)
+    if state is None:
+        state = {"format": None, "options": {}, "mode": None}
+        obj.__dict__[_STATE] = state
+    return state
+
+
+def _install_hooks() -> None:
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+
+    if getattr(DataFrameWriter, "_lakeward_hooked", False):
+        return
+    for cls in (DataFrameWriter, DataFrameReader):
+        _wrap_recorders(cls)
+
+    original_save = DataFrameWriter.save
+
+    @functools.wraps(original_save)
+    def save(self: Any, path: str | None = None, format: str | None = None, mode: str | None = None, **kw: Any) -> Any:
+        state = _state(self)
+        chosen = format or state["format"]
+        if chosen is None or str(chosen).lower() != FORMAT:
+            return original_save(self, path, format, mode, **kw)
+        partition_by = kw.pop("partitionBy", None)
+        options = {**state["options"], **kw}
+        if partition_by:
+            fields = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+            options.setdefault("hoodie.datasource.write.partitionpath.field", ",".join(fields))
+        target = path or options.pop("path", None)
+        if not target:
+            raise ConfigError("format lakeward needs a table path: .save(path)")
+        write_dataframe(self._df, str(target), mode or state["mode"] or "errorifexists", options)
+        return None
+
+    original_load = DataFrameReader.load
+
+    @functools.wraps(original_load)
+    def load(self: Any, path: Any = None, format: str | None = None, schema: Any = None, **kw: Any) -> Any:
+        state = _state(self)
+        chosen = format or state["format"]
+        if chosen is None or str(chosen).lower() != FORMAT:
+            return original_load(self, path, format, schema, **kw)
+        if schema is not None:
+            raise ConfigError("format lakeward reads the table's own schema; do not pass schema=")
+        options = {**state["options"], **kw}
+        target = path or options.pop("path", None)
+        if not target or not isinstance(target, str):
+            raise ConfigError("format lakeward reads one table: .load(path)")
+        return read_dataframe(self._spark, target, options)
+
+    DataFrameWriter.save = save  # type: ignore[method-assign,assignment]
+    DataFrameReader.load = load  # type: ignore[method-assign]
+    DataFrameWriter._lakeward_hooked = True  # type: ignore[attr-defined]
+
+
+def _wrap_recorders(cls: type) -> None:
+    """Remember format, options and mode as they are set, and still pass them on to Spark."""
+    original_format, original_option, original_options = cls.format, cls.option, cls.options  # type: ignore[attr-defined]
+
+    def format(self: Any, source: str) -> Any:
+        _state(self)["format"] = source
+        return original_format(self, source)
+
+    def option(self: Any, key: str, value: Any) -> Any:
+        _state(self)["options"][key] = value
+        return original_option(self, key, value)
+
+    def options(self: Any, **opts: Any) -> Any:
+        _state(self)["options"].update(opts)
+        return original_options(self, **opts)
+
+    cls.format, cls.option, cls.options = format, option, options  # type: ignore[attr-defined]
+    if hasattr(cls, "mode"):
+        original_mode = cls.mode  # type: ignore[attr-defined]
+
+        def mode(self: Any, save_mode: str | None) -> Any:
+            _state(self)["mode"] = save_mode
+            return original_mode(self, save_mode)
+
+        cls.mode = mode  # type: ignore[attr-defined]
+
+
+def register(spark: SparkSession) -> None:
+    """Make format `lakeward` available in this session (data source and driver hooks)."""
+    spark.dataSource.register(_data_source_class())
+    _install_hooks()
+
+
+__all__ = ["FORMAT", "read_dataframe", "register", "write_dataframe"]
