@@ -21,7 +21,6 @@ import io
 import json
 import struct
 from collections.abc import Callable
-from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -219,14 +218,8 @@ def encode_parquet_records(
     # Java readers read Parquet log blocks with parquet-avro: give them the Avro schema too.
     table = table.replace_schema_metadata({"parquet.avro.schema": schema_json, "writer.model.name": "avro"})
     sink = pa.BufferOutputStream()
-    pq.write_table(
-        table,
-        sink,
-        compression=compression,
-        coerce_timestamps="us",
-        allow_truncated_timestamps=True,
-        write_statistics=True,
-    )
+    # Timestamps are already in the schema's unit (millis or micros): no coercion.
+    pq.write_table(table, sink, compression=compression, write_statistics=True)
     return sink.getvalue().to_pybytes()
 
 
@@ -240,7 +233,33 @@ def decode_parquet_records(content: bytes) -> pa.Table:
 
 
 # -- delete blocks -------------------------------------------------------------------------
-#: `HoodieDeleteRecordList` as Hudi 0.14/0.15 writes it (format doc 6.6).
+def _wrapper(name: str, value_type: Any) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": name,
+        "namespace": "org.apache.hudi.avro.model",
+        "fields": [{"name": "value", "type": value_type}],
+    }
+
+
+#: Union branches of `orderingVal`: Hudi wraps each ordering value in a one-field record
+#: (`HoodieAvroUtils.wrapValueIntoAvro`), so the branch names the Java type. Index 2 is
+#: `IntWrapper`: Spark SQL's default ordering value (Java `Integer` 0) sits there.
+ORDERING_WRAPPERS: tuple[tuple[str, Any], ...] = (
+    ("BooleanWrapper", "boolean"),
+    ("IntWrapper", "int"),
+    ("LongWrapper", "long"),
+    ("FloatWrapper", "float"),
+    ("DoubleWrapper", "double"),
+    ("BytesWrapper", "bytes"),
+    ("StringWrapper", "string"),
+    ("DateWrapper", "int"),
+    ("DecimalWrapper", {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15}),
+    ("TimeMicrosWrapper", {"type": "long", "logicalType": "time-micros"}),
+    ("TimestampMicrosWrapper", "long"),
+)
+
+#: `HoodieDeleteRecordList` as Hudi 0.14/0.15 writes it and hudi-rs 0.5.0 reads it (format doc 6.6).
 DELETE_RECORD_LIST_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieDeleteRecordList",
@@ -258,21 +277,7 @@ DELETE_RECORD_LIST_SCHEMA: dict[str, Any] = {
                         {"name": "partitionPath", "type": ["null", "string"], "default": None},
                         {
                             "name": "orderingVal",
-                            "type": [
-                                "null",
-                                "int",
-                                "long",
-                                "float",
-                                "double",
-                                "bytes",
-                                "string",
-                                {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15},
-                                {"type": "int", "logicalType": "date"},
-                                {"type": "int", "logicalType": "time-millis"},
-                                {"type": "long", "logicalType": "time-micros"},
-                                {"type": "long", "logicalType": "timestamp-millis"},
-                                {"type": "long", "logicalType": "timestamp-micros"},
-                            ],
+                            "type": ["null", *(_wrapper(n, t) for n, t in ORDERING_WRAPPERS)],
                             "default": None,
                         },
                     ],
@@ -281,127 +286,118 @@ DELETE_RECORD_LIST_SCHEMA: dict[str, Any] = {
         }
     ],
 }
-_DELETE_SCHEMA = fastavro.parse_schema(DELETE_RECORD_LIST_SCHEMA)
-_ORDERING_BRANCHES = DELETE_RECORD_LIST_SCHEMA["fields"][0]["type"]["items"]["fields"][2]["type"]
-#: Physical branch schemas (logical types stripped) for encoding ordering values as ints.
-_BRANCH_WRITERS = [fastavro.parse_schema(_strip_time_logical_types(b)) for b in _ORDERING_BRANCHES]
-_DECIMAL_SCALE = 15
+_DELETE_SCHEMA = fastavro.parse_schema(_strip_time_logical_types(DELETE_RECORD_LIST_SCHEMA))
+_DECIMAL = pa.decimal128(30, 15)
+#: Arrow type of the values of each wrapper (as decoded: times and dates as their ints first).
+_WRAPPER_ARROW: dict[str, tuple[pa.DataType, pa.DataType]] = {
+    "BooleanWrapper": (pa.bool_(), pa.bool_()),
+    "IntWrapper": (pa.int32(), pa.int32()),
+    "LongWrapper": (pa.int64(), pa.int64()),
+    "FloatWrapper": (pa.float32(), pa.float32()),
+    "DoubleWrapper": (pa.float64(), pa.float64()),
+    "BytesWrapper": (pa.binary(), pa.binary()),
+    "StringWrapper": (pa.string(), pa.string()),
+    "DateWrapper": (pa.int32(), pa.date32()),
+    "DecimalWrapper": (_DECIMAL, _DECIMAL),
+    "TimeMicrosWrapper": (pa.int64(), pa.time64("us")),
+    "TimestampMicrosWrapper": (pa.int64(), pa.timestamp("us", "UTC")),
+}
 
 
-def _ordering_branch(t: pa.DataType) -> int:
-    """Union branch of `orderingVal` for ordering values of Arrow type `t`."""
+def _ordering_wrapper(t: pa.DataType) -> str | None:
+    """The wrapper Hudi would put ordering values of Arrow type `t` in (None: no values)."""
     if pa.types.is_null(t):
-        return 0
+        return None
+    if pa.types.is_boolean(t):
+        return "BooleanWrapper"
     if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
-        return 1
-    if pa.types.is_int64(t) or pa.types.is_unsigned_integer(t):
-        return 2
-    if pa.types.is_float32(t):
-        return 3
+        return "IntWrapper"
+    if pa.types.is_integer(t):
+        return "LongWrapper"
+    if pa.types.is_float16(t) or pa.types.is_float32(t):
+        return "FloatWrapper"
     if pa.types.is_float64(t):
-        return 4
+        return "DoubleWrapper"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return 5
+        return "BytesWrapper"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return 6
+        return "StringWrapper"
+    if pa.types.is_date(t):
+        return "DateWrapper"
     if pa.types.is_decimal(t):
-        return 7
-    if pa.types.is_date32(t):
-        return 8
-    if pa.types.is_time32(t):
-        return 9
-    if pa.types.is_time64(t):
-        return 10
+        return "DecimalWrapper"
+    if pa.types.is_time(t):
+        return "TimeMicrosWrapper"
     if pa.types.is_timestamp(t):
-        return 11 if t.unit in ("s", "ms") else 12
+        return "TimestampMicrosWrapper"
     raise SchemaError(f"ordering values of type {t} cannot be written to a delete block")
 
 
-def _zigzag(n: int) -> bytes:
-    """Avro's variable-length zig-zag encoding of an int/long."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z & ~0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def _avro_string(value: str | None) -> bytes:
-    if value is None:
-        return b"\x00"
-    raw = value.encode("utf-8")
-    return b"\x02" + _zigzag(len(raw)) + raw
-
-
-def _ordering_physical(values: pa.Array, branch: int) -> list[Any]:
-    """Ordering values as the Python objects the branch's physical Avro type takes."""
-    if branch in (8, 9):
-        values = pc.cast(values, pa.int32())
-    elif branch == 10:
+def _ordering_physical(values: pa.Array, wrapper: str) -> list[Any]:
+    """Ordering values as the Python objects the wrapper's physical Avro type takes."""
+    physical, _ = _WRAPPER_ARROW[wrapper]
+    if wrapper == "DateWrapper":
+        values = pc.cast(pc.cast(values, pa.date32()), pa.int32())
+    elif wrapper == "TimeMicrosWrapper":
         values = pc.cast(pc.cast(values, pa.time64("us")), pa.int64())
-    elif branch == 11:
-        values = pc.cast(pc.cast(values, pa.timestamp("ms", values.type.tz)), pa.int64())
-    elif branch == 12:
+    elif wrapper == "TimestampMicrosWrapper":
         values = pc.cast(pc.cast(values, pa.timestamp("us", values.type.tz), safe=False), pa.int64())
-    elif branch == 7:
-        values = pc.cast(values, pa.decimal128(30, _DECIMAL_SCALE))
-    elif branch == 2 and pa.types.is_unsigned_integer(values.type):
-        values = pc.cast(values, pa.int64())
+    else:
+        values = pc.cast(values, physical)
     return values.to_pylist()
 
 
 def encode_delete_records(records: pa.Table) -> bytes:
     """Delete block content (version 3) of `records` (columns record_key, partition_path, ordering_value).
 
-    All ordering values take the one union branch of their Arrow type (hudi-rs rejects a
-    block that mixes branches); a missing `ordering_value` column or nulls mean "no
-    ordering value" (Hudi reads null, and Spark SQL writes 0, as natural order).
+    Every ordering value goes into the one wrapper of its Arrow type (int64 -> LongWrapper,
+    timestamps -> TimestampMicrosWrapper ...); hudi-rs rejects a block that mixes them. A
+    missing `ordering_value` column or nulls mean "no ordering value", which Hudi (like
+    Spark SQL's 0) reads as a natural-order delete.
     """
+    n = records.num_rows
     keys = records.column(DELETE_RECORD_KEY).to_pylist()
     partitions = (
         records.column(DELETE_PARTITION_PATH).to_pylist()
         if DELETE_PARTITION_PATH in records.column_names
-        else [None] * records.num_rows
+        else [None] * n
     )
     if DELETE_ORDERING_VALUE in records.column_names:
         ordering = records.column(DELETE_ORDERING_VALUE).combine_chunks()
     else:
-        ordering = pa.nulls(records.num_rows)
-    branch = _ordering_branch(ordering.type)
-    values = _ordering_physical(ordering, branch) if branch else [None] * records.num_rows
-    writer = _BRANCH_WRITERS[branch]
-    body = bytearray()
-    if records.num_rows:
-        body += _zigzag(records.num_rows)
-        value_buf = io.BytesIO()
-        for key, partition, value in zip(keys, partitions, values):
-            body += _avro_string(key)
-            body += _avro_string(partition)
-            if value is None:
-                body += b"\x00"
-                continue
-            body += _zigzag(branch)
-            value_buf.seek(0)
-            value_buf.truncate()
-            fastavro.schemaless_writer(value_buf, writer, value)
-            body += value_buf.getvalue()
-    body += b"\x00"  # end of the array
-    return _TWO_INTS.pack(DELETE_BLOCK_VERSION, len(body)) + bytes(body)
+        ordering = pa.nulls(n)
+    wrapper = _ordering_wrapper(ordering.type)
+    values = _ordering_physical(ordering, wrapper) if wrapper is not None else [None] * n
+    full_name = f"org.apache.hudi.avro.model.{wrapper}"
+    entries = [
+        {
+            "recordKey": key,
+            "partitionPath": partition,
+            "orderingVal": None if value is None else (full_name, {"value": value}),
+        }
+        for key, partition, value in zip(keys, partitions, values)
+    ]
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, _DELETE_SCHEMA, {"deleteRecordList": entries})
+    payload = out.getvalue()
+    return _TWO_INTS.pack(DELETE_BLOCK_VERSION, len(payload)) + payload
 
 
-def _ordering_array(values: list[Any]) -> pa.Array:
-    """One Arrow array of decoded ordering values (one type per block, as hudi-rs requires)."""
-    kinds = {type(v) for v in values if v is not None}
-    if len(kinds) > 1 and not kinds <= {int, float}:
-        raise CorruptTableError(f"delete block mixes ordering value types {sorted(k.__name__ for k in kinds)}")
-    if kinds == {Decimal}:
-        return pa.array(values, pa.decimal128(30, _DECIMAL_SCALE))
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise CorruptTableError(f"delete block ordering values cannot be read: {exc}") from exc
+def _ordering_array(wrapped: list[Any]) -> pa.Array:
+    """One Arrow array of decoded `(wrapper name, {"value": v})` ordering values."""
+    names = {w[0].rsplit(".", 1)[-1] for w in wrapped if w is not None}
+    if not names:
+        return pa.nulls(len(wrapped), pa.int64())
+    if names == {"IntWrapper", "LongWrapper"}:
+        names = {"LongWrapper"}
+    if len(names) > 1:
+        raise CorruptTableError(f"delete block mixes ordering value types {sorted(names)}")
+    (name,) = names
+    if name not in _WRAPPER_ARROW:
+        raise CorruptTableError(f"delete block ordering values of kind {name} are not supported")
+    physical, logical = _WRAPPER_ARROW[name]
+    values = pa.array([w[1]["value"] if w is not None else None for w in wrapped], physical)
+    return values if physical == logical else pc.cast(values, logical)
 
 
 def decode_delete_records(content: bytes) -> pa.Table:
@@ -416,10 +412,13 @@ def decode_delete_records(content: bytes) -> pa.Table:
         )
     if length != len(content) - 8:
         raise CorruptTableError(f"delete block payload is {len(content) - 8} bytes, framed as {length}")
+    buf = io.BytesIO(content[8:])
     try:
-        datum = fastavro.schemaless_reader(io.BytesIO(content[8:]), _DELETE_SCHEMA, None)
-    except (EOFError, ValueError, TypeError, IndexError, struct.error) as exc:
+        datum = fastavro.schemaless_reader(buf, _DELETE_SCHEMA, None, return_record_name=True)
+    except (EOFError, ValueError, TypeError, IndexError, KeyError, struct.error) as exc:
         raise CorruptTableError(f"delete block records cannot be decoded: {exc!r}") from exc
+    if buf.tell() != length:
+        raise CorruptTableError(f"delete block has {length - buf.tell()} bytes after its records")
     entries = datum["deleteRecordList"] if isinstance(datum, dict) else []
     return pa.table(
         {

@@ -9,13 +9,17 @@ A log file is a sequence of blocks, no file header. Each block, integers big-end
 counts the magic through the footer (the whole block minus the trailing long), so it is
 always `blockSize + 6`.
 
-Corrupt blocks are detected as Hudi's `HoodieLogFileReader` does: a block is sound when
-its magic is in place, `blockSize` does not run past the end of the file, the trailing
-long agrees with `blockSize`, and the next bytes are another magic or the end of the
-file. Here the inner structure must add up exactly too (header, content length, footer).
-A block that fails is reported as a `CorruptBlock` covering the bytes up to the next
-magic (or the end of the file), and scanning resumes there, so a torn or truncated write
-at the end of a file never hides the complete blocks before it.
+Corrupt blocks are detected as Hudi's `HoodieLogFileReader` does, by the magic and the
+sizes: a block is sound when its magic is in place, `blockSize` does not run past the
+end of the file and the trailing long agrees with `blockSize`. Here the inner structure
+must also add up exactly (version, type, header, content length, footer). Hudi also
+checks that a magic (or the end of the file) follows; that check is not made here: it
+would condemn a complete block because of damage AFTER it (for instance a torn next
+block), and the exact inner structure already catches a wrong `blockSize`. Whatever
+follows a sound block is judged on its own: bytes that do not form a sound block are
+reported as one `CorruptBlock` up to the next magic (or the end of the file), and
+scanning resumes there. So a torn or truncated write never hides the complete blocks
+before it, and a damaged block in the middle does not hide the ones after it.
 """
 
 from __future__ import annotations
@@ -150,8 +154,6 @@ def _frame_at(data: bytes, pos: int) -> RawBlock:
     (total,) = _LONG.unpack_from(data, end - 8)
     if total != block_size + len(MAGIC):
         raise _Malformed(f"trailing block length {total} does not match block size {block_size}")
-    if end != n and data[end : end + len(MAGIC)] != MAGIC:
-        raise _Malformed("no magic after the block")
     body_end = end - 8
     version, type_code = _TWO_INTS.unpack_from(data, pos + 14)
     if version != LOG_FORMAT_VERSION:

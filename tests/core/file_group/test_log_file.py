@@ -7,7 +7,6 @@ fixture tables Apache Hudi (Spark) wrote.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import logging
 import posixpath
 import struct
@@ -15,7 +14,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
-import fastavro
 import pyarrow as pa
 import pytest
 
@@ -41,7 +39,6 @@ from lakeward.core.file_group.log_file import (
     scan_blocks,
     write_log_blocks,
 )
-from lakeward.core.file_group.log_file.content import DELETE_RECORD_LIST_SCHEMA
 from lakeward.core.file_group.naming import log_file_name, parse_log_file_name
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, with_meta
 from lakeward.core.storage import Storage
@@ -189,46 +186,73 @@ def test_data_block_without_meta_columns_is_refused():
         data_block(rows, "20251121080100000", SCHEMA_JSON)
 
 
+#: Union index of each ordering-value wrapper in Hudi's HoodieDeleteRecord.orderingVal (0 is null).
+WRAPPER_INDEX = {
+    "BooleanWrapper": 1,
+    "IntWrapper": 2,
+    "LongWrapper": 3,
+    "FloatWrapper": 4,
+    "DoubleWrapper": 5,
+    "BytesWrapper": 6,
+    "StringWrapper": 7,
+    "DateWrapper": 8,
+    "DecimalWrapper": 9,
+    "TimeMicrosWrapper": 10,
+    "TimestampMicrosWrapper": 11,
+}
+_UTC = dt.UTC
+
+
 @pytest.mark.parametrize(
-    ("values", "branch"),
+    ("values", "wrapper", "back_type"),
     [
-        (pa.array([1, None, 3], pa.int32()), 1),
-        (pa.array([1, 2**40, 0], pa.int64()), 2),
-        (pa.array([1.5, 2.5, None], pa.float32()), 3),
-        (pa.array([1.5, -2.25, 3.0], pa.float64()), 4),
-        (pa.array([b"a", b"bc", None], pa.binary()), 5),
-        (pa.array(["x", "y", "z"], pa.string()), 6),
-        (pa.array([Decimal("1.5"), Decimal("-2.000000000000001"), None], pa.decimal128(30, 15)), 7),
-        (pa.array([dt.date(2024, 1, 1), dt.date(1969, 12, 31), None], pa.date32()), 8),
-        (pa.array([dt.datetime(2025, 1, 1, 0, 0, 0, 1000), None, dt.datetime(1970, 1, 1)], pa.timestamp("ms")), 11),
-        (pa.array([dt.datetime(2025, 1, 1, 0, 0, 0, 1), None, dt.datetime(2000, 1, 1)], pa.timestamp("us")), 12),
+        (pa.array([True, None, False]), "BooleanWrapper", pa.bool_()),
+        (pa.array([1, None, 3], pa.int32()), "IntWrapper", pa.int32()),
+        (pa.array([1, 2**40, 0], pa.int64()), "LongWrapper", pa.int64()),
+        (pa.array([1.5, 2.5, None], pa.float32()), "FloatWrapper", pa.float32()),
+        (pa.array([1.5, -2.25, 3.0], pa.float64()), "DoubleWrapper", pa.float64()),
+        (pa.array([b"a", b"bc", None], pa.binary()), "BytesWrapper", pa.binary()),
+        (pa.array(["x", "y", "z"], pa.string()), "StringWrapper", pa.string()),
+        (pa.array([dt.date(2024, 1, 1), dt.date(1969, 12, 31), None], pa.date32()), "DateWrapper", pa.date32()),
+        (
+            pa.array([Decimal("1.5"), Decimal("-2.000000000000001"), None], pa.decimal128(30, 15)),
+            "DecimalWrapper",
+            pa.decimal128(30, 15),
+        ),
+        (pa.array([dt.time(1, 2, 3, 4), None, dt.time(0)], pa.time64("us")), "TimeMicrosWrapper", pa.time64("us")),
+        (
+            pa.array([dt.datetime(2025, 1, 1, 0, 0, 0, 1, tzinfo=_UTC), None], pa.timestamp("us", "UTC")),
+            "TimestampMicrosWrapper",
+            pa.timestamp("us", "UTC"),
+        ),
+        (
+            pa.array([dt.datetime(2025, 1, 1, 0, 0, 0, 1000), dt.datetime(1970, 1, 1)], pa.timestamp("ms")),
+            "TimestampMicrosWrapper",
+            pa.timestamp("us", "UTC"),
+        ),
     ],
 )
-def test_delete_block_ordering_values_round_trip_in_one_union_branch(values: pa.Array, branch: int):
-    block = DeleteBlock.create("20251121080200000", SCHEMA_JSON, ["a", "b", "c"], ["p=1", "p=2", "p=3"], values)
-    encoded = encode_block(block)
-    [raw] = list(scan_blocks(encoded))
+def test_delete_block_ordering_values_round_trip_in_one_wrapper(values: pa.Array, wrapper: str, back_type: pa.DataType):
+    n = len(values)
+    keys, partitions = [f"k{i}" for i in range(n)], [f"p={i}" for i in range(n)]
+    block = DeleteBlock.create("20251121080200000", SCHEMA_JSON, keys, partitions, values)
+    [raw] = list(scan_blocks(encode_block(block)))
     back = decode_block(raw)
+
     assert isinstance(back, DeleteBlock)
-    assert back.records.column("record_key").to_pylist() == ["a", "b", "c"]
-    assert back.records.column("partition_path").to_pylist() == ["p=1", "p=2", "p=3"]
-    got = back.records.column("ordering_value").to_pylist()
-    want = values.to_pylist()
-    if pa.types.is_timestamp(values.type):  # Avro timestamps are UTC instants
-        want = [v.replace(tzinfo=dt.UTC) if v is not None else None for v in want]
-    if pa.types.is_decimal(values.type):
-        got = [Decimal(v).normalize() if v is not None else None for v in got]
-        want = [Decimal(v).normalize() if v is not None else None for v in want]
-    assert got == want
-    # Every non-null value sits in the union branch of its Arrow type (hudi-rs rejects mixed branches).
-    payload = raw.content[8:]
-    assert _ordering_branches(payload) == [branch if v is not None else 0 for v in values.to_pylist()]
+    assert back.records.column("record_key").to_pylist() == keys
+    assert back.records.column("partition_path").to_pylist() == partitions
+    ordering = back.records.column("ordering_value")
+    assert ordering.type == back_type
+    assert ordering.to_pylist() == values.cast(back_type).to_pylist()
+    # Hand-decoded: every non-null value sits in its type's wrapper (hudi-rs rejects mixed branches).
+    assert _ordering_branches(raw.content[8:]) == [
+        WRAPPER_INDEX[wrapper] if v is not None else 0 for v in values.to_pylist()
+    ]
 
 
 def _ordering_branches(payload: bytes) -> list[int]:
-    """Union branch indices of orderingVal in a HoodieDeleteRecordList datum (hand-decoded)."""
-    branches = DELETE_RECORD_LIST_SCHEMA["fields"][0]["type"]["items"]["fields"][2]["type"]
-    parsed = [fastavro.parse_schema(b) if b != "null" else None for b in branches]
+    """Union indices of orderingVal in a HoodieDeleteRecordList datum, decoded by hand."""
     pos = 0
 
     def varint() -> int:
@@ -242,27 +266,37 @@ def _ordering_branches(payload: bytes) -> list[int]:
             if not byte & 0x80:
                 return (result >> 1) ^ -(result & 1)
 
+    def skip_bytes() -> None:
+        nonlocal pos
+        length = varint()
+        pos += length
+
     out = []
-    count = varint()
-    for _ in range(count):
-        for _ in range(2):  # recordKey, partitionPath
+    for _ in range(varint()):  # one array block
+        for _ in range(2):  # recordKey, partitionPath: union [null, string]
             if varint():
-                length = varint()
-                pos += length
+                skip_bytes()
         branch = varint()
         out.append(branch)
-        if branch:
-            buf = io.BytesIO(payload[pos:])
-            fastavro.schemaless_reader(buf, parsed[branch], None)
-            pos += buf.tell()
-    assert varint() == 0
+        if branch == 1:  # boolean
+            pos += 1
+        elif branch == 4:  # float
+            pos += 4
+        elif branch == 5:  # double
+            pos += 8
+        elif branch in (6, 7, 9):  # bytes, string, decimal (bytes)
+            skip_bytes()
+        elif branch:  # int, long, date, time, timestamp: zig-zag varints
+            varint()
+    assert varint() == 0  # end of the array
     assert pos == len(payload)
     return out
 
 
-def test_delete_block_of_boolean_ordering_values_is_refused():
-    block = DeleteBlock.create("20251121080200000", SCHEMA_JSON, ["a"], "p=1", pa.array([True]))
-    with pytest.raises(SchemaError, match="bool"):
+def test_delete_block_of_unsupported_ordering_values_is_refused():
+    values = pa.array([{"a": 1}], pa.struct([("a", pa.int32())]))
+    block = DeleteBlock.create("20251121080200000", SCHEMA_JSON, ["a"], "p=1", values)
+    with pytest.raises(SchemaError, match="struct"):
         encode_block(block)
 
 
@@ -313,7 +347,7 @@ def test_hudi_written_log_files_decode_and_reencode_to_the_same_bytes(
         assert seen == [BlockType.PARQUET_DATA, BlockType.COMMAND, BlockType.PARQUET_DATA]
 
 
-def test_hudi_delete_block_fixture_holds_three_keys_with_long_zero_ordering(
+def test_hudi_delete_block_fixture_holds_three_keys_with_spark_sql_default_ordering(
     fixture_table: Callable[[str, str], str],
 ):
     base = fixture_table("mor/avro", "v6_trips_8i3d")
@@ -322,8 +356,9 @@ def test_hudi_delete_block_fixture_holds_three_keys_with_long_zero_ordering(
     assert isinstance(block, DeleteBlock)
     assert block.records.num_rows == 3
     assert block.records.column("partition_path").to_pylist() == ["city=san_francisco"] * 3
+    # Spark SQL DELETE writes Java's default ordering value, Integer 0, in an IntWrapper.
     assert block.records.column("ordering_value").to_pylist() == [0, 0, 0]
-    assert block.records.schema.field("ordering_value").type == pa.int64()
+    assert block.records.schema.field("ordering_value").type == pa.int32()
 
 
 # -- damaged files ---------------------------------------------------------------------------
