@@ -185,7 +185,10 @@ def _delete_orderings(block: DeleteBlock, ordering_type: pa.DataType) -> tuple[p
     if pa.types.is_null(values.type):
         return pa.nulls(n, ordering_type), np.ones(n, dtype=bool)
     if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_decimal(values.type):
-        natural |= pc.fill_null(pc.equal(values, pa.scalar(0).cast(values.type)), False).to_numpy(zero_copy_only=False)
+        zero = pc.equal(pc.cast(values, pa.float64(), safe=False), 0.0)
+        natural |= pc.fill_null(zero, False).to_numpy(zero_copy_only=False)
+    if natural.all():  # e.g. Spark SQL's Integer 0 for a timestamp ordering field: nothing to compare
+        return pa.nulls(n, ordering_type), natural
     try:
         cast = pc.cast(values, ordering_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

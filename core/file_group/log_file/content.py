@@ -6,7 +6,11 @@ Format doc 6.4-6.6. Every function here is pure (bytes and Arrow in, bytes and A
   int byte length and the record as a schemaless Avro datum of the header's `SCHEMA`.
 - Parquet data block (type 5): one complete Parquet file.
 - Delete block (type 1, content version 3): int version, int payload length, then one Avro
-  datum of `HoodieDeleteRecordList` (record key, partition path, ordering value).
+  datum of `HoodieDeleteRecordList` (record key, partition path, ordering value). The
+  ordering value is a union of one-field wrapper records (`IntWrapper`, `LongWrapper`,
+  ...), as Java's `HoodieAvroUtils.wrapValueIntoAvro` writes it and hudi-rs 0.5.0 reads
+  it; the flat union of primitives in the format doc's 6.6 decodes the same bytes only
+  for small values (its branch 2, `long`, is the wrapper list's `IntWrapper`).
 
 Avro is encoded and decoded with fastavro, one datum per record (the format frames every
 record with its own length, so there is no container to hand over whole). To keep the

@@ -174,6 +174,14 @@ def data_block(
     return ParquetDataBlock(header=header, records=_with_meta_first(records), compression=compression)
 
 
+def _string_array(values: pa.Array | pa.ChunkedArray | list[str]) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values if pa.types.is_string(values.type) else values.cast(pa.string())
+    return pa.array(values, pa.string())
+
+
 @dataclass(frozen=True, kw_only=True)
 class DeleteBlock(LogBlock):
     """Type 1: keys deleted by one instant; columns record_key, partition_path, ordering_value."""
@@ -192,25 +200,27 @@ class DeleteBlock(LogBlock):
         cls,
         instant_time: str,
         schema_json: str,
-        record_keys: pa.Array | list[str],
-        partition_paths: pa.Array | list[str] | str,
-        ordering_values: pa.Array | list[object] | None = None,
+        record_keys: pa.Array | pa.ChunkedArray | list[str],
+        partition_paths: pa.Array | pa.ChunkedArray | list[str] | str,
+        ordering_values: pa.Array | pa.ChunkedArray | list[object] | None = None,
     ) -> DeleteBlock:
         """Deletes of `record_keys`; `ordering_values` (the table's ordering field type) are optional.
 
         Hudi reads a delete without an ordering value (null, or Spark SQL's 0) as a
         natural-order delete: it removes every earlier version of the key.
         """
-        keys = pa.array(record_keys, pa.string()) if not isinstance(record_keys, pa.Array) else record_keys
+        keys = _string_array(record_keys)
         if isinstance(partition_paths, str):
             partitions = pa.array([partition_paths] * len(keys), pa.string())
         else:
-            partitions = pa.array(partition_paths, pa.string())
+            partitions = _string_array(partition_paths)
         columns: dict[str, pa.Array] = {DELETE_RECORD_KEY: keys, DELETE_PARTITION_PATH: partitions}
-        if ordering_values is not None:
-            columns[DELETE_ORDERING_VALUE] = (
-                ordering_values if isinstance(ordering_values, pa.Array) else pa.array(ordering_values)
-            )
+        if isinstance(ordering_values, pa.ChunkedArray):
+            columns[DELETE_ORDERING_VALUE] = ordering_values.combine_chunks()
+        elif isinstance(ordering_values, pa.Array):
+            columns[DELETE_ORDERING_VALUE] = ordering_values
+        elif ordering_values is not None:
+            columns[DELETE_ORDERING_VALUE] = pa.array(ordering_values)
         else:
             columns[DELETE_ORDERING_VALUE] = pa.nulls(len(keys))
         header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}

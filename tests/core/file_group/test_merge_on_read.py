@@ -6,8 +6,10 @@ the expected rows are worked out by hand in each test.
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
 import struct
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -349,3 +351,52 @@ def test_file_system_view_groups_written_log_files_into_the_base_slice(storage: 
     assert found.base_file == slices[0].base_file
     assert [f.version for f in found.log_files] == [1, 2]
     assert [f.path for f in found.log_files] == [f.path for f in slices[0].log_files]
+
+
+@pytest.mark.parametrize(
+    ("ordering_type", "low", "mid", "high"),
+    [
+        (pa.decimal128(10, 2), Decimal("4.00"), Decimal("5.00"), Decimal("6.50")),
+        (
+            pa.timestamp("us", "UTC"),
+            dt.datetime(2025, 1, 1, tzinfo=dt.UTC),
+            dt.datetime(2025, 1, 2, tzinfo=dt.UTC),
+            dt.datetime(2025, 1, 3, tzinfo=dt.UTC),
+        ),
+        (pa.string(), "b", "c", "d"),
+        (pa.int32(), 4, 5, 6),
+    ],
+)
+def test_event_time_deletes_compare_ordering_values_of_any_type(
+    storage: Storage, ordering_type: pa.DataType, low: object, mid: object, high: object
+):
+    data = pa.schema([("id", pa.string()), ("ts", ordering_type)])
+    full = with_meta(data)
+    schema_json = avro_schema_json(data, "t", with_meta=True)
+    keys = ["k1", "k2", "k3"]
+    base_rows = pa.table(
+        {
+            "_hoodie_commit_time": [T0] * 3,
+            "_hoodie_commit_seqno": [f"{T0}_0_{i}" for i in range(3)],
+            "_hoodie_record_key": keys,
+            "_hoodie_partition_path": [PARTITION] * 3,
+            "_hoodie_file_name": [FILE_ID] * 3,
+            "id": keys,
+            "ts": pa.array([mid] * 3, ordering_type),
+        },
+        schema=full,
+    )
+    path = posixpath.join(PARTITION, base_file_name(FILE_ID, "0-0-0", T0))
+    base = BaseFile(path, FILE_ID, T0, write_base_file(storage, path, base_rows, schema_json, BloomSettings()))
+    logs = _log(
+        storage,
+        # Spark SQL's DELETE: Java's default ordering value, Integer 0, whatever the field's type.
+        [DeleteBlock.create(T1, schema_json, ["k1"], PARTITION, pa.array([0], pa.int32()))],
+        [DeleteBlock.create(T2, schema_json, ["k2", "k3"], PARTITION, pa.array([low, high], ordering_type))],
+    )
+    file_slice = FileSlice(PARTITION, FILE_ID, T0, base, logs)
+    instants = VisibleInstants(frozenset({T0, T1, T2}))
+    merged = read_merged_file_slice(storage, file_slice, full, instants, EVENT_TIME)
+    assert merged.column("id").to_pylist() == ["k2"]  # k1: natural-order delete; k3: newer delete
+    merged = read_merged_file_slice(storage, file_slice, full, instants, COMMIT_TIME)
+    assert merged.num_rows == 0
