@@ -65,7 +65,12 @@ class LogFileWriter:
         write_token: str,
         *,
         max_file_size: int = DEFAULT_MAX_LOG_FILE_SIZE,
+        latest_version: int | None = None,
     ):
+        """`latest_version`: the slice's highest log version if the caller knows it (from the
+        file-system view), which saves listing the partition; a version taken meanwhile by
+        another writer is skipped either way.
+        """
         if max_file_size <= 0:
             raise ValueError(f"{MAX_LOG_FILE_SIZE_KEY} must be positive, got {max_file_size}")
         self.storage = storage
@@ -74,6 +79,7 @@ class LogFileWriter:
         self.base_instant_time = base_instant_time
         self.write_token = write_token
         self.max_file_size = max_file_size
+        self._latest_version = latest_version
 
     def _path(self, name: str) -> str:
         return posixpath.join(self.partition_path, name) if self.partition_path else name
@@ -110,11 +116,14 @@ class LogFileWriter:
         if current:
             groups.append(current)
         written: list[WrittenLogFile] = []
-        version = self.latest_version() + 1
+        if not groups:
+            return written
+        if self._latest_version is None:
+            self._latest_version = self.latest_version()
         for group in groups:
-            log_file = self._create(version, b"".join(encoded for _, encoded in group))
+            log_file = self._create(self._latest_version + 1, b"".join(encoded for _, encoded in group))
             written.append(_describe(log_file, [b for b, _ in group]))
-            version = log_file.version + 1
+            self._latest_version = log_file.version
         return written
 
     def _create(self, version: int, data: bytes) -> LogFile:
@@ -149,9 +158,16 @@ def write_log_blocks(
     blocks: Sequence[LogBlock],
     *,
     max_file_size: int = DEFAULT_MAX_LOG_FILE_SIZE,
+    latest_version: int | None = None,
 ) -> list[WrittenLogFile]:
     """`LogFileWriter(...).append(blocks)` as one plain function (for engine tasks)."""
     writer = LogFileWriter(
-        storage, partition_path, file_id, base_instant_time, write_token, max_file_size=max_file_size
+        storage,
+        partition_path,
+        file_id,
+        base_instant_time,
+        write_token,
+        max_file_size=max_file_size,
+        latest_version=latest_version,
     )
     return writer.append(blocks)

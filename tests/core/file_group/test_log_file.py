@@ -485,6 +485,17 @@ def test_each_append_starts_the_next_version_and_never_rewrites_a_file(tmp_path:
     assert other[0].log_file.version == 1
 
 
+def test_a_known_latest_version_saves_the_listing_and_taken_versions_are_still_skipped(tmp_path: Path):
+    storage = _storage(tmp_path)
+    _writer(storage).append(_three_blocks()[:1])  # version 1
+    [known] = LogFileWriter(storage, "p=1", FILE_ID, BASE_INSTANT, TOKEN, latest_version=1).append(_three_blocks()[1:2])
+    assert known.log_file.version == 2
+    # A stale hint (version 1 while 2 exists): the atomic create skips the taken version.
+    [stale] = write_log_blocks(storage, "p=1", FILE_ID, BASE_INSTANT, TOKEN, _three_blocks()[2:], latest_version=1)
+    assert stale.log_file.version == 3
+    assert [b.block_type for b in read_log_file(storage, known.log_file.path)] == [_three_blocks()[1].block_type]
+
+
 def test_rollover_starts_a_new_version_once_a_file_passes_the_max_size(tmp_path: Path):
     storage = _storage(tmp_path)
     instants = [f"2025112108{i:02d}00000" for i in range(1, 8)]
