@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,16 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
-from lakeward.core.engine.spark.read import slice_from_json, slice_to_json
+from lakeward.core.engine.spark.read import spark_path
 from lakeward.core.exceptions import SchemaError
-from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.schema import META_COLUMNS
-from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.local_plane import IS_DELETED, to_arrow
@@ -72,29 +72,12 @@ def _whole_partition(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
     return pa.Table.from_batches(collected) if collected else None
 
 
-def read_record_keys(storage: Storage, slices: Sequence[FileSlice]) -> pa.Table:
-    """(partition path, record key, file id) of every record in the slices' base files."""
-    parts = []
-    for file_slice in slices:
-        if file_slice.base_file is None:
-            continue
-        keys = read_base_file(storage, file_slice.base_file.path, columns=["_hoodie_record_key"]).column(0)
-        n = len(keys)
-        parts.append(
-            pa.table(
-                {
-                    "__lw_partition": pa.repeat(pa.scalar(file_slice.partition_path, pa.string()), n),
-                    "__lw_key": pc.cast(keys, pa.string()),
-                    LOCATION: pa.repeat(pa.scalar(file_slice.file_id, pa.string()), n),
-                }
-            )
-        )
-    if not parts:
-        return pa.table({"__lw_partition": [], "__lw_key": [], LOCATION: []}, schema=_KEYS_SCHEMA)
-    return pa.concat_tables(parts)
+@dataclass
+class SparkRecords:
+    """The keyed, de-duplicated batch (persisted on the executors) and its row count per partition."""
 
-
-_KEYS_SCHEMA = pa.schema([("__lw_partition", pa.string()), ("__lw_key", pa.string()), (LOCATION, pa.string())])
+    frame: DataFrame
+    partitions: dict[str, int]
 
 
 class SparkDataPlane:
@@ -150,9 +133,16 @@ class SparkDataPlane:
             records = records.repartition(PARTITION_PATH, RECORD_KEY).mapInArrow(dedup, keyed_schema)
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
         # Materialise now: bad keys fail here, before any instant exists.
-        counted = _spark_errors(lambda: records.selectExpr("count(*) AS n").collect()[0]["n"])
-        log.info("spark write: %d record(s) prepared", counted)
-        return Prepared(schema, records, release=records.unpersist)
+        started = time.monotonic()
+        per_partition = _spark_errors(lambda: records.groupBy(PARTITION_PATH).count().collect())
+        partitions_in_batch = {r[0] or "": int(r[1]) for r in per_partition}
+        log.info(
+            "spark write: %d record(s) in %d partition(s) keyed and de-duplicated in %.2fs",
+            sum(partitions_in_batch.values()),
+            len(partitions_in_batch),
+            time.monotonic() - started,
+        )
+        return Prepared(schema, SparkRecords(records, partitions_in_batch), release=records.unpersist)
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(
@@ -167,10 +157,8 @@ class SparkDataPlane:
             dropped = set(partitions or [])
             return WritePlan([], lambda ctx: [], set(), self.client.live_groups(view, lambda p: p in dropped))
 
-        records: DataFrame = prepared.records
-        batch_partitions = {
-            r[0] or "" for r in _spark_errors(lambda: records.select(PARTITION_PATH).distinct().collect())
-        }
+        records: DataFrame = prepared.records.frame
+        batch_partitions = set(prepared.records.partitions)
         replaced: dict[str, list[str]] = {}
         if operation.replaces:
             replaced = self.client.live_groups(
@@ -193,10 +181,20 @@ class SparkDataPlane:
             tagged = self._tag_by_join(records, candidates)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
-        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+        if self.write_config.index_type == "BUCKET" or (tag and candidates):
+            tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)  # a join: do it once for counts and writes
 
+        started = time.monotonic()
         counts = _spark_errors(
             lambda: tagged.groupBy(PARTITION_PATH, LOCATION, IS_DELETE).count().collect()  # one row per file group
+        )
+        if tagged.is_cached:
+            records.unpersist()  # the tagged copy holds everything from here on
+        log.info(
+            "spark write: tagged against %d file slice(s) into %d group(s) in %.2fs",
+            len(candidates),
+            len(counts),
+            time.monotonic() - started,
         )
         located: dict[tuple[str, str], int] = {}
         new_rows: dict[str, int] = {}
@@ -240,7 +238,8 @@ class SparkDataPlane:
         previous_release = prepared.release
 
         def release() -> None:
-            tagged.unpersist()
+            if tagged.is_cached:
+                tagged.unpersist()
             previous_release()
 
         prepared.release = release
@@ -253,23 +252,23 @@ class SparkDataPlane:
 
     # -- tagging -------------------------------------------------------------------------------
     def _tag_by_join(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
-        """LOCATION = file id of the base file that holds the key (a join with the files' keys)."""
-        storage_uri, options = self.storage.uri, dict(self.storage.options)
-        num_tasks = max(1, min(len(candidates), self.engine.default_parallelism * 2))
-        payload = [(json.dumps([slice_to_json(s) for s in candidates[i::num_tasks]]),) for i in range(num_tasks)]
+        """LOCATION = file id of the base file that holds the key: a join with the keys of the candidate files.
 
-        def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            storage = Storage.for_uri(storage_uri, options)
-            for batch in batches:
-                for text in batch.column(0).to_pylist():
-                    group = [slice_from_json(d) for d in json.loads(text)]
-                    yield from read_record_keys(storage, group).to_batches()
+        The keys are read by Spark's native Parquet scan of the `_hoodie_record_key` and
+        `_hoodie_partition_path` columns only; the file id comes from the file's name.
+        """
+        from pyspark.sql import functions as F
 
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        keys_schema = StructType([StructField(n, StringType(), True) for n in ("__lw_partition", "__lw_key", LOCATION)])
-        files = self.spark.createDataFrame(payload, "slices string").repartition(len(payload))
-        keys = files.mapInArrow(read_keys, keys_schema)
+        paths = [spark_path(self.storage, s.base_file.path) for s in candidates if s.base_file is not None]
+        keys = (
+            self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
+            .parquet(*paths)
+            .select(
+                F.col("_hoodie_partition_path").alias("__lw_partition"),
+                F.col("_hoodie_record_key").alias("__lw_key"),
+                F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
+            )
+        )
         condition = (records[PARTITION_PATH] == keys["__lw_partition"]) & (records[RECORD_KEY] == keys["__lw_key"])
         return records.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
 
@@ -390,13 +389,15 @@ class SparkDataPlane:
 
         description = f"lakeward: write {ctx.instant_time}"
         self.spark.sparkContext.setJobDescription(description)
+        started = time.monotonic()
         try:
             rows = _spark_errors(
                 lambda: routed.groupBy(PARTITION_PATH, LOCATION).applyInArrow(write_group, "stat string").collect()
             )
+            log.info("spark write: %d file group(s) written in %.2fs", len(rows), time.monotonic() - started)
         finally:
             self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
         return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
 
 
-__all__ = ["SparkDataPlane", "read_record_keys"]
+__all__ = ["SparkDataPlane", "SparkRecords"]
