@@ -5,13 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.config.table import (
+    DEFAULT_MERGER_STRATEGY,
     DEFAULT_PAYLOAD,
+    MERGER_STRATEGY_KEY,
     OVERWRITE_WITH_LATEST_PAYLOAD,
     TIMESTAMP_KEYGEN_KEYS,
     KeyGeneratorType,
@@ -97,7 +100,7 @@ class Table:
         partition_by: str | Sequence[str] | None = None,
         ordering_field: str | None = None,
         table_name: str | None = None,
-        table_type: str = "COPY_ON_WRITE",
+        table_type: str | None = None,
         key_generator: str | None = None,
         hive_style_partitioning: bool | None = None,
         url_encode_partitions: bool | None = None,
@@ -108,7 +111,8 @@ class Table:
     ) -> Table:
         """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
 
-        Raises TableExistsError if a table is already there.
+        `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
+        `hoodie.datasource.write.table.type`). Raises TableExistsError if a table is already there.
         """
         opts = dict(options or {})
         storage = Storage.for_uri(path, storage_options)
@@ -141,7 +145,13 @@ class Table:
         config = TableConfig(
             name=str(name),
             table_type=TableType.parse(
-                str(opts.get("hoodie.datasource.write.table.type", table_type)), "hoodie.datasource.write.table.type"
+                str(
+                    table_type
+                    or opts.get("hoodie.datasource.write.table.type")
+                    or opts.get("hoodie.table.type")
+                    or TableType.COPY_ON_WRITE.value
+                ),
+                "table_type" if table_type else "hoodie.datasource.write.table.type",
             ),
             record_key_fields=record_fields,
             partition_fields=partition_fields,
@@ -163,7 +173,8 @@ class Table:
             keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
         )
         if config.table_type is TableType.MERGE_ON_READ:
-            raise ConfigError("table type MERGE_ON_READ is not supported yet: create COPY_ON_WRITE tables")
+            # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
+            config = replace(config, extra={**config.extra, MERGER_STRATEGY_KEY: DEFAULT_MERGER_STRATEGY})
         if schema is not None:
             missing = [f for f in (*record_fields, *partition_fields) if f not in schema.names]
             if missing:

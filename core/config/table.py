@@ -60,6 +60,11 @@ class KeyGeneratorType(str, Enum):
 OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 SUPPORTED_PAYLOADS = (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD)
+#: `hoodie.compaction.record.merger.strategy`, which Hudi 0.14/0.15 records for merge-on-read
+#: tables; the value is its default (event-time) strategy id. Readers decide by the payload
+#: class first (hudi-rs too), so it is informational.
+MERGER_STRATEGY_KEY = "hoodie.compaction.record.merger.strategy"
+DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 
 TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timestamp.type",

@@ -66,9 +66,19 @@ class WriteConfig(BaseModel):
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
     failed_writes_cleaner_policy: Literal["EAGER"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
     parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
+    #: Merge-on-read: how data blocks hold their records (Avro, as Hudi's default, or Parquet).
+    log_block_format: Literal["avro", "parquet"] = Field("avro", alias="hoodie.logfile.data.block.format")
+    #: Merge-on-read: a log file rolls over to the next version past this size (Hudi: 1 GiB).
+    log_max_size: int = Field(1024 * 1024 * 1024, alias="hoodie.logfile.max.size", gt=0)
 
     @field_validator(
-        "compression", "index_type", "bloom_filter_type", "markers_type", "failed_writes_cleaner_policy", mode="before"
+        "compression",
+        "index_type",
+        "bloom_filter_type",
+        "markers_type",
+        "failed_writes_cleaner_policy",
+        "log_block_format",
+        mode="before",
     )
     @classmethod
     def _normalize_enum(cls, value: Any) -> Any:
@@ -79,7 +89,7 @@ class WriteConfig(BaseModel):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("compression", mode="before")
+    @field_validator("compression", "log_block_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value

@@ -4,6 +4,16 @@ Plan (`HoodieRollbackPlan` in `<r>.rollback.requested`), execution (delete the d
 the failed instant wrote), then the completed `<r>.rollback` (`HoodieRollbackMetadata`)
 and removal of the failed instant's timeline files. Every step is idempotent, so a
 rollback interrupted at any point can simply be run again.
+
+Merge-on-read: a failed deltacommit's log files are found through its APPEND markers,
+which name the exact log file versions it created. Every append writes a new log file
+version, whole, holding only that instant's blocks, so those files are deleted (as Hudi
+1.x does; Hudi 0.14/0.15 appends a rollback command block instead, which readers treat
+the same). A file is deleted only if every block in it carries the failed instant's time;
+a marker whose version was taken by another writer names someone else's file, which is
+left alone. The plan has one `HoodieRollbackRequest` per file group with log files
+(`fileId`, `latestBaseInstant` = the slice's base instant, `filesToBeDeleted`); the
+metadata lists them in `successDeleteFiles` and `logFilesFromFailedCommit` (path -> size).
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.transitions import (
@@ -24,7 +34,7 @@ from lakeward.core.timeline.transitions import (
     read_instant,
     transition_to_inflight,
 )
-from lakeward.core.write.markers import delete_markers, list_markers
+from lakeward.core.write.markers import delete_markers, list_markers, log_file_written_by
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +47,19 @@ class RollbackResult:
 
 
 def _files_written(storage: Storage, instant: Instant) -> list[str]:
-    """Data files of a failed instant: its markers, else base files named with its time."""
+    """Data files of a failed instant: its markers, else base files named with its time.
+
+    Log files (APPEND markers) only when they exist and hold the instant's blocks alone.
+    """
     markers = list_markers(storage, instant.time)
     if markers:
-        return sorted({m.data_path for m in markers})
+        return sorted(
+            {
+                m.data_path
+                for m in markers
+                if m.io_type != "APPEND" or log_file_written_by(storage, m.data_path, instant.time)
+            }
+        )
     log.warning("instant %s has no markers; rolling back by listing files named with it", instant.time)
     found = []
     for entry in storage.list_dir("", recursive=True):
@@ -61,19 +80,11 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
         by_partition[posixpath.dirname(path)].append(path)
+    log_sizes = {path: storage.size(path) for path in files if _log_file(path) is not None}
     instant_info = {"commitTime": instant.time, "action": instant.action.value}
     plan = {
         "instantToRollback": instant_info,
-        "RollbackRequests": [
-            {
-                "partitionPath": partition,
-                "fileId": "",
-                "latestBaseInstant": "",
-                "filesToBeDeleted": [storage.full_path(p) for p in paths],
-                "logBlocksToBeDeleted": {},
-            }
-            for partition, paths in sorted(by_partition.items())
-        ],
+        "RollbackRequests": _rollback_requests(storage, by_partition),
         "version": 1,
     }
     requested = create_requested(
@@ -83,10 +94,49 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
     for path in files:
         storage.delete_file(path)
     delete_pending_files(storage, instant.time, instant.action)
-    _complete_rollback(storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000))
+    _complete_rollback(
+        storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000), log_sizes
+    )
     delete_markers(storage, instant.time)
     log.info("rolled back %s (%d file(s)) at %s", instant, len(files), rollback_time)
     return RollbackResult(rollback_time, instant.time, tuple(files))
+
+
+def _log_file(path: str) -> LogFileName | None:
+    return parse_log_file_name(posixpath.basename(path))
+
+
+def _rollback_requests(storage: Storage, by_partition: dict[str, list[str]]) -> list[dict[str, object]]:
+    """One request per partition for its base files, one per file group for its log files (as Hudi)."""
+    requests: list[dict[str, object]] = []
+    for partition, paths in sorted(by_partition.items()):
+        bases = [p for p in paths if _log_file(p) is None]
+        if bases:
+            requests.append(
+                {
+                    "partitionPath": partition,
+                    "fileId": "",
+                    "latestBaseInstant": "",
+                    "filesToBeDeleted": [storage.full_path(p) for p in bases],
+                    "logBlocksToBeDeleted": {},
+                }
+            )
+        logs: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for path in paths:
+            parsed = _log_file(path)
+            if parsed is not None:
+                logs[(parsed.file_id, parsed.base_instant_time)].append(path)
+        for (file_id, base_instant), log_paths in sorted(logs.items()):
+            requests.append(
+                {
+                    "partitionPath": partition,
+                    "fileId": file_id,
+                    "latestBaseInstant": base_instant,
+                    "filesToBeDeleted": [storage.full_path(p) for p in sorted(log_paths)],
+                    "logBlocksToBeDeleted": {},
+                }
+            )
+    return requests
 
 
 def failed_writes(timeline: Timeline, exclude: set[str] | None = None) -> list[Instant]:
@@ -126,7 +176,9 @@ def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
         by_partition[posixpath.dirname(path)].append(path)
-    _complete_rollback(storage, inflight, target, by_partition, 0)
+    # The files are gone by now: their sizes are unknown (Hudi stubs unknown log sizes as -1).
+    log_sizes = {path: -1 for path in files if _log_file(path) is not None}
+    _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
     delete_markers(storage, target["commitTime"])
     log.info("resumed rollback %s of %s", rollback.time, target["commitTime"])
     return RollbackResult(rollback.time, target["commitTime"], tuple(files))
@@ -138,7 +190,9 @@ def _complete_rollback(
     instant_info: dict[str, str],
     by_partition: dict[str, list[str]],
     elapsed_ms: int,
+    log_sizes: dict[str, int],
 ) -> None:
+    """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`."""
     metadata = {
         "startRollbackTime": inflight.time,
         "timeTakenInMillis": elapsed_ms,
@@ -150,7 +204,8 @@ def _complete_rollback(
                 "successDeleteFiles": [storage.full_path(p) for p in paths],
                 "failedDeleteFiles": [],
                 "rollbackLogFiles": None,
-                "logFilesFromFailedCommit": None,
+                "logFilesFromFailedCommit": {storage.full_path(p): log_sizes[p] for p in paths if p in log_sizes}
+                or None,
             }
             for partition, paths in by_partition.items()
         },

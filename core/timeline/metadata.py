@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
 
+#: Fields of `HoodieDeltaWriteStat` (a merge-on-read log append), after the common ones.
+DELTA_FIELDS = ("logVersion", "logOffset", "baseFile", "logFiles", "recordsStats")
+
 
 @dataclass
 class WriteStat:
-    """One file written by an instant. Field order is Jackson's, for byte-level familiarity."""
+    """One file written by an instant. Field order is Jackson's, for byte-level familiarity.
+
+    A log append (merge-on-read) is Hudi's `HoodieDeltaWriteStat`: `path` is the log file
+    written, `prevCommit` the slice's base instant, plus `logVersion`, `logOffset`,
+    `baseFile` (file name of the slice's base file, "" for a log-only slice) and `logFiles`
+    (names of the slice's log files known to the writer, including those written now). A
+    stat is a delta stat when `logFiles` is set; the delta fields are only serialised then.
+    """
 
     fileId: str
     path: str
@@ -36,9 +47,30 @@ class WriteStat:
     minEventTime: int | None = None
     maxEventTime: int | None = None
     runtimeStats: dict[str, int] | None = None
+    logVersion: int | None = None
+    logOffset: int | None = None
+    baseFile: str | None = None
+    logFiles: list[str] | None = None
+    #: Column statistics of the records (Hudi writes Jackson's empty Option: `{"val": null}`).
+    recordsStats: dict[str, Any] | None = None
+
+    @property
+    def is_delta(self) -> bool:
+        """A merge-on-read log append (`HoodieDeltaWriteStat`)."""
+        return self.logFiles is not None
+
+    def files(self) -> list[str]:
+        """Paths (relative to the base path) of the files this stat vouches for: `path`, and
+        for a log append every file in `logFiles` (a write that rolled over to several log
+        files lists them all there)."""
+        out = [self.path] if self.path else []
+        if self.logFiles:
+            folder = self.partitionPath or posixpath.dirname(self.path)
+            out += [posixpath.join(folder, name) if folder else name for name in self.logFiles]
+        return list(dict.fromkeys(out))
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if self.is_delta or f.name not in DELTA_FIELDS}
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> WriteStat:

@@ -20,7 +20,7 @@ import pyarrow as pa
 from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig, TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
-from lakeward.core.exceptions import ConcurrentWriteError, ConfigError, SchemaError
+from lakeward.core.exceptions import ConcurrentWriteError, SchemaError
 from lakeward.core.file_group.base_file import BloomSettings
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
@@ -51,7 +51,7 @@ from lakeward.core.timeline.transitions import (
 from lakeward.core.write import active
 from lakeward.core.write.handles import WriteContext
 from lakeward.core.write.local_plane import LocalDataPlane, to_arrow
-from lakeward.core.write.markers import delete_markers, reconcile_markers
+from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
@@ -86,8 +86,6 @@ class WriteClient:
         engine: Engine | str | None = None,
         lock: LockProvider | None = None,
     ):
-        if config.table_type is TableType.MERGE_ON_READ:
-            raise ConfigError("hoodie.table.type=MERGE_ON_READ: lakeward writes COPY_ON_WRITE tables only, for now")
         self.storage = storage
         self.config = config
         self.options = dict(options or {})
@@ -142,6 +140,16 @@ class WriteClient:
         return LocalDataPlane(self, engine)
 
     # -- shared by the data planes ----------------------------------------------------------
+    @property
+    def merge_on_read(self) -> bool:
+        return self.config.table_type is TableType.MERGE_ON_READ
+
+    def action_of(self, operation: WriteOperation) -> Action:
+        """The timeline action of a write: a merge-on-read write is a deltacommit (replaces stay replacecommits)."""
+        if self.merge_on_read and not operation.replaces:
+            return Action.DELTA_COMMIT
+        return operation.action
+
     def write_schema(self, batch_schema: pa.Schema, operation: WriteOperation, timeline: Timeline) -> pa.Schema:
         """The data schema this write commits (evolved additively), after checking the batch's columns."""
         names = [n for n in batch_schema.names if n not in META_COLUMNS]
@@ -220,7 +228,7 @@ class WriteClient:
                     avro_plans.REQUESTED_REPLACE_METADATA,
                     {"operationType": operation.value, "clusteringPlan": None, "extraMetadata": None, "version": 1},
                 )
-            requested = create_requested(self.storage, instant_time, operation.action, content)
+            requested = create_requested(self.storage, instant_time, self.action_of(operation), content)
             active.register(self.storage.uri, instant_time)
             return requested
 
@@ -237,8 +245,10 @@ class WriteClient:
         view = FileSystemView.load(self.storage, timeline)
         plan = plane.plan(prepared, operation, view, partitions)
         inflight = transition_to_inflight(self.storage, requested, self._workload(operation, plan.workload).to_bytes())
-        stats = plan.run(self._context(requested.time, prepared.schema))
-        reconcile_markers(self.storage, requested.time, [s.path for s in stats])
+        # A log append with nothing to write leaves a stat without a file: not part of the commit.
+        stats = [s for s in plan.run(self._context(requested.time, prepared.schema)) if s.path]
+        reconcile_markers(self.storage, requested.time, [f for s in stats for f in s.files()])
+        written = self._files_written(requested.time, stats)
 
         metadata = CommitMetadata(
             operationType=operation.value,
@@ -258,9 +268,17 @@ class WriteClient:
             num_inserts=sum(s.numInserts for s in stats),
             num_updates=sum(s.numUpdateWrites for s in stats),
             num_deletes=sum(s.numDeletes for s in stats),
-            files_written=tuple(s.path for s in stats),
+            files_written=written,
             replaced_file_groups=sum(len(v) for v in plan.replaced.values()),
         )
+
+    def _files_written(self, instant_time: str, stats: Sequence[WriteStat]) -> tuple[str, ...]:
+        """Every data file the commit holds. A log append that rolled over to several log files
+        names only the last in `path`; the others are among its `logFiles` and have markers."""
+        if not any(s.is_delta and len(s.logFiles or ()) > 1 for s in stats):
+            return tuple(s.path for s in stats)
+        marked = {m.data_path for m in list_markers(self.storage, instant_time)}
+        return tuple(f for s in stats for f in s.files() if f == s.path or f in marked)
 
     def _context(self, instant_time: str, schema: pa.Schema) -> WriteContext:
         wc = self.write_config
@@ -274,6 +292,9 @@ class WriteClient:
             compression=wc.compression,
             ordering_field=self.config.precombine_field,
             event_time_ordering=self.config.payload_class == DEFAULT_PAYLOAD,
+            merge_on_read=self.merge_on_read,
+            log_block_format=wc.log_block_format,
+            log_max_size=wc.log_max_size,
         )
 
     def _workload(self, operation: WriteOperation, entries: Sequence[WorkloadEntry]) -> CommitMetadata:
@@ -301,7 +322,8 @@ class WriteClient:
         # (a tiny commit's size is mostly its fixed footer: bloom filter, schema).
         threshold = max(1, self.write_config.small_file_limit)
         for instant in reversed(timeline.completed_writes()[-5:]):
-            stats = read_commit_metadata(self.storage, instant).write_stats()
+            # Base files only: log appends hold Avro (or Parquet) blocks of a few records each.
+            stats = [s for s in read_commit_metadata(self.storage, instant).write_stats() if not s.is_delta]
             count = sum(s.numWrites for s in stats)
             written = sum(s.totalWriteBytes for s in stats)
             if count > 0 and written > threshold:

@@ -1,8 +1,22 @@
-"""Per-file-group write work: create a new base file, or merge incoming records into a slice.
+"""Per-file-group write work: create a new base file, merge incoming records into a slice,
+or (merge-on-read) append them to the slice's log.
 
 `write_file_group` is a plain function of (context, task) over Arrow data: the local engine
 runs it in threads and the Spark engine as tasks, with the same results. It creates the
 marker before the data file, so a failed attempt can always be cleaned up.
+
+Which of the three a task does (Hudi's create, merge and append handles):
+
+- `append_to` set (merge-on-read): the incoming records become a data block (Avro, or
+  Parquet with `hoodie.logfile.data.block.format=parquet`) and the deletes a delete block,
+  written as the next log file version of that slice (`LogFileWriter`), named with the
+  slice's base instant and the task's write token, each file behind an APPEND marker.
+- else `base_file` set: the base file is rewritten with the records merged in (copy-on-write
+  updates; merge-on-read small files that receive inserts, which never have log files).
+  On a merge-on-read table a slice that has log files on storage is never rewritten from
+  its base file alone (the log's records would be lost): the task appends to its log
+  instead. That keeps a data plane that passes only base files (not slices) correct.
+- else: a new base file (a new file group).
 """
 
 from __future__ import annotations
@@ -17,14 +31,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.file_group.base_file import BloomSettings, read_base_file, reusable_bloom, write_base_file
-from lakeward.core.file_group.file_group import BaseFile
-from lakeward.core.file_group.naming import base_file_name, write_token
+from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
+from lakeward.core.file_group.log_file import (
+    DEFAULT_MAX_LOG_FILE_SIZE,
+    DataBlockFormat,
+    DeleteBlock,
+    LogBlock,
+    LogFileWriter,
+    data_block,
+)
+from lakeward.core.file_group.naming import base_file_name, parse_log_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.merge import merge_records
 from lakeward.core.schema import META_COLUMNS, conform_batch, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import WriteStat
-from lakeward.core.write.markers import create_marker
+from lakeward.core.write.markers import create_marker, delete_marker
+
+#: Marker IO types (Hudi's `IOType`).
+CREATE, MERGE, APPEND = "CREATE", "MERGE", "APPEND"
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,12 @@ class WriteContext:
     ordering_field: str | None
     event_time_ordering: bool
     stage_id: int = 0
+    #: The table is MERGE_ON_READ (writes to existing file groups may go to their logs).
+    merge_on_read: bool = False
+    #: `hoodie.logfile.data.block.format`: "avro" (Hudi's default) or "parquet".
+    log_block_format: str = DataBlockFormat.AVRO.value
+    #: `hoodie.logfile.max.size`: a log file rolls over to the next version past this size.
+    log_max_size: int = DEFAULT_MAX_LOG_FILE_SIZE
 
     @cached_property
     def storage(self) -> Storage:
@@ -72,10 +103,15 @@ class FileGroupWrite:
     attempt: int = 0
     #: False for plain inserts: incoming rows are appended, never matched to stored keys.
     match_keys: bool = True
+    #: Merge-on-read: append the incoming records (a data block) and `delete_keys` (a
+    #: delete block) to the log of this slice, the file group's latest, as a new log file
+    #: version. Its base instant names the log file; its log files give the latest version
+    #: (a hint: a version taken meanwhile is skipped) and the write stat's `logFiles`.
+    append_to: FileSlice | None = None
 
 
 def _with_meta_columns(ctx: WriteContext, rows: pa.Table, file_name: str, task_id: int) -> pa.Table:
-    """Incoming rows with fresh commit time, sequence numbers and file name."""
+    """Incoming rows with fresh commit time, sequence numbers and file name (log records: the file id)."""
     n = rows.num_rows
     counters = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     seqno = pc.binary_join_element_wise(f"{ctx.instant_time}_{task_id}_", counters, "")
@@ -98,14 +134,45 @@ def _renamed(ctx: WriteContext, kept: pa.Table, file_name: str) -> pa.Table:
     return kept.set_column(idx, "_hoodie_file_name", pa.repeat(pa.scalar(file_name, pa.string()), kept.num_rows))
 
 
+def _stored_log_files(ctx: WriteContext, task: FileGroupWrite, base: BaseFile) -> tuple[LogFile, ...]:
+    """Log files on storage of the slice whose base file is `base` (one listing of the partition)."""
+    found = []
+    for entry in ctx.storage.list_dir(task.partition_path):
+        parsed = parse_log_file_name(entry.name)
+        if (
+            parsed is not None
+            and not parsed.is_cdc
+            and parsed.file_id == task.file_id
+            and parsed.base_instant_time >= base.instant_time
+        ):
+            found.append(
+                LogFile(
+                    entry.path,
+                    parsed.file_id,
+                    parsed.base_instant_time,
+                    parsed.version,
+                    parsed.write_token,
+                    entry.size,
+                )
+            )
+    return tuple(sorted(found, key=lambda f: (f.base_instant_time, f.version, f.write_token)))
+
+
 def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
     """Write the new version of one file group and describe it as Hudi's write stat."""
+    if task.append_to is not None:
+        return append_to_log(ctx, task, task.append_to)
+    if ctx.merge_on_read and task.base_file is not None:
+        logs = _stored_log_files(ctx, task, task.base_file)
+        if logs:
+            base = task.base_file
+            return append_to_log(ctx, task, FileSlice(task.partition_path, task.file_id, base.instant_time, base, logs))
     started = time.monotonic()
     storage = ctx.storage
     token = write_token(task.task_id, ctx.stage_id, task.attempt)
     name = base_file_name(task.file_id, token, ctx.instant_time)
     path = posixpath.join(task.partition_path, name) if task.partition_path else name
-    create_marker(storage, ctx.instant_time, task.partition_path, name, "MERGE" if task.base_file else "CREATE")
+    create_marker(storage, ctx.instant_time, task.partition_path, name, MERGE if task.base_file else CREATE)
     ensure_partition_metadata(storage, task.partition_path, ctx.instant_time)
 
     incoming = task.incoming
@@ -160,3 +227,97 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
             "totalCreateTime": 0 if task.base_file else elapsed_ms,
         },
     )
+
+
+def _log_blocks(ctx: WriteContext, task: FileGroupWrite) -> list[LogBlock]:
+    """The blocks one append writes: a data block of the incoming records, then a delete block."""
+    blocks: list[LogBlock] = []
+    if task.incoming is not None and task.incoming.num_rows:
+        records = _with_meta_columns(ctx, task.incoming, task.file_id, task.task_id)
+        compression = "none" if ctx.compression == "uncompressed" else ctx.compression
+        blocks.append(
+            data_block(
+                records, ctx.instant_time, ctx.avro_schema_with_meta, ctx.log_block_format, compression=compression
+            )
+        )
+    if task.delete_keys is not None and len(task.delete_keys):
+        blocks.append(
+            DeleteBlock.create(
+                ctx.instant_time,
+                ctx.avro_schema_with_meta,
+                task.delete_keys,
+                task.partition_path,
+                task.delete_orderings if ctx.ordering_field else None,
+            )
+        )
+    return blocks
+
+
+def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice) -> WriteStat:
+    """Append the task's records and deletes to the log of `file_slice` (a new log file version).
+
+    The write stat is Hudi's `HoodieDeltaWriteStat`. Every record appended counts as an
+    update, as Hudi's append handle counts the records the index located in the file
+    group (with the BUCKET index that includes keys new to the bucket). If the blocks
+    roll over into several log files (`hoodie.logfile.max.size`), the one stat names the
+    last file in `path` and lists every file written in `logFiles`; Hudi writes one stat
+    per file there.
+    """
+    started = time.monotonic()
+    storage = ctx.storage
+    partition = task.partition_path
+    token = write_token(task.task_id, ctx.stage_id, task.attempt)
+    known = [
+        f.name for f in sorted(file_slice.log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token))
+    ]
+    base_name = file_slice.base_file.name if file_slice.base_file is not None else ""
+    stat = WriteStat(
+        fileId=task.file_id,
+        path="",
+        prevCommit=file_slice.base_instant_time,
+        partitionPath=partition,
+        logVersion=0,
+        logOffset=0,
+        baseFile=base_name,
+        logFiles=known,
+        recordsStats={"val": None},
+    )
+    blocks = _log_blocks(ctx, task)
+    if not blocks:
+        return stat  # nothing to write: the client leaves such a stat out of the commit
+    ensure_partition_metadata(storage, partition, ctx.instant_time)
+
+    def marker(path: str) -> None:
+        create_marker(storage, ctx.instant_time, partition, posixpath.basename(path), APPEND)
+
+    def taken(path: str) -> None:
+        delete_marker(storage, ctx.instant_time, partition, posixpath.basename(path), APPEND)
+
+    latest = max(
+        (f.version for f in file_slice.log_files if f.base_instant_time == file_slice.base_instant_time), default=0
+    )
+    writer = LogFileWriter(
+        storage,
+        partition,
+        task.file_id,
+        file_slice.base_instant_time,
+        token,
+        max_file_size=ctx.log_max_size,
+        latest_version=latest,
+        before_create=marker,
+        on_taken=taken,
+    )
+    written = writer.append(blocks)
+    last = written[-1].log_file
+    elapsed_ms = int((time.monotonic() - started) * 1000)
+    records = sum(w.num_records for w in written)
+    stat.path = last.path
+    stat.numWrites = records
+    stat.numUpdateWrites = records
+    stat.numDeletes = sum(w.num_deletes for w in written)
+    stat.totalWriteBytes = sum(w.log_file.size for w in written)
+    stat.fileSizeInBytes = last.size
+    stat.runtimeStats = {"totalScanTime": 0, "totalUpsertTime": elapsed_ms, "totalCreateTime": 0}
+    stat.logVersion = last.version
+    stat.logFiles = [*known, *(w.log_file.name for w in written)]
+    return stat

@@ -3,6 +3,13 @@
 Keys are computed and the batch de-duplicated in Arrow; tagging uses the BLOOM, SIMPLE or
 BUCKET index over the file slices; each file group's write runs as a task on the engine
 (threads for the local engine).
+
+Merge-on-read routing (Hudi's delta commit): updates and deletes of records in an
+existing file group are appended to that group's log (`FileGroupWrite.append_to`);
+inserts go to new file groups, or fill small files, which are only slices WITHOUT log
+files (their base file is rewritten with the inserts and any updates of the group, as
+Hudi does when the index cannot see into log files); with the BUCKET index everything
+bound for an existing bucket goes to its log, and a new bucket starts a base file.
 """
 
 from __future__ import annotations
@@ -107,31 +114,33 @@ class LocalDataPlane:
             records = records.filter(pc.invert(flagged))
             deletes_by_group = self._locate_deletes(deleted_rows, view, with_ordering=True)
 
+        buckets: list[Bucket] = []
+        #: Existing file groups that receive inserts as small files: rewritten, never appended to.
+        rewrites: set[tuple[str, str]] = set()
         if operation is WriteOperation.DELETE:
             deletes_by_group = self._locate_deletes(records, view)
-            buckets: list[Bucket] = []
         elif operation is WriteOperation.DELETE_PARTITION:
             self.client.check_partitions_exist(view, partitions)
             targets = set(partitions or [])
             replaced = self.client.live_groups(view, lambda p: p in targets)
-            buckets = []
         elif operation.replaces:
             batch_partitions = set(pc.unique(records.column(PARTITION_PATH)).to_pylist())
             replaced = self.client.live_groups(
                 view,
                 None if operation is WriteOperation.INSERT_OVERWRITE_TABLE else (lambda p: p in batch_partitions),
             )
-            buckets = self._assign(records, view, tag=False, small_files=False)
+            buckets, rewrites = self._assign(records, view, tag=False, small_files=False, fresh=True)
         else:
             tag = operation is WriteOperation.UPSERT
             small = operation is not WriteOperation.BULK_INSERT
-            buckets = self._assign(records, view, tag=tag, small_files=small)
+            buckets, rewrites = self._assign(records, view, tag=tag, small_files=small)
 
         slices = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
         targeted = {(b.partition_path, b.file_id) for b in buckets}
         for key in deletes_by_group.keys() - targeted:
             buckets.append(Bucket(key[0], key[1], slices.get(key), records.schema.empty_table()))
         ordering = self.config.precombine_field
+        merge_on_read = self.client.merge_on_read
         tasks = [
             FileGroupWrite(
                 partition_path=b.partition_path,
@@ -142,6 +151,11 @@ class LocalDataPlane:
                 delete_keys=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), RECORD_KEY),
                 delete_orderings=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), ordering),
                 match_keys=operation is not WriteOperation.INSERT,
+                append_to=(
+                    b.base
+                    if merge_on_read and b.base is not None and (b.partition_path, b.file_id) not in rewrites
+                    else None
+                ),
             )
             for i, b in enumerate(buckets)
         ]
@@ -149,7 +163,11 @@ class LocalDataPlane:
             WorkloadEntry(
                 t.partition_path,
                 t.file_id,
-                t.base_file.instant_time if t.base_file else None,
+                t.append_to.base_instant_time
+                if t.append_to is not None
+                else t.base_file.instant_time
+                if t.base_file
+                else None,
                 t.incoming.num_rows if t.incoming is not None else 0,
             )
             for t in tasks
@@ -158,7 +176,7 @@ class LocalDataPlane:
         def run(ctx: WriteContext) -> list[WriteStat]:
             return self.engine.map(lambda t: write_file_group(ctx, t), tasks, "write file groups")
 
-        touched = {(t.partition_path, t.file_id) for t in tasks if t.base_file is not None}
+        touched = {(t.partition_path, t.file_id) for t in tasks if t.base_file is not None or t.append_to is not None}
         return WritePlan(workload, run, touched, replaced)
 
     # -- tagging and assignment -----------------------------------------------------------------
@@ -172,8 +190,15 @@ class LocalDataPlane:
         fields = self.client.bucket_hash_fields(records.column_names)
         return bucket_index.bucket_ids_of(records, fields, self.write_config.bucket_num_buckets)
 
-    def _assign(self, records: pa.Table, view: FileSystemView, tag: bool, small_files: bool) -> list[Bucket]:
-        by_partition = _slices_by_partition(view)
+    def _assign(
+        self, records: pa.Table, view: FileSystemView, tag: bool, small_files: bool, fresh: bool = False
+    ) -> tuple[list[Bucket], set[tuple[str, str]]]:
+        """Buckets of records per file group, and the existing groups that take inserts as small files.
+
+        `fresh` (replace operations): only new file groups; with the BUCKET index still one
+        per bucket, so that later writes find the keys in their buckets.
+        """
+        by_partition = {} if fresh else _slices_by_partition(view)
         all_slices = {(s.partition_path, s.file_id): s for ss in by_partition.values() for s in ss}
         updates: dict[tuple[str, str], pa.Table] = {}
         inserts: list[Bucket] = []
@@ -197,7 +222,8 @@ class LocalDataPlane:
                 rows = rows.drop_columns([LOCATION])
             if rows.num_rows:
                 inserts.extend(assign_inserts(partition, rows, slices, policy, small_files))
-        return merge_buckets(inserts, updates, all_slices)
+        rewrites = {(b.partition_path, b.file_id) for b in inserts if b.base is not None}
+        return merge_buckets(inserts, updates, all_slices), rewrites
 
     def _locate_deletes(
         self, rows: pa.Table, view: FileSystemView, with_ordering: bool = False

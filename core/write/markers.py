@@ -11,6 +11,7 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER
 
@@ -34,9 +35,29 @@ def marker_dir(instant_time: str) -> str:
     return posixpath.join(TEMP_FOLDER, instant_time)
 
 
+def _marker_path(instant_time: str, partition_path: str, file_name: str, io_type: str) -> str:
+    return posixpath.join(marker_dir(instant_time), partition_path, f"{file_name}{_SUFFIX}{io_type}")
+
+
 def create_marker(storage: Storage, instant_time: str, partition_path: str, file_name: str, io_type: str) -> None:
-    rel = posixpath.join(marker_dir(instant_time), partition_path, f"{file_name}{_SUFFIX}{io_type}")
-    storage.write_bytes(rel, b"")
+    storage.write_bytes(_marker_path(instant_time, partition_path, file_name, io_type), b"")
+
+
+def delete_marker(storage: Storage, instant_time: str, partition_path: str, file_name: str, io_type: str) -> None:
+    """Withdraw one marker (e.g. the log file version it named was taken by another writer)."""
+    storage.delete_file(_marker_path(instant_time, partition_path, file_name, io_type), missing_ok=True)
+
+
+def log_file_written_by(storage: Storage, path: str, instant_time: str) -> bool:
+    """Whether the log file at `path` exists and holds blocks of `instant_time` only.
+
+    An APPEND marker names the exact log file version a task created (every append is a
+    new file, written whole). The check guards against a marker left behind by a task
+    that died after creating it but before finding its version taken by another writer:
+    that file is someone else's and must never be deleted.
+    """
+    instants = block_instant_times(storage, path)
+    return instants is not None and instants <= {instant_time}
 
 
 def list_markers(storage: Storage, instant_time: str) -> list[Marker]:
@@ -61,12 +82,19 @@ def reconcile_markers(storage: Storage, instant_time: str, committed_paths: Iter
 
     A task attempt that failed after writing its file, or a speculative duplicate, leaves
     such a file: it must not survive next to the committed version of the file group.
+    That holds for log files too (APPEND markers): their blocks carry this instant, so
+    once it completes a reader would merge the failed attempt's blocks as committed. Each
+    append writes a new log file version under its own write token, so such a file holds
+    only the failed attempt's blocks; it is deleted when it exists and every block in it
+    is of this instant (`log_file_written_by`). `committed_paths`: every file the commit's
+    write stats vouch for (`WriteStat.files()`).
     """
     keep = set(committed_paths)
     orphans = [
         m.data_path
         for m in list_markers(storage, instant_time)
-        if m.io_type != "APPEND" and m.data_path not in keep  # appended log files are neutralised, not deleted
+        if m.data_path not in keep
+        and (m.io_type != "APPEND" or log_file_written_by(storage, m.data_path, instant_time))
     ]
     for path in orphans:
         log.info("deleting %s: written by a failed or duplicate task attempt of %s", path, instant_time)

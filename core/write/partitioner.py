@@ -1,6 +1,6 @@
 """Assign tagged records to file groups: updates to their file group, inserts to small files
-first (`hoodie.parquet.small.file.limit`) and then to new file groups sized so that no base
-file grows past `hoodie.parquet.max.file.size`.
+first (`hoodie.parquet.small.file.limit`; merge-on-read: only slices without log files) and
+then to new file groups sized so that no base file grows past `hoodie.parquet.max.file.size`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,13 @@ def plan_inserts(
     remaining = count
     if use_small_files and policy.small_file_limit > 0:
         small = sorted(
-            (s for s in slices if s.base_file is not None and s.base_file.size < policy.small_file_limit),
+            # Merge-on-read: a slice with log files is never a small file (Hudi cannot pad it
+            # without compacting it); copy-on-write slices never have log files.
+            (
+                s
+                for s in slices
+                if s.base_file is not None and not s.log_files and s.base_file.size < policy.small_file_limit
+            ),
             key=lambda s: s.base_file.size if s.base_file else 0,
         )
         for file_slice in small:

@@ -29,7 +29,7 @@ from lakeward.core.file_group.log_file.log_format import (
     encode_block,
     scan_blocks,
 )
-from lakeward.core.file_group.log_file.reader import LogFileReader, read_log_file
+from lakeward.core.file_group.log_file.reader import LogFileReader, block_instant_times, read_log_file
 from lakeward.core.file_group.log_file.writer import (
     DEFAULT_MAX_LOG_FILE_SIZE,
     MAX_LOG_FILE_SIZE_KEY,
@@ -58,6 +58,7 @@ __all__ = [
     "ParquetDataBlock",
     "RawBlock",
     "WrittenLogFile",
+    "block_instant_times",
     "data_block",
     "decode_block",
     "encode_block",

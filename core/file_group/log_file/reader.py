@@ -56,3 +56,14 @@ class LogFileReader:
 def read_log_file(storage: Storage, path: str) -> list[LogBlock]:
     """All sound blocks of one log file, decoded (corrupt blocks are logged and skipped)."""
     return list(LogFileReader(storage, path).blocks())
+
+
+def block_instant_times(storage: Storage, path: str) -> set[str] | None:
+    """The `INSTANT_TIME`s of a log file's sound blocks; None when the file does not exist.
+
+    Headers only (contents are not decoded). Used to check that a log file holds blocks
+    of one instant only before a rollback deletes it.
+    """
+    if not storage.exists(path):
+        return None
+    return {raw.instant_time or "" for raw in LogFileReader(storage, path).raw_blocks()}

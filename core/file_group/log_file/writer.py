@@ -13,6 +13,9 @@ Where the blocks go (format doc 4.4, 4.6):
   (`hoodie.logfile.max.size`); the next block starts the next version (Hudi's
   rollover: a file can exceed the limit by the one block that crossed it).
 - If a racing writer took a version first, the writer moves on to the next one.
+- `before_create(path)` runs before each file is created (the write client creates the
+  file's APPEND marker there), `on_taken(path)` when that version was taken by someone
+  else (the marker is withdrawn), so a marker exists for every log file written.
 
 `LogFileWriter` holds no global state and only plain values, so it runs the same inside
 local thread-pool tasks and Spark tasks (build it from a `Storage` on the executor).
@@ -21,7 +24,7 @@ local thread-pool tasks and Spark tasks (build it from a `Storage` on the execut
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lakeward.core.exceptions import InstantExistsError, StorageError
@@ -66,10 +69,13 @@ class LogFileWriter:
         *,
         max_file_size: int = DEFAULT_MAX_LOG_FILE_SIZE,
         latest_version: int | None = None,
+        before_create: Callable[[str], None] | None = None,
+        on_taken: Callable[[str], None] | None = None,
     ):
         """`latest_version`: the slice's highest log version if the caller knows it (from the
         file-system view), which saves listing the partition; a version taken meanwhile by
-        another writer is skipped either way.
+        another writer is skipped either way. `before_create` / `on_taken`: called with the
+        path of each log file before it is created / when its version was already taken.
         """
         if max_file_size <= 0:
             raise ValueError(f"{MAX_LOG_FILE_SIZE_KEY} must be positive, got {max_file_size}")
@@ -80,6 +86,8 @@ class LogFileWriter:
         self.write_token = write_token
         self.max_file_size = max_file_size
         self._latest_version = latest_version
+        self._before_create = before_create
+        self._on_taken = on_taken
 
     def _path(self, name: str) -> str:
         return posixpath.join(self.partition_path, name) if self.partition_path else name
@@ -131,9 +139,13 @@ class LogFileWriter:
         for candidate in range(version, version + _MAX_VERSION_ATTEMPTS):
             name = log_file_name(self.file_id, self.base_instant_time, candidate, self.write_token)
             path = self._path(name)
+            if self._before_create is not None:
+                self._before_create(path)
             try:
                 self.storage.create_if_absent(path, data)
             except InstantExistsError:
+                if self._on_taken is not None:
+                    self._on_taken(path)
                 continue
             return LogFile(path, self.file_id, self.base_instant_time, candidate, self.write_token, len(data))
         raise StorageError(
@@ -159,6 +171,8 @@ def write_log_blocks(
     *,
     max_file_size: int = DEFAULT_MAX_LOG_FILE_SIZE,
     latest_version: int | None = None,
+    before_create: Callable[[str], None] | None = None,
+    on_taken: Callable[[str], None] | None = None,
 ) -> list[WrittenLogFile]:
     """`LogFileWriter(...).append(blocks)` as one plain function (for engine tasks)."""
     writer = LogFileWriter(
@@ -169,5 +183,7 @@ def write_log_blocks(
         write_token,
         max_file_size=max_file_size,
         latest_version=latest_version,
+        before_create=before_create,
+        on_taken=on_taken,
     )
     return writer.append(blocks)
