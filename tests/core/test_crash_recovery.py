@@ -28,7 +28,8 @@ import pytest
 
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.local_plane as local_plane_mod
-from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Instant, State, Timeline
 
@@ -411,3 +412,129 @@ def test_exception_in_the_protocol_rolls_back(table_path: Path, monkeypatch: pyt
     assert not [p for p in (table_path / ".hoodie" / ".temp").iterdir()], "markers left behind"
     assert lakeward_rows(table_path) == before.rows
     assert hudi_rows(table_path) == before.rows
+
+
+# -- merge-on-read: a killed deltacommit ----------------------------------------------------
+@pytest.fixture(scope="module")
+def mor_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A merge-on-read table whose file groups already have log files (two completed deltacommits)."""
+    root = tmp_path_factory.mktemp("crash-mor-template")
+    path = root / "table"
+    table = Table.create(
+        str(path), record_key="id", partition_by="city", ordering_field="ts", table_type="MERGE_ON_READ"
+    )
+    table.upsert(_base_batch())
+    table.upsert(_batch(range(3, N_BASE, 8), lambda i: CITIES[i % 4], 1, "base"))  # updates only: log files
+    assert any(s.log_files for s in table.file_slices())
+    return path
+
+
+@pytest.fixture
+def mor_table_path(mor_template: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "mor-table"
+    shutil.copytree(mor_template, path)
+    return path
+
+
+def log_files_of(path: Path, instant_time: str) -> set[str]:
+    """Log files whose blocks were written by `instant_time` (log names carry the BASE instant)."""
+    storage = Table.open(str(path)).storage
+    out = set()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for name in files:
+            if parse_log_file_name(name) is None:
+                continue
+            rel = os.path.relpath(os.path.join(root, name), path)
+            if block_instant_times(storage, rel) == {instant_time}:
+                out.add(rel)
+    return out
+
+
+MOR_POINTS = {
+    # point: (log files of the failed instant on disk, its markers)
+    "after_first_log_file": (lambda n: n == 1, lambda n: n == 1),
+    "marker_without_file": (lambda n: n == 1, lambda n: n == 2),
+    "before_complete": (lambda n: n == 4, lambda n: n >= 5),
+}
+
+
+@pytest.mark.parametrize("point", list(MOR_POINTS))
+def test_merge_on_read_writer_killed_mid_deltacommit(mor_table_path: Path, crash_batch: Path, point: str) -> None:
+    path = mor_table_path
+    before = snapshot(path)
+    all_before = {p for p in _all_data_files(path)}
+    run_and_kill(path, point, crash_batch)
+
+    # Killed: readers (lakeward and hudi-rs) see the last completed instant.
+    tl = timeline(path)
+    assert [i.file_name for i in tl.completed()] == before.completed
+    [failed] = tl.pending()
+    assert failed.action is Action.DELTA_COMMIT and failed.state is State.INFLIGHT
+    logs_ok, markers_ok = MOR_POINTS[point]
+    failed_logs = log_files_of(path, failed.time)
+    assert logs_ok(len(failed_logs)), f"{point}: log files of the failed instant: {failed_logs}"
+    written_markers = markers(path, failed.time)
+    assert markers_ok(len(written_markers)), written_markers
+    for rel in failed_logs:  # every log file of the failed write has its APPEND marker
+        assert f"{rel}.marker.APPEND" in written_markers
+    assert lakeward_rows(path) == before.rows
+    assert hudi_rows(path) == before.rows
+    failed_files = (_all_data_files(path) - all_before) | failed_logs
+
+    # The next write rolls the failed deltacommit back: its log (and base) files are deleted.
+    result = Table.open(str(path)).upsert(_recovery_batch())
+    assert result.instant_time > failed.time
+    tl = timeline(path)
+    assert tl.pending() == []
+    [rollback] = [i for i in tl.completed() if i.action is Action.ROLLBACK]
+    assert failed.time < rollback.time < result.instant_time
+    meta = rollback_metadata(path, rollback)
+    assert meta["instantsRollback"] == [{"commitTime": failed.time, "action": "deltacommit"}]
+    deleted = {os.path.relpath(f, path) for pm in meta["partitionMetadata"].values() for f in pm["successDeleteFiles"]}
+    assert deleted == failed_files
+    from_failed = {
+        os.path.relpath(f, path)
+        for pm in meta["partitionMetadata"].values()
+        for f in pm["logFilesFromFailedCommit"] or {}
+    }
+    assert from_failed == failed_logs
+    assert timeline_files_of(path, failed.time) == []
+    assert not (path / ".hoodie" / ".temp" / failed.time).exists()
+    assert failed_files.isdisjoint(_all_data_files(path)), "files of the failed instant remain"
+    assert all_before <= _all_data_files(path), "the rollback deleted a file of a completed instant"
+    expected = _expected_after_recovery()
+    assert lakeward_rows(path) == expected
+    assert hudi_rows(path) == expected
+
+
+def test_merge_on_read_rollback_killed_then_resumed(mor_table_path: Path, crash_batch: Path) -> None:
+    path = mor_table_path
+    before = snapshot(path)
+    run_and_kill(path, "after_first_log_file", crash_batch)
+    [failed] = timeline(path).pending()
+    failed_logs = log_files_of(path, failed.time)
+    run_and_kill(path, "rollback_files_deleted", crash_batch)  # the log file is gone, the instant not yet
+    assert not any((path / rel).exists() for rel in failed_logs)
+    assert lakeward_rows(path) == before.rows
+    assert hudi_rows(path) == before.rows
+
+    Table.open(str(path)).upsert(_recovery_batch())
+    tl = timeline(path)
+    assert tl.pending() == []
+    rollbacks = [i for i in tl.completed() if i.action is Action.ROLLBACK]
+    assert [rollback_metadata(path, r)["commitsRollback"] for r in rollbacks] == [[failed.time]]
+    assert timeline_files_of(path, failed.time) == []
+    assert lakeward_rows(path) == _expected_after_recovery()
+    assert hudi_rows(path) == _expected_after_recovery()
+
+
+def _all_data_files(path: Path) -> set[str]:
+    """Base and log files outside `.hoodie/` (relative paths)."""
+    out = set()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for name in files:
+            if parse_base_file_name(name) is not None or parse_log_file_name(name) is not None:
+                out.add(os.path.relpath(os.path.join(root, name), path))
+    return out

@@ -70,6 +70,8 @@ HOOKS: dict[str, Callable[[str], None]] = {
     ),
     # one data file written, the second one has a marker but no file yet
     "marker_without_file": lambda p: setattr(handles_mod, "create_marker", _after(p, handles_mod.create_marker, 2)),
+    # merge-on-read: the first log file appended, more file groups to come
+    "after_first_log_file": lambda p: setattr(handles_mod, "append_to_log", _after(p, handles_mod.append_to_log)),
     # two data files written (of more), before completion
     "after_two_files": lambda p: setattr(
         local_plane_mod, "write_file_group", _after(p, local_plane_mod.write_file_group, 2)
