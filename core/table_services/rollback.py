@@ -47,7 +47,8 @@ class RollbackResult:
 
 
 def _files_written(storage: Storage, instant: Instant) -> list[str]:
-    """Data files of a failed instant: its markers, else base files named with its time.
+    """Data files of a failed instant: its markers, else base files named with its time (and,
+    for a deltacommit, log files whose blocks are all of the instant: every log file is read).
 
     Log files (APPEND markers) only when they exist and hold the instant's blocks alone.
     """
@@ -60,7 +61,11 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
                 if m.io_type != "APPEND" or log_file_written_by(storage, m.data_path, instant.time)
             }
         )
-    log.warning("instant %s has no markers; rolling back by listing files named with it", instant.time)
+    log.warning(
+        "instant %s has no markers; rolling back by listing base files named with it and log files "
+        "holding only its blocks",
+        instant.time,
+    )
     found = []
     for entry in storage.list_dir("", recursive=True):
         if entry.is_dir or entry.path.startswith(METAFOLDER + "/"):
@@ -68,6 +73,12 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
         parsed = parse_base_file_name(entry.name)
         if parsed is not None and parsed.instant_time == instant.time:
             found.append(entry.path)
+        elif (
+            instant.action is Action.DELTA_COMMIT
+            and _log_file(entry.path) is not None
+            and log_file_written_by(storage, entry.path, instant.time)
+        ):
+            found.append(entry.path)  # log names carry the base instant: read the blocks' instants
     return sorted(found)
 
 

@@ -667,3 +667,58 @@ def test_concurrent_appends_to_one_file_group_conflict(tmp_path: Path, monkeypat
     model.upsert((2, "sf", 5, "b-other"))
     assert snapshot(table) == model.snapshot()
     assert len(log_files(table)) == 1  # the loser's log file was rolled back
+
+
+def test_failed_deltacommit_without_markers_is_rolled_back_by_its_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Markers lost (e.g. `.temp` wiped): the rollback finds the failed log files by their blocks."""
+    table, model, _ = seeded(tmp_path)
+    other_instant_log = table.upsert(batch((2, "sf", 2, "b2"))).files_written[0]
+    model.upsert((2, "sf", 2, "b2"))
+
+    def die_before_completing(*args: Any, **kwargs: Any) -> Any:
+        raise InjectedFailure("process died")
+
+    monkeypatch.setattr(client_mod, "complete", die_before_completing)
+    monkeypatch.setattr(client_mod.WriteClient, "_rollback_own", lambda self, instant: None)  # as if killed
+    with pytest.raises(InjectedFailure):
+        table.upsert(batch((1, "sf", 3, "a3"), (4, "ny", 3, "d3")))
+    monkeypatch.undo()
+    [failed] = Timeline.load(table.storage).pending()
+    assert failed.action is Action.DELTA_COMMIT
+    failed_logs = set(log_files(table)) - {other_instant_log}
+    assert len(failed_logs) == 2
+    for marker_file in (Path(table.path) / ".hoodie" / ".temp" / failed.time).rglob("*"):
+        if marker_file.is_file():
+            marker_file.unlink()
+
+    Table.open(table.path, options=NO_SMALL_FILES).upsert(batch((5, "ny", 4, "e4")))
+    model.upsert((5, "ny", 4, "e4"))
+    assert set(log_files(table)) & failed_logs == set()
+    assert other_instant_log in log_files(table)
+    assert snapshot(table) == model.snapshot()
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", MOR])
+def test_bucket_index_insert_overwrite_starts_new_bucket_file_groups(tmp_path: Path, table_type: str) -> None:
+    options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2}
+    table = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        table_type=table_type,
+        options=options,
+    )
+    table.upsert(batch((1, "sf", 1, "a"), (2, "sf", 1, "b"), (3, "sf", 1, "c"), (4, "sf", 1, "d")))
+    old_groups = {s.file_id for s in table.file_slices()}
+    table.insert_overwrite(batch((1, "sf", 2, "x"), (5, "sf", 2, "y"), (6, "sf", 2, "z")))
+    assert snapshot(table) == [(1, "sf", 2, "x"), (5, "sf", 2, "y"), (6, "sf", 2, "z")]
+    groups = {s.file_id for s in table.file_slices()}
+    assert groups.isdisjoint(old_groups) and all(f[:8].isdigit() for f in groups)
+    # Later writes find the overwritten keys in their (new) buckets.
+    table.upsert(batch((5, "sf", 3, "y3"), (7, "sf", 3, "w")))
+    assert snapshot(table) == [(1, "sf", 2, "x"), (5, "sf", 3, "y3"), (6, "sf", 2, "z"), (7, "sf", 3, "w")]
+    live = [s.file_id for s in table.file_slices()]
+    assert len({f[:8] for f in live}) == len(live) <= 2, "one file group per bucket"
