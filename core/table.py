@@ -392,5 +392,16 @@ class Table:
             slices = incremental_slices(self.storage, timeline, start, stop)
             spark = chosen.spark  # type: ignore[attr-defined]
             combined = in_range if condition is None else in_range & condition
-            return read_slices(spark, self.storage, slices, schema, columns, combined)
-        return read_incremental(self.storage, timeline, schema, start, stop, columns, to_expression(filters))
+            visible = VisibleInstants.from_timeline(timeline, stop)
+            merge = MergeSettings.from_config(self.config)
+            return read_slices(spark, self.storage, slices, schema, columns, combined, instants=visible, merge=merge)
+        return read_incremental(
+            self.storage,
+            timeline,
+            schema,
+            start,
+            stop,
+            columns,
+            to_expression(filters),
+            merge=MergeSettings.from_config(self.config),
+        )

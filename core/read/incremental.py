@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.exceptions import InstantNotFoundError
-from lakeward.core.file_group.file_group import BaseFile, FileSlice
-from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
@@ -22,25 +23,24 @@ from lakeward.core.timeline.transitions import read_commit_metadata
 
 
 def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: str | None) -> list[FileSlice]:
-    """For each file group written in (begin, end], its version written by the last commit in the range."""
+    """The file groups written in (begin, end], each as its latest slice as of `end`.
+
+    Covers base files and log files (merge-on-read): the slice as of `end` holds every
+    version written in the range, and a group replaced inside the range is left out.
+    """
     if end is not None and end < begin:
         raise InstantNotFoundError(f"incremental range is empty: end {end} is before begin {begin}")
-    latest_by_group: dict[tuple[str, str], BaseFile] = {}
-    replaced: set[tuple[str, str]] = set()
+    touched: set[tuple[str, str]] = set()
+    last = None
     for instant in timeline.completed_writes_between(begin, end):
-        metadata = read_commit_metadata(storage, instant)
-        for partition, file_ids in (metadata.partitionToReplaceFileIds or {}).items():
-            replaced.update((partition, f) for f in file_ids)
-        for stat in metadata.write_stats():
-            name = stat.path.rsplit("/", 1)[-1]
-            parsed = parse_base_file_name(name)
-            if parsed is None:
-                continue
-            latest_by_group[(stat.partitionPath, stat.fileId)] = BaseFile(
-                stat.path, stat.fileId, parsed.instant_time, stat.fileSizeInBytes
-            )
-    # A file group replaced inside the range (overwrite, delete_partition) no longer holds data.
-    return [FileSlice(p, f, b.instant_time, b) for (p, f), b in latest_by_group.items() if (p, f) not in replaced]
+        last = instant.time
+        for stat in read_commit_metadata(storage, instant).write_stats():
+            if stat.fileId:
+                touched.add((stat.partitionPath, stat.fileId))
+    if last is None:
+        return []
+    view = FileSystemView.load(storage, timeline)
+    return [s for s in view.latest_file_slices(as_of=end or last) if (s.partition_path, s.file_id) in touched]
 
 
 def commit_time_range(begin: str, end: str | None) -> pc.Expression:
@@ -59,9 +59,12 @@ def read_incremental(
     end: str | None,
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
+    merge: MergeSettings | None = None,
 ) -> pa.Table:
     """Latest state of every record changed by a completed write in (begin, end]."""
     slices = incremental_slices(storage, timeline, begin, end)
     time_filter = commit_time_range(begin, end)
     combined = time_filter if filter is None else time_filter & filter
-    return read_file_slices(storage, slices, schema, columns, combined)
+    return read_file_slices(
+        storage, slices, schema, columns, combined, instants=VisibleInstants.from_timeline(timeline, end), merge=merge
+    )
