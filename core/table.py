@@ -41,6 +41,12 @@ from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.table_services.compaction import (
+    CompactionResult,
+    pending_compactions,
+    run_compaction,
+    schedule_compaction,
+)
 from lakeward.core.timeline import METAFOLDER, Instant, Timeline, normalize_instant_time
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
@@ -244,17 +250,21 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         return self._client
 
+    def _written(self, result: WriteResult) -> WriteResult:
+        self._compact_inline()
+        return result
+
     def upsert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert new records and update existing ones (by record key); returns the instant."""
-        return self._writer().write(data, WriteOperation.UPSERT, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.UPSERT, engine=engine))
 
     def insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records without looking up existing keys (duplicates possible), filling small files."""
-        return self._writer().write(data, WriteOperation.INSERT, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.INSERT, engine=engine))
 
     def bulk_insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records into new files only: the fastest initial load."""
-        return self._writer().write(data, WriteOperation.BULK_INSERT, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.BULK_INSERT, engine=engine))
 
     def delete(
         self, data: Any = None, *, keys: Sequence[Any] | None = None, engine: Engine | str | None = None
@@ -268,15 +278,15 @@ class Table:
             raise ConfigError("delete() takes either rows or keys=..., not both or neither")
         if keys is not None:
             data = self._rows_for_keys(keys)
-        return self._writer().write(data, WriteOperation.DELETE, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.DELETE, engine=engine))
 
     def insert_overwrite(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
-        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.INSERT_OVERWRITE, engine=engine))
 
     def insert_overwrite_table(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the whole table with `data` (a replacecommit)."""
-        return self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine)
+        return self._written(self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine))
 
     def delete_partition(self, partitions: Sequence[str]) -> WriteResult:
         """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
@@ -293,6 +303,34 @@ class Table:
         current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields], engine="local")
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
+
+    # -- compaction (merge-on-read) ---------------------------------------------------------
+    def schedule_compaction(self, *, force: bool = False) -> str | None:
+        """Plan a compaction of the file slices with log files; returns its instant time, or None.
+
+        None when no compaction is due (fewer than `hoodie.compact.inline.max.delta.commits`
+        delta commits since the last one, unless `force=True`), when no slice qualifies
+        under `hoodie.compaction.strategy`, or while a write is in flight.
+        """
+        return schedule_compaction(self._writer(), force=force)
+
+    def run_compaction(self, instant: str, *, engine: Engine | str | None = None) -> CompactionResult:
+        """Execute a planned compaction (idempotent: re-running a half-done plan completes it)."""
+        client = self._writer()
+        return run_compaction(client, instant, resolve_engine(engine, default=client.engine))
+
+    def pending_compactions(self) -> list[str]:
+        """Instant times of planned compactions that have not completed, oldest first."""
+        return pending_compactions(self.timeline())
+
+    def _compact_inline(self) -> None:
+        """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it."""
+        client = self._writer()
+        if self.config.table_type is not TableType.MERGE_ON_READ or not client.write_config.compact_inline:
+            return
+        instant = schedule_compaction(client)
+        if instant is not None:
+            run_compaction(client, instant)
 
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:

@@ -66,6 +66,16 @@ class WriteConfig(BaseModel):
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
     failed_writes_cleaner_policy: Literal["EAGER"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
     parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
+    #: Compaction (merge-on-read): schedule and run one after each write when due.
+    compact_inline: bool = Field(False, alias="hoodie.compact.inline")
+    #: A compaction is due once this many delta commits completed since the last one.
+    compact_max_delta_commits: int = Field(5, alias="hoodie.compact.inline.max.delta.commits", gt=0)
+    #: Which slices a plan takes: LogFileSizeBasedCompactionStrategy (slices whose logs reach
+    #: `hoodie.compaction.logfile.size.threshold`, largest first) or UnBoundedCompactionStrategy (all with logs).
+    compaction_strategy: Literal["LogFileSizeBasedCompactionStrategy", "UnBoundedCompactionStrategy"] = Field(
+        "LogFileSizeBasedCompactionStrategy", alias="hoodie.compaction.strategy"
+    )
+    compaction_log_size_threshold: int = Field(0, alias="hoodie.compaction.logfile.size.threshold", ge=0)
     #: Merge-on-read: how data blocks hold their records (Avro, as Hudi's default, or Parquet).
     log_block_format: Literal["avro", "parquet"] = Field("avro", alias="hoodie.logfile.data.block.format")
     #: Merge-on-read: a log file rolls over to the next version past this size (Hudi: 1 GiB).

@@ -16,6 +16,7 @@ from lakeward.core.file_group.file_group import BaseFile, FileGroup, FileSlice, 
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Timeline
+from lakeward.core.timeline.compaction_plan import pending_compaction_file_groups
 from lakeward.core.timeline.transitions import read_instant
 
 PartitionFilter = Callable[[str], bool]
@@ -78,6 +79,7 @@ class FileSystemView:
             if group.slices:
                 self._groups[key] = group
         self._replaced = self._replaced_file_groups()
+        self._pending_compaction = pending_compaction_file_groups(storage, timeline)
 
     @classmethod
     def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
@@ -113,6 +115,25 @@ class FileSystemView:
         return replaced
 
     # -- queries -------------------------------------------------------------------------
+    def pending_compaction(self, partition: str, file_id: str) -> str | None:
+        """Instant time of the pending compaction that will rewrite this file group, if any."""
+        return self._pending_compaction.get((partition, file_id))
+
+    def slice_for_append(self, file_slice: FileSlice) -> FileSlice:
+        """The slice new log blocks of a file group go to.
+
+        Under a pending compaction at `t` this is a new slice whose base instant is `t`
+        (its base file does not exist until the compaction completes), holding only the
+        logs already written on top of `t`. Readers meanwhile see the older slice and
+        these logs as one slice, because the view attaches a log to the latest slice at
+        or before its base instant.
+        """
+        pending = self.pending_compaction(file_slice.partition_path, file_slice.file_id)
+        if pending is None or pending <= file_slice.base_instant_time:
+            return file_slice
+        logs = tuple(f for f in file_slice.log_files if f.base_instant_time == pending)
+        return FileSlice(file_slice.partition_path, file_slice.file_id, pending, None, logs)
+
     def partitions(self) -> list[str]:
         return sorted(self._partitions)
 

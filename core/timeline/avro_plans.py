@@ -101,6 +101,48 @@ REQUESTED_REPLACE_METADATA = {
     ],
 }
 
+COMPACTION_PLAN = {
+    "type": "record",
+    "name": "HoodieCompactionPlan",
+    "namespace": NS,
+    "fields": [
+        _opt(
+            "operations",
+            {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "HoodieCompactionOperation",
+                    "fields": [
+                        {"name": "baseInstantTime", "type": ["null", STR]},
+                        _opt("deltaFilePaths", {"type": "array", "items": STR}),
+                        _opt("dataFilePath", STR),
+                        {"name": "fileId", "type": ["null", STR]},
+                        _opt("partitionPath", STR),
+                        _opt("metrics", {"type": "map", "values": "double"}),
+                        _opt("bootstrapFilePath", STR),
+                    ],
+                },
+            },
+        ),
+        _opt("extraMetadata", _STR_MAP),
+        _version(),
+        _opt(
+            "strategy",
+            {
+                "type": "record",
+                "name": "HoodieCompactionStrategy",
+                "fields": [
+                    _opt("compactorClassName", STR),
+                    _opt("strategyParams", _STR_MAP),
+                    _version(),
+                ],
+            },
+        ),
+        _opt("preserveHoodieMetadata", "boolean"),
+    ],
+}
+
 ROLLBACK_PLAN = {
     "type": "record",
     "name": "HoodieRollbackPlan",

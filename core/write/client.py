@@ -208,19 +208,27 @@ class WriteClient:
         return replaced
 
     # -- preparation (no instant exists yet: errors leave the table untouched) ------------
+    def roll_back_failed_writes(self) -> Timeline:
+        """Finish interrupted rollbacks and roll back failed writes; call under the table lock.
+
+        Writes running in this process are not failed. Returns the timeline afterwards.
+        """
+        current = Timeline.load(self.storage)
+        running = active.active_instants(self.storage.uri)
+        for interrupted in pending_rollbacks(current):
+            resume_rollback(self.storage, interrupted)
+            current = Timeline.load(self.storage)
+        for failed in failed_writes(current, exclude=running):
+            rollback_pending_instant(
+                self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
+            )
+            current = Timeline.load(self.storage)
+        return current
+
     def _start(self, timeline: Timeline, operation: WriteOperation) -> Instant:
         """Under the table lock: roll back failed writes, then take a new instant time."""
         with self.lock:
-            current = Timeline.load(self.storage)
-            running = active.active_instants(self.storage.uri)
-            for interrupted in pending_rollbacks(current):
-                resume_rollback(self.storage, interrupted)
-                current = Timeline.load(self.storage)
-            for failed in failed_writes(current, exclude=running):
-                rollback_pending_instant(
-                    self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
-                )
-                current = Timeline.load(self.storage)
+            current = self.roll_back_failed_writes()
             instant_time = new_instant_time(current.latest_time(), self.config.timeline_timezone)
             content = b""
             if operation.replaces:
@@ -246,7 +254,7 @@ class WriteClient:
         plan = plane.plan(prepared, operation, view, partitions)
         inflight = transition_to_inflight(self.storage, requested, self._workload(operation, plan.workload).to_bytes())
         # A log append with nothing to write leaves a stat without a file: not part of the commit.
-        stats = [s for s in plan.run(self._context(requested.time, prepared.schema)) if s.path]
+        stats = [s for s in plan.run(self.context(requested.time, prepared.schema)) if s.path]
         reconcile_markers(self.storage, requested.time, [f for s in stats for f in s.files()])
         written = self._files_written(requested.time, stats)
 
@@ -280,7 +288,8 @@ class WriteClient:
         marked = {m.data_path for m in list_markers(self.storage, instant_time)}
         return tuple(f for s in stats for f in s.files() if f == s.path or f in marked)
 
-    def _context(self, instant_time: str, schema: pa.Schema) -> WriteContext:
+    def context(self, instant_time: str, schema: pa.Schema) -> WriteContext:
+        """What the per-file-group tasks of an instant need (picklable)."""
         wc = self.write_config
         return WriteContext(
             storage_uri=self.storage.uri,
@@ -337,6 +346,10 @@ class WriteClient:
         known = seen.completed_write_times()
         for instant in now.completed_writes():
             if instant.time in known or instant.time == instant_time:
+                continue
+            if now.was_compaction(instant.time):
+                # A compaction rewrites a slice that writers no longer append to: new logs
+                # after its plan go to the slice based on the compaction instant.
                 continue
             meta = read_commit_metadata(self.storage, instant)
             theirs = {(s.partitionPath or p, s.fileId) for p, ss in meta.partitionToWriteStats.items() for s in ss}

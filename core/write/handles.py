@@ -127,7 +127,7 @@ def _with_meta_columns(ctx: WriteContext, rows: pa.Table, file_name: str, task_i
     return pa.table({**meta, **{name: data.column(name) for name in ctx.data_schema.names}}, schema=ctx.full_schema)
 
 
-def _renamed(ctx: WriteContext, kept: pa.Table, file_name: str) -> pa.Table:
+def carried_over(ctx: WriteContext, kept: pa.Table, file_name: str) -> pa.Table:
     """Stored rows carried over unchanged, except `_hoodie_file_name`, in the current schema."""
     kept = conform_batch(kept, ctx.full_schema, allow_missing=True)
     idx = kept.schema.get_field_index("_hoodie_file_name")
@@ -187,7 +187,7 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
             task.match_keys,
             task.delete_orderings,
         )
-        parts = [_renamed(ctx, outcome.kept_base, name)]
+        parts = [carried_over(ctx, outcome.kept_base, name)]
         if outcome.written_incoming.num_rows:
             parts.append(_with_meta_columns(ctx, outcome.written_incoming, name, task.task_id))
         table = pa.concat_tables(parts)

@@ -152,7 +152,7 @@ class LocalDataPlane:
                 delete_orderings=_column_or_none(deletes_by_group.get((b.partition_path, b.file_id)), ordering),
                 match_keys=operation is not WriteOperation.INSERT,
                 append_to=(
-                    b.base
+                    view.slice_for_append(b.base)
                     if merge_on_read and b.base is not None and (b.partition_path, b.file_id) not in rewrites
                     else None
                 ),

@@ -1,0 +1,82 @@
+"""Scheduling a compaction: which file slices, and when a compaction is due."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from lakeward.core.config.table import TableType
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.timeline import Action, Timeline, new_instant_time
+from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, pending_compaction_instants
+from lakeward.core.timeline.transitions import create_requested
+
+if TYPE_CHECKING:
+    from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
+STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy"
+
+
+def pending_compactions(timeline: Timeline) -> list[str]:
+    """Instant times of compactions planned (requested or inflight) but not completed, oldest first."""
+    return [i.time for i in pending_compaction_instants(timeline)]
+
+
+def delta_commits_since_last_compaction(timeline: Timeline) -> int:
+    completed = [i for i in timeline.completed_writes()]
+    last = max((i.time for i in completed if timeline.was_compaction(i.time)), default=None)
+    return sum(1 for i in completed if i.action is Action.DELTA_COMMIT and (last is None or i.time > last))
+
+
+def select_slices(slices: list[FileSlice], strategy: str, log_size_threshold: int) -> list[FileSlice]:
+    """The slices a plan takes, in the order the strategy ranks them (only slices with log files)."""
+    with_logs = [s for s in slices if s.log_files]
+    if strategy == "UnBoundedCompactionStrategy":
+        return with_logs
+    # LogFileSizeBasedCompactionStrategy: logs at least the threshold, the most log bytes first.
+    chosen = [s for s in with_logs if sum(f.size for f in s.log_files) >= log_size_threshold]
+    return sorted(chosen, key=lambda s: -sum(f.size for f in s.log_files))
+
+
+def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
+    """Write a compaction plan and return its instant time; None when nothing is due or there is nothing to compact.
+
+    Due means `hoodie.compact.inline.max.delta.commits` delta commits completed since the
+    last compaction; `force=True` skips that check. While a write is in flight no plan is
+    written (its log files could miss the plan); try again when it completes.
+    """
+    config, storage, wc = client.config, client.storage, client.write_config
+    if config.table_type is not TableType.MERGE_ON_READ:
+        raise ConfigError(
+            f"compaction applies to MERGE_ON_READ tables; the table at {storage.uri} is {config.table_type.value}"
+        )
+    with client.lock:
+        timeline = client.roll_back_failed_writes()
+        in_flight = [i.time for i in timeline.pending_writes()]
+        if in_flight:
+            log.info("not scheduling a compaction: write(s) %s in flight", in_flight)
+            return None
+        due = delta_commits_since_last_compaction(timeline)
+        if not force and due < wc.compact_max_delta_commits:
+            log.info(
+                "no compaction due: %d delta commit(s) since the last one, hoodie.compact.inline.max.delta.commits=%d",
+                due,
+                wc.compact_max_delta_commits,
+            )
+            return None
+        view = FileSystemView.load(storage, timeline)
+        free = [s for s in view.latest_file_slices() if view.pending_compaction(s.partition_path, s.file_id) is None]
+        chosen = select_slices(free, wc.compaction_strategy, wc.compaction_log_size_threshold)
+        if not chosen:
+            log.info("nothing to compact: no file slice with log files qualifies")
+            return None
+        instant_time = new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        plan = CompactionPlan(
+            tuple(CompactionOperation.of_slice(s) for s in chosen), f"{STRATEGY_PACKAGE}.{wc.compaction_strategy}"
+        )
+        create_requested(storage, instant_time, Action.COMPACTION, plan.to_bytes())
+        log.info("scheduled compaction %s of %d file slice(s)", instant_time, len(chosen))
+        return instant_time
