@@ -14,6 +14,7 @@ from typing import Any
 
 import hudi
 import pyarrow as pa
+import pytest
 
 from lakeward.core.table import Table
 
@@ -202,3 +203,9 @@ def assert_values(got: list[Row], want: list[Row], label: str) -> None:
 def both_readers(path: str) -> tuple[list[Row], list[Row]]:
     """Latest snapshot rows from lakeward and from hudi-rs, normalised."""
     return comparable_rows(Table.open(path).read()), comparable_rows(hudi_snapshot(hudi_table(path)))
+
+
+def fail_on(problems: list[str]) -> None:
+    """Fail the test with every disagreement between lakeward and hudi-rs listed."""
+    if problems:
+        pytest.fail("lakeward and hudi-rs disagree:\n" + "\n".join(problems), pytrace=False)

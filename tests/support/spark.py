@@ -32,3 +32,20 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def planes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the data planes (`LocalDataPlane`, `SparkDataPlane`) the write client picks, in call order."""
+    from lakeward.core.write.client import WriteClient
+
+    used: list[str] = []
+    original = WriteClient._data_plane
+
+    def spy(self: WriteClient, engine: Any) -> Any:
+        plane = original(self, engine)
+        used.append(type(plane).__name__)
+        return plane
+
+    monkeypatch.setattr(WriteClient, "_data_plane", spy)
+    return used

@@ -20,10 +20,18 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakeward.core.config.table import (
+    SUPPORTED_PAYLOADS,
+    TIMESTAMP_KEYGEN_KEYS,
+    KeyGeneratorType,
+    TableConfig,
+    TableType,
+)
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError, TableNotFoundError
@@ -83,6 +91,69 @@ def _write_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def _fields(value: Any) -> tuple[str, ...]:
+    return tuple(v.strip() for v in str(value).split(",") if v.strip())
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in ("true", "false"):
+        return str(value).strip().lower() == "true"
+    raise ConfigError(f"{key}={value!r} must be true or false")
+
+
+def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None:
+    """Table properties given for an existing table must be valid and equal to the table's.
+
+    As Apache Hudi's data source does, a different record key, partition path, ordering
+    field, key generator, ... is a conflict (the write would silently follow the table's
+    own properties otherwise), and a bad value is an error even though the table exists.
+    """
+
+    checks: list[tuple[str, Any, Any]] = []
+    for key in ("hoodie.table.name", "hoodie.datasource.write.table.name"):
+        if key in options:
+            checks.append((key, str(options[key]).strip(), config.name))
+    for key in ("hoodie.datasource.write.table.type", "hoodie.table.type"):
+        if key in options:
+            checks.append((key, TableType.parse(str(options[key]), key), config.table_type))
+    for key in ("hoodie.datasource.write.keygenerator.class", "hoodie.datasource.write.keygenerator.type"):
+        if key in options:
+            checks.append((key, KeyGeneratorType.parse(str(options[key]), key), config.key_generator))
+    for key, existing_fields in (
+        ("hoodie.datasource.write.recordkey.field", config.record_key_fields),
+        ("hoodie.datasource.write.partitionpath.field", config.partition_fields),
+    ):
+        if key in options:
+            checks.append((key, _fields(options[key]), existing_fields))
+    if "hoodie.datasource.write.precombine.field" in options:
+        ordering = str(options["hoodie.datasource.write.precombine.field"]).strip() or None
+        checks.append(("hoodie.datasource.write.precombine.field", ordering, config.precombine_field))
+    for key, existing in (
+        ("hoodie.datasource.write.hive_style_partitioning", config.hive_style_partitioning),
+        ("hoodie.datasource.write.partitionpath.urlencode", config.url_encode_partitions),
+    ):
+        if key in options:
+            checks.append((key, _flag(key, options[key]), existing))
+    payload_key = "hoodie.datasource.write.payload.class"
+    if payload_key in options:
+        payload = str(options[payload_key]).strip()
+        if payload not in SUPPORTED_PAYLOADS:
+            raise ConfigError(f"{payload_key}={payload!r} is not supported; use one of {list(SUPPORTED_PAYLOADS)}")
+        checks.append((payload_key, payload, config.payload_class))
+    for key in TIMESTAMP_KEYGEN_KEYS:
+        if key in options:
+            checks.append((key, str(options[key]), config.keygen_options.get(key)))
+    for key, given, existing in checks:
+        if given != existing:
+            shown = ",".join(existing) if isinstance(existing, tuple) else getattr(existing, "value", existing)
+            raise ConfigError(
+                f"{key}={options[key]!r} conflicts with the existing table, whose value is {shown!r} "
+                "(table properties are fixed when a table is created)"
+            )
+
+
 def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, Any]) -> None:
     """`df.write.format("lakeward").mode(mode).options(...).save(path)` on the Spark engine.
 
@@ -107,13 +178,15 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         exists = False
     if exists and save_mode in ("error", "errorifexists"):
         raise ConfigError(f"a table already exists at {path}; use mode('append') or mode('overwrite')")
+    if exists:
+        _check_table_options(table.config, table_options)
     if exists and save_mode == "ignore":
         log.info("table %s exists; mode('ignore') writes nothing", path)
         return
     if not exists:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from lakeward.core.engine.spark.read import arrow_schema
 
-        schema = to_arrow_schema(df.schema)
+        schema = arrow_schema(df.schema)
         table = Table.create(path, options=table_options, engine=engine, schema=_data_schema(schema))
     if exists and save_mode == "overwrite" and operation not in (WriteOperation.INSERT_OVERWRITE_TABLE,):
         operation = WriteOperation.INSERT_OVERWRITE_TABLE
@@ -184,14 +257,17 @@ def _data_source_class() -> type:
             self.options = options
 
         def partitions(self) -> Sequence[InputPartition]:
+            """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
             from lakeward.core.engine.spark.read import slice_to_json
 
-            return [InputPartition(slice_to_json(s)) for s in _plan_slices(self.path, self.options)[0]]
+            plan = _plan_read(self.path, self.options)
+            return [InputPartition((slice_to_json(s), plan)) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
             from lakeward.core.engine.spark.read import slice_from_json
 
-            yield from _read_slice(self.path, self.options, slice_from_json(partition.value))
+            text, plan = partition.value
+            yield from _read_slice(self.path, plan, slice_from_json(text))
 
     class LakewardDataSource(DataSource):  # type: ignore[misc]
         @classmethod
@@ -228,41 +304,78 @@ def _data_source_class() -> type:
     return LakewardDataSource
 
 
-def _plan_slices(path: str, options: Mapping[str, str]) -> tuple[list[Any], dict[str, Any]]:
+@dataclass
+class _ReadPlan:
+    """A data-source read resolved on the driver: the slices, the schema and how to read each slice."""
+
+    slices: list[Any]
+    schema: pa.Schema | None
+    merge_options: dict[str, Any]
+    #: Incremental queries: the (begin, end] range of commit times, resolved as Table.read_incremental does.
+    window: tuple[str, str | None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["slices"] = []  # each partition carries its own slice
+        return state
+
+
+def _incremental_window(table: Any, timeline: Any, begin: str, end: str | None) -> tuple[str, str | None]:
+    """(begin, end] normalised, with the end moved before an instant still in flight (as Table.read_incremental)."""
+    from lakeward.core.exceptions import InstantNotFoundError
+    from lakeward.core.timeline import normalize_instant_time
+
+    tz = table.config.timeline_timezone
+    start = normalize_instant_time(begin, tz)
+    stop = normalize_instant_time(end, tz) if end is not None else None
+    pending = [i.time for i in timeline.pending_writes() if i.time > start and (stop is None or i.time <= stop)]
+    if pending:
+        if stop is not None:
+            raise InstantNotFoundError(
+                f"instant {pending[0]} inside ({start}, {stop}] is still in flight; the range is not "
+                "stable yet: end the range before it or retry when it completes"
+            )
+        before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
+        stop = before[-1] if before and before[-1] > start else start
+    return start, stop
+
+
+def _plan_read(path: str, options: Mapping[str, str]) -> _ReadPlan:
     """The slices a data-source read covers, and the keyword arguments to read each one."""
     from lakeward.core.file_group.view import FileSystemView
     from lakeward.core.read.incremental import incremental_slices
     from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
     from lakeward.core.table import Table
+    from lakeward.core.table_schema import resolve_table_schema
 
     table = Table.open(path)
     timeline = table.timeline()
+    schema = resolve_table_schema(table.storage, timeline, table.config)
+    merge = MergeSettings.from_config(table.config)
     query = str(options.get(QUERY_TYPE, "snapshot")).lower()
     if query == "incremental":
-        begin, end = str(options[BEGIN]), options.get(END)
-        return incremental_slices(table.storage, timeline, begin, str(end) if end else None), {}
+        end = options.get(END)
+        start, stop = _incremental_window(table, timeline, str(options[BEGIN]), str(end) if end else None)
+        slices = incremental_slices(table.storage, timeline, start, stop)
+        instants = VisibleInstants.from_timeline(timeline, stop)
+        return _ReadPlan(slices, schema, {"instants": instants, "merge": merge}, (start, stop))
     as_of = table._resolve_as_of(timeline, options.get(AS_OF))
     slices = FileSystemView.load(table.storage, timeline).latest_file_slices(as_of=as_of)
-    return slices, {
-        "instants": VisibleInstants.from_timeline(timeline, as_of),
-        "merge": MergeSettings.from_config(table.config),
-        "read_optimized": query == "read_optimized",
-    }
+    instants = VisibleInstants.from_timeline(timeline, as_of)
+    return _ReadPlan(
+        slices, schema, {"instants": instants, "merge": merge, "read_optimized": query == "read_optimized"}
+    )
 
 
-def _read_slice(path: str, options: Mapping[str, str], file_slice: Any) -> Iterator[pa.RecordBatch]:
+def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
     from lakeward.core.engine.spark.read import without_dictionaries
     from lakeward.core.read.incremental import commit_time_range
     from lakeward.core.read.snapshot import read_file_slices
-    from lakeward.core.table import Table
+    from lakeward.core.storage import Storage
 
-    table = Table.open(path)
-    _, kwargs = _plan_slices(path, options)
-    condition = None
-    if str(options.get(QUERY_TYPE, "snapshot")).lower() == "incremental":
-        end = options.get(END)
-        condition = commit_time_range(str(options[BEGIN]), str(end) if end else None)
-    rows = read_file_slices(table.storage, [file_slice], table.schema(), None, condition, **kwargs)
+    storage = Storage.for_uri(path)
+    condition = commit_time_range(*plan.window) if plan.window is not None else None
+    rows = read_file_slices(storage, [file_slice], plan.schema, None, condition, **plan.merge_options)
     yield from rows.cast(without_dictionaries(rows.schema)).to_batches()
 
 
@@ -273,7 +386,7 @@ _STATE = "_lakeward_state"
 def _state(obj: Any) -> dict[str, Any]:
     state = obj.__dict__.get(_STATE)
     if state is None:
-        state = {"format": None, "options": {}, "mode": None}
+        state = {"format": None, "options": {}, "mode": None, "partition_by": None}
         obj.__dict__[_STATE] = state
     return state
 
@@ -294,7 +407,7 @@ def _install_hooks() -> None:
         chosen = format or state["format"]
         if chosen is None or str(chosen).lower() != FORMAT:
             return original_save(self, path, format, mode, **kw)
-        partition_by = kw.pop("partitionBy", None)
+        partition_by = kw.pop("partitionBy", None) or state["partition_by"]
         options = {**state["options"], **kw}
         if partition_by:
             fields = [partition_by] if isinstance(partition_by, str) else list(partition_by)
@@ -351,6 +464,15 @@ def _wrap_recorders(cls: type) -> None:
             return original_mode(self, save_mode)
 
         cls.mode = mode  # type: ignore[attr-defined]
+    if hasattr(cls, "partitionBy"):
+        original_partition_by = cls.partitionBy  # type: ignore[attr-defined]
+
+        def partitionBy(self: Any, *cols: Any) -> Any:
+            names = cols[0] if len(cols) == 1 and isinstance(cols[0], list | tuple) else cols
+            _state(self)["partition_by"] = [str(c) for c in names]
+            return original_partition_by(self, *cols)
+
+        cls.partitionBy = partitionBy  # type: ignore[attr-defined]
 
 
 def register(spark: SparkSession) -> None:

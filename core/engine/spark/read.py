@@ -42,6 +42,17 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return from_arrow_schema(without_dictionaries(schema))
 
 
+def arrow_schema(struct: StructType) -> pa.Schema:
+    """The Arrow schema of a Spark schema; Spark TIMESTAMP (an instant) is `timestamp[us, tz=UTC]`.
+
+    (PySpark's converter needs a time zone for TIMESTAMP; the table keeps UTC-adjusted
+    timestamps whatever the session's time zone, and Arrow casts between zones losslessly.)
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct, timezone="UTC")
+
+
 def read_slices(
     spark: SparkSession,
     storage: Storage,
@@ -175,4 +186,12 @@ def dnf_to_column(filters: Any) -> Column | None:
     return result
 
 
-__all__ = ["dnf_to_column", "read_slices", "slice_from_json", "slice_to_json", "spark_path", "spark_schema"]
+__all__ = [
+    "arrow_schema",
+    "dnf_to_column",
+    "read_slices",
+    "slice_from_json",
+    "slice_to_json",
+    "spark_path",
+    "spark_schema",
+]

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
-from lakeward.core.engine.spark.read import spark_path
+from lakeward.core.engine.spark.read import arrow_schema, spark_path
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.view import FileSystemView
@@ -67,6 +67,18 @@ def _spark_errors(fn: Callable[[], Any]) -> Any:
         raise
 
 
+def utc_timestamps(table: pa.Table) -> pa.Table:
+    """The table with its time-zone-aware timestamp columns in UTC (the same instants).
+
+    Spark hands TIMESTAMP columns to Python in the session's time zone; keys, partition
+    paths and buckets computed from them must not depend on that setting.
+    """
+    for i, f in enumerate(table.schema):
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None and f.type.tz != "UTC":
+            table = table.set_column(i, f.name, pc.cast(table.column(i), pa.timestamp(f.type.unit, "UTC")))
+    return table
+
+
 def _whole_partition(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
     collected = list(batches)
     return pa.Table.from_batches(collected) if collected else None
@@ -95,7 +107,6 @@ class SparkDataPlane:
         self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
     ) -> Prepared:
         from pyspark import StorageLevel
-        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StringType, StructField, StructType
 
         if operation is WriteOperation.DELETE_PARTITION:
@@ -106,15 +117,16 @@ class SparkDataPlane:
             return Prepared(schema, None)
         df = data if hasattr(data, "sparkSession") else self.spark.createDataFrame(to_arrow(data))
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
-        schema = self.client.write_schema(to_arrow_schema(df.schema), operation, timeline)
+        schema = self.client.write_schema(arrow_schema(df.schema), operation, timeline)
 
         config = self.config
 
         def add_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                table = table.append_column(RECORD_KEY, pc.cast(record_keys(table, config), pa.string()))
-                table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(table, config), pa.string()))
+                utc = utc_timestamps(table)
+                table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config), pa.string()))
+                table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config), pa.string()))
                 yield from table.to_batches()
 
         # StructType.add mutates: build a new schema, never touch df.schema.
@@ -175,8 +187,10 @@ class SparkDataPlane:
 
         tag = operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
         candidates = [s for key, s in slices.items() if key[0] in batch_partitions]
-        if self.write_config.index_type == "BUCKET" and not operation.replaces:
-            tagged = self._tag_by_bucket(records, candidates)
+        if self.write_config.index_type == "BUCKET":
+            # A replace writes new file groups, but still one per bucket (ids prefixed by the
+            # bucket number), so that later writes find the keys in their buckets.
+            tagged = self._tag_by_bucket(records, [] if operation.replaces else candidates)
         elif tag and candidates:
             tagged = self._tag_by_join(records, candidates)
         else:
@@ -217,22 +231,33 @@ class SparkDataPlane:
         routed = self._route_inserts(tagged, targets_by_partition)
 
         bases: dict[tuple[str, str], BaseFile] = {}
+        #: Merge-on-read: existing file groups whose updates and deletes go to their log.
+        appends: dict[tuple[str, str], FileSlice] = {}
         workload: list[WorkloadEntry] = []
         touched: set[tuple[str, str]] = set()
         planned: dict[tuple[str, str], int] = dict(located)
+        #: Existing file groups that receive inserts as small files: rewritten, never appended to.
+        rewrites: set[tuple[str, str]] = set()
         for p, targets in targets_by_partition.items():
             for t in targets:
                 planned[(p, t.file_id)] = planned.get((p, t.file_id), 0) + t.count
+                if t.base is not None:
+                    rewrites.add((p, t.file_id))
         for key, n in planned.items():
-            existing = slices.get(key)
-            base = existing.base_file if existing is not None and not operation.replaces else None
-            if base is not None:
-                bases[key] = base
+            existing = slices.get(key) if not operation.replaces else None
+            base_instant = None
+            if existing is not None and self.client.merge_on_read and key not in rewrites:
+                appends[key] = view.slice_for_append(existing)  # under a pending compaction: its new slice
                 touched.add(key)
-            workload.append(WorkloadEntry(key[0], key[1], base.instant_time if base else None, n))
+                base_instant = appends[key].base_instant_time
+            elif existing is not None and existing.base_file is not None:
+                bases[key] = existing.base_file
+                touched.add(key)
+                base_instant = existing.base_file.instant_time
+            workload.append(WorkloadEntry(key[0], key[1], base_instant, n))
 
         def run(ctx: WriteContext) -> list[WriteStat]:
-            return self._write_groups(routed, ctx, bases, operation)
+            return self._write_groups(routed, ctx, bases, appends, operation)
 
         plan = WritePlan(workload, run, touched, replaced)
         previous_release = prepared.release
@@ -283,7 +308,7 @@ class SparkDataPlane:
         def add_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                ids = bucket_index.bucket_ids_of(table, fields, num_buckets)
+                ids = bucket_index.bucket_ids_of(utc_timestamps(table), fields, num_buckets)
                 yield from table.append_column(BUCKET, pa.array(ids, pa.int64())).to_batches()
 
         with_bucket = records.mapInArrow(
@@ -348,7 +373,12 @@ class SparkDataPlane:
         return hashed.mapInArrow(assign, kept.schema)
 
     def _write_groups(
-        self, routed: DataFrame, ctx: WriteContext, bases: dict[tuple[str, str], BaseFile], operation: WriteOperation
+        self,
+        routed: DataFrame,
+        ctx: WriteContext,
+        bases: dict[tuple[str, str], BaseFile],
+        appends: dict[tuple[str, str], FileSlice],
+        operation: WriteOperation,
     ) -> list[WriteStat]:
         match_keys = operation is not WriteOperation.INSERT
         ordering = self.config.precombine_field
@@ -381,6 +411,7 @@ class SparkDataPlane:
                 ),
                 attempt=attempt,
                 match_keys=match_keys,
+                append_to=appends.get((partition, file_id)),
             )
             stat = write_file_group(dataclasses.replace(ctx, stage_id=stage), task)
             if hook is not None:
@@ -400,4 +431,4 @@ class SparkDataPlane:
         return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
 
 
-__all__ = ["SparkDataPlane", "SparkRecords"]
+__all__ = ["SparkDataPlane", "SparkRecords", "utc_timestamps"]
