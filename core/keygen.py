@@ -31,6 +31,9 @@ def _as_strings(column: pa.ChunkedArray | pa.Array, name: str) -> pa.ChunkedArra
         return pc.if_else(column, "true", "false")
     if pa.types.is_integer(typ) or pa.types.is_decimal(typ) or pa.types.is_floating(typ):
         return pc.cast(column, pa.string())
+    if pa.types.is_timestamp(typ) and typ.tz is not None:
+        # One instant, one key: render zoned timestamps in UTC, whatever the input's zone.
+        return pc.cast(pc.cast(column, pa.timestamp(typ.unit, "UTC")), pa.string())
     if pa.types.is_date(typ) or pa.types.is_timestamp(typ):
         return pc.cast(column, pa.string())
     raise SchemaError(f"column {name!r} of type {typ} cannot be part of a record key")

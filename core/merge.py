@@ -112,7 +112,9 @@ def merge_records(
     inserted = written.column(RECORD_KEY).combine_chunks()
     if updated_incoming.any():
         inserted = inserted.filter(pa.array(~updated_incoming))
-    return MergeOutcome(kept, written, inserted, num_updates, written.num_rows - num_updates, num_deletes)
+    # Counted on the incoming side: a key stored several times (inserts allow duplicates) is one update.
+    num_inserts = int((~updated_incoming).sum())
+    return MergeOutcome(kept, written, inserted, num_updates, num_inserts, num_deletes)
 
 
 def _stored_wins(

@@ -294,8 +294,13 @@ class SparkDataPlane:
                 F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
             )
         )
-        condition = (records[PARTITION_PATH] == keys["__lw_partition"]) & (records[RECORD_KEY] == keys["__lw_key"])
-        return records.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
+        # A key stored more than once (inserts allow duplicates) would repeat the incoming
+        # row; keep one location per incoming row, as the local index does. The join output
+        # is already clustered by (partition, key), so this needs no further shuffle.
+        numbered = records.withColumn("__lw_row", F.monotonically_increasing_id())
+        condition = (numbered[PARTITION_PATH] == keys["__lw_partition"]) & (numbered[RECORD_KEY] == keys["__lw_key"])
+        joined = numbered.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
+        return joined.dropDuplicates([PARTITION_PATH, RECORD_KEY, "__lw_row"]).drop("__lw_row")
 
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
         """LOCATION = the file group of each key's bucket; keys of new buckets get new file groups."""

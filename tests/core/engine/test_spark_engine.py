@@ -303,15 +303,7 @@ NEW_YEAR = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     [
         ("spark-session-time-zone", "BLOOM"),
         ("spark-session-time-zone", "BUCKET"),
-        pytest.param(
-            "local-input-time-zone",
-            "BLOOM",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="core/keygen.py _as_strings casts a time-zone-aware timestamp to text in the column's own "
-                "zone: the same instant gets another record key when the input column is not in UTC",
-            ),
-        ),
+        ("local-input-time-zone", "BLOOM"),
     ],
 )
 def test_timestamp_record_keys_do_not_depend_on_time_zones(spark, tmp_path: Path, writer: str, index: str) -> None:
@@ -338,14 +330,7 @@ def test_timestamp_record_keys_do_not_depend_on_time_zones(spark, tmp_path: Path
 @pytest.mark.parametrize(
     "engine",
     [
-        pytest.param(
-            "local",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="core/merge.py merge_records: num_inserts = written.num_rows - num_updates, and num_updates "
-                "counts every stored copy of a key: an upsert of a key stored 3 times reports -2 inserts",
-            ),
-        ),
+        "local",
         "spark",
     ],
 )
