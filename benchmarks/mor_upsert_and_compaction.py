@@ -1,0 +1,189 @@
+"""Merge-on-read benchmark: upsert, snapshot read after 1 and 5 rounds, and compaction.
+
+One run, the same seeded data as ``upsert_and_read.py`` (2,000,000 rows, 200,000-row
+upserts: half updates, half new keys in round 1; later rounds update the same keys):
+
+* upsert: lakeward MOR on the local engine and on the Spark engine (local[2]) against
+  delta-rs ``merge`` (the foundation's peer), each on its own fresh table;
+* snapshot read of the same lakeward MOR table after 1 and after 5 upsert rounds, by
+  lakeward and by hudi-rs (both results checked to be the same rows count and sums);
+* compaction of that table against the raw floor: pyarrow reading every latest base
+  file and writing it again (no merging at all).
+
+Run ``--help`` for flags. Figures: best of ``--read-repeat`` for reads, one run each for
+writes (a write changes the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from upsert_and_read import SEED, aggregates, make_dataset, timed, verify  # noqa: E402 -- the sibling benchmark's data
+
+
+def rounds(data: Any, n: int) -> list[pa.Table]:
+    """Upsert batches: round 1 is the standard batch; each later round updates the same keys (newer ts)."""
+    out = []
+    for k in range(n):
+        batch = data.upsert
+        out.append(batch.set_column(batch.schema.get_field_index("ts"), "ts", pc.add(batch["ts"], k)))
+    return out
+
+
+def best(repeat: int, fn: Any) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        t, result = timed(fn)
+        times.append(t)
+    return min(times), result
+
+
+def hudi_read(path: str) -> pa.Table:
+    import hudi
+
+    table = hudi.HudiTableBuilder.from_base_uri(path).build()
+    return pa.Table.from_batches(table.read(), schema=table.get_schema_with_meta_fields())
+
+
+def same(label: str, ours: pa.Table, theirs: pa.Table) -> None:
+    """Both readers returned the same table (row count and column sums)."""
+    verify(label, ours, aggregates(theirs))
+
+
+def run(args: argparse.Namespace) -> dict[str, float]:
+    from lakeward import Table
+
+    data = make_dataset(args.rows, args.upsert_rows, SEED)
+    batches = rounds(data, 5)
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="lakeward-mor-bench-") as tmp:
+        root = Path(tmp)
+        options = {"hoodie.compact.inline.max.delta.commits": 1}
+
+        def create(name: str) -> Any:
+            table = Table.create(
+                str(root / name),
+                record_key="id",
+                partition_by="part",
+                ordering_field="ts",
+                table_type="MERGE_ON_READ",
+                options=options,
+            )
+            table.bulk_insert(data.initial)
+            return table
+
+        # -- upsert: lakeward local engine, and the read / compaction table --------------
+        path = str(root / "mor-local")
+        create("mor-local")
+        out["lakeward MOR upsert (local)"], _ = timed(lambda: Table.open(path).upsert(batches[0]))
+        out["lakeward MOR read after 1 (lakeward)"], ours = best(args.read_repeat, lambda: Table.open(path).read())
+        verify("lakeward MOR upsert (local)", ours, data.expected)
+        out["lakeward MOR read after 1 (hudi-rs)"], theirs = best(args.read_repeat, lambda: hudi_read(path))
+        same("after 1 round", ours, theirs)
+        del ours, theirs
+        for k, batch in enumerate(batches[1:], start=2):
+            t, _ = timed(lambda batch=batch: Table.open(path).upsert(batch))
+            out[f"lakeward MOR upsert round {k} (local)"] = t
+        out["lakeward MOR read after 5 (lakeward)"], ours = best(args.read_repeat, lambda: Table.open(path).read())
+        out["lakeward MOR read after 5 (hudi-rs)"], theirs = best(args.read_repeat, lambda: hudi_read(path))
+        same("after 5 rounds", ours, theirs)
+        expected = aggregates(ours)
+        del ours, theirs
+
+        table = Table.open(path)
+        instant = table.schedule_compaction(force=True)
+        assert instant is not None
+        base_files = [
+            str(root / "mor-local" / s.base_file.path) for s in table.file_slices() if s.base_file is not None
+        ]
+        out["lakeward compaction (local)"], _ = timed(lambda: Table.open(path).run_compaction(instant))
+        verify("lakeward compaction", Table.open(path).read(), expected)
+
+        def floor_rewrite() -> None:
+            for i, f in enumerate(base_files):
+                pq.write_table(pq.read_table(f), str(root / f"floor-{i}.parquet"), compression="snappy")
+
+        out["raw floor: pyarrow rewrite of the base files"], _ = timed(floor_rewrite)
+
+        # -- delta-rs merge on the same data ------------------------------------------------
+        try:
+            from deltalake import DeltaTable, write_deltalake
+
+            dpath = str(root / "delta")
+            write_deltalake(dpath, data.initial, partition_by=["part"])
+
+            def merge() -> None:
+                (
+                    DeltaTable(dpath)
+                    .merge(batches[0], predicate="t.id = s.id", source_alias="s", target_alias="t")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+
+            out["delta-rs merge"], _ = timed(merge)
+        except ImportError as exc:
+            print(f"deltalake unavailable: {exc}")
+
+        # -- upsert on the Spark engine ------------------------------------------------------
+        if not args.no_spark:
+            from spark_upsert import cached, spark_session
+
+            from lakeward.spark import SparkEngine
+
+            spark = spark_session(args.cores, args.memory)
+            engine = SparkEngine(spark)
+            warm = str(root / "warm")
+            Table.create(warm, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+            Table.open(warm).bulk_insert(data.initial.slice(0, 2000))
+            Table.open(warm, engine=engine).upsert(cached(spark, data.upsert.slice(0, 200)))
+            create("mor-spark")
+            batch = cached(spark, batches[0])
+            spath = str(root / "mor-spark")
+            out["lakeward MOR upsert (spark)"], _ = timed(lambda: Table.open(spath, engine=engine).upsert(batch))
+            verify("lakeward MOR upsert (spark)", Table.open(spath).read(), data.expected)
+            spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--upsert-rows", type=int, default=200_000)
+    p.add_argument("--read-repeat", type=int, default=3)
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--memory", default="6g")
+    p.add_argument("--no-spark", action="store_true")
+    args = p.parse_args(argv)
+    print(f"data: rows={args.rows:,} upsert={args.upsert_rows:,}", flush=True)
+    out = run(args)
+    width = max(len(k) for k in out)
+    for name, seconds in out.items():
+        print(f"{name:<{width}}  {seconds:8.3f}s")
+    delta = out.get("delta-rs merge")
+    if delta:
+        for key in ("lakeward MOR upsert (local)", "lakeward MOR upsert (spark)"):
+            if key in out:
+                print(f"{key} / delta-rs merge: {out[key] / delta:.2f}x (target <= 0.5x)")
+    for n in (1, 5):
+        ours, theirs = out[f"lakeward MOR read after {n} (lakeward)"], out[f"lakeward MOR read after {n} (hudi-rs)"]
+        print(f"MOR read after {n} round(s): lakeward / hudi-rs = {ours / theirs:.2f}x (target <= 1.0x)")
+    floor = out["raw floor: pyarrow rewrite of the base files"]
+    print(f"compaction / raw floor: {out['lakeward compaction (local)'] / floor:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
