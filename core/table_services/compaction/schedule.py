@@ -45,8 +45,10 @@ def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
     """Write a compaction plan and return its instant time; None when nothing is due or there is nothing to compact.
 
     Due means `hoodie.compact.inline.max.delta.commits` delta commits completed since the
-    last compaction; `force=True` skips that check. While a write is in flight no plan is
-    written (its log files could miss the plan); try again when it completes.
+    last compaction; `force=True` skips that check. While a write is pending no plan is
+    written (its log files could miss the plan); try again when it completes. That holds for
+    a pending write of another process too: it may be running (the scheduler cannot tell), so
+    it is never rolled back here. A write that failed is rolled back by the next write.
     """
     config, storage, wc = client.config, client.storage, client.write_config
     if config.table_type is not TableType.MERGE_ON_READ:
@@ -54,10 +56,15 @@ def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
             f"compaction applies to MERGE_ON_READ tables; the table at {storage.uri} is {config.table_type.value}"
         )
     with client.lock:
-        timeline = client.roll_back_failed_writes()
+        # No rollback of failed writes here: a pending write of another process may still be
+        # running, and rolling it back would delete log files it then commits (lost updates).
+        timeline = Timeline.load(storage)
         in_flight = [i.time for i in timeline.pending_writes()]
         if in_flight:
-            log.info("not scheduling a compaction: write(s) %s in flight", in_flight)
+            log.info(
+                "not scheduling a compaction: write(s) %s pending (running, or failed and not rolled back yet)",
+                in_flight,
+            )
             return None
         due = delta_commits_since_last_compaction(timeline)
         if not force and due < wc.compact_max_delta_commits:
