@@ -1,0 +1,88 @@
+"""Run one planned compaction and freeze at a chosen point of its execution, for a SIGKILL test.
+
+Usage: python crash_compactor.py <table path> <point> <compaction instant>
+
+The hooks are installed in this (child) process only, by wrapping module attributes of
+lakeward from the outside. When the compactor reaches `<point>` the script prints
+`REACHED <point>` on stdout and sleeps until the parent test kills it with SIGKILL. If the
+compaction finishes without reaching the point, it prints `FINISHED` and exits with
+status 3. The point `none` installs no hook: the compaction runs to completion, prints
+`FINISHED` and exits with status 0 (a compactor in another process).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lakeward.core.table_services.compaction.execute as execute_mod
+from lakeward.core.table import Table
+
+_LOCK = threading.Lock()
+
+
+def _freeze(point: str) -> None:
+    with _LOCK:
+        sys.stdout.write(f"REACHED {point}\n")
+        sys.stdout.flush()
+    while True:  # wait for SIGKILL
+        time.sleep(60)
+
+
+def _after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
+    """`fn`, freezing right after its `nth` call returns."""
+    calls = [0]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        with _LOCK:
+            calls[0] += 1
+            hit = calls[0] == nth
+        if hit:
+            _freeze(point)
+        return result
+
+    return wrapper
+
+
+def _before(point: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, freezing right before its first call."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _freeze(point)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+HOOKS: dict[str, Callable[[str], None]] = {
+    # `.compaction.inflight` exists, no base file of the compaction yet
+    "after_inflight": lambda p: setattr(
+        execute_mod, "transition_to_inflight", _after(p, execute_mod.transition_to_inflight)
+    ),
+    # the first planned slice's new base file is written, the other slices' are not
+    "after_first_base_file": lambda p: setattr(execute_mod, "write_base_file", _after(p, execute_mod.write_base_file)),
+    # one base file written, the second slice has its marker but no file yet
+    "marker_without_file": lambda p: setattr(execute_mod, "create_marker", _after(p, execute_mod.create_marker, 2)),
+    # every base file written (and markers reconciled), right before `<t>.commit` is published
+    "before_complete": lambda p: setattr(execute_mod, "complete", _before(p, execute_mod.complete)),
+}
+
+
+def main() -> int:
+    path, point, instant = sys.argv[1:4]
+    if point != "none":
+        HOOKS[point](point)
+    # One task at a time: the order of the slices' base files (and so the hook's n-th call) is fixed.
+    table = Table.open(path, options={"hoodie.upsert.shuffle.parallelism": 1})
+    table.run_compaction(instant)
+    sys.stdout.write("FINISHED\n")
+    sys.stdout.flush()
+    return 0 if point == "none" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
