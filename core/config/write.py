@@ -99,6 +99,12 @@ class WriteConfig(BaseModel):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
+    @field_validator("compaction_strategy", mode="before")
+    @classmethod
+    def _short_class_name(cls, value: Any) -> Any:
+        """Hudi's full class names (org.apache.hudi.table.action.compact.strategy.X) are accepted."""
+        return value.strip().rsplit(".", 1)[-1] if isinstance(value, str) else value
+
     @field_validator("compression", "log_block_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:

@@ -341,8 +341,17 @@ class WriteClient:
 
     # -- concurrency and failure ----------------------------------------------------------
     def _check_conflicts(self, seen: Timeline, touched: set[tuple[str, str]], instant_time: str) -> None:
-        """Optimistic concurrency: fail if a write completed meanwhile touched our file groups."""
+        """Optimistic concurrency: fail if a write completed meanwhile touched our file groups.
+
+        Also fail when this instant is no longer pending: another process took it for a
+        failed write and rolled it back (EAGER cleaning cannot tell a slow writer from a dead one).
+        """
         now = Timeline.load(self.storage)
+        if not any(i.time == instant_time and not i.is_completed for i in now.pending()):
+            raise ConcurrentWriteError(
+                f"instant {instant_time} was rolled back by another writer while it ran (it looked failed); "
+                "its files are gone: retry the write"
+            )
         known = seen.completed_write_times()
         for instant in now.completed_writes():
             if instant.time in known or instant.time == instant_time:

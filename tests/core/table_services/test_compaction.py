@@ -137,14 +137,6 @@ def test_unbounded_strategy_takes_every_slice_with_logs(tmp_path: Path) -> None:
     assert record["strategy"]["compactorClassName"] == STRATEGIES + "UnBoundedCompactionStrategy"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core/config/write.py: hoodie.compaction.strategy accepts only the short names; Hudi's value (and its "
-        "default) is the class name org.apache.hudi.table.action.compact.strategy.<Strategy>, which the README "
-        "says is accepted, but Table.open raises ConfigError"
-    ),
-)
 def test_strategy_given_as_hudi_class_name(tmp_path: Path) -> None:
     s, _ = _skewed(tmp_path / "t")
     options = {"hoodie.compaction.strategy": STRATEGIES + "UnBoundedCompactionStrategy"}
@@ -315,15 +307,6 @@ def test_a_running_write_of_another_process_is_left_alone(tmp_path: Path) -> Non
     s.assert_both_readers("after the compaction")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core/write/client.py: a writer's _start (EAGER failed-writes policy) rolls back every pending write "
-        "not registered in ITS process, including a write still running in another process; that write then "
-        "completes anyway (_execute publishes <t>.deltacommit without checking that its instant was not rolled "
-        "back), so its log files are gone and its updates are silently lost"
-    ),
-)
 def test_a_running_write_of_another_process_survives_a_write_here(tmp_path: Path) -> None:
     s = loaded(tmp_path / "t")
     rows = records(range(0, 90, 6), 3, "other-process", s.rng)
