@@ -186,6 +186,10 @@ def decode_avro_records(content: bytes, schema_json: str) -> pa.Table:
         raise CorruptTableError(f"Avro data block content version {version} is not supported (only 2 and 3)")
     if count < 0:
         raise CorruptTableError(f"Avro data block claims {count} records")
+    physical = pa.schema([f.with_type(_physical_type(f.type)) for f in arrow_schema])
+    fast = _decode_with_polars(content, count, schema_json, physical)
+    if fast is not None:
+        return _logical(fast, physical, arrow_schema)
     buf = io.BytesIO(content)
     buf.seek(8)
     read = fastavro.schemaless_reader
@@ -202,14 +206,94 @@ def decode_avro_records(content: bytes, schema_json: str) -> pa.Table:
         raise CorruptTableError(f"Avro data block records cannot be decoded: {exc!r}") from exc
     if buf.tell() != len(content):
         raise CorruptTableError(f"Avro data block has {len(content) - buf.tell()} bytes after its {count} records")
-    physical = pa.schema([f.with_type(_physical_type(f.type)) for f in arrow_schema])
-    table = pa.Table.from_pylist(rows, schema=physical)
+    return _logical(pa.Table.from_pylist(rows, schema=physical), physical, arrow_schema)
+
+
+def _logical(table: pa.Table, physical: pa.Schema, arrow_schema: pa.Schema) -> pa.Table:
+    """Physical columns (ints for dates and timestamps) cast back to the schema's logical types."""
     if physical == arrow_schema:
         return table
     return pa.Table.from_arrays(
         [c if f.type == p.type else pc.cast(c, f.type) for c, f, p in zip(table.columns, arrow_schema, physical)],
         schema=arrow_schema,
     )
+
+
+_FAST_TYPES = (pa.bool_(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.binary())
+
+
+@lru_cache(maxsize=64)
+def _container_header(schema_json: str) -> bytes:
+    """An Avro container header (the block's schema, time logical types stripped) with a fixed sync marker."""
+    stripped = _strip_time_logical_types(json.loads(schema_json))
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(stripped), [], codec="null", sync_marker=_SYNC)
+    return out.getvalue()
+
+
+_SYNC = b"lakeward-avro-sy"
+
+
+@lru_cache(maxsize=64)
+def _null_first_unions(schema_json: str) -> bool:
+    """Whether every nullable field is `["null", T]` (polars' reader rejects `[T, "null"]`)."""
+    fields = json.loads(schema_json).get("fields", [])
+    return all(not isinstance(f["type"], list) or f["type"][0] == "null" for f in fields)
+
+
+def _varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _decode_with_polars(content: bytes, count: int, schema_json: str, physical: pa.Schema) -> pa.Table | None:
+    """The block's records decoded in one pass by polars' (Rust) Avro reader, or None to use fastavro.
+
+    Only flat records of primitive types take this path; their datums are re-framed as one
+    Avro container block (the length prefixes dropped). Any doubt (other types, a framing or
+    decoding problem) returns None, and the per-record fastavro path decides, with its
+    precise corruption errors.
+    """
+    if count == 0 or any(f.type not in _FAST_TYPES for f in physical) or not _null_first_unions(schema_json):
+        return None
+    try:
+        import polars as pl
+    except ImportError:  # pragma: no cover - polars is a dependency; stay correct without it
+        return None
+    view = memoryview(content)
+    parts = []
+    pos = 8
+    end = len(content)
+    unpack = _INT.unpack_from
+    try:
+        for _ in range(count):
+            (length,) = unpack(content, pos)
+            pos += 4
+            if length < 0 or pos + length > end:
+                return None
+            parts.append(view[pos : pos + length])
+            pos += length
+    except struct.error:
+        return None
+    if pos != end:
+        return None
+    body = b"".join(parts)
+    container = b"".join([_container_header(schema_json), _varint(count), _varint(len(body)), body, _SYNC])
+    try:
+        table = pl.read_avro(io.BytesIO(container)).to_arrow()
+    except Exception:  # polars raises several unrelated types on bytes it cannot decode
+        return None
+    if table.num_rows != count or table.column_names != physical.names:
+        return None
+    try:
+        return table.cast(physical)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
 
 
 # -- Parquet data blocks -------------------------------------------------------------------

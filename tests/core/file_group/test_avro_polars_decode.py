@@ -1,0 +1,74 @@
+"""The one-pass (polars) decoding of Avro data blocks returns exactly what per-record fastavro decoding does."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from lakeward.core.file_group.log_file import content
+
+SCHEMA = {
+    "type": "record",
+    "name": "r",
+    "fields": [
+        {"name": "k", "type": "string"},
+        {"name": "n_first", "type": ["null", "long"], "default": None},
+        {"name": "v", "type": ["null", "double"], "default": None},
+        {"name": "i", "type": ["null", "int"], "default": None},
+        {"name": "f", "type": ["null", "float"], "default": None},
+        {"name": "b", "type": ["null", "boolean"], "default": None},
+        {"name": "s", "type": ["null", "string"], "default": None},
+        {"name": "raw", "type": ["null", "bytes"], "default": None},
+        {"name": "t", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None},
+    ],
+}
+
+
+def _rows(n: int) -> pa.Table:
+    return pa.table(
+        {
+            "k": [f"key-{i}-é" * (1 + i % 40) for i in range(n)],
+            "n_first": pa.array([None if i % 7 == 0 else (-1) ** i * i * 10**12 for i in range(n)], pa.int64()),
+            "v": pa.array([None if i % 5 == 0 else i / 3 for i in range(n)], pa.float64()),
+            "i": pa.array([None if i % 3 == 0 else -(2**31) + i for i in range(n)], pa.int32()),
+            "f": pa.array([None if i % 4 == 0 else float(i) for i in range(n)], pa.float32()),
+            "b": pa.array([None if i % 6 == 0 else i % 2 == 0 for i in range(n)], pa.bool_()),
+            "s": pa.array([None if i % 2 else "x" * (i % 300) for i in range(n)], pa.string()),
+            "raw": pa.array([None if i % 9 == 0 else bytes([i % 256]) * (i % 20) for i in range(n)], pa.binary()),
+            "t": pa.array([None if i % 8 == 0 else 1_700_000_000_000_000 + i for i in range(n)], pa.timestamp("us")),
+        }
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2, 1000])
+def test_one_pass_decoding_equals_per_record_decoding(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema_json = json.dumps(SCHEMA)
+    encoded = content.encode_avro_records(_rows(n), schema_json)
+    _, arrow_schema = content._schemas(schema_json)
+    physical = pa.schema([f.with_type(content._physical_type(f.type)) for f in arrow_schema])
+    assert content._decode_with_polars(encoded, n, schema_json, physical) is not None  # the fast path is taken
+    fast = content.decode_avro_records(encoded, schema_json)
+    monkeypatch.setattr(content, "_decode_with_polars", lambda *args: None)
+    slow = content.decode_avro_records(encoded, schema_json)
+    assert fast.schema == slow.schema
+    assert fast.equals(slow)
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_damaged_framing_falls_back_to_the_precise_error() -> None:
+    schema_json = json.dumps(SCHEMA)
+    encoded = bytearray(content.encode_avro_records(_rows(10), schema_json))
+    encoded[12] ^= 0x7F  # the first record's length no longer matches
+    with pytest.raises(content.CorruptTableError):
+        content.decode_avro_records(bytes(encoded), schema_json)
+
+
+def test_value_first_unions_take_the_per_record_path() -> None:
+    """`[T, "null"]` unions (legal Avro, not what Hudi writes) decode correctly through fastavro."""
+    schema = dict(SCHEMA, fields=[SCHEMA["fields"][0], {"name": "v", "type": ["double", "null"], "default": 0.0}])
+    schema_json = json.dumps(schema)
+    rows = _rows(20).select(["k", "v"])
+    decoded = content.decode_avro_records(content.encode_avro_records(rows, schema_json), schema_json)
+    assert decoded.to_pylist() == rows.to_pylist()
