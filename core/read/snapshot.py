@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from lakeward.core.engine.local import LocalEngine
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
@@ -79,13 +80,17 @@ def read_file_slices(
     if plain_paths:
         dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
         parts.append(dataset.to_table(columns=wanted, filter=filter))
-    for file_slice in merged_slices:
+
+    def merged(file_slice: FileSlice) -> pa.Table:
         assert instants is not None
         rows = read_merged_file_slice(storage, file_slice, dataset_schema, instants, merge or MergeSettings())
         rows = rows.cast(dataset_schema)
         if filter is not None:
             rows = rows.filter(filter)
-        parts.append(rows.select(wanted) if wanted is not None else rows)
+        return rows.select(wanted) if wanted is not None else rows
+
+    # Slices merge independently, mostly in Arrow and Avro code that releases the GIL.
+    parts.extend(LocalEngine().map(merged, merged_slices, "merge file slices"))
     table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     return table.replace_schema_metadata(None)
 
