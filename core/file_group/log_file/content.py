@@ -150,10 +150,16 @@ def encode_avro_records(records: pa.Table, schema_json: str) -> bytes:
     """Avro data block content (version 3) of `records`, encoded with the header `SCHEMA`.
 
     `records` are conformed (cast, reordered; missing nullable columns filled with nulls)
-    to the schema first, so they may come in any compatible Arrow types.
+    to the schema first, so they may come in any compatible Arrow types. Flat records of
+    primitives are encoded vectorised (`avro_vector`, the same bytes); others by fastavro.
     """
+    from lakeward.core.file_group.log_file import avro_vector
+
     avro_schema, arrow_schema = _schemas(schema_json)
     table = conform_batch(records, arrow_schema, allow_missing=True)
+    body = avro_vector.encode_block_records(table, avro_schema)
+    if body is not None:
+        return _TWO_INTS.pack(AVRO_BLOCK_VERSION, table.num_rows) + body
     columns: list[list[Any]] = []
     for field, column in zip(table.schema, table.columns):
         if _has_physical_change(field.type):
