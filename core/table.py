@@ -288,9 +288,11 @@ class Table:
         """Replace the whole table with `data` (a replacecommit)."""
         return self._written(self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine))
 
-    def delete_partition(self, partitions: Sequence[str]) -> WriteResult:
+    def delete_partition(self, partitions: Sequence[str], *, engine: Engine | str | None = None) -> WriteResult:
         """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
-        return self._writer().write(None, WriteOperation.DELETE_PARTITION, partitions=list(partitions))
+        return self._written(
+            self._writer().write(None, WriteOperation.DELETE_PARTITION, partitions=list(partitions), engine=engine)
+        )
 
     def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
         if keys and isinstance(keys[0], Mapping):
