@@ -41,6 +41,15 @@ from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.table_services import savepoint as savepoint_service
+from lakeward.core.table_services.clean import (
+    CleanResult,
+    check_as_of_retained,
+    check_incremental_retained,
+    pending_cleans,
+    run_clean,
+    schedule_clean,
+)
 from lakeward.core.table_services.compaction import (
     CompactionResult,
     pending_compactions,
@@ -334,6 +343,42 @@ class Table:
         if instant is not None:
             run_compaction(client, instant)
 
+    # -- cleaning, savepoints, restore ----------------------------------------------------
+    def schedule_clean(self) -> str | None:
+        """Plan a clean under `hoodie.cleaner.policy`; returns its instant time, or None when nothing is to be
+        deleted (or a clean is already pending: run it with `run_clean`)."""
+        return schedule_clean(self._writer())
+
+    def run_clean(self, instant: str) -> CleanResult:
+        """Execute a planned clean (idempotent: re-running a half-done clean completes it)."""
+        return run_clean(self._writer(), instant)
+
+    def clean(self) -> CleanResult | None:
+        """Finish pending cleans, then schedule and run a new one; the new clean's result (None: nothing to do)."""
+        for pending in pending_cleans(self.timeline()):
+            run_clean(self._writer(), pending)
+        instant = self.schedule_clean()
+        return self.run_clean(instant) if instant is not None else None
+
+    def pending_cleans(self) -> list[str]:
+        """Instant times of planned cleans that have not completed, oldest first."""
+        return pending_cleans(self.timeline())
+
+    def savepoint(self, instant: str, *, user: str | None = None, comment: str = "") -> str:
+        """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
+        return savepoint_service.savepoint(self._writer(), instant, user, comment)
+
+    def savepoints(self) -> list[str]:
+        """Instant times of the table's savepoints, oldest first."""
+        return savepoint_service.savepoints(self.timeline())
+
+    def delete_savepoint(self, instant: str) -> None:
+        savepoint_service.delete_savepoint(self._writer(), instant)
+
+    def restore(self, savepoint_instant: str) -> savepoint_service.RestoreResult:
+        """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
+        return savepoint_service.restore(self._writer(), savepoint_instant)
+
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:
         if as_of is None:
@@ -358,6 +403,7 @@ class Table:
             raise InstantNotFoundError(
                 f"no completed instant at or before {as_of!r}; the earliest readable instant is {first}"
             )
+        check_as_of_retained(self.storage, timeline, instant.time, as_of)
         return instant.time
 
     def _read_engine(self, engine: Engine | str | None) -> Engine:
@@ -419,6 +465,7 @@ class Table:
                 )
             before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
             stop = before[-1] if before and before[-1] > start else start
+        check_incremental_retained(self.storage, timeline, start, stop)
         schema = resolve_table_schema(self.storage, timeline, self.config)
         if chosen.name == "spark":
             from pyspark.sql import functions as F

@@ -65,6 +65,16 @@ class WriteConfig(BaseModel):
     payload_class: str | None = Field(None, alias="hoodie.datasource.write.payload.class")
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
     failed_writes_cleaner_policy: Literal["EAGER"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
+    #: Cleaning: which old file slices a clean removes (see core/table_services/clean).
+    cleaner_policy: Literal["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"] = Field(
+        "KEEP_LATEST_COMMITS", alias="hoodie.cleaner.policy"
+    )
+    #: KEEP_LATEST_COMMITS: every file slice needed to read as of the last N completed commits stays.
+    cleaner_commits_retained: int = Field(10, alias="hoodie.cleaner.commits.retained", gt=0)
+    #: KEEP_LATEST_FILE_VERSIONS: the latest N file slices of every file group stay.
+    cleaner_file_versions_retained: int = Field(3, alias="hoodie.cleaner.fileversions.retained", gt=0)
+    #: KEEP_LATEST_BY_HOURS: every file slice needed to read as of the commits of the last N hours stays.
+    cleaner_hours_retained: int = Field(24, alias="hoodie.cleaner.hours.retained", gt=0)
     parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
     #: Compaction (merge-on-read): schedule and run one after each write when due.
     compact_inline: bool = Field(False, alias="hoodie.compact.inline")
@@ -104,6 +114,11 @@ class WriteConfig(BaseModel):
     def _short_class_name(cls, value: Any) -> Any:
         """Hudi's full class names (org.apache.hudi.table.action.compact.strategy.X) are accepted."""
         return value.strip().rsplit(".", 1)[-1] if isinstance(value, str) else value
+
+    @field_validator("cleaner_policy", mode="before")
+    @classmethod
+    def _cleaner_policy(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("compression", "log_block_format", mode="before")
     @classmethod

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
     complete,
     create_requested,
@@ -150,16 +151,24 @@ def _rollback_requests(storage: Storage, by_partition: dict[str, list[str]]) -> 
     return requests
 
 
-def failed_writes(timeline: Timeline, exclude: set[str] | None = None) -> list[Instant]:
-    """Pending commit/deltacommit/replacecommit instants: with the EAGER policy, failed writes."""
+def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: Storage | None = None) -> list[Instant]:
+    """Pending commit/deltacommit/replacecommit instants: with the EAGER policy, failed writes.
+
+    With `storage`, a pending clustering (a replacecommit whose requested file holds a
+    clustering plan) is not a failed write: as in Hudi, a writer never rolls it back; the
+    plan stays until `run_clustering` executes it.
+    """
     exclude = exclude or set()
-    return [
+    found = [
         i
         for i in timeline.pending()
         if i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
         and i.time not in exclude
         and i.state in (State.REQUESTED, State.INFLIGHT)
     ]
+    if storage is None:
+        return found
+    return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
 
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:

@@ -209,6 +209,130 @@ ROLLBACK_METADATA = {
     ],
 }
 
+_STR_ARRAY = {"type": "array", "items": STR}
+
+CLEANER_PLAN = {
+    "type": "record",
+    "name": "HoodieCleanerPlan",
+    "namespace": NS,
+    "fields": [
+        _opt(
+            "earliestInstantToRetain",
+            {
+                "type": "record",
+                "name": "HoodieActionInstant",
+                "fields": [
+                    {"name": "timestamp", "type": STR},
+                    {"name": "action", "type": STR},
+                    {"name": "state", "type": STR},
+                ],
+            },
+        ),
+        {"name": "lastCompletedCommitTimestamp", "type": STR, "default": ""},
+        {"name": "policy", "type": STR},
+        _opt("filesToBeDeletedPerPartition", {"type": "map", "values": _STR_ARRAY}),
+        _version(),
+        _opt(
+            "filePathsToBeDeletedPerPartition",
+            {
+                "type": "map",
+                "values": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "HoodieCleanFileInfo",
+                        "fields": [_opt("filePath", STR), _opt("isBootstrapBaseFile", "boolean")],
+                    },
+                },
+            },
+        ),
+        _opt("partitionsToBeDeleted", _STR_ARRAY),
+    ],
+}
+
+CLEAN_PARTITION_METADATA = {
+    "type": "record",
+    "name": "HoodieCleanPartitionMetadata",
+    "namespace": NS,
+    "fields": [
+        {"name": "partitionPath", "type": STR},
+        {"name": "policy", "type": STR},
+        {"name": "deletePathPatterns", "type": _STR_ARRAY},
+        {"name": "successDeleteFiles", "type": _STR_ARRAY},
+        {"name": "failedDeleteFiles", "type": _STR_ARRAY},
+        _opt("isPartitionDeleted", "boolean"),
+    ],
+}
+
+CLEAN_METADATA = {
+    "type": "record",
+    "name": "HoodieCleanMetadata",
+    "namespace": NS,
+    "fields": [
+        {"name": "startCleanTime", "type": STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "earliestCommitToRetain", "type": STR},
+        {"name": "lastCompletedCommitTimestamp", "type": STR, "default": ""},
+        {"name": "partitionMetadata", "type": {"type": "map", "values": CLEAN_PARTITION_METADATA}},
+        _version(),
+        _opt("bootstrapPartitionMetadata", {"type": "map", "values": "HoodieCleanPartitionMetadata"}),
+    ],
+}
+
+SAVEPOINT_METADATA = {
+    "type": "record",
+    "name": "HoodieSavepointMetadata",
+    "namespace": NS,
+    "fields": [
+        {"name": "savepointedBy", "type": STR},
+        {"name": "savepointedAt", "type": "long"},
+        {"name": "comments", "type": STR},
+        {
+            "name": "partitionMetadata",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "HoodieSavepointPartitionMetadata",
+                    "fields": [
+                        {"name": "partitionPath", "type": STR},
+                        {"name": "savepointDataFile", "type": _STR_ARRAY},
+                    ],
+                },
+            },
+        },
+        _version(),
+    ],
+}
+
+RESTORE_PLAN = {
+    "type": "record",
+    "name": "HoodieRestorePlan",
+    "namespace": NS,
+    "fields": [
+        {"name": "instantsToRollback", "type": {"type": "array", "items": INSTANT_INFO}, "default": []},
+        _version(),
+    ],
+}
+
+RESTORE_METADATA = {
+    "type": "record",
+    "name": "HoodieRestoreMetadata",
+    "namespace": NS,
+    "fields": [
+        {"name": "startRestoreTime", "type": STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "instantsToRollback", "type": _STR_ARRAY},
+        {
+            "name": "hoodieRestoreMetadata",
+            "type": {"type": "map", "values": {"type": "array", "items": ["null", ROLLBACK_METADATA]}},
+        },
+        _version(),
+        {"name": "restoreInstantInfo", "type": {"type": "array", "items": "HoodieInstantInfo"}, "default": []},
+    ],
+}
+
 _PARSED: dict[str, Any] = {}
 
 

@@ -42,6 +42,7 @@ from lakeward.core.timeline import (
     avro_plans,
     new_instant_time,
 )
+from lakeward.core.timeline.clustering_plan import pending_clustering_file_groups
 from lakeward.core.timeline.transitions import (
     complete,
     create_requested,
@@ -181,6 +182,7 @@ class WriteClient:
             self.write_config.max_file_size,
             self.write_config.small_file_limit,
             self._avg_record_size(timeline, batch_bytes_per_row),
+            frozenset(pending_clustering_file_groups(self.storage, timeline)),
         )
 
     def bucket_hash_fields(self, columns: Sequence[str]) -> list[str]:
@@ -218,7 +220,7 @@ class WriteClient:
         for interrupted in pending_rollbacks(current):
             resume_rollback(self.storage, interrupted)
             current = Timeline.load(self.storage)
-        for failed in failed_writes(current, exclude=running):
+        for failed in failed_writes(current, exclude=running, storage=self.storage):
             rollback_pending_instant(
                 self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
             )
@@ -252,6 +254,9 @@ class WriteClient:
         timeline = Timeline.load(self.storage)
         view = FileSystemView.load(self.storage, timeline)
         plan = plane.plan(prepared, operation, view, partitions)
+        self._reject_updates_under_clustering(
+            timeline, set(plan.touched) | {(p, f) for p, ids in plan.replaced.items() for f in ids}, requested.time
+        )
         inflight = transition_to_inflight(self.storage, requested, self._workload(operation, plan.workload).to_bytes())
         # A log append with nothing to write leaves a stat without a file: not part of the commit.
         stats = [s for s in plan.run(self.context(requested.time, prepared.schema)) if s.path]
@@ -371,6 +376,25 @@ class WriteClient:
                     f"also wrote file group {file_id} in partition {partition!r} "
                     f"({len(clash)} file group(s) in common); retry the write"
                 )
+
+    def _reject_updates_under_clustering(
+        self, timeline: Timeline, touched: set[tuple[str, str]], instant_time: str
+    ) -> None:
+        """`hoodie.clustering.updates.strategy` = SparkRejectUpdateStrategy (Hudi's default): a write
+        that would change a file group a pending clustering will replace fails before writing anything
+        (inserts into new file groups are fine; small-file filling skips such groups)."""
+        if not touched:
+            return
+        pending = pending_clustering_file_groups(self.storage, timeline)
+        clash = sorted(k for k in touched if k in pending)
+        if clash:
+            partition, file_id = clash[0]
+            raise ConcurrentWriteError(
+                f"instant {instant_time} would update file group {file_id} in partition {partition!r}, which the "
+                f"pending clustering {pending[(partition, file_id)]} will replace ({len(clash)} file group(s) "
+                "affected); hoodie.clustering.updates.strategy=SparkRejectUpdateStrategy rejects such updates: "
+                "run the clustering first (Table.run_clustering), then retry the write"
+            )
 
     def _rollback_own(self, instant: Instant) -> None:
         try:

@@ -54,6 +54,8 @@ class SizingPolicy:
     max_file_size: int
     small_file_limit: int
     avg_record_size: int
+    #: File groups never filled as small files (under a pending clustering, which will replace them).
+    excluded: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def records_per_file(self) -> int:
@@ -91,7 +93,10 @@ def plan_inserts(
             (
                 s
                 for s in slices
-                if s.base_file is not None and not s.log_files and s.base_file.size < policy.small_file_limit
+                if s.base_file is not None
+                and not s.log_files
+                and s.base_file.size < policy.small_file_limit
+                and (s.partition_path, s.file_id) not in policy.excluded
             ),
             key=lambda s: s.base_file.size if s.base_file else 0,
         )

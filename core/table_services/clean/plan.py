@@ -1,0 +1,309 @@
+"""Planning a clean: which file slices no reader, savepoint or pending plan needs any more.
+
+Policies (`hoodie.cleaner.policy`), per file group:
+
+- KEEP_LATEST_COMMITS (`hoodie.cleaner.commits.retained` = N): the earliest commit to
+  retain, E, is the N-th latest completed write (commit, deltacommit, replacecommit,
+  compaction). Every slice based at or after E stays, and so does the newest slice based
+  before E (a read as of E needs it); older slices go. Nothing is cleaned while there are
+  N or fewer completed writes.
+- KEEP_LATEST_BY_HOURS (`hoodie.cleaner.hours.retained` = H): E is the oldest completed
+  write not older than H hours (the latest write when none is); then as above.
+- KEEP_LATEST_FILE_VERSIONS (`hoodie.cleaner.fileversions.retained` = K): the newest K
+  slices of every file group stay (savepointed slices do not count towards K).
+
+File groups replaced by a completed replacecommit (insert overwrite, clustering) lose all
+their slices once the replacecommit is older than E (for KEEP_LATEST_FILE_VERSIONS: at
+once, as Hudi). Never cleaned: a slice with a file a savepoint lists, the slice a pending
+compaction reads and any later one, and every slice of a file group in a pending
+clustering plan.
+
+Unlike Hudi, the plan's `earliestInstantToRetain` (and the metadata's
+`earliestCommitToRetain`) is recorded for KEEP_LATEST_FILE_VERSIONS too: the oldest
+completed write whose snapshot is still whole after the clean, so that reads as of older
+instants fail with a clear error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakeward.core.file_group.file_group import FileGroup, FileSlice
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.clean.retention import last_clean_retained
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, avro_plans, new_instant_time
+from lakeward.core.timeline.compaction_plan import pending_compaction_instants, read_compaction_plan
+from lakeward.core.timeline.instant_time import format_instant_time
+from lakeward.core.timeline.transitions import create_requested, read_instant
+
+if TYPE_CHECKING:
+    from lakeward.core.config.write import WriteConfig
+    from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
+PLAN_VERSION = 2
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+
+
+@dataclass(frozen=True)
+class CleanPlan:
+    """Files to delete per partition (paths relative to the table), and what the clean retains."""
+
+    policy: str
+    files: dict[str, tuple[str, ...]]
+    earliest_instant_to_retain: Instant | None = None
+    last_completed_commit: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def file_count(self) -> int:
+        return sum(len(v) for v in self.files.values())
+
+    def to_bytes(self, storage: Storage) -> bytes:
+        earliest = self.earliest_instant_to_retain
+        record: dict[str, Any] = {
+            "earliestInstantToRetain": (
+                {"timestamp": earliest.time, "action": earliest.action.value, "state": "COMPLETED"}
+                if earliest is not None
+                else None
+            ),
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "policy": self.policy,
+            "filesToBeDeletedPerPartition": None,
+            "version": PLAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                partition: [{"filePath": storage.full_path(p), "isBootstrapBaseFile": False} for p in paths]
+                for partition, paths in sorted(self.files.items())
+            },
+            "partitionsToBeDeleted": [],
+        }
+        return avro_plans.serialize(avro_plans.CLEANER_PLAN, record)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, storage: Storage, what: str = "cleaner plan") -> CleanPlan:
+        record = avro_plans.deserialize(data, what)
+
+        def rel(path: str, partition: str) -> str:
+            # Data files live directly in their partition folder: resolve by name, so that a plan
+            # still applies to a table that was copied or moved (its paths are absolute).
+            name = posixpath.basename(path)
+            return posixpath.join(partition, name) if partition else name
+
+        files: dict[str, tuple[str, ...]] = {}
+        for partition, infos in (record.get("filePathsToBeDeletedPerPartition") or {}).items():
+            files[partition] = tuple(rel(i["filePath"], partition) for i in infos if i.get("filePath"))
+        if not files:
+            for partition, names in (record.get("filesToBeDeletedPerPartition") or {}).items():
+                files[partition] = tuple(rel(n, partition) for n in names)
+        earliest = record.get("earliestInstantToRetain")
+        instant = None
+        if earliest:
+            instant = Instant(earliest["timestamp"], Action(earliest["action"]), State.COMPLETED)
+        return cls(str(record["policy"]), files, instant, record.get("lastCompletedCommitTimestamp") or "")
+
+
+# -- what must never be cleaned -------------------------------------------------------------
+def pending_clustering_file_groups(storage: Storage, timeline: Timeline) -> set[tuple[str, str]]:
+    """File groups named by pending replacecommits whose plan is a clustering (operationType cluster)."""
+    groups: set[tuple[str, str]] = set()
+    for instant in timeline.pending():
+        if instant.action is not Action.REPLACE_COMMIT:
+            continue
+        requested = instant.with_state(State.REQUESTED)
+        if requested.file_name not in timeline.files:
+            continue
+        data = read_instant(storage, requested)
+        if not data:
+            continue
+        record = avro_plans.deserialize(data, requested.file_name)
+        if str(record.get("operationType") or "").lower() != "cluster":
+            continue
+        for group in (record.get("clusteringPlan") or {}).get("inputGroups") or []:
+            for s in group.get("slices") or []:
+                groups.add((s.get("partitionPath") or "", s.get("fileId") or ""))
+    return groups
+
+
+def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> the oldest base instant a pending compaction reads in that group."""
+    out: dict[tuple[str, str], str] = {}
+    for instant in pending_compaction_instants(timeline):
+        for op in read_compaction_plan(storage, instant.time).operations:
+            key = (op.partition_path, op.file_id)
+            base = op.base_instant_time or instant.time
+            out[key] = min(out.get(key, base), base)
+    return out
+
+
+def savepointed_file_names(storage: Storage, timeline: Timeline) -> set[str]:
+    names: set[str] = set()
+    for instant in timeline.completed():
+        if instant.action is Action.SAVEPOINT:
+            record = avro_plans.deserialize(read_instant(storage, instant), instant.file_name)
+            for partition in (record.get("partitionMetadata") or {}).values():
+                names.update(posixpath.basename(f) for f in partition.get("savepointDataFile") or [])
+    return names
+
+
+def replaced_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> time of the completed replacecommit that replaced it."""
+    replaced: dict[tuple[str, str], str] = {}
+    for instant in timeline.completed_writes():
+        if instant.action is Action.REPLACE_COMMIT:
+            meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
+            for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
+                for file_id in file_ids:
+                    replaced.setdefault((partition, file_id), instant.time)
+    return replaced
+
+
+def _files_of(file_slice: FileSlice) -> list[str]:
+    files = [f.path for f in file_slice.log_files]
+    if file_slice.base_file is not None:
+        files.insert(0, file_slice.base_file.path)
+    return files
+
+
+@dataclass
+class _Protection:
+    savepointed: set[str]
+    clustering: set[tuple[str, str]]
+    compaction: dict[tuple[str, str], str]
+
+    def keeps(self, group: FileGroup, file_slice: FileSlice) -> bool:
+        key = (group.partition_path, group.file_id)
+        if key in self.clustering:
+            return True
+        base = self.compaction.get(key)
+        if base is not None and file_slice.base_instant_time >= base:
+            return True
+        return any(posixpath.basename(p) in self.savepointed for p in _files_of(file_slice))
+
+
+def earliest_commit_to_retain(
+    timeline: Timeline, wc: WriteConfig, now: dt.datetime | None, timezone: str
+) -> Instant | None:
+    writes = timeline.completed_writes()
+    if wc.cleaner_policy == KEEP_LATEST_COMMITS:
+        n = wc.cleaner_commits_retained
+        return writes[-n] if len(writes) > n else None
+    if wc.cleaner_policy == KEEP_LATEST_BY_HOURS:
+        if not writes:
+            return None
+        if now is None:
+            now = dt.datetime.now(dt.UTC) if timezone == "UTC" else dt.datetime.now()
+        cutoff = format_instant_time(now - dt.timedelta(hours=wc.cleaner_hours_retained))
+        return next((i for i in writes if i.time >= cutoff), writes[-1])
+    return None
+
+
+def plan_clean(
+    storage: Storage,
+    timeline: Timeline,
+    view: FileSystemView,
+    wc: WriteConfig,
+    timezone: str = "LOCAL",
+    now: dt.datetime | None = None,
+) -> CleanPlan:
+    """The files a clean under `wc`'s policy deletes now (pure: reads the timeline, writes nothing)."""
+    policy = wc.cleaner_policy
+    latest = timeline.latest_completed_write()
+    last_commit = latest.time if latest else ""
+    protection = _Protection(
+        savepointed_file_names(storage, timeline),
+        pending_clustering_file_groups(storage, timeline),
+        pending_compaction_bases(storage, timeline),
+    )
+    replaced = replaced_file_groups(storage, timeline)
+    earliest = earliest_commit_to_retain(timeline, wc, now, timezone)
+    by_versions = policy == KEEP_LATEST_FILE_VERSIONS
+    if not by_versions and earliest is None:
+        return CleanPlan(policy, {}, None, last_commit)
+    files: dict[str, list[str]] = defaultdict(list)
+    readable_from = ""  # KEEP_LATEST_FILE_VERSIONS: snapshots older than this lost a slice
+    for group in view.file_groups():
+        key = (group.partition_path, group.file_id)
+        slices = sorted(group.slices, key=lambda s: s.base_instant_time)
+        replaced_at = replaced.get(key)
+        if by_versions:
+            doomed = _by_versions(group, slices, replaced_at, wc.cleaner_file_versions_retained, protection)
+        else:
+            assert earliest is not None
+            doomed = _by_commits(group, slices, replaced_at, earliest.time, protection)
+        for s in doomed:
+            files[group.partition_path].extend(_files_of(s))
+        if by_versions and doomed:
+            kept = [s.base_instant_time for s in slices if s not in doomed]
+            bound = min(kept) if kept else (replaced_at or "")
+            readable_from = max(readable_from, bound)
+    if by_versions:
+        earliest = _first_write_at_or_after(timeline, readable_from) if readable_from else None
+        previous = last_clean_retained(storage, timeline)
+        if previous is not None and (earliest is None or previous[0] > earliest.time):
+            earliest = _first_write_at_or_after(timeline, previous[0]) or earliest
+    return CleanPlan(policy, {p: tuple(sorted(v)) for p, v in files.items() if v}, earliest, last_commit)
+
+
+def _first_write_at_or_after(timeline: Timeline, time: str) -> Instant | None:
+    return next((i for i in timeline.completed_writes() if i.time >= time), timeline.latest_completed_write())
+
+
+def _by_commits(
+    group: FileGroup, slices: list[FileSlice], replaced_at: str | None, earliest: str, protection: _Protection
+) -> list[FileSlice]:
+    if replaced_at is not None and replaced_at < earliest:
+        return [s for s in slices if not protection.keeps(group, s)]
+    before = [s for s in slices if s.base_instant_time < earliest]
+    # The newest slice based before E is what a read as of E (or later, until the next slice) needs.
+    old = before[:-1]
+    return [s for s in old if not protection.keeps(group, s)]
+
+
+def _by_versions(
+    group: FileGroup, slices: list[FileSlice], replaced_at: str | None, keep: int, protection: _Protection
+) -> list[FileSlice]:
+    if replaced_at is not None:
+        return [s for s in slices if not protection.keeps(group, s)]
+    doomed = []
+    for s in reversed(slices):
+        if any(posixpath.basename(p) in protection.savepointed for p in _files_of(s)):
+            continue  # savepointed slices stay and do not count
+        if keep > 0:
+            keep -= 1
+        elif not protection.keeps(group, s):
+            doomed.append(s)
+    return doomed
+
+
+# -- scheduling ---------------------------------------------------------------------------
+def pending_cleans(timeline: Timeline) -> list[str]:
+    return [i.time for i in timeline.pending() if i.action is Action.CLEAN]
+
+
+def schedule_clean(client: WriteClient, now: dt.datetime | None = None) -> str | None:
+    """Under the table lock, write `<t>.clean.requested` with the plan; None when nothing is to be cleaned
+    or a clean is already pending (run that one first)."""
+    storage, config = client.storage, client.config
+    with client.lock:
+        timeline = Timeline.load(storage)
+        pending = pending_cleans(timeline)
+        if pending:
+            log.info("not scheduling a clean: clean %s is pending; run it first", pending[0])
+            return None
+        view = FileSystemView.load(storage, timeline)
+        plan = plan_clean(storage, timeline, view, client.write_config, config.timeline_timezone, now)
+        if not plan.file_count:
+            log.info("nothing to clean under %s", plan.policy)
+            return None
+        instant_time = new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage))
+        log.info("scheduled clean %s of %d file(s) (%s)", instant_time, plan.file_count, plan.policy)
+        return instant_time

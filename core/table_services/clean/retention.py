@@ -1,0 +1,68 @@
+"""Which instants are still readable after cleaning: the earliest instant the last completed clean retained.
+
+A clean records `earliestCommitToRetain` in its `HoodieCleanMetadata` (and the plan's
+`earliestInstantToRetain`), as Apache Hudi does. A read as of an older instant (time
+travel) or an incremental read starting before it would need file slices the clean
+deleted, so it fails with InstantNotFoundError naming the oldest readable instant.
+Savepointed instants stay readable: cleaning keeps every file a savepoint lists.
+"""
+
+from __future__ import annotations
+
+from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import Action, Timeline, avro_plans
+from lakeward.core.timeline.transitions import read_instant
+
+
+def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str] | None:
+    """(earliest retained instant, clean instant) of the latest completed clean that recorded one."""
+    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
+    for clean in reversed(cleans):
+        metadata = avro_plans.deserialize(read_instant(storage, clean), clean.file_name)
+        earliest = metadata.get("earliestCommitToRetain") or ""
+        if earliest:
+            return earliest, clean.time
+    return None
+
+
+def savepoint_times(timeline: Timeline) -> list[str]:
+    return [i.time for i in timeline.completed() if i.action is Action.SAVEPOINT]
+
+
+def oldest_readable_instant(storage: Storage, timeline: Timeline) -> str | None:
+    """The earliest completed write a time-travel read can still use (None: nothing was cleaned)."""
+    retained = last_clean_retained(storage, timeline)
+    return retained[0] if retained else None
+
+
+def check_as_of_retained(storage: Storage, timeline: Timeline, instant_time: str, asked: object) -> None:
+    """Raise when a read as of `instant_time` needs file slices that a clean deleted."""
+    retained = last_clean_retained(storage, timeline)
+    if retained is None or instant_time >= retained[0] or instant_time in savepoint_times(timeline):
+        return
+    earliest, clean = retained
+    raise InstantNotFoundError(
+        f"instant {instant_time} (as_of {asked!r}) is no longer retained: clean {clean} deleted the file "
+        f"slices needed to read as of it; the oldest readable instant is {earliest}" + _savepoint_hint(timeline)
+    )
+
+
+def check_incremental_retained(storage: Storage, timeline: Timeline, begin: str, end: str | None) -> None:
+    """Raise when an incremental range (begin, end] covers completed writes older than the retained window."""
+    retained = last_clean_retained(storage, timeline)
+    if retained is None:
+        return
+    earliest, clean = retained
+    lost = [i.time for i in timeline.completed_writes() if begin < i.time < earliest and (end is None or i.time <= end)]
+    if lost:
+        raise InstantNotFoundError(
+            f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
+            f"deleted its file slices; the oldest readable instant is {earliest} (begin the range at or after "
+            f"the instant before it)"
+        )
+
+
+def _savepoint_hint(timeline: Timeline) -> str:
+    saved = savepoint_times(timeline)
+    return f" (savepointed instants, readable too: {', '.join(saved)})" if saved else ""

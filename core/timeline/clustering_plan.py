@@ -1,0 +1,185 @@
+"""Clustering plans: `HoodieRequestedReplaceMetadata` with operationType CLUSTER in `<t>.replacecommit.requested`.
+
+A clustering plan lists input groups of file slices (base file and log files, by path);
+each group is rewritten into `numOutputFileGroups` new file groups and the replacecommit
+`<t>` replaces the input groups. Hudi writes full paths in `HoodieSliceInfo`; names
+relative to the partition are read too. A pending replacecommit whose requested file
+decodes to operationType `CLUSTER` (any case) with a clustering plan is a pending
+clustering: it is not a failed write, and writers must not update its file groups.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from lakeward.core.exceptions import CorruptTableError
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import avro_plans
+from lakeward.core.timeline.compaction_plan import CompactionOperation
+from lakeward.core.timeline.instant import Action, Instant, State
+from lakeward.core.timeline.timeline import Timeline
+from lakeward.core.timeline.transitions import read_instant
+
+CLUSTER = "CLUSTER"
+EXECUTION_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+SORT_COLUMNS_KEY = "hoodie.clustering.plan.strategy.sort.columns"
+PLAN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ClusteringGroup:
+    """Input slices (as compaction operations: same fields) rewritten together into `num_output_file_groups` files."""
+
+    slices: tuple[CompactionOperation, ...]
+    num_output_file_groups: int = 1
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def partition_path(self) -> str:
+        return self.slices[0].partition_path if self.slices else ""
+
+
+@dataclass(frozen=True)
+class ClusteringPlan:
+    groups: tuple[ClusteringGroup, ...]
+    sort_columns: tuple[str, ...] = ()
+    strategy: str = EXECUTION_STRATEGY
+    strategy_params: dict[str, str] = field(default_factory=dict)
+
+    def file_groups(self) -> set[tuple[str, str]]:
+        return {(op.partition_path, op.file_id) for g in self.groups for op in g.slices}
+
+    def replaced(self) -> dict[str, list[str]]:
+        """partition -> file ids this clustering replaces (`partitionToReplaceFileIds`)."""
+        out: dict[str, list[str]] = {}
+        for g in self.groups:
+            for op in g.slices:
+                out.setdefault(op.partition_path, []).append(op.file_id)
+        return out
+
+    def to_bytes(self, storage: Storage) -> bytes:
+        def full(op: CompactionOperation, name: str) -> str:
+            return storage.full_path(posixpath.join(op.partition_path, name) if op.partition_path else name)
+
+        params = dict(self.strategy_params)
+        if self.sort_columns:
+            params[SORT_COLUMNS_KEY] = ",".join(self.sort_columns)
+        plan = {
+            "inputGroups": [
+                {
+                    "slices": [
+                        {
+                            "dataFilePath": full(op, op.base_file_name) if op.base_file_name else "",
+                            "deltaFilePaths": [full(op, n) for n in op.log_file_names],
+                            "fileId": op.file_id,
+                            "partitionPath": op.partition_path,
+                            "bootstrapFilePath": "",
+                            "version": 1,
+                        }
+                        for op in g.slices
+                    ],
+                    "metrics": dict(g.metrics),
+                    "numOutputFileGroups": g.num_output_file_groups,
+                    "extraMetadata": None,
+                    "version": 1,
+                }
+                for g in self.groups
+            ],
+            "strategy": {"strategyClassName": self.strategy, "strategyParams": params, "version": 1},
+            "extraMetadata": {},
+            "version": PLAN_VERSION,
+            "preserveHoodieMetadata": True,
+        }
+        record = {"operationType": CLUSTER, "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
+        return avro_plans.serialize(avro_plans.REQUESTED_REPLACE_METADATA, record)
+
+    @classmethod
+    def from_record(cls, plan: dict[str, object], what: str) -> ClusteringPlan:
+        groups = []
+        for group in plan.get("inputGroups") or []:  # type: ignore[attr-defined]
+            ops = [_operation(s, what) for s in group.get("slices") or []]
+            groups.append(
+                ClusteringGroup(
+                    tuple(ops), int(group.get("numOutputFileGroups") or 1), dict(group.get("metrics") or {})
+                )
+            )
+        strategy = plan.get("strategy") or {}
+        params = dict(strategy.get("strategyParams") or {})  # type: ignore[attr-defined]
+        sort = tuple(c.strip() for c in params.get(SORT_COLUMNS_KEY, "").split(",") if c.strip())
+        name = strategy.get("strategyClassName") or EXECUTION_STRATEGY  # type: ignore[attr-defined]
+        return cls(tuple(groups), sort, name, params)
+
+
+def _operation(info: dict[str, object], what: str) -> CompactionOperation:
+    partition = str(info.get("partitionPath") or "")
+    file_id = str(info.get("fileId") or "")
+    data = str(info.get("dataFilePath") or "")
+    base = posixpath.basename(data) if data else None
+    logs = tuple(posixpath.basename(str(p)) for p in info.get("deltaFilePaths") or [])  # type: ignore[attr-defined]
+    if base is not None:
+        parsed = parse_base_file_name(base)
+        if parsed is None:
+            raise CorruptTableError(f"{what} names an unparsable base file {base!r}")
+        base_instant = parsed.instant_time
+    elif logs:
+        log = parse_log_file_name(logs[0])
+        if log is None:
+            raise CorruptTableError(f"{what} names an unparsable log file {logs[0]!r}")
+        base_instant = log.base_instant_time
+    else:
+        raise CorruptTableError(f"{what} has a slice of file group {file_id} without files")
+    return CompactionOperation(partition, file_id, base_instant, base, logs)
+
+
+def clustering_plan_of(storage: Storage, time: str) -> ClusteringPlan | None:
+    """The clustering plan of replacecommit `time`, or None when it is not a clustering (or has no requested file)."""
+    requested = Instant(time, Action.REPLACE_COMMIT, State.REQUESTED)
+    try:
+        data = read_instant(storage, requested)
+    except (FileNotFoundError, OSError):
+        return None
+    if not data.strip():
+        return None
+    record = avro_plans.deserialize(data, requested.file_name)
+    plan = record.get("clusteringPlan")
+    if str(record.get("operationType") or "").upper() != CLUSTER or plan is None:
+        return None
+    return ClusteringPlan.from_record(plan, requested.file_name)
+
+
+def read_clustering_plan(storage: Storage, time: str) -> ClusteringPlan:
+    plan = clustering_plan_of(storage, time)
+    if plan is None:
+        raise CorruptTableError(f"{time}.replacecommit.requested holds no clustering plan")
+    return plan
+
+
+def pending_clustering_plans(storage: Storage, timeline: Timeline) -> dict[str, ClusteringPlan]:
+    """Pending (requested or inflight) clusterings, by instant time, oldest first."""
+    out: dict[str, ClusteringPlan] = {}
+    for instant in timeline.pending():
+        if instant.action is Action.REPLACE_COMMIT and instant.time not in out:
+            plan = clustering_plan_of(storage, instant.time)
+            if plan is not None:
+                out[instant.time] = plan
+    return dict(sorted(out.items()))
+
+
+def pending_clustering_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant time of the pending clustering that will replace it."""
+    out: dict[tuple[str, str], str] = {}
+    for time, plan in pending_clustering_plans(storage, timeline).items():
+        for key in plan.file_groups():
+            out.setdefault(key, time)
+    return out
+
+
+def slice_operation(file_slice: FileSlice) -> CompactionOperation:
+    """A planned slice (the same fields as a compaction operation; metrics unused)."""
+    op = CompactionOperation.of_slice(file_slice)
+    return CompactionOperation(
+        op.partition_path, op.file_id, op.base_instant_time, op.base_file_name, op.log_file_names
+    )

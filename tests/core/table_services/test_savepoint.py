@@ -1,0 +1,141 @@
+"""Savepoints and restore: a savepoint keeps its files through cleaning, restore rolls the table back
+to exactly the savepoint's rows (lakeward and hudi-rs), later writes work, and a restore killed
+mid-run (SIGKILL) is finished by running it again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
+from lakeward.core.table import Table
+from lakeward.core.timeline import Action, State, avro_plans
+from lakeward.core.timeline.instant import Instant
+from lakeward.core.timeline.transitions import read_instant
+from tests.core.table_services.clean_helpers import (
+    as_tuples,
+    base_instants,
+    hudi_read,
+    new_scenario,
+    run_and_kill,
+    timeline_files,
+)
+
+
+def test_savepoint_clean_restore_then_write_cow(tmp_path: Path) -> None:
+    s = new_scenario(tmp_path / "t", **{"hoodie.cleaner.commits.retained": 2})
+    for r in range(5):
+        s.upsert(r)
+    saved = s.writes[2]
+    assert s.table.savepoint(saved) == saved
+    assert s.table.savepoints() == [saved]
+    meta = avro_plans.deserialize(
+        read_instant(s.table.storage, Instant(saved, Action.SAVEPOINT, State.COMPLETED)), "savepoint"
+    )
+    assert sorted(meta["partitionMetadata"]) == ["a", "b"]
+    assert all(saved in f for p in meta["partitionMetadata"].values() for f in p["savepointDataFile"])
+    assert f"{saved}.savepoint.inflight" in timeline_files(s.path)
+    for r in range(5, 10):
+        s.upsert(r)
+    assert s.table.clean() is not None
+    assert base_instants(s.path)["a"] == [saved, *s.writes[-3:]]
+    s.assert_both_readers(as_of=saved)
+
+    result = s.table.restore(saved)
+    assert list(result.rolled_back) == list(reversed(s.writes[3:]))
+    s.rows = {r[0]: r for r in s.states[saved]}
+    s.assert_both_readers()
+    assert base_instants(s.path)["a"] == [saved]
+    names = timeline_files(s.path)
+    assert not [n for n in names if n[:17] in s.writes[3:]], "rolled-back instants leave no timeline files"
+    assert f"{result.restore_instant_time}.restore" in names
+    restore_meta = avro_plans.deserialize(
+        read_instant(s.table.storage, Instant(result.restore_instant_time, Action.RESTORE, State.COMPLETED)),
+        "restore",
+    )
+    assert restore_meta["instantsToRollback"] == list(result.rolled_back)
+    assert set(restore_meta["hoodieRestoreMetadata"]) == set(result.rolled_back)
+
+    s.table = Table.open(s.path, options={"hoodie.cleaner.commits.retained": 2})
+    s.upsert(20)
+    s.upsert(21)
+    s.assert_both_readers()
+    s.assert_both_readers(as_of=saved)
+
+
+def test_restore_mor_with_compactions_after_the_savepoint(tmp_path: Path) -> None:
+    s = new_scenario(tmp_path / "t", "MERGE_ON_READ")
+    for r in range(3):
+        s.upsert(r)
+    saved = s.writes[-1]
+    s.table.savepoint(saved)
+    s.upsert(3)
+    done = s.table.schedule_compaction(force=True)
+    assert done is not None
+    s.table.run_compaction(done)
+    s.upsert(4)
+    pending = s.table.schedule_compaction(force=True)
+    assert pending is not None
+    s.upsert(5)
+    result = s.table.restore(saved)
+    assert set(result.rolled_back) == {*s.writes[3:], done, pending}
+    s.rows = {r[0]: r for r in s.states[saved]}
+    s.assert_both_readers()
+    assert Table.open(s.path).pending_compactions() == []
+    s.upsert(6)
+    s.assert_both_readers()
+
+
+def test_savepoint_and_restore_errors(tmp_path: Path) -> None:
+    s = new_scenario(tmp_path / "t", **{"hoodie.cleaner.commits.retained": 1})
+    for r in range(4):
+        s.upsert(r)
+    with pytest.raises(InstantNotFoundError, match="not a completed write"):
+        s.table.savepoint("20000101000000000")
+    with pytest.raises(InstantNotFoundError, match="no savepoint"):
+        s.table.restore(s.writes[1])
+    with pytest.raises(InstantNotFoundError, match="no savepoint"):
+        s.table.delete_savepoint(s.writes[1])
+    s.table.savepoint(s.writes[-1])
+    with pytest.raises(InstantExistsError):
+        s.table.savepoint(s.writes[-1])
+    s.table.clean()
+    with pytest.raises(InstantNotFoundError, match=f"no longer retained.*oldest readable instant is {s.writes[-1]}"):
+        s.table.savepoint(s.writes[0])
+
+
+@pytest.fixture(scope="module")
+def restore_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[tuple]], list[str]]:
+    path = tmp_path_factory.mktemp("restore-crash") / "t"
+    s = new_scenario(path)
+    for r in range(6):
+        s.upsert(r)
+    s.table.savepoint(s.writes[2])
+    return path, s.states, s.writes
+
+
+@pytest.mark.parametrize(
+    "point, readable",
+    [("restore_after_inflight", -1), ("restore_after_first_rollback", -2), ("restore_before_complete", 2)],
+)
+def test_restore_killed_then_rerun(
+    restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path, point: str, readable: int
+) -> None:
+    source, states, writes = restore_template
+    path = str(tmp_path / "t")
+    shutil.copytree(source, path)
+    saved = writes[2]
+    run_and_kill(path, point, saved)
+    # Readers see a consistent table: the last instant not yet rolled back.
+    want = states[writes[readable]]
+    assert as_tuples(Table.open(path).read()) == want
+    assert as_tuples(hudi_read(path)) == want
+    result = Table.open(path).restore(saved)
+    assert set(result.rolled_back) == set(writes[3:])
+    assert as_tuples(Table.open(path).read()) == states[saved]
+    assert as_tuples(hudi_read(path)) == states[saved]
+    restores = [n for n in os.listdir(os.path.join(path, ".hoodie")) if n.endswith(".restore")]
+    assert len(restores) == 1
