@@ -77,6 +77,44 @@ def show(
 
 
 @app.command()
+def plans(path: str = typer.Argument(..., help="table base path or URI")) -> None:
+    """Print the pending table-service plans and writes: time, action, state."""
+    table = _open(path)
+    pending = [i for i in table.timeline().pending()]
+    if not pending:
+        typer.echo("no pending plans")
+        return
+    typer.echo(f"{'instant time':<20}{'action':<16}state")
+    for instant in pending:
+        typer.echo(f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}")
+
+
+@app.command()
+def compact(
+    path: str = typer.Argument(..., help="table base path or URI (a MERGE_ON_READ table)"),
+    instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
+    schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
+    force: bool = typer.Option(False, "--force", help="plan even if fewer delta commits than the trigger"),
+) -> None:
+    """Schedule a compaction (when due, or --force) and run it; or run a pending plan (--instant)."""
+    table = _open(path)
+    try:
+        if instant is None:
+            instant = table.schedule_compaction(force=force)
+            if instant is None:
+                typer.echo("no compaction scheduled: none is due or no file slice has log files")
+                return
+            typer.echo(f"scheduled compaction {instant}")
+            if schedule_only:
+                return
+        result = table.run_compaction(instant)
+    except LakewardError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"completed compaction {result.instant_time}: {result.file_slices} file slice(s)")
+
+
+@app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -54,3 +54,39 @@ def test_demo_prints_snapshot_time_travel_and_incremental(tmp_path):
     assert "30.0" in snapshot and "27.7" not in snapshot  # t2 updated
     assert "27.7" in travel and "t5" not in travel  # as of the first commit
     assert "t2" in incremental and "t5" in incremental and "t1" not in incremental
+
+
+def _mor(tmp_path) -> Table:
+    table = Table.create(str(tmp_path / "m"), record_key="id", partition_by="p", table_type="MERGE_ON_READ")
+    table.insert(pa.table({"id": [1, 2, 3], "p": ["a", "a", "b"], "v": [1, 1, 1]}))
+    table.upsert(pa.table({"id": [1, 3], "p": ["a", "b"], "v": [2, 2]}))  # log files in both groups
+    return table
+
+
+def test_compact_schedules_and_runs_a_compaction(tmp_path):
+    table = _mor(tmp_path)
+    result = runner.invoke(app, ["compact", table.path])
+    assert result.exit_code == 0, result.output
+    assert "no compaction scheduled" in result.output  # 1 delta commit since the start: not due
+    result = runner.invoke(app, ["compact", table.path, "--force", "--schedule-only"])
+    assert result.exit_code == 0, result.output
+    planned = result.output.split()[-1]
+    assert Table.open(table.path).pending_compactions() == [planned]
+    listed = runner.invoke(app, ["plans", table.path])
+    assert [planned, "compaction", "requested"] in [line.split() for line in listed.output.splitlines()]
+    result = runner.invoke(app, ["compact", table.path, "--instant", planned])
+    assert result.exit_code == 0, result.output
+    assert f"completed compaction {planned}: 2 file slice(s)" in result.output
+    assert Table.open(table.path).pending_compactions() == []
+    assert sorted(Table.open(table.path).read(read_optimized=True).column("v").to_pylist()) == [1, 2, 2]
+
+
+def test_compact_reports_bad_input_with_exit_code_2(tmp_path):
+    table, _, _ = _table(tmp_path)  # copy-on-write
+    result = runner.invoke(app, ["compact", table.path, "--force"])
+    assert result.exit_code == 2
+    assert "MERGE_ON_READ" in result.output
+    mor = _mor(tmp_path)
+    result = runner.invoke(app, ["compact", mor.path, "--instant", "20200101000000000"])
+    assert result.exit_code == 2
+    assert "no compaction plan" in result.output
