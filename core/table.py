@@ -50,6 +50,12 @@ from lakeward.core.table_services.clean import (
     run_clean,
     schedule_clean,
 )
+from lakeward.core.table_services.clustering import (
+    ClusteringResult,
+    pending_clustering,
+    run_clustering,
+    schedule_clustering,
+)
 from lakeward.core.table_services.compaction import (
     CompactionResult,
     pending_compactions,
@@ -378,6 +384,24 @@ class Table:
     def restore(self, savepoint_instant: str) -> savepoint_service.RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         return savepoint_service.restore(self._writer(), savepoint_instant)
+
+    # -- clustering ---------------------------------------------------------------------------
+    def schedule_clustering(self) -> str | None:
+        """Plan a clustering of small file slices (`hoodie.clustering.plan.strategy.*`); returns its instant, or None.
+
+        None when no partition has small file slices to group, or while a write is in flight.
+        Until the plan runs, writes that would update its file groups are rejected.
+        """
+        return schedule_clustering(self._writer())
+
+    def run_clustering(self, instant: str, *, engine: Engine | str | None = None) -> ClusteringResult:
+        """Execute a planned clustering (idempotent: re-running a half-done plan completes it)."""
+        client = self._writer()
+        return run_clustering(client, instant, resolve_engine(engine, default=client.engine))
+
+    def pending_clustering(self) -> list[str]:
+        """Instant times of planned clusterings that have not completed, oldest first."""
+        return pending_clustering(self.storage, self.timeline())
 
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:

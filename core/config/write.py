@@ -90,6 +90,27 @@ class WriteConfig(BaseModel):
     log_block_format: Literal["avro", "parquet"] = Field("avro", alias="hoodie.logfile.data.block.format")
     #: Merge-on-read: a log file rolls over to the next version past this size (Hudi: 1 GiB).
     log_max_size: int = Field(1024 * 1024 * 1024, alias="hoodie.logfile.max.size", gt=0)
+    #: Clustering: file slices whose base file is smaller than this are planned (Hudi: 300 MB).
+    clustering_small_file_limit: int = Field(
+        300 * 1024 * 1024, alias="hoodie.clustering.plan.strategy.small.file.limit", ge=0
+    )
+    #: Clustering: the size of the files a clustering writes (a group's output file count is its size / this).
+    clustering_target_file_max_bytes: int = Field(
+        1024 * 1024 * 1024, alias="hoodie.clustering.plan.strategy.target.file.max.bytes", gt=0
+    )
+    #: Clustering: the input bytes one group (one task) takes at most (Hudi: 2 GB).
+    clustering_max_bytes_per_group: int = Field(
+        2 * 1024 * 1024 * 1024, alias="hoodie.clustering.plan.strategy.max.bytes.per.group", gt=0
+    )
+    #: Clustering: at most this many groups per plan.
+    clustering_max_num_groups: int = Field(30, alias="hoodie.clustering.plan.strategy.max.num.groups", gt=0)
+    #: Clustering: comma-separated columns the rewritten files are sorted by (none: rows keep their order).
+    clustering_sort_columns: str | None = Field(None, alias="hoodie.clustering.plan.strategy.sort.columns")
+    #: What a write that updates a file group under a pending clustering does: only Hudi's default,
+    #: reject it (SparkRejectUpdateStrategy; full class names accepted).
+    clustering_updates_strategy: Literal["SparkRejectUpdateStrategy"] = Field(
+        "SparkRejectUpdateStrategy", alias="hoodie.clustering.updates.strategy"
+    )
 
     @field_validator(
         "compression",
@@ -109,7 +130,7 @@ class WriteConfig(BaseModel):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("compaction_strategy", mode="before")
+    @field_validator("compaction_strategy", "clustering_updates_strategy", mode="before")
     @classmethod
     def _short_class_name(cls, value: Any) -> Any:
         """Hudi's full class names (org.apache.hudi.table.action.compact.strategy.X) are accepted."""
