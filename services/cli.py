@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Callable
+from typing import TypeVar
 
 import pyarrow as pa
 import typer
@@ -12,12 +14,36 @@ import typer
 from lakeward.core import Table
 from lakeward.core.exceptions import LakewardError
 
+T = TypeVar("T")
 app = typer.Typer(add_completion=False, help="lakeward: table services for Hudi-format lakehouse tables.")
 
 
-def _open(path: str) -> Table:
+OPTION_HELP = "a hoodie.* option as KEY=VALUE (repeatable), e.g. -o hoodie.cleaner.commits.retained=5"
+
+
+def _options(pairs: list[str] | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            typer.echo(f"error: option {pair!r} is not KEY=VALUE", err=True)
+            raise typer.Exit(2)
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _open(path: str, options: list[str] | None = None) -> Table:
     try:
-        return Table.open(path)
+        return Table.open(path, options=_options(options))
+    except LakewardError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _service(fn: Callable[[], T]) -> T:
+    """Run a table-service call; a lakeward error becomes `error: ...` on stderr and exit code 2."""
+    try:
+        return fn()
     except LakewardError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -92,26 +118,109 @@ def plans(path: str = typer.Argument(..., help="table base path or URI")) -> Non
 @app.command()
 def compact(
     path: str = typer.Argument(..., help="table base path or URI (a MERGE_ON_READ table)"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
     instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
     schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
     force: bool = typer.Option(False, "--force", help="plan even if fewer delta commits than the trigger"),
 ) -> None:
     """Schedule a compaction (when due, or --force) and run it; or run a pending plan (--instant)."""
-    table = _open(path)
-    try:
+    table = _open(path, option)
+    if instant is None:
+        instant = _service(lambda: table.schedule_compaction(force=force))
         if instant is None:
-            instant = table.schedule_compaction(force=force)
-            if instant is None:
-                typer.echo("no compaction scheduled: none is due or no file slice has log files")
-                return
-            typer.echo(f"scheduled compaction {instant}")
-            if schedule_only:
-                return
-        result = table.run_compaction(instant)
-    except LakewardError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+            typer.echo("no compaction scheduled: none is due or no file slice has log files")
+            return
+        typer.echo(f"scheduled compaction {instant}")
+        if schedule_only:
+            return
+    planned = instant
+    result = _service(lambda: table.run_compaction(planned))
     typer.echo(f"completed compaction {result.instant_time}: {result.file_slices} file slice(s)")
+
+
+@app.command()
+def cluster(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
+    schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
+) -> None:
+    """Schedule a clustering of small file slices and run it; or run a pending plan (--instant)."""
+    table = _open(path, option)
+    if instant is None:
+        instant = _service(table.schedule_clustering)
+        if instant is None:
+            typer.echo("no clustering scheduled: no partition has small file slices to group")
+            return
+        typer.echo(f"scheduled clustering {instant}")
+        if schedule_only:
+            return
+    planned = instant
+    result = _service(lambda: table.run_clustering(planned))
+    typer.echo(
+        f"completed clustering {result.instant_time}: {result.file_groups_replaced} file group(s) "
+        f"rewritten into {len(result.files_written)} file(s)"
+    )
+
+
+@app.command()
+def clean(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+) -> None:
+    """Finish pending cleans, then plan and run a clean under hoodie.cleaner.policy."""
+    table = _open(path, option)
+    result = _service(table.clean)
+    if result is None:
+        typer.echo("nothing to clean")
+        return
+    typer.echo(
+        f"completed clean {result.instant_time}: {result.files_deleted} file(s) deleted, "
+        f"earliest retained instant {result.earliest_commit_to_retain}"
+    )
+
+
+@app.command()
+def savepoint(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    instant: str = typer.Argument(..., help="a completed write instant to keep"),
+) -> None:
+    """Savepoint a completed instant: cleaning keeps its files and `restore` can return to it."""
+    table = _open(path)
+    _service(lambda: table.savepoint(instant))
+    typer.echo(f"savepoint {instant}")
+
+
+@app.command()
+def savepoints(path: str = typer.Argument(..., help="table base path or URI")) -> None:
+    """List the table's savepoints, oldest first."""
+    for instant in _open(path).savepoints():
+        typer.echo(instant)
+
+
+@app.command("delete-savepoint")
+def delete_savepoint(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    instant: str = typer.Argument(..., help="the savepoint to delete"),
+) -> None:
+    """Delete a savepoint (its files become cleanable)."""
+    table = _open(path)
+    _service(lambda: table.delete_savepoint(instant))
+    typer.echo(f"deleted savepoint {instant}")
+
+
+@app.command()
+def restore(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    instant: str = typer.Argument(..., help="the savepoint to restore the table to"),
+) -> None:
+    """Roll the table back to a savepoint: every later write and service is undone."""
+    table = _open(path)
+    result = _service(lambda: table.restore(instant))
+    typer.echo(
+        f"restored to {result.savepoint_instant_time} with {result.restore_instant_time}: "
+        f"{len(result.rolled_back)} instant(s) rolled back"
+    )
 
 
 @app.command()

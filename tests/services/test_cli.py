@@ -90,3 +90,52 @@ def test_compact_reports_bad_input_with_exit_code_2(tmp_path):
     result = runner.invoke(app, ["compact", mor.path, "--instant", "20200101000000000"])
     assert result.exit_code == 2
     assert "no compaction plan" in result.output
+
+
+def _many_commits(tmp_path, n: int = 4) -> tuple[Table, list[str]]:
+    table = Table.create(str(tmp_path / "c"), record_key="id", partition_by="p")
+    instants = [table.upsert(pa.table({"id": [1, 2], "p": ["a", "a"], "v": [i, i]})).instant_time for i in range(n)]
+    return table, instants
+
+
+def test_clean_deletes_old_file_versions_with_options(tmp_path):
+    table, instants = _many_commits(tmp_path)
+    before = len(list((tmp_path / "c" / "a").glob("*.parquet")))
+    result = runner.invoke(app, ["clean", table.path, "-o", "hoodie.cleaner.commits.retained=1"])
+    assert result.exit_code == 0, result.output
+    assert "completed clean" in result.output
+    after = len(list((tmp_path / "c" / "a").glob("*.parquet")))
+    assert after < before == len(instants)
+    assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [3, 3]
+    again = runner.invoke(app, ["clean", table.path, "-o", "hoodie.cleaner.commits.retained=1"])
+    assert again.exit_code == 0 and "nothing to clean" in again.output
+    bad = runner.invoke(app, ["clean", table.path, "-o", "hoodie.cleaner.commits.retained"])
+    assert bad.exit_code == 2 and "KEY=VALUE" in bad.output
+
+
+def test_savepoint_list_restore_and_delete(tmp_path):
+    table, instants = _many_commits(tmp_path, 3)
+    assert runner.invoke(app, ["savepoint", table.path, instants[0]]).exit_code == 0
+    listed = runner.invoke(app, ["savepoints", table.path])
+    assert listed.output.split() == [instants[0]]
+    result = runner.invoke(app, ["restore", table.path, instants[0]])
+    assert result.exit_code == 0, result.output
+    assert "2 instant(s) rolled back" in result.output
+    assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [0, 0]
+    assert runner.invoke(app, ["delete-savepoint", table.path, instants[0]]).exit_code == 0
+    assert runner.invoke(app, ["savepoints", table.path]).output.split() == []
+    missing = runner.invoke(app, ["restore", table.path, instants[0]])
+    assert missing.exit_code == 2
+
+
+def test_cluster_rewrites_small_files_into_fewer(tmp_path):
+    table = Table.create(str(tmp_path / "k"), record_key="id", partition_by="p")
+    opts = {"hoodie.parquet.small.file.limit": 0}  # every insert starts its own file group
+    for i in range(4):
+        Table.open(table.path, options=opts).insert(pa.table({"id": [i], "p": ["a"], "v": [i]}))
+    assert len(Table.open(table.path).file_slices()) == 4
+    result = runner.invoke(app, ["cluster", table.path])
+    assert result.exit_code == 0, result.output
+    assert "completed clustering" in result.output
+    assert len(Table.open(table.path).file_slices()) == 1
+    assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [0, 1, 2, 3]
