@@ -6,7 +6,7 @@ import datetime as dt
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,10 +62,14 @@ from lakeward.core.table_services.compaction import (
     run_compaction,
     schedule_compaction,
 )
-from lakeward.core.timeline import METAFOLDER, Instant, Timeline, normalize_instant_time
+from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.timeline import METAFOLDER, Instant, Timeline, new_instant_time, normalize_instant_time
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
+
+if TYPE_CHECKING:
+    from lakeward.core.table_services.archival import ArchiveResult
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived")
@@ -321,6 +325,18 @@ class Table:
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
 
+    # -- archival --------------------------------------------------------------------------
+    def archive(self) -> ArchiveResult:
+        """Move old completed instants to `.hoodie/archived/` as Hudi does (`hoodie.keep.min.commits`,
+        `hoodie.keep.max.commits`; never past a pending instant, a savepoint or what a clean retains).
+
+        Reads keep working; time travel to an archived instant fails with InstantNotFoundError
+        naming the earliest readable instant.
+        """
+        from lakeward.core.table_services.archival import archive
+
+        return archive(self._writer())
+
     # -- compaction (merge-on-read) ---------------------------------------------------------
     def schedule_compaction(self, *, force: bool = False) -> str | None:
         """Plan a compaction of the file slices with log files; returns its instant time, or None.
@@ -348,6 +364,24 @@ class Table:
         instant = schedule_compaction(client)
         if instant is not None:
             run_compaction(client, instant)
+
+    # -- clustering ---------------------------------------------------------------------------
+    def schedule_clustering(self) -> str | None:
+        """Plan a clustering of small file slices (`hoodie.clustering.plan.strategy.*`); returns its instant, or None.
+
+        None when no partition has small file slices to group, or while a write is in flight.
+        Until the plan runs, writes that would update its file groups are rejected.
+        """
+        return schedule_clustering(self._writer())
+
+    def run_clustering(self, instant: str, *, engine: Engine | str | None = None) -> ClusteringResult:
+        """Execute a planned clustering (idempotent: re-running a half-done plan completes it)."""
+        client = self._writer()
+        return run_clustering(client, instant, resolve_engine(engine, default=client.engine))
+
+    def pending_clustering(self) -> list[str]:
+        """Instant times of planned clusterings that have not completed, oldest first."""
+        return pending_clustering(self.storage, self.timeline())
 
     # -- cleaning, savepoints, restore ----------------------------------------------------
     def schedule_clean(self) -> str | None:
@@ -385,23 +419,36 @@ class Table:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         return savepoint_service.restore(self._writer(), savepoint_instant)
 
-    # -- clustering ---------------------------------------------------------------------------
-    def schedule_clustering(self) -> str | None:
-        """Plan a clustering of small file slices (`hoodie.clustering.plan.strategy.*`); returns its instant, or None.
+    # -- rollback and plans ----------------------------------------------------------------
+    def rollback(self, instant: str) -> RollbackResult:
+        """Undo an instant: a pending write, or the latest completed write or service commit.
 
-        None when no partition has small file slices to group, or while a write is in flight.
-        Until the plan runs, writes that would update its file groups are rejected.
+        A completed instant can be rolled back only when nothing completed or is pending
+        after it, and when it is not savepointed (use `restore` to go back further).
         """
-        return schedule_clustering(self._writer())
-
-    def run_clustering(self, instant: str, *, engine: Engine | str | None = None) -> ClusteringResult:
-        """Execute a planned clustering (idempotent: re-running a half-done plan completes it)."""
         client = self._writer()
-        return run_clustering(client, instant, resolve_engine(engine, default=client.engine))
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
+            tz = self.config.timeline_timezone
+            pending = [i for i in timeline.pending_writes() if i.time == instant]
+            if pending:
+                return rollback_pending_instant(self.storage, pending[0], new_instant_time(timeline.latest_time(), tz))
+            completed = [i for i in timeline.completed_writes() if i.time == instant]
+            if not completed:
+                raise InstantNotFoundError(f"no write instant {instant} to roll back in {self.storage.uri}")
+            later = sorted({i.time for i in timeline.instants if i.time > instant})
+            if later:
+                raise InstantExistsError(
+                    f"cannot roll back {instant}: instant(s) {later} came after it; roll those back first "
+                    "or restore a savepoint"
+                )
+            if instant in savepoint_service.savepoints(timeline):
+                raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
+            return rollback_completed_instant(self.storage, completed[0], new_instant_time(timeline.latest_time(), tz))
 
-    def pending_clustering(self) -> list[str]:
-        """Instant times of planned clusterings that have not completed, oldest first."""
-        return pending_clustering(self.storage, self.timeline())
+    def pending_plans(self) -> list[Instant]:
+        """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
+        return self.timeline().pending()
 
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:

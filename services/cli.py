@@ -224,6 +224,20 @@ def restore(
 
 
 @app.command()
+def rollback(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),
+) -> None:
+    """Undo a pending write or the latest completed write or service commit (a rollback instant)."""
+    table = _open(path)
+    result = _service(lambda: table.rollback(instant))
+    typer.echo(
+        f"rolled back {result.rolled_back_instant_time} with {result.rollback_instant_time}: "
+        f"{len(result.deleted_files)} file(s) deleted"
+    )
+
+
+@app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

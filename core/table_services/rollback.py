@@ -32,6 +32,8 @@ from lakeward.core.timeline.transitions import (
     complete,
     create_requested,
     delete_pending_files,
+    instant_path,
+    read_commit_metadata,
     read_instant,
     transition_to_inflight,
 )
@@ -171,6 +173,36 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
 
 
+def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
+    """Undo a completed write or service commit: a rollback instant whose plan lists every file it wrote.
+
+    The plan is written first, so a rollback that dies part-way is finished by `resume_rollback`.
+    """
+    if not instant.is_completed:
+        raise ValueError(f"{instant} is pending; use rollback_pending_instant")
+    stats = read_commit_metadata(storage, instant).write_stats()
+    files = sorted(
+        {
+            path
+            for stat in stats
+            for path in stat.files()
+            if _log_file(path) is None or log_file_written_by(storage, path, instant.time)
+        }
+    )
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in files:
+        by_partition[posixpath.dirname(path)].append(path)
+    plan = {
+        "instantToRollback": {"commitTime": instant.time, "action": instant.action.value},
+        "RollbackRequests": _rollback_requests(storage, by_partition),
+        "version": 1,
+    }
+    requested = create_requested(
+        storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan)
+    )
+    return resume_rollback(storage, requested)
+
+
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:
     """Rollbacks that were planned but never completed (their runner died)."""
     return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
@@ -187,9 +219,14 @@ def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
         for request in plan.get("RollbackRequests") or []
         for f in request.get("filesToBeDeleted") or []
     ]
+    # A completed target (an explicit rollback) disappears first: readers then see the instant before it.
+    target_action = Action(target["action"])
+    storage.delete_file(instant_path(Instant(target["commitTime"], target_action, State.COMPLETED)))
     for path in files:
         storage.delete_file(path)
-    delete_pending_files(storage, target["commitTime"], Action(target["action"]))
+    delete_pending_files(storage, target["commitTime"], target_action)
+    if target_action is Action.COMMIT:  # a completed compaction's requested and inflight files
+        delete_pending_files(storage, target["commitTime"], Action.COMPACTION)
     inflight = rollback.with_state(State.INFLIGHT)
     if rollback.state is State.REQUESTED:
         inflight = transition_to_inflight(storage, requested)

@@ -139,3 +139,13 @@ def test_cluster_rewrites_small_files_into_fewer(tmp_path):
     assert "completed clustering" in result.output
     assert len(Table.open(table.path).file_slices()) == 1
     assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_rollback_undoes_the_latest_commit(tmp_path):
+    table, first, second = _table(tmp_path)
+    refused = runner.invoke(app, ["rollback", table.path, first])
+    assert refused.exit_code == 2 and "came after it" in refused.output
+    result = runner.invoke(app, ["rollback", table.path, second])
+    assert result.exit_code == 0, result.output
+    assert f"rolled back {second}" in result.output
+    assert sorted(Table.open(table.path).read().column("id").to_pylist()) == [1, 2]

@@ -1,0 +1,114 @@
+"""Explicit rollback (`Table.rollback`) of pending and completed instants, checked with hudi-rs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.rollback import resume_rollback
+from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline.transitions import create_requested
+from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table
+
+
+def _batch(ids: list[int], v: str) -> pa.Table:
+    return pa.table({"id": ids, "p": [("a", "b")[i % 2] for i in ids], "v": [f"{v}{i}" for i in ids]})
+
+
+def _values(path: str) -> dict[int, str]:
+    ours = {r["id"]: r["v"] for r in Table.open(path).read(columns=["id", "v"]).to_pylist()}
+    theirs = {r["id"]: r["v"] for r in comparable_rows(hudi_snapshot(hudi_table(path)))}
+    assert ours == theirs, (ours, theirs)
+    return ours
+
+
+def _data_files(path: str) -> set[str]:
+    root = Path(path)
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and ".hoodie" not in p.parts and not p.name.startswith(".hoodie_partition")
+    }
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_rolling_back_the_latest_commit_restores_the_previous_state(tmp_path: Path, table_type: str) -> None:
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="p", table_type=table_type)
+    table.insert(_batch([1, 2, 3, 4], "a"))
+    files_before = _data_files(path)
+    last = table.upsert(_batch([1, 2, 5], "b")).instant_time
+    assert _values(path)[1] == "b1"
+    result = table.rollback(last)
+    assert result.rolled_back_instant_time == last
+    assert _values(path) == {1: "a1", 2: "a2", 3: "a3", 4: "a4"}
+    assert _data_files(path) == files_before
+    timeline = Timeline.load(Storage.for_uri(path))
+    assert last not in {i.time for i in timeline.instants}
+    assert [i.action for i in timeline.completed()][-1] is Action.ROLLBACK
+    table.upsert(_batch([6], "c"))  # writes go on
+    assert _values(path)[6] == "c6"
+
+
+def test_rolling_back_a_completed_compaction(tmp_path: Path) -> None:
+    path = str(tmp_path / "m")
+    table = Table.create(path, record_key="id", partition_by="p", table_type="MERGE_ON_READ")
+    table.insert(_batch([1, 2, 3, 4], "a"))
+    table.upsert(_batch([1, 4], "b"))
+    before = _values(path)
+    compaction = table.schedule_compaction(force=True)
+    assert compaction is not None
+    table.run_compaction(compaction)
+    table.rollback(compaction)
+    assert _values(path) == before
+    assert table.pending_compactions() == []
+    assert not any(compaction in f for f in _data_files(path))
+
+
+def test_only_the_latest_unsavepointed_instant_can_be_rolled_back(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="p")
+    first = table.insert(_batch([1, 2], "a")).instant_time
+    second = table.upsert(_batch([1], "b")).instant_time
+    with pytest.raises(InstantExistsError, match="came after it"):
+        table.rollback(first)
+    with pytest.raises(InstantNotFoundError):
+        table.rollback("20200101000000000")
+    table.savepoint(second)
+    with pytest.raises(InstantExistsError, match="savepointed"):
+        table.rollback(second)
+    assert _values(path) == {1: "b1", 2: "a2"}
+
+
+def test_an_interrupted_rollback_of_a_completed_instant_is_finished(tmp_path: Path) -> None:
+    """The plan is written first: a runner that died after it leaves work the next attempt finishes."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="p")
+    table.insert(_batch([1, 2], "a"))
+    last = table.upsert(_batch([2, 3], "b")).instant_time
+    storage = Storage.for_uri(path)
+    plan = {
+        "instantToRollback": {"commitTime": last, "action": "commit"},
+        "RollbackRequests": [
+            {
+                "partitionPath": "",
+                "fileId": "",
+                "latestBaseInstant": "",
+                "filesToBeDeleted": [
+                    storage.full_path(f) for f in _data_files(path) if last in f and f.endswith(".parquet")
+                ],
+                "logBlocksToBeDeleted": {},
+            }
+        ],
+        "version": 1,
+    }
+    rollback_time = "29990101000000000"
+    create_requested(storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan))
+    # the runner died here; the next writer (or an explicit call) resumes it
+    resume_rollback(storage, Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
+    assert _values(path) == {1: "a1", 2: "a2"}
