@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lakeward.core.exceptions import ConfigError
 
@@ -64,7 +64,21 @@ class WriteConfig(BaseModel):
     combine_before_delete: bool = Field(True, alias="hoodie.combine.before.delete")
     payload_class: str | None = Field(None, alias="hoodie.datasource.write.payload.class")
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
-    failed_writes_cleaner_policy: Literal["EAGER"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
+    #: EAGER: the next writer rolls back every pending write (single writer). LAZY: only writes
+    #: whose heartbeat expired (multi-writer; forced by optimistic concurrency control, as Hudi).
+    failed_writes_cleaner_policy: Literal["EAGER", "LAZY"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
+    concurrency_mode: Literal["SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"] = Field(
+        "SINGLE_WRITER", alias="hoodie.write.concurrency.mode"
+    )
+    #: A writer refreshes `.hoodie/.heartbeat/<instant>` this often while its instant is in flight.
+    heartbeat_interval_ms: int = Field(60000, alias="hoodie.client.heartbeat.interval_in_ms", gt=0)
+    #: A heartbeat older than this many intervals (or missing) marks its instant as failed.
+    heartbeat_tolerable_misses: int = Field(2, alias="hoodie.client.heartbeat.tolerable.misses", gt=0)
+    #: Archival: the active timeline keeps at least `min` and at most `max` completed commits.
+    keep_min_commits: int = Field(20, alias="hoodie.keep.min.commits", gt=0)
+    keep_max_commits: int = Field(30, alias="hoodie.keep.max.commits", gt=0)
+    #: Archival: entries per Avro data block of the archive log file.
+    archival_batch: int = Field(10, alias="hoodie.commits.archival.batch", gt=0)
     #: Cleaning: which old file slices a clean removes (see core/table_services/clean).
     cleaner_policy: Literal["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"] = Field(
         "KEEP_LATEST_COMMITS", alias="hoodie.cleaner.policy"
@@ -118,6 +132,7 @@ class WriteConfig(BaseModel):
         "bloom_filter_type",
         "markers_type",
         "failed_writes_cleaner_policy",
+        "concurrency_mode",
         "log_block_format",
         mode="before",
     )
@@ -125,10 +140,31 @@ class WriteConfig(BaseModel):
     def _normalize_enum(cls, value: Any) -> Any:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("index_type", "bloom_filter_type", "markers_type", "failed_writes_cleaner_policy", mode="before")
+    @field_validator(
+        "index_type",
+        "bloom_filter_type",
+        "markers_type",
+        "failed_writes_cleaner_policy",
+        "concurrency_mode",
+        mode="before",
+    )
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_archival_bounds(self) -> WriteConfig:
+        if self.keep_min_commits >= self.keep_max_commits:
+            raise ValueError(
+                f"hoodie.keep.min.commits ({self.keep_min_commits}) must be less than "
+                f"hoodie.keep.max.commits ({self.keep_max_commits})"
+            )
+        return self
+
+    @property
+    def lazy_failed_writes(self) -> bool:
+        """Whether failed writes are found by expired heartbeats (LAZY), as Hudi forces under OCC."""
+        return self.failed_writes_cleaner_policy == "LAZY" or self.concurrency_mode == "OPTIMISTIC_CONCURRENCY_CONTROL"
 
     @field_validator("compaction_strategy", "clustering_updates_strategy", mode="before")
     @classmethod
@@ -169,6 +205,8 @@ def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset
         return WriteConfig.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if not err["loc"]:  # a check across keys: its message names them
+            raise ConfigError(str(err["msg"]).removeprefix("Value error, ")) from None
         field = str(err["loc"][0]) if err["loc"] else "?"
         alias = WriteConfig.model_fields[field].alias if field in WriteConfig.model_fields else None
         key = alias or field

@@ -51,6 +51,7 @@ from lakeward.core.timeline.transitions import (
 )
 from lakeward.core.write import active
 from lakeward.core.write.handles import WriteContext
+from lakeward.core.write.heartbeat import Heartbeat, delete_heartbeat, is_heartbeat_expired
 from lakeward.core.write.local_plane import LocalDataPlane, to_arrow
 from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
@@ -93,6 +94,8 @@ class WriteClient:
         self.write_config: WriteConfig = parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)
         self.engine = resolve_engine(engine, default=LocalEngine(self.write_config.parallelism))
         self.lock = lock or lock_provider_for(storage.uri, config.name, self.options)
+        #: Heartbeats of this client's in-flight instants (LAZY failed-writes policy only, as Hudi).
+        self._heartbeats: dict[str, Heartbeat] = {}
 
     # -- public ---------------------------------------------------------------------------
     def write(
@@ -117,6 +120,7 @@ class WriteClient:
                 self._rollback_own(instant)
                 raise
             finally:
+                self._stop_heartbeat(instant.time)
                 active.unregister(self.storage.uri, instant.time)
         finally:
             prepared.release()
@@ -213,7 +217,10 @@ class WriteClient:
     def roll_back_failed_writes(self) -> Timeline:
         """Finish interrupted rollbacks and roll back failed writes; call under the table lock.
 
-        Writes running in this process are not failed. Returns the timeline afterwards.
+        Writes running in this process are not failed. With the EAGER policy every other
+        pending write is failed; with LAZY (`hoodie.cleaner.policy.failed.writes=LAZY`, forced by
+        `hoodie.write.concurrency.mode=optimistic_concurrency_control`) only those whose
+        heartbeat expired. Returns the timeline afterwards.
         """
         current = Timeline.load(self.storage)
         running = active.active_instants(self.storage.uri)
@@ -221,11 +228,21 @@ class WriteClient:
             resume_rollback(self.storage, interrupted)
             current = Timeline.load(self.storage)
         for failed in failed_writes(current, exclude=running, storage=self.storage):
+            if not self._is_failed(failed):
+                continue
             rollback_pending_instant(
                 self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
             )
+            delete_heartbeat(self.storage, failed.time)
             current = Timeline.load(self.storage)
         return current
+
+    def _is_failed(self, pending: Instant) -> bool:
+        """EAGER: every pending write of another process has failed; LAZY: only one whose heartbeat expired."""
+        wc = self.write_config
+        if not wc.lazy_failed_writes:
+            return True
+        return is_heartbeat_expired(self.storage, pending.time, wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses)
 
     def _start(self, timeline: Timeline, operation: WriteOperation) -> Instant:
         """Under the table lock: roll back failed writes, then take a new instant time."""
@@ -240,7 +257,22 @@ class WriteClient:
                 )
             requested = create_requested(self.storage, instant_time, self.action_of(operation), content)
             active.register(self.storage.uri, instant_time)
+            if self.write_config.lazy_failed_writes:
+                self._start_heartbeat(instant_time)
             return requested
+
+    def _start_heartbeat(self, instant_time: str) -> None:
+        try:
+            heartbeat = Heartbeat(self.storage, instant_time, self.write_config.heartbeat_interval_ms)
+            self._heartbeats[instant_time] = heartbeat.start()
+        except BaseException:
+            active.unregister(self.storage.uri, instant_time)
+            raise
+
+    def _stop_heartbeat(self, instant_time: str) -> None:
+        heartbeat = self._heartbeats.pop(instant_time, None)
+        if heartbeat is not None:
+            heartbeat.stop()
 
     # -- execution -------------------------------------------------------------------------
     def _execute(

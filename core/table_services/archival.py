@@ -1,0 +1,563 @@
+"""Archival: old completed instants move from `.hoodie/` to the archived timeline, as Hudi 0.14/0.15 do.
+
+What is archived (Hudi's HoodieTimelineArchiver rules, table version 6):
+
+- Only when the active timeline holds more than `hoodie.keep.max.commits` completed commits
+  (commit, deltacommit, replacecommit, compaction commits); then the oldest ones go, so that
+  `hoodie.keep.min.commits` stay.
+- Never at or past a barrier: the earliest pending instant of any action (writes,
+  compaction and clustering plans, cleans, rollbacks...), the first savepoint, the
+  `earliestCommitToRetain` of the latest clean, and the oldest replacecommit whose replaced
+  file groups still have files on disk (readers need its `partitionToReplaceFileIds`
+  until the cleaner removed them).
+- Every other completed instant (clean, rollback, restore, indexing) older than the first
+  commit that stays is archived with them, so the active timeline stays a suffix of the
+  full one: readers (ours: `FileSystemView`; hudi-rs) take files older than the first
+  active instant for committed, which is only right if nothing older is still active.
+  (Hudi 0.14 archives cleans and rollbacks by their own count instead; 1.x by this rule.)
+
+How (format doc 1.5, 6, 7.10): every timeline file of an archived instant (requested,
+inflight, completed) becomes one `HoodieArchivedMetaEntry` record (`commitTime`,
+`actionType`, `actionState` and its metadata: commit JSON converted to the Avro
+`HoodieCommitMetadata` / `HoodieReplaceCommitMetadata`, Avro timeline files such as
+clean, rollback, savepoint metadata and plans carried as they are, with their own writer
+schema) in Avro data blocks (`hoodie.commits.archival.batch` records each, header `SCHEMA`
+only, as Hudi writes them) of a new log file `.hoodie/archived/.commits_.archive.<N>_1-0-1`
+(the next version: object stores cannot append, so each archival writes a new version,
+as Hudi does on storage without append). Each block's writer schema lists the entry's
+fixed fields and the metadata fields its records use (readers resolve by name; absent
+fields read as null).
+
+Crash safety: the archive file is written first (one atomic create), then the archived
+instants' timeline files are deleted, oldest instant first and each instant's completed
+file last, so the active timeline is always a suffix of the full one. A re-run after a
+crash in between does not write an entry twice (entries are keyed by time, action and
+state and the archive is read first) and finishes deleting instants already archived.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import posixpath
+import re
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import fastavro
+
+from lakeward.core.exceptions import CorruptTableError, InstantExistsError
+from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, RawBlock, encode_block, scan_blocks
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Instant, State, Timeline
+from lakeward.core.timeline.transitions import instant_path, read_instant
+
+if TYPE_CHECKING:
+    from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
+
+NS = "org.apache.hudi.avro.model"
+ARCHIVE_FILE_ID = "commits"
+ARCHIVE_WRITE_TOKEN = "1-0-1"
+_ARCHIVE_NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_(.+)$")
+_AVRO_CONTAINER_MAGIC = b"Obj\x01"
+
+
+def archive_file_name(version: int, token: str = ARCHIVE_WRITE_TOKEN) -> str:
+    """`.commits_.archive.<version>_<token>`: a log file with file id `commits`, no base instant."""
+    return f".{ARCHIVE_FILE_ID}_.archive.{version}_{token}"
+
+
+def parse_archive_version(name: str) -> int | None:
+    m = _ARCHIVE_NAME_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+# -- Avro forms of the JSON commit metadata ---------------------------------------------------
+_LONG_STAT_FIELDS = (
+    "numWrites",
+    "numDeletes",
+    "numUpdateWrites",
+    "totalWriteBytes",
+    "totalWriteErrors",
+    "totalLogRecords",
+    "totalLogFiles",
+    "totalUpdatedRecordsCompacted",
+    "numInserts",
+    "totalLogBlocks",
+    "totalCorruptLogBlock",
+    "totalRollbackBlocks",
+    "fileSizeInBytes",
+)
+_STAT_FIELD_ORDER = (
+    "fileId",
+    "path",
+    "prevCommit",
+    "prevFilePathOverwritten",
+    "numWrites",
+    "numDeletes",
+    "numUpdateWrites",
+    "totalWriteBytes",
+    "totalWriteErrors",
+    "partitionPath",
+    "totalLogRecords",
+    "totalLogFiles",
+    "totalUpdatedRecordsCompacted",
+    "numInserts",
+    "totalLogBlocks",
+    "totalCorruptLogBlock",
+    "totalRollbackBlocks",
+    "fileSizeInBytes",
+)
+
+
+def _nullable(name: str, type_: Any) -> dict[str, Any]:
+    return {"name": name, "type": ["null", type_], "default": None}
+
+
+WRITE_STAT_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieWriteStat",
+    "namespace": NS,
+    "fields": [_nullable(f, "long" if f in _LONG_STAT_FIELDS else "string") for f in _STAT_FIELD_ORDER],
+}
+_STATS_MAP = {"type": "map", "values": {"type": "array", "items": f"{NS}.HoodieWriteStat"}}
+_VERSION_FIELD = {"name": "version", "type": ["int", "null"], "default": 1}
+COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCommitMetadata",
+    "namespace": NS,
+    "fields": [
+        _nullable("partitionToWriteStats", {"type": "map", "values": {"type": "array", "items": WRITE_STAT_SCHEMA}}),
+        _nullable("extraMetadata", {"type": "map", "values": "string"}),
+        _VERSION_FIELD,
+        _nullable("operationType", "string"),
+    ],
+}
+REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieReplaceCommitMetadata",
+    "namespace": NS,
+    "fields": [
+        _nullable("partitionToWriteStats", _STATS_MAP),
+        _nullable("extraMetadata", {"type": "map", "values": "string"}),
+        _VERSION_FIELD,
+        _nullable("operationType", "string"),
+        _nullable("partitionToReplaceFileIds", {"type": "map", "values": {"type": "array", "items": "string"}}),
+    ],
+}
+
+#: HoodieArchivedMetaEntry's fields in schema order (0.14 adds `hoodieInflightReplaceMetadata`).
+_ENTRY_FIELDS = (
+    "hoodieCommitMetadata",
+    "hoodieCleanMetadata",
+    "hoodieCompactionMetadata",
+    "hoodieRollbackMetadata",
+    "hoodieSavePointMetadata",
+    "commitTime",
+    "actionType",
+    "version",
+    "hoodieCompactionPlan",
+    "hoodieCleanerPlan",
+    "actionState",
+    "hoodieReplaceCommitMetadata",
+    "hoodieRequestedReplaceMetadata",
+    "hoodieInflightReplaceMetadata",
+)
+_STRING_FIELDS = ("commitTime", "actionType", "actionState")
+
+
+def _stat_to_avro(stat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _STAT_FIELD_ORDER:
+        value = stat.get(name)
+        if value is None:
+            out[name] = None
+        elif name in _LONG_STAT_FIELDS:
+            out[name] = int(value)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def commit_metadata_to_avro(raw: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+    """The Avro form of commit metadata JSON (Hudi converts it with Jackson the same way)."""
+    stats = {
+        str(p): [_stat_to_avro(s) for s in (lst or [])]
+        for p, lst in (raw.get("partitionToWriteStats") or {}).items()
+        if p is not None
+    }
+    operation = raw.get("operationType")
+    if raw.get("compacted"):
+        operation = "COMPACT"
+    out: dict[str, Any] = {
+        "partitionToWriteStats": stats,
+        "extraMetadata": {str(k): "" if v is None else str(v) for k, v in (raw.get("extraMetadata") or {}).items()},
+        "version": 1,
+        "operationType": None if operation is None else str(operation),
+    }
+    if replace:
+        out["partitionToReplaceFileIds"] = {
+            str(p): [str(f) for f in ids] for p, ids in (raw.get("partitionToReplaceFileIds") or {}).items()
+        }
+    return out
+
+
+# -- archive entries -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArchiveEntry:
+    """One `HoodieArchivedMetaEntry`: an instant in one state, with at most one metadata field set."""
+
+    commit_time: str
+    action_type: str
+    action_state: str
+    #: (entry field name, writer schema, record) of the metadata, if any.
+    metadata: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.commit_time, self.action_type, self.action_state)
+
+
+def _read_container(data: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(writer schema, record) of a one-record Avro container file; None when `data` is not one."""
+    if not data.startswith(_AVRO_CONTAINER_MAGIC):
+        return None
+    reader = fastavro.reader(io.BytesIO(data))
+    schema = json.loads(reader.metadata["avro.schema"])
+    record = next(iter(reader), None)
+    return (schema, record) if isinstance(record, dict) else None
+
+
+def _json(data: bytes) -> dict[str, Any] | None:
+    if not data.strip():
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _metadata_field(instant: Instant) -> str | None:
+    """Which entry field holds the metadata of an instant file (MetadataConversionUtils' mapping)."""
+    a, s = instant.action, instant.state
+    if a in (Action.COMMIT, Action.DELTA_COMMIT) or (a is Action.COMPACTION and s is State.COMPLETED):
+        return "hoodieCommitMetadata"
+    if a is Action.REPLACE_COMMIT:
+        return {
+            State.COMPLETED: "hoodieReplaceCommitMetadata",
+            State.INFLIGHT: "hoodieInflightReplaceMetadata",
+            State.REQUESTED: "hoodieRequestedReplaceMetadata",
+        }[s]
+    if a is Action.CLEAN:
+        return "hoodieCleanMetadata" if s is State.COMPLETED else "hoodieCleanerPlan"
+    if a is Action.ROLLBACK and s is State.COMPLETED:
+        return "hoodieRollbackMetadata"
+    if a is Action.SAVEPOINT and s is State.COMPLETED:
+        return "hoodieSavePointMetadata"
+    if a in (Action.COMPACTION, Action.LOG_COMPACTION) and s is not State.COMPLETED:
+        return "hoodieCompactionPlan"
+    return None
+
+
+def entry_of(storage: Storage, instant: Instant) -> ArchiveEntry:
+    """The archive entry of one timeline file."""
+    action = instant.action.completed_action.value if instant.is_completed else instant.action.value
+    entry = ArchiveEntry(instant.time, action, instant.state.name)
+    field = _metadata_field(instant)
+    if field is None:
+        return entry
+    data = read_instant(storage, instant)
+    if field in ("hoodieCommitMetadata", "hoodieInflightReplaceMetadata", "hoodieReplaceCommitMetadata"):
+        raw = _json(data)
+        if raw is None:
+            return entry
+        if field == "hoodieReplaceCommitMetadata":
+            return ArchiveEntry(*entry.key, (field, REPLACE_COMMIT_METADATA_SCHEMA, commit_metadata_to_avro(raw, True)))
+        return ArchiveEntry(*entry.key, (field, COMMIT_METADATA_SCHEMA, commit_metadata_to_avro(raw)))
+    container = _read_container(data)
+    if container is None:
+        return entry
+    return ArchiveEntry(*entry.key, (field, container[0], container[1]))
+
+
+def _dedupe_names(node: Any, namespace: str | None, seen: set[str]) -> Any:
+    """A schema in which each named type is defined once; later definitions become references."""
+    if isinstance(node, list):
+        return [_dedupe_names(n, namespace, seen) for n in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if kind in ("record", "error", "enum", "fixed"):
+        name = str(node["name"])
+        ns = name.rsplit(".", 1)[0] if "." in name else node.get("namespace", namespace)
+        full = name if "." in name else (f"{ns}.{name}" if ns else name)
+        if full in seen:
+            return full
+        seen.add(full)
+        if kind in ("record", "error"):
+            fields = [{**f, "type": _dedupe_names(f["type"], ns, seen)} for f in node["fields"]]
+            return {**node, "fields": fields}
+        return node
+    if kind == "array":
+        return {**node, "items": _dedupe_names(node["items"], namespace, seen)}
+    if kind == "map":
+        return {**node, "values": _dedupe_names(node["values"], namespace, seen)}
+    if isinstance(kind, dict | list):
+        return {**node, "type": _dedupe_names(kind, namespace, seen)}
+    return node
+
+
+def entry_schema(metadata_types: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The writer schema of a block: the fixed fields and the metadata fields its records use."""
+    fields: list[dict[str, Any]] = []
+    for name in _ENTRY_FIELDS:
+        if name in _STRING_FIELDS:
+            fields.append(_nullable(name, "string"))
+        elif name == "version":
+            fields.append(dict(_VERSION_FIELD))
+        elif name in metadata_types:
+            fields.append(_nullable(name, metadata_types[name]))
+    schema = {"type": "record", "name": "HoodieArchivedMetaEntry", "namespace": NS, "fields": fields}
+    return dict(_dedupe_names(schema, NS, set()))
+
+
+def _record_of(entry: ArchiveEntry) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "commitTime": entry.commit_time,
+        "actionType": entry.action_type,
+        "actionState": entry.action_state,
+        "version": 1,
+    }
+    if entry.metadata is not None:
+        record[entry.metadata[0]] = entry.metadata[2]
+    return record
+
+
+def _blocks(entries: list[ArchiveEntry], batch: int) -> Iterator[tuple[dict[str, Any], list[ArchiveEntry]]]:
+    """Entries in blocks of at most `batch`; a block changes when a field's writer schema would differ."""
+    types: dict[str, dict[str, Any]] = {}
+    signatures: dict[str, str] = {}
+    current: list[ArchiveEntry] = []
+    for entry in entries:
+        clash = False
+        if entry.metadata is not None:
+            name, schema, _ = entry.metadata
+            signature = json.dumps(schema, sort_keys=True)
+            clash = name in signatures and signatures[name] != signature
+        if current and (len(current) >= batch or clash):
+            yield entry_schema(types), current
+            types, signatures, current = {}, {}, []
+        if entry.metadata is not None:
+            name, schema, _ = entry.metadata
+            types[name] = schema
+            signatures[name] = json.dumps(schema, sort_keys=True)
+        current.append(entry)
+    if current:
+        yield entry_schema(types), current
+
+
+def encode_archive_block(schema: dict[str, Any], entries: list[ArchiveEntry]) -> bytes:
+    """One Avro data block (content version 3: count, then length-prefixed records)."""
+    parsed = fastavro.parse_schema(schema)
+    parts = [struct.pack(">ii", 3, len(entries))]
+    for entry in entries:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, _record_of(entry))
+        raw = buf.getvalue()
+        parts.append(struct.pack(">i", len(raw)))
+        parts.append(raw)
+    block = OpaqueBlock(
+        header={HeaderKey.SCHEMA: json.dumps(schema)}, kind=BlockType.AVRO_DATA, raw_content=b"".join(parts)
+    )
+    return encode_block(block)
+
+
+def _decode_block(raw: RawBlock) -> list[dict[str, Any]]:
+    schema_json = raw.header.get(HeaderKey.SCHEMA)
+    if schema_json is None:
+        raise CorruptTableError("archived timeline block without a SCHEMA header")
+    parsed = fastavro.parse_schema(json.loads(schema_json))
+    version, count = struct.unpack_from(">ii", raw.content, 0)
+    if version != 3:
+        raise CorruptTableError(f"archived timeline block of content version {version}; only 3 is read")
+    pos, records = 8, []
+    for _ in range(count):
+        (length,) = struct.unpack_from(">i", raw.content, pos)
+        pos += 4
+        record = fastavro.schemaless_reader(io.BytesIO(raw.content[pos : pos + length]), parsed, parsed)
+        if not isinstance(record, dict):
+            raise CorruptTableError("an archived timeline record is not a HoodieArchivedMetaEntry")
+        records.append(record)
+        pos += length
+    return records
+
+
+def archive_folder(folder: str = "archived") -> str:
+    """The archived timeline's folder (`hoodie.archivelog.folder`, relative to `.hoodie/`)."""
+    return posixpath.join(METAFOLDER, folder)
+
+
+def read_archived_entries(storage: Storage, folder: str = "archived") -> list[dict[str, Any]]:
+    """Every archived entry (records as dicts), in archive file and block order, duplicates dropped."""
+    base = archive_folder(folder)
+    files = sorted(
+        ((v, e.path) for e in storage.list_dir(base) if (v := parse_archive_version(e.name)) is not None),
+    )
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for _, path in files:
+        for block in scan_blocks(storage.read_bytes(path)):
+            if not isinstance(block, RawBlock):
+                log.warning("skipping a corrupt block in %s: %s", path, block.reason)
+                continue
+            if block.block_type is not BlockType.AVRO_DATA:
+                continue
+            for record in _decode_block(block):
+                key = (record.get("commitTime"), record.get("actionType"), record.get("actionState"))
+                if key in seen:
+                    continue
+                seen.add(key)  # type: ignore[arg-type]
+                out.append(record)
+    return out
+
+
+# -- what to archive -------------------------------------------------------------------------
+def _latest_clean_retain(storage: Storage, timeline: Timeline) -> str | None:
+    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
+    if not cleans:
+        return None
+    container = _read_container(read_instant(storage, cleans[-1]))
+    value = container[1].get("earliestCommitToRetain") if container else None
+    return str(value) if value else None
+
+
+def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[str, set[str]]) -> bool:
+    raw = _json(read_instant(storage, instant)) or {}
+    for partition, ids in (raw.get("partitionToReplaceFileIds") or {}).items():
+        if partition not in listings:
+            names = set()
+            for e in storage.list_dir(partition):
+                parsed = parse_base_file_name(e.name) or parse_log_file_name(e.name)
+                if parsed is not None and not e.is_dir:
+                    names.add(parsed.file_id)
+            listings[partition] = names
+        if any(f in listings[partition] for f in ids):
+            return True
+    return False
+
+
+def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
+    """The completed instants Hudi's rules archive now, oldest first (see the module doc)."""
+    commits = [i for i in timeline.completed() if i.action in WRITE_ACTIONS]
+    if len(commits) <= keep_max:
+        return []
+    barriers = [i.time for i in timeline.pending()[:1]]
+    barriers += [i.time for i in timeline.instants if i.action is Action.SAVEPOINT][:1]
+    retain = _latest_clean_retain(storage, timeline)
+    if retain:
+        barriers.append(retain)
+    barrier = min(barriers) if barriers else None
+    chosen: list[Instant] = []
+    listings: dict[str, set[str]] = {}
+    for instant in commits[: len(commits) - keep_min]:
+        if barrier is not None and instant.time >= barrier:
+            break
+        if instant.action is Action.REPLACE_COMMIT and _replaced_files_remain(storage, instant, listings):
+            break
+        chosen.append(instant)
+    if not chosen:
+        return []
+    first_kept = commits[len(chosen)].time
+    others = [
+        i
+        for i in timeline.completed()
+        if i.action not in WRITE_ACTIONS and i.action is not Action.SAVEPOINT and i.time < first_kept
+    ]
+    return sorted(chosen + others, key=Instant.sort_key)
+
+
+def _files_by_instant(timeline: Timeline) -> dict[tuple[str, Action], list[Instant]]:
+    """Every timeline file, grouped by (time, completed action), requested first and completed last."""
+    grouped: dict[tuple[str, Action], list[Instant]] = {}
+    for name in timeline.files:
+        parsed = Instant.parse(name)
+        if parsed is not None:
+            grouped.setdefault((parsed.time, parsed.action.completed_action), []).append(parsed)
+    for files in grouped.values():
+        files.sort(key=lambda i: i.state.rank)
+    return grouped
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    """What one archival did."""
+
+    #: Archived instants, `<time>.<action>`, oldest first (including ones a crashed run archived).
+    archived: tuple[str, ...]
+    #: The archive file written (relative to the base path), None when no new entry was needed.
+    archive_file: str | None
+    num_entries: int
+    seconds: float
+
+
+def archive(client: WriteClient) -> ArchiveResult:
+    """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock."""
+    started = time.monotonic()
+    storage, wc = client.storage, client.write_config
+    folder = client.config.archive_folder
+    with client.lock:
+        timeline = Timeline.load(storage)
+        planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
+        existing = read_archived_entries(storage, folder)
+        done = {(str(r.get("commitTime")), str(r.get("actionType")), str(r.get("actionState"))) for r in existing}
+        # Instants a crashed run archived but did not delete (their completed entry is archived).
+        leftover = [
+            i
+            for i in timeline.completed()
+            if (i.time, i.action.completed_action.value, State.COMPLETED.name) in done and i not in planned
+        ]
+        to_archive = sorted(set(planned) | set(leftover), key=Instant.sort_key)
+        files = _files_by_instant(timeline)
+        state_files = [files.get((i.time, i.action.completed_action), [i]) for i in to_archive]
+        entries = [entry_of(storage, f) for group in state_files for f in group]
+        new_entries = [e for e in entries if e.key not in done]
+        written = _write_archive_file(storage, folder, new_entries, wc.archival_batch) if new_entries else None
+        for group in state_files:  # oldest instant first, its completed file last
+            for f in group:
+                storage.delete_file(instant_path(f))
+    elapsed = time.monotonic() - started
+    if to_archive:
+        log.info(
+            "archived %d instant(s) (%s .. %s), %d new entries in %s, in %.2fs",
+            len(to_archive),
+            to_archive[0].time,
+            to_archive[-1].time,
+            len(new_entries),
+            written,
+            elapsed,
+        )
+    return ArchiveResult(
+        tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive), written, len(new_entries), elapsed
+    )
+
+
+def _write_archive_file(storage: Storage, folder: str, entries: list[ArchiveEntry], batch: int) -> str:
+    data = b"".join(encode_archive_block(schema, block) for schema, block in _blocks(entries, batch))
+    base = archive_folder(folder)
+    version = max((v for e in storage.list_dir(base) if (v := parse_archive_version(e.name)) is not None), default=0)
+    for attempt in range(100):
+        path = posixpath.join(base, archive_file_name(version + 1 + attempt))
+        try:
+            storage.create_if_absent(path, data)
+            return path
+        except InstantExistsError:
+            continue
+    raise CorruptTableError(f"could not find a free archive file version in {base}")

@@ -1,0 +1,71 @@
+"""Run one archival and freeze at a chosen point, for a SIGKILL test.
+
+Usage: python crash_archiver.py <table path> <point> <options json>
+
+Points: `after_archive_file` (the archive file is written, no timeline file deleted yet),
+`after_some_deletes` (a few of the archived instants' timeline files are deleted). The
+script prints `REACHED <point>` and sleeps until the parent kills it; `FINISHED` (exit 3)
+if the archival ended without reaching the point.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lakeward.core.table_services.archival as archival_mod
+from lakeward.core.table import Table
+
+
+def _freeze(point: str) -> None:
+    sys.stdout.write(f"REACHED {point}\n")
+    sys.stdout.flush()
+    while True:  # wait for SIGKILL
+        time.sleep(60)
+
+
+def _after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
+    calls = [0]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == nth:
+            _freeze(point)
+        return result
+
+    return wrapper
+
+
+def _deleting(point: str, nth: int) -> None:
+    calls = [0]
+    original = archival_mod.instant_path
+
+    def wrapper(instant: Any) -> str:
+        calls[0] += 1
+        if calls[0] == nth:  # the (nth-1) files before this one are deleted
+            _freeze(point)
+        return original(instant)
+
+    archival_mod.instant_path = wrapper  # type: ignore[assignment]
+
+
+def main() -> int:
+    path, point, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    if point == "after_archive_file":
+        archival_mod._write_archive_file = _after(point, archival_mod._write_archive_file)  # type: ignore[assignment]
+    elif point == "after_some_deletes":
+        _deleting(point, 5)
+    else:
+        raise SystemExit(f"unknown point {point}")
+    Table.open(path, options=options).archive()
+    sys.stdout.write("FINISHED\n")
+    sys.stdout.flush()
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

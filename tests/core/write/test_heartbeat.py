@@ -1,0 +1,233 @@
+"""Heartbeats of in-flight writes and the LAZY failed-writes policy (one and several processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hudi
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakeward.core.write.client as client_mod
+from lakeward.core.config.write import parse_write_config
+from lakeward.core.table import Table
+from lakeward.core.table_services.rollback import failed_writes
+from lakeward.core.timeline import Action, Timeline, avro_plans
+from lakeward.core.timeline.transitions import read_instant
+from lakeward.core.write.heartbeat import heartbeat_path, is_heartbeat_expired
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+LAZY = {
+    "hoodie.cleaner.policy.failed.writes": "LAZY",
+    "hoodie.client.heartbeat.interval_in_ms": 200,
+    "hoodie.client.heartbeat.tolerable.misses": 2,
+}
+
+
+def _rows(table: Table) -> dict[str, str]:
+    data = table.read(columns=["id", "v"])
+    return dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+
+
+def _hudi_rows(path: str) -> dict[str, str]:
+    data = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(path).build().read())
+    rows = dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+    assert len(rows) == data.num_rows
+    return rows
+
+
+def _batch(part: str, ids: list[str], v: str) -> pa.Table:
+    return pa.table({"id": ids, "part": [part] * len(ids), "ts": [0] * len(ids), "v": [v] * len(ids)})
+
+
+def test_config_policies():
+    assert not parse_write_config({}).lazy_failed_writes
+    assert parse_write_config({"hoodie.cleaner.policy.failed.writes": "lazy"}).lazy_failed_writes
+    # As Hudi: optimistic concurrency control forces LAZY.
+    occ = parse_write_config({"hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
+    assert occ.lazy_failed_writes
+
+
+def test_heartbeat_exists_and_beats_during_a_lazy_write_and_is_gone_after(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", options={**LAZY, "hoodie.client.heartbeat.interval_in_ms": 50})
+    seen: dict[str, Any] = {}
+    original = client_mod.reconcile_markers
+
+    def spy(storage: Any, instant_time: str, *args: Any, **kwargs: Any) -> Any:
+        beat = tmp_path / "t" / heartbeat_path(instant_time)
+        seen["first"] = beat.stat().st_mtime_ns
+        time.sleep(0.3)
+        seen["later"] = beat.stat().st_mtime_ns
+        seen["expired"] = is_heartbeat_expired(storage, instant_time, 50, 2)
+        return original(storage, instant_time, *args, **kwargs)
+
+    monkeypatch.setattr(client_mod, "reconcile_markers", spy)
+    result = table.upsert(pa.table({"id": [1], "v": ["a"]}))
+    assert seen["later"] > seen["first"], "the heartbeat was not refreshed"
+    assert seen["expired"] is False
+    assert not (tmp_path / "t" / heartbeat_path(result.instant_time)).exists()
+    assert is_heartbeat_expired(table.storage, result.instant_time, 50, 2)  # missing = expired
+
+
+def test_a_failed_lazy_write_deletes_its_heartbeat(tmp_path, monkeypatch):
+    table = Table.create(str(tmp_path / "t"), record_key="id", options=LAZY)
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(client_mod, "reconcile_markers", boom)
+    with pytest.raises(RuntimeError):
+        table.upsert(pa.table({"id": [1], "v": ["a"]}))
+    assert not list((tmp_path / "t" / ".hoodie" / ".heartbeat").iterdir())
+    assert Timeline.load(table.storage).pending_writes() == []
+
+
+def test_eager_writes_keep_no_heartbeat_as_hudi(tmp_path, monkeypatch):
+    table = Table.create(str(tmp_path / "t"), record_key="id")
+    seen = []
+    original = client_mod.reconcile_markers
+
+    def spy(storage: Any, instant_time: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append((tmp_path / "t" / heartbeat_path(instant_time)).exists())
+        return original(storage, instant_time, *args, **kwargs)
+
+    monkeypatch.setattr(client_mod, "reconcile_markers", spy)
+    table.upsert(pa.table({"id": [1], "v": ["a"]}))
+    assert seen == [False]
+
+
+def _start_frozen_writer(path: str, options: dict[str, Any], batch_file: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "heartbeat_writer.py"), path, json.dumps(options), str(batch_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(60)
+    line = proc.stdout.readline().strip() if ready else ""
+    if not line.startswith("REACHED "):
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        pytest.fail(f"writer did not get in flight (stdout {line!r}):\n{err}")
+    return proc, line.split()[1]
+
+
+def test_lazy_rolls_back_only_writes_whose_heartbeat_expired(tmp_path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", options=LAZY)
+    table.upsert(_batch("a", ["a1", "a2"], "base"))
+    batch_file = tmp_path / "a.parquet"
+    pq.write_table(_batch("a", ["a1", "a3"], "from-a"), batch_file)
+    proc, instant = _start_frozen_writer(path, LAZY, batch_file)
+    try:
+        beat = tmp_path / "t" / heartbeat_path(instant)
+        # A slow but live writer: well past the expiry (400 ms) its heartbeat is still fresh.
+        time.sleep(1.0)
+        table.upsert(_batch("b", ["b1"], "b-1"))
+        pending = [i.time for i in Timeline.load(table.storage).pending_writes()]
+        assert pending == [instant], "a live writer was rolled back"
+        assert beat.exists()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    # Dead, but its last beat is recent (set it to now): not yet taken for failed.
+    os.utime(beat)
+    table.upsert(_batch("b", ["b2"], "b-2"))
+    assert [i.time for i in Timeline.load(table.storage).pending_writes()] == [instant]
+    # Past `interval * tolerable misses`: the next writer rolls it back and drops its heartbeat.
+    time.sleep(0.6)
+    table.upsert(_batch("b", ["b3"], "b-3"))
+    timeline = Timeline.load(table.storage)
+    assert timeline.pending_writes() == [] and not timeline.find(instant)
+    rollbacks = [i for i in timeline.completed() if i.action is Action.ROLLBACK]
+    assert len(rollbacks) == 1
+    meta = avro_plans.deserialize(read_instant(table.storage, rollbacks[0]))
+    assert meta["commitsRollback"] == [instant]
+    assert not beat.exists()
+    expected = {"a1": "base", "a2": "base", "b1": "b-1", "b2": "b-2", "b3": "b-3"}
+    assert _rows(table) == _hudi_rows(path) == expected
+
+
+def _zk_options(hosts: str) -> dict[str, Any]:
+    host, port = hosts.split(":")
+    return {
+        "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
+        "hoodie.write.lock.zookeeper.url": host,
+        "hoodie.write.lock.zookeeper.port": port,
+        "hoodie.write.lock.zookeeper.base_path": "/lakeward/heartbeat-test",
+        "hoodie.client.heartbeat.interval_in_ms": 500,
+    }
+
+
+def _zk_batch(writer: int, round_: int) -> list[tuple[str, str, str]]:
+    """(partition, key, value) rows of a round: mirrors tests/core/scripts/zk_writer.py."""
+    rows = [(f"p{writer}", f"w{writer}-{round_}-{k}", f"w{writer}r{round_}") for k in range(3)]
+    if round_ % 2 == 1:
+        rows += [("shared", f"shared-{k}", f"w{writer}r{round_}") for k in range(2)]
+    return rows
+
+
+@pytest.mark.zookeeper
+@pytest.mark.slow
+def test_zookeeper_writer_processes_under_lazy_policy(tmp_path, zookeeper_server):
+    path = str(tmp_path / "t")
+    options = _zk_options(zookeeper_server.hosts)
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", options=options)
+    table.upsert(_batch("shared", ["shared-0", "shared-1"], "init"))
+    writers, rounds = 3, 4
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPTS / "zk_writer.py"), path, json.dumps(options), str(w), str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    outcomes: dict[int, list[dict[str, Any]]] = {}
+    for w, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        outcomes[w] = [json.loads(line) for line in out.splitlines()]
+        assert len(outcomes[w]) == rounds, err
+
+    completed = {o["instant"]: (w, o["round"]) for w, rs in outcomes.items() for o in rs if o["instant"]}
+    failed = [o for rs in outcomes.values() for o in rs if o["error"]]
+    assert all(o["error"] == "ConcurrentWriteError" and o["failed"] for o in failed)
+    # Disjoint partitions never conflict: every failure is an overlapping (odd) round.
+    assert all(o["round"] % 2 == 1 for o in failed)
+
+    timeline = Timeline.load(Table.open(path).storage)
+    assert timeline.pending() == []
+    assert set(timeline.completed_write_times()) == set(completed) | {timeline.completed_writes()[0].time}
+    rolled_back = {
+        t
+        for i in timeline.completed()
+        if i.action is Action.ROLLBACK
+        for t in avro_plans.deserialize(read_instant(table.storage, i))["commitsRollback"]
+    }
+    assert rolled_back == {o["failed"] for o in failed}
+    assert failed_writes(timeline) == []
+    assert not list((tmp_path / "t" / ".hoodie" / ".heartbeat").iterdir())
+
+    expected = {"shared-0": "init", "shared-1": "init"}
+    for instant in sorted(completed):  # the completed writes, in instant order, and nothing else
+        for _, key, value in _zk_batch(*completed[instant]):
+            expected[key] = value
+    assert _rows(Table.open(path)) == _hudi_rows(path) == expected
