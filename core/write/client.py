@@ -305,6 +305,7 @@ class WriteClient:
         touched = set(plan.touched) | {(p, f) for p, ids in plan.replaced.items() for f in ids}
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
+            self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             complete(self.storage, inflight, metadata.to_bytes())
         delete_markers(self.storage, requested.time)
         return WriteResult(

@@ -56,3 +56,34 @@ def test_writers_with_zookeeper_lock_on_disjoint_partitions_lose_nothing(tmp_pat
     finally:
         zk.stop()
         zk.close()
+
+
+def test_a_write_whose_lock_is_lost_before_completing_is_not_completed(tmp_path, zookeeper_server, monkeypatch):
+    """The ZooKeeper session expires between the conflict check and completion: no commit, table unchanged."""
+    import lakeward.core.write.client as client_mod
+    from lakeward.core.exceptions import LockError
+
+    path = str(tmp_path / "t")
+    options = _zk_options(zookeeper_server.hosts)
+    table = Table.create(path, record_key="id", partition_by="part", options=options)
+    table.upsert(pa.table({"id": [1], "part": ["a"], "v": ["before"]}))
+    writer = Table.open(path, options=options)
+    original = client_mod.WriteClient._check_conflicts
+
+    def expire_session_after_check(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        session_id, password = self.lock._client.client_id  # the writer's own ZooKeeper session
+        hijacker = KazooClient(hosts=zookeeper_server.hosts, client_id=(session_id, password))
+        hijacker.start(timeout=10)
+        hijacker.stop()  # closing a second connection on the session expires it on the server
+        hijacker.close()
+
+    monkeypatch.setattr(client_mod.WriteClient, "_check_conflicts", expire_session_after_check)
+    with pytest.raises(LockError, match="lost"):
+        writer.upsert(pa.table({"id": [1], "part": ["a"], "v": ["after"]}))
+    monkeypatch.undo()
+    reread = Table.open(path)
+    assert reread.read(columns=["v"]).column(0).to_pylist() == ["before"]
+    assert len([i for i in reread.completed_instants() if i.action.value == "commit"]) == 1
+    reread.upsert(pa.table({"id": [2], "part": ["a"], "v": ["next"]}))  # the table is writable
+    assert sorted(Table.open(path).read(columns=["v"]).column(0).to_pylist()) == ["before", "next"]
