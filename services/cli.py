@@ -224,6 +224,20 @@ def restore(
 
 
 @app.command()
+def archive(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+) -> None:
+    """Move old completed instants to .hoodie/archived/ (hoodie.keep.min.commits / hoodie.keep.max.commits)."""
+    table = _open(path, option)
+    result = _service(table.archive)
+    if not result.archived:
+        typer.echo("nothing to archive")
+        return
+    typer.echo(f"archived {len(result.archived)} instant(s) into {result.archive_file}")
+
+
+@app.command()
 def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),

@@ -149,3 +149,16 @@ def test_rollback_undoes_the_latest_commit(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"rolled back {second}" in result.output
     assert sorted(Table.open(table.path).read().column("id").to_pylist()) == [1, 2]
+
+
+def test_archive_moves_old_instants(tmp_path):
+    table, instants = _many_commits(tmp_path, 6)
+    keep = ["-o", "hoodie.keep.min.commits=2", "-o", "hoodie.keep.max.commits=3"]
+    result = runner.invoke(app, ["archive", table.path, *keep])
+    assert result.exit_code == 0, result.output
+    assert "archived 4 instant(s)" in result.output
+    left = [i.time for i in Table.open(table.path).completed_instants()]
+    assert left == instants[-2:]
+    assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [5, 5]
+    again = runner.invoke(app, ["archive", table.path, *keep])
+    assert again.exit_code == 0 and "nothing to archive" in again.output
