@@ -28,11 +28,11 @@ from lakeward.core.table import Table
 from lakeward.core.table_services.clustering import plan_groups
 from lakeward.core.timeline import Action, State
 from tests.interop.test_hudi_rs_mor_writes import hudi_read
+from tests.support.fixture_tables import shared_dir
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_clusterer.py"
 FIXTURE_SCHEMA = (
-    Path(__file__).parents[3].parent
-    / "shared/reference/hudi-avro/as-written-by-real-hudi-v6/HoodieRequestedReplaceMetadata.fixture.avsc.json"
+    shared_dir() / "reference/hudi-avro/as-written-by-real-hudi-v6/HoodieRequestedReplaceMetadata.fixture.avsc.json"
 )
 Expected = dict[tuple[str, int], tuple[int, float]]
 
