@@ -1,0 +1,119 @@
+"""The daemon's vocabulary: tables, the work found on them, claims and run outcomes.
+
+Plain frozen dataclasses, shared by discovery, planning, claims, the runner, metrics and
+the API, so that each of those modules can be tested alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ServiceAction(str, enum.Enum):
+    """What a work item does to a table (the timeline action it completes, roughly)."""
+
+    ROLLBACK = "rollback"
+    CLEAN = "clean"
+    COMPACTION = "compaction"
+    CLUSTERING = "clustering"
+    ARCHIVAL = "archival"
+    CHANGE_TRACKING = "change_tracking"
+    INDEX_BUILD = "index_build"
+
+    @classmethod
+    def parse(cls, value: str) -> ServiceAction:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            names = ", ".join(a.value for a in cls)
+            raise ValueError(f"unknown action {value!r}; one of {names}") from None
+
+
+#: Lower runs first when a table is behind: rollbacks and cleans before long compactions.
+ACTION_PRIORITY: dict[ServiceAction, int] = {
+    ServiceAction.ROLLBACK: 0,
+    ServiceAction.CLEAN: 1,
+    ServiceAction.ARCHIVAL: 2,
+    ServiceAction.COMPACTION: 3,
+    ServiceAction.CLUSTERING: 4,
+    ServiceAction.CHANGE_TRACKING: 5,
+    ServiceAction.INDEX_BUILD: 6,
+}
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table the daemon looks after: its base path (URI) and a stable name for APIs and metrics."""
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class PendingPlan:
+    """A plan found on a table's timeline: requested or inflight (`state`), written at `instant`."""
+
+    table: TableRef
+    action: ServiceAction
+    instant: str
+    state: str
+
+
+@dataclass(frozen=True, order=True)
+class WorkItem:
+    """One unit of work for a replica: run a pending plan (`instant` set) or schedule-and-run one (`instant` None).
+
+    Ordered by (priority, oldest instant, table) so a sorted queue is fair across tables.
+    """
+
+    priority: int
+    sort_instant: str
+    table: TableRef = field(compare=False)
+    action: ServiceAction = field(compare=False)
+    instant: str | None = field(default=None, compare=False)
+    reason: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        """Identity of the work for claims and de-duplication: table, action, instant (or "new")."""
+        return f"{self.table.name}/{self.action.value}/{self.instant or 'new'}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Proof that this replica owns a work item (a ZooKeeper ephemeral node, or an in-process entry)."""
+
+    key: str
+    owner: str
+    path: str
+
+
+class Outcome(str, enum.Enum):
+    SUCCEEDED = "succeeded"
+    NOTHING_TO_DO = "nothing_to_do"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    CLAIM_LOST = "claim_lost"
+    SKIPPED_CLAIMED = "skipped_claimed"
+
+
+@dataclass(frozen=True)
+class TableProblem:
+    """A table that could not be read this cycle (deleted, corrupt properties, permission)."""
+
+    table: TableRef
+    error: str
+
+
+__all__ = [
+    "ACTION_PRIORITY",
+    "Claim",
+    "Outcome",
+    "PendingPlan",
+    "ServiceAction",
+    "TableProblem",
+    "TableRef",
+    "WorkItem",
+]
