@@ -1,0 +1,149 @@
+"""Prometheus metrics of the daemon: one class holds every metric, on its own registry.
+
+Names follow Prometheus conventions (`lakeward_` prefix, base units, `_total` counters).
+The daemon serves `render()` at `/metrics`; tests and the API read the same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TableProblem, TableRef
+
+#: Buckets for table-service run durations: seconds to hours.
+RUN_SECONDS_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, float("inf"))
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class DaemonMetrics:
+    """Every metric the daemon exports. Create one per daemon (tests create their own)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pending_plans = Gauge(
+            "lakeward_pending_plans", "Pending (requested or inflight) plans", ["table", "action"], registry=r
+        )
+        self.oldest_pending_age = Gauge(
+            "lakeward_oldest_pending_plan_age_seconds",
+            "Age of the oldest pending plan, from its instant time",
+            ["table", "action"],
+            registry=r,
+        )
+        self.runs = Counter("lakeward_runs", "Plan runs by outcome", ["table", "action", "outcome"], registry=r)
+        self.run_seconds = Histogram(
+            "lakeward_run_duration_seconds",
+            "Duration of plan runs",
+            ["action", "outcome"],
+            buckets=RUN_SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.records_written = Counter(
+            "lakeward_records_written", "Records written by table services", ["table", "action"], registry=r
+        )
+        self.bytes_written = Counter(
+            "lakeward_bytes_written", "Bytes written by table services", ["table", "action"], registry=r
+        )
+        self.claim_attempts = Counter("lakeward_claim_attempts", "Attempts to claim a plan", ["result"], registry=r)
+        self.discovery_seconds = Histogram(
+            "lakeward_discovery_cycle_seconds",
+            "Duration of one discovery cycle over all tables",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, float("inf")),
+            registry=r,
+        )
+        self.last_discovery = Gauge(
+            "lakeward_last_successful_discovery_timestamp_seconds", "When the last discovery cycle ended", registry=r
+        )
+        self.tables = Gauge("lakeward_tables", "Tables the daemon looks after", registry=r)
+        self.tables_failing = Gauge(
+            "lakeward_tables_failing_discovery", "Tables that could not be read in the last cycle", registry=r
+        )
+        self.table_failing = Gauge(
+            "lakeward_table_failing", "1 when this table could not be read in the last cycle", ["table"], registry=r
+        )
+        self.zookeeper_connected = Gauge(
+            "lakeward_zookeeper_connected", "1 while the ZooKeeper session is connected", registry=r
+        )
+        self.running = Gauge("lakeward_running_plans", "Plans running now", ["action"], registry=r)
+        self.quarantined = Gauge(
+            "lakeward_quarantined_plans", "Plans quarantined after repeated failures", ["table", "action"], registry=r
+        )
+        self.last_success = Gauge(
+            "lakeward_last_successful_run_timestamp_seconds",
+            "When a run of this action last succeeded on this table",
+            ["table", "action"],
+            registry=r,
+        )
+        self.ready = Gauge("lakeward_ready", "1 while the replica takes new work", registry=r)
+
+    # -- updates ------------------------------------------------------------------------------
+    def observe_discovery(
+        self,
+        tables: Iterable[TableRef],
+        pending: Iterable[PendingPlan],
+        problems: Iterable[TableProblem],
+        seconds: float,
+        now: float,
+        instant_age: dict[str, float] | None = None,
+    ) -> None:
+        """One discovery cycle: pending plans per table and action, their oldest age, failing tables.
+
+        `instant_age` maps an instant time to its age in seconds (the caller knows the timeline's
+        time zone); plans without an entry report age 0.
+        """
+        ages = instant_age or {}
+        table_list = list(tables)
+        counts: dict[tuple[str, str], int] = {}
+        oldest: dict[tuple[str, str], float] = {}
+        for plan in pending:
+            key = (plan.table.name, plan.action.value)
+            counts[key] = counts.get(key, 0) + 1
+            oldest[key] = max(oldest.get(key, 0.0), ages.get(plan.instant, 0.0))
+        self.pending_plans.clear()
+        self.oldest_pending_age.clear()
+        for table in table_list:
+            for action in ServiceAction:
+                key = (table.name, action.value)
+                self.pending_plans.labels(*key).set(counts.get(key, 0))
+                self.oldest_pending_age.labels(*key).set(oldest.get(key, 0.0))
+        failing = {p.table.name for p in problems}
+        self.table_failing.clear()
+        for table in table_list:
+            self.table_failing.labels(table.name).set(1 if table.name in failing else 0)
+        self.tables.set(len(table_list))
+        self.tables_failing.set(len(failing))
+        self.discovery_seconds.observe(seconds)
+        self.last_discovery.set(now)
+
+    def observe_run(
+        self,
+        table: TableRef,
+        action: ServiceAction,
+        outcome: Outcome,
+        seconds: float,
+        now: float,
+        records: int = 0,
+        bytes_written: int = 0,
+    ) -> None:
+        """One finished run of a plan."""
+        self.runs.labels(table.name, action.value, outcome.value).inc()
+        self.run_seconds.labels(action.value, outcome.value).observe(seconds)
+        if records:
+            self.records_written.labels(table.name, action.value).inc(records)
+        if bytes_written:
+            self.bytes_written.labels(table.name, action.value).inc(bytes_written)
+        if outcome in (Outcome.SUCCEEDED, Outcome.NOTHING_TO_DO):
+            self.last_success.labels(table.name, action.value).set(now)
+
+    def observe_claim(self, won: bool) -> None:
+        self.claim_attempts.labels("won" if won else "conflict").inc()
+
+    def render(self) -> bytes:
+        """The text exposition format for `/metrics`."""
+        return generate_latest(self.registry)
+
+
+__all__ = ["CONTENT_TYPE", "DaemonMetrics"]

@@ -1,0 +1,66 @@
+"""The daemon's Prometheus metrics, read back from the text exposition format."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from lakeward.services.metrics import DaemonMetrics
+from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TableProblem, TableRef
+
+A, B = TableRef("a", "/t/a"), TableRef("b", "/t/b")
+
+
+def _samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_discovery_sets_pending_counts_ages_and_failing_tables() -> None:
+    metrics = DaemonMetrics()
+    pending = [
+        PendingPlan(A, ServiceAction.COMPACTION, "20260101000000000", "requested"),
+        PendingPlan(A, ServiceAction.COMPACTION, "20260101000100000", "inflight"),
+        PendingPlan(B, ServiceAction.CLEAN, "20260101000200000", "requested"),
+    ]
+    ages = {"20260101000000000": 600.0, "20260101000100000": 540.0, "20260101000200000": 5.0}
+    metrics.observe_discovery([A, B], pending, [TableProblem(B, "corrupt")], 0.25, 1000.0, ages)
+    s = _samples(metrics)
+    assert s[("lakeward_pending_plans", (("action", "compaction"), ("table", "a")))] == 2
+    assert s[("lakeward_pending_plans", (("action", "clean"), ("table", "b")))] == 1
+    assert s[("lakeward_pending_plans", (("action", "clean"), ("table", "a")))] == 0
+    assert s[("lakeward_oldest_pending_plan_age_seconds", (("action", "compaction"), ("table", "a")))] == 600
+    assert s[("lakeward_tables", ())] == 2
+    assert s[("lakeward_tables_failing_discovery", ())] == 1
+    assert s[("lakeward_table_failing", (("table", "b"),))] == 1
+    assert s[("lakeward_last_successful_discovery_timestamp_seconds", ())] == 1000.0
+    assert s[("lakeward_discovery_cycle_seconds_count", ())] == 1
+    # the next cycle replaces the gauges: plans that completed disappear
+    metrics.observe_discovery([A, B], [], [], 0.1, 1010.0)
+    s = _samples(metrics)
+    assert s[("lakeward_pending_plans", (("action", "compaction"), ("table", "a")))] == 0
+    assert s[("lakeward_tables_failing_discovery", ())] == 0
+
+
+def test_runs_count_outcomes_durations_and_last_success() -> None:
+    metrics = DaemonMetrics()
+    metrics.observe_run(A, ServiceAction.COMPACTION, Outcome.SUCCEEDED, 12.0, 2000.0, records=10, bytes_written=4096)
+    metrics.observe_run(A, ServiceAction.COMPACTION, Outcome.FAILED, 3.0, 2100.0)
+    metrics.observe_claim(True)
+    metrics.observe_claim(False)
+    s = _samples(metrics)
+    labels = (("action", "compaction"), ("outcome", "succeeded"), ("table", "a"))
+    assert s[("lakeward_runs_total", labels)] == 1
+    assert s[("lakeward_records_written_total", (("action", "compaction"), ("table", "a")))] == 10
+    assert s[("lakeward_bytes_written_total", (("action", "compaction"), ("table", "a")))] == 4096
+    assert s[("lakeward_run_duration_seconds_count", (("action", "compaction"), ("outcome", "failed")))] == 1
+    assert s[("lakeward_last_successful_run_timestamp_seconds", (("action", "compaction"), ("table", "a")))] == 2000
+    assert s[("lakeward_claim_attempts_total", (("result", "conflict"),))] == 1
+
+
+def test_each_daemon_has_its_own_registry() -> None:
+    first, second = DaemonMetrics(), DaemonMetrics()
+    first.observe_claim(True)
+    assert ("lakeward_claim_attempts_total", (("result", "won"),)) not in _samples(second)
