@@ -19,6 +19,8 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
@@ -32,6 +34,48 @@ log = logging.getLogger(__name__)
 
 #: Node-name marker of Curator's InterProcessMutex (Hudi's ZookeeperBasedLockProvider).
 CURATOR_LOCK_PATTERN = "-lock-"
+
+
+def kazoo_client_options(
+    hosts: str,
+    *,
+    session_timeout_s: float = 60.0,
+    connection_timeout_s: float = 15.0,
+    num_retries: int = 15,
+    retry_wait_s: float = 1.0,
+    retry_max_wait_s: float = 16.0,
+    auth_data: Sequence[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for `KazooClient`: session timeout, reconnection and command retries.
+
+    Shared by the table lock and the daemon's claims (`lakeward.services.claims`), so both
+    reconnect and retry the same way. `hosts` may end with a chroot (`h1:2181,h2:2181/app`);
+    `auth_data` is kazoo's list of (scheme, credential), e.g. `[("digest", "user:secret")]`.
+    """
+    options: dict[str, Any] = {
+        "hosts": hosts,
+        "timeout": session_timeout_s,
+        # Reconnect forever (a session outlives short outages) but often enough that
+        # a session is not lost to backoff alone.
+        "connection_retry": {
+            "max_tries": -1,
+            "delay": 0.1,
+            "backoff": 2,
+            "max_delay": max(0.2, min(retry_max_wait_s, session_timeout_s / 3)),
+        },
+        # Hudi's num_retries / wait_time_ms_between_retry / max_wait_time_ms_between_retry
+        # bound the retries of each ZooKeeper operation, as they bound Curator's.
+        "command_retry": {
+            "max_tries": num_retries,
+            "delay": retry_wait_s,
+            "backoff": 2,
+            "max_delay": retry_max_wait_s,
+            "deadline": connection_timeout_s,
+        },
+    }
+    if auth_data:
+        options["auth_data"] = list(auth_data)
+    return options
 
 
 class ZooKeeperLockProvider(LockProvider):
@@ -62,27 +106,14 @@ class ZooKeeperLockProvider(LockProvider):
         self.lock_path = lock_path
         self.connection_timeout_s = connection_timeout_s
         self.identifier = f"{socket.gethostname()}:{os.getpid()}"
-        self._client_options = {
-            "hosts": hosts,
-            "timeout": session_timeout_s,
-            # Reconnect forever (a session outlives short outages) but often enough that
-            # a session is not lost to backoff alone.
-            "connection_retry": {
-                "max_tries": -1,
-                "delay": 0.1,
-                "backoff": 2,
-                "max_delay": max(0.2, min(retry_max_wait_s, session_timeout_s / 3)),
-            },
-            # Hudi's num_retries / wait_time_ms_between_retry / max_wait_time_ms_between_retry
-            # bound the retries of each ZooKeeper operation, as they bound Curator's.
-            "command_retry": {
-                "max_tries": num_retries,
-                "delay": retry_wait_s,
-                "backoff": 2,
-                "max_delay": retry_max_wait_s,
-                "deadline": connection_timeout_s,
-            },
-        }
+        self._client_options = kazoo_client_options(
+            hosts,
+            session_timeout_s=session_timeout_s,
+            connection_timeout_s=connection_timeout_s,
+            num_retries=num_retries,
+            retry_wait_s=retry_wait_s,
+            retry_max_wait_s=retry_max_wait_s,
+        )
         self._client: KazooClient | None = None
         self._closed = False
         self._connected = threading.Event()
