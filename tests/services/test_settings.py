@@ -1,0 +1,297 @@
+"""The daemon's settings: YAML, environment, precedence, validation messages, policy merging."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lakeward.services.model import ServiceAction, TableRef
+from lakeward.services.settings import ConfigurationError, DaemonSettings, load_settings
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def write(tmp_path: Path, data: dict | str) -> Path:
+    path = tmp_path / "lakeward.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def problems(path: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(path, env=env or {})
+    return info.value.problems
+
+
+def test_defaults_without_file_or_env() -> None:
+    s = load_settings(env={})
+    assert s.zookeeper.in_process and s.zookeeper.connect_string is None
+    assert s.spark.master == "local[2]"
+    assert (s.http.host, s.http.port) == ("127.0.0.1", 8080)
+    assert s.log.format == "json" and s.log.level == "INFO"
+    assert s.tables.static == [] and s.drain_time_s == 60
+
+
+def test_yaml_only(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {
+            "tables": {
+                "static": [{"path": "/lake/orders/"}, {"path": "s3://b/ev", "name": "events"}],
+                "roots": [{"path": "/lake/ingest", "max_depth": 2}],
+            },
+            "zookeeper": {"hosts": ["zk1:2181", "zk2:2181"], "chroot": "/lw", "session_timeout_s": 12},
+            "spark": {"master": "local[4]", "conf": {"spark.sql.shuffle.partitions": 8, "spark.ui.enabled": False}},
+            "log": {"format": "TEXT", "level": "debug"},
+        },
+    )
+    s = load_settings(path, env={})
+    assert s.static_tables() == [TableRef("orders", "/lake/orders"), TableRef("events", "s3://b/ev")]
+    assert s.tables.roots[0].max_depth == 2
+    assert s.zookeeper.hosts == "zk1:2181,zk2:2181"
+    assert s.zookeeper.connect_string == "zk1:2181,zk2:2181/lw"
+    assert s.zookeeper.session_timeout_s == 12
+    assert s.spark.conf == {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
+    assert (s.log.format, s.log.level) == ("text", "DEBUG")
+
+
+def test_config_path_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, {"drain_time_s": 5})
+    assert load_settings(env={"LAKEWARD_CONFIG": str(path)}).drain_time_s == 5
+
+
+def test_env_only_nested_and_case_insensitive() -> None:
+    s = load_settings(
+        env={
+            "LAKEWARD_ZOOKEEPER__HOSTS": "zk1:2181,zk2:2181",
+            "lakeward_zookeeper__session_timeout_s": "7.5",
+            "LAKEWARD_HTTP__PORT": "9000",
+            "LAKEWARD_HTTP__API_TOKENS": "tok-a, tok-b",
+            "LAKEWARD_TABLES__STATIC": '[{"path": "/lake/a"}]',
+            "LAKEWARD_POLICIES__OVERRIDES__A__PAUSED": "true",
+            "LAKEWARD_SPARK__CONF": '{"spark.executor.memory": "2g"}',
+            "LAKEWARD_DRAIN_TIME_S": "0",
+            "OTHER_VAR": "ignored",
+        }
+    )
+    assert s.zookeeper.hosts == "zk1:2181,zk2:2181" and not s.zookeeper.in_process
+    assert s.zookeeper.session_timeout_s == 7.5
+    assert s.http.port == 9000
+    assert s.http.token_ok("tok-b") and not s.http.token_ok("tok-c") and not s.http.token_ok(None)
+    assert s.static_tables() == [TableRef("a", "/lake/a")]
+    assert s.policy_for("a").paused
+    assert s.spark.conf == {"spark.executor.memory": "2g"}
+    assert s.drain_time_s == 0
+    assert load_settings(env={"LAKEWARD_HTTP__API_TOKENS": '["x", "y"]'}).http.token_ok("y")
+
+
+def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
+    path = write(tmp_path, {"zookeeper": {"hosts": "yaml:2181", "chroot": "/from-yaml"}, "log": {"format": "text"}})
+    s = load_settings(path, env={"LAKEWARD_ZOOKEEPER__HOSTS": "env:2181", "LAKEWARD_LOG__LEVEL": "WARNING"})
+    assert s.zookeeper.hosts == "env:2181"
+    assert s.zookeeper.chroot == "/from-yaml"  # the rest of the section stays
+    assert (s.log.format, s.log.level) == ("text", "WARNING")
+
+
+@pytest.mark.parametrize(
+    ("data", "env", "expected"),
+    [
+        ({"zookeeper": {"session_timeout_s": 0}}, {}, "zookeeper.session_timeout_s: must be > 0"),
+        ({}, {"LAKEWARD_ZOOKEEPER__SESSION_TIMEOUT_S": "-1"}, "zookeeper.session_timeout_s: must be > 0"),
+        ({"concurrency": {"max_running": -2}}, {}, "concurrency.max_running: must be > 0"),
+        ({"drain_time_s": -1}, {}, "drain_time_s: must be >= 0"),
+        ({"http": {"port": "eighty"}}, {}, "http.port: must be a valid integer"),
+        ({"http": {"port": 70000}}, {}, "http.port: must be <= 65535"),
+        ({"tables": {"refresh_interval_s": "soon"}}, {}, "tables.refresh_interval_s: must be a valid number"),
+        ({"zookeeper": {"host": "zk:2181"}}, {}, "zookeeper.host: unknown key"),
+        ({"zookeper": {}}, {}, "zookeper: unknown key"),
+        (
+            {"policies": {"defaults": {"compaction": {"max_commits": 3}}}},
+            {},
+            "policies.defaults.compaction.max_commits: unknown key",
+        ),
+        (
+            {"tables": {"static": [{"path": "/a/t"}, {"path": "/b/t"}]}},
+            {},
+            "tables.static[1].name: duplicate table name 't'",
+        ),
+        (
+            {"tables": {"static": [{"path": "/a/t"}, {"path": "/a/t/", "name": "u"}]}},
+            {},
+            "tables.static[1].path: duplicate table path '/a/t'",
+        ),
+        ({"tables": {"static": [{"name": "x"}]}}, {}, "tables.static[0].path: required"),
+        ({"tables": {"static": [{"path": "/a/b c"}]}}, {}, "tables.static[0].name: 'b c' is not a valid table name"),
+        (
+            {"tables": {"static": [{"path": "/a/t"}]}, "policies": {"overrides": {"nope": {"paused": True}}}},
+            {},
+            "policies.overrides.nope: unknown table 'nope'",
+        ),
+        (
+            {"policies": {"defaults": {"hoodie_options": {"parquet.codec": "zstd"}}}},
+            {},
+            "policies.defaults.hoodie_options['parquet.codec']: option keys must start with 'hoodie.'",
+        ),
+        (
+            {"policies": {"defaults": {"hoodie_options": {"hoodie.cleaner.commits.retained": 3}}}},
+            {},
+            "policies.defaults.hoodie_options['hoodie.cleaner.commits.retained']: set by the policy; "
+            "use `clean.commits_retained` instead",
+        ),
+        ({"log": {"format": "xml"}}, {}, "log.format: must be 'json' or 'text'"),
+        ({}, {"LAKEWARD_LOG__FORMAT": "yaml"}, "log.format: must be 'json' or 'text'"),
+        ({"log": {"level": "LOUD"}}, {}, "log.level: must be 'DEBUG'"),
+        (
+            {"policies": {"defaults": {"archival": {"keep_min_commits": 40}}}},
+            {},
+            "policies.defaults.archival.keep_min_commits: must be < archival.keep_max_commits (30)",
+        ),
+        (
+            {
+                "tables": {"static": [{"path": "/a/t"}]},
+                "policies": {"overrides": {"t": {"index_build": {"enabled": True}}}},
+            },
+            {},
+            "policies.overrides.t.index_build.columns: required when index_build is enabled",
+        ),
+        ({"policies": {"defaults": {"clean": {"policy": "KEEP_ALL"}}}}, {}, "policies.defaults.clean.policy: must be"),
+        (
+            {"concurrency": {"retries": {"backoff_base_s": 10, "backoff_max_s": 1}}},
+            {},
+            "concurrency.retries.backoff_max_s: must be >= backoff_base_s (10",
+        ),
+        (
+            {"concurrency": {"max_running": 2, "max_running_per_table": 3}},
+            {},
+            "concurrency.max_running_per_table: must be <= max_running (2)",
+        ),
+        ({"concurrency": {"timeouts_s": {"compaction": 0}}}, {}, "concurrency.timeouts_s.compaction: must be > 0"),
+        ({"zookeeper": {"chroot": "lakeward"}}, {}, "zookeeper.chroot: must be an absolute ZooKeeper path"),
+        ({"zookeeper": {"hosts": "zk1:2181,,zk2"}}, {}, "zookeeper.hosts: must be host:port"),
+        ({"zookeeper": {"digest_user": "u"}}, {}, "zookeeper.digest_password: digest_user and digest_password go"),
+        ({"http": {"protect_reads": True}}, {}, "http.protect_reads: needs at least one entry in api_tokens"),
+        ({"http": {"api_tokens": [""]}}, {}, "http.api_tokens[0]: a token must be non-empty"),
+        ({"spark": {"conf": {"spark.x": [1]}}}, {}, "spark.conf.spark.x: must be a valid string"),
+        ({}, {"LAKEWARD_TABLES__STATIC": "not json"}, "tables: cannot parse a LAKEWARD_* environment value as JSON"),
+    ],
+)
+def test_every_error_names_its_key(tmp_path: Path, data: dict, env: dict[str, str], expected: str) -> None:
+    found = problems(write(tmp_path, data), env)
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_all_problems_are_reported_together(tmp_path: Path) -> None:
+    found = problems(write(tmp_path, {"zookeeper": {"session_timeout_s": -1}, "http": {"port": -1}, "extra": 1}))
+    assert {p.split(":")[0] for p in found} == {"zookeeper.session_timeout_s", "http.port", "extra"}
+    with pytest.raises(ConfigurationError, match=r"invalid lakeward configuration:\n  "):
+        load_settings(write(tmp_path, {"http": {"port": -1}}), env={})
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    assert problems(tmp_path / "missing.yaml")[0].startswith(f"{tmp_path / 'missing.yaml'}: cannot read")
+    assert "not valid YAML" in problems(write(tmp_path, "tables: [unclosed"))[0]
+    assert "top level must be a mapping" in problems(write(tmp_path, "- a\n- b\n"))[0]
+    assert load_settings(write(tmp_path, ""), env={}) == load_settings(env={})
+
+
+def test_policy_merging(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {
+            "tables": {"static": [{"path": "/lake/orders"}, {"path": "/lake/events"}]},
+            "policies": {
+                "defaults": {
+                    "compaction": {"max_delta_commits": 8},
+                    "archival": {"keep_min_commits": 50, "keep_max_commits": 100},
+                    "hoodie_options": {"hoodie.parquet.compression.codec": "zstd", "hoodie.a": 1},
+                },
+                "overrides": {
+                    "orders": {
+                        "compaction": {"enabled": False},
+                        "archival": {"keep_min_commits": 60},  # valid only against the defaults' max
+                        "clustering": {"enabled": True, "sort_columns": ["customer"]},
+                        "hoodie_options": {"hoodie.a": 2},
+                    },
+                    "events": {"paused": True},
+                },
+            },
+        },
+    )
+    s = load_settings(path, env={})
+    orders = s.policy_for("orders")
+    assert orders.table == "orders"
+    assert not orders.compaction.enabled and orders.compaction.max_delta_commits == 8
+    assert (orders.archival.keep_min_commits, orders.archival.keep_max_commits) == (60, 100)
+    assert orders.hoodie_options == {"hoodie.parquet.compression.codec": "zstd", "hoodie.a": 2}
+    assert orders.schedules(ServiceAction.CLUSTERING) and not orders.schedules(ServiceAction.COMPACTION)
+    assert not orders.schedules(ServiceAction.ROLLBACK) and orders.for_action(ServiceAction.ROLLBACK) is None
+    options = orders.table_options()
+    assert options["hoodie.keep.min.commits"] == "60"
+    assert options["hoodie.clustering.plan.strategy.sort.columns"] == "customer"
+    assert options["hoodie.a"] == "2"
+
+    events = s.policy_for("events")
+    assert events.paused and not events.schedules(ServiceAction.CLEAN)
+    assert events.compaction.max_delta_commits == 8
+
+    # A table with no override (e.g. found by discovery) gets the defaults.
+    other = s.policy_for("discovered")
+    assert other.compaction.enabled and other.compaction.max_delta_commits == 8
+    assert not other.clustering.enabled and other.schedules(ServiceAction.CLEAN)
+    assert s.policy_for("orders") is orders  # cached
+
+
+def test_overrides_for_discovered_tables_allowed_with_roots(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, {"tables": {"roots": [{"path": "/lake"}]}, "policies": {"overrides": {"found": {"paused": True}}}}
+    )
+    assert load_settings(path, env={}).policy_for("found").paused
+
+
+def test_helpers() -> None:
+    s = load_settings(env={"LAKEWARD_SPARK__POOLS": '["fast", "compaction"]'})
+    assert s.spark.pool_for(ServiceAction.COMPACTION) == "compaction"
+    assert s.spark.pool_for(ServiceAction.CLEAN) == "fast"
+    assert s.concurrency.timeouts_s.for_action(ServiceAction.CLUSTERING) == 7200
+    retries = s.concurrency.retries
+    assert [retries.backoff_s(n) for n in (1, 2, 3, 10)] == [5, 10, 20, 300]
+
+
+def test_example_yaml_loads_and_is_in_readme(tmp_path: Path) -> None:
+    example = DaemonSettings.example_yaml()
+    s = load_settings(write(tmp_path, example), env={})
+    assert s.policy_for("orders").compaction.max_delta_commits == 10
+    assert s.policy_for("events").paused
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("## Daemon configuration") :]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None and block.group(1) == example
+
+
+def test_secrets_not_printed(tmp_path: Path) -> None:
+    s = load_settings(
+        env={
+            "LAKEWARD_ZOOKEEPER__HOSTS": "zk:2181",
+            "LAKEWARD_ZOOKEEPER__DIGEST_USER": "svc",
+            "LAKEWARD_ZOOKEEPER__DIGEST_PASSWORD": "zk-pass-123",
+            "LAKEWARD_HTTP__API_TOKENS": "api-token-456",
+        }
+    )
+    for text in (repr(s), str(s), s.model_dump_json(), repr(s.zookeeper), repr(s.http)):
+        assert "zk-pass-123" not in text and "api-token-456" not in text
+    assert s.zookeeper.digest_password is not None
+    assert s.zookeeper.digest_password.get_secret_value() == "zk-pass-123"
+    assert s.http.token_ok("api-token-456")
+    # nor in error messages about other keys
+    path = write(tmp_path, {"zookeeper": {"hosts": "zk:2181", "digest_user": "u", "digest_password": "pw-789"}})
+    found = problems(path, {"LAKEWARD_HTTP__PORT": "x"})
+    assert not any("pw-789" in p for p in found)
+
+
+def test_settings_are_frozen() -> None:
+    s = load_settings(env={})
+    with pytest.raises(ValueError):
+        s.drain_time_s = 3  # type: ignore[misc]
