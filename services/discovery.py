@@ -1,0 +1,331 @@
+"""Which tables exist, and each table's current state, loaded with as few listings as possible.
+
+Tables come from a static list of `TableRef`s and from roots scanned for tables (a folder
+holding `.hoodie/`; the scan does not descend into tables nor below `max_depth`).
+
+A table's state costs one listing of its `.hoodie/` folder (names only) when nothing
+changed since the previous cycle: `DiscoveryCache` keeps the last state per table and
+reuses it when the listing is the same. When it changed, the timeline is rebuilt from
+that same listing by core's timeline loader; `hoodie.properties` is read again only if
+its size changed, and a pending replacecommit's plan is read once per instant (to tell a
+clustering from an insert-overwrite in flight).
+
+A table that cannot be read (deleted, corrupt properties, permission) becomes a
+`TableProblem`; the other tables go on.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakeward.core.storage import Storage
+from lakeward.core.table import Table
+from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
+from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef
+
+if TYPE_CHECKING:
+    from lakeward.core.config.table import TableConfig
+
+PROPERTIES_FILE = "hoodie.properties"
+
+#: Pending timeline actions that are table-service plans, and the service that completes them.
+#: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write).
+_PLAN_ACTIONS: dict[Action, ServiceAction] = {
+    Action.COMPACTION: ServiceAction.COMPACTION,
+    Action.LOG_COMPACTION: ServiceAction.COMPACTION,
+    Action.CLEAN: ServiceAction.CLEAN,
+    Action.ROLLBACK: ServiceAction.ROLLBACK,
+    Action.RESTORE: ServiceAction.ROLLBACK,  # a restore is a batch of rollbacks; the model has no RESTORE action
+    Action.INDEXING: ServiceAction.INDEX_BUILD,
+}
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What discovery knows about one table this cycle."""
+
+    ref: TableRef
+    table_type: str  # "COPY_ON_WRITE" | "MERGE_ON_READ"
+    timeline_timezone: str  # "LOCAL" | "UTC": how to read instant times as moments
+    timeline: Timeline
+    pending_plans: tuple[PendingPlan, ...]
+    #: Pending writes (commit, deltacommit, insert-overwrite replacecommit): ingestion in flight, or failed.
+    pending_writes: tuple[Instant, ...]
+    delta_commits_since_compaction: int
+    writes_since_clean: int
+    writes_since_replace: int
+    last_completed: str | None
+    last_clean: str | None
+    #: Something odd but not fatal (e.g. an unreadable replacecommit plan); the state is still usable.
+    error: str | None = None
+
+    @property
+    def is_merge_on_read(self) -> bool:
+        return self.table_type == "MERGE_ON_READ"
+
+    @property
+    def completed(self) -> list[Instant]:
+        return self.timeline.completed()
+
+    @property
+    def pending(self) -> list[Instant]:
+        return self.timeline.pending()
+
+    @property
+    def completed_count(self) -> int:
+        return sum(1 for i in self.timeline.instants if i.is_completed)
+
+
+@dataclass
+class _Entry:
+    names: frozenset[str]
+    properties_size: int
+    config: TableConfig
+    state: TableState
+
+
+@dataclass
+class DiscoveryCache:
+    """Per-table memory between cycles; one instance per daemon, reused by every `discover` call.
+
+    Safe to share between the worker threads of one `discover` call (a lock guards updates).
+    """
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    #: time -> is a clustering plan; a requested replacecommit's content never changes.
+    replace_kind: dict[tuple[str, str], bool] = field(default_factory=dict)
+    #: table folders found under roots, so that known tables are not listed twice per cycle
+    known_tables: set[str] = field(default_factory=set)
+    listings: int = 0
+    hits: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            self.entries.pop(path, None)
+            self.known_tables.discard(path)
+
+
+@dataclass(frozen=True)
+class DiscoveryResult:
+    states: list[TableState]
+    problems: list[TableProblem]
+    seconds: float
+
+
+# -- which tables ------------------------------------------------------------------------
+def _name_for(root: str, rel: str) -> str:
+    base = posixpath.basename(root.rstrip("/")) or "root"
+    return f"{base}.{rel.replace('/', '.')}" if rel else base
+
+
+def scan_root(root: str, max_depth: int = 3, cache: DiscoveryCache | None = None) -> tuple[list[TableRef], list[str]]:
+    """Tables under `root`: (refs, errors). A folder with `.hoodie/` is a table; the scan does
+    not descend into tables, hidden folders (`.x`, `_x`) or below `max_depth` levels.
+
+    With a cache, a folder that was a table last time is taken as one without listing it
+    (loading its state lists its `.hoodie/` anyway and notices when it is gone).
+    """
+    refs: list[TableRef] = []
+    errors: list[str] = []
+    try:
+        storage = Storage.for_uri(root)
+    except Exception as exc:  # bad URI, unreachable filesystem
+        return [], [f"cannot open discovery root {root}: {exc}"]
+    frontier: list[tuple[str, int]] = [("", 0)]
+    while frontier:
+        rel, depth = frontier.pop()
+        full = storage.uri_of(rel)
+        if rel and cache is not None and full in cache.known_tables:
+            refs.append(TableRef(_name_for(root, rel), full))
+            continue
+        try:
+            entries = storage.list_dir(rel)
+        except Exception as exc:
+            errors.append(f"cannot list {full}: {exc}")
+            continue
+        if cache is not None:
+            cache.listings += 1
+        if rel and any(e.is_dir and e.name == METAFOLDER for e in entries):
+            refs.append(TableRef(_name_for(root, rel), full))
+            if cache is not None:
+                with cache._lock:
+                    cache.known_tables.add(full)
+            continue
+        if depth >= max_depth:
+            continue
+        for e in entries:
+            if e.is_dir and not e.name.startswith((".", "_")):
+                frontier.append((e.path, depth + 1))
+    refs.sort(key=lambda r: r.path)
+    return refs, errors
+
+
+# -- one table's state -------------------------------------------------------------------
+def _is_clustering(storage: Storage, instant_time: str, cache: DiscoveryCache) -> bool:
+    key = (storage.uri, instant_time)
+    known = cache.replace_kind.get(key)
+    if known is None:
+        known = clustering_plan_of(storage, instant_time) is not None
+        with cache._lock:
+            cache.replace_kind[key] = known
+    return known
+
+
+def _build_state(
+    ref: TableRef, config: TableConfig, storage: Storage, timeline: Timeline, cache: DiscoveryCache
+) -> TableState:
+    plans: list[PendingPlan] = []
+    pending_writes: list[Instant] = []
+    error = None
+    for instant in timeline.pending():
+        service = _PLAN_ACTIONS.get(instant.action)
+        if service is None and instant.action is Action.REPLACE_COMMIT:
+            try:
+                if _is_clustering(storage, instant.time, cache):
+                    service = ServiceAction.CLUSTERING
+            except Exception as exc:  # a corrupt plan: report, keep the rest of the state
+                error = f"cannot read replacecommit plan {instant.time}: {exc}"
+                continue
+        if service is not None:
+            plans.append(PendingPlan(ref, service, instant.time, instant.state.value))
+        elif instant.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+            pending_writes.append(instant)
+    writes = timeline.completed_writes()
+    last_compaction = max((i.time for i in writes if timeline.was_compaction(i.time)), default=None)
+    cleans = [i.time for i in timeline.instants if i.action is Action.CLEAN and i.is_completed]
+    last_clean = cleans[-1] if cleans else None
+    replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
+    last_replace = replaces[-1] if replaces else None
+    completed = [i.time for i in timeline.instants if i.is_completed]
+    return TableState(
+        ref=ref,
+        table_type=config.table_type.value,
+        timeline_timezone=config.timeline_timezone,
+        timeline=timeline,
+        pending_plans=tuple(plans),
+        pending_writes=tuple(pending_writes),
+        delta_commits_since_compaction=sum(
+            1
+            for i in writes
+            if i.action is Action.DELTA_COMMIT and (last_compaction is None or i.time > last_compaction)
+        ),
+        writes_since_clean=sum(1 for i in writes if last_clean is None or i.time > last_clean),
+        writes_since_replace=sum(1 for i in writes if last_replace is None or i.time > last_replace),
+        last_completed=completed[-1] if completed else None,
+        last_clean=last_clean,
+        error=error,
+    )
+
+
+class _Gone(Exception):
+    """A root-discovered table that no longer exists: dropped silently."""
+
+
+def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False) -> TableState:
+    """One table's state; raises on a table that cannot be read (the caller makes it a TableProblem)."""
+    storage = Storage.for_uri(ref.path)
+    entries = storage.list_dir(METAFOLDER)  # the one listing; missing folder -> []
+    with cache._lock:
+        cache.listings += 1
+    names = frozenset(e.name for e in entries if not e.is_dir)
+    props = [e for e in entries if e.name == PROPERTIES_FILE and not e.is_dir]
+    if not props:
+        cache.forget(storage.uri)
+        if from_root and not entries:
+            raise _Gone(ref.path)
+        raise FileNotFoundError(f"{ref.path} is not a table: {METAFOLDER}/{PROPERTIES_FILE} does not exist")
+    entry = cache.entries.get(storage.uri)
+    if entry is not None and entry.names == names and entry.properties_size == props[0].size and entry.state.ref == ref:
+        with cache._lock:
+            cache.hits += 1
+        return entry.state
+    if entry is not None and entry.properties_size == props[0].size:
+        config = entry.config
+    else:
+        config = Table.open(ref.path).config
+    timeline = Timeline.from_file_names(names)
+    state = _build_state(ref, config, storage, timeline, cache)
+    with cache._lock:
+        cache.entries[storage.uri] = _Entry(names, props[0].size, config, state)
+    return state
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def discover(
+    refs: Sequence[TableRef],
+    roots: Iterable[str] = (),
+    cache: DiscoveryCache | None = None,
+    *,
+    max_depth: int = 3,
+    workers: int = 8,
+) -> DiscoveryResult:
+    """One discovery cycle: the static `refs` plus tables found under `roots`, each table's state.
+
+    Tables are loaded by `workers` threads (listings on object stores are slow; local ones
+    release the GIL too). Problems never stop the cycle.
+    """
+    started = time.perf_counter()
+    cache = cache if cache is not None else DiscoveryCache()
+    problems: list[TableProblem] = []
+    tables: list[tuple[TableRef, bool]] = []
+    seen_paths: set[str] = set()
+    used_names: set[str] = set()
+
+    def add(ref: TableRef, from_root: bool) -> None:
+        path = ref.path.rstrip("/") or ref.path
+        if path in seen_paths:
+            return
+        name, n = ref.name, 2
+        while name in used_names:
+            name, n = f"{ref.name}-{n}", n + 1
+        seen_paths.add(path)
+        used_names.add(name)
+        tables.append((TableRef(name, ref.path), from_root))
+
+    for ref in refs:
+        add(ref, False)
+    for root in roots:
+        found, errors = scan_root(root, max_depth, cache)
+        problems.extend(TableProblem(TableRef(_name_for(root, ""), root), e) for e in errors)
+        for ref in found:
+            add(ref, True)
+
+    def one(item: tuple[TableRef, bool]) -> TableState | TableProblem | None:
+        ref, from_root = item
+        try:
+            return load_state(ref, cache, from_root=from_root)
+        except _Gone:
+            return None
+        except Exception as exc:
+            return TableProblem(ref, _describe(exc))
+
+    if workers > 1 and len(tables) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="discovery") as pool:
+            results = list(pool.map(one, tables))
+    else:
+        results = [one(t) for t in tables]
+    states = [r for r in results if isinstance(r, TableState)]
+    problems.extend(r for r in results if isinstance(r, TableProblem))
+    return DiscoveryResult(states, problems, time.perf_counter() - started)
+
+
+__all__ = [
+    "DiscoveryCache",
+    "DiscoveryResult",
+    "TableState",
+    "discover",
+    "load_state",
+    "scan_root",
+]

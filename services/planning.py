@@ -1,0 +1,195 @@
+"""What to do next: pending plans to run and, by policy, new plans to schedule. Pure.
+
+`plan_work` turns discovered `TableState`s into `WorkItem`s, ordered so that a replica
+taking them in order is fair:
+
+1. by `ACTION_PRIORITY` (rollbacks and cleans before long compactions);
+2. oldest first: a pending plan by its instant time, a new plan by the instant it has
+   been due since (e.g. the first delta commit since the last compaction);
+3. round-robin across tables when ages tie (a table's second item waits behind every
+   other table's first);
+4. table name, for a stable order.
+
+Paused tables produce nothing; items whose key is already running are skipped; a new
+plan of an action is not proposed while a plan of that action is pending on the table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from lakeward.core.timeline import Action
+from lakeward.services.discovery import TableState
+from lakeward.services.model import ACTION_PRIORITY, ServiceAction, WorkItem
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When to schedule new plans on a table. Built from the daemon's settings (per table or default)."""
+
+    paused: bool = False
+    #: merge-on-read: schedule a compaction once this many delta commits completed since the last one
+    compaction_enabled: bool = True
+    compaction_delta_commits: int = 5
+    #: schedule a clean every N completed writes since the last clean ...
+    clean_enabled: bool = True
+    clean_every_commits: int = 10
+    #: ... or when the last clean is older than this (and something was written since); None: commits only
+    clean_interval: dt.timedelta | None = None
+    clustering_enabled: bool = False
+    clustering_every_commits: int = 4
+    #: archive when the active timeline holds more completed instants than this
+    archival_enabled: bool = True
+    archival_max_instants: int = 30
+
+    def __post_init__(self) -> None:
+        for name in ("compaction_delta_commits", "clean_every_commits", "clustering_every_commits"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.archival_max_instants < 1:
+            raise ValueError(f"archival_max_instants must be at least 1, got {self.archival_max_instants}")
+
+
+DEFAULT_POLICY = Policy()
+
+
+def instant_moment(instant_time: str, timezone: str = "LOCAL") -> dt.datetime:
+    """An instant time (yyyyMMddHHmmss[SSS]) as an aware datetime in the table's timeline timezone."""
+    moment = dt.datetime.strptime(instant_time[:14], "%Y%m%d%H%M%S")
+    if len(instant_time) >= 17:
+        moment = moment.replace(microsecond=int(instant_time[14:17]) * 1000)
+    if timezone.upper() == "UTC":
+        return moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone()  # naive local time -> aware
+
+
+def _aware(now: dt.datetime) -> dt.datetime:
+    return now if now.tzinfo is not None else now.astimezone()
+
+
+def _first_after(state: TableState, after: str | None, actions: Collection[Action] | None = None) -> str | None:
+    """The first completed write after `after` (of `actions`, if given): when a new plan became due."""
+    for i in state.timeline.completed_writes():
+        if (after is None or i.time > after) and (actions is None or i.action in actions):
+            return i.time
+    return None
+
+
+def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tuple[ServiceAction, str, str]]:
+    """(action, due since, reason) for every new plan the policy wants on this table."""
+    out: list[tuple[ServiceAction, str, str]] = []
+    pending = {p.action for p in state.pending_plans}
+    writes = state.timeline.completed_writes()
+    if (
+        policy.compaction_enabled
+        and state.is_merge_on_read
+        and ServiceAction.COMPACTION not in pending
+        and state.delta_commits_since_compaction >= policy.compaction_delta_commits
+    ):
+        compactions = [i.time for i in writes if state.timeline.was_compaction(i.time)]
+        since = _first_after(state, compactions[-1] if compactions else None, (Action.DELTA_COMMIT,))
+        out.append(
+            (
+                ServiceAction.COMPACTION,
+                since or "",
+                f"{state.delta_commits_since_compaction} delta commits since the last compaction "
+                f"(threshold {policy.compaction_delta_commits})",
+            )
+        )
+    if policy.clean_enabled and ServiceAction.CLEAN not in pending and state.writes_since_clean > 0:
+        since = _first_after(state, state.last_clean) or ""
+        reason = None
+        if state.writes_since_clean >= policy.clean_every_commits:
+            reason = f"{state.writes_since_clean} writes since the last clean (every {policy.clean_every_commits})"
+        elif policy.clean_interval is not None:
+            reference = state.last_clean or (state.timeline.instants[0].time if state.timeline.instants else None)
+            if reference is not None:
+                age = _aware(now) - instant_moment(reference, state.timeline_timezone)
+                if age >= policy.clean_interval:
+                    what = "last clean" if state.last_clean else "first instant"
+                    reason = f"{what} {reference} is older than {policy.clean_interval}"
+        if reason:
+            out.append((ServiceAction.CLEAN, since, reason))
+    if (
+        policy.clustering_enabled
+        and ServiceAction.CLUSTERING not in pending
+        and state.writes_since_replace >= policy.clustering_every_commits
+    ):
+        replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
+        since = _first_after(state, replaces[-1] if replaces else None) or ""
+        out.append(
+            (
+                ServiceAction.CLUSTERING,
+                since,
+                f"{state.writes_since_replace} writes since the last replacecommit "
+                f"(every {policy.clustering_every_commits})",
+            )
+        )
+    completed = state.completed_count
+    if policy.archival_enabled and completed > policy.archival_max_instants:
+        oldest = state.timeline.instants[0].time if state.timeline.instants else ""
+        out.append(
+            (
+                ServiceAction.ARCHIVAL,
+                oldest,
+                f"{completed} completed instants on the active timeline (more than {policy.archival_max_instants})",
+            )
+        )
+    return out
+
+
+def plan_work(
+    states: Iterable[TableState],
+    policies: Mapping[str, Policy] | Policy | None = None,
+    now: dt.datetime | None = None,
+    running_keys: Collection[str] = frozenset(),
+) -> list[WorkItem]:
+    """Every pending plan as a WorkItem (run it), plus new plans due by policy, in the order to take them.
+
+    `policies`: one Policy for every table, or a mapping table name -> Policy (missing names
+    get the default Policy). `now` decides time-based policies (default: the current time).
+    `running_keys`: `WorkItem.key`s already running (claimed here or elsewhere), skipped.
+    """
+    now = now if now is not None else dt.datetime.now(dt.UTC)
+    running = set(running_keys)
+    items: list[WorkItem] = []
+    for state in states:
+        if isinstance(policies, Policy):
+            policy = policies
+        else:
+            policy = (policies or {}).get(state.ref.name, DEFAULT_POLICY)
+        if policy.paused:
+            continue
+        for plan in state.pending_plans:
+            items.append(
+                WorkItem(
+                    ACTION_PRIORITY[plan.action],
+                    plan.instant,
+                    state.ref,
+                    plan.action,
+                    plan.instant,
+                    f"pending {plan.action.value} plan ({plan.state})",
+                )
+            )
+        for action, since, reason in _new_plans(state, policy, now):
+            items.append(WorkItem(ACTION_PRIORITY[action], since, state.ref, action, None, reason))
+    items = [i for i in items if i.key not in running]
+    return order_fairly(items)
+
+
+def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
+    """Sort by (priority, age), then round-robin across tables on ties, then by table name."""
+    by_age = sorted(items, key=lambda i: (i.priority, i.sort_instant, i.table.name))
+    ordinal: dict[str, int] = {}
+    keyed = []
+    for item in by_age:
+        n = ordinal.get(item.table.name, 0)
+        ordinal[item.table.name] = n + 1
+        keyed.append(((item.priority, item.sort_instant, n, item.table.name), item))
+    keyed.sort(key=lambda pair: pair[0])
+    return [item for _, item in keyed]
+
+
+__all__ = ["DEFAULT_POLICY", "Policy", "instant_moment", "order_fairly", "plan_work"]

@@ -1,0 +1,196 @@
+"""plan_work is pure: states built from timeline file names, no tables on disk."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from lakeward.core.timeline import Timeline
+from lakeward.services.discovery import TableState
+from lakeward.services.model import ServiceAction, TableRef
+from lakeward.services.planning import Policy, instant_moment, order_fairly, plan_work
+
+NOW = dt.datetime(2026, 1, 2, 0, 0, tzinfo=dt.UTC)
+QUIET = Policy(compaction_enabled=False, clean_enabled=False, archival_enabled=False)
+
+
+def t(n: int) -> str:
+    """Instant time n minutes after 2026-01-01 00:00 (UTC timeline)."""
+    return (dt.datetime(2026, 1, 1) + dt.timedelta(minutes=n)).strftime("%Y%m%d%H%M%S") + "000"
+
+
+def state(
+    name: str,
+    files: list[str],
+    *,
+    mor: bool = False,
+    plans: list[tuple[ServiceAction, str]] = (),  # type: ignore[assignment]
+) -> TableState:
+    """A TableState as discovery would build it from these timeline file names."""
+    from lakeward.core.timeline import Action
+    from lakeward.services.discovery import _PLAN_ACTIONS
+    from lakeward.services.model import PendingPlan
+
+    ref = TableRef(name, f"/tables/{name}")
+    tl = Timeline.from_file_names(files)
+    found = [
+        PendingPlan(ref, _PLAN_ACTIONS[i.action], i.time, i.state.value)
+        for i in tl.pending()
+        if i.action in _PLAN_ACTIONS
+    ]
+    found += [PendingPlan(ref, a, time, "requested") for a, time in plans]
+    writes = tl.completed_writes()
+    last_comp = max((i.time for i in writes if tl.was_compaction(i.time)), default=None)
+    cleans = [i.time for i in tl.completed() if i.action is Action.CLEAN]
+    replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
+    completed = tl.completed()
+    return TableState(
+        ref=ref,
+        table_type="MERGE_ON_READ" if mor else "COPY_ON_WRITE",
+        timeline_timezone="UTC",
+        timeline=tl,
+        pending_plans=tuple(found),
+        pending_writes=(),
+        delta_commits_since_compaction=sum(
+            1 for i in writes if i.action is Action.DELTA_COMMIT and (last_comp is None or i.time > last_comp)
+        ),
+        writes_since_clean=sum(1 for i in writes if not cleans or i.time > cleans[-1]),
+        writes_since_replace=sum(1 for i in writes if not replaces or i.time > replaces[-1]),
+        last_completed=completed[-1].time if completed else None,
+        last_clean=cleans[-1] if cleans else None,
+    )
+
+
+def deltas(*minutes: int) -> list[str]:
+    return [f"{t(m)}.deltacommit" for m in minutes]
+
+
+def commits(*minutes: int) -> list[str]:
+    return [f"{t(m)}.commit" for m in minutes]
+
+
+def summary(items: list) -> list[tuple[str, str, str | None]]:  # type: ignore[type-arg]
+    return [(i.table.name, i.action.value, i.instant) for i in items]
+
+
+def test_every_pending_plan_becomes_work_oldest_first_by_priority() -> None:
+    a = state("a", [*deltas(1, 2), f"{t(3)}.compaction.requested", f"{t(5)}.clean.inflight"], mor=True)
+    b = state("b", [*commits(1), f"{t(4)}.rollback.requested", f"{t(2)}.clean.requested"])
+    items = plan_work([a, b], QUIET, NOW)
+    assert summary(items) == [
+        ("b", "rollback", t(4)),
+        ("b", "clean", t(2)),
+        ("a", "clean", t(5)),
+        ("a", "compaction", t(3)),
+    ]
+    assert all(i.reason.startswith("pending") for i in items)
+
+
+def test_rollbacks_and_cleans_before_older_compactions() -> None:
+    a = state("a", [*deltas(1), f"{t(2)}.compaction.inflight"], mor=True)
+    b = state("b", [*commits(1), f"{t(50)}.clean.requested"])
+    assert [i.action for i in plan_work([a, b], QUIET, NOW)] == [ServiceAction.CLEAN, ServiceAction.COMPACTION]
+
+
+def test_round_robin_across_tables_when_ages_tie() -> None:
+    same = [t(10), t(20), t(30)]
+    states = [state(n, commits(1), plans=[(ServiceAction.COMPACTION, x) for x in same]) for n in ("busy", "quiet")]
+    states.append(state("other", commits(1), plans=[(ServiceAction.COMPACTION, t(10))]))
+    names = [i.table.name for i in plan_work(states, QUIET, NOW)]
+    assert names == ["busy", "other", "quiet", "busy", "quiet", "busy", "quiet"]
+
+
+def test_order_fairly_round_robins_new_items_with_equal_ages() -> None:
+    s1 = state("x", commits(1))
+    s2 = state("y", commits(1))
+    from lakeward.services.model import WorkItem
+
+    items = [
+        WorkItem(3, "", s1.ref, ServiceAction.COMPACTION),
+        WorkItem(3, "", s1.ref, ServiceAction.CLUSTERING),
+        WorkItem(3, "", s2.ref, ServiceAction.COMPACTION),
+    ]
+    assert [i.table.name for i in order_fairly(items)] == ["x", "y", "x"]
+
+
+def test_paused_tables_produce_nothing() -> None:
+    a = state("a", [*commits(1), f"{t(2)}.clean.requested"])
+    b = state("b", [*commits(1), f"{t(2)}.clean.requested"])
+    items = plan_work([a, b], {"a": Policy(paused=True)}, NOW)
+    assert summary(items) == [("b", "clean", t(2))]
+
+
+def test_running_items_are_skipped() -> None:
+    a = state("a", [*deltas(*range(1, 8)), f"{t(9)}.compaction.requested", f"{t(10)}.clean.requested"], mor=True)
+    items = plan_work([a], Policy(), NOW, running_keys={f"a/compaction/{t(9)}"})
+    assert summary(items) == [("a", "clean", t(10))]
+    items = plan_work([state("m", deltas(*range(1, 8)), mor=True)], QUIET, NOW)
+    assert items == []
+    compact = Policy(clean_enabled=False, archival_enabled=False)
+    m = state("m", deltas(*range(1, 8)), mor=True)
+    assert summary(plan_work([m], compact, NOW)) == [("m", "compaction", None)]
+    assert plan_work([m], compact, NOW, running_keys={"m/compaction/new"}) == []
+
+
+def test_compaction_threshold_on_merge_on_read_only() -> None:
+    policy = Policy(compaction_delta_commits=3, clean_enabled=False, archival_enabled=False)
+    # 2 delta commits since the last compaction (at 3): not due
+    files = [*deltas(1, 2), f"{t(3)}.compaction.requested", f"{t(3)}.commit", *deltas(4, 5)]
+    assert plan_work([state("m", files, mor=True)], policy, NOW) == []
+    [item] = plan_work([state("m", [*files, *deltas(6)], mor=True)], policy, NOW)
+    assert (item.action, item.instant, item.sort_instant) == (ServiceAction.COMPACTION, None, t(4))
+    assert "3 delta commits" in item.reason
+    # copy-on-write tables never compact
+    assert plan_work([state("c", commits(1, 2, 3, 4), mor=False)], policy, NOW) == []
+    # a pending compaction is run, not a second one scheduled
+    pending = state("m", [*deltas(1, 2, 3, 4, 5, 6), f"{t(7)}.compaction.requested"], mor=True)
+    assert summary(plan_work([pending], policy, NOW)) == [("m", "compaction", t(7))]
+
+
+def test_clean_every_n_commits_or_when_due() -> None:
+    policy = Policy(clean_every_commits=3, compaction_enabled=False, archival_enabled=False)
+    files = [*commits(1, 2), f"{t(3)}.clean", *commits(4, 5)]
+    assert plan_work([state("c", files)], policy, NOW) == []
+    [item] = plan_work([state("c", [*files, *commits(6)])], policy, NOW)
+    assert (item.action, item.sort_instant) == (ServiceAction.CLEAN, t(4))
+    # by time: the last clean (2026-01-01 00:03 UTC) is older than 12 hours at NOW
+    timed = Policy(clean_every_commits=100, clean_interval=dt.timedelta(hours=12), archival_enabled=False)
+    assert [i.action for i in plan_work([state("c", files)], timed, NOW)] == [ServiceAction.CLEAN]
+    assert plan_work([state("c", files)], timed, NOW - dt.timedelta(hours=23)) == []
+    # nothing written since the last clean: nothing to clean, however old
+    assert plan_work([state("c", [*commits(1), f"{t(3)}.clean"])], timed, NOW) == []
+    # a pending clean is run instead of scheduling another
+    pend = state("c", [*commits(1, 2, 4, 5, 6), f"{t(7)}.clean.requested"])
+    assert summary(plan_work([pend], policy, NOW)) == [("c", "clean", t(7))]
+
+
+def test_clustering_only_when_enabled() -> None:
+    off = Policy(clean_enabled=False, archival_enabled=False)
+    on = Policy(clustering_enabled=True, clustering_every_commits=2, clean_enabled=False, archival_enabled=False)
+    s = state("c", [f"{t(1)}.replacecommit", *commits(2, 3)])
+    assert plan_work([s], off, NOW) == []
+    [item] = plan_work([s], on, NOW)
+    assert (item.action, item.sort_instant) == (ServiceAction.CLUSTERING, t(2))
+    assert plan_work([state("c", [f"{t(1)}.replacecommit", *commits(2)])], on, NOW) == []
+
+
+def test_archival_when_timeline_too_long() -> None:
+    policy = Policy(archival_max_instants=5, compaction_enabled=False, clean_enabled=False)
+    assert plan_work([state("c", commits(*range(1, 6)))], policy, NOW) == []
+    [item] = plan_work([state("c", commits(*range(1, 7)))], policy, NOW)
+    assert (item.action, item.sort_instant) == (ServiceAction.ARCHIVAL, t(1))
+    assert "6 completed instants" in item.reason
+
+
+def test_default_policy_for_unlisted_tables_and_validation() -> None:
+    s = state("c", commits(*range(1, 12)))
+    # the default policy cleans every 10 commits
+    assert [i.action for i in plan_work([s], {"other": QUIET}, NOW)] == [ServiceAction.CLEAN]
+    with pytest.raises(ValueError, match="compaction_delta_commits"):
+        Policy(compaction_delta_commits=0)
+
+
+def test_instant_moment() -> None:
+    assert instant_moment("20260101000300123", "UTC") == dt.datetime(2026, 1, 1, 0, 3, 0, 123000, tzinfo=dt.UTC)
+    assert instant_moment("20260101000300", "LOCAL").tzinfo is not None
