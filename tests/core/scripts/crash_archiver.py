@@ -12,32 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
+
+from freeze_points import after, freeze  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.archival as archival_mod
 from lakeward.core.table import Table
-
-
-def _freeze(point: str) -> None:
-    sys.stdout.write(f"REACHED {point}\n")
-    sys.stdout.flush()
-    while True:  # wait for SIGKILL
-        time.sleep(60)
-
-
-def _after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
-    calls = [0]
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        calls[0] += 1
-        if calls[0] == nth:
-            _freeze(point)
-        return result
-
-    return wrapper
 
 
 def _deleting(point: str, nth: int) -> None:
@@ -47,7 +27,7 @@ def _deleting(point: str, nth: int) -> None:
     def wrapper(instant: Any) -> str:
         calls[0] += 1
         if calls[0] == nth:  # the (nth-1) files before this one are deleted
-            _freeze(point)
+            freeze(point)
         return original(instant)
 
     archival_mod.instant_path = wrapper  # type: ignore[assignment]
@@ -56,7 +36,7 @@ def _deleting(point: str, nth: int) -> None:
 def main() -> int:
     path, point, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     if point == "after_archive_file":
-        archival_mod._write_archive_file = _after(point, archival_mod._write_archive_file)  # type: ignore[assignment]
+        archival_mod._write_archive_file = after(point, archival_mod._write_archive_file)  # type: ignore[assignment]
     elif point == "after_some_deletes":
         _deleting(point, 5)
     else:

@@ -13,62 +13,24 @@ status 3. The point `none` installs no hook: the compaction runs to completion, 
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from collections.abc import Callable
-from typing import Any
+
+from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.compaction.execute as execute_mod
 from lakeward.core.table import Table
 
-_LOCK = threading.Lock()
-
-
-def _freeze(point: str) -> None:
-    with _LOCK:
-        sys.stdout.write(f"REACHED {point}\n")
-        sys.stdout.flush()
-    while True:  # wait for SIGKILL
-        time.sleep(60)
-
-
-def _after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
-    """`fn`, freezing right after its `nth` call returns."""
-    calls = [0]
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        with _LOCK:
-            calls[0] += 1
-            hit = calls[0] == nth
-        if hit:
-            _freeze(point)
-        return result
-
-    return wrapper
-
-
-def _before(point: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn`, freezing right before its first call."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _freeze(point)
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
 HOOKS: dict[str, Callable[[str], None]] = {
     # `.compaction.inflight` exists, no base file of the compaction yet
     "after_inflight": lambda p: setattr(
-        execute_mod, "transition_to_inflight", _after(p, execute_mod.transition_to_inflight)
+        execute_mod, "transition_to_inflight", after(p, execute_mod.transition_to_inflight)
     ),
     # the first planned slice's new base file is written, the other slices' are not
-    "after_first_base_file": lambda p: setattr(execute_mod, "write_base_file", _after(p, execute_mod.write_base_file)),
+    "after_first_base_file": lambda p: setattr(execute_mod, "write_base_file", after(p, execute_mod.write_base_file)),
     # one base file written, the second slice has its marker but no file yet
-    "marker_without_file": lambda p: setattr(execute_mod, "create_marker", _after(p, execute_mod.create_marker, 2)),
+    "marker_without_file": lambda p: setattr(execute_mod, "create_marker", after(p, execute_mod.create_marker, 2)),
     # every base file written (and markers reconciled), right before `<t>.commit` is published
-    "before_complete": lambda p: setattr(execute_mod, "complete", _before(p, execute_mod.complete)),
+    "before_complete": lambda p: setattr(execute_mod, "complete", before(p, execute_mod.complete)),
 }
 
 

@@ -11,12 +11,10 @@ write finishes without reaching the point, it prints `FINISHED` and exits with s
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pyarrow.parquet as pq
+from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
@@ -24,66 +22,29 @@ import lakeward.core.write.handles as handles_mod
 import lakeward.core.write.local_plane as local_plane_mod
 from lakeward.core.table import Table
 
-_LOCK = threading.Lock()
-
-
-def _freeze(point: str) -> None:
-    with _LOCK:
-        sys.stdout.write(f"REACHED {point}\n")
-        sys.stdout.flush()
-    while True:  # wait for SIGKILL
-        time.sleep(60)
-
-
-def _after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
-    """`fn`, freezing right after its `nth` call returns."""
-    calls = [0]
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        with _LOCK:
-            calls[0] += 1
-            hit = calls[0] == nth
-        if hit:
-            _freeze(point)
-        return result
-
-    return wrapper
-
-
-def _before(point: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn`, freezing right before its first call."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _freeze(point)
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
 HOOKS: dict[str, Callable[[str], None]] = {
     # the requested instant exists, nothing else
-    "after_requested": lambda p: setattr(client_mod, "create_requested", _after(p, client_mod.create_requested)),
+    "after_requested": lambda p: setattr(client_mod, "create_requested", after(p, client_mod.create_requested)),
     # the inflight instant exists, no data file yet
     "after_inflight": lambda p: setattr(
-        client_mod, "transition_to_inflight", _after(p, client_mod.transition_to_inflight)
+        client_mod, "transition_to_inflight", after(p, client_mod.transition_to_inflight)
     ),
     # one data file written, the second one has a marker but no file yet
-    "marker_without_file": lambda p: setattr(handles_mod, "create_marker", _after(p, handles_mod.create_marker, 2)),
+    "marker_without_file": lambda p: setattr(handles_mod, "create_marker", after(p, handles_mod.create_marker, 2)),
     # merge-on-read: the first log file appended, more file groups to come
-    "after_first_log_file": lambda p: setattr(handles_mod, "append_to_log", _after(p, handles_mod.append_to_log)),
+    "after_first_log_file": lambda p: setattr(handles_mod, "append_to_log", after(p, handles_mod.append_to_log)),
     # two data files written (of more), before completion
     "after_two_files": lambda p: setattr(
-        local_plane_mod, "write_file_group", _after(p, local_plane_mod.write_file_group, 2)
+        local_plane_mod, "write_file_group", after(p, local_plane_mod.write_file_group, 2)
     ),
     # every data file written, right before the completed instant is published
-    "before_complete": lambda p: setattr(client_mod, "complete", _before(p, client_mod.complete)),
+    "before_complete": lambda p: setattr(client_mod, "complete", before(p, client_mod.complete)),
     # a rollback of an earlier failed write: its files deleted, its instant files not yet
     "rollback_files_deleted": lambda p: setattr(
-        rollback_mod, "delete_pending_files", _before(p, rollback_mod.delete_pending_files)
+        rollback_mod, "delete_pending_files", before(p, rollback_mod.delete_pending_files)
     ),
     # a rollback of an earlier failed write, right before the rollback instant completes
-    "rollback_before_complete": lambda p: setattr(rollback_mod, "complete", _before(p, rollback_mod.complete)),
+    "rollback_before_complete": lambda p: setattr(rollback_mod, "complete", before(p, rollback_mod.complete)),
 }
 
 
