@@ -484,6 +484,10 @@ class SparkSettings(_Section):
         default="local[2]", min_length=1, description="Spark master URL (local[N], k8s://..., spark://...)."
     )
     app_name: str = Field(default="lakeward-services", min_length=1, description="Spark application name.")
+    engine: Literal["spark", "local"] = Field(
+        default="spark",
+        description="spark: plans run as Spark jobs on this session; local: lakeward's thread-pool engine, no JVM.",
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (numbers/booleans accepted).")
     fair_scheduler: bool = Field(default=True, description="spark.scheduler.mode=FAIR, each run in its action's pool.")
     pools: list[str] = Field(
@@ -650,6 +654,10 @@ class DaemonSettings(BaseSettings):
     log: LogSettings = Field(default_factory=LogSettings)
     drain_time_s: float = Field(
         default=60.0, ge=0, description="On SIGTERM, running plans get this long to finish before they are cancelled."
+    )
+    replica_id: str | None = Field(
+        default=None,
+        description="This replica's name in claims, logs and the API (default: host-pid; the pod name in Kubernetes).",
     )
 
     _policy_cache: dict[str | None, EffectivePolicy] = PrivateAttr(default_factory=dict)
@@ -870,6 +878,7 @@ spark:
   conf:
     spark.sql.shuffle.partitions: 8
   fair_scheduler: true
+  engine: spark                # spark, or local (thread pool, no JVM: small tables)
 
 http:
   host: 127.0.0.1              # 0.0.0.0 in a container
@@ -882,6 +891,7 @@ log:
   level: INFO
 
 drain_time_s: 60               # on SIGTERM, running plans get this long before they are cancelled
+# replica_id: lakeward-0       # default host-pid; LAKEWARD_REPLICA_ID=$(POD_NAME) in Kubernetes
 """
 
 __all__ = [
