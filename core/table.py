@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,10 @@ class Table:
         self.engine = engine
         _validate_options(self.options)
         self._client: WriteClient | None = None
+        #: Called with the instant time right before a table service (compaction, clustering,
+        #: clean) completes; an exception stops the completion and the instant stays inflight,
+        #: to be run again later. The daemon sets it to check that its claim still holds.
+        self.completion_check: Callable[[str], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -267,6 +271,7 @@ class Table:
     def _writer(self) -> WriteClient:
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
+        self._client.completion_check = self.completion_check
         return self._client
 
     def _written(self, result: WriteResult) -> WriteResult:
@@ -445,6 +450,14 @@ class Table:
             if instant in savepoint_service.savepoints(timeline):
                 raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
             return rollback_completed_instant(self.storage, completed[0], new_instant_time(timeline.latest_time(), tz))
+
+    def repair(self) -> list[str]:
+        """Finish interrupted rollbacks and roll back writes whose writer is gone; the instants rolled back.
+
+        Gone means its heartbeat file stopped being refreshed (LAZY failed-writes policy). A
+        pending write without a heartbeat file is left alone: its writer may still be running.
+        """
+        return self._writer().roll_back_abandoned_writes()
 
     def pending_plans(self) -> list[Instant]:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""

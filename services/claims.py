@@ -383,6 +383,11 @@ class ZooKeeperCoordinator(Coordinator):
         table, action, instant = split_key(item_key)
         return f"{self.claims_path}/{quote(table, safe='')}/{action}/{instant}"
 
+    @property
+    def client(self) -> KazooClient:
+        """The started kazoo client (for the daemon's other shared state under `base_path`)."""
+        return self._require_client()
+
     def _require_client(self) -> KazooClient:
         client = self._client
         if self._closed:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, WorkItem
+from lakeward.services.settings import EffectivePolicy
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Policy:
     #: merge-on-read: schedule a compaction once this many delta commits completed since the last one
     compaction_enabled: bool = True
     compaction_delta_commits: int = 5
+    #: ... or once the oldest delta commit since the last compaction is this old (None: off)
+    compaction_max_delta_age: dt.timedelta | None = None
     #: schedule a clean every N completed writes since the last clean ...
     clean_enabled: bool = True
     clean_every_commits: int = 10
@@ -43,6 +46,8 @@ class Policy:
     #: archive when the active timeline holds more completed instants than this
     archival_enabled: bool = True
     archival_max_instants: int = 30
+    #: roll back writes pending longer than this whose writer is gone (heartbeat stopped); None: off
+    repair_after: dt.timedelta | None = dt.timedelta(minutes=5)
 
     def __post_init__(self) -> None:
         for name in ("compaction_delta_commits", "clean_every_commits", "clustering_every_commits"):
@@ -53,6 +58,23 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
+
+
+def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Policy:
+    """The planning policy of a table from its effective settings (`paused`: paused by on-call)."""
+    age = settings.compaction.max_delta_seconds
+    return Policy(
+        paused=paused or settings.paused,
+        compaction_enabled=settings.compaction.enabled,
+        compaction_delta_commits=settings.compaction.max_delta_commits,
+        compaction_max_delta_age=dt.timedelta(seconds=age) if age is not None else None,
+        clean_enabled=settings.clean.enabled,
+        clean_every_commits=settings.clean.min_commits_between,
+        clustering_enabled=settings.clustering.enabled,
+        clustering_every_commits=settings.clustering.every_n_commits,
+        archival_enabled=settings.archival.enabled,
+        archival_max_instants=settings.archival.keep_max_commits,
+    )
 
 
 def instant_moment(instant_time: str, timezone: str = "LOCAL") -> dt.datetime:
@@ -86,18 +108,20 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
         policy.compaction_enabled
         and state.is_merge_on_read
         and ServiceAction.COMPACTION not in pending
-        and state.delta_commits_since_compaction >= policy.compaction_delta_commits
+        and state.delta_commits_since_compaction > 0
     ):
         compactions = [i.time for i in writes if state.timeline.was_compaction(i.time)]
         since = _first_after(state, compactions[-1] if compactions else None, (Action.DELTA_COMMIT,))
-        out.append(
-            (
-                ServiceAction.COMPACTION,
-                since or "",
-                f"{state.delta_commits_since_compaction} delta commits since the last compaction "
-                f"(threshold {policy.compaction_delta_commits})",
-            )
-        )
+        n = state.delta_commits_since_compaction
+        reason = None
+        if n >= policy.compaction_delta_commits:
+            reason = f"{n} delta commits since the last compaction (threshold {policy.compaction_delta_commits})"
+        elif policy.compaction_max_delta_age is not None and since is not None:
+            age = _aware(now) - instant_moment(since, state.timeline_timezone)
+            if age >= policy.compaction_max_delta_age:
+                reason = f"delta commit {since} is older than {policy.compaction_max_delta_age}, not compacted yet"
+        if reason:
+            out.append((ServiceAction.COMPACTION, since or "", reason))
     if policy.clean_enabled and ServiceAction.CLEAN not in pending and state.writes_since_clean > 0:
         since = _first_after(state, state.last_clean) or ""
         reason = None
@@ -127,6 +151,16 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
                 f"(every {policy.clustering_every_commits})",
             )
         )
+    if policy.repair_after is not None and ServiceAction.ROLLBACK not in pending and state.pending_writes:
+        oldest_write = state.pending_writes[0].time
+        if _aware(now) - instant_moment(oldest_write, state.timeline_timezone) >= policy.repair_after:
+            out.append(
+                (
+                    ServiceAction.ROLLBACK,
+                    oldest_write,
+                    f"write {oldest_write} pending over {policy.repair_after}: roll it back if its writer is gone",
+                )
+            )
     completed = state.completed_count
     if policy.archival_enabled and completed > policy.archival_max_instants:
         oldest = state.timeline.instants[0].time if state.timeline.instants else ""
@@ -192,4 +226,4 @@ def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
     return [item for _, item in keyed]
 
 
-__all__ = ["DEFAULT_POLICY", "Policy", "instant_moment", "order_fairly", "plan_work"]
+__all__ = ["DEFAULT_POLICY", "Policy", "instant_moment", "order_fairly", "plan_work", "policy_from_settings"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ from lakeward.core.timeline.transitions import (
 )
 from lakeward.core.write import active
 from lakeward.core.write.handles import WriteContext
-from lakeward.core.write.heartbeat import Heartbeat, delete_heartbeat, is_heartbeat_expired
+from lakeward.core.write.heartbeat import Heartbeat, delete_heartbeat, is_heartbeat_expired, last_heartbeat_ms
 from lakeward.core.write.local_plane import LocalDataPlane, to_arrow
 from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
@@ -96,6 +96,14 @@ class WriteClient:
         self.lock = lock or lock_provider_for(storage.uri, config.name, self.options)
         #: Heartbeats of this client's in-flight instants (LAZY failed-writes policy only, as Hudi).
         self._heartbeats: dict[str, Heartbeat] = {}
+        #: Called with a table service's instant time right before it completes; raising stops the
+        #: completion (the instant stays inflight). The daemon's fencing: its claim must still hold.
+        self.completion_check: Callable[[str], None] | None = None
+
+    def check_completion(self, instant_time: str) -> None:
+        """Run the completion check (if any) for a table service about to complete `instant_time`."""
+        if self.completion_check is not None:
+            self.completion_check(instant_time)
 
     # -- public ---------------------------------------------------------------------------
     def write(
@@ -222,20 +230,43 @@ class WriteClient:
         `hoodie.write.concurrency.mode=optimistic_concurrency_control`) only those whose
         heartbeat expired. Returns the timeline afterwards.
         """
+        return self._roll_back_writes(self._is_failed)[0]
+
+    def roll_back_abandoned_writes(self) -> list[str]:
+        """Finish interrupted rollbacks; roll back pending writes whose writer is certainly gone.
+
+        Certainly gone: the write has a heartbeat file (its writer runs the LAZY policy) that
+        has not been refreshed for `hoodie.client.heartbeat.tolerable.misses` intervals. A write
+        without a heartbeat file is never touched: its writer may be an EAGER writer still
+        running. Takes the table lock; returns the instants rolled back.
+        """
+        wc = self.write_config
+
+        def abandoned(pending: Instant) -> bool:
+            return last_heartbeat_ms(self.storage, pending.time) is not None and is_heartbeat_expired(
+                self.storage, pending.time, wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses
+            )
+
+        with self.lock:
+            return self._roll_back_writes(abandoned)[1]
+
+    def _roll_back_writes(self, is_failed: Callable[[Instant], bool]) -> tuple[Timeline, list[str]]:
         current = Timeline.load(self.storage)
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
             resume_rollback(self.storage, interrupted)
             current = Timeline.load(self.storage)
+        done: list[str] = []
         for failed in failed_writes(current, exclude=running, storage=self.storage):
-            if not self._is_failed(failed):
+            if not is_failed(failed):
                 continue
             rollback_pending_instant(
                 self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
             )
             delete_heartbeat(self.storage, failed.time)
+            done.append(failed.time)
             current = Timeline.load(self.storage)
-        return current
+        return current, done
 
     def _is_failed(self, pending: Instant) -> bool:
         """EAGER: every pending write of another process has failed; LAZY: only one whose heartbeat expired."""

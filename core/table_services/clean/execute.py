@@ -86,6 +86,7 @@ def run_clean(client: WriteClient, instant_time: str) -> CleanResult:
         "version": METADATA_VERSION,
         "bootstrapPartitionMetadata": {},
     }
+    client.check_completion(instant_time)
     try:
         complete(storage, inflight, avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata))
     except InstantExistsError:

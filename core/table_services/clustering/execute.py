@@ -146,6 +146,7 @@ def run_clustering(client: WriteClient, instant_time: str, engine: Engine | None
     )
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+    client.check_completion(instant_time)
     with client.lock:
         complete(storage, inflight, metadata.to_bytes())
     delete_markers(storage, instant_time)

@@ -118,6 +118,7 @@ def run_compaction(client: WriteClient, instant_time: str, engine: Engine | None
     )
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+    client.check_completion(instant_time)
     complete(storage, inflight, metadata.to_bytes())
     delete_markers(storage, instant_time)
     log.info(

@@ -1,0 +1,92 @@
+"""`lakeward serve`: one replica with its HTTP API, until SIGTERM or SIGINT (then a graceful drain)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+
+from lakeward.services.api.app import create_app
+from lakeward.services.daemon import Daemon
+from lakeward.services.logs import configure_logging
+from lakeward.services.settings import DaemonSettings
+
+log = logging.getLogger(__name__)
+
+
+class ApiServer:
+    """uvicorn serving the API of `daemon` in a background thread."""
+
+    def __init__(self, daemon: Daemon, host: str | None = None, port: int | None = None):
+        http = daemon.settings.http
+        config = uvicorn.Config(
+            create_app(daemon),
+            host=host or http.host,
+            port=http.port if port is None else port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self._thread.start()
+        waited = 0.0
+        while not self.server.started and self._thread.is_alive() and waited < timeout_s:
+            threading.Event().wait(0.05)
+            waited += 0.05
+        if not self.server.started:
+            raise RuntimeError("the HTTP server did not start (is the port in use? see the log)")
+
+    @property
+    def port(self) -> int:
+        for server in self.server.servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return int(self.server.config.port)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+def serve(
+    settings: DaemonSettings,
+    *,
+    on_started: Callable[[Daemon, ApiServer], None] | None = None,
+    stop: threading.Event | None = None,
+    spark: Any = None,
+) -> int:
+    """Run one replica until SIGTERM/SIGINT (or `stop` is set); drain, and return the exit code (0)."""
+    configure_logging(settings.log.format, settings.log.level, settings.replica_id or "")
+    stop = stop or threading.Event()
+    daemon = Daemon(settings, spark=spark)
+    # The HTTP server comes first: /healthz answers (and /readyz says 503) while Spark starts.
+    api = ApiServer(daemon)
+    api.start()
+    log.info("API on http://%s:%d (replica %s)", settings.http.host, api.port, daemon.replica_id)
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("received %s: draining", signal.Signals(signum).name)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        daemon.start()
+        if on_started is not None:
+            on_started(daemon, api)
+        stop.wait()
+    finally:
+        daemon.drain()
+        api.stop()
+    return 0
+
+
+__all__ = ["ApiServer", "serve"]

@@ -1,0 +1,518 @@
+"""Runs work items: under a claim, in a thread of their own, as Spark jobs of the replica's session.
+
+For every item it takes, the runner:
+
+1. checks the limits (`max_running` on this replica, `max_running_per_table`) and the
+   quarantine, then claims the item (a replica that cannot claim it skips it);
+2. runs it in its own thread, under its own Spark job group (the run id) and fair-scheduler
+   pool (named after the action), with every log line carrying the run's context;
+   a new plan is scheduled first (under the table's lock, by core) and then claimed by its
+   own instant, so other replicas that discover it meanwhile skip it;
+3. fences: right before core completes the instant, the claim must still be valid and the
+   run not cancelled, else the instant stays inflight (recoverable) -- and when the
+   coordinator's session is suspended or lost, every running Spark job group is cancelled;
+4. on failure retries with exponential backoff (`retries.max_attempts` per claim), counts
+   the failure in the shared control store and quarantines the item after
+   `quarantine_after_failures` failures (released by on-call);
+5. enforces the action's timeout and takes cancellations from the API (a cancelled plan is
+   quarantined, so it does not start again by itself) and from the drain on SIGTERM (not
+   quarantined: another replica or the next start picks it up);
+6. releases its claims, reports to Prometheus and keeps a record of the run for the API.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakeward.core.exceptions import InstantExistsError
+from lakeward.services import execution
+from lakeward.services.claims import Coordinator, SessionEvent
+from lakeward.services.control import ControlStore
+from lakeward.services.logs import run_context
+from lakeward.services.metrics import DaemonMetrics
+from lakeward.services.model import Claim, Outcome, ServiceAction, TableRef, WorkItem
+from lakeward.services.settings import ConcurrencySettings
+
+log = logging.getLogger(__name__)
+
+#: How a run was asked for.
+TRIGGER_POLICY = "policy"
+TRIGGER_API = "api"
+
+#: What a run does with a plan: write a new one and run it, only write it, or only run a pending one.
+MODES = ("schedule_and_run", "schedule", "run")
+
+
+class RunStopped(Exception):
+    """The run must stop without completing its instant (cancelled, timed out, claim lost)."""
+
+    def __init__(self, outcome: Outcome, reason: str):
+        super().__init__(reason)
+        self.outcome = outcome
+
+
+@dataclass
+class RunRecord:
+    """One run of a work item on this replica (what `GET /api/v1/runs` shows)."""
+
+    run_id: str
+    item: WorkItem
+    trigger: str
+    mode: str
+    force: bool
+    replica: str
+    created_at: float = field(default_factory=time.time)
+    instant: str | None = None
+    state: str = "running"  # running | waiting_retry | finished
+    phase: str = "claimed"
+    attempts: int = 0
+    outcome: Outcome | None = None
+    ended_at: float | None = None
+    error: str | None = None
+    detail: str = ""
+    records: int = 0
+    bytes_written: int = 0
+    stop: RunStopped | None = None
+    #: Set when on-call cancelled the run: the plan is quarantined so it does not start again by itself.
+    quarantine_on_stop: bool = False
+    stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    claims: list[Claim] = field(default_factory=list, repr=False)
+
+    @property
+    def table(self) -> TableRef:
+        return self.item.table
+
+    @property
+    def action(self) -> ServiceAction:
+        return self.item.action
+
+    @property
+    def key(self) -> str:
+        return f"{self.table.name}/{self.action.value}/{self.instant or 'new'}"
+
+    def to_dict(self, progress: str | None = None) -> dict[str, Any]:
+        now = self.ended_at or time.time()
+        return {
+            "run_id": self.run_id,
+            "table": self.table.name,
+            "action": self.action.value,
+            "instant": self.instant,
+            "key": self.key,
+            "trigger": self.trigger,
+            "mode": self.mode,
+            "replica": self.replica,
+            "state": self.state,
+            "phase": self.phase,
+            "progress": progress if progress is not None else self.phase,
+            "attempts": self.attempts,
+            "outcome": self.outcome.value if self.outcome else None,
+            "started_at": self.created_at,
+            "ended_at": self.ended_at,
+            "duration_s": round(now - self.created_at, 3),
+            "error": self.error,
+            "detail": self.detail,
+            "records_written": self.records,
+            "bytes_written": self.bytes_written,
+        }
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The answer to `Runner.submit`: the run started, or why not."""
+
+    run: RunRecord | None
+    reason: str = ""
+
+
+class Runner:
+    """Runs work items within limits, under claims, on the replica's engine (module doc)."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        control: ControlStore,
+        metrics: DaemonMetrics,
+        concurrency: ConcurrencySettings,
+        *,
+        table_options: Callable[[TableRef], Mapping[str, Any]] = lambda ref: {},
+        engine: Any = None,
+        spark: Any = None,
+        pool_for: Callable[[ServiceAction], str] = lambda action: action.value,
+        on_finished: Callable[[RunRecord], None] | None = None,
+        recent_runs: int = 500,
+        progress_interval_s: float = 30.0,
+    ):
+        self.coordinator = coordinator
+        self.control = control
+        self.metrics = metrics
+        self.concurrency = concurrency
+        self.table_options = table_options
+        self.engine = engine
+        self.spark = spark
+        self.pool_for = pool_for
+        self.on_finished = on_finished
+        self.replica = coordinator.replica_id
+        self._lock = threading.Lock()
+        self._running: dict[str, RunRecord] = {}
+        self._recent: collections.deque[RunRecord] = collections.deque(maxlen=recent_runs)
+        self._accepting = True
+        self._idle = threading.Condition(self._lock)
+        self._pool = ThreadPoolExecutor(max_workers=concurrency.max_running, thread_name_prefix="run")
+        self._progress_interval_s = progress_interval_s
+        self._closed = threading.Event()
+        self._progress_thread = threading.Thread(target=self._log_progress, name="run-progress", daemon=True)
+        self._progress_thread.start()
+        coordinator.add_session_listener(self._on_session)
+
+    # -- queries ----------------------------------------------------------------------------
+    def running(self) -> list[RunRecord]:
+        with self._lock:
+            return list(self._running.values())
+
+    def running_keys(self) -> set[str]:
+        with self._lock:
+            return {r.key for r in self._running.values()} | {r.item.key for r in self._running.values()}
+
+    def runs(self) -> list[RunRecord]:
+        """Running runs first, then finished ones, newest first."""
+        with self._lock:
+            return list(self._running.values()) + list(reversed(self._recent))
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            found = self._running.get(run_id)
+            if found is None:
+                found = next((r for r in self._recent if r.run_id == run_id), None)
+            return found
+
+    def has_capacity(self, table: TableRef) -> bool:
+        with self._lock:
+            return self._has_capacity(table)
+
+    def _has_capacity(self, table: TableRef) -> bool:
+        if len(self._running) >= self.concurrency.max_running:
+            return False
+        on_table = sum(1 for r in self._running.values() if r.table.name == table.name)
+        return on_table < self.concurrency.max_running_per_table
+
+    def progress_of(self, run: RunRecord) -> str:
+        """The run's phase, with Spark task counts while its jobs run."""
+        if run.state != "running" or self.spark is None or run.phase != "running":
+            return run.phase
+        try:
+            tracker = self.spark.sparkContext.statusTracker()
+            done = total = 0
+            for job_id in tracker.getJobIdsForGroup(run.run_id):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None:
+                        done += stage.numCompletedTasks
+                        total += stage.numTasks
+        except Exception:  # the tracker is best effort; never fail a request over it
+            return run.phase
+        return f"running: {done}/{total} Spark tasks done" if total else run.phase
+
+    # -- submitting --------------------------------------------------------------------------
+    def submit(
+        self,
+        item: WorkItem,
+        *,
+        trigger: str = TRIGGER_POLICY,
+        mode: str = "schedule_and_run",
+        force: bool = False,
+        quarantined: set[str] | None = None,
+    ) -> Submitted:
+        """Claim `item` and start running it; `Submitted.run` is None when it was not started (reason given)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        held_back = quarantined if quarantined is not None else set(self.control.quarantined())
+        if item.key in held_back:
+            return Submitted(None, f"{item.key} is quarantined; release it first")
+        with self._lock:
+            if not self._accepting:
+                return Submitted(None, "the replica is draining: it takes no new work")
+            if not self._has_capacity(item.table):
+                return Submitted(None, "at the concurrency limit; try again when a run finishes")
+            if any(item.key in (r.key, r.item.key) for r in self._running.values()):
+                return Submitted(None, f"{item.key} is already running on this replica")
+        claim = self.coordinator.try_claim(item.key)
+        self.metrics.observe_claim(claim is not None)
+        if claim is None:
+            return Submitted(None, f"{item.key} is claimed by another run")
+        run = RunRecord(
+            run_id=uuid.uuid4().hex[:12],
+            item=item,
+            trigger=trigger,
+            mode=mode,
+            force=force,
+            replica=self.replica,
+            instant=item.instant,
+            claims=[claim],
+        )
+        with self._lock:
+            if not self._accepting or not self._has_capacity(item.table):
+                self.coordinator.release(claim)
+                return Submitted(None, "the replica is draining or at its limit")
+            self._running[run.run_id] = run
+        self.metrics.running.labels(item.action.value).inc()
+        self._pool.submit(self._run, run)
+        return Submitted(run)
+
+    # -- stopping ----------------------------------------------------------------------------
+    def cancel(
+        self, run_id: str, outcome: Outcome = Outcome.CANCELLED, reason: str = "cancelled", *, quarantine: bool = False
+    ) -> bool:
+        """Stop a running run: its Spark jobs are cancelled and its instant is not completed.
+
+        `quarantine`: hold the plan back afterwards until released (an on-call cancellation).
+        """
+        with self._lock:
+            run = self._running.get(run_id)
+            if run is None or run.state == "finished":
+                return False
+            if run.stop is None:
+                run.stop = RunStopped(outcome, reason)
+                run.quarantine_on_stop = quarantine
+            run.stop_event.set()
+        log.warning("stopping run %s (%s): %s", run_id, run.key, reason)
+        if self.spark is not None:
+            try:
+                self.spark.sparkContext.cancelJobGroup(run_id)
+            except Exception:
+                log.debug("could not cancel Spark job group %s", run_id, exc_info=True)
+        return True
+
+    def cancel_all(self, outcome: Outcome, reason: str) -> int:
+        return sum(self.cancel(r.run_id, outcome, reason) for r in self.running())
+
+    def stop_accepting(self) -> None:
+        with self._lock:
+            self._accepting = False
+
+    @property
+    def accepting(self) -> bool:
+        with self._lock:
+            return self._accepting
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Wait until nothing runs; False if `timeout_s` passed first."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._idle:
+            while self._running:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining if remaining is not None else 1.0)
+            return True
+
+    def close(self) -> None:
+        self._closed.set()
+        self.coordinator.remove_session_listener(self._on_session)
+        self._pool.shutdown(wait=True)
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event in (SessionEvent.SUSPENDED, SessionEvent.LOST):
+            n = self.cancel_all(Outcome.CLAIM_LOST, f"ZooKeeper session {event.value}: claims no longer hold")
+            if n:
+                log.error("ZooKeeper session %s: cancelled %d running plan(s)", event.value, n)
+
+    # -- running -----------------------------------------------------------------------------
+    def _fence(self, run: RunRecord) -> None:
+        """Raise RunStopped unless the run may go on (not stopped, every claim still valid)."""
+        if run.stop is not None:
+            raise run.stop
+        for claim in run.claims:
+            if not self.coordinator.is_valid(claim):
+                raise RunStopped(Outcome.CLAIM_LOST, f"claim {claim.key} is no longer held by this replica")
+
+    def _completion_check(self, run: RunRecord) -> Callable[[str], None]:
+        def check(instant_time: str) -> None:
+            run.phase = "completing"
+            self._fence(run)
+            log.info("claim re-checked before completing %s", instant_time)
+
+        return check
+
+    def _run(self, run: RunRecord) -> None:
+        item = run.item
+        timeout_s = float(getattr(self.concurrency.timeouts_s, item.action.value))
+        timer = threading.Timer(
+            timeout_s, self.cancel, (run.run_id, Outcome.TIMED_OUT, f"timed out after {timeout_s:g}s")
+        )
+        timer.daemon = True
+        timer.start()
+        started = time.monotonic()
+        with run_context(table=item.table.name, action=item.action.value, instant=run.instant, run_id=run.run_id):
+            log.info("run started (%s, %s): %s", run.trigger, run.mode, item.reason or run.key)
+            try:
+                self._attempts(run)
+            except BaseException as exc:  # never lose a run record, whatever happened
+                self._finish(run, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                timer.cancel()
+                for claim in run.claims:
+                    self.coordinator.release(claim)
+                seconds = time.monotonic() - started
+                outcome = run.outcome or Outcome.FAILED
+                self.metrics.observe_run(
+                    item.table, item.action, outcome, seconds, time.time(), run.records, run.bytes_written
+                )
+                self.metrics.running.labels(item.action.value).dec()
+                with self._lock:
+                    run.phase = "finished"
+                    run.state = "finished"
+                    run.ended_at = time.time()
+                    self._running.pop(run.run_id, None)
+                    self._recent.append(run)
+                    self._idle.notify_all()
+                level = logging.INFO if outcome in (Outcome.SUCCEEDED, Outcome.NOTHING_TO_DO) else logging.WARNING
+                log.log(level, "run finished: %s in %.2fs %s", outcome.value, seconds, run.detail or run.error or "")
+        if self.on_finished is not None:
+            try:
+                self.on_finished(run)
+            except Exception:
+                log.exception("on_finished callback failed")
+
+    def _finish(self, run: RunRecord, outcome: Outcome, *, error: str | None = None, detail: str = "") -> None:
+        run.outcome = outcome
+        run.error = error
+        if detail:
+            run.detail = detail
+
+    def _attempts(self, run: RunRecord) -> None:
+        retries = self.concurrency.retries
+        while True:
+            run.attempts += 1
+            run.state = "running"
+            try:
+                done = self._attempt(run)
+            except RunStopped as stopped:
+                self._stopped(run, stopped)
+                return
+            except Exception as exc:
+                if run.stop is not None:  # the Spark job failed because the run was stopped
+                    self._stopped(run, run.stop)
+                    return
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("attempt %d failed: %s\n%s", run.attempts, error, traceback.format_exc(limit=8))
+                quarantined = self._count_failure(run, error)
+                if quarantined or run.attempts >= retries.max_attempts:
+                    self._finish(run, Outcome.FAILED, error=error)
+                    return
+                delay = min(retries.backoff_max_s, retries.backoff_base_s * 2 ** (run.attempts - 1))
+                run.state = "waiting_retry"
+                run.phase = f"retrying in {delay:g}s after: {error[:200]}"
+                log.info("retrying in %.1fs (attempt %d of %d)", delay, run.attempts + 1, retries.max_attempts)
+                if run.stop_event.wait(delay) and run.stop is not None:
+                    self._stopped(run, run.stop)
+                    return
+                continue
+            if run.outcome is None:
+                run.outcome = Outcome.NOTHING_TO_DO if done.nothing_to_do else Outcome.SUCCEEDED
+            run.detail = done.detail
+            run.records, run.bytes_written = done.records, done.bytes_written
+            self.control.clear_failures(run.key)
+            return
+
+    def _stopped(self, run: RunRecord, stopped: RunStopped) -> None:
+        self._finish(run, stopped.outcome, error=str(stopped))
+        if stopped.outcome is Outcome.TIMED_OUT:
+            self._count_failure(run, str(stopped))
+        elif run.quarantine_on_stop:
+            self.control.quarantine(run.key, str(stopped), 0, self.replica)
+            log.warning("quarantined %s: %s (release it to run it again)", run.key, stopped)
+
+    def _count_failure(self, run: RunRecord, error: str) -> bool:
+        """Count one failure of the run's item; quarantine it at the threshold. True if quarantined."""
+        failures = self.control.record_failure(run.key, error)
+        threshold = self.concurrency.quarantine_after_failures
+        if failures >= threshold:
+            reason = f"failed {failures} time(s); last error: {error}"
+            self.control.quarantine(run.key, reason, failures, self.replica)
+            log.error("quarantined %s after %d failure(s)", run.key, failures)
+            return True
+        return False
+
+    def _attempt(self, run: RunRecord) -> execution.Execution:
+        item = run.item
+        self._fence(run)
+        table = execution.open_table(
+            item.table, self.table_options(item.table), self.engine, self._completion_check(run)
+        )
+        with self._spark_job_group(run):
+            if run.instant is None and item.action in execution.PLANNED_ACTIONS and run.mode != "run":
+                run.phase = "scheduling"
+                instant = execution.schedule(table, item.action, force=run.force)
+                if instant is None:
+                    return execution.Execution(None, nothing_to_do=True, detail="nothing due: no plan written")
+                plan_key = f"{item.table.name}/{item.action.value}/{instant}"
+                plan_claim = self.coordinator.try_claim(plan_key)
+                self.metrics.observe_claim(plan_claim is not None)
+                run.instant = instant
+                if plan_claim is None:  # another replica discovered the new plan first: it runs it
+                    run.outcome = Outcome.SKIPPED_CLAIMED
+                    return execution.Execution(instant, detail=f"scheduled {instant}; claimed by another replica")
+                run.claims.append(plan_claim)
+                log.info("scheduled %s %s", item.action.value, instant)
+            if run.mode == "schedule":
+                return execution.Execution(run.instant, detail=f"scheduled {run.instant}")
+            if run.instant is None and item.action in execution.PLANNED_ACTIONS:
+                pending = execution.pending_of(table, item.action)
+                if not pending:
+                    return execution.Execution(None, nothing_to_do=True, detail="no pending plan to run")
+                return execution.Execution(None, nothing_to_do=True, detail=f"pending plans: {pending}; name one")
+            planned = item.action in execution.PLANNED_ACTIONS
+            if planned and run.instant is not None and run.instant not in execution.pending_of(table, item.action):
+                # Discovery is a cycle old: the plan may have completed since (its runner released
+                # the claim after completing). Running it again would complete it twice.
+                return execution.Execution(run.instant, nothing_to_do=True, detail="the plan is no longer pending")
+            self._fence(run)
+            run.phase = "running"
+            try:
+                return execution.execute(table, item.action, run.instant, self.engine)
+            except InstantExistsError as exc:
+                return execution.Execution(run.instant, nothing_to_do=True, detail=str(exc))
+
+    def _spark_job_group(self, run: RunRecord) -> Any:
+        return _SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
+
+    def _log_progress(self) -> None:
+        while not self._closed.wait(self._progress_interval_s):
+            for run in self.running():
+                with run_context(table=run.table.name, action=run.action.value, instant=run.instant, run_id=run.run_id):
+                    progress = self.progress_of(run)
+                    elapsed = time.time() - run.created_at
+                    log.info("still running after %.0fs: %s", elapsed, progress, extra={"progress": progress})
+
+
+class _SparkJobGroup:
+    """Within it, this thread's Spark jobs belong to the run's job group and fair-scheduler pool."""
+
+    def __init__(self, spark: Any, group: str, description: str, pool: str):
+        self.spark, self.group, self.description, self.pool = spark, group, description, pool
+
+    def __enter__(self) -> None:
+        if self.spark is not None:
+            sc = self.spark.sparkContext
+            sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
+            sc.setLocalProperty("spark.scheduler.pool", self.pool)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.spark is not None:
+            sc = self.spark.sparkContext
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+
+
+__all__ = ["MODES", "TRIGGER_API", "TRIGGER_POLICY", "RunRecord", "RunStopped", "Runner", "Submitted"]
