@@ -1,4 +1,10 @@
-"""The `lakeward` command line: table inspection and, until the daemon lands, a demo."""
+"""The `lakeward` command line.
+
+- Table commands (`timeline`, `show`, `compact`, `clean`, ...) work on a table path directly.
+- Daemon commands (`serve`, `tables`, `plans NAME`, `runs`, `trigger`, `pause`, `resume`,
+  `cancel`, `quarantine`, `release`) run or talk to a daemon's HTTP API: `--url` / `$LAKEWARD_URL`
+  (default http://127.0.0.1:8080) and `--token` / `$LAKEWARD_API_TOKEN` for mutating calls.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,18 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import typer
 
 from lakeward.core import Table
 from lakeward.core.exceptions import LakewardError
+from lakeward.services.client import DEFAULT_URL, TOKEN_ENV_VAR, URL_ENV_VAR, DaemonAPIError, DaemonClient
+from lakeward.services.settings import CONFIG_ENV_VAR, ConfigurationError, load_settings
+
+if TYPE_CHECKING:
+    from lakeward.services.api.server import ApiServer
 
 T = TypeVar("T")
 app = typer.Typer(add_completion=False, help="lakeward: table services for Hudi-format lakehouse tables.")
@@ -102,17 +113,206 @@ def show(
         typer.echo(f"  {s.partition_path or '(root)'}  {s.file_id}  @{s.base_instant_time}  {s.size} bytes")
 
 
+def _is_path(target: str) -> bool:
+    """Table names never hold '/': anything with one (or a URI) is a table path."""
+    return "/" in target or "://" in target
+
+
+URL_OPTION = typer.Option(DEFAULT_URL, "--url", envvar=URL_ENV_VAR, help="the daemon's API")
+TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV_VAR, help="API bearer token (mutating calls)")
+JSON_OPTION = typer.Option(False, "--json", help="print JSON")
+
+
+def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
+    """One API call; a daemon error becomes `error: ...` on stderr and exit code 2."""
+    with DaemonClient(url, token) as client:
+        try:
+            return call(client)
+        except DaemonAPIError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+
+def _grid(rows: list[dict[str, object]], columns: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [columns] + [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
 @app.command()
-def plans(path: str = typer.Argument(..., help="table base path or URI")) -> None:
-    """Print the pending table-service plans and writes: time, action, state."""
-    table = _open(path)
-    pending = [i for i in table.timeline().pending()]
+def plans(
+    table: str = typer.Argument(..., help="a table name known to the daemon, or a table path (read directly)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Print a table's pending plans: from the daemon by name, or from the table's timeline by path."""
+    if not _is_path(table):
+        found = _api(url, token, lambda c: c.plans(table))
+        typer.echo(
+            json.dumps(found, indent=2) if as_json else _grid(found, ["instant", "action", "state", "quarantined"])
+        )
+        return
+    opened = _open(table)
+    pending = [i for i in opened.timeline().pending()]
+    if as_json:
+        typer.echo(json.dumps([{"instant": i.time, "action": i.action.value, "state": i.state.value} for i in pending]))
+        return
     if not pending:
         typer.echo("no pending plans")
         return
     typer.echo(f"{'instant time':<20}{'action':<16}state")
     for instant in pending:
         typer.echo(f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}")
+
+
+@app.command()
+def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """The daemon's tables: type, pending plans, health, pause."""
+    found = _api(url, token, lambda c: c.tables())
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    rows = [
+        {**t, "pending": len(t["pending_plans"]), "health": "ok" if t["healthy"] else f"FAILING: {t['problem']}"}
+        for t in found
+    ]
+    typer.echo(_grid(rows, ["name", "table_type", "pending", "paused", "last_completed_instant", "health", "path"]))
+
+
+@app.command()
+def runs(
+    state: str = typer.Option("all", help="running, finished or all"),
+    table: str | None = typer.Option(None, help="only this table"),
+    limit: int = typer.Option(50, help="at most this many"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Runs of the daemon replica: running first, then recent ones."""
+    found = _api(url, token, lambda c: c.runs(state, table, limit))
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    typer.echo(
+        _grid(found, ["run_id", "table", "action", "instant", "state", "outcome", "duration_s", "progress", "error"])
+    )
+
+
+@app.command()
+def trigger(
+    action: str = typer.Argument(..., help="compaction, clean, clustering, archival or rollback"),
+    table: str = typer.Argument(..., help="table name (see `lakeward tables`)"),
+    mode: str = typer.Option("schedule_and_run", help="schedule_and_run, schedule, or run (a pending plan)"),
+    instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Schedule and/or run an action on a table now, through the daemon."""
+    run = _api(url, token, lambda c: c.trigger(table, action, mode, instant))
+    typer.echo(f"started run {run['run_id']}: {run['key']} ({run['mode']}); follow it with `lakeward runs`")
+
+
+@app.command()
+def pause(
+    table: str = typer.Argument(..., help="table name"),
+    reason: str = typer.Option("", help="why (shown in the API)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Pause a table on every replica: nothing new is scheduled or started on it."""
+    _api(url, token, lambda c: c.pause(table, reason))
+    typer.echo(f"{table} paused")
+
+
+@app.command()
+def resume(
+    table: str = typer.Argument(..., help="table name"), url: str = URL_OPTION, token: str | None = TOKEN_OPTION
+) -> None:
+    """Resume a paused table."""
+    _api(url, token, lambda c: c.resume(table))
+    typer.echo(f"{table} resumed")
+
+
+@app.command()
+def cancel(
+    run_id: str = typer.Argument(..., help="run id (see `lakeward runs`)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Cancel a running run; its plan stays pending and is quarantined until `lakeward release`."""
+    _api(url, token, lambda c: c.cancel(run_id))
+    typer.echo(f"cancelling run {run_id}")
+
+
+@app.command()
+def quarantine(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Work items held back after repeated failures or a cancel."""
+    found = _api(url, token, lambda c: c.quarantine())
+    typer.echo(json.dumps(found, indent=2) if as_json else _grid(found, ["key", "failures", "replica", "reason"]))
+
+
+@app.command()
+def release(
+    key: str = typer.Argument(..., help="table/action/instant (see `lakeward quarantine`)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Release a quarantined work item: it runs again at the next cycle."""
+    _api(url, token, lambda c: c.release(key))
+    typer.echo(f"released {key}")
+
+
+@app.command()
+def serve(
+    config: str | None = typer.Option(None, "--config", "-c", envvar=CONFIG_ENV_VAR, help="the daemon's YAML settings"),
+    demo_dir: str | None = typer.Option(
+        None, "--demo", help="run the demo in this folder: two tables, a writer, its own config"
+    ),
+) -> None:
+    """Run the table-services daemon (one replica) until SIGTERM or Ctrl-C, then drain and exit 0."""
+    from lakeward.services.api.server import serve as run_daemon
+
+    writer = None
+    if demo_dir is not None:
+        if config is not None:
+            typer.echo("error: --demo writes its own config; do not pass --config with it", err=True)
+            raise typer.Exit(2)
+        from pathlib import Path
+
+        from lakeward.services import demo
+
+        folder = Path(demo_dir).resolve()
+        tables = demo.create_demo_tables(folder)
+        config = str(demo.write_config(folder))
+        writer = demo.DemoWriter(tables)
+    try:
+        settings = load_settings(config)
+    except ConfigurationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    def started(daemon: object, api: ApiServer) -> None:
+        if writer is not None:
+            writer.start()
+            base = f"http://{settings.http.host}:{api.port}"
+            typer.echo(
+                f"\nlakeward demo: tables under {demo_dir}, config {config}\n"
+                f"  metrics:  curl {base}/metrics\n"
+                f"  tables:   lakeward tables --url {base}\n"
+                f"  runs:     lakeward runs --url {base}\n"
+                f"  trigger:  lakeward trigger compaction orders --url {base} --token demo-token\n",
+                err=True,
+            )
+
+    try:
+        code = run_daemon(settings, on_started=started)
+    finally:
+        if writer is not None:
+            writer.stop()
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -274,7 +274,10 @@ class Daemon:
             self.runner.close()
         self.coordinator.close()
         if self._owns_spark and self._spark is not None:
-            self._spark.stop()
+            try:
+                self._spark.stop()
+            except Exception as exc:  # Ctrl-C in a terminal signals the JVM too: it may be gone already
+                log.info("Spark session already stopped (%s)", type(exc).__name__)
         self._stopped.set()
         log.info("stopped")
 

@@ -75,11 +75,12 @@ def serve(
         log.info("received %s: draining", signal.Signals(signum).name)
         stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
     try:
         daemon.start()
+        # After start: creating the SparkContext installs PySpark's own SIGINT handler.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
         if on_started is not None:
             on_started(daemon, api)
         stop.wait()
