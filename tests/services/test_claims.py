@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -14,12 +13,12 @@ from kazoo.client import KazooClient
 from lakeward.services.claims import (
     CoordinatorError,
     InProcessCoordinator,
-    OwnerInfo,
     SessionEvent,
     ZooKeeperCoordinator,
     split_key,
 )
 from lakeward.services.model import ServiceAction, TableRef, WorkItem
+from tests.support.zookeeper import expire_session
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:
@@ -33,35 +32,6 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> bool:
 
 def item_key(table: str, instant: str, action: ServiceAction = ServiceAction.COMPACTION) -> str:
     return WorkItem(0, instant, TableRef(table, f"/tables/{table}"), action, instant).key
-
-
-@pytest.fixture
-def make_coordinator(zookeeper_server) -> Iterator[Callable[..., ZooKeeperCoordinator]]:
-    base = f"/lakeward-tests/claims-{uuid.uuid4().hex[:8]}"
-    made: list[ZooKeeperCoordinator] = []
-
-    def make(name: str = "r", **kwargs) -> ZooKeeperCoordinator:
-        kwargs.setdefault("session_timeout_s", 4.0)
-        kwargs.setdefault("connection_timeout_s", 5.0)
-        coordinator = ZooKeeperCoordinator(
-            zookeeper_server.hosts, base_path=base, owner=OwnerInfo.current(f"{name}-{len(made)}"), **kwargs
-        )
-        coordinator.start()
-        made.append(coordinator)
-        return coordinator
-
-    yield make
-    for coordinator in made:
-        coordinator.close()
-
-
-def expire_session(coordinator: ZooKeeperCoordinator, hosts: str) -> None:
-    """Expire the coordinator's session on the server (attach to it and close, as ZooKeeper's tests do)."""
-    session_id, password = coordinator._client.client_id  # type: ignore[union-attr]
-    hijacker = KazooClient(hosts=hosts, client_id=(session_id, password))
-    hijacker.start(timeout=10)
-    hijacker.stop()
-    hijacker.close()
 
 
 @pytest.mark.zookeeper

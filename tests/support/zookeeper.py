@@ -17,11 +17,15 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+
+from lakeward.services.claims import OwnerInfo, ZooKeeperCoordinator
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
@@ -176,3 +180,32 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def make_coordinator(zookeeper_server) -> Iterator[Callable[..., ZooKeeperCoordinator]]:
+    base = f"/lakeward-tests/claims-{uuid.uuid4().hex[:8]}"
+    made: list[ZooKeeperCoordinator] = []
+
+    def make(name: str = "r", **kwargs) -> ZooKeeperCoordinator:
+        kwargs.setdefault("session_timeout_s", 4.0)
+        kwargs.setdefault("connection_timeout_s", 5.0)
+        coordinator = ZooKeeperCoordinator(
+            zookeeper_server.hosts, base_path=base, owner=OwnerInfo.current(f"{name}-{len(made)}"), **kwargs
+        )
+        coordinator.start()
+        made.append(coordinator)
+        return coordinator
+
+    yield make
+    for coordinator in made:
+        coordinator.close()
+
+
+def expire_session(coordinator: ZooKeeperCoordinator, hosts: str) -> None:
+    """Expire the coordinator's session on the server (attach to it and close, as ZooKeeper's tests do)."""
+    session_id, password = coordinator._client.client_id  # type: ignore[union-attr]
+    hijacker = KazooClient(hosts=hosts, client_id=(session_id, password))
+    hijacker.start(timeout=10)
+    hijacker.stop()
+    hijacker.close()

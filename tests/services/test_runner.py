@@ -1,0 +1,286 @@
+"""The runner: plans run under claims, fenced before completion, retried, quarantined, timed out, cancelled.
+
+Real tables, the real ZooKeeper (fixture) or the in-process coordinator, the local engine or
+the session's Spark. A `GatedEngine` (the local engine, held at a gate before its tasks)
+lets a test act while a plan is half-way through.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.engine import LocalEngine
+from lakeward.services.claims import InProcessCoordinator, OwnerInfo
+from lakeward.services.control import MemoryControlStore, ZooKeeperControlStore
+from lakeward.services.metrics import DaemonMetrics
+from lakeward.services.model import ACTION_PRIORITY, Outcome, ServiceAction, TableRef, WorkItem
+from lakeward.services.runner import Runner
+from lakeward.services.settings import ActionTimeouts, ConcurrencySettings, RetrySettings
+from tests.support.zookeeper import expire_session
+
+
+class GatedEngine(LocalEngine):
+    """The local engine, but every map waits at a gate first (and says it got there)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.arrived = threading.Event()
+        self.gate = threading.Event()
+
+    def map(self, fn: Callable[[Any], Any], items: Any, description: str = "") -> list[Any]:
+        self.arrived.set()
+        self.gate.wait(30)
+        return super().map(fn, items, description)
+
+
+def mor_table(path: Path, commits: int = 3) -> Table:
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.bulk_insert(pa.table({"id": list(range(50)), "v": [0] * 50, "ts": [0] * 50}))
+    for i in range(1, commits + 1):
+        table.upsert(pa.table({"id": [1, 2, 3], "v": [i] * 3, "ts": [i] * 3}))
+    return table
+
+
+def item(table: Table, action: ServiceAction = ServiceAction.COMPACTION, instant: str | None = None) -> WorkItem:
+    return WorkItem(ACTION_PRIORITY[action], instant or "", TableRef(table.name, table.path), action, instant)
+
+
+def states(table: Table, instant: str) -> list[str]:
+    return [i.state.value for i in Table.open(table.path).timeline() if i.time == instant]
+
+
+def concurrency(**kwargs: Any) -> ConcurrencySettings:
+    kwargs.setdefault("retries", RetrySettings(max_attempts=1, backoff_base_s=0.05, backoff_max_s=0.1))
+    return ConcurrencySettings(**kwargs)
+
+
+@pytest.fixture
+def in_process(tmp_path: Path) -> Iterator[InProcessCoordinator]:
+    coordinator = InProcessCoordinator([str(tmp_path)], lock_dir=tmp_path / "locks", owner=OwnerInfo.current("r1"))
+    coordinator.start()
+    yield coordinator
+    coordinator.close()
+
+
+def make_runner(coordinator: Any, engine: Any = "local", control: Any = None, **kwargs: Any) -> Runner:
+    return Runner(
+        coordinator,
+        control or MemoryControlStore(),
+        DaemonMetrics(),
+        kwargs.pop("settings", None) or concurrency(),
+        engine=engine,
+        **kwargs,
+    )
+
+
+def sample(runner: Runner, name: str, **labels: str) -> float:
+    return runner.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_new_compaction_is_scheduled_claimed_by_instant_run_and_reported(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    runner = make_runner(in_process)
+    submitted = runner.submit(item(table), force=True)
+    assert submitted.run is not None, submitted.reason
+    assert runner.wait_idle(60)
+    run = runner.get(submitted.run.run_id)
+    assert run is not None and run.outcome is Outcome.SUCCEEDED, run
+    assert run.instant is not None and states(table, run.instant) == ["completed"]
+    assert run.records == 50 and run.bytes_written > 0
+    events = [(e.key, e.event) for e in in_process.claim_log]
+    assert (f"{table.name}/compaction/new", "claimed") in events
+    assert (f"{table.name}/compaction/{run.instant}", "claimed") in events
+    assert in_process.held_claims() == []  # every claim released
+    labels = {"table": table.name, "action": "compaction"}
+    assert sample(runner, "lakeward_runs_total", outcome="succeeded", **labels) == 1
+    assert sample(runner, "lakeward_records_written_total", **labels) == 50
+    assert sample(runner, "lakeward_running_plans", action="compaction") == 0
+    runner.close()
+
+
+def test_a_plan_claimed_elsewhere_is_skipped(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    work = item(table, instant=instant)
+    other = in_process.try_claim(work.key, OwnerInfo.current("someone-else"))
+    assert other is not None
+    runner = make_runner(in_process)
+    submitted = runner.submit(work)
+    assert submitted.run is None and "claimed" in submitted.reason
+    assert sample(runner, "lakeward_claim_attempts_total", result="conflict") == 1
+    assert states(table, instant) == ["requested"]
+    runner.close()
+
+
+def test_concurrency_limit_per_table(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    engine = GatedEngine()
+    runner = make_runner(in_process, engine, settings=concurrency(max_running=2, max_running_per_table=1))
+    first = runner.submit(item(table), force=True)
+    assert first.run is not None and engine.arrived.wait(20)
+    second = runner.submit(item(table, ServiceAction.CLEAN))
+    assert second.run is None and "limit" in second.reason
+    engine.gate.set()
+    assert runner.wait_idle(60)
+    runner.close()
+
+
+@pytest.mark.zookeeper
+def test_claim_lost_before_completion_leaves_the_instant_inflight_and_another_run_completes_it(
+    tmp_path, make_coordinator, zookeeper_server
+):
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    a = make_coordinator("a")
+    engine = GatedEngine()
+    runner_a = make_runner(a, engine)
+    started = runner_a.submit(item(table, instant=instant))
+    assert started.run is not None and engine.arrived.wait(20)
+    expire_session(a, zookeeper_server.hosts)  # the replica's session dies while its plan runs
+    deadline = time.monotonic() + 20
+    while a.is_valid(started.run.claims[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine.gate.set()
+    assert runner_a.wait_idle(60)
+    assert started.run.outcome is Outcome.CLAIM_LOST, started.run
+    assert states(table, instant) == ["inflight"]  # the work was done, not completed
+    # Recovery: another replica claims the inflight plan and runs it again.
+    b = make_coordinator("b")
+    runner_b = make_runner(b)
+    again = runner_b.submit(item(table, instant=instant))
+    assert again.run is not None, again.reason
+    assert runner_b.wait_idle(60)
+    assert again.run.outcome is Outcome.SUCCEEDED
+    assert states(table, instant) == ["completed"]
+    assert Table.open(table.path).read().num_rows == 50
+    runner_a.close()
+    runner_b.close()
+
+
+def test_failures_are_retried_then_quarantined_until_released(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    for log_file in tmp_path.glob("t/.*.log.*"):
+        log_file.unlink()  # the plan names log files that are gone: every attempt fails
+    control = MemoryControlStore()
+    settings = concurrency(
+        retries=RetrySettings(max_attempts=2, backoff_base_s=0.05, backoff_max_s=0.1), quarantine_after_failures=2
+    )
+    runner = make_runner(in_process, control=control, settings=settings)
+    work = item(table, instant=instant)
+    run = runner.submit(work).run
+    assert run is not None and runner.wait_idle(60)
+    assert run.outcome is Outcome.FAILED and run.attempts == 2
+    assert "log" in (run.error or "").lower() or "No such file" in (run.error or ""), run.error
+    assert work.key in control.quarantined()
+    assert "failed 2 time(s)" in control.quarantined()[work.key].reason
+    refused = runner.submit(work)
+    assert refused.run is None and "quarantined" in refused.reason
+    assert states(table, instant) == ["inflight"]
+    assert control.release(work.key) and work.key not in control.quarantined()
+    assert runner.submit(work).run is not None
+    assert runner.wait_idle(60)
+    runner.close()
+
+
+def test_timeout_stops_the_run_and_counts_a_failure(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    engine = GatedEngine()
+    control = MemoryControlStore()
+    settings = concurrency(timeouts_s=ActionTimeouts(compaction=0.5), quarantine_after_failures=1)
+    runner = make_runner(in_process, engine, control=control, settings=settings)
+    run = runner.submit(item(table, instant=instant)).run
+    assert run is not None and engine.arrived.wait(20)
+    time.sleep(1.0)
+    engine.gate.set()
+    assert runner.wait_idle(60)
+    assert run.outcome is Outcome.TIMED_OUT and "timed out after 0.5s" in (run.error or "")
+    assert states(table, instant) == ["inflight"]
+    assert run.key in control.quarantined()  # one failure is the threshold here
+    runner.close()
+
+
+def test_cancel_from_on_call_quarantines_and_drain_cancel_does_not(tmp_path, in_process):
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    control = MemoryControlStore()
+    for quarantine in (True, False):
+        engine = GatedEngine()
+        runner = make_runner(in_process, engine, control=control)
+        run = runner.submit(item(table, instant=instant)).run
+        assert run is not None and engine.arrived.wait(20)
+        assert runner.cancel(run.run_id, Outcome.CANCELLED, "test", quarantine=quarantine)
+        engine.gate.set()
+        assert runner.wait_idle(60)
+        assert run.outcome is Outcome.CANCELLED
+        assert states(table, instant) == ["inflight"]
+        assert (run.key in control.quarantined()) is quarantine
+        control.release(run.key)
+        runner.close()
+
+
+@pytest.mark.zookeeper
+def test_quarantine_and_pause_are_shared_through_zookeeper(make_coordinator):
+    a, b = make_coordinator("a"), make_coordinator("b")
+    store_a, store_b = ZooKeeperControlStore(a), ZooKeeperControlStore(b)
+    key = "orders/compaction/20260101000000000"
+    assert store_a.record_failure(key, "boom") == 1
+    assert store_b.record_failure(key, "boom again") == 2
+    store_a.quarantine(key, "failed twice", 2, a.replica_id)
+    assert store_b.quarantined()[key].failures == 2
+    assert store_b.set_paused("orders", True, b.replica_id, "investigating")
+    assert not store_a.set_paused("orders", True, a.replica_id)  # already paused
+    assert store_a.paused()["orders"].reason == "investigating"
+    assert store_b.release(key) and key not in store_a.quarantined()
+    assert store_a.record_failure(key, "after release") == 1  # counting starts over
+    assert store_a.set_paused("orders", False, a.replica_id) and store_b.paused() == {}
+
+
+@pytest.mark.spark
+def test_spark_run_uses_its_job_group_and_a_cancel_stops_its_spark_job(tmp_path, in_process, spark):
+    from lakeward.core.engine.spark import SparkEngine
+
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    in_task = tmp_path / "task-started"
+
+    class SlowSparkEngine(SparkEngine):
+        """Each Spark task first says it started, then takes a minute."""
+
+        def map(self, fn: Callable[[Any], Any], items: Any, description: str = "") -> list[Any]:
+            marker = str(in_task)
+
+            def slow(x: Any) -> Any:
+                Path(marker).touch()
+                time.sleep(60)
+                return fn(x)
+
+            return super().map(slow, items, description)
+
+    runner = make_runner(in_process, SlowSparkEngine(spark), spark=spark)
+    run = runner.submit(item(table, instant=instant)).run
+    assert run is not None
+    deadline = time.monotonic() + 60
+    while not in_task.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert in_task.exists(), "the Spark task never started"
+    tracker = spark.sparkContext.statusTracker()
+    assert tracker.getJobIdsForGroup(run.run_id), "the run's Spark job is not in its job group"
+    assert "Spark tasks" in runner.progress_of(run)
+    started = time.monotonic()
+    assert runner.cancel(run.run_id, Outcome.CANCELLED, "test cancel")
+    assert runner.wait_idle(30)
+    assert time.monotonic() - started < 30  # the 60 s task was interrupted
+    assert run.outcome is Outcome.CANCELLED
+    assert states(table, instant) == ["inflight"]
+    runner.close()
