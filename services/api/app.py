@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakeward.core.exceptions import LakewardError
 from lakeward.services.daemon import Daemon, TriggerError, UnknownTableError, plan_dict
@@ -104,6 +105,16 @@ def create_app(daemon: Daemon) -> FastAPI:
     @app.exception_handler(LakewardError)
     async def _lakeward_error(request: Request, exc: LakewardError) -> JSONResponse:
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=409)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail
+        if exc.status_code == 404 and detail == "Not Found":  # no route matched
+            detail = (
+                f"no such endpoint: {request.method} {request.url.path} (tables are named, not given as paths; "
+                "see /docs)"
+            )
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -21,7 +21,8 @@ from lakeward.core.config.write import parse_write_config
 from lakeward.core.table import Table
 from lakeward.core.table_services.rollback import failed_writes
 from lakeward.core.timeline import Action, Timeline, avro_plans
-from lakeward.core.timeline.transitions import read_instant
+from lakeward.core.timeline.instant_time import new_instant_time
+from lakeward.core.timeline.transitions import create_requested, read_instant, transition_to_inflight
 from lakeward.core.write.heartbeat import heartbeat_path, is_heartbeat_expired
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
@@ -231,3 +232,29 @@ def test_zookeeper_writer_processes_under_lazy_policy(tmp_path, zookeeper_server
         for _, key, value in _zk_batch(*completed[instant]):
             expected[key] = value
     assert _rows(Table.open(path)) == _hudi_rows(path) == expected
+
+
+def test_repair_rolls_back_only_writes_whose_heartbeat_went_stale(tmp_path):
+    """`Table.repair` (the daemon's rollback action) never touches a write without a heartbeat file."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", options=LAZY)
+    table.upsert(_batch("a", ["a1", "a2"], "base"))
+    batch_file = tmp_path / "a.parquet"
+    pq.write_table(_batch("a", ["a1", "a3"], "from-a"), batch_file)
+    proc, lazy_instant = _start_frozen_writer(path, LAZY, batch_file)
+    try:
+        # An EAGER writer in flight keeps no heartbeat file: its pending instant, by hand.
+        eager_instant = new_instant_time(lazy_instant)
+        transition_to_inflight(table.storage, create_requested(table.storage, eager_instant, Action.COMMIT))
+        assert table.repair() == []  # the LAZY writer is alive; the other one cannot be judged
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    time.sleep(0.6)  # past interval * tolerable misses for the LAZY writer's last beat
+    assert table.repair() == [lazy_instant]
+    pending = [i.time for i in Timeline.load(table.storage).pending_writes()]
+    assert pending == [eager_instant], "a write without a heartbeat may belong to a live EAGER writer"
+    assert table.repair() == []

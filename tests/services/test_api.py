@@ -1,0 +1,322 @@
+"""The HTTP API and the CLI client: every endpoint, auth required and refused, bad input -> clear 4xx.
+
+A real daemon (in-process coordinator, local engine) behind the real FastAPI app; the CLI
+tests go through a real uvicorn server on a free port.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from lakeward import Table
+from lakeward.services.api import create_app
+from lakeward.services.api.server import ApiServer
+from lakeward.services.cli import app as cli_app
+from lakeward.services.daemon import Daemon
+from lakeward.services.settings import load_settings
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def make_tables(root: Path) -> tuple[Table, Table]:
+    orders = Table.create(str(root / "orders"), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    orders.bulk_insert(pa.table({"id": list(range(20)), "v": [0] * 20, "ts": [0] * 20}))
+    orders.upsert(pa.table({"id": [1, 2], "v": [1, 1], "ts": [1, 1]}))
+    customers = Table.create(str(root / "customers"), record_key="id", ordering_field="ts")
+    customers.upsert(pa.table({"id": [1, 2], "v": [1, 1], "ts": [1, 1]}))
+    return orders, customers
+
+
+def settings_for(root: Path, **http: Any) -> Any:
+    config = root / "lakeward.yaml"
+    config.write_text(
+        f"""
+tables:
+  static:
+    - path: {root / "orders"}
+    - path: {root / "customers"}
+    - path: {root / "gone"}
+  refresh_interval_s: 3600
+policies:
+  defaults:
+    compaction: {{enabled: false}}
+    clean: {{enabled: false}}
+    archival: {{enabled: false}}
+spark: {{engine: local}}
+http: {{port: 0, api_tokens: [{TOKEN}], protect_reads: {str(http.get("protect_reads", False)).lower()}}}
+log: {{format: text}}
+"""
+    )
+    return load_settings(config, env={})
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    make_tables(tmp_path)
+    d = Daemon(settings_for(tmp_path))
+    d.start()
+    wait_for(lambda: d.ready)
+    yield d
+    d.drain(5)
+
+
+@pytest.fixture
+def client(daemon: Daemon) -> TestClient:
+    return TestClient(create_app(daemon))
+
+
+def test_health_ready_and_metrics_are_open(client, daemon):
+    assert client.get("/healthz").json() == {"status": "ok", "replica": daemon.replica_id}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and "lakeward_tables 3.0" in metrics.text
+    assert 'lakeward_table_failing{table="gone"} 1.0' in metrics.text
+
+
+def test_tables_and_plans_show_state_problems_and_pending_plans(client, tmp_path):
+    orders = Table.open(str(tmp_path / "orders"))
+    instant = orders.schedule_compaction(force=True)
+    tables = {t["name"]: t for t in client.get("/api/v1/tables").json()}
+    assert set(tables) == {"orders", "customers", "gone"}
+    assert tables["gone"]["healthy"] is False and "not a table" in tables["gone"]["problem"]
+    assert tables["customers"]["table_type"] == "COPY_ON_WRITE"
+    # The last cycle ran before the plan was written: the next cycle (or the per-table view) shows it.
+    one = client.get("/api/v1/tables/orders").json()
+    assert one["name"] == "orders" and one["runs"] == []
+    assert instant is not None
+
+
+def test_plans_after_a_cycle(client, daemon, tmp_path):
+    orders = Table.open(str(tmp_path / "orders"))
+    instant = orders.schedule_compaction(force=True)
+    daemon.set_paused("orders", True)  # keep the plan pending while we look at it
+    daemon.cycle()
+    plans = client.get("/api/v1/tables/orders/plans").json()
+    assert plans == [
+        {
+            "table": "orders",
+            "action": "compaction",
+            "instant": instant,
+            "state": "requested",
+            "key": f"orders/compaction/{instant}",
+            "quarantined": False,
+            "running_here": None,
+        }
+    ]
+    assert [p["instant"] for p in client.get("/api/v1/plans").json()] == [instant]
+    assert client.get("/api/v1/tables/orders").json()["paused_by"] == "on-call"
+
+
+def test_trigger_runs_and_runs_endpoints_report_it(client, tmp_path):
+    started = client.post("/api/v1/tables/orders/trigger", json={"action": "compaction"}, headers=AUTH)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["run_id"]
+    done = wait_for(lambda: (r := client.get(f"/api/v1/runs/{run_id}").json())["state"] == "finished" and r)
+    assert done["outcome"] == "succeeded" and done["records_written"] == 20 and done["trigger"] == "api"
+    completed = [i.time for i in Table.open(str(tmp_path / "orders")).completed_instants()]
+    assert done["instant"] in completed
+    listed = client.get("/api/v1/runs", params={"state": "finished", "table": "orders"}).json()
+    assert [r["run_id"] for r in listed] == [run_id]
+    assert client.get("/api/v1/runs", params={"state": "running"}).json() == []
+    claims = client.get("/api/v1/claims").json()
+    assert {"orders/compaction/new", f"orders/compaction/{done['instant']}"} <= {e["key"] for e in claims["log"]}
+    assert claims["held"] == []
+
+
+def test_trigger_schedule_only_then_run_the_pending_plan(client, daemon, tmp_path):
+    daemon.set_paused("orders", True)  # the daemon's own cycles would run the pending plan at once
+    scheduled = client.post(
+        "/api/v1/tables/orders/trigger", json={"action": "compaction", "mode": "schedule"}, headers=AUTH
+    ).json()
+    plan = wait_for(
+        lambda: (r := client.get(f"/api/v1/runs/{scheduled['run_id']}").json())["state"] == "finished" and r
+    )
+    assert plan["outcome"] == "succeeded" and plan["detail"].startswith("scheduled")
+    assert Table.open(str(tmp_path / "orders")).pending_compactions() == [plan["instant"]]
+    ran = client.post(
+        "/api/v1/tables/orders/trigger",
+        json={"action": "compaction", "mode": "run", "instant": plan["instant"]},
+        headers=AUTH,
+    )
+    assert ran.status_code == 202, ran.text
+    wait_for(lambda: client.get(f"/api/v1/runs/{ran.json()['run_id']}").json()["state"] == "finished")
+    assert client.get(f"/api/v1/runs/{ran.json()['run_id']}").json()["outcome"] == "succeeded"
+    assert Table.open(str(tmp_path / "orders")).pending_compactions() == []
+
+
+@pytest.mark.parametrize(
+    "path, body, status, message",
+    [
+        ("/api/v1/tables/nope/trigger", {"action": "clean"}, 404, "unknown table 'nope'"),
+        ("/api/v1/tables/orders/trigger", {"action": "explode"}, 422, "action: Input should be"),
+        ("/api/v1/tables/orders/trigger", {"action": "clean", "when": "now"}, 422, "when: Extra inputs"),
+        ("/api/v1/tables/orders/trigger", {}, 422, "action: Field required"),
+        ("/api/v1/tables/orders/trigger", {"action": "clean", "mode": "later"}, 422, "mode: Input should be"),
+        ("/api/v1/tables/customers/trigger", {"action": "compaction"}, 409, "applies to MERGE_ON_READ"),
+        ("/api/v1/tables/orders/trigger", {"action": "index_build"}, 409, "not available"),
+        ("/api/v1/tables/orders/trigger", {"action": "archival", "mode": "schedule"}, 409, "has no plan"),
+        (
+            "/api/v1/tables/orders/trigger",
+            {"action": "compaction", "mode": "run", "instant": "20200101000000000"},
+            409,
+            "no pending compaction plan 20200101000000000",
+        ),
+        ("/api/v1/tables/orders/trigger", {"action": "compaction", "mode": "run"}, 409, "no pending compaction"),
+        ("/api/v1/runs/zzz/cancel", None, 404, "no running run 'zzz'"),
+        ("/api/v1/quarantine/release", {"key": "orders/clean/1"}, 404, "is not quarantined"),
+        ("/api/v1/tables/%2Fetc%2Fpasswd/pause", None, 404, "no such endpoint"),
+        ("/api/v1/tables/..%2F..%2Fetc/pause", None, 404, "no such endpoint"),
+        ("/api/v1/tables/etc.passwd/pause", None, 404, "unknown table 'etc.passwd'"),
+    ],
+)
+def test_bad_input_gets_a_clear_4xx(client, path, body, status, message):
+    response = client.post(path, json=body, headers=AUTH)
+    assert response.status_code == status, response.text
+    assert message in response.json()["detail"], response.json()
+
+
+def test_reads_of_unknown_things_are_404(client):
+    assert client.get("/api/v1/tables/nope").status_code == 404
+    assert client.get("/api/v1/tables/nope/plans").status_code == 404
+    assert client.get("/api/v1/runs/nope").status_code == 404
+    assert client.get("/api/v1/runs", params={"table": "nope"}).status_code == 404
+    assert client.get("/api/v1/runs", params={"state": "sideways"}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/api/v1/tables/orders/trigger", {"action": "clean"}),
+        ("/api/v1/tables/orders/pause", None),
+        ("/api/v1/tables/orders/resume", None),
+        ("/api/v1/runs/abc/cancel", None),
+        ("/api/v1/quarantine/release", {"key": "orders/clean/1"}),
+    ],
+)
+def test_mutating_calls_need_a_configured_token(client, path, body):
+    missing = client.post(path, json=body)
+    assert missing.status_code == 401 and "Bearer" in missing.json()["detail"]
+    wrong = client.post(path, json=body, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 403 and "not one of http.api_tokens" in wrong.json()["detail"]
+
+
+def test_pause_resume_and_quarantine_release(client, daemon):
+    assert client.post("/api/v1/tables/orders/pause", json={"reason": "incident 42"}, headers=AUTH).json() == {
+        "table": "orders",
+        "paused": True,
+        "changed": True,
+    }
+    assert client.get("/api/v1/tables/orders").json()["paused"] is True
+    assert daemon.control.paused()["orders"].reason == "incident 42"
+    assert client.post("/api/v1/tables/orders/resume", headers=AUTH).json()["changed"] is True
+    daemon.control.quarantine("orders/compaction/20260101000000000", "failed 3 time(s)", 3, "r")
+    assert [q["key"] for q in client.get("/api/v1/quarantine").json()] == ["orders/compaction/20260101000000000"]
+    released = client.post(
+        "/api/v1/quarantine/release", json={"key": "orders/compaction/20260101000000000"}, headers=AUTH
+    )
+    assert released.json() == {"key": "orders/compaction/20260101000000000", "released": True}
+    assert client.get("/api/v1/quarantine").json() == []
+
+
+def test_protected_reads_and_disabled_mutations(tmp_path):
+    make_tables(tmp_path)
+    daemon = Daemon(settings_for(tmp_path, protect_reads=True))
+    daemon.start()
+    try:
+        client = TestClient(create_app(daemon))
+        assert client.get("/api/v1/tables").status_code == 401
+        assert client.get("/api/v1/tables", headers=AUTH).status_code == 200
+        assert client.get("/healthz").status_code == 200 and client.get("/metrics").status_code == 200
+    finally:
+        daemon.drain(5)
+    config = tmp_path / "no-tokens.yaml"
+    config.write_text(f"tables: {{static: [{{path: {tmp_path / 'orders'}}}]}}\nspark: {{engine: local}}\n")
+    bare = Daemon(load_settings(config, env={}))
+    bare.start()
+    try:
+        refused = TestClient(create_app(bare)).post("/api/v1/tables/orders/pause", headers=AUTH)
+        assert refused.status_code == 403 and "no http.api_tokens are configured" in refused.json()["detail"]
+    finally:
+        bare.drain(5)
+
+
+def test_readyz_turns_503_when_draining(client, daemon):
+    daemon.drain(5)
+    response = client.get("/readyz")
+    assert response.status_code == 503 and "draining" in response.json()["reasons"]
+
+
+def test_openapi_lists_every_endpoint(client):
+    paths = set(client.get("/openapi.json").json()["paths"])
+    assert {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/v1/tables",
+        "/api/v1/tables/{name}",
+        "/api/v1/tables/{name}/plans",
+        "/api/v1/plans",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/api/v1/tables/{name}/trigger",
+        "/api/v1/tables/{name}/pause",
+        "/api/v1/tables/{name}/resume",
+        "/api/v1/runs/{run_id}/cancel",
+        "/api/v1/quarantine",
+        "/api/v1/quarantine/release",
+        "/api/v1/claims",
+    } <= paths
+
+
+def test_cli_talks_to_a_running_daemon(daemon, tmp_path, monkeypatch):
+    server = ApiServer(daemon, port=0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        monkeypatch.setenv("LAKEWARD_URL", url)
+        cli = CliRunner()
+        tables = cli.invoke(cli_app, ["tables"])
+        assert tables.exit_code == 0 and "orders" in tables.output and "FAILING" in tables.output
+        refused = cli.invoke(cli_app, ["trigger", "compaction", "orders"])
+        assert refused.exit_code == 2 and "401" in refused.output
+        started = cli.invoke(cli_app, ["trigger", "compaction", "orders", "--token", TOKEN])
+        assert started.exit_code == 0, started.output
+        run_id = started.output.split()[2].rstrip(":")
+        wait_for(lambda: daemon.runner and (r := daemon.runner.get(run_id)) and r.state == "finished")
+        runs = cli.invoke(cli_app, ["runs", "--json"])
+        assert runs.exit_code == 0 and '"outcome": "succeeded"' in runs.output
+        paused = cli.invoke(cli_app, ["pause", "orders", "--token", TOKEN, "--reason", "backfill"])
+        assert paused.exit_code == 0 and daemon.control.paused()["orders"].reason == "backfill"
+        assert cli.invoke(cli_app, ["resume", "orders", "--token", TOKEN]).exit_code == 0
+        assert cli.invoke(cli_app, ["plans", "orders"]).exit_code == 0
+        unknown = cli.invoke(cli_app, ["plans", "nope"])
+        assert unknown.exit_code == 2 and "unknown table 'nope'" in unknown.output
+        assert cli.invoke(cli_app, ["cancel", "zzz", "--token", TOKEN]).exit_code == 2
+        assert cli.invoke(cli_app, ["quarantine"]).exit_code == 0
+    finally:
+        server.stop()
+
+
+def test_cli_reports_an_unreachable_daemon(monkeypatch):
+    result = CliRunner().invoke(cli_app, ["tables", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2 and "cannot reach the daemon" in result.output
