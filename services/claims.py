@@ -289,6 +289,8 @@ class ZooKeeperCoordinator(Coordinator):
                 raise CoordinatorError(f"the {self.description} is closed")
             if self._client is not None:
                 return
+            if self.chroot:
+                self._create_chroot()
             client = KazooClient(**self._client_options)
             client.add_listener(self._on_state)
             try:
@@ -309,6 +311,24 @@ class ZooKeeperCoordinator(Coordinator):
                 self._session_id = client.client_id[0] if client.client_id else None
             self._dispatcher = threading.Thread(target=self._dispatch, name="lakeward-claims-session", daemon=True)
             self._dispatcher.start()
+
+    def _create_chroot(self) -> None:
+        """Create the chroot path itself (a chrooted client cannot), with a short-lived plain client."""
+        options = dict(self._client_options)
+        options["hosts"] = self.hosts
+        plain = KazooClient(**options)
+        try:
+            plain.start(timeout=self.connection_timeout_s)
+            plain.ensure_path(self.chroot)
+        except KazooTimeoutError:
+            raise CoordinatorError(
+                f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout_s:g}s"
+            ) from None
+        except KazooException as exc:
+            raise CoordinatorError(f"cannot create the chroot {self.chroot} in ZooKeeper: {exc!r}") from exc
+        finally:
+            plain.stop()
+            plain.close()
 
     def close(self) -> None:
         with self._lifecycle:
