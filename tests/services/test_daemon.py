@@ -3,6 +3,7 @@ isolated, pause holds work back, SIGTERM-style drain cancels what is left and re
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -123,8 +124,9 @@ def test_drain_cancels_runs_past_the_drain_time_and_releases_claims(tmp_path):
     daemon.runner.engine = engine
     wait_for(lambda: engine.arrived.is_set())
     run = daemon.runner.running()[0]
+    opener = threading.Timer(0.6, engine.gate.set)  # the plan's work ends after its cancellation
+    opener.start()
     daemon.drain(0.3)
-    engine.gate.set()
     assert not daemon.ready
     assert run.outcome is Outcome.CANCELLED and "drain" in (run.error or "")
     assert run.key not in daemon.control.quarantined()
