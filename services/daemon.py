@@ -154,9 +154,10 @@ class Daemon:
         )
         self.cache = DiscoveryCache()
         self._last: DiscoveryResult | None = None
-        #: (table, action) -> the table's last completed instant when a new plan of it was found not due:
-        #: not proposed again until the timeline moves on (else an idle table would be retried every cycle).
-        self._not_due: dict[tuple[str, str], str | None] = {}
+        #: (table, action) -> completed instants on the table when a new plan of it was found not due:
+        #: not proposed again until the table has `_retry_gap` more (else an idle table would be
+        #: retried every cycle, and a busy one would keep its slot on no-op runs).
+        self._not_due: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._started = False
         self._draining = False
@@ -239,10 +240,26 @@ class Daemon:
                 last = self._last
             state = next((s for s in last.states if s.ref == run.table), None) if last else None
             if state is not None:
-                self._not_due[(run.table.name, run.action.value)] = state.last_completed
-            return
+                self._not_due[(run.table.name, run.action.value)] = state.completed_count
+        # A slot is free: take the next work now (a repeat of a not-due item is held back above).
         if self.scheduler is not None and not self._draining:
             self.scheduler.run_soon()
+
+    def _retry_gap(self, table: str, action: ServiceAction) -> int:
+        """Completed instants a table must gain before a not-due action is proposed again."""
+        policy = self.settings.policy_for(table)
+        gaps = {
+            ServiceAction.CLEAN: policy.clean.min_commits_between,
+            ServiceAction.COMPACTION: policy.compaction.max_delta_commits,
+            ServiceAction.CLUSTERING: policy.clustering.every_n_commits,
+        }
+        return max(1, gaps.get(action, 1))
+
+    def _proposable(self, item: WorkItem, completed: dict[str, int]) -> bool:
+        noted = self._not_due.get((item.table.name, item.action.value))
+        if item.instant is not None or noted is None:
+            return True
+        return completed.get(item.table.name, 0) - noted >= self._retry_gap(item.table.name, item.action)
 
     @property
     def ready(self) -> bool:
@@ -321,14 +338,8 @@ class Daemon:
             for s in result.states
         }
         items = plan_work(result.states, policies, dt.datetime.now(dt.UTC), self.runner.running_keys())
-        last_completed = {s.ref.name: s.last_completed for s in result.states}
-        items = [
-            i
-            for i in items
-            if i.instant is not None
-            or (i.table.name, i.action.value) not in self._not_due
-            or self._not_due[(i.table.name, i.action.value)] != last_completed.get(i.table.name)
-        ]
+        completed = {s.ref.name: s.completed_count for s in result.states}
+        items = [i for i in items if self._proposable(i, completed)]
         started = 0
         for item in items:
             if item.action in execution.UNAVAILABLE_ACTIONS or item.key in quarantined:

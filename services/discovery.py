@@ -60,6 +60,9 @@ class TableState:
     pending_writes: tuple[Instant, ...]
     delta_commits_since_compaction: int
     writes_since_clean: int
+    #: completed commits and replacecommits since the last clean: what makes old file slices
+    #: (a merge-on-read table's delta commits mostly append logs; there is little to clean until one)
+    rewrites_since_clean: int
     writes_since_replace: int
     last_completed: str | None
     last_clean: str | None
@@ -218,6 +221,11 @@ def _build_state(
             if i.action is Action.DELTA_COMMIT and (last_compaction is None or i.time > last_compaction)
         ),
         writes_since_clean=sum(1 for i in writes if last_clean is None or i.time > last_clean),
+        rewrites_since_clean=sum(
+            1
+            for i in writes
+            if i.action in (Action.COMMIT, Action.REPLACE_COMMIT) and (last_clean is None or i.time > last_clean)
+        ),
         writes_since_replace=sum(1 for i in writes if last_replace is None or i.time > last_replace),
         last_completed=completed[-1] if completed else None,
         last_clean=last_clean,

@@ -122,7 +122,11 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
                 reason = f"delta commit {since} is older than {policy.compaction_max_delta_age}, not compacted yet"
         if reason:
             out.append((ServiceAction.COMPACTION, since or "", reason))
-    if policy.clean_enabled and ServiceAction.CLEAN not in pending and state.writes_since_clean > 0:
+    # A merge-on-read table whose writes since the last clean are all delta commits has (almost)
+    # no old file slice to delete: its clean waits for a compaction or clustering, else no-op cleans
+    # would take the slots its compactions need.
+    can_clean = state.rewrites_since_clean > 0 or not state.is_merge_on_read
+    if policy.clean_enabled and ServiceAction.CLEAN not in pending and state.writes_since_clean > 0 and can_clean:
         since = _first_after(state, state.last_clean) or ""
         reason = None
         if state.writes_since_clean >= policy.clean_every_commits:

@@ -84,9 +84,9 @@ def test_cycles_compact_a_busy_table_and_leave_an_idle_one_alone(tmp_path):
 
 
 def test_nothing_due_is_not_retried_until_the_table_changes(tmp_path):
-    table = mor(tmp_path / "busy", 0)
+    table = Table.create(str(tmp_path / "busy"), record_key="id", ordering_field="ts")
     table.upsert(pa.table({"id": [1], "v": [1], "ts": [1]}))
-    # Clean is due by count, but with one file version there is nothing to delete.
+    # Clean is due by count, but with every file version retained there is nothing to delete.
     daemon = daemon_for(tmp_path, tables=("busy",), extra="policies: {defaults: {clean: {min_commits_between: 1}}}\n")
     daemon.start()
     try:
@@ -189,3 +189,26 @@ def test_two_daemons_on_zookeeper_run_each_plan_once(tmp_path, zookeeper_server)
     finally:
         for d in daemons:
             d.drain()
+
+
+def test_a_busy_table_still_gets_compacted_when_its_cleans_find_nothing(tmp_path):
+    """No-op cleans (due by count after every write) must not keep the table's only slot."""
+    table = mor(tmp_path / "busy", 0)
+    daemon = daemon_for(tmp_path, tables=("busy",), extra="policies: {defaults: {clean: {min_commits_between: 1}}}\n")
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.wait(0.1):
+            i += 1
+            Table.open(table.path).upsert(pa.table({"id": [i % 30], "v": [i], "ts": [i]}))
+
+    writer = threading.Thread(target=write)
+    daemon.start()
+    writer.start()
+    try:
+        wait_for(lambda: ("compaction", "succeeded") in outcomes(daemon, "busy"), timeout_s=30)
+    finally:
+        stop.set()
+        writer.join()
+        daemon.drain()

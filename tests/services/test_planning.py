@@ -56,6 +56,11 @@ def state(
             1 for i in writes if i.action is Action.DELTA_COMMIT and (last_comp is None or i.time > last_comp)
         ),
         writes_since_clean=sum(1 for i in writes if not cleans or i.time > cleans[-1]),
+        rewrites_since_clean=sum(
+            1
+            for i in writes
+            if i.action in (Action.COMMIT, Action.REPLACE_COMMIT) and (not cleans or i.time > cleans[-1])
+        ),
         writes_since_replace=sum(1 for i in writes if not replaces or i.time > replaces[-1]),
         last_completed=completed[-1].time if completed else None,
         last_clean=cleans[-1] if cleans else None,
@@ -146,6 +151,14 @@ def test_compaction_threshold_on_merge_on_read_only() -> None:
     # a pending compaction is run, not a second one scheduled
     pending = state("m", [*deltas(1, 2, 3, 4, 5, 6), f"{t(7)}.compaction.requested"], mor=True)
     assert summary(plan_work([pending], policy, NOW)) == [("m", "compaction", t(7))]
+
+
+def test_merge_on_read_cleans_wait_for_a_rewrite() -> None:
+    """Delta commits only append logs: no clean is proposed until a compaction (a commit) lands."""
+    policy = Policy(clean_every_commits=2, compaction_enabled=False, archival_enabled=False)
+    assert plan_work([state("m", deltas(1, 2, 3, 4), mor=True)], policy, NOW) == []
+    [item] = plan_work([state("m", [*deltas(1, 2, 3), *commits(4)], mor=True)], policy, NOW)
+    assert item.action is ServiceAction.CLEAN
 
 
 def test_clean_every_n_commits_or_when_due() -> None:
