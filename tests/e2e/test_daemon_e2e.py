@@ -76,7 +76,7 @@ def daemon_config(table_paths: list[str], zk_hosts: str, chroot: str, port: int)
                 "archival": {"keep_min_commits": 20, "keep_max_commits": 30},
             },
             # Cleans are scheduled on one table only: see CLEANED_TABLE.
-            "overrides": {CLEANED_TABLE: {"clean": {"enabled": True}}},
+            "overrides": {CLEANED_TABLE: {"clean": {"enabled": True, "min_commits_between": 2}}},
         },
         "concurrency": {
             "max_running": 2,
@@ -327,7 +327,13 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
         return [r for r in runs if r["action"] == action and r["outcome"] == "succeeded"]
 
     # Steady state: compactions and cleans are being done while the writers write.
-    wait_until(lambda: len(succeeded("compaction")) >= 8, 150, "8 compactions to succeed", cluster, 0.5)
+    wait_until(
+        lambda: len(succeeded("compaction")) >= 8 and succeeded("clean"),
+        150,
+        "8 compactions and a clean to succeed",
+        cluster,
+        0.5,
+    )
 
     # SIGKILL a replica while one of its compactions is in its Spark phase.
     victim: dict[str, Any] | None = None
