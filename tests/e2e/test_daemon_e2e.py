@@ -54,11 +54,6 @@ N_WRITERS = 4
 REPLICAS = ("d1", "d2", "d3")
 TOKEN = "e2e-token"
 MAX_DELTA_COMMITS = 3
-#: The one table whose cleans the daemons schedule by policy. With cleans due on two or more busy
-#: merge-on-read tables that have nothing to clean yet, every replica spends every cycle on those
-#: cleans (priority 1, re-proposed whenever the table's timeline moves) and never reaches a
-#: compaction (priority 3), so compaction starves (a package bug, see the report of issue 6).
-CLEANED_TABLE = "t00"
 SESSION_TIMEOUT_S = 4.0
 WRITER_SCRIPT = Path(__file__).with_name("writer.py")
 PLANNED = ("compaction", "clean")
@@ -72,11 +67,9 @@ def daemon_config(table_paths: list[str], zk_hosts: str, chroot: str, port: int)
         "policies": {
             "defaults": {
                 "compaction": {"max_delta_commits": MAX_DELTA_COMMITS},
-                "clean": {"enabled": False, "min_commits_between": 4, "commits_retained": 3},
+                "clean": {"min_commits_between": 4, "commits_retained": 3},
                 "archival": {"keep_min_commits": 20, "keep_max_commits": 30},
             },
-            # Cleans are scheduled on one table only: see CLEANED_TABLE.
-            "overrides": {CLEANED_TABLE: {"clean": {"enabled": True, "min_commits_between": 2}}},
         },
         "concurrency": {
             "max_running": 2,
