@@ -131,8 +131,14 @@ class MemoryControlStore(ControlStore):
 class ZooKeeperControlStore(ControlStore):
     """Persistent znodes under the coordinator's base path (module doc)."""
 
+    #: Reads of the pause and quarantine folders are cached this long (every API call and cycle
+    #: reads them; a change made on another replica shows within this time).
+    CACHE_S = 1.0
+
     def __init__(self, coordinator: ZooKeeperCoordinator):
         self.coordinator = coordinator
+        self._cache: dict[str, tuple[float, dict[str, dict[str, Any]]]] = {}
+        self._cache_lock = threading.Lock()
         base = coordinator.base_path
         self.paused_path = f"{base}/paused"
         self.failures_path = f"{base}/failures"
@@ -147,6 +153,21 @@ class ZooKeeperControlStore(ControlStore):
         return quote(key, safe="")
 
     def _read_all(self, folder: str) -> dict[str, dict[str, Any]]:
+        now = time.monotonic()
+        with self._cache_lock:
+            hit = self._cache.get(folder)
+            if hit is not None and now - hit[0] < self.CACHE_S:
+                return hit[1]
+        found = self._read_folder(folder)
+        with self._cache_lock:
+            self._cache[folder] = (now, found)
+        return found
+
+    def _forget(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
+
+    def _read_folder(self, folder: str) -> dict[str, dict[str, Any]]:
         zk = self._zk
         try:
             names = zk.get_children(folder)
@@ -165,6 +186,7 @@ class ZooKeeperControlStore(ControlStore):
         return out
 
     def _put(self, path: str, value: dict[str, Any]) -> None:
+        self._forget()
         data = json.dumps(value).encode("utf-8")
         zk = self._zk
         try:
@@ -173,6 +195,7 @@ class ZooKeeperControlStore(ControlStore):
             zk.set(path, data)
 
     def _delete(self, path: str) -> bool:
+        self._forget()
         try:
             self._zk.delete(path)
             return True
@@ -190,6 +213,7 @@ class ZooKeeperControlStore(ControlStore):
         if not paused:
             return self._delete(path)
         entry = PauseEntry(table, time.time(), replica, reason)
+        self._forget()
         try:
             self._zk.create(path, json.dumps(asdict(entry)).encode("utf-8"), makepath=True)
             return True

@@ -240,7 +240,7 @@ class Daemon:
                 last = self._last
             state = next((s for s in last.states if s.ref == run.table), None) if last else None
             if state is not None:
-                self._not_due[(run.table.name, run.action.value)] = state.completed_count
+                self._not_due[(run.table.name, run.action.value)] = self._progress_mark(state, run.action)
         # A slot is free: take the next work now (a repeat of a not-due item is held back above).
         if self.scheduler is not None and not self._draining:
             self.scheduler.run_soon()
@@ -249,17 +249,25 @@ class Daemon:
         """Completed instants a table must gain before a not-due action is proposed again."""
         policy = self.settings.policy_for(table)
         gaps = {
-            ServiceAction.CLEAN: policy.clean.min_commits_between,
             ServiceAction.COMPACTION: policy.compaction.max_delta_commits,
             ServiceAction.CLUSTERING: policy.clustering.every_n_commits,
         }
         return max(1, gaps.get(action, 1))
 
-    def _proposable(self, item: WorkItem, completed: dict[str, int]) -> bool:
+    @staticmethod
+    def _progress_mark(state: TableState, action: ServiceAction) -> int:
+        """How far the table has moved, as it matters to `action`: a clean can only find more to
+        delete after a rewrite (commit, compaction, clustering); the others after any instant."""
+        return state.rewrites_since_clean if action is ServiceAction.CLEAN else state.completed_count
+
+    def _proposable(self, item: WorkItem, states: dict[str, TableState]) -> bool:
         noted = self._not_due.get((item.table.name, item.action.value))
-        if item.instant is not None or noted is None:
+        state = states.get(item.table.name)
+        if item.instant is not None or noted is None or state is None:
             return True
-        return completed.get(item.table.name, 0) - noted >= self._retry_gap(item.table.name, item.action)
+        moved = self._progress_mark(state, item.action) - noted
+        gap = 1 if item.action is ServiceAction.CLEAN else self._retry_gap(item.table.name, item.action)
+        return moved >= gap
 
     @property
     def ready(self) -> bool:
@@ -338,8 +346,8 @@ class Daemon:
             for s in result.states
         }
         items = plan_work(result.states, policies, dt.datetime.now(dt.UTC), self.runner.running_keys())
-        completed = {s.ref.name: s.completed_count for s in result.states}
-        items = [i for i in items if self._proposable(i, completed)]
+        by_name = {s.ref.name: s for s in result.states}
+        items = [i for i in items if self._proposable(i, by_name)]
         started = 0
         for item in items:
             if item.action in execution.UNAVAILABLE_ACTIONS or item.key in quarantined:

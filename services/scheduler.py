@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -24,6 +25,10 @@ class CycleScheduler:
 
     def __init__(self, cycle: Callable[[], None], interval_s: float, jitter: float = 0.1):
         self.interval_s = interval_s
+        #: `run_soon` never starts cycles closer than this: a burst of finished runs must not turn
+        #: discovery into a busy loop that starves the API and the runs of CPU.
+        self.min_gap_s = min(interval_s, 1.0)
+        self._last_start = 0.0
         self._scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=dt.UTC,
@@ -37,9 +42,9 @@ class CycleScheduler:
             next_run_time=dt.datetime.now(dt.UTC),
         )
 
-    @staticmethod
-    def _safe(cycle: Callable[[], None]) -> Callable[[], None]:
+    def _safe(self, cycle: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
+            self._last_start = time.monotonic()
             try:
                 cycle()
             except Exception:  # a failed cycle must not stop the next ones
@@ -56,7 +61,10 @@ class CycleScheduler:
             return
         job = self._scheduler.get_job(JOB_ID)
         if job is not None:
-            job.modify(next_run_time=dt.datetime.now(dt.UTC))
+            wait = max(0.0, self._last_start + self.min_gap_s - time.monotonic())
+            soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=wait)
+            if job.next_run_time is None or soon < job.next_run_time:
+                job.modify(next_run_time=soon)
 
     def shutdown(self, wait: bool = True) -> None:
         if self._scheduler.running:

@@ -126,12 +126,12 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     # -- health ---------------------------------------------------------------------------------
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
         """Liveness: the process answers."""
         return {"status": "ok", "replica": daemon.replica_id}
 
     @app.get("/readyz", tags=["health"])
-    def readyz() -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """Readiness: 200 while this replica takes new work, else 503 with the reasons."""
         reasons = []
         if daemon.draining:
@@ -144,28 +144,28 @@ def create_app(daemon: Daemon) -> FastAPI:
         return JSONResponse(body, status_code=200 if not reasons else 503)
 
     @app.get("/metrics", tags=["health"])
-    def metrics() -> Response:
+    async def metrics() -> Response:
         return Response(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     # -- reads ----------------------------------------------------------------------------------
     @app.get(f"{API_PREFIX}/tables", tags=["tables"], dependencies=[Read])
-    def tables() -> list[dict[str, Any]]:
+    async def tables() -> list[dict[str, Any]]:
         """Every table with its state: pending plans, problems, pause."""
         return [t.to_dict() for t in daemon.tables()]
 
     @app.get(f"{API_PREFIX}/tables/{{name}}", tags=["tables"], dependencies=[Read])
-    def table(name: str) -> dict[str, Any]:
+    async def table(name: str) -> dict[str, Any]:
         view = daemon.table(name).to_dict()
         view["runs"] = [daemon.run_dict(r) for r in daemon.runs() if r.table.name == name][:20]
         return view
 
     @app.get(f"{API_PREFIX}/tables/{{name}}/plans", tags=["plans"], dependencies=[Read])
-    def table_plans(name: str) -> list[dict[str, Any]]:
+    async def table_plans(name: str) -> list[dict[str, Any]]:
         """Pending plans of one table, oldest first, with their quarantine state."""
         return plans_of(daemon.table(name).to_dict()["pending_plans"])
 
     @app.get(f"{API_PREFIX}/plans", tags=["plans"], dependencies=[Read])
-    def all_plans() -> list[dict[str, Any]]:
+    async def all_plans() -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for view in daemon.tables():
             if view.state is not None:
@@ -178,7 +178,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         return [{**p, "quarantined": p["key"] in quarantined, "running_here": running.get(p["key"])} for p in found]
 
     @app.get(f"{API_PREFIX}/runs", tags=["runs"], dependencies=[Read])
-    def runs(
+    async def runs(
         state: Annotated[Literal["running", "finished", "all"], Query()] = "all",
         table: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -195,19 +195,19 @@ def create_app(daemon: Daemon) -> FastAPI:
         return [daemon.run_dict(r) for r in selected[:limit]]
 
     @app.get(f"{API_PREFIX}/runs/{{run_id}}", tags=["runs"], dependencies=[Read])
-    def run(run_id: str) -> dict[str, Any]:
+    async def run(run_id: str) -> dict[str, Any]:
         found = daemon.runner.get(run_id) if daemon.runner else None
         if found is None:
             raise HTTPException(404, f"no run {run_id!r} on this replica ({daemon.replica_id})")
         return daemon.run_dict(found)
 
     @app.get(f"{API_PREFIX}/quarantine", tags=["plans"], dependencies=[Read])
-    def quarantine() -> list[dict[str, Any]]:
+    async def quarantine() -> list[dict[str, Any]]:
         """Work items held back after repeated failures or an on-call cancel."""
         return [vars(q) for q in sorted(daemon.control.quarantined().values(), key=lambda q: q.since)]
 
     @app.get(f"{API_PREFIX}/claims", tags=["runs"], dependencies=[Read])
-    def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
+    async def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
         """This replica's claim log (claimed, conflict, released, lost), oldest first, and the claims it holds."""
         log = daemon.coordinator.claim_log[-limit:]
         return {
