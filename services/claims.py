@@ -189,9 +189,9 @@ class Coordinator(abc.ABC):
         with self._mutex:
             return list(self._log)
 
-    def _record(self, key: str, owner: str, event: str) -> None:
+    def _record(self, key: str, owner: str, event: str, at: float | None = None) -> None:
         with self._mutex:
-            self._log.append(ClaimLogEntry(time.time(), key, owner, event))
+            self._log.append(ClaimLogEntry(time.time() if at is None else at, key, owner, event))
 
     # -- session ----------------------------------------------------------------------------
     def add_session_listener(self, callback: SessionCallback) -> None:
@@ -471,6 +471,9 @@ class ZooKeeperCoordinator(Coordinator):
             del self._held[claim.key]
         client = self._client
         released = False
+        # Logged with the time before the delete: another replica's claim of the key, logged after
+        # its create returned, then never appears to overlap this one in the claim logs.
+        before_delete = time.time()
         if client is not None and client.connected and held.session_id is not None:
             try:
                 stat = client.exists(claim.path)
@@ -482,7 +485,7 @@ class ZooKeeperCoordinator(Coordinator):
             except KazooException as exc:
                 # The node stays until our session ends; say so instead of pretending.
                 log.warning("could not delete claim node %s: %r", claim.path, exc)
-        self._record(claim.key, claim.owner, "released" if released else "lost")
+        self._record(claim.key, claim.owner, "released" if released else "lost", before_delete)
         return released
 
     def is_valid(self, claim: Claim) -> bool:
