@@ -12,6 +12,7 @@ in-memory model used on both sides: the writer serialises them, the reader build
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
@@ -81,15 +82,16 @@ Header = Mapping[HeaderKey, str]
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogBlock:
+class LogBlock(abc.ABC):
     """Common part of every block: its header and footer maps."""
 
     header: Header
     footer: Header = field(default_factory=dict)
 
     @property
+    @abc.abstractmethod
     def block_type(self) -> BlockType:
-        raise NotImplementedError
+        """The block's type code, as written in the log file."""
 
     @property
     def instant_time(self) -> str:
@@ -99,9 +101,9 @@ class LogBlock:
             raise CorruptTableError(f"{self.block_type.name} block has no INSTANT_TIME header")
         return value
 
+    @abc.abstractmethod
     def content(self) -> bytes:
         """The block's content bytes, as they go between the header and the footer."""
-        raise NotImplementedError
 
 
 def _with_meta_first(records: pa.Table) -> pa.Table:
