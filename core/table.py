@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.cdc.changes import empty_changes
+from lakeward.core.config.cdc import CDC_ENABLED_KEY, CDC_MODE_KEY, SupplementalLoggingMode, parse_cdc_enabled
 from lakeward.core.config.table import (
     DEFAULT_MERGER_STRATEGY,
     DEFAULT_PAYLOAD,
@@ -34,14 +36,28 @@ from lakeward.core.exceptions import (
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
+from lakeward.core.read.changes import (
+    Images,
+    check_change_range,
+    collect_changes,
+    format_changes,
+    is_earliest,
+)
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
-from lakeward.core.read.incremental import incremental_slices, read_incremental
+from lakeward.core.read.incremental import incremental_slices, read_incremental, stable_end
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
+from lakeward.core.table_services.archival import has_archived_timeline
+from lakeward.core.table_services.change_tracking import (
+    ChangeTrackingResult,
+    pending_change_tracking,
+    run_change_tracking,
+    schedule_change_tracking,
+)
 from lakeward.core.table_services.clean import (
     CleanResult,
     check_as_of_retained,
@@ -141,7 +157,10 @@ class Table:
         """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
-        `hoodie.datasource.write.table.type`). Raises TableExistsError if a table is already there.
+        `hoodie.datasource.write.table.type`). Change data capture: options
+        `hoodie.table.cdc.enabled=true` and `hoodie.table.cdc.supplemental.logging.mode`
+        (KEY_OP, DATA_BEFORE, DATA_BEFORE_AFTER). Raises TableExistsError if a table is
+        already there.
         """
         opts = dict(options or {})
         storage = Storage.for_uri(path, storage_options)
@@ -200,6 +219,8 @@ class Table:
             payload_class=str(payload),
             timeline_timezone=str(opts.get("hoodie.table.timeline.timezone", "LOCAL")).upper(),
             keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
+            cdc_enabled=parse_cdc_enabled(opts.get(CDC_ENABLED_KEY, False)),
+            cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
         )
         if config.table_type is TableType.MERGE_ON_READ:
             # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
@@ -463,6 +484,83 @@ class Table:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
         return self.timeline().pending()
 
+    # -- change data capture ---------------------------------------------------------------
+    def enable_cdc(self, mode: str | SupplementalLoggingMode = SupplementalLoggingMode.DATA_BEFORE_AFTER) -> None:
+        """Switch change data capture on for an existing table (or change its logging mode).
+
+        Writes from now on persist their changes; CDC queries can begin at the latest
+        instant on the timeline now, not before (earlier changes were never captured).
+        Stop other writers first, or they keep writing without change data until reopened.
+        """
+        chosen = SupplementalLoggingMode.parse(mode)
+        with self._writer().lock:
+            current = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+            if current.cdc_enabled and current.cdc_mode is chosen:
+                self.config = current
+                return
+            since = current.cdc_since if current.cdc_enabled else self.timeline().latest_time()
+            updated = replace(current, cdc_enabled=True, cdc_mode=chosen, cdc_since=since)
+            backup = PROPERTIES_PATH + ".backup"
+            self.storage.write_bytes(backup, current.to_text().encode())
+            self.storage.write_bytes(PROPERTIES_PATH, updated.to_text().encode())
+            self.storage.delete_file(backup)
+        self.config = updated
+        self._client = None
+
+    def read_changes(
+        self,
+        begin: str | dt.datetime,
+        end: str | dt.datetime | None = None,
+        *,
+        images: Images = "json",
+        engine: Engine | str | None = None,
+    ) -> pa.Table:
+        """Every change (insert, update, delete) of the completed commits in (begin, end], oldest first.
+
+        Columns `op` (`i`/`u`/`d`), `ts_ms` (the commit's instant time), `before`, `after`
+        (images without `_hoodie_*` columns: JSON strings, or typed structs with
+        `images="struct"`). `begin` is exclusive and must be a completed, active (not
+        archived), retained (not cleaned) instant after CDC was enabled, or "earliest"
+        (also "000"); `end` defaults to the latest completed instant. The per-file-group
+        work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
+        """
+        if begin is None or (isinstance(begin, str) and not begin.strip()):
+            raise ConfigError(
+                "a CDC query needs a begin instant (hoodie.datasource.read.begin.instanttime); use 'earliest' "
+                "for all retained changes"
+            )
+        chosen = self._read_engine(engine)
+        timeline = self.timeline()
+        tz = self.config.timeline_timezone
+        start = begin if isinstance(begin, str) and is_earliest(begin) else normalize_instant_time(begin, tz)
+        stop = normalize_instant_time(end, tz) if end is not None else None
+        archived = has_archived_timeline(self.storage, self.config.archive_folder)
+        start, stop = check_change_range(timeline, self.config, start, stop, archived)
+        stop = stable_end(timeline, start, stop)
+        check_incremental_retained(self.storage, timeline, start, stop)
+        schema = resolve_table_schema(self.storage, timeline, self.config)
+        if schema is None:
+            return format_changes(empty_changes(pa.schema([])), images)
+        changes = collect_changes(self.storage, timeline, self.config, schema, start, stop, chosen)
+        return format_changes(changes, images)
+
+    def schedule_change_tracking(self) -> str | None:
+        """Plan persisting the changes of delta commits that have none yet (MERGE_ON_READ with CDC).
+
+        Returns the plan's instant time, or None when every delta commit's changes are
+        persisted already (or planned).
+        """
+        return schedule_change_tracking(self._writer())
+
+    def run_change_tracking(self, instant: str, *, engine: Engine | str | None = None) -> ChangeTrackingResult:
+        """Execute a change-tracking plan (idempotent: re-running a half-done plan completes it)."""
+        client = self._writer()
+        return run_change_tracking(client, instant, resolve_engine(engine, default=client.engine))
+
+    def pending_change_tracking(self) -> list[str]:
+        """Instant times of change-tracking plans that have not completed, oldest first."""
+        return pending_change_tracking(self.timeline())
+
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:
         if as_of is None:
@@ -540,15 +638,7 @@ class Table:
         tz = self.config.timeline_timezone
         start = normalize_instant_time(begin, tz)
         stop = normalize_instant_time(end, tz) if end is not None else None
-        pending = [i.time for i in timeline.pending_writes() if i.time > start and (stop is None or i.time <= stop)]
-        if pending:
-            if stop is not None:
-                raise InstantNotFoundError(
-                    f"instant {pending[0]} inside ({start}, {stop}] is still in flight; the range is not "
-                    "stable yet: end the range before it or retry when it completes"
-                )
-            before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
-            stop = before[-1] if before and before[-1] > start else start
+        stop = stable_end(timeline, start, stop)
         check_incremental_retained(self.storage, timeline, start, stop)
         schema = resolve_table_schema(self.storage, timeline, self.config)
         if chosen.name == "spark":

@@ -7,6 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from lakeward.core.config.cdc import (
+    CDC_ENABLED_KEY,
+    CDC_MODE_KEY,
+    CDC_SINCE_KEY,
+    SupplementalLoggingMode,
+)
 from lakeward.core.config.properties import format_properties, parse_properties
 from lakeward.core.exceptions import ConfigError, CorruptTableError
 
@@ -110,6 +116,11 @@ class TableConfig:
     archive_folder: str = "archived"
     timeline_timezone: str = "LOCAL"
     keygen_options: Mapping[str, str] = field(default_factory=dict)
+    #: `hoodie.table.cdc.enabled`: writers persist change data (see `config.cdc`).
+    cdc_enabled: bool = False
+    cdc_mode: SupplementalLoggingMode = SupplementalLoggingMode.DATA_BEFORE_AFTER
+    #: CDC switched on for an existing table: the latest instant then (queries begin there).
+    cdc_since: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -173,6 +184,11 @@ class TableConfig:
         if self.create_schema:
             props["hoodie.table.create.schema"] = self.create_schema
         props |= dict(self.keygen_options)
+        if self.cdc_enabled:
+            props[CDC_ENABLED_KEY] = "true"
+            props[CDC_MODE_KEY] = self.cdc_mode.value
+            if self.cdc_since:
+                props[CDC_SINCE_KEY] = self.cdc_since
         props |= dict(self.extra)
         props["hoodie.table.checksum"] = str(self.checksum)
         return props
@@ -220,6 +236,9 @@ class TableConfig:
             "hoodie.table.timeline.timezone",
             "hoodie.table.create.schema",
             "hoodie.table.checksum",
+            CDC_ENABLED_KEY,
+            CDC_MODE_KEY,
+            CDC_SINCE_KEY,
         }
         if props.get("hoodie.datasource.write.drop.partition.columns", "false") == "true":
             raise CorruptTableError("hoodie.datasource.write.drop.partition.columns=true is not supported")
@@ -245,6 +264,9 @@ class TableConfig:
                 archive_folder=props.get("hoodie.archivelog.folder", "archived"),
                 timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
                 keygen_options={k: v for k, v in props.items() if k in TIMESTAMP_KEYGEN_KEYS},
+                cdc_enabled=_bool(props.get(CDC_ENABLED_KEY, "false"), CDC_ENABLED_KEY),
+                cdc_mode=SupplementalLoggingMode.parse(props.get(CDC_MODE_KEY, "DATA_BEFORE_AFTER")),
+                cdc_since=props.get(CDC_SINCE_KEY) or None,
                 extra={k: v for k, v in props.items() if k not in known and k not in TIMESTAMP_KEYGEN_KEYS},
             )
         except ConfigError as exc:

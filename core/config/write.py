@@ -35,6 +35,8 @@ TABLE_CREATE_KEYS = frozenset(
         "hoodie.keygen.timebased.output.dateformat",
         "hoodie.keygen.timebased.timezone",
         "hoodie.keygen.timebased.timestamp.scalar.time.unit",
+        "hoodie.table.cdc.enabled",
+        "hoodie.table.cdc.supplemental.logging.mode",
     }
 )
 

@@ -36,13 +36,18 @@ class LogFile:
 
 @dataclass(frozen=True)
 class FileSlice:
-    """A base file (if any) plus the log files written on top of it."""
+    """A base file (if any) plus the log files written on top of it.
+
+    `cdc_files`: the slice's `.cdc` log files (change data); never part of its rows, but
+    they live and die with the slice (the cleaner removes them with it).
+    """
 
     partition_path: str
     file_id: str
     base_instant_time: str
     base_file: BaseFile | None = None
     log_files: tuple[LogFile, ...] = ()
+    cdc_files: tuple[LogFile, ...] = ()
 
     @property
     def size(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from lakeward.core.file_group.file_group import BaseFile, FileGroup, FileSlice, LogFile
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
@@ -36,6 +37,7 @@ class FileSystemView:
 
         bases: dict[tuple[str, str], dict[str, BaseFile]] = defaultdict(dict)
         logs: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
+        cdc: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
         self._partitions: set[str] = set()
         for entry in files:
             if entry.is_dir:
@@ -54,10 +56,14 @@ class FileSystemView:
                 self._partitions.add(partition)
                 continue
             log = parse_log_file_name(entry.name)
-            if log is not None and not log.is_cdc:
-                logs[(partition, log.file_id)].append(
-                    LogFile(entry.path, log.file_id, log.base_instant_time, log.version, log.write_token, entry.size)
+            if log is not None:
+                found = LogFile(
+                    entry.path, log.file_id, log.base_instant_time, log.version, log.write_token, entry.size
                 )
+                if log.is_cdc:
+                    cdc[(partition, log.file_id)].append(found)
+                    continue
+                logs[(partition, log.file_id)].append(found)
                 self._partitions.add(partition)
 
         self._groups: dict[tuple[str, str], FileGroup] = {}
@@ -72,9 +78,12 @@ class FileSystemView:
                     owner = log.base_instant_time
                     slices_by_time[owner] = FileSlice(partition, file_id, owner)
                 s = slices_by_time[owner]
-                slices_by_time[owner] = FileSlice(
-                    s.partition_path, s.file_id, s.base_instant_time, s.base_file, (*s.log_files, log)
-                )
+                slices_by_time[owner] = replace(s, log_files=(*s.log_files, log))
+            for log in cdc.get(key, []):
+                owner = max((t for t in slices_by_time if t <= log.base_instant_time), default=None)
+                if owner is not None:
+                    s = slices_by_time[owner]
+                    slices_by_time[owner] = replace(s, cdc_files=(*s.cdc_files, log))
             group = FileGroup(partition, file_id, [slices_by_time[t] for t in sorted(slices_by_time)])
             if group.slices:
                 self._groups[key] = group

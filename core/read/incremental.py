@@ -43,6 +43,25 @@ def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: st
     return [s for s in view.latest_file_slices(as_of=end or last) if (s.partition_path, s.file_id) in touched]
 
 
+def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
+    """The end of a range (begin, end] that no in-flight write can still change.
+
+    With an explicit `end`, an instant in flight inside the range is an error; without
+    one, the range stops before the first in-flight write (its later commits would be
+    read before it completes, and missed by the next read).
+    """
+    pending = [i.time for i in timeline.pending_writes() if i.time > begin and (end is None or i.time <= end)]
+    if not pending:
+        return end
+    if end is not None:
+        raise InstantNotFoundError(
+            f"instant {pending[0]} inside ({begin}, {end}] is still in flight; the range is not "
+            "stable yet: end the range before it or retry when it completes"
+        )
+    before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
+    return before[-1] if before and before[-1] > begin else begin
+
+
 def commit_time_range(begin: str, end: str | None) -> pc.Expression:
     """Rows whose `_hoodie_commit_time` lies in (begin, end]."""
     time_filter = pc.field("_hoodie_commit_time") > begin

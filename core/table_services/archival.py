@@ -405,6 +405,11 @@ def archive_folder(folder: str = "archived") -> str:
     return posixpath.join(METAFOLDER, folder)
 
 
+def has_archived_timeline(storage: Storage, folder: str = "archived") -> bool:
+    """Whether instants were ever archived (the active timeline no longer starts at the table's start)."""
+    return any(parse_archive_version(e.name) is not None for e in storage.list_dir(archive_folder(folder)))
+
+
 def read_archived_entries(storage: Storage, folder: str = "archived") -> list[dict[str, Any]]:
     """Every archived entry (records as dicts), in archive file and block order, duplicates dropped."""
     base = archive_folder(folder)

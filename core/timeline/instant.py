@@ -33,6 +33,9 @@ class Action(str, Enum):
     SAVEPOINT = "savepoint"
     RESTORE = "restore"
     INDEXING = "indexing"
+    #: lakeward's change-tracking service (persists CDC data of merge-on-read delta
+    #: commits). Not a Hudi action: Hudi and hudi-rs skip timeline files they do not know.
+    CHANGE_TRACKING = "changetracking"
 
     @property
     def completed_action(self) -> Action:

@@ -62,11 +62,12 @@ class WriteStat:
     def files(self) -> list[str]:
         """Paths (relative to the base path) of the files this stat vouches for: `path`, and
         for a log append every file in `logFiles` (a write that rolled over to several log
-        files lists them all there)."""
+        files lists them all there), and the CDC log files in `cdcStats`."""
         out = [self.path] if self.path else []
         if self.logFiles:
             folder = self.partitionPath or posixpath.dirname(self.path)
             out += [posixpath.join(folder, name) if folder else name for name in self.logFiles]
+        out += list(self.cdcStats or {})
         return list(dict.fromkeys(out))
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -373,6 +373,7 @@ class WriteClient:
             merge_on_read=self.merge_on_read,
             log_block_format=wc.log_block_format,
             log_max_size=wc.log_max_size,
+            cdc_mode=self.config.cdc_mode if self.config.cdc_enabled else None,
         )
 
     def _workload(self, operation: WriteOperation, entries: Sequence[WorkloadEntry]) -> CommitMetadata:

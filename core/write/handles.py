@@ -30,6 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.cdc.changes import diff_states
+from lakeward.core.cdc.records import cdc_block, write_cdc_file
+from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.file_group.base_file import BloomSettings, read_base_file, reusable_bloom, write_base_file
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
 from lakeward.core.file_group.log_file import (
@@ -72,6 +75,9 @@ class WriteContext:
     log_block_format: str = DataBlockFormat.AVRO.value
     #: `hoodie.logfile.max.size`: a log file rolls over to the next version past this size.
     log_max_size: int = DEFAULT_MAX_LOG_FILE_SIZE
+    #: `hoodie.table.cdc.supplemental.logging.mode` when CDC is on (None: off). A rewrite
+    #: of an existing file group then also writes the changes it made into a `.cdc` file.
+    cdc_mode: SupplementalLoggingMode | None = None
 
     @cached_property
     def storage(self) -> Storage:
@@ -209,10 +215,14 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
         extend = None
 
     size = write_base_file(storage, path, table, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression, extend)
+    cdc_stats = None
+    if ctx.cdc_mode is not None and task.base_file is not None and (table.num_rows or not deletes):
+        cdc_stats = _write_rewrite_changes(ctx, task, token, base, table)
     elapsed_ms = int((time.monotonic() - started) * 1000)
     return WriteStat(
         fileId=task.file_id,
         path=path,
+        cdcStats=cdc_stats,
         prevCommit=prev_commit,
         numWrites=table.num_rows,
         numDeletes=deletes,
@@ -227,6 +237,33 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
             "totalCreateTime": 0 if task.base_file else elapsed_ms,
         },
     )
+
+
+def _write_rewrite_changes(
+    ctx: WriteContext, task: FileGroupWrite, token: str, before: pa.Table, after: pa.Table
+) -> dict[str, int] | None:
+    """Persist the changes a rewrite of a file group made (CDC on): `{cdc file path: size}`.
+
+    A rewrite that deletes every record of the group persists nothing, as Hudi: readers
+    infer those deletes from the previous base file (BASE_FILE_DELETE). New file groups
+    never get here (readers infer inserts from the new base file: BASE_FILE_INSERT).
+    """
+    assert ctx.cdc_mode is not None
+    schema = ctx.full_schema
+    changes = diff_states(ctx.instant_time, conform_batch(before, schema, allow_missing=True), after, schema)
+    if changes.num_rows == 0:
+        return None
+    block = cdc_block(changes, ctx.instant_time, ctx.cdc_mode, ctx.avro_schema_with_meta)
+    path, size = write_cdc_file(
+        ctx.storage,
+        task.partition_path,
+        task.file_id,
+        ctx.instant_time,
+        token,
+        [block],
+        before_create=lambda name: create_marker(ctx.storage, ctx.instant_time, task.partition_path, name, CREATE),
+    )
+    return {path: size}
 
 
 def _log_blocks(ctx: WriteContext, task: FileGroupWrite) -> list[LogBlock]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER
 
@@ -55,7 +56,14 @@ def log_file_written_by(storage: Storage, path: str, instant_time: str) -> bool:
     new file, written whole). The check guards against a marker left behind by a task
     that died after creating it but before finding its version taken by another writer:
     that file is someone else's and must never be deleted.
+
+    A `.cdc` file is always written whole by one instant under a name of its own, but its
+    blocks may carry the instants whose changes it holds (a compaction persists the change
+    data of the delta commits it compacts): it belongs to the instant that lists it.
     """
+    parsed = parse_log_file_name(posixpath.basename(path))
+    if parsed is not None and parsed.is_cdc:
+        return storage.exists(path)
     instants = block_instant_times(storage, path)
     return instants is not None and instants <= {instant_time}
 

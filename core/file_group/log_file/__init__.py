@@ -10,6 +10,7 @@
 from lakeward.core.file_group.log_file.log_block import (
     AvroDataBlock,
     BlockType,
+    CdcDataBlock,
     CommandBlock,
     CommandType,
     DataBlock,
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_LOG_FILE_SIZE_KEY",
     "AvroDataBlock",
     "BlockType",
+    "CdcDataBlock",
     "CommandBlock",
     "CommandType",
     "CorruptBlock",

@@ -7,7 +7,8 @@ in-memory model used on both sides: the writer serialises them, the reader build
 - `AvroDataBlock` / `ParquetDataBlock`: records WITH the five `_hoodie_*` meta columns.
 - `DeleteBlock`: record keys (with partition path and ordering value) to delete.
 - `CommandBlock`: a rollback of all blocks of `TARGET_INSTANT_TIME`; no content.
-- `OpaqueBlock`: HFile and CDC blocks, carried as bytes (not decoded here).
+- `CdcDataBlock`: change records of one instant (in a `.cdc` log file), Avro-encoded.
+- `OpaqueBlock`: HFile blocks, carried as bytes (not decoded here).
 """
 
 from __future__ import annotations
@@ -265,8 +266,37 @@ class CommandBlock(LogBlock):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CdcDataBlock(LogBlock):
+    """Type 6: change records (op, key, images) of one instant, as an Avro data block's content.
+
+    The `SCHEMA` header is the CDC record schema of the table's supplemental logging mode
+    (format doc 10), not the table schema; records carry no meta columns of their own.
+    """
+
+    records: pa.Table
+
+    @property
+    def block_type(self) -> BlockType:
+        return BlockType.CDC_DATA
+
+    @property
+    def schema_json(self) -> str:
+        value = self.header.get(HeaderKey.SCHEMA)
+        if value is None:
+            raise CorruptTableError("CDC data block has no SCHEMA header")
+        return value
+
+    @classmethod
+    def create(cls, records: pa.Table, instant_time: str, schema_json: str) -> CdcDataBlock:
+        return cls(header={HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}, records=records)
+
+    def content(self) -> bytes:
+        return encode_avro_records(self.records, self.schema_json)
+
+
+@dataclass(frozen=True, kw_only=True)
 class OpaqueBlock(LogBlock):
-    """A block kept as raw content: HFile data blocks (metadata table) and CDC data blocks."""
+    """A block kept as raw content: HFile data blocks (metadata table)."""
 
     kind: BlockType
     raw_content: bytes

@@ -37,6 +37,7 @@ from lakeward.core.file_group.log_file.content import (
 from lakeward.core.file_group.log_file.log_block import (
     AvroDataBlock,
     BlockType,
+    CdcDataBlock,
     CommandBlock,
     DeleteBlock,
     Header,
@@ -215,6 +216,11 @@ def decode_block(raw: RawBlock) -> LogBlock:
             return DeleteBlock(header=header, footer=footer, records=decode_delete_records(raw.content))
         if raw.block_type is BlockType.COMMAND:
             return CommandBlock(header=header, footer=footer)
+        if raw.block_type is BlockType.CDC_DATA:
+            schema = raw.header.get(HeaderKey.SCHEMA)
+            if schema is None:
+                raise CorruptTableError("CDC data block has no SCHEMA header")
+            return CdcDataBlock(header=header, footer=footer, records=decode_avro_records(raw.content, schema))
         return OpaqueBlock(header=header, footer=footer, kind=raw.block_type, raw_content=raw.content)
     except LakewardError as exc:
         raise CorruptTableError(f"{raw.block_type.name} block at byte {raw.offset}: {exc}") from exc

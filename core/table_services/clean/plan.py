@@ -166,7 +166,7 @@ def replaced_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str
 
 
 def _files_of(file_slice: FileSlice) -> list[str]:
-    files = [f.path for f in file_slice.log_files]
+    files = [f.path for f in (*file_slice.log_files, *file_slice.cdc_files)]
     if file_slice.base_file is not None:
         files.insert(0, file_slice.base_file.path)
     return files

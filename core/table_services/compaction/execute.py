@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants
+from lakeward.core.cdc.persist import persist_slice_changes
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, SchemaError
 from lakeward.core.file_group.base_file import write_base_file
@@ -47,11 +50,17 @@ def compact_file_slice(
     instants: VisibleInstants,
     settings: MergeSettings,
     attempt: int = 0,
+    cdc_persisted: frozenset[str] = frozenset(),
+    cdc_since: str | None = None,
 ) -> WriteStat:
     """Write the merged rows of one planned slice as the file group's base file of the compaction instant.
 
     Records keep their commit times and sequence numbers (as Hudi preserves them), so
     incremental reads after the compaction see the same commit times as before it.
+
+    With CDC on, the changes of the slice's delta commits are persisted too (a `.cdc` file
+    of the new slice), except those already persisted (`cdc_persisted`: delta commits of
+    this file group) or from before CDC was switched on (`cdc_since`).
     """
     started = time.monotonic()
     storage = ctx.storage
@@ -64,9 +73,29 @@ def compact_file_slice(
     rows = carried_over(ctx, merged, name)
     size = write_base_file(storage, path, rows, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression)
     log_sizes = sum(storage.size(f.path) for f in file_slice.log_files)
+    cdc_stats = None
+    if ctx.cdc_mode is not None and file_slice.log_files:
+        persisted = persist_slice_changes(
+            storage,
+            file_slice,
+            instants,
+            ctx.full_schema,
+            settings,
+            ctx.cdc_mode,
+            ctx.avro_schema_with_meta,
+            keep=lambda t: t not in cdc_persisted and (cdc_since is None or t > cdc_since),
+            base_instant_time=ctx.instant_time,
+            write_token=write_token(task_id, ctx.stage_id, attempt),
+            before_create=lambda cdc_name: create_marker(
+                storage, ctx.instant_time, operation.partition_path, cdc_name, CREATE
+            ),
+        )
+        if persisted is not None:
+            cdc_stats = {persisted[0]: persisted[1]}
     return WriteStat(
         fileId=operation.file_id,
         path=path,
+        cdcStats=cdc_stats,
         prevCommit=operation.base_instant_time,
         numWrites=rows.num_rows,
         numUpdateWrites=rows.num_rows,
@@ -104,18 +133,34 @@ def run_compaction(client: WriteClient, instant_time: str, engine: Engine | None
     visible = VisibleInstants.from_timeline(timeline, instant_time)
     settings = MergeSettings.from_config(client.config)
     runner = engine or client.engine
+    persisted: dict[tuple[str, str], set[str]] = {}
+    if ctx.cdc_mode is not None:
+        for partition, file_id, delta in persisted_changes(storage, timeline):
+            persisted.setdefault((partition, file_id), set()).add(delta)
+    since = client.config.cdc_since
     started = time.monotonic()
     stats: list[WriteStat] = runner.map(
-        lambda item: compact_file_slice(ctx, item[0], item[1], visible, settings),
+        lambda item: compact_file_slice(
+            ctx,
+            item[0],
+            item[1],
+            visible,
+            settings,
+            cdc_persisted=frozenset(persisted.get((item[1].partition_path, item[1].file_id), ())),
+            cdc_since=since,
+        ),
         list(enumerate(plan.operations)),
         f"compact {instant_time}",
     )
-    reconcile_markers(storage, instant_time, [s.path for s in stats])
+    reconcile_markers(storage, instant_time, [f for s in stats for f in s.files()])
     metadata = CommitMetadata(
         operationType=COMPACT,
         compacted=True,
         extraMetadata={"schema": avro_schema_json(schema, client.config.name)},
     )
+    cdc_files = persisted_instants(storage, stats)
+    if cdc_files:
+        metadata.extraMetadata[PERSISTED_KEY] = json.dumps(cdc_files, sort_keys=True)
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
     client.check_completion(instant_time)

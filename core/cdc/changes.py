@@ -1,0 +1,171 @@
+"""The changes of one commit to one file group, computed from the group's rows before and after it.
+
+One function serves every write path and every inference case: a record whose latest
+version was written by the commit is an insert (`i`) when the key was absent before and
+an update (`u`) otherwise; a key present before and gone after is a delete (`d`). Records
+the commit did not touch keep their old commit time and yield nothing, so an upsert that
+loses to a newer stored record (event-time ordering) is not a change either.
+
+Changes are an Arrow table: `op`, `ts_ms` (the commit's instant time), `record_key`, and
+the images `before` / `after` as structs of the full row (meta columns included, as Hudi
+persists them), null where the operation has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.file_group.log_file import DataBlock, DeleteBlock
+from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY
+from lakeward.core.merge import RECORD_KEY
+from lakeward.core.read.merge_on_read import MergeSettings, merge_log_blocks
+
+OP, TS, KEY, BEFORE, AFTER = "op", "ts_ms", "record_key", "before", "after"
+INSERT, UPDATE, DELETE = "i", "u", "d"
+COMMIT_TIME = "_hoodie_commit_time"
+#: Within one commit, a delete sorts before an insert of the same key (insert_overwrite).
+OP_RANK = {DELETE: 0, UPDATE: 1, INSERT: 2}
+
+
+def image_type(full_schema: pa.Schema) -> pa.StructType:
+    return pa.struct(list(full_schema))
+
+
+def change_schema(full_schema: pa.Schema) -> pa.Schema:
+    image = image_type(full_schema)
+    return pa.schema(
+        [
+            pa.field(OP, pa.string()),
+            pa.field(TS, pa.string()),
+            pa.field(KEY, pa.string()),
+            pa.field(BEFORE, image),
+            pa.field(AFTER, image),
+        ]
+    )
+
+
+def as_images(rows: pa.Table, full_schema: pa.Schema) -> pa.StructArray:
+    """Rows (already in `full_schema`) as one struct array."""
+    rows = rows.select(full_schema.names)
+    arrays = [rows.column(i).combine_chunks() for i in range(rows.num_columns)]
+    if rows.num_rows == 0:
+        return pa.array([], image_type(full_schema))  # type: ignore[return-value]
+    return pa.StructArray.from_arrays(arrays, fields=list(full_schema))
+
+
+def empty_changes(full_schema: pa.Schema) -> pa.Table:
+    return change_schema(full_schema).empty_table()
+
+
+def diff_states(
+    instant_time: str,
+    before: pa.Table | None,
+    after: pa.Table | None,
+    full_schema: pa.Schema,
+    keys: pa.Array | None = None,
+) -> pa.Table:
+    """The changes `instant_time` made to a file group whose rows were `before` and became `after`.
+
+    Both tables are in `full_schema` (meta columns first). `keys` restricts the result to
+    those record keys (the keys a log append touched), which saves nothing in correctness
+    but skips rows that cannot have changed.
+    """
+    before = before if before is not None else full_schema.empty_table()
+    after = after if after is not None else full_schema.empty_table()
+    if keys is not None:
+        before = before.filter(pc.is_in(before.column(RECORD_KEY), value_set=keys))
+        after = after.filter(pc.is_in(after.column(RECORD_KEY), value_set=keys))
+    b_keys = before.column(RECORD_KEY).combine_chunks()
+    a_keys = after.column(RECORD_KEY).combine_chunks()
+    b_images = as_images(before, full_schema)
+    a_images = as_images(after, full_schema)
+    written = pc.fill_null(pc.equal(after.column(COMMIT_TIME), instant_time), False)
+    at_before = pc.index_in(a_keys, value_set=b_keys)
+    existed = pc.is_valid(at_before)
+    gone = pc.invert(pc.is_in(b_keys, value_set=a_keys))
+
+    parts = []
+    upserted = pc.filter(pa.array(range(len(a_keys)), pa.int64()), written)
+    if len(upserted):
+        was = pc.take(existed, upserted)
+        parts.append(
+            _changes(
+                pc.if_else(was, UPDATE, INSERT),
+                instant_time,
+                pc.take(a_keys, upserted),
+                pc.take(b_images, pc.take(at_before, upserted)),
+                pc.take(a_images, upserted),
+                full_schema,
+            )
+        )
+    removed = pc.filter(pa.array(range(len(b_keys)), pa.int64()), gone)
+    if len(removed):
+        n = len(removed)
+        parts.append(
+            _changes(
+                pa.repeat(pa.scalar(DELETE), n),
+                instant_time,
+                pc.take(b_keys, removed),
+                pc.take(b_images, removed),
+                pa.nulls(n, image_type(full_schema)),
+                full_schema,
+            )
+        )
+    if not parts:
+        return empty_changes(full_schema)
+    return pa.concat_tables(parts)
+
+
+def _changes(
+    ops: pa.Array,
+    instant_time: str,
+    keys: pa.Array,
+    before: pa.Array,
+    after: pa.Array,
+    full_schema: pa.Schema,
+) -> pa.Table:
+    n = len(keys)
+    return pa.Table.from_arrays(
+        [ops, pa.repeat(pa.scalar(instant_time), n), pc.cast(keys, pa.string()), before, after],
+        schema=change_schema(full_schema),
+    )
+
+
+def _block_keys(blocks: Sequence[DataBlock | DeleteBlock]) -> pa.Array:
+    keys = [
+        (b.records.column(RECORD_KEY) if isinstance(b, DataBlock) else b.records.column(DELETE_RECORD_KEY))
+        .combine_chunks()
+        .cast(pa.string())
+        for b in blocks
+    ]
+    return pc.unique(pa.concat_arrays(keys)) if keys else pa.array([], pa.string())
+
+
+def fold_log_changes(
+    base: pa.Table | None,
+    blocks: Sequence[DataBlock | DeleteBlock],
+    full_schema: pa.Schema,
+    settings: MergeSettings,
+    wanted: frozenset[str] | None = None,
+) -> dict[str, pa.Table]:
+    """The changes of each delta commit whose blocks a slice's log holds, by instant time.
+
+    Applies the visible `blocks` (log order) to `base` one instant at a time, as a reader
+    of the slice right after each instant would see it, and diffs consecutive states on
+    the keys the instant touched. `wanted`: only these instants' changes are kept (all
+    instants are still applied, in order).
+    """
+    by_instant: dict[str, list[DataBlock | DeleteBlock]] = {}
+    for block in blocks:
+        by_instant.setdefault(block.instant_time, []).append(block)
+    state = merge_log_blocks(base, [], full_schema, settings)
+    out: dict[str, pa.Table] = {}
+    for instant_time, instant_blocks in by_instant.items():
+        after = merge_log_blocks(state, instant_blocks, full_schema, settings)
+        if wanted is None or instant_time in wanted:
+            out[instant_time] = diff_states(instant_time, state, after, full_schema, _block_keys(instant_blocks))
+        state = after
+    return out

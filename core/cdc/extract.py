@@ -1,0 +1,323 @@
+"""Which commits and file groups a CDC query covers, and how each one's changes are found.
+
+Hudi's inference cases, one `ChangeSplit` per (commit, file group), except LOG_FILE
+splits, which take every wanted delta commit of one file slice at once:
+
+- AS_IS: `.cdc` files hold the commit's changes to the group (a copy-on-write rewrite,
+  or a merge-on-read delta commit whose changes a compaction or the change-tracking
+  service persisted). Images the logging mode did not persist are looked up, for the
+  changed keys only, in the group's rows before / after the commit.
+- BASE_FILE_INSERT: a new file group: every record of its base file is an insert.
+- BASE_FILE_DELETE: a rewrite with no `.cdc` file (it deleted every record of the
+  group): records of the previous base file that are gone are deletes.
+- LOG_FILE: a merge-on-read delta commit without persisted changes: its blocks are
+  applied to the slice one instant at a time (`changes.fold_log_changes`).
+- REPLACE_COMMIT: every record of a group replaced by insert_overwrite or
+  delete_partition is a delete. Clustering changes no data and yields nothing.
+
+Splits are plain data, and `split_changes` a plain function of one split, so the local
+and Spark engines run the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.cdc.changes import (
+    AFTER,
+    BEFORE,
+    DELETE,
+    INSERT,
+    KEY,
+    OP,
+    UPDATE,
+    as_images,
+    diff_states,
+    empty_changes,
+    fold_log_changes,
+    image_type,
+)
+from lakeward.core.cdc.records import read_cdc_changes
+from lakeward.core.config.table import TableType
+from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.file_group.base_file import read_base_file
+from lakeward.core.file_group.file_group import FileGroup, FileSlice
+from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.naming import parse_log_file_name
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.merge import RECORD_KEY
+from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline.clustering_plan import CLUSTER
+from lakeward.core.timeline.metadata import CommitMetadata, WriteStat
+from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
+
+#: Commit metadata key of compactions and change-tracking runs: `{cdc file: [instants]}`,
+#: the delta commits whose changes each `.cdc` file they wrote holds.
+PERSISTED_KEY = "lakeward.cdc.persisted"
+
+
+class InferenceCase(str, Enum):
+    AS_IS = "AS_IS"
+    BASE_FILE_INSERT = "BASE_FILE_INSERT"
+    BASE_FILE_DELETE = "BASE_FILE_DELETE"
+    LOG_FILE = "LOG_FILE"
+    REPLACE_COMMIT = "REPLACE_COMMIT"
+
+
+@dataclass(frozen=True)
+class FileGroupState:
+    """The rows of a file group at one point: a slice, read with the log blocks `visible` sees."""
+
+    file_slice: FileSlice
+    visible: VisibleInstants
+
+
+@dataclass(frozen=True)
+class ChangeSplit:
+    case: InferenceCase
+    instant_time: str
+    partition_path: str
+    file_id: str
+    before: FileGroupState | None = None
+    after: FileGroupState | None = None
+    cdc_files: tuple[str, ...] = ()
+    #: LOG_FILE: the delta commits of the slice (`before.file_slice`) wanted.
+    instants: tuple[str, ...] = field(default=())
+
+
+def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[str]]:
+    """(partition, file id, delta commit) -> `.cdc` files holding that commit's changes to the group."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for instant in timeline.completed():
+        if instant.action not in (Action.COMMIT, Action.CHANGE_TRACKING):
+            continue
+        meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
+        raw = meta.extraMetadata.get(PERSISTED_KEY)
+        if not raw:
+            continue
+        for path, instants in json.loads(raw).items():
+            parsed = parse_log_file_name(posixpath.basename(path))
+            if parsed is None:
+                continue
+            for t in instants:
+                out.setdefault((posixpath.dirname(path), parsed.file_id, t), []).append(path)
+    return out
+
+
+def persisted_instants(storage: Storage, stats: Sequence[WriteStat]) -> dict[str, list[str]]:
+    """`{cdc file: [delta commits]}` of the `.cdc` files a compaction or change-tracking run
+    wrote (`PERSISTED_KEY` of its commit metadata), read from the files' block headers."""
+    out: dict[str, list[str]] = {}
+    for stat in stats:
+        for path in stat.cdcStats or {}:
+            out[path] = sorted(block_instant_times(storage, path) or ())
+    return out
+
+
+def visible_before(visible: VisibleInstants, instant_time: str) -> VisibleInstants:
+    """What a reader saw right before `instant_time` completed."""
+    return VisibleInstants(frozenset(t for t in visible.completed if t < instant_time), visible.archived_before)
+
+
+def visible_through(visible: VisibleInstants, instant_time: str) -> VisibleInstants:
+    """What a reader saw right after `instant_time` completed."""
+    return VisibleInstants(frozenset(t for t in visible.completed if t <= instant_time), visible.archived_before)
+
+
+def _slice_with_log(group: FileGroup, log_name: str) -> FileSlice | None:
+    for s in group.slices:
+        if any(f.name == log_name for f in s.log_files):
+            return s
+    return None
+
+
+def _slice_with_base(group: FileGroup, path: str | None = None, instant_time: str | None = None) -> FileSlice | None:
+    for s in group.slices:
+        if s.base_file is None:
+            continue
+        if path is not None and s.base_file.path == path:
+            return s
+        if instant_time is not None and s.base_instant_time == instant_time:
+            return s
+    return None
+
+
+def plan_change_splits(
+    storage: Storage,
+    timeline: Timeline,
+    table_type: TableType,
+    begin: str,
+    end: str | None,
+) -> list[ChangeSplit]:
+    """The splits of the completed commits in (begin, end], oldest commit first."""
+    view = FileSystemView.load(storage, timeline)
+    groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
+    persisted = persisted_changes(storage, timeline) if table_type is TableType.MERGE_ON_READ else {}
+    visible = VisibleInstants.from_timeline(timeline)
+    splits: list[ChangeSplit] = []
+    log_splits: dict[tuple[str, str, str], tuple[FileSlice, list[str]]] = {}
+
+    def group_of(partition: str, file_id: str, instant_time: str) -> FileGroup:
+        group = groups.get((partition, file_id))
+        if group is None:
+            raise InstantNotFoundError(
+                f"the files instant {instant_time} wrote for file group {file_id} in {partition or '(root)'} "
+                "are gone (cleaned); its changes can no longer be read"
+            )
+        return group
+
+    def missing(instant_time: str, what: str) -> InstantNotFoundError:
+        return InstantNotFoundError(
+            f"{what} of instant {instant_time} is gone (cleaned); its changes can no longer be read: "
+            "begin the range after it"
+        )
+
+    for instant in timeline.completed_writes_between(begin, end):
+        t = instant.time
+        if table_type is TableType.MERGE_ON_READ and instant.action is Action.COMMIT:
+            continue  # a compaction: no change of its own (it may carry persisted ones)
+        meta = read_commit_metadata(storage, instant)
+        if instant.action is Action.REPLACE_COMMIT and meta.operationType.upper() == CLUSTER:
+            continue  # clustering rewrites records without changing them
+        for stat in meta.write_stats():
+            if not stat.fileId or not stat.path:
+                continue
+            partition = stat.partitionPath
+            group = group_of(partition, stat.fileId, t)
+            if stat.is_delta:
+                file_slice = _slice_with_log(group, posixpath.basename(stat.path))
+                if file_slice is None:
+                    raise missing(t, f"log file {stat.path}")
+                cdc = persisted.get((partition, stat.fileId, t))
+                if cdc:
+                    splits.append(
+                        ChangeSplit(
+                            InferenceCase.AS_IS,
+                            t,
+                            partition,
+                            stat.fileId,
+                            FileGroupState(file_slice, visible_before(visible, t)),
+                            FileGroupState(file_slice, visible_through(visible, t)),
+                            (cdc[0],),  # several runs may have persisted it: read one
+                        )
+                    )
+                else:
+                    key = (partition, stat.fileId, file_slice.base_instant_time)
+                    log_splits.setdefault(key, (file_slice, []))[1].append(t)
+                continue
+            current = _slice_with_base(group, path=stat.path)
+            if current is None:
+                raise missing(t, f"base file {stat.path}")
+            after = FileGroupState(current, visible_through(visible, t))
+            previous = None
+            if stat.prevCommit and stat.prevCommit != "null":
+                prev_slice = _slice_with_base(group, instant_time=stat.prevCommit)
+                if prev_slice is None:
+                    raise missing(t, f"the previous version ({stat.prevCommit}) of file group {stat.fileId}")
+                previous = FileGroupState(prev_slice, visible_before(visible, t))
+            if stat.cdcStats:
+                case = InferenceCase.AS_IS
+            elif previous is None:
+                case = InferenceCase.BASE_FILE_INSERT
+            else:
+                case = InferenceCase.BASE_FILE_DELETE
+            splits.append(ChangeSplit(case, t, partition, stat.fileId, previous, after, tuple(stat.cdcStats or ())))
+        for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
+            for file_id in file_ids:
+                group = group_of(partition, file_id, t)
+                replaced = group.latest_slice(as_of=t)
+                if replaced is None:
+                    raise missing(t, f"replaced file group {file_id}")
+                splits.append(
+                    ChangeSplit(
+                        InferenceCase.REPLACE_COMMIT,
+                        t,
+                        partition,
+                        file_id,
+                        FileGroupState(replaced, visible_before(visible, t)),
+                    )
+                )
+    for (partition, file_id, _), (file_slice, instants) in log_splits.items():
+        splits.append(
+            ChangeSplit(
+                InferenceCase.LOG_FILE,
+                min(instants),
+                partition,
+                file_id,
+                after=FileGroupState(file_slice, visible),
+                instants=tuple(sorted(instants)),
+            )
+        )
+    return splits
+
+
+def read_state(
+    storage: Storage,
+    state: FileGroupState,
+    full_schema: pa.Schema,
+    settings: MergeSettings,
+    keys: pa.Array | None = None,
+) -> pa.Table:
+    """The rows of a file group at `state` (only those of `keys`, when given)."""
+    file_slice = state.file_slice
+    key_filter = pc.field(RECORD_KEY).isin(keys) if keys is not None else None
+    base = None
+    if file_slice.base_file is not None:
+        base = read_base_file(storage, file_slice.base_file.path, filter=key_filter)
+    blocks = visible_log_blocks(storage, file_slice.log_files, state.visible)
+    rows = merge_log_blocks(base, blocks, full_schema, settings)
+    if keys is not None and blocks:
+        rows = rows.filter(pc.is_in(rows.column(RECORD_KEY), value_set=keys))
+    return rows
+
+
+def _fill_images(
+    storage: Storage, split: ChangeSplit, changes: pa.Table, full_schema: pa.Schema, settings: MergeSettings
+) -> pa.Table:
+    """Images the `.cdc` files did not persist (KEY_OP, DATA_BEFORE), read for the changed keys only."""
+    ops = changes.column(OP)
+    for column, state, needs in (
+        (BEFORE, split.before, pc.is_in(ops, value_set=pa.array([UPDATE, DELETE]))),
+        (AFTER, split.after, pc.is_in(ops, value_set=pa.array([INSERT, UPDATE]))),
+    ):
+        images = changes.column(column)
+        missing = pc.and_(needs, pc.is_null(images))
+        if not pc.any(missing).as_py():
+            continue
+        if state is None:
+            continue
+        keys = pc.unique(changes.column(KEY).filter(missing).combine_chunks())
+        rows = read_state(storage, state, full_schema, settings, keys)
+        found = as_images(rows, full_schema)
+        at = pc.index_in(changes.column(KEY), value_set=rows.column(RECORD_KEY).combine_chunks())
+        looked_up = pc.take(found, at) if len(found) else pa.nulls(changes.num_rows, image_type(full_schema))
+        filled = pc.if_else(missing, looked_up, images.combine_chunks())
+        changes = changes.set_column(changes.schema.get_field_index(column), column, filled)
+    return changes
+
+
+def split_changes(storage: Storage, split: ChangeSplit, full_schema: pa.Schema, settings: MergeSettings) -> pa.Table:
+    """The changes of one split, in `changes.change_schema(full_schema)`."""
+    if split.case is InferenceCase.AS_IS:
+        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema)
+        return _fill_images(storage, split, changes, full_schema, settings)
+    if split.case is InferenceCase.LOG_FILE:
+        assert split.after is not None
+        file_slice = split.after.file_slice
+        base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
+        blocks = visible_log_blocks(storage, file_slice.log_files, split.after.visible)
+        by_instant = fold_log_changes(base, blocks, full_schema, settings, frozenset(split.instants))
+        parts = [by_instant[t] for t in split.instants if t in by_instant]
+        return pa.concat_tables(parts) if parts else empty_changes(full_schema)
+    before = read_state(storage, split.before, full_schema, settings) if split.before is not None else None
+    after = read_state(storage, split.after, full_schema, settings) if split.after is not None else None
+    return diff_states(split.instant_time, before, after, full_schema)

@@ -1,0 +1,150 @@
+"""CDC queries: every change of every completed commit in (begin, end], one row per change.
+
+Output columns (as Hudi's CDC query): `op` (`i`, `u`, `d`), `ts_ms` (the commit's
+instant time), `before` and `after` (row images without `_hoodie_*` columns; JSON
+strings by default, typed structs with `images="struct"`), ordered by commit time, then
+record key (a delete before an insert of the same key in one commit).
+
+The range is checked first (`check_change_range`): only completed, active, retained
+instants after CDC was switched on can be queried, and errors say which can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, OP_RANK, TS, empty_changes
+from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
+from lakeward.core.config.cdc import CDC_ENABLED_KEY
+from lakeward.core.config.table import TableConfig
+from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError
+from lakeward.core.read.merge_on_read import MergeSettings
+from lakeward.core.schema import META_COLUMNS, with_meta
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import Timeline
+
+Images = Literal["json", "struct"]
+#: `begin` values meaning "from the start of the queryable history" (Hudi users pass "000").
+EARLIEST = "earliest"
+
+
+def is_earliest(begin: str) -> bool:
+    return begin == EARLIEST or (begin.isdigit() and set(begin) == {"0"})
+
+
+def check_change_range(
+    timeline: Timeline, config: TableConfig, begin: str, end: str | None, archived: bool
+) -> tuple[str, str | None]:
+    """Validate a CDC range and resolve "earliest"; returns (begin, end) as instant times.
+
+    `archived`: the table has an archived timeline (instants before the active one are gone).
+    """
+    if not config.cdc_enabled:
+        raise ConfigError(
+            f"table {config.name} does not have CDC enabled ({CDC_ENABLED_KEY}=false): create it with "
+            f"{CDC_ENABLED_KEY}=true or call Table.enable_cdc(); until then only latest_state incremental "
+            "reads are possible"
+        )
+    completed = [i.time for i in timeline.completed_writes()]
+    first_active = timeline.instants[0].time if timeline.instants else None
+    floor = config.cdc_since or ""
+    if archived and first_active is not None:
+        floor = max(floor, first_active)
+    queryable = [t for t in completed if t >= floor]
+    span = f"{queryable[0]} .. {queryable[-1]}" if queryable else "none yet"
+    if is_earliest(begin):
+        begin = floor or "0" * 17
+    if end is not None and end < begin:
+        raise InstantNotFoundError(f"CDC range is empty: begin {begin} is after end {end}")
+    pending = {i.time for i in timeline.pending_writes()}
+    if begin in pending:
+        raise InstantNotFoundError(
+            f"begin instant {begin} is not completed yet; completed instants that can begin a CDC query: {span}"
+        )
+    if config.cdc_since and begin < config.cdc_since:
+        raise InstantNotFoundError(
+            f"CDC was enabled on table {config.name} after instant {config.cdc_since}; changes before it were "
+            f"not captured: begin at or after {config.cdc_since} (queryable instants: {span})"
+        )
+    if archived and first_active is not None and begin < first_active:
+        raise InstantNotFoundError(
+            f"begin instant {begin} is archived (the active timeline starts at {first_active}); only active "
+            f"instants can begin a CDC query: {span}"
+        )
+    if end is not None and end in pending:
+        raise InstantNotFoundError(f"end instant {end} is not completed yet; completed instants: {span}")
+    return begin, end
+
+
+@dataclass(frozen=True)
+class _SplitTask:
+    """One split's changes, picklable for Spark tasks."""
+
+    storage_uri: str
+    storage_options: tuple[tuple[str, str], ...]
+    full_schema: pa.Schema
+    settings: MergeSettings
+
+    def __call__(self, split: ChangeSplit) -> pa.Table:
+        storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
+        return split_changes(storage, split, self.full_schema, self.settings)
+
+
+def collect_changes(
+    storage: Storage,
+    timeline: Timeline,
+    config: TableConfig,
+    schema: pa.Schema,
+    begin: str,
+    end: str | None,
+    engine: Engine,
+) -> pa.Table:
+    """The changes (full images, `changes.change_schema`) of completed commits in (begin, end], sorted."""
+    full_schema = with_meta(schema)
+    splits = plan_change_splits(storage, timeline, config.table_type, begin, end)
+    task = _SplitTask(
+        storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
+    )
+    parts = engine.map(task, splits, f"CDC ({begin}, {end or 'latest'}]") if splits else []
+    changes = pa.concat_tables([empty_changes(full_schema), *parts])
+    in_range = pc.greater(changes.column(TS), begin)
+    if end is not None:
+        in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), end))
+    changes = changes.filter(in_range)
+    rank = pc.fill_null(pc.index_in(changes.column(OP), value_set=pa.array(list(OP_RANK))), 9)
+    ordered = changes.append_column("_rank", rank)
+    order = pc.sort_indices(ordered, sort_keys=[(TS, "ascending"), (KEY, "ascending"), ("_rank", "ascending")])
+    return changes.take(order)
+
+
+def _data_images(images: pa.Array, data_names: list[str]) -> pa.StructArray:
+    struct = images if isinstance(images, pa.StructArray) else pa.array(images)
+    fields = [struct.type.field(n) for n in data_names]
+    arrays = [struct.field(n) for n in data_names]
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=pc.invert(pc.is_valid(struct)))
+
+
+def _json(images: pa.StructArray) -> pa.Array:
+    if len(images) == 0:
+        return pa.array([], pa.string())
+    encoded = pl.Series(values=pl.from_arrow(images)).struct.json_encode().to_arrow()
+    return pc.if_else(pc.is_valid(images), pc.cast(encoded, pa.string()), pa.scalar(None, pa.string()))
+
+
+def format_changes(changes: pa.Table, images: Images = "json") -> pa.Table:
+    """The user-facing columns `op`, `ts_ms`, `before`, `after` (images without meta columns)."""
+    if images not in ("json", "struct"):
+        raise ConfigError(f"images={images!r} must be 'json' or 'struct'")
+    image_type = changes.schema.field(BEFORE).type
+    data_names = [f.name for f in image_type if f.name not in META_COLUMNS]
+    columns: dict[str, pa.Array] = {OP: changes.column(OP).combine_chunks(), TS: changes.column(TS).combine_chunks()}
+    for name in (BEFORE, AFTER):
+        data = _data_images(changes.column(name).combine_chunks(), data_names)
+        columns[name] = _json(data) if images == "json" else data
+    return pa.table(columns)

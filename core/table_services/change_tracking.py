@@ -1,0 +1,300 @@
+"""The change-tracking service: persist the changes of merge-on-read delta commits (plan + execute).
+
+Delta commits append to logs and persist no change data; a CDC query infers their
+changes from the log (LOG_FILE), which costs a fold over the file slice per query. This
+service persists them ahead of time, like a compaction but without rewriting data: a
+plan (`<t>.changetracking.requested`, JSON) lists, per file slice, the completed delta
+commits whose changes are not persisted yet and the `.cdc` file to write; executing it
+writes those files (one block per delta commit) and completes `<t>.changetracking`
+with their `cdcStats` and the delta commits each holds. CDC queries then read them as
+they are (AS_IS), whether or not a compaction happened since.
+
+`changetracking` is lakeward's own action: Apache Hudi and hudi-rs skip timeline files
+they do not know, and `.cdc` files are not part of any slice's data for them either.
+Executing a plan twice writes the same files (names are fixed in the plan).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants
+from lakeward.core.cdc.persist import persist_slice_changes
+from lakeward.core.config.cdc import CDC_ENABLED_KEY
+from lakeward.core.config.table import TableType
+from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError, CorruptTableError, InstantExistsError, InstantNotFoundError
+from lakeward.core.file_group.file_group import LogFile
+from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
+from lakeward.core.storage import Storage
+from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat, new_instant_time
+from lakeward.core.timeline.transitions import (
+    complete,
+    create_requested,
+    read_commit_metadata,
+    read_instant,
+    transition_to_inflight,
+)
+
+if TYPE_CHECKING:
+    from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
+OPERATION = "CHANGE_TRACKING"
+
+
+@dataclass(frozen=True)
+class TrackingOperation:
+    """Persist the changes of `instants` (delta commits) to one file slice into one `.cdc` file."""
+
+    partition_path: str
+    file_id: str
+    base_instant_time: str
+    instants: tuple[str, ...]
+    cdc_version: int
+    write_token: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "partitionPath": self.partition_path,
+            "fileId": self.file_id,
+            "baseInstantTime": self.base_instant_time,
+            "deltaCommits": list(self.instants),
+            "cdcLogVersion": self.cdc_version,
+            "writeToken": self.write_token,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> TrackingOperation:
+        try:
+            return cls(
+                str(data["partitionPath"]),
+                str(data["fileId"]),
+                str(data["baseInstantTime"]),
+                tuple(str(t) for t in data["deltaCommits"]),  # type: ignore[attr-defined]
+                int(data["cdcLogVersion"]),  # type: ignore[call-overload]
+                str(data["writeToken"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptTableError(f"change-tracking plan operation is malformed: {exc!r}") from exc
+
+
+@dataclass(frozen=True)
+class ChangeTrackingResult:
+    instant_time: str
+    file_groups: int
+    delta_commits: int
+    bytes_written: int
+    files_written: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.instant_time
+
+
+def _plan_bytes(operations: list[TrackingOperation]) -> bytes:
+    return json.dumps({"version": 1, "operations": [o.to_json() for o in operations]}, indent=2).encode()
+
+
+def read_change_tracking_plan(storage: Storage, instant_time: str) -> list[TrackingOperation]:
+    data = read_instant(storage, Instant(instant_time, Action.CHANGE_TRACKING, State.REQUESTED))
+    try:
+        raw = json.loads(data)
+        return [TrackingOperation.from_json(o) for o in raw["operations"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptTableError(f"change-tracking plan {instant_time} cannot be read: {exc!r}") from exc
+
+
+def pending_change_tracking(timeline: Timeline) -> list[str]:
+    """Instant times of change-tracking plans not completed yet, oldest first."""
+    return sorted({i.time for i in timeline.pending() if i.action is Action.CHANGE_TRACKING})
+
+
+def _check_applies(client: WriteClient) -> None:
+    config = client.config
+    if config.table_type is not TableType.MERGE_ON_READ:
+        raise ConfigError(
+            f"change tracking applies to MERGE_ON_READ tables (copy-on-write writes persist their changes as "
+            f"they write); the table at {client.storage.uri} is {config.table_type.value}"
+        )
+    if not config.cdc_enabled:
+        raise ConfigError(f"change tracking needs CDC: the table at {client.storage.uri} has {CDC_ENABLED_KEY}=false")
+
+
+def untracked_delta_commits(storage: Storage, timeline: Timeline, since: str | None) -> dict[tuple[str, str], set[str]]:
+    """(partition, file id) -> completed delta commits that appended to it and have no persisted changes."""
+    persisted = persisted_changes(storage, timeline)
+    planned: set[tuple[str, str, str]] = set()
+    for t in pending_change_tracking(timeline):
+        for op in read_change_tracking_plan(storage, t):
+            planned.update((op.partition_path, op.file_id, d) for d in op.instants)
+    out: dict[tuple[str, str], set[str]] = {}
+    for instant in timeline.completed_writes():
+        if instant.action is not Action.DELTA_COMMIT or (since is not None and instant.time <= since):
+            continue
+        for stat in read_commit_metadata(storage, instant).write_stats():
+            if not stat.is_delta or not stat.fileId:
+                continue
+            key = (stat.partitionPath, stat.fileId, instant.time)
+            if key not in persisted and key not in planned:
+                out.setdefault((stat.partitionPath, stat.fileId), set()).add(instant.time)
+    return out
+
+
+def schedule_change_tracking(client: WriteClient) -> str | None:
+    """Plan the persisting of every untracked delta commit's changes; None when there are none."""
+    _check_applies(client)
+    storage = client.storage
+    with client.lock:
+        timeline = Timeline.load(storage)
+        wanted = untracked_delta_commits(storage, timeline, client.config.cdc_since)
+        if not wanted:
+            log.info("no change tracking due: every delta commit's changes are persisted")
+            return None
+        instant_time = new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
+        view = FileSystemView.load(storage, timeline)
+        operations: list[TrackingOperation] = []
+        pending_versions = _pending_cdc_versions(storage, timeline)
+        for group in view.file_groups():
+            deltas = wanted.get((group.partition_path, group.file_id))
+            if not deltas:
+                continue
+            for file_slice in group.slices:
+                logged = {d for d in deltas if _holds_instants(storage, file_slice.log_files, d)}
+                if not logged:
+                    continue
+                key = (group.partition_path, group.file_id, file_slice.base_instant_time)
+                taken = [f.version for f in file_slice.cdc_files if f.base_instant_time == file_slice.base_instant_time]
+                version = max([0, *taken, *pending_versions.get(key, [])]) + 1
+                operations.append(
+                    TrackingOperation(
+                        group.partition_path,
+                        group.file_id,
+                        file_slice.base_instant_time,
+                        tuple(sorted(logged)),
+                        version,
+                        f"{len(operations)}-0-0",
+                    )
+                )
+        if not operations:
+            return None
+        create_requested(storage, instant_time, Action.CHANGE_TRACKING, _plan_bytes(operations))
+        log.info(
+            "scheduled change tracking %s: %d delta commit(s) over %d file slice(s)",
+            instant_time,
+            len({d for o in operations for d in o.instants}),
+            len(operations),
+        )
+        return instant_time
+
+
+def _holds_instants(storage: Storage, log_files: Sequence[LogFile], instant_time: str) -> bool:
+    return any(instant_time in (block_instant_times(storage, f.path) or ()) for f in log_files)
+
+
+def _pending_cdc_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[int]]:
+    out: dict[tuple[str, str, str], list[int]] = {}
+    for t in pending_change_tracking(timeline):
+        for op in read_change_tracking_plan(storage, t):
+            out.setdefault((op.partition_path, op.file_id, op.base_instant_time), []).append(op.cdc_version)
+    return out
+
+
+def run_change_tracking(client: WriteClient, instant_time: str, engine: Engine | None = None) -> ChangeTrackingResult:
+    """Execute a change-tracking plan (again, if an earlier run died) and complete it."""
+    _check_applies(client)
+    storage = client.storage
+    timeline = Timeline.load(storage)
+    state = timeline.state_of(instant_time, Action.CHANGE_TRACKING)
+    if state is State.COMPLETED:
+        raise InstantExistsError(f"change tracking {instant_time} is already completed")
+    if state is None:
+        raise InstantNotFoundError(
+            f"no change-tracking plan {instant_time}; pending: {pending_change_tracking(timeline)}"
+        )
+    operations = read_change_tracking_plan(storage, instant_time)
+    requested = Instant(instant_time, Action.CHANGE_TRACKING, State.REQUESTED)
+    inflight = requested.with_state(State.INFLIGHT)
+    if state is State.REQUESTED:
+        transition_to_inflight(storage, requested)
+    else:
+        log.info("change tracking %s was started before: running its plan again", instant_time)
+    schema = resolve_table_schema(storage, timeline, client.config)
+    if schema is None:
+        raise InstantNotFoundError("the table has no schema: nothing was ever written")
+    ctx = client.context(instant_time, schema)
+    mode = client.config.cdc_mode
+    settings = MergeSettings.from_config(client.config)
+    visible = VisibleInstants.from_timeline(timeline)
+    view = FileSystemView.load(storage, timeline)
+    slices = {(s.partition_path, s.file_id, s.base_instant_time): s for g in view.file_groups() for s in g.slices}
+    started = time.monotonic()
+
+    def track(op: TrackingOperation) -> WriteStat | None:
+        file_slice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+        if file_slice is None:
+            log.warning(
+                "change tracking %s: slice %s of file group %s is gone (cleaned); its delta commits are "
+                "no longer queryable, skipping",
+                instant_time,
+                op.base_instant_time,
+                op.file_id,
+            )
+            return None
+        written = persist_slice_changes(
+            ctx.storage,
+            file_slice,
+            visible,
+            ctx.full_schema,
+            settings,
+            mode,
+            ctx.avro_schema_with_meta,
+            keep=lambda t: True,
+            base_instant_time=op.base_instant_time,
+            write_token=op.write_token,
+            instants=op.instants,
+            version=op.cdc_version,
+        )
+        if written is None:
+            return None
+        path, size, _ = written
+        return WriteStat(
+            fileId=op.file_id,
+            path="",
+            cdcStats={path: size},
+            prevCommit=op.base_instant_time,
+            partitionPath=op.partition_path,
+            totalWriteBytes=size,
+        )
+
+    runner = engine or client.engine
+    stats = [s for s in runner.map(track, operations, f"change tracking {instant_time}") if s is not None]
+    metadata = CommitMetadata(operationType=OPERATION)
+    for stat in stats:
+        metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+    persisted = persisted_instants(storage, stats)
+    metadata.extraMetadata[PERSISTED_KEY] = json.dumps(persisted, sort_keys=True)
+    client.check_completion(instant_time)
+    complete(storage, inflight, metadata.to_bytes())
+    files = tuple(sorted(persisted))
+    log.info(
+        "change tracking %s: %d file(s) for %d delta commit(s) in %.2fs",
+        instant_time,
+        len(files),
+        len({t for ts in persisted.values() for t in ts}),
+        time.monotonic() - started,
+    )
+    return ChangeTrackingResult(
+        instant_time,
+        len(stats),
+        len({t for ts in persisted.values() for t in ts}),
+        sum(s.totalWriteBytes for s in stats),
+        files,
+    )
