@@ -221,12 +221,13 @@ def plan_change_splits(
             previous = None
             if stat.prevCommit and stat.prevCommit != "null":
                 prev_slice = _slice_with_base(group, instant_time=stat.prevCommit)
-                if prev_slice is None:
+                if prev_slice is not None:
+                    previous = FileGroupState(prev_slice, visible_before(visible, t))
+                elif not stat.cdcStats:
                     raise missing(t, f"the previous version ({stat.prevCommit}) of file group {stat.fileId}")
-                previous = FileGroupState(prev_slice, visible_before(visible, t))
             if stat.cdcStats:
                 case = InferenceCase.AS_IS
-            elif previous is None:
+            elif stat.prevCommit in ("", "null", None):
                 case = InferenceCase.BASE_FILE_INSERT
             else:
                 case = InferenceCase.BASE_FILE_DELETE
@@ -294,7 +295,11 @@ def _fill_images(
         if not pc.any(missing).as_py():
             continue
         if state is None:
-            continue
+            raise InstantNotFoundError(
+                f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
+                "were not persisted (logging mode) and the file version they come from is gone (cleaned): begin "
+                "the range after this instant"
+            )
         keys = pc.unique(changes.column(KEY).filter(missing).combine_chunks())
         rows = read_state(storage, state, full_schema, settings, keys)
         found = as_images(rows, full_schema)
