@@ -1,0 +1,259 @@
+"""One test per CDC inference case, plus the write-path facts CDC readers rely on.
+
+Each test checks which case the query planner picked for the commit (so the case is
+really exercised) and the changes a user gets, computed by hand from the input rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.cdc.extract import InferenceCase, plan_change_splits
+from lakeward.core.exceptions import InstantExistsError
+from lakeward.core.file_group.log_file import CdcDataBlock, LogFileReader, decode_block
+from lakeward.core.storage import Storage
+from lakeward.core.timeline.transitions import read_commit_metadata
+
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
+
+
+def rows(*items: tuple[str, str, int, int]) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(SCHEMA.names, i)) for i in items], schema=SCHEMA)
+
+
+def new_table(path, table_type="COPY_ON_WRITE", mode="DATA_BEFORE_AFTER", **extra) -> Table:
+    options = {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode, **extra}
+    return Table.create(
+        str(path), record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, options=options
+    )
+
+
+def changes(table: Table, begin: str, end: str | None = None) -> list[tuple]:
+    out = table.read_changes(begin, end)
+    return [
+        (
+            r["op"],
+            r["ts_ms"],
+            json.loads(r["before"]) if r["before"] else None,
+            json.loads(r["after"]) if r["after"] else None,
+        )
+        for r in out.to_pylist()
+    ]
+
+
+def cases(table: Table, begin: str, end: str | None = None) -> set[InferenceCase]:
+    start = "0" * 17 if begin == "earliest" else begin
+    splits = plan_change_splits(table.storage, table.timeline(), table.config.table_type, start, end)
+    return {s.case for s in splits}
+
+
+def row(id_: str, part: str, v: int, ts: int) -> dict:
+    return {"id": id_, "part": part, "v": v, "ts": ts}
+
+
+def cdc_files(path) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs if f.endswith(".cdc")
+    )
+
+
+@pytest.mark.parametrize("mode", ["KEY_OP", "DATA_BEFORE", "DATA_BEFORE_AFTER"])
+def test_as_is_copy_on_write_rewrite_persists_changes_per_mode(tmp_path, mode):
+    t = new_table(tmp_path / "t", mode=mode)
+    first = t.insert(rows(("a", "x", 1, 1), ("b", "x", 2, 1))).instant_time
+    assert cdc_files(tmp_path / "t") == []  # a new file group: nothing persisted (BASE_FILE_INSERT)
+    second = t.upsert(rows(("a", "x", 10, 2), ("c", "x", 3, 2))).instant_time
+    assert cases(t, first) == {InferenceCase.AS_IS}
+    # The write stat names the .cdc file and its size, as Hudi records it.
+    stats = read_commit_metadata(t.storage, t.timeline().find(second)[-1]).write_stats()
+    ((cdc_path, size),) = stats[0].cdcStats.items()
+    assert cdc_path.endswith(".cdc") and cdc_path.startswith("x/")
+    assert size == os.path.getsize(tmp_path / "t" / cdc_path)
+    blocks = [decode_block(r) for r in LogFileReader(t.storage, cdc_path).raw_blocks()]
+    assert [type(b) for b in blocks] == [CdcDataBlock] and blocks[0].instant_time == second
+    persisted = {
+        "KEY_OP": ["op", "record_key"],
+        "DATA_BEFORE": ["op", "record_key", "before"],
+        "DATA_BEFORE_AFTER": ["op", "ts_ms", "before", "after"],
+    }[mode]
+    assert blocks[0].records.column_names == persisted
+    # Whatever was persisted, readers get both images (computed from the file versions).
+    assert changes(t, first) == [
+        ("u", second, row("a", "x", 1, 1), row("a", "x", 10, 2)),
+        ("i", second, None, row("c", "x", 3, 2)),
+    ]
+
+
+def test_base_file_insert_every_record_of_a_new_file_group_is_an_insert(tmp_path):
+    t = new_table(tmp_path / "t")
+    first = t.insert(rows(("a", "x", 1, 1), ("b", "y", 2, 1))).instant_time
+    assert cases(t, "earliest") == {InferenceCase.BASE_FILE_INSERT}
+    assert changes(t, "earliest") == [
+        ("i", first, None, row("a", "x", 1, 1)),
+        ("i", first, None, row("b", "y", 2, 1)),
+    ]
+
+
+def test_base_file_delete_a_group_emptied_by_a_delete_yields_the_previous_values(tmp_path):
+    t = new_table(tmp_path / "t")
+    first = t.insert(rows(("a", "x", 1, 1), ("b", "x", 2, 1))).instant_time
+    gone = t.delete(rows(("a", "x", 0, 2), ("b", "x", 0, 2))).instant_time
+    assert cases(t, first) == {InferenceCase.BASE_FILE_DELETE}
+    assert cdc_files(tmp_path / "t") == []  # as Hudi: nothing persisted when every record goes
+    assert changes(t, first) == [
+        ("d", gone, row("a", "x", 1, 1), None),
+        ("d", gone, row("b", "x", 2, 1), None),
+    ]
+
+
+def test_log_file_inference_for_merge_on_read_delta_commits(tmp_path):
+    t = new_table(
+        tmp_path / "t", "MERGE_ON_READ", **{"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 1}
+    )
+    first = t.upsert(rows(("a", "x", 1, 1), ("b", "x", 2, 1))).instant_time
+    second = t.upsert(rows(("a", "x", 10, 2), ("c", "x", 3, 2))).instant_time  # log: update + insert
+    third = t.delete(rows(("b", "x", 0, 3), ("zz", "x", 0, 3))).instant_time  # log: delete + absent key
+    assert cases(t, first) == {InferenceCase.LOG_FILE}
+    assert cdc_files(tmp_path / "t") == []  # log appends persist nothing
+    assert changes(t, first) == [
+        ("u", second, row("a", "x", 1, 1), row("a", "x", 10, 2)),
+        ("i", second, None, row("c", "x", 3, 2)),
+        ("d", third, row("b", "x", 2, 1), None),  # the delete of "zz", never stored, is skipped
+    ]
+
+
+def test_replace_commit_overwritten_and_deleted_partitions_are_deletes_clustering_is_nothing(tmp_path):
+    t = new_table(tmp_path / "t", **{"hoodie.parquet.small.file.limit": 0})  # each insert: a new file group
+    first = t.insert(rows(("a", "x", 1, 1), ("b", "y", 2, 1))).instant_time
+    t.insert(rows(("c", "x", 3, 1)))
+    before_clustering = t.timeline().completed_writes()[-1].time
+    clustering = t.schedule_clustering()
+    assert clustering is not None
+    t.run_clustering(clustering)
+    assert changes(t, before_clustering) == []  # clustering changes no record
+    assert len(changes(t, first)) == 1  # the insert of "c" only
+    overwrite = t.insert_overwrite(rows(("a", "x", 7, 2))).instant_time
+    assert InferenceCase.REPLACE_COMMIT in cases(t, clustering)
+    assert changes(t, clustering) == [
+        ("d", overwrite, row("a", "x", 1, 1), None),  # in one commit a delete sorts before an insert
+        ("i", overwrite, None, row("a", "x", 7, 2)),
+        ("d", overwrite, row("c", "x", 3, 1), None),
+    ]
+    dropped = t.delete_partition(["y"]).instant_time
+    assert changes(t, overwrite) == [("d", dropped, row("b", "y", 2, 1), None)]
+
+
+def test_merge_on_read_combines_persisted_and_inferred_changes(tmp_path):
+    t = new_table(tmp_path / "t", "MERGE_ON_READ", "KEY_OP")
+    first = t.upsert(rows(("a", "x", 1, 1), ("b", "x", 2, 1))).instant_time
+    t.upsert(rows(("a", "x", 10, 2)))
+    before_compaction = changes(t, first)
+    compaction = t.schedule_compaction(force=True)
+    t.run_compaction(compaction)
+    assert cdc_files(tmp_path / "t"), "the compaction persists the changes of the delta commits it folds"
+    assert cases(t, first) == {InferenceCase.AS_IS}
+    late = t.upsert(rows(("b", "x", 20, 3))).instant_time
+    assert cases(t, first) == {InferenceCase.AS_IS, InferenceCase.LOG_FILE}
+    assert changes(t, first) == [*before_compaction, ("u", late, row("b", "x", 2, 1), row("b", "x", 20, 3))]
+    tracking = t.schedule_change_tracking()
+    assert t.pending_change_tracking() == [tracking]
+    result = t.run_change_tracking(tracking)
+    assert result.delta_commits == 1 and t.schedule_change_tracking() is None
+    assert cases(t, first) == {InferenceCase.AS_IS}
+    assert changes(t, first) == [*before_compaction, ("u", late, row("b", "x", 2, 1), row("b", "x", 20, 3))]
+
+
+def test_change_tracking_is_idempotent(tmp_path):
+    t = new_table(tmp_path / "t", "MERGE_ON_READ")
+    first = t.upsert(rows(("a", "x", 1, 1))).instant_time
+    t.upsert(rows(("a", "x", 2, 2)))
+    expected = changes(t, first)
+    tracking = t.schedule_change_tracking()
+    t.run_change_tracking(tracking)
+    files = cdc_files(tmp_path / "t")
+    assert len(files) == 1
+    # A replica died after writing the files, before completing: the plan runs again.
+    (tmp_path / "t" / ".hoodie" / f"{tracking}.changetracking").unlink()
+    assert t.pending_change_tracking() == [tracking]
+    t.run_change_tracking(tracking)
+    assert cdc_files(tmp_path / "t") == files
+    assert changes(t, first) == expected
+    with pytest.raises(InstantExistsError, match="already completed"):
+        t.run_change_tracking(tracking)
+
+
+def test_insert_delete_insert_of_one_key_yields_three_changes(tmp_path):
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        t = new_table(tmp_path / table_type, table_type)
+        t.insert(rows(("other", "x", 0, 0)))
+        start = t.timeline().completed_writes()[-1].time
+        one = t.upsert(rows(("a", "x", 1, 1))).instant_time
+        two = t.delete(rows(("a", "x", 0, 2))).instant_time
+        three = t.upsert(rows(("a", "x", 3, 3))).instant_time
+        assert changes(t, start) == [
+            ("i", one, None, row("a", "x", 1, 1)),
+            ("d", two, row("a", "x", 1, 1), None),
+            ("i", three, None, row("a", "x", 3, 3)),
+        ], table_type
+
+
+def test_struct_images_are_typed(tmp_path):
+    t = new_table(tmp_path / "t")
+    first = t.insert(rows(("a", "x", 1, 1))).instant_time
+    t.upsert(rows(("a", "x", 2, 2)))
+    out = t.read_changes(first, images="struct")
+    assert out.schema.field("before").type == pa.struct(list(SCHEMA))
+    assert out.to_pylist()[0]["after"] == row("a", "x", 2, 2)
+
+
+def test_snapshot_reads_of_a_cdc_table_open_no_cdc_file(tmp_path, monkeypatch):
+    t = new_table(tmp_path / "t", "MERGE_ON_READ")
+    t.upsert(rows(("a", "x", 1, 1), ("b", "x", 2, 1)))
+    t.upsert(rows(("a", "x", 5, 2)))
+    t.run_compaction(t.schedule_compaction(force=True))
+    t.upsert(rows(("b", "x", 6, 3)))
+    t.run_change_tracking(t.schedule_change_tracking())
+    assert cdc_files(tmp_path / "t")
+    opened: list[str] = []
+    original = Storage.open_input_file
+    original_bytes = Storage.read_bytes
+
+    def spy_open(self, rel):
+        opened.append(rel)
+        return original(self, rel)
+
+    def spy_bytes(self, rel):
+        opened.append(rel)
+        return original_bytes(self, rel)
+
+    monkeypatch.setattr(Storage, "open_input_file", spy_open)
+    monkeypatch.setattr(Storage, "read_bytes", spy_bytes)
+    snapshot = Table.open(str(tmp_path / "t")).read()
+    assert sorted(snapshot.column("v").to_pylist()) == [5, 6]
+    assert opened and not [p for p in opened if p.endswith(".cdc")]
+
+
+def test_cleaning_a_slice_removes_its_cdc_files(tmp_path):
+    t = new_table(tmp_path / "t", **{"hoodie.cleaner.commits.retained": 1})
+    t.insert(rows(("a", "x", 1, 1)))
+    t.upsert(rows(("a", "x", 2, 2)))
+    first_cdc = cdc_files(tmp_path / "t")
+    t.upsert(rows(("a", "x", 3, 3)))
+    t.upsert(rows(("a", "x", 4, 4)))
+    assert t.clean() is not None
+    assert not set(first_cdc) & set(cdc_files(tmp_path / "t"))
+
+
+def test_rollback_of_a_write_removes_its_cdc_file(tmp_path):
+    t = new_table(tmp_path / "t")
+    t.insert(rows(("a", "x", 1, 1)))
+    before = cdc_files(tmp_path / "t")
+    second = t.upsert(rows(("a", "x", 2, 2))).instant_time
+    assert len(cdc_files(tmp_path / "t")) == len(before) + 1
+    t.rollback(second)
+    assert cdc_files(tmp_path / "t") == before
