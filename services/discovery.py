@@ -44,6 +44,7 @@ _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.ROLLBACK: ServiceAction.ROLLBACK,
     Action.RESTORE: ServiceAction.ROLLBACK,  # a restore is a batch of rollbacks; the model has no RESTORE action
     Action.INDEXING: ServiceAction.INDEX_BUILD,
+    Action.CHANGE_TRACKING: ServiceAction.CHANGE_TRACKING,
 }
 
 
@@ -68,6 +69,10 @@ class TableState:
     last_clean: str | None
     #: Something odd but not fatal (e.g. an unreadable replacecommit plan); the state is still usable.
     error: str | None = None
+    #: `hoodie.table.cdc.enabled`: writes persist change data (change tracking applies to MOR).
+    cdc_enabled: bool = False
+    #: delta commits since the last change-tracking run or compaction (both persist their changes)
+    delta_commits_since_change_tracking: int = 0
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -208,6 +213,8 @@ def _build_state(
     replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
     last_replace = replaces[-1] if replaces else None
     completed = [i.time for i in timeline.instants if i.is_completed]
+    tracked = [i.time for i in timeline.completed() if i.action is Action.CHANGE_TRACKING]
+    last_tracked = max([t for t in (last_compaction, tracked[-1] if tracked else None) if t], default=None)
     return TableState(
         ref=ref,
         table_type=config.table_type.value,
@@ -230,6 +237,10 @@ def _build_state(
         last_completed=completed[-1] if completed else None,
         last_clean=last_clean,
         error=error,
+        cdc_enabled=config.cdc_enabled,
+        delta_commits_since_change_tracking=sum(
+            1 for i in writes if i.action is Action.DELTA_COMMIT and (last_tracked is None or i.time > last_tracked)
+        ),
     )
 
 

@@ -18,9 +18,11 @@ from lakeward.core.table import Table
 from lakeward.services.model import ServiceAction, TableRef
 
 #: Actions whose work is a plan written on the timeline first (schedule, then execute it).
-PLANNED_ACTIONS = frozenset({ServiceAction.COMPACTION, ServiceAction.CLUSTERING, ServiceAction.CLEAN})
+PLANNED_ACTIONS = frozenset(
+    {ServiceAction.COMPACTION, ServiceAction.CLUSTERING, ServiceAction.CLEAN, ServiceAction.CHANGE_TRACKING}
+)
 #: Actions lakeward cannot run yet (their core table services have not landed).
-UNAVAILABLE_ACTIONS = frozenset({ServiceAction.CHANGE_TRACKING, ServiceAction.INDEX_BUILD})
+UNAVAILABLE_ACTIONS = frozenset({ServiceAction.INDEX_BUILD})
 
 
 class ActionUnavailableError(LakewardError):
@@ -58,6 +60,13 @@ def check_available(table: Table, action: ServiceAction) -> None:
         raise ActionUnavailableError(
             f"compaction applies to MERGE_ON_READ tables; {table.name} is {table.config.table_type.value}"
         )
+    if action is ServiceAction.CHANGE_TRACKING and (
+        table.config.table_type.value != "MERGE_ON_READ" or not table.config.cdc_enabled
+    ):
+        raise ActionUnavailableError(
+            f"change tracking applies to MERGE_ON_READ tables with hoodie.table.cdc.enabled=true; {table.name} is "
+            f"{table.config.table_type.value} with CDC {'on' if table.config.cdc_enabled else 'off'}"
+        )
 
 
 def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str | None:
@@ -72,6 +81,8 @@ def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str
         return table.schedule_clustering()
     if action is ServiceAction.CLEAN:
         return table.schedule_clean()
+    if action is ServiceAction.CHANGE_TRACKING:
+        return table.schedule_change_tracking()
     raise ActionUnavailableError(f"{action.value} has no plan to schedule; it runs directly")
 
 
@@ -83,6 +94,8 @@ def pending_of(table: Table, action: ServiceAction) -> list[str]:
         return table.pending_clustering()
     if action is ServiceAction.CLEAN:
         return table.pending_cleans()
+    if action is ServiceAction.CHANGE_TRACKING:
+        return table.pending_change_tracking()
     return []
 
 
@@ -121,6 +134,14 @@ def execute(table: Table, action: ServiceAction, instant: str | None, engine: An
         assert instant is not None
         cleaned = table.run_clean(instant)
         return Execution(instant, detail=f"{cleaned.files_deleted} file(s) deleted")
+    if action is ServiceAction.CHANGE_TRACKING:
+        assert instant is not None
+        tracked = table.run_change_tracking(instant, engine=engine)
+        return Execution(
+            instant,
+            bytes_written=tracked.bytes_written,
+            detail=f"{tracked.delta_commits} delta commit(s) persisted in {len(tracked.files_written)} file(s)",
+        )
     if action is ServiceAction.ARCHIVAL:
         archived = table.archive()
         return Execution(

@@ -43,6 +43,9 @@ class Policy:
     clean_interval: dt.timedelta | None = None
     clustering_enabled: bool = False
     clustering_every_commits: int = 4
+    #: merge-on-read with CDC: persist changes once this many delta commits have none (change tracking)
+    change_tracking_enabled: bool = False
+    change_tracking_every_commits: int = 1
     #: archive when the active timeline holds more completed instants than this
     archival_enabled: bool = True
     archival_max_instants: int = 30
@@ -50,7 +53,12 @@ class Policy:
     repair_after: dt.timedelta | None = dt.timedelta(minutes=5)
 
     def __post_init__(self) -> None:
-        for name in ("compaction_delta_commits", "clean_every_commits", "clustering_every_commits"):
+        for name in (
+            "compaction_delta_commits",
+            "clean_every_commits",
+            "clustering_every_commits",
+            "change_tracking_every_commits",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.archival_max_instants < 1:
@@ -72,6 +80,8 @@ def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Pol
         clean_every_commits=settings.clean.min_commits_between,
         clustering_enabled=settings.clustering.enabled,
         clustering_every_commits=settings.clustering.every_n_commits,
+        change_tracking_enabled=settings.change_tracking.enabled,
+        change_tracking_every_commits=settings.change_tracking.every_n_commits,
         archival_enabled=settings.archival.enabled,
         archival_max_instants=settings.archival.keep_max_commits,
     )
@@ -155,6 +165,20 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
                 f"(every {policy.clustering_every_commits})",
             )
         )
+    untracked = state.delta_commits_since_change_tracking
+    if (
+        policy.change_tracking_enabled
+        and state.is_merge_on_read
+        and state.cdc_enabled
+        and ServiceAction.CHANGE_TRACKING not in pending
+        and untracked >= policy.change_tracking_every_commits
+    ):
+        tracked = [i.time for i in state.timeline.completed() if i.action is Action.CHANGE_TRACKING]
+        compactions = [i.time for i in writes if state.timeline.was_compaction(i.time)]
+        last = max([*tracked[-1:], *compactions[-1:]], default=None)
+        since = _first_after(state, last, (Action.DELTA_COMMIT,)) or ""
+        reason = f"{untracked} delta commit(s) without persisted changes (every {policy.change_tracking_every_commits})"
+        out.append((ServiceAction.CHANGE_TRACKING, since, reason))
     if policy.repair_after is not None and ServiceAction.ROLLBACK not in pending and state.pending_writes:
         oldest_write = state.pending_writes[0].time
         if _aware(now) - instant_moment(oldest_write, state.timeline_timezone) >= policy.repair_after:
