@@ -162,7 +162,7 @@ def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str) 
                 table.run_clustering(instant)
         elif step == "clean":
             table.clean()
-        for _ in range(15):
+        for _ in range(12):
             filters = _filters(rng)
             columns = None if rng.random() < 0.7 else ["id", "k", "s"]
             expected = _full_scan(table, filters, columns)
