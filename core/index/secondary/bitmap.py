@@ -47,9 +47,9 @@ TRAILER_MAGIC = b"LWBM"
 FORMAT_VERSION = 1
 #: Values with at least this many rows keep a roaring bitmap; fewer: a plain list of row ids.
 ROARING_MIN_ROWS = 32
-BLOCK_MAX_VALUES = 4096
-BLOCK_MAX_BYTES = 256 * 1024
-_TAIL_GUESS = 64 * 1024
+BLOCK_MAX_VALUES = 1024
+BLOCK_MAX_BYTES = 64 * 1024
+_TAIL_GUESS = 16 * 1024
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
