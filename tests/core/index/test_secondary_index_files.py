@@ -29,14 +29,17 @@ def _exact(table: pa.Table, p: ColumnPredicate) -> BitMap:
 def test_bitmap_index_is_exact_for_every_supported_type_and_operator() -> None:
     rng = random.Random(7)
     n = 3000
-    utc = dt.timezone.utc
+    utc = dt.UTC
     table = pa.table(
         {
             "i": pa.array([rng.choice([None, *range(-20, 20)]) for _ in range(n)], pa.int32()),
             "s": [rng.choice([None, "", "apple", "Apple", "apricot", "b", "zz", "é"]) for _ in range(n)],
             "f": [rng.choice([None, float("nan"), -0.0, 0.0, 1.5, -2.25, 3.0]) for _ in range(n)],
             "ts": pa.array(
-                [rng.choice([None, dt.datetime(2026, 1, d, tzinfo=utc)]) for d in (rng.randint(1, 9) for _ in range(n))],
+                [
+                    rng.choice([None, dt.datetime(2026, 1, d, tzinfo=utc)])
+                    for d in (rng.randint(1, 9) for _ in range(n))
+                ],
                 pa.timestamp("us", tz="UTC"),
             ),
             "d": pa.array([dt.date(2026, 2, rng.randint(1, 20)) for _ in range(n)], pa.date32()),
@@ -130,4 +133,6 @@ def test_text_index_words_ignore_case_and_prefix_like_is_a_superset() -> None:
 def test_text_predicates_without_index_follow_the_same_words(op: str) -> None:
     table = pa.table({"t": ["Hello, World", "hello-world!", "WORLD hello", None, "helloworld"]})
     got = table.filter(predicate_expression(ColumnPredicate("t", op, "HELLO world"))).column("t").to_pylist()
-    assert got == (["Hello, World", "hello-world!", "WORLD hello"] if op == "match" else ["Hello, World", "hello-world!"])
+    assert got == (
+        ["Hello, World", "hello-world!", "WORLD hello"] if op == "match" else ["Hello, World", "hello-world!"]
+    )
