@@ -18,9 +18,11 @@ from lakeward.core.table import Table
 from lakeward.services.model import ServiceAction, TableRef
 
 #: Actions whose work is a plan written on the timeline first (schedule, then execute it).
-PLANNED_ACTIONS = frozenset({ServiceAction.COMPACTION, ServiceAction.CLUSTERING, ServiceAction.CLEAN})
+PLANNED_ACTIONS = frozenset(
+    {ServiceAction.COMPACTION, ServiceAction.CLUSTERING, ServiceAction.CLEAN, ServiceAction.INDEX_BUILD}
+)
 #: Actions lakeward cannot run yet (their core table services have not landed).
-UNAVAILABLE_ACTIONS = frozenset({ServiceAction.CHANGE_TRACKING, ServiceAction.INDEX_BUILD})
+UNAVAILABLE_ACTIONS = frozenset({ServiceAction.CHANGE_TRACKING})
 
 
 class ActionUnavailableError(LakewardError):
@@ -58,6 +60,10 @@ def check_available(table: Table, action: ServiceAction) -> None:
         raise ActionUnavailableError(
             f"compaction applies to MERGE_ON_READ tables; {table.name} is {table.config.table_type.value}"
         )
+    if action is ServiceAction.INDEX_BUILD and not table.indexes():
+        raise ActionUnavailableError(
+            f"{table.name} has no secondary index to build; create one first (lakeward index create)"
+        )
 
 
 def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str | None:
@@ -72,6 +78,8 @@ def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str
         return table.schedule_clustering()
     if action is ServiceAction.CLEAN:
         return table.schedule_clean()
+    if action is ServiceAction.INDEX_BUILD:
+        return table.schedule_index_build()
     raise ActionUnavailableError(f"{action.value} has no plan to schedule; it runs directly")
 
 
@@ -83,6 +91,8 @@ def pending_of(table: Table, action: ServiceAction) -> list[str]:
         return table.pending_clustering()
     if action is ServiceAction.CLEAN:
         return table.pending_cleans()
+    if action is ServiceAction.INDEX_BUILD:
+        return table.pending_index_builds()
     return []
 
 
@@ -121,6 +131,15 @@ def execute(table: Table, action: ServiceAction, instant: str | None, engine: An
         assert instant is not None
         cleaned = table.run_clean(instant)
         return Execution(instant, detail=f"{cleaned.files_deleted} file(s) deleted")
+    if action is ServiceAction.INDEX_BUILD:
+        assert instant is not None
+        built = table.run_index_build(instant, engine=engine)
+        return Execution(
+            instant,
+            records=built.rows_indexed,
+            bytes_written=built.bytes_written,
+            detail=f"{len(built.files_written)} index file(s) for {built.base_files} base file(s)",
+        )
     if action is ServiceAction.ARCHIVAL:
         archived = table.archive()
         return Execution(
