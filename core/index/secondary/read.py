@@ -26,7 +26,9 @@ applied to the rows read, so results equal a full scan's.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,13 +56,7 @@ from lakeward.core.index.secondary.storage import IndexCatalog
 from lakeward.core.index.secondary.text import TextIndexFile
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
-from lakeward.core.read.snapshot import (
-    DICTIONARY_META_COLUMNS,
-    _aligned_schema,
-    _dictionary_meta,
-    _physical_schema,
-    read_file_slices,
-)
+from lakeward.core.read.snapshot import DICTIONARY_META_COLUMNS, _dictionary_meta, read_file_slices
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
@@ -292,10 +288,34 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+_FOOTERS: OrderedDict[tuple[str, str], pq.FileMetaData] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+_FOOTERS_MAX = 64
+
+
+def _footer(storage: Storage, path: str) -> pq.FileMetaData:
+    """A base file's Parquet footer, cached: base files never change, and Hudi's footers carry
+    a bloom filter (often a megabyte) that would otherwise be read again for every lookup."""
+    key = (storage.uri, path)
+    with _FOOTERS_LOCK:
+        found = _FOOTERS.get(key)
+        if found is not None:
+            _FOOTERS.move_to_end(key)
+            return found
+    with storage.open_input_file(path) as source:
+        found = pq.read_metadata(source)
+    with _FOOTERS_LOCK:
+        _FOOTERS[key] = found
+        while len(_FOOTERS) > _FOOTERS_MAX:
+            _FOOTERS.popitem(last=False)
+    return found
+
+
 def _read_rows(storage: Storage, path: str, ids: BitMap, groups: list[int], columns: list[str] | None) -> pa.Table:
     """Rows `ids` of a base file: only the row groups holding them are decoded."""
+    footer = _footer(storage, path)
     with storage.open_input_file(path) as source:
-        parquet = pq.ParquetFile(source, read_dictionary=list(DICTIONARY_META_COLUMNS))
+        parquet = pq.ParquetFile(source, metadata=footer, read_dictionary=list(DICTIONARY_META_COLUMNS))
         present = parquet.schema_arrow.names
         wanted = present if columns is None else [c for c in present if c in set(columns)]
         metadata = parquet.metadata
@@ -322,11 +342,15 @@ def _touched_keys(blocks: Sequence[DataBlock | DeleteBlock]) -> pa.Array:
 
 
 def _dataset_schema(storage: Storage, slices: Sequence[FileSlice], schema: pa.Schema | None) -> pa.Schema:
-    paths = [storage.full_path(s.base_file.path) for s in slices if s.base_file is not None]
+    """The schema `read_file_slices` gives these slices (the newest base file's, plus missing table columns)."""
+    paths = [s.base_file.path for s in slices if s.base_file is not None]
     if paths:
+        newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1]) if schema is not None else paths[-1]
+        physical = _footer(storage, newest).schema.to_arrow_schema().remove_metadata()
         if schema is None:
-            return _dictionary_meta(_physical_schema(storage, paths[-1]))
-        return _aligned_schema(storage, paths, schema)
+            return _dictionary_meta(physical)
+        missing = [f for f in with_meta(schema) if f.name not in physical.names]
+        return _dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
     return _dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
 
 
@@ -346,6 +370,10 @@ def _read_planned(
         needed = None
         if wanted is not None:
             needed = [c for c in dataset_schema.names if c in set(wanted) | filter_columns]
+        if not plan.rows:  # no row of this file can match: not even its footer is read
+            plan.choice.rows_decoded = 0
+            empty = dataset_schema.empty_table()
+            return empty.select(wanted) if wanted is not None else empty
         rows = _read_rows(storage, base.path, plan.rows, plan.row_groups, needed)
         plan.choice.rows_decoded = _rows_in(storage, base.path, plan.row_groups)
         target = dataset_schema if needed is None else pa.schema([dataset_schema.field(c) for c in needed])
@@ -368,8 +396,7 @@ def _read_planned(
 
 
 def _group_sizes(storage: Storage, path: str) -> list[int]:
-    with storage.open_input_file(path) as source:
-        metadata = pq.read_metadata(source)
+    metadata = _footer(storage, path)
     return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
 
 
