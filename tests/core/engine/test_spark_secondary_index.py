@@ -80,3 +80,7 @@ def test_spark_builds_indexes_and_the_data_source_pushes_filters_to_them(spark: 
     assert _ids(spark.read.format("lakeward").load(path).filter(F.col("k") == 3)) == through_index
     off = spark.read.format("lakeward").option("hoodie.enable.data.skipping", "false").load(path)
     assert _ids(off.filter(F.col("k") == 3)) == truth
+
+    # lakeward's extra filter operators on the Spark engine (Table.read with engine="spark").
+    extra = [("s", "match", "WORD3 buying"), ("k", "is not null", None), ("s", "like", "word3%")]
+    assert _ids(table.read(filters=extra, engine=SparkEngine(spark))) == _ids(table.read(filters=extra))
