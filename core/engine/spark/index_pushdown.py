@@ -19,7 +19,13 @@ import pyarrow as pa
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.index.secondary.definitions import IndexDefinition, load_definitions
 from lakeward.core.index.secondary.read import read_with_indexes
-from lakeward.core.index.secondary.storage import IndexCatalog, IndexFile, committed_instants, list_index_files
+from lakeward.core.index.secondary.storage import (
+    CommittedInstants,
+    IndexCatalog,
+    IndexFile,
+    committed_instants,
+    list_index_files,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 
@@ -90,7 +96,7 @@ class IndexReadContext:
     filters: list[tuple[str, str, Any]]
     definitions: tuple[IndexDefinition, ...]
     files: tuple[IndexFile, ...]
-    committed: frozenset[str]
+    committed: CommittedInstants
 
     @classmethod
     def for_table(

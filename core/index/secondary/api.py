@@ -134,7 +134,7 @@ def index_status(storage: Storage, timeline: Timeline) -> IndexStatus:
     return IndexStatus(tuple(definitions), tuple(rows), tuple(pending_index_builds(timeline)), sizes)
 
 
-def _committed(timeline: Timeline) -> frozenset[str]:
+def _committed(timeline: Timeline) -> Any:
     from lakeward.core.index.secondary.storage import committed_instants
 
     return committed_instants(timeline)

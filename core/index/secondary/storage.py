@@ -77,19 +77,34 @@ def list_index_files(storage: Storage) -> list[IndexFile]:
     return out
 
 
-def committed_instants(timeline: Timeline) -> frozenset[str]:
-    """Instants whose index files count: completed index builds, compactions and clusterings (writes)."""
-    return frozenset(
+@dataclass(frozen=True)
+class CommittedInstants:
+    """Instants whose index files count: completed index builds and writes (compactions and
+    clusterings build indexes too), and anything older than the active timeline (archived:
+    pending instants are never archived, and a rolled-back instant left no index files)."""
+
+    completed: frozenset[str]
+    archived_before: str | None = None
+
+    def __contains__(self, instant_time: object) -> bool:
+        return instant_time in self.completed or (
+            self.archived_before is not None and isinstance(instant_time, str) and instant_time < self.archived_before
+        )
+
+
+def committed_instants(timeline: Timeline) -> CommittedInstants:
+    completed = frozenset(
         i.time
         for i in timeline.completed()
         if i.action is Action.INDEXING or i.action.completed_action.value in ("commit", "deltacommit", "replacecommit")
     )
+    return CommittedInstants(completed, timeline.instants[0].time if timeline.instants else None)
 
 
 class IndexCatalog:
     """The committed index files of a table, by (index name, base file stem); the newest wins."""
 
-    def __init__(self, files: Iterable[IndexFile], committed: Collection[str]):
+    def __init__(self, files: Iterable[IndexFile], committed: Collection[str] | CommittedInstants):
         self._by_key: dict[tuple[str, str], IndexFile] = {}
         for f in files:
             if f.instant_time not in committed:

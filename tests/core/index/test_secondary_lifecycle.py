@@ -235,3 +235,19 @@ def test_predicates_the_index_cannot_answer_fall_back_to_scanning(tmp_path: Any)
     assert "expression" in table.explain(pc.field("k") == 3).predicates
     with pytest.raises(ConfigError, match="not one of"):
         table.read(filters=[("k", "~", 3)])
+
+
+def test_index_files_stay_usable_after_their_build_is_archived(tmp_path: Any) -> None:
+    options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    table = _table(tmp_path, **options)
+    table.create_index("by_k", "k")
+    build = table.build_indexes()
+    assert build is not None
+    for start in (100, 200, 300):
+        table.bulk_insert(_rows(range(start, start + 10)))
+    archived = table.archive()
+    assert f"{build.instant_time}.indexing" in archived.archived
+    assert build.instant_time not in {i.time for i in table.timeline().instants}
+    assert len(table.index_status().indexed("by_k")) == 2  # the archived build's files still count
+    assert table.explain([("k", "=", 3)]).count("index") == 2
+    assert table.read(filters=[("k", "=", 3)]).num_rows == 13
