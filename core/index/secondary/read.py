@@ -66,6 +66,9 @@ ANSWERS: dict[IndexType, frozenset[str]] = {
     IndexType.TEXT: frozenset({"match", "phrase", "like", "="}),
 }
 
+#: Up to this many candidate rows, taking them from decoded row groups costs no more than a scan.
+FEW_ROWS = 64
+
 INDEX = "index"
 SCAN = "scan"
 MERGE = "merge"
@@ -269,6 +272,11 @@ def plan_slice(
             return _Plan(choice, file_slice)
         groups = _row_groups_of(ids, row_group_rows)
         choice.row_groups_read = len(groups)
+        if not has_logs and len(ids) > FEW_ROWS and len(groups) == len(row_group_rows):
+            # Every row group holds candidates: the index saves no reading, and the scan (which
+            # filters as it decodes) is faster than decoding whole row groups to take many rows.
+            choice.reason = f"the {len(ids)} candidate row(s) lie in every row group: nothing to skip"
+            return _Plan(choice, file_slice)
         choice.mode = MERGE_INDEX if has_logs else INDEX
         choice.reason = "selective predicate on an indexed column"
         return _Plan(choice, file_slice, ids, groups)
