@@ -49,3 +49,11 @@ class LockError(LakewardError):
 
 class StorageError(LakewardError, OSError):
     """A filesystem operation failed."""
+
+
+class IndexNotFoundError(LakewardError, LookupError):
+    """No secondary index of that name is defined on the table."""
+
+
+class IndexExistsError(LakewardError, FileExistsError):
+    """A secondary index of that name is already defined on the table."""

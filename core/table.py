@@ -35,6 +35,7 @@ from lakeward.core.exceptions import (
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.read.changes import (
     Images,
@@ -46,7 +47,6 @@ from lakeward.core.read.changes import (
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
 from lakeward.core.read.incremental import incremental_slices, read_incremental, stable_end
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -85,7 +85,10 @@ from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
+    from lakeward.core.index.secondary.definitions import IndexDefinition
+    from lakeward.core.index.secondary.read import IndexReadExplain
     from lakeward.core.table_services.archival import ArchiveResult
+    from lakeward.core.table_services.index_build import IndexBuildResult
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived")
@@ -561,6 +564,85 @@ class Table:
         """Instant times of change-tracking plans that have not completed, oldest first."""
         return pending_change_tracking(self.timeline())
 
+    # -- secondary indexes ------------------------------------------------------------------
+    def create_index(
+        self,
+        name: str,
+        columns: str | Sequence[str],
+        index_type: str = "bitmap",
+        options: Mapping[str, Any] | None = None,
+    ) -> IndexDefinition:
+        """Define a secondary index (`bitmap`: exact value index; `text`: full-text words) on `columns`.
+
+        Options: `auto_build` (compaction and clustering index the files they write),
+        `max_selectivity`, `max_in_values`. The index files are written by index builds
+        (`schedule_index_build` + `run_index_build`); until then reads scan as before.
+        """
+        return secondary_index.create_index(self._writer(), self.schema(), name, columns, index_type, options)
+
+    def drop_index(self, name: str) -> list[str]:
+        """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
+        return secondary_index.drop_index(self._writer(), name)
+
+    def indexes(self) -> list[IndexDefinition]:
+        """The table's secondary index definitions."""
+        from lakeward.core.index.secondary.definitions import load_definitions
+
+        return load_definitions(self.storage)
+
+    def index_status(self) -> secondary_index.IndexStatus:
+        """Which latest base files each index covers, which not yet, pending builds and index sizes."""
+        return secondary_index.index_status(self.storage, self.timeline())
+
+    def schedule_index_build(self, strategy: str = "INCREMENTAL", indexes: Sequence[str] | None = None) -> str | None:
+        """Plan an index build (`<t>.indexing.requested`); None when every base file is indexed.
+
+        `INCREMENTAL`: base files without an index file yet; `ALL`: rebuild every latest base file.
+        """
+        from lakeward.core.table_services.index_build import schedule_index_build
+
+        return schedule_index_build(self._writer(), strategy, indexes)
+
+    def run_index_build(self, instant: str, *, engine: Engine | str | None = None) -> IndexBuildResult:
+        """Execute a planned index build (idempotent: re-running a half-done build completes it)."""
+        from lakeward.core.table_services.index_build import run_index_build
+
+        client = self._writer()
+        return run_index_build(client, instant, resolve_engine(engine, default=client.engine))
+
+    def build_indexes(
+        self, strategy: str = "INCREMENTAL", *, engine: Engine | str | None = None
+    ) -> IndexBuildResult | None:
+        """Schedule an index build and run it (None when nothing needs indexing)."""
+        instant = self.schedule_index_build(strategy)
+        return self.run_index_build(instant, engine=engine) if instant is not None else None
+
+    def pending_index_builds(self) -> list[str]:
+        from lakeward.core.table_services.index_build import pending_index_builds
+
+        return pending_index_builds(self.timeline())
+
+    def rollback_index_build(self, instant: str) -> RollbackResult:
+        """Undo a pending index build (a rollback instant); its index files are removed."""
+        from lakeward.core.table_services.index_build import rollback_index_build
+
+        return rollback_index_build(self._writer(), instant)
+
+    def explain(
+        self,
+        filters: Filters = None,
+        *,
+        as_of: str | dt.datetime | None = None,
+        read_optimized: bool = False,
+    ) -> IndexReadExplain:
+        """How `read(filters=...)` would read each file slice: through an index or by scanning, and why."""
+        timeline = self.timeline()
+        instant = self._resolve_as_of(timeline, as_of)
+        schema = resolve_table_schema(self.storage, timeline, self.config)
+        view = FileSystemView.load(self.storage, timeline)
+        slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
+        return secondary_index.explain(self.storage, timeline, slices, filters, read_optimized)
+
     # -- reads ----------------------------------------------------------------------------
     def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:
         if as_of is None:
@@ -621,7 +703,7 @@ class Table:
 
             spark = chosen.spark  # type: ignore[attr-defined]
             return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
-        return read_file_slices(self.storage, slices, schema, columns, to_expression(filters), **merge_options)
+        return secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
 
     def read_incremental(
         self,

@@ -203,7 +203,7 @@ def runs(
 
 @app.command()
 def trigger(
-    action: str = typer.Argument(..., help="compaction, clean, clustering, archival or rollback"),
+    action: str = typer.Argument(..., help="compaction, clean, clustering, archival, rollback or index_build"),
     table: str = typer.Argument(..., help="table name (see `lakeward tables`)"),
     mode: str = typer.Option("schedule_and_run", help="schedule_and_run, schedule, or run (a pending plan)"),
     instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),
@@ -488,6 +488,102 @@ def demo(path: str | None = typer.Argument(None, help="where to create the demo 
     typer.echo(f"\nincremental after {first.instant_time}:")
     typer.echo(_format(table.read_incremental(first.instant_time, columns=data).sort_by("trip_id")))
     typer.echo(f"\ntry: lakeward timeline {table.path}")
+
+
+# -- secondary indexes (on a table path directly) -------------------------------------------------
+index_app = typer.Typer(add_completion=False, help="Secondary indexes of a table: create, drop, show, build.")
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("create")
+def index_create(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    name: str = typer.Argument(..., help="index name (letters, digits, '_' or '-')"),
+    columns: list[str] = typer.Argument(..., help="column(s) to index"),
+    index_type: str = typer.Option("bitmap", "--type", help="bitmap (exact values) or text (full-text words)"),
+    option: list[str] = typer.Option(
+        [], "--option", "-o", help="index option KEY=VALUE: auto_build, max_selectivity, max_in_values"
+    ),
+) -> None:
+    """Define a secondary index; build its files with `lakeward index build`."""
+    table = _open(path)
+    definition = _service(lambda: table.create_index(name, columns, index_type, _options(option)))
+    typer.echo(f"created {definition.index_type.value} index {definition.name} on {', '.join(definition.columns)}")
+
+
+@index_app.command("drop")
+def index_drop(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    name: str = typer.Argument(..., help="the index to drop"),
+) -> None:
+    """Remove a secondary index and its files."""
+    table = _open(path)
+    removed = _service(lambda: table.drop_index(name))
+    typer.echo(f"dropped index {name} ({len(removed)} file(s) removed)")
+
+
+@index_app.command("show")
+def index_show(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    files: bool = typer.Option(False, "--files", help="list every base file and the indexes covering it"),
+) -> None:
+    """The table's indexes and their status: which base files are indexed, which not yet."""
+    table = _open(path)
+    status = _service(table.index_status)
+    if as_json:
+        doc = {
+            "indexes": status.summary(),
+            "pending_builds": list(status.pending_builds),
+            "base_files": [
+                {"partition": b.partition_path, "base_file": b.base_file, "indexed_by": b.indexed_by}
+                for b in status.base_files
+            ],
+        }
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    if not status.indexes:
+        typer.echo("no secondary index")
+        return
+    rows = status.summary()
+    for row in rows:
+        typer.echo(
+            f"{row['name']:<20}{row['index_type']:<8}{','.join(row['columns']):<24}"
+            f"indexed {row['indexed_base_files']}/{row['base_files']} base file(s), {row['index_bytes']} bytes"
+            + ("  auto_build" if row["auto_build"] else "")
+        )
+    if status.pending_builds:
+        typer.echo(f"pending index builds: {', '.join(status.pending_builds)}")
+    if files:
+        for b in status.base_files:
+            covered = ", ".join(f"{n}@{t}" if t else f"{n}: not indexed" for n, t in b.indexed_by.items())
+            typer.echo(f"  {b.base_file}  {covered}")
+
+
+@index_app.command("build")
+def index_build(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    strategy: str = typer.Option("INCREMENTAL", help="INCREMENTAL (base files without an index) or ALL (rebuild)"),
+    index: list[str] = typer.Option([], "--index", help="only these indexes (repeatable; default: all)"),
+    instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
+    schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
+) -> None:
+    """Schedule an index build and run it; or run a pending plan (--instant)."""
+    table = _open(path)
+    if instant is None:
+        instant = _service(lambda: table.schedule_index_build(strategy, index or None))
+        if instant is None:
+            typer.echo("no index build scheduled: every base file is indexed")
+            return
+        typer.echo(f"scheduled index build {instant}")
+        if schedule_only:
+            return
+    planned = instant
+    result = _service(lambda: table.run_index_build(planned))
+    typer.echo(
+        f"completed index build {result.instant_time}: {len(result.files_written)} index file(s) for "
+        f"{result.base_files} base file(s), {result.bytes_written} bytes in {result.seconds:.2f}s"
+    )
 
 
 def main() -> None:

@@ -73,6 +73,10 @@ class TableState:
     cdc_enabled: bool = False
     #: delta commits since the last change-tracking run or compaction (both persist their changes)
     delta_commits_since_change_tracking: int = 0
+    #: Columns the table's secondary indexes cover (empty: no index).
+    index_columns: frozenset[str] = frozenset()
+    #: Completed writes (new base files) since the last completed index build.
+    writes_since_index_build: int = 0
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -187,8 +191,20 @@ def _is_clustering(storage: Storage, instant_time: str, cache: DiscoveryCache) -
     return known
 
 
+def _index_columns(storage: Storage) -> frozenset[str]:
+    """Columns of the table's secondary index definitions (read only when `.hoodie/.index/` exists)."""
+    from lakeward.core.index.secondary.definitions import load_definitions
+
+    return frozenset(c for d in load_definitions(storage) for c in d.columns)
+
+
 def _build_state(
-    ref: TableRef, config: TableConfig, storage: Storage, timeline: Timeline, cache: DiscoveryCache
+    ref: TableRef,
+    config: TableConfig,
+    storage: Storage,
+    timeline: Timeline,
+    cache: DiscoveryCache,
+    has_index_folder: bool = False,
 ) -> TableState:
     plans: list[PendingPlan] = []
     pending_writes: list[Instant] = []
@@ -215,6 +231,13 @@ def _build_state(
     completed = [i.time for i in timeline.instants if i.is_completed]
     tracked = [i.time for i in timeline.completed() if i.action is Action.CHANGE_TRACKING]
     last_tracked = max([t for t in (last_compaction, tracked[-1] if tracked else None) if t], default=None)
+    builds = [i.time for i in timeline.instants if i.action is Action.INDEXING and i.is_completed]
+    index_columns: frozenset[str] = frozenset()
+    if has_index_folder:
+        try:
+            index_columns = _index_columns(storage)
+        except Exception as exc:  # a corrupt definitions file: report, keep the rest of the state
+            error = f"cannot read secondary index definitions: {exc}"
     return TableState(
         ref=ref,
         table_type=config.table_type.value,
@@ -241,7 +264,18 @@ def _build_state(
         delta_commits_since_change_tracking=sum(
             1 for i in writes if i.action is Action.DELTA_COMMIT and (last_tracked is None or i.time > last_tracked)
         ),
+        index_columns=index_columns,
+        writes_since_index_build=sum(1 for i in writes if not builds or i.time > builds[-1]),
     )
+
+
+def _definitions_size(storage: Storage) -> int:
+    from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH
+
+    try:
+        return storage.size(DEFINITIONS_PATH)
+    except FileNotFoundError:
+        return -1
 
 
 class _Gone(Exception):
@@ -254,7 +288,11 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
     entries = storage.list_dir(METAFOLDER)  # the one listing; missing folder -> []
     with cache._lock:
         cache.listings += 1
-    names = frozenset(e.name for e in entries if not e.is_dir)
+    has_index_folder = any(e.is_dir and e.name == ".index" for e in entries)
+    # The definitions file's size tells a changed set of indexes apart (it lives in `.index/`).
+    names = frozenset(e.name for e in entries if not e.is_dir) | (
+        {f".index/{_definitions_size(storage)}"} if has_index_folder else set()
+    )
     props = [e for e in entries if e.name == PROPERTIES_FILE and not e.is_dir]
     if not props:
         cache.forget(storage.uri)
@@ -271,7 +309,7 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
     else:
         config = Table.open(ref.path).config
     timeline = Timeline.from_file_names(names)
-    state = _build_state(ref, config, storage, timeline, cache)
+    state = _build_state(ref, config, storage, timeline, cache, has_index_folder)
     with cache._lock:
         cache.entries[storage.uri] = _Entry(names, props[0].size, config, state)
     return state

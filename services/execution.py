@@ -19,10 +19,16 @@ from lakeward.services.model import ServiceAction, TableRef
 
 #: Actions whose work is a plan written on the timeline first (schedule, then execute it).
 PLANNED_ACTIONS = frozenset(
-    {ServiceAction.COMPACTION, ServiceAction.CLUSTERING, ServiceAction.CLEAN, ServiceAction.CHANGE_TRACKING}
+    {
+        ServiceAction.COMPACTION,
+        ServiceAction.CLUSTERING,
+        ServiceAction.CLEAN,
+        ServiceAction.CHANGE_TRACKING,
+        ServiceAction.INDEX_BUILD,
+    }
 )
 #: Actions lakeward cannot run yet (their core table services have not landed).
-UNAVAILABLE_ACTIONS = frozenset({ServiceAction.INDEX_BUILD})
+UNAVAILABLE_ACTIONS: frozenset[ServiceAction] = frozenset()
 
 
 class ActionUnavailableError(LakewardError):
@@ -67,6 +73,10 @@ def check_available(table: Table, action: ServiceAction) -> None:
             f"change tracking applies to MERGE_ON_READ tables with hoodie.table.cdc.enabled=true; {table.name} is "
             f"{table.config.table_type.value} with CDC {'on' if table.config.cdc_enabled else 'off'}"
         )
+    if action is ServiceAction.INDEX_BUILD and not table.indexes():
+        raise ActionUnavailableError(
+            f"{table.name} has no secondary index to build; create one first (lakeward index create)"
+        )
 
 
 def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str | None:
@@ -83,6 +93,8 @@ def schedule(table: Table, action: ServiceAction, *, force: bool = False) -> str
         return table.schedule_clean()
     if action is ServiceAction.CHANGE_TRACKING:
         return table.schedule_change_tracking()
+    if action is ServiceAction.INDEX_BUILD:
+        return table.schedule_index_build()
     raise ActionUnavailableError(f"{action.value} has no plan to schedule; it runs directly")
 
 
@@ -96,6 +108,8 @@ def pending_of(table: Table, action: ServiceAction) -> list[str]:
         return table.pending_cleans()
     if action is ServiceAction.CHANGE_TRACKING:
         return table.pending_change_tracking()
+    if action is ServiceAction.INDEX_BUILD:
+        return table.pending_index_builds()
     return []
 
 
@@ -141,6 +155,15 @@ def execute(table: Table, action: ServiceAction, instant: str | None, engine: An
             instant,
             bytes_written=tracked.bytes_written,
             detail=f"{tracked.delta_commits} delta commit(s) persisted in {len(tracked.files_written)} file(s)",
+        )
+    if action is ServiceAction.INDEX_BUILD:
+        assert instant is not None
+        built = table.run_index_build(instant, engine=engine)
+        return Execution(
+            instant,
+            records=built.rows_indexed,
+            bytes_written=built.bytes_written,
+            detail=f"{len(built.files_written)} index file(s) for {built.base_files} base file(s)",
         )
     if action is ServiceAction.ARCHIVAL:
         archived = table.archive()

@@ -51,6 +51,9 @@ class Policy:
     archival_max_instants: int = 30
     #: roll back writes pending longer than this whose writer is gone (heartbeat stopped); None: off
     repair_after: dt.timedelta | None = dt.timedelta(minutes=5)
+    #: build secondary indexes of new base files, on tables with an index on one of these columns
+    index_build_enabled: bool = False
+    index_build_columns: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name in (
@@ -84,6 +87,8 @@ def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Pol
         change_tracking_every_commits=settings.change_tracking.every_n_commits,
         archival_enabled=settings.archival.enabled,
         archival_max_instants=settings.archival.keep_max_commits,
+        index_build_enabled=settings.index_build.enabled,
+        index_build_columns=frozenset(settings.index_build.columns),
     )
 
 
@@ -187,6 +192,19 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
                     ServiceAction.ROLLBACK,
                     oldest_write,
                     f"write {oldest_write} pending over {policy.repair_after}: roll it back if its writer is gone",
+                )
+            )
+    indexed = state.index_columns & policy.index_build_columns
+    if policy.index_build_enabled and indexed and ServiceAction.INDEX_BUILD not in pending:
+        if state.writes_since_index_build > 0:
+            builds = [i.time for i in state.timeline.instants if i.action is Action.INDEXING and i.is_completed]
+            since = _first_after(state, builds[-1] if builds else None) or ""
+            out.append(
+                (
+                    ServiceAction.INDEX_BUILD,
+                    since,
+                    f"{state.writes_since_index_build} write(s) since the last index build "
+                    f"(indexed columns {sorted(indexed)})",
                 )
             )
     completed = state.completed_count

@@ -9,7 +9,6 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
@@ -23,8 +22,10 @@ def to_expression(filters: Filters) -> pc.Expression | None:
         return filters
     if not filters:
         return None
+    from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
+
     try:
-        return pq.filters_to_expression(filters)  # type: ignore[arg-type]
+        return filters_to_expression(filters)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"filters={filters!r} are not valid: {exc}") from exc
 
@@ -68,10 +69,10 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
         for conj in disjuncts:
             own = [t for t in conj if t[0] in fields]
             try:
-                expr = pq.filters_to_expression(own)
+                expr = to_expression(own)
                 if table.filter(expr).num_rows:
                     return True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError):
                 return True
         return False
 

@@ -25,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
+from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
@@ -107,6 +108,7 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
     inflight = transition_to_inflight(storage, requested)
     for path in files:
         storage.delete_file(path)
+    delete_instant_index_files(storage, instant.time)  # secondary index files the instant wrote
     delete_pending_files(storage, instant.time, instant.action)
     _complete_rollback(
         storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000), log_sizes
@@ -224,6 +226,7 @@ def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
     storage.delete_file(instant_path(Instant(target["commitTime"], target_action, State.COMPLETED)))
     for path in files:
         storage.delete_file(path)
+    delete_instant_index_files(storage, target["commitTime"])  # secondary index files the instant wrote
     delete_pending_files(storage, target["commitTime"], target_action)
     if target_action is Action.COMMIT:  # a completed compaction's requested and inflight files
         delete_pending_files(storage, target["commitTime"], Action.COMPACTION)

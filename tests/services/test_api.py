@@ -173,7 +173,7 @@ def test_trigger_schedule_only_then_run_the_pending_plan(client, daemon, tmp_pat
         ("/api/v1/tables/orders/trigger", {}, 422, "action: Field required"),
         ("/api/v1/tables/orders/trigger", {"action": "clean", "mode": "later"}, 422, "mode: Input should be"),
         ("/api/v1/tables/customers/trigger", {"action": "compaction"}, 409, "applies to MERGE_ON_READ"),
-        ("/api/v1/tables/orders/trigger", {"action": "index_build"}, 409, "not available"),
+        ("/api/v1/tables/orders/trigger", {"action": "index_build"}, 409, "has no secondary index"),
         ("/api/v1/tables/orders/trigger", {"action": "change_tracking"}, 409, "with CDC off"),
         ("/api/v1/tables/orders/trigger", {"action": "archival", "mode": "schedule"}, 409, "has no plan"),
         (

@@ -51,9 +51,11 @@ BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 AS_OF = "as.of.instant"
 INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
+#: Hudi's read option for data skipping with indexes: false reads without secondary indexes.
+DATA_SKIPPING = "hoodie.enable.data.skipping"
 
 WRITE_ONLY_KEYS = frozenset({OPERATION, PARTITIONS_TO_DELETE})
-READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT})
+READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT, DATA_SKIPPING})
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
 SAVE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 
@@ -241,6 +243,12 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         raise ConfigError(f"{AS_OF} applies to snapshot and read_optimized queries, not incremental")
     engine = SparkEngine(spark)
     table = Table.open(path, engine=engine)
+    if query != "incremental" and _flag(DATA_SKIPPING, opts.get(DATA_SKIPPING, True)) and table.indexes():
+        # Secondary indexes: the Python data source, so that Spark pushes the filters down to them.
+        from pyspark.sql.readwriter import DataFrameReader
+
+        load = _ORIGINAL_LOAD[0] or DataFrameReader.load
+        return load(spark.read.format(FORMAT).options(**opts), path)
     if query == "incremental":
         return table.read_incremental(str(opts[BEGIN]), str(opts[END]) if opts.get(END) else None)
     as_of = str(opts[AS_OF]) if opts.get(AS_OF) else None
@@ -255,12 +263,21 @@ def _data_source_class() -> type:
         def __init__(self, path: str, options: dict[str, str]):
             self.path = path
             self.options = options
+            self.pushed: list[Any] = []
+
+        def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+            """Filters become index predicates; all of them go back to Spark, which applies them again."""
+            from lakeward.core.engine.spark.index_pushdown import to_dnf
+
+            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
+                self.pushed = to_dnf(filters)
+            yield from filters
 
         def partitions(self) -> Sequence[InputPartition]:
             """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
             from lakeward.core.engine.spark.read import slice_to_json
 
-            plan = _plan_read(self.path, self.options)
+            plan = _plan_read(self.path, self.options, self.pushed)
             return [InputPartition((slice_to_json(s), plan)) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -313,6 +330,8 @@ class _ReadPlan:
     merge_options: dict[str, Any]
     #: Incremental queries: the (begin, end] range of commit times, resolved as Table.read_incremental does.
     window: tuple[str, str | None] | None = None
+    #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
+    index: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -340,7 +359,7 @@ def _incremental_window(table: Any, timeline: Any, begin: str, end: str | None) 
     return start, stop
 
 
-def _plan_read(path: str, options: Mapping[str, str]) -> _ReadPlan:
+def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> _ReadPlan:
     """The slices a data-source read covers, and the keyword arguments to read each one."""
     from lakeward.core.file_group.view import FileSystemView
     from lakeward.core.read.incremental import incremental_slices
@@ -362,8 +381,13 @@ def _plan_read(path: str, options: Mapping[str, str]) -> _ReadPlan:
     as_of = table._resolve_as_of(timeline, options.get(AS_OF))
     slices = FileSystemView.load(table.storage, timeline).latest_file_slices(as_of=as_of)
     instants = VisibleInstants.from_timeline(timeline, as_of)
+    from lakeward.core.engine.spark.index_pushdown import IndexReadContext
+
     return _ReadPlan(
-        slices, schema, {"instants": instants, "merge": merge, "read_optimized": query == "read_optimized"}
+        slices,
+        schema,
+        {"instants": instants, "merge": merge, "read_optimized": query == "read_optimized"},
+        index=IndexReadContext.for_table(table.storage, timeline, list(pushed)),
     )
 
 
@@ -375,12 +399,17 @@ def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.Reco
 
     storage = Storage.for_uri(path)
     condition = commit_time_range(*plan.window) if plan.window is not None else None
-    rows = read_file_slices(storage, [file_slice], plan.schema, None, condition, **plan.merge_options)
+    if plan.index is not None:
+        rows = plan.index.read_slice(storage, file_slice, plan.schema, plan.merge_options)
+    else:
+        rows = read_file_slices(storage, [file_slice], plan.schema, None, condition, **plan.merge_options)
     yield from rows.cast(without_dictionaries(rows.schema)).to_batches()
 
 
 # -- hooks on DataFrameWriter / DataFrameReader ------------------------------------------------
 _STATE = "_lakeward_state"
+#: Spark's own DataFrameReader.load, kept by `_install_hooks` (reads through the Python data source).
+_ORIGINAL_LOAD: list[Any] = [None]
 
 
 def _state(obj: Any) -> dict[str, Any]:
@@ -434,6 +463,7 @@ def _install_hooks() -> None:
             raise ConfigError("format lakeward reads one table: .load(path)")
         return read_dataframe(self._spark, target, options)
 
+    _ORIGINAL_LOAD[0] = original_load
     DataFrameWriter.save = save  # type: ignore[method-assign,assignment]
     DataFrameReader.load = load  # type: ignore[method-assign]
     DataFrameWriter._lakeward_hooked = True  # type: ignore[attr-defined]
@@ -478,6 +508,8 @@ def _wrap_recorders(cls: type) -> None:
 def register(spark: SparkSession) -> None:
     """Make format `lakeward` available in this session (data source and driver hooks)."""
     spark.dataSource.register(_data_source_class())
+    # The reader pushes filters down to secondary indexes (Spark refuses such a reader without this).
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     _install_hooks()
 
 

@@ -149,6 +149,19 @@ def slice_from_json(text: str) -> FileSlice:
     )
 
 
+def _text_udf(phrase: bool, query: str) -> Any:
+    """`match` / `phrase` as a Spark UDF with the text index's words (case-insensitive)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    def matches(value):  # type: ignore[no-untyped-def]  # no hints: Spark would read them as an Arrow UDF's
+        from lakeward.core.index.secondary.predicates import text_mask
+
+        return None if value is None else bool(text_mask(pa.array([value], pa.string()), query, phrase)[0].as_py())
+
+    return F.udf(matches, BooleanType())
+
+
 def dnf_to_column(filters: Any) -> Column | None:
     """DNF filter tuples (as Table.read takes them) as a Spark Column."""
     from pyspark.sql import functions as F
@@ -171,6 +184,12 @@ def dnf_to_column(filters: Any) -> Column | None:
         ">=": lambda c, v: c >= v,
         "in": lambda c, v: c.isin(list(v)),
         "not in": lambda c, v: ~c.isin(list(v)),
+        # lakeward's extra operators (lakeward.core.index.secondary.predicates)
+        "is null": lambda c, v: c.isNull(),
+        "is not null": lambda c, v: c.isNotNull(),
+        "like": lambda c, v: c.like(v),
+        "match": lambda c, v: _text_udf(False, v)(c),
+        "phrase": lambda c, v: _text_udf(True, v)(c),
     }
     result = None
     for conjunction in disjuncts:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
+from lakeward.core.index.secondary.storage import delete_index_files_of_base_files
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.plan import CleanPlan
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
@@ -65,6 +66,7 @@ def run_clean(client: WriteClient, instant_time: str) -> CleanResult:
     for paths in plan.files.values():
         for path in paths:
             delete_file(storage, path)
+    delete_index_files_of_base_files(storage, [p for paths in plan.files.values() for p in paths])
     earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
     metadata = {
         "startCleanTime": instant_time,
