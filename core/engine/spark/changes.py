@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.cdc.changes import KEY, OP, OP_RANK, TS, empty_changes
+from lakeward.core.cdc.changes import TS, empty_changes
 from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
@@ -58,7 +58,6 @@ SQL_FUNCTION = "hudi_table_changes"
 #: `hudi_table_changes(...)`; Spark hands `spark.*` session confs to the function's task.
 LOCATION_CONF = "spark.lakeward.tableLocation."
 OFFSET = "instant"
-_RANK = "_lakeward_rank"
 _ZERO = "0" * 17
 
 
@@ -124,8 +123,8 @@ class ChangeQuery:
         """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
         return change_schema(self.schema, self.images)
 
-    def rows(self, split: ChangeSplit, order_columns: bool = False) -> pa.Table:
-        """The changes of one split in (begin, end], formatted; with the sort keys when asked."""
+    def rows(self, split: ChangeSplit) -> pa.Table:
+        """The changes of one split in (begin, end], formatted."""
         storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
         assert self.schema is not None
         changes = split_changes(storage, split, with_meta(self.schema), self.settings)
@@ -133,11 +132,7 @@ class ChangeQuery:
         if self.end is not None:
             in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), self.end))
         changes = changes.filter(in_range)
-        out = format_changes(changes, self.images).cast(self.output_schema)
-        if order_columns:
-            rank = pc.fill_null(pc.index_in(changes.column(OP), value_set=pa.array(list(OP_RANK))), 9)
-            out = out.append_column(KEY, changes.column(KEY)).append_column(_RANK, rank.cast(pa.int32()))
-        return out
+        return format_changes(changes, self.images).cast(self.output_schema)
 
 
 def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
@@ -207,8 +202,9 @@ def conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
     """The CDC query of `spark.read.format("lakeward")...load(path)`: one Spark task per split.
 
-    Rows are ordered as `Table.read_changes` orders them: commit time, record key, and a
-    delete before an insert of the same key.
+    As Hudi's CDC relation, the rows come in no particular order (a global sort would run
+    every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
+    order, with a delete of a key before its insert in the same commit (insert_overwrite).
     """
     from lakeward.core.engine.spark.read import spark_schema
     from lakeward.core.table import Table
@@ -218,20 +214,18 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     query, splits = plan_changes(
         Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
     )
-    output = query.output_schema
+    schema = spark_schema(query.output_schema)
     if not splits:
-        return spark.createDataFrame([], spark_schema(output))
-    ordered = pa.schema([*output, pa.field(KEY, pa.string()), pa.field(_RANK, pa.int32())])
+        return spark.createDataFrame([], schema)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for blob in batch.column(0).to_pylist():
-                yield from query.rows(pickle.loads(blob), order_columns=True).to_batches()
+                yield from query.rows(pickle.loads(blob)).to_batches()
 
     payload = [(pickle.dumps(s),) for s in splits]
     tasks = spark.createDataFrame(payload, "split binary").repartition(len(payload))
-    changes = tasks.mapInArrow(run, spark_schema(ordered))
-    return changes.orderBy(TS, KEY, _RANK).drop(KEY, _RANK)
+    return tasks.mapInArrow(run, schema)
 
 
 # -- the registered Python data source: batch and streaming readers --------------------------------
@@ -253,7 +247,7 @@ def _reader_classes() -> tuple[type, type]:
         SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # noqa: N806
 
     class ChangeReader(DataSourceReader):  # type: ignore[misc]
-        """A batch CDC read: one partition per split (unordered; sort by ts_ms)."""
+        """A batch CDC read: one partition per split."""
 
         def __init__(self, path: str, options: Mapping[str, Any]):
             from lakeward.core.table import Table
