@@ -301,6 +301,7 @@ def _reader_classes() -> tuple[type, type]:
         def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
             from lakeward.core.engine.spark.datasource import _plan_read
             from lakeward.core.engine.spark.read import slice_to_json
+            from lakeward.core.table_services.clean import check_incremental_retained
 
             begin, stop = start[OFFSET], end[OFFSET]
             if stop <= begin:
@@ -308,6 +309,8 @@ def _reader_classes() -> tuple[type, type]:
             if self.format == CDC:
                 query, splits = plan_changes(self._table(), begin, stop, self.images)
                 return [InputPartition((CDC, query, s)) for s in splits]
+            table = self._table()  # a stream that fell behind the cleaner fails rather than skip changes
+            check_incremental_retained(table.storage, table.timeline(), begin, stop)
             plan = _plan_read(self.path, {QUERY_TYPE: "incremental", BEGIN: begin, END: stop})
             return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]
 
