@@ -453,7 +453,7 @@ def register_sql_function(spark: SparkSession) -> None:
     _install_sql_hook()
 
 
-_CALL = re.compile(SQL_FUNCTION + r"""\s*\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`([^`]*)`|([\w.]+))""", re.I)
+_CALL = re.compile(SQL_FUNCTION + r"""\s*\(\s*(?:'([^'\\]*)'|"([^"\\]*)")""", re.I)
 
 
 def named_tables(sql: str) -> list[str]:

@@ -288,3 +288,27 @@ def test_bad_stream_options_fail_naming_the_option() -> None:
     ):
         with pytest.raises(LakewardError, match=needle):
             check_stream_options(options)
+
+
+def test_a_stream_keeps_its_declared_image_schema_across_a_schema_change() -> None:
+    """Struct images of rows written after a column was added (or with a wider type) fit the stream's schema."""
+    from lakeward.core.engine.spark.changes import conform
+
+    image = pa.struct([("id", pa.int64()), ("v", pa.string()), ("gone", pa.int32())])
+    target = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", image), ("after", image)])
+    evolved = pa.struct([("id", pa.int32()), ("v", pa.string()), ("added", pa.float64())])
+    after = pa.array([{"id": 1, "v": "a", "added": 1.5}, None], evolved)
+    rows = pa.table({"op": ["i", "d"], "ts_ms": ["1", "2"], "before": pa.nulls(2, evolved), "after": after})
+    fitted = conform(rows, target)
+    assert fitted.schema == target
+    assert fitted.column("after").to_pylist() == [{"id": 1, "v": "a", "gone": None}, None]
+    assert conform(fitted, target) is fitted
+
+
+def test_sql_statements_name_their_catalog_tables() -> None:
+    from lakeward.core.engine.spark.changes import named_tables
+
+    sql = """select * from HUDI_TABLE_CHANGES( 'db.trips', 'earliest')
+             union all select * from hudi_table_changes("/data/t", '1') union all
+             select * from hudi_table_changes("s3://b/t", '1') union all select * from hudi_table_changes("t2", '1')"""
+    assert named_tables(sql) == ["db.trips", "t2"]
