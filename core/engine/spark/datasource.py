@@ -296,6 +296,7 @@ def _data_source_class() -> type:
         def reader(self, schema: Any) -> DataSourceReader:
             opts = {k: v for k, v in self.options.items() if k != "path"}
             _check_option_names(opts, READ_KEYS, "read")
+            cdc.check_batch_options(opts)
             if cdc.is_cdc_query(opts):
                 return cdc.change_reader(self._path(), opts)  # type: ignore[no-any-return]
             return LakewardReader(self._path(), opts)
