@@ -2,9 +2,10 @@
 
 * Batch: `spark.read.format("lakeward")` with `hoodie.datasource.query.type=incremental` and
   `hoodie.datasource.query.incremental.format=cdc` gives the rows of `Table.read_changes`
-  (`op`, `ts_ms`, `before`, `after`; JSON images, or typed structs with
-  `lakeward.cdc.images=struct`). The CDC splits of `core/cdc/extract.py` (one per commit
-  and file group) run as Spark tasks, one split per task; only the splits travel.
+  in no particular order (`op`, `ts_ms`, `before`, `after`; JSON images, or typed structs
+  with `lakeward.cdc.images=struct`). The CDC splits of `core/cdc/extract.py` (one per
+  commit and file group) run as Spark tasks, one split per task; only the splits travel,
+  and the rows stay distributed (`Table.read_changes(engine="spark")` collects them).
 * SQL: `hudi_table_changes(path_or_table, begin[, end])`, a Python UDTF (also Hudi's form
   `hudi_table_changes(path_or_table, 'cdc', begin[, end])`). It runs the query in one
   Python task; a catalog table name is resolved to its location on the driver.

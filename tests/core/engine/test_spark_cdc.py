@@ -218,6 +218,10 @@ def test_stream_offsets_stop_before_a_write_in_flight(lakeward_spark, tmp_path: 
     assert reader.latestOffset(start, None) == {"instant": later}
     assert reader.partitions({"instant": later}, {"instant": later}) == []
 
+    # Hudi's startOffset: a new stream may start at the latest stable instant
+    latest = {**options, "hoodie.datasource.streaming.startOffset": "latest"}
+    assert stream_reader(path, latest, spark_change_schema(path, latest)).initialOffset() == {"instant": later}
+
     # Trigger.AvailableNow: stop at the latest offset seen when the query starts
     reader.prepareForTriggerAvailableNow()
     table.upsert(batch([1], 3))
