@@ -527,25 +527,38 @@ class Table:
         (also "000"); `end` defaults to the latest completed instant. The per-file-group
         work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
         """
+        chosen = self._read_engine(engine)
+        timeline, start, stop, schema = self.change_range(begin, end)
+        if schema is None:
+            return format_changes(empty_changes(pa.schema([])), images)
+        changes = collect_changes(self.storage, timeline, self.config, schema, start, stop, chosen)
+        return format_changes(changes, images)
+
+    def change_range(
+        self, begin: str | dt.datetime | None, end: str | dt.datetime | None = None
+    ) -> tuple[Timeline, str, str | None, pa.Schema | None]:
+        """Check a CDC range as every CDC surface does: (timeline, begin, end, table schema).
+
+        `begin` resolved ("earliest"), `end` stopped before writes still in flight; raises
+        ConfigError / InstantNotFoundError naming the problem (see `read_changes`).
+        """
         if begin is None or (isinstance(begin, str) and not begin.strip()):
             raise ConfigError(
                 "a CDC query needs a begin instant (hoodie.datasource.read.begin.instanttime); use 'earliest' "
                 "for all retained changes"
             )
-        chosen = self._read_engine(engine)
         timeline = self.timeline()
         tz = self.config.timeline_timezone
-        start = begin if isinstance(begin, str) and is_earliest(begin) else normalize_instant_time(begin, tz)
-        stop = normalize_instant_time(end, tz) if end is not None else None
+        if isinstance(begin, str) and is_earliest(begin.strip()):
+            start = begin.strip()
+        else:
+            start = normalize_instant_time(begin, tz)
+        stop = normalize_instant_time(end, tz) if end is not None and str(end).strip() else None
         archived = has_archived_timeline(self.storage, self.config.archive_folder)
         start, stop = check_change_range(timeline, self.config, start, stop, archived)
         stop = stable_end(timeline, start, stop)
         check_incremental_retained(self.storage, timeline, start, stop)
-        schema = resolve_table_schema(self.storage, timeline, self.config)
-        if schema is None:
-            return format_changes(empty_changes(pa.schema([])), images)
-        changes = collect_changes(self.storage, timeline, self.config, schema, start, stop, chosen)
-        return format_changes(changes, images)
+        return timeline, start, stop, resolve_table_schema(self.storage, timeline, self.config)
 
     def schedule_change_tracking(self) -> str | None:
         """Plan persisting the changes of delta commits that have none yet (MERGE_ON_READ with CDC).

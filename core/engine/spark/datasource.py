@@ -34,6 +34,7 @@ from lakeward.core.config.table import (
 )
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
+from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError
 from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.write.operation import WriteOperation
@@ -55,7 +56,7 @@ INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
 DATA_SKIPPING = "hoodie.enable.data.skipping"
 
 WRITE_ONLY_KEYS = frozenset({OPERATION, PARTITIONS_TO_DELETE})
-READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT, DATA_SKIPPING})
+READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT, DATA_SKIPPING}) | cdc.CDC_KEYS
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
 SAVE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 
@@ -229,9 +230,7 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
     query = str(opts.get(QUERY_TYPE, "snapshot")).lower()
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r} is not one of {', '.join(QUERY_TYPES)}")
-    incremental_format = str(opts.get(INCREMENTAL_FORMAT, "latest_state")).lower()
-    if incremental_format != "latest_state":
-        raise ConfigError(f"{INCREMENTAL_FORMAT}={incremental_format!r}: only latest_state is supported")
+    cdc.check_batch_options(opts)
     for key in opts:
         if key.startswith("hoodie.") and key not in READ_KEYS:
             raise ConfigError(f"unknown read option {key!r}; supported: {sorted(READ_KEYS)}")
@@ -241,6 +240,8 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         raise ConfigError(f"{BEGIN} and {END} apply to {QUERY_TYPE}=incremental only")
     if query == "incremental" and AS_OF in opts:
         raise ConfigError(f"{AS_OF} applies to snapshot and read_optimized queries, not incremental")
+    if cdc.is_cdc_query(opts):
+        return cdc.read_changes_dataframe(spark, path, opts)
     engine = SparkEngine(spark)
     table = Table.open(path, engine=engine)
     if query != "incremental" and _flag(DATA_SKIPPING, opts.get(DATA_SKIPPING, True)) and table.indexes():
@@ -302,6 +303,8 @@ def _data_source_class() -> type:
             from lakeward.core.schema import with_meta
             from lakeward.core.table import Table
 
+            if cdc.is_cdc_query(self.options):
+                return cdc.spark_change_schema(self._path(), self.options)
             schema = Table.open(self._path()).schema()
             if schema is None:
                 raise ConfigError(f"the table at {self._path()} has no data yet, so no schema to read")
@@ -310,7 +313,15 @@ def _data_source_class() -> type:
         def reader(self, schema: Any) -> DataSourceReader:
             opts = {k: v for k, v in self.options.items() if k != "path"}
             _check_option_names(opts, READ_KEYS, "read")
+            cdc.check_batch_options(opts)
+            if cdc.is_cdc_query(opts):
+                return cdc.change_reader(self._path(), opts)  # type: ignore[no-any-return]
             return LakewardReader(self._path(), opts)
+
+        def streamReader(self, schema: Any) -> Any:
+            opts = {k: v for k, v in self.options.items() if k != "path"}
+            _check_option_names(opts, READ_KEYS, "read")
+            return cdc.stream_reader(self._path(), opts, schema)
 
         def writer(self, schema: Any, overwrite: bool) -> Any:
             raise ConfigError(
@@ -511,6 +522,7 @@ def register(spark: SparkSession) -> None:
     # The reader pushes filters down to secondary indexes (Spark refuses such a reader without this).
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     _install_hooks()
+    cdc.register_sql_function(spark)
 
 
 __all__ = ["FORMAT", "read_dataframe", "register", "write_dataframe"]

@@ -1,0 +1,510 @@
+"""Change data capture on Spark: CDC reads, the `hudi_table_changes` SQL function, streaming.
+
+* Batch: `spark.read.format("lakeward")` with `hoodie.datasource.query.type=incremental` and
+  `hoodie.datasource.query.incremental.format=cdc` gives the rows of `Table.read_changes`
+  in no particular order (`op`, `ts_ms`, `before`, `after`; JSON images, or typed structs
+  with `lakeward.cdc.images=struct`). The CDC splits of `core/cdc/extract.py` (one per
+  commit and file group) run as Spark tasks, one split per task; only the splits travel,
+  and the rows stay distributed (`Table.read_changes(engine="spark")` collects them).
+* SQL: `hudi_table_changes(path_or_table, begin[, end])`, a Python UDTF (also Hudi's form
+  `hudi_table_changes(path_or_table, 'cdc', begin[, end])`). It runs the query in one
+  Python task; a catalog table name is resolved to its location on the driver.
+* Streaming: `spark.readStream.format("lakeward")` (incremental, `latest_state` or `cdc`).
+  Offsets are instant times, `{"instant": "<instant time>"}`; a micro-batch reads the
+  commits in (start, end]. The latest offset is the latest completed write with no write
+  still in flight before it, so a commit that completes late is never skipped, and a
+  restarted query re-reads exactly the range Spark recorded in its checkpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.cdc.changes import TS, empty_changes
+from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
+from lakeward.core.read.incremental import stable_end
+from lakeward.core.read.merge_on_read import MergeSettings
+from lakeward.core.schema import with_meta
+from lakeward.core.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from lakeward.core.table import Table
+
+QUERY_TYPE = "hoodie.datasource.query.type"
+INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+#: `json` (default, as Hudi's CDC output) or `struct`: the images as typed structs.
+IMAGES = "lakeward.cdc.images"
+#: Hudi's streaming start: `earliest`, `latest` or an instant time (else the begin option).
+STREAM_START = "hoodie.datasource.streaming.startOffset"
+LATEST_STATE, CDC = "latest_state", "cdc"
+INCREMENTAL_FORMATS = (LATEST_STATE, CDC)
+CDC_KEYS = frozenset({IMAGES, STREAM_START})
+SQL_FUNCTION = "hudi_table_changes"
+#: Session conf prefix under which the driver leaves the location of a catalog table named in
+#: `hudi_table_changes(...)`; Spark hands `spark.*` session confs to the function's task.
+LOCATION_CONF = "spark.lakeward.tableLocation."
+OFFSET = "instant"
+_ZERO = "0" * 17
+
+
+# -- options ------------------------------------------------------------------------------------
+def incremental_format(options: Mapping[str, Any]) -> str:
+    value = str(options.get(INCREMENTAL_FORMAT, LATEST_STATE)).strip().lower()
+    if value not in INCREMENTAL_FORMATS:
+        raise ConfigError(f"{INCREMENTAL_FORMAT}={value!r} is not one of {', '.join(INCREMENTAL_FORMATS)}")
+    return value
+
+
+def images_option(options: Mapping[str, Any]) -> Images:
+    value = str(options.get(IMAGES, "json")).strip().lower()
+    if value == "json":
+        return "json"
+    if value == "struct":
+        return "struct"
+    raise ConfigError(f"{IMAGES}={value!r} must be json (JSON strings, as Hudi) or struct (typed structs)")
+
+
+def is_cdc_query(options: Mapping[str, Any]) -> bool:
+    """A CDC read: format cdc, and query type incremental (or not given: streams are incremental)."""
+    query = str(options.get(QUERY_TYPE, "incremental")).strip().lower()
+    return query == "incremental" and incremental_format(options) == CDC
+
+
+def check_batch_options(options: Mapping[str, Any]) -> None:
+    """The CDC-only options of a batch read: valid, and given only where they apply."""
+    fmt = incremental_format(options)
+    query = str(options.get(QUERY_TYPE, "snapshot")).strip().lower()
+    if fmt == CDC and query != "incremental":
+        raise ConfigError(f"{INCREMENTAL_FORMAT}=cdc needs {QUERY_TYPE}=incremental (the query is {query!r})")
+    if STREAM_START in options:
+        raise ConfigError(f"{STREAM_START} applies to spark.readStream only; batch reads use {BEGIN}")
+    if IMAGES in options:
+        images_option(options)
+        if not is_cdc_query(options):
+            raise ConfigError(
+                f"{IMAGES} applies to CDC reads only ({QUERY_TYPE}=incremental, {INCREMENTAL_FORMAT}=cdc)"
+            )
+    if is_cdc_query(options) and not str(options.get(BEGIN) or "").strip():
+        raise ConfigError(
+            f"a CDC query needs {BEGIN} (exclusive; 'earliest' for every retained change), "
+            f"with {QUERY_TYPE}=incremental and {INCREMENTAL_FORMAT}={fmt}"
+        )
+
+
+# -- a CDC query, resolved on the driver ----------------------------------------------------------
+@dataclass(frozen=True)
+class ChangeQuery:
+    """What each split's task needs: the table's storage, the checked range and the images wanted."""
+
+    storage_uri: str
+    storage_options: tuple[tuple[str, str], ...]
+    begin: str
+    end: str | None
+    schema: pa.Schema | None
+    settings: MergeSettings
+    images: Images
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
+        return change_schema(self.schema, self.images)
+
+    def rows(self, split: ChangeSplit) -> pa.Table:
+        """The changes of one split in (begin, end], formatted."""
+        storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
+        assert self.schema is not None
+        changes = split_changes(storage, split, with_meta(self.schema), self.settings)
+        in_range = pc.greater(changes.column(TS), self.begin)
+        if self.end is not None:
+            in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), self.end))
+        changes = changes.filter(in_range)
+        return format_changes(changes, self.images).cast(self.output_schema)
+
+
+def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
+    """The Arrow schema of a CDC result for a table of `schema` (None: a table without data yet)."""
+    full = with_meta(schema) if schema is not None else pa.schema([])
+    return format_changes(empty_changes(full), images).schema
+
+
+def plan_changes(table: Table, begin: str, end: str | None, images: Images) -> tuple[ChangeQuery, list[ChangeSplit]]:
+    """Check a CDC range as `Table.read_changes` does, and list its splits."""
+    timeline, start, stop, schema = table.change_range(begin, end)
+    config = table.config
+    storage = table.storage
+    query = ChangeQuery(
+        storage.uri,
+        tuple(sorted(storage.options.items())),
+        start,
+        stop,
+        schema,
+        MergeSettings.from_config(config),
+        images,
+    )
+    splits = plan_change_splits(storage, timeline, config.table_type, start, stop) if schema is not None else []
+    return query, splits
+
+
+def conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """`rows` in the `target` schema a query declared (struct images: fields added since are dropped,
+    fields missing are null), so that a stream started before a schema change keeps its schema."""
+    if rows.schema.equals(target):
+        return rows
+    columns = []
+    for field in target:
+        column = rows.column(field.name).combine_chunks() if field.name in rows.column_names else None
+        if column is None:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+        elif pa.types.is_struct(field.type) and isinstance(column, pa.StructArray):
+            children = [
+                column.field(child.name).cast(child.type)
+                if column.type.get_field_index(child.name) >= 0
+                else pa.nulls(len(column), child.type)
+                for child in field.type
+            ]
+            mask = pc.invert(pc.is_valid(column))
+            columns.append(pa.StructArray.from_arrays(children, fields=list(field.type), mask=mask))
+        else:
+            columns.append(column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# -- batch: a Spark DataFrame -------------------------------------------------------------------
+def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
+    """The CDC query of `spark.read.format("lakeward")...load(path)`: one Spark task per split.
+
+    As Hudi's CDC relation, the rows come in no particular order (a global sort would run
+    every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
+    order, with a delete of a key before its insert in the same commit (insert_overwrite).
+    """
+    from lakeward.core.engine.spark.read import spark_schema
+    from lakeward.core.table import Table
+
+    check_batch_options(options)
+    end = options.get(END)
+    query, splits = plan_changes(
+        Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
+    )
+    schema = spark_schema(query.output_schema)
+    if not splits:
+        return spark.createDataFrame([], schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                yield from query.rows(pickle.loads(blob)).to_batches()
+
+    payload = [(pickle.dumps(s),) for s in splits]
+    tasks = spark.createDataFrame(payload, "split binary").repartition(len(payload))
+    return tasks.mapInArrow(run, schema)
+
+
+# -- the registered Python data source: batch and streaming readers --------------------------------
+def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
+    """The Spark schema of a CDC read of the table at `path`."""
+    from lakeward.core.engine.spark.read import spark_schema
+    from lakeward.core.table import Table
+
+    return spark_schema(change_schema(Table.open(path).schema(), images_option(options)))
+
+
+@functools.cache
+def _reader_classes() -> tuple[type, type]:
+    from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+    try:  # PySpark 4.2+: Trigger.AvailableNow stops at the latest offset seen when the query starts
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+    except ImportError:  # pragma: no cover - older PySpark wraps the source itself
+        SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # noqa: N806
+
+    class ChangeReader(DataSourceReader):  # type: ignore[misc]
+        """A batch CDC read: one partition per split."""
+
+        def __init__(self, path: str, options: Mapping[str, Any]):
+            from lakeward.core.table import Table
+
+            check_batch_options(options)
+            end = options.get(END)
+            self.query, self.splits = plan_changes(
+                Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
+            )
+
+        def partitions(self) -> Sequence[InputPartition]:
+            return [InputPartition(s) for s in self.splits]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            yield from self.query.rows(partition.value).to_batches()
+
+        def __getstate__(self) -> dict[str, Any]:
+            return {"query": self.query, "splits": []}  # each partition carries its own split
+
+    class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc,valid-type]
+        """Incremental reads of (start, end] per micro-batch; offsets are instant times."""
+
+        def __init__(self, path: str, options: Mapping[str, Any], schema: StructType):
+            from lakeward.core.engine.spark.read import arrow_schema
+
+            self.path = path
+            self.options = dict(options)
+            self.format = check_stream_options(self.options)
+            self.images = images_option(self.options)
+            self.schema = arrow_schema(schema)
+            self.target: str | None = None
+
+        def _table(self) -> Table:
+            from lakeward.core.table import Table
+
+            return Table.open(self.path)
+
+        def initialOffset(self) -> dict[str, str]:
+            return {OFFSET: initial_instant(self._table(), self.options, self.format)}
+
+        def latestOffset(self, start: dict[str, str] | None = None, limit: Any = None) -> dict[str, str]:
+            begin = start[OFFSET] if start else _ZERO
+            latest = latest_stable_instant(self._table().timeline(), begin)
+            if self.target is not None:
+                latest = max(min(latest, self.target), begin)
+            return {OFFSET: latest}
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            self.target = latest_stable_instant(self._table().timeline(), _ZERO)
+
+        def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+            from lakeward.core.engine.spark.datasource import _plan_read
+            from lakeward.core.engine.spark.read import slice_to_json
+            from lakeward.core.table_services.clean import check_incremental_retained
+
+            begin, stop = start[OFFSET], end[OFFSET]
+            if stop <= begin:
+                return []
+            if self.format == CDC:
+                query, splits = plan_changes(self._table(), begin, stop, self.images)
+                return [InputPartition((CDC, query, s)) for s in splits]
+            table = self._table()  # a stream that fell behind the cleaner fails rather than skip changes
+            check_incremental_retained(table.storage, table.timeline(), begin, stop)
+            plan = _plan_read(self.path, {QUERY_TYPE: "incremental", BEGIN: begin, END: stop})
+            return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            from lakeward.core.engine.spark.datasource import _read_slice
+            from lakeward.core.engine.spark.read import slice_from_json
+
+            kind, plan, item = partition.value
+            if kind == CDC:
+                yield from conform(plan.rows(item), self.schema).to_batches()
+            else:
+                yield from _read_slice(self.path, plan, slice_from_json(item))
+
+        def commit(self, end: dict[str, str]) -> None:
+            """Nothing to release: commits stay on the timeline until cleaned."""
+
+    return ChangeReader, StreamReader
+
+
+def change_reader(path: str, options: Mapping[str, Any]) -> Any:
+    """The registered data source's batch reader for a CDC query."""
+    return _reader_classes()[0](path, options)
+
+
+def stream_reader(path: str, options: Mapping[str, Any], schema: StructType) -> Any:
+    """The registered data source's stream reader (`spark.readStream.format("lakeward")`)."""
+    return _reader_classes()[1](path, options, schema)
+
+
+def check_stream_options(options: Mapping[str, Any]) -> str:
+    """Validate the options of a streaming read; returns the incremental format."""
+    query = str(options.get(QUERY_TYPE, "incremental")).strip().lower()
+    if query != "incremental":
+        raise ConfigError(f"spark.readStream reads {QUERY_TYPE}=incremental only (latest_state or cdc), not {query!r}")
+    if END in options:
+        raise ConfigError(f"{END} has no meaning for a stream: it reads every commit as it completes")
+    if "as.of.instant" in options:
+        raise ConfigError("as.of.instant applies to snapshot reads, not streams")
+    fmt = incremental_format(options)
+    if IMAGES in options:
+        images_option(options)
+        if fmt != CDC:
+            raise ConfigError(f"{IMAGES} applies to {INCREMENTAL_FORMAT}=cdc only")
+    return fmt
+
+
+def latest_stable_instant(timeline: Any, begin: str) -> str:
+    """The latest completed write after which no write before it is still in flight (at least `begin`)."""
+    end = stable_end(timeline, begin, None)
+    if end is None:
+        writes = timeline.completed_writes()
+        end = writes[-1].time if writes else begin
+    return max(end, begin)
+
+
+def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
+    """Where a new stream starts: `startOffset`, else the begin option, else the earliest instant."""
+    from lakeward.core.table_services.archival import has_archived_timeline
+    from lakeward.core.timeline import normalize_instant_time
+
+    begin = str(options.get(STREAM_START) or options.get(BEGIN) or "earliest").strip()
+    timeline = table.timeline()
+    if begin.lower() == "latest":
+        begin = latest_stable_instant(timeline, _ZERO)
+    elif begin.lower() == "earliest":
+        begin = "earliest"
+    else:
+        begin = normalize_instant_time(begin, table.config.timeline_timezone)
+    if fmt == CDC:
+        archived = has_archived_timeline(table.storage, table.config.archive_folder)
+        return check_change_range(timeline, table.config, begin, None, archived)[0]
+    return _ZERO if is_earliest(begin) else begin
+
+
+# -- SQL: hudi_table_changes --------------------------------------------------------------------
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or "\\" in value or "://" in value
+
+
+def resolve_table_location(name_or_path: str) -> str:
+    """A table path as given, or the location the driver found for a catalog table of that name."""
+    value = str(name_or_path or "").strip()
+    if not value:
+        raise ConfigError(f"{SQL_FUNCTION} needs a table path or a catalog table name as its first argument")
+    if _looks_like_path(value):
+        return value
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    location = context.getLocalProperty(LOCATION_CONF + value) if context is not None else None
+    if not location:
+        raise ConfigError(
+            f"{SQL_FUNCTION}: {value!r} is not a table path, and no Spark catalog table of that name with a "
+            "location was found (a table created USING lakeward has no location in Spark's catalog); "
+            "pass the table's path instead"
+        )
+    return location
+
+
+def table_changes(table: str, first: str, second: str | None = None, third: str | None = None) -> pa.Table:
+    """The rows of `hudi_table_changes(table, begin[, end])` or `(table, 'cdc', begin[, end])`."""
+    from lakeward.core.table import Table
+
+    if first is not None and str(first).strip().lower() in INCREMENTAL_FORMATS:
+        if str(first).strip().lower() != CDC:
+            raise ConfigError(
+                f"{SQL_FUNCTION} gives CDC rows only; for latest_state read with spark.read.format('lakeward') "
+                f"and {QUERY_TYPE}=incremental"
+            )
+        begin, end = second, third
+    else:
+        if third is not None:
+            raise ConfigError(f"{SQL_FUNCTION}(path_or_table, begin[, end]): too many arguments")
+        begin, end = first, second
+    if begin is None or not str(begin).strip():
+        raise ConfigError(f"{SQL_FUNCTION} needs a begin instant ('earliest' for every retained change)")
+    location = resolve_table_location(table)
+    return Table.open(location).read_changes(str(begin), str(end) if end else None, engine="local")
+
+
+@functools.cache
+def _udtf_class() -> type:
+    class HudiTableChanges:
+        """`hudi_table_changes(path_or_table, begin[, end])`: the CDC rows, JSON images."""
+
+        def eval(self, table: str, first: str, second: str | None = None, third: str | None = None) -> Iterator[Any]:
+            result = table_changes(table, first, second, third)
+            for batch in result.to_batches():
+                yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+    return HudiTableChanges
+
+
+def register_sql_function(spark: SparkSession) -> None:
+    """Register `hudi_table_changes` in this session, and let its table names resolve through the catalog."""
+    from pyspark.sql.functions import udtf
+
+    function = udtf(_udtf_class(), returnType="op string, ts_ms string, before string, after string")
+    spark.udtf.register(SQL_FUNCTION, function)  # type: ignore[arg-type]
+    _install_sql_hook()
+
+
+_CALL = re.compile(SQL_FUNCTION + r"""\s*\(\s*(?:'([^'\\]*)'|"([^"\\]*)")""", re.I)
+
+
+def named_tables(sql: str) -> list[str]:
+    """The first arguments of `hudi_table_changes(...)` calls in a statement that are not paths."""
+    names = []
+    for match in _CALL.finditer(sql):
+        value = next(g for g in match.groups() if g is not None)
+        if value and not _looks_like_path(value):
+            names.append(value)
+    return names
+
+
+def catalog_location(spark: SparkSession, name: str, sql: Any = None) -> str | None:
+    """The location of catalog table `name`, when the catalog knows it and gives one."""
+    run = sql or spark.sql
+    try:
+        rows = run(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    except Exception:  # not a table (the function then fails naming it); any error of Spark's own
+        return None
+    for row in rows:
+        if str(row[0]).strip() == "Location" and row[1]:
+            return str(row[1]).strip()
+    return None
+
+
+def _install_sql_hook() -> None:
+    """Before `spark.sql(...)` runs a statement naming a table in `hudi_table_changes`, put the
+    table's catalog location in the session conf, which Spark passes to the function's task
+    (a Python UDTF has no access to the catalog)."""
+    from pyspark.sql.session import SparkSession
+
+    if getattr(SparkSession, "_lakeward_sql_hooked", False):
+        return
+    original = SparkSession.sql
+
+    @functools.wraps(original)
+    def sql(self: Any, sqlQuery: str, *args: Any, **kwargs: Any) -> Any:  # noqa: N803 - Spark's name
+        if isinstance(sqlQuery, str) and SQL_FUNCTION in sqlQuery.lower():
+            for name in named_tables(sqlQuery):
+                location = catalog_location(self, name, functools.partial(original, self))
+                key = LOCATION_CONF + name
+                if location:
+                    self.conf.set(key, location)
+                else:
+                    self.conf.unset(key)
+        return original(self, sqlQuery, *args, **kwargs)
+
+    SparkSession.sql = sql  # type: ignore[method-assign]
+    SparkSession._lakeward_sql_hooked = True  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "CDC",
+    "IMAGES",
+    "INCREMENTAL_FORMATS",
+    "LATEST_STATE",
+    "SQL_FUNCTION",
+    "STREAM_START",
+    "ChangeQuery",
+    "change_reader",
+    "change_schema",
+    "check_batch_options",
+    "check_stream_options",
+    "plan_changes",
+    "read_changes_dataframe",
+    "register_sql_function",
+    "stream_reader",
+]

@@ -1,0 +1,318 @@
+"""Change data capture on Spark: CDC batch reads, `hudi_table_changes`, structured streaming.
+
+Every Spark surface must give exactly the rows of `Table.read_changes`, in any order (for
+streams of format latest_state: of `Table.read_incremental` over the micro-batches'
+ranges), and bad input must fail with an error that names the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError, LakewardError
+from lakeward.core.table import Table
+
+pytestmark = pytest.mark.spark
+
+FORMAT = "lakeward"
+QUERY = "hoodie.datasource.query.type"
+INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+IMAGES = "lakeward.cdc.images"
+CDC = {QUERY: "incremental", INCREMENTAL_FORMAT: "cdc"}
+ZERO = "0" * 17
+DATA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def batch(ids: Any, ts: int, part: str | None = None) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": i, "part": part or "abc"[i % 3], "ts": ts, "v": f"{i}@{ts}"} for i in ids], schema=DATA
+    )
+
+
+def create(path: str, table_type: str, mode: str | None = "DATA_BEFORE_AFTER") -> Table:
+    options = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "part",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.type": table_type,
+    }
+    if mode is not None:
+        options |= {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode}
+    return Table.create(path, options=options)
+
+
+def spark_rows(df: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def multiset(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(repr(sorted(r.items())) for r in rows)
+
+
+@pytest.fixture(scope="module")
+def lakeward_spark(spark: Any) -> Any:
+    import lakeward.spark
+
+    lakeward.spark.register(spark)
+    return spark
+
+
+@pytest.fixture(scope="module", params=[("COPY_ON_WRITE", "DATA_BEFORE_AFTER"), ("MERGE_ON_READ", "KEY_OP")])
+def cdc_table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
+    """Inserts, updates, deletes, an insert_overwrite; MOR: log files, and a compaction in between."""
+    table_type, mode = request.param
+    path = str(tmp_path_factory.mktemp("cdc") / "t")
+    table = create(path, table_type, mode)
+    instants = [
+        table.insert(batch(range(12), 1)).instant_time,
+        table.upsert(batch([0, 3, 6, 12, 13], 2)).instant_time,
+        table.delete(batch([1, 2], 3)).instant_time,
+    ]
+    if table_type == "MERGE_ON_READ":
+        assert any(s.log_files for s in table.file_slices()), "the MOR table must have log files"
+        compaction = table.schedule_compaction(force=True)
+        assert compaction is not None
+        table.run_compaction(compaction)
+    instants += [
+        table.insert_overwrite(batch(range(20, 23), 4, part="c")).instant_time,
+        table.upsert(batch([0, 4, 100], 5)).instant_time,
+    ]
+    return path, instants
+
+
+def cdc_read(spark: Any, path: str, **options: str) -> Any:
+    return spark.read.format(FORMAT).options(**CDC).options(**options).load(path)
+
+
+# -- batch --------------------------------------------------------------------------------------
+def test_batch_cdc_read_gives_the_rows_of_read_changes(lakeward_spark, cdc_table: tuple[str, list[str]]) -> None:
+    from pyspark.sql.readwriter import DataFrameReader
+
+    spark = lakeward_spark
+    path, instants = cdc_table
+    table = Table.open(path)
+    for begin, end in (("earliest", None), (instants[0], instants[2])):
+        options = {BEGIN: begin} | ({END: end} if end else {})
+        want = table.read_changes(begin, end).to_pylist()
+        assert want, f"({begin}, {end}]: the case reads nothing"
+        df = cdc_read(spark, path, **options)
+        assert df.columns == ["op", "ts_ms", "before", "after"]
+        # the per-file-group work runs as Spark tasks
+        assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
+        assert multiset(spark_rows(df)) == multiset(want), f"({begin}, {end}]: the rows of Table.read_changes"
+
+    # typed images
+    want = table.read_changes(instants[0], images="struct").to_pylist()
+    struct = cdc_read(spark, path, **{BEGIN: instants[0], IMAGES: "struct"})
+    assert [f.dataType.typeName() for f in struct.schema.fields] == ["string", "string", "struct", "struct"]
+    assert struct.schema["after"].dataType.fieldNames() == ["id", "part", "ts", "v"]
+    assert multiset(spark_rows(struct)) == multiset(want)
+
+    # the registered Python data source (no driver hook: e.g. Spark Connect) gives the same rows
+    registered = DataFrameReader.load.__wrapped__(  # type: ignore[attr-defined]
+        spark.read.format(FORMAT).options(**CDC).option(BEGIN, "earliest"), path
+    )
+    assert "BatchScan lakeward" in registered._jdf.queryExecution().executedPlan().toString()
+    assert multiset(spark_rows(registered)) == multiset(table.read_changes("earliest").to_pylist())
+
+
+@pytest.mark.parametrize("cdc_table", [("MERGE_ON_READ", "KEY_OP")], indirect=True)
+def test_hudi_table_changes_sql_function(lakeward_spark, cdc_table: tuple[str, list[str]]) -> None:
+    spark = lakeward_spark
+    path, instants = cdc_table
+    table = Table.open(path)
+    got = spark_rows(spark.sql(f"select * from hudi_table_changes('{path}', 'earliest')"))
+    assert multiset(got) == multiset(table.read_changes("earliest").to_pylist())
+    got = spark_rows(spark.sql(f"select * from hudi_table_changes('{path}', '{instants[0]}', '{instants[2]}')"))
+    assert multiset(got) == multiset(table.read_changes(instants[0], instants[2]).to_pylist())
+    # Hudi's form, with the query type as second argument
+    got = spark_rows(spark.sql(f"select op, ts_ms from hudi_table_changes('{path}', 'cdc', '{instants[1]}')"))
+    assert multiset(got) == multiset(table.read_changes(instants[1]).select(["op", "ts_ms"]).to_pylist())
+
+    # a catalog table with a location resolves to it
+    name = "cdc_catalog_table"
+    spark.sql(f"CREATE TABLE {name} (id BIGINT) USING parquet LOCATION '{path}'")
+    try:
+        got = spark_rows(spark.sql(f"select * from hudi_table_changes('{name}', '{instants[2]}')"))
+        assert multiset(got) == multiset(table.read_changes(instants[2]).to_pylist())
+    finally:
+        spark.sql(f"DROP TABLE {name}")
+    with pytest.raises(Exception, match="no_such_table.*not a table path"):
+        spark.sql("select * from hudi_table_changes('no_such_table', 'earliest')").collect()
+    with pytest.raises(Exception, match="is after end"):
+        spark.sql(f"select * from hudi_table_changes('{path}', '{instants[3]}', '{instants[1]}')").collect()
+
+
+# -- streaming ----------------------------------------------------------------------------------
+def test_stream_resumes_from_its_checkpoint_without_loss_or_duplicates(lakeward_spark, tmp_path: Path) -> None:
+    spark = lakeward_spark
+    path = str(tmp_path / "t")
+    table = create(path, "MERGE_ON_READ")
+    table.insert(batch(range(6), 1))
+    first_end = table.upsert(batch([0, 1, 7], 2)).instant_time
+
+    formats = {"cdc": {IMAGES: "struct"}, "latest_state": {}}
+
+    def run(*chosen: str) -> dict[str, list[dict[str, Any]]]:
+        """Run the streams (restarting from their checkpoints) until they caught up; everything they wrote."""
+        queries = []
+        for fmt in chosen:
+            stream = spark.readStream.format(FORMAT).option(QUERY, "incremental").option(INCREMENTAL_FORMAT, fmt)
+            sink = stream.options(**formats[fmt]).load(path).writeStream.format("parquet")
+            queries.append(
+                sink.option("checkpointLocation", str(tmp_path / f"checkpoint-{fmt}"))
+                .option("path", str(tmp_path / f"out-{fmt}"))
+                .trigger(availableNow=True)
+                .start()
+            )
+        for query in queries:
+            query.awaitTermination()
+            assert query.exception() is None
+        return {fmt: spark_rows(spark.read.parquet(str(tmp_path / f"out-{fmt}"))) for fmt in chosen}
+
+    run(*formats)
+    table.delete(batch([2], 3))
+    last_end = table.upsert(batch([0, 9], 4)).instant_time
+    out = run(*formats)
+    assert multiset(run("cdc")["cdc"]) == multiset(out["cdc"]), "a run without new commits reads nothing"
+
+    assert multiset(out["cdc"]) == multiset(table.read_changes("earliest", images="struct").to_pylist())
+    want = table.read_incremental(ZERO, first_end).to_pylist() + table.read_incremental(first_end, last_end).to_pylist()
+    assert multiset(out["latest_state"]) == multiset(want)
+
+
+def test_stream_offsets_stop_before_a_write_in_flight(lakeward_spark, tmp_path: Path) -> None:
+    """A commit completing after an earlier instant still in flight is read only once that one is done."""
+    from lakeward.core.engine.spark.changes import spark_change_schema, stream_reader
+    from lakeward.core.timeline import Action, new_instant_time
+    from lakeward.core.timeline.transitions import create_requested
+    from lakeward.core.write import active
+
+    path = str(tmp_path / "t")
+    table = create(path, "COPY_ON_WRITE")
+    first = table.insert(batch(range(3), 1)).instant_time
+    options = {**CDC}
+    reader = stream_reader(path, options, spark_change_schema(path, options))
+    start = reader.initialOffset()
+    assert start == {"instant": ZERO}
+
+    in_flight = new_instant_time(first)
+    create_requested(table.storage, in_flight, Action.COMMIT)
+    active.register(table.storage.uri, in_flight)  # a writer of this process: not rolled back as failed
+    try:
+        later = table.upsert(batch([0, 5], 2)).instant_time
+        assert later > in_flight
+        assert reader.latestOffset(start, None) == {"instant": first}
+        assert len(reader.partitions(start, {"instant": first})) == 3  # one split per file group of `first`
+    finally:
+        active.unregister(table.storage.uri, in_flight)
+    table._writer().roll_back_failed_writes()  # its writer is gone: the instant is rolled back
+    assert not table.timeline().pending_writes()
+    assert reader.latestOffset(start, None) == {"instant": later}
+    assert reader.partitions({"instant": later}, {"instant": later}) == []
+
+    # Hudi's startOffset: a new stream may start at the latest stable instant
+    latest = {**options, "hoodie.datasource.streaming.startOffset": "latest"}
+    assert stream_reader(path, latest, spark_change_schema(path, latest)).initialOffset() == {"instant": later}
+
+    # Trigger.AvailableNow: stop at the latest offset seen when the query starts
+    reader.prepareForTriggerAvailableNow()
+    table.upsert(batch([1], 3))
+    assert reader.latestOffset({"instant": first}, None) == {"instant": later}
+
+
+# -- bad input ----------------------------------------------------------------------------------
+BAD_BATCH = [
+    ("begin missing", {}, ConfigError, BEGIN),
+    ("begin after end", {BEGIN: "20990101000000000", END: "20200101000000000"}, InstantNotFoundError, "is after end"),
+    ("bad images", {BEGIN: "earliest", IMAGES: "avro"}, ConfigError, IMAGES),
+    ("bad format", {BEGIN: "earliest", INCREMENTAL_FORMAT: "cdcc"}, ConfigError, INCREMENTAL_FORMAT),
+]
+
+
+@pytest.mark.parametrize(("options", "error", "needle"), [c[1:] for c in BAD_BATCH], ids=[c[0] for c in BAD_BATCH])
+def test_bad_cdc_read_fails_naming_the_problem(
+    lakeward_spark, cdc_table: tuple[str, list[str]], options: dict[str, str], error: type, needle: str
+) -> None:
+    with pytest.raises(error) as raised:
+        cdc_read(lakeward_spark, cdc_table[0], **options)
+    assert needle in str(raised.value)
+
+
+def test_cdc_options_apply_to_cdc_reads_only(lakeward_spark, cdc_table: tuple[str, list[str]]) -> None:
+    spark, path = lakeward_spark, cdc_table[0]
+    with pytest.raises(ConfigError, match=QUERY):
+        spark.read.format(FORMAT).option(INCREMENTAL_FORMAT, "cdc").option(BEGIN, "earliest").load(path)
+    with pytest.raises(ConfigError, match=IMAGES):
+        spark.read.format(FORMAT).option(QUERY, "incremental").option(BEGIN, ZERO).option(IMAGES, "struct").load(path)
+
+
+def test_cdc_on_a_table_without_cdc_fails_on_every_surface(lakeward_spark, tmp_path: Path) -> None:
+    from pyspark.sql.readwriter import DataFrameReader
+
+    spark = lakeward_spark
+    path = str(tmp_path / "plain")
+    create(path, "COPY_ON_WRITE", mode=None).insert(batch(range(3), 1))
+    needle = "does not have CDC enabled"
+    with pytest.raises(ConfigError, match=needle):
+        cdc_read(spark, path, **{BEGIN: "earliest"})
+    with pytest.raises(Exception, match=needle):  # the registered Python data source
+        DataFrameReader.load.__wrapped__(  # type: ignore[attr-defined]
+            spark.read.format(FORMAT).options(**CDC).option(BEGIN, "earliest"), path
+        ).collect()
+    with pytest.raises(Exception, match=needle):
+        spark.sql(f"select * from hudi_table_changes('{path}', 'earliest')").collect()
+    query = (
+        spark.readStream.format(FORMAT)
+        .options(**CDC)
+        .load(path)
+        .writeStream.format("memory")
+        .queryName("cdc_not_enabled")
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match=needle):
+        query.awaitTermination()
+
+
+def test_bad_stream_options_fail_naming_the_option() -> None:
+    from lakeward.core.engine.spark.changes import check_stream_options
+
+    for options, needle in (
+        ({QUERY: "snapshot"}, QUERY),
+        ({END: "20240101000000000"}, END),
+        ({INCREMENTAL_FORMAT: "latest_state", IMAGES: "struct"}, IMAGES),
+    ):
+        with pytest.raises(LakewardError, match=needle):
+            check_stream_options(options)
+
+
+def test_a_stream_keeps_its_declared_image_schema_across_a_schema_change() -> None:
+    """Struct images of rows written after a column was added (or with a wider type) fit the stream's schema."""
+    from lakeward.core.engine.spark.changes import conform
+
+    image = pa.struct([("id", pa.int64()), ("v", pa.string()), ("gone", pa.int32())])
+    target = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", image), ("after", image)])
+    evolved = pa.struct([("id", pa.int32()), ("v", pa.string()), ("added", pa.float64())])
+    after = pa.array([{"id": 1, "v": "a", "added": 1.5}, None], evolved)
+    rows = pa.table({"op": ["i", "d"], "ts_ms": ["1", "2"], "before": pa.nulls(2, evolved), "after": after})
+    fitted = conform(rows, target)
+    assert fitted.schema == target
+    assert fitted.column("after").to_pylist() == [{"id": 1, "v": "a", "gone": None}, None]
+    assert conform(fitted, target) is fitted
+
+
+def test_sql_statements_name_their_catalog_tables() -> None:
+    from lakeward.core.engine.spark.changes import named_tables
+
+    sql = """select * from HUDI_TABLE_CHANGES( 'db.trips', 'earliest')
+             union all select * from hudi_table_changes("/data/t", '1') union all
+             select * from hudi_table_changes("s3://b/t", '1') union all select * from hudi_table_changes("t2", '1')"""
+    assert named_tables(sql) == ["db.trips", "t2"]
