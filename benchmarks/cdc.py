@@ -561,6 +561,7 @@ def run(args: argparse.Namespace, wl: Workload, root: Path, failures: list[str])
 
     # -- commits: every table takes commit k before any takes k+1; the order rotates ------------
     print(f"applying {len(wl.commits)} commits to {len(variants)} tables...", flush=True)
+    miscounted: dict[str, list[str]] = {}  # the write's own counts (WriteResult, merge metrics) that differ
     for k, batch in enumerate(wl.commits):
         turn = variants[k % len(variants) :] + variants[: k % len(variants)]
         line = []
@@ -569,7 +570,7 @@ def run(args: argparse.Namespace, wl: Workload, root: Path, failures: list[str])
                 t, result = timed(lambda v=v, b=batch: commit_lakeward(v, b))
                 got = (result.num_updates, result.num_inserts, result.num_deletes)
                 if got != (wl.n_upd, wl.n_ins, wl.n_del):
-                    fail(f"{v.name} upsert {k + 1}: WriteResult updates/inserts/deletes {got}")
+                    miscounted.setdefault(v.name, []).append(f"commit {k + 1}: {got}")
             else:
                 t, metrics = timed(lambda v=v, b=batch: commit_delta(v, b, codec))
                 got = (
@@ -578,10 +579,15 @@ def run(args: argparse.Namespace, wl: Workload, root: Path, failures: list[str])
                     metrics["num_target_rows_deleted"],
                 )
                 if got != (wl.n_upd, wl.n_ins, wl.n_del):
-                    fail(f"{v.name} merge {k + 1}: updated/inserted/deleted {got}")
+                    miscounted.setdefault(v.name, []).append(f"commit {k + 1}: {got}")
             v.commit_s.append(t)
             line.append(f"{v.name} {t:.2f}s")
         print(f"  commit {k + 1}: " + ", ".join(line), flush=True)
+    for name, bad in miscounted.items():
+        fail(
+            f"{name}: the write reported updates/inserts/deletes other than ({wl.n_upd}, {wl.n_ins}, {wl.n_del}) "
+            f"in {len(bad)} of {len(wl.commits)} commits: {'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}"
+        )
 
     for v in variants:
         files, size = disk_usage(Path(v.path))
