@@ -5,18 +5,24 @@ CDC disabled and once per logging mode (KEY_OP, DATA_BEFORE, DATA_BEFORE_AFTER),
 COPY_ON_WRITE and (``--table-types cow,mor``) MERGE_ON_READ. The same ``--commits`` upserts
 are applied to every table: each updates 1% of the rows, inserts 0.25% new keys and deletes
 0.25% (``_hoodie_is_deleted`` rows), all of them distinct keys, so every commit's changes are
-known exactly. delta-rs gets the same data and the same commits as ``merge`` (update / insert
-/ delete clauses), on one table with ``delta.enableChangeDataFeed`` and one without.
+known exactly. The lakeward tables carry ``_hoodie_is_deleted`` (false) from the load on, so
+the schema never changes. MERGE_ON_READ tables are written with
+``hoodie.parquet.small.file.limit=0``: inserts go to new file groups and every commit is a
+log append (with the default the 2M-row table's base files count as small files, and the
+inserts routed to them make every commit rewrite them, as copy-on-write). delta-rs gets the
+same data and the same commits as ``merge`` (delete / update / insert clauses), on one table
+with ``delta.enableChangeDataFeed`` and one without.
 
 Measured:
 
 * write: each commit's ``Table.open(p).upsert(batch)`` (delta-rs: ``DeltaTable(p).merge(...)``),
-  summed over the commits; the overhead of each mode is its sum over the CDC-disabled table's.
+  summed over the commits; the overhead of each mode is its sum (and its median commit) over
+  the CDC-disabled table's.
   The tables take the commits in turn (the order rotates every commit), so drifts in machine
   load hit them all alike.
 * CDC query: ``Table.open(p).read_changes(begin, end, images="struct")`` over the commits
   (``begin`` = the load's instant, ``end`` = the last commit), median of ``--query-repeat``,
-  and the same with the default ``images="json"``; delta-rs: ``DeltaTable(p).load_cdf(
+  and once with the default ``images="json"``; delta-rs: ``DeltaTable(p).load_cdf(
   starting_version=1, ending_version=commits)`` read fully to Arrow. Bytes read: the
   process's ``rchar`` (``/proc/self/io``: every byte any thread got from a read syscall) over
   the timed call, the same measure for both engines; for lakeward also, in one separate
@@ -25,13 +31,14 @@ Measured:
 * MERGE_ON_READ: the query first infers changes from the log files (no ``.cdc`` files yet);
   then ``schedule_change_tracking()`` + ``run_change_tracking()`` persist them (timed) and
   the query is timed again.
-* snapshot read: ``Table.open(p).read()`` of each table, median of ``--read-repeat``
-  (interleaved); CDC-enabled / CDC-disabled, target <= 1.05.
+* snapshot read: ``Table.open(p).read()`` of each table, median (and best) of
+  ``--read-repeat`` (interleaved); CDC-enabled / CDC-disabled, target <= 1.05.
 
-Checked: every query's per-commit counts of inserts, updates and deletes and the sums of the
-before- and after-image ``ts`` and ``id`` against the workload, all modes' images equal to
-each other, the JSON result's row count, delta-rs's per-version counts and sums, and that
-every table's snapshot has the expected rows and sums. A mismatch is printed and the exit
+Checked: every write's own counts (``WriteResult``; delta-rs's merge metrics); every query's
+per-commit counts of inserts, updates and deletes and the sums of the before- and after-image
+``ts`` and ``id`` against the workload, all modes' images equal to each other, the JSON
+result's row count, delta-rs's per-version counts and sums; and that every table's snapshot
+has the expected rows and sums. A mismatch is printed and the exit
 status is 1 (the figures are still printed).
 
 Run ``--help`` for the flags; see benchmarks/README.md.
