@@ -239,6 +239,16 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
     )
 
 
+def _touched_keys(task: FileGroupWrite) -> pa.Array | None:
+    """Record keys a write task upserts or deletes: the only records of the group it can change."""
+    parts = []
+    if task.incoming is not None:
+        parts.append(task.incoming.column("_hoodie_record_key").combine_chunks().cast(pa.string()))
+    if task.delete_keys is not None:
+        parts.append(task.delete_keys.cast(pa.string()))
+    return pc.unique(pa.concat_arrays(parts)) if parts else None
+
+
 def _write_rewrite_changes(
     ctx: WriteContext, task: FileGroupWrite, token: str, before: pa.Table, after: pa.Table
 ) -> dict[str, int] | None:
@@ -250,7 +260,8 @@ def _write_rewrite_changes(
     """
     assert ctx.cdc_mode is not None
     schema = ctx.full_schema
-    changes = diff_states(ctx.instant_time, conform_batch(before, schema, allow_missing=True), after, schema)
+    keys = _touched_keys(task)
+    changes = diff_states(ctx.instant_time, conform_batch(before, schema, allow_missing=True), after, schema, keys)
     if changes.num_rows == 0:
         return None
     block = cdc_block(changes, ctx.instant_time, ctx.cdc_mode, ctx.avro_schema_with_meta)
