@@ -133,7 +133,8 @@ def visible_through(visible: VisibleInstants, instant_time: str) -> VisibleInsta
     return VisibleInstants(frozenset(t for t in visible.completed if t <= instant_time), visible.archived_before)
 
 
-def _slice_with_log(group: FileGroup, log_name: str) -> FileSlice | None:
+def slice_with_log(group: FileGroup, log_name: str) -> FileSlice | None:
+    """The slice of `group` holding the log file named `log_name` (None once it was cleaned)."""
     for s in group.slices:
         if any(f.name == log_name for f in s.log_files):
             return s
@@ -194,7 +195,7 @@ def plan_change_splits(
             partition = stat.partitionPath
             group = group_of(partition, stat.fileId, t)
             if stat.is_delta:
-                file_slice = _slice_with_log(group, posixpath.basename(stat.path))
+                file_slice = slice_with_log(group, posixpath.basename(stat.path))
                 if file_slice is None:
                     raise missing(t, f"log file {stat.path}")
                 cdc = persisted.get((partition, stat.fileId, t))

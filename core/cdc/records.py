@@ -140,8 +140,6 @@ def _from_cdc_records(records: pa.Table, instant_time: str, full_schema: pa.Sche
     if KEY in names:
         keys = records.column(KEY).combine_chunks()
     else:
-        image = after if after is not None else before
-        assert image is not None
         from_after = pc.struct_field(after, RECORD_KEY) if after is not None else None
         from_before = pc.struct_field(before, RECORD_KEY) if before is not None else None
         keys = pc.coalesce(*[k for k in (from_after, from_before) if k is not None])

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants
+from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants, slice_with_log
 from lakeward.core.cdc.persist import persist_slice_changes
 from lakeward.core.config.cdc import CDC_ENABLED_KEY
 from lakeward.core.config.table import TableType
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, CorruptTableError, InstantExistsError, InstantNotFoundError
-from lakeward.core.file_group.file_group import LogFile
-from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.storage import Storage
@@ -128,14 +128,14 @@ def _check_applies(client: WriteClient) -> None:
         raise ConfigError(f"change tracking needs CDC: the table at {client.storage.uri} has {CDC_ENABLED_KEY}=false")
 
 
-def untracked_delta_commits(storage: Storage, timeline: Timeline, since: str | None) -> dict[tuple[str, str], set[str]]:
-    """(partition, file id) -> completed delta commits that appended to it and have no persisted changes."""
+def untracked_delta_commits(
+    storage: Storage, timeline: Timeline, since: str | None, planned: Sequence[TrackingOperation] = ()
+) -> dict[tuple[str, str], dict[str, str]]:
+    """(partition, file id) -> {delta commit: log file it wrote} for completed delta commits whose
+    changes are neither persisted nor in a `planned` operation."""
     persisted = persisted_changes(storage, timeline)
-    planned: set[tuple[str, str, str]] = set()
-    for t in pending_change_tracking(timeline):
-        for op in read_change_tracking_plan(storage, t):
-            planned.update((op.partition_path, op.file_id, d) for d in op.instants)
-    out: dict[tuple[str, str], set[str]] = {}
+    taken = {(op.partition_path, op.file_id, d) for op in planned for d in op.instants}
+    out: dict[tuple[str, str], dict[str, str]] = {}
     for instant in timeline.completed_writes():
         if instant.action is not Action.DELTA_COMMIT or (since is not None and instant.time <= since):
             continue
@@ -143,8 +143,8 @@ def untracked_delta_commits(storage: Storage, timeline: Timeline, since: str | N
             if not stat.is_delta or not stat.fileId:
                 continue
             key = (stat.partitionPath, stat.fileId, instant.time)
-            if key not in persisted and key not in planned:
-                out.setdefault((stat.partitionPath, stat.fileId), set()).add(instant.time)
+            if key not in persisted and key not in taken:
+                out.setdefault((stat.partitionPath, stat.fileId), {})[instant.time] = posixpath.basename(stat.path)
     return out
 
 
@@ -154,30 +154,37 @@ def schedule_change_tracking(client: WriteClient) -> str | None:
     storage = client.storage
     with client.lock:
         timeline = Timeline.load(storage)
-        wanted = untracked_delta_commits(storage, timeline, client.config.cdc_since)
+        planned = [op for t in pending_change_tracking(timeline) for op in read_change_tracking_plan(storage, t)]
+        wanted = untracked_delta_commits(storage, timeline, client.config.cdc_since, planned)
         if not wanted:
             log.info("no change tracking due: every delta commit's changes are persisted")
             return None
         instant_time = new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
         view = FileSystemView.load(storage, timeline)
+        planned_versions: dict[tuple[str, str, str], list[int]] = {}
+        for op in planned:
+            planned_versions.setdefault((op.partition_path, op.file_id, op.base_instant_time), []).append(
+                op.cdc_version
+            )
         operations: list[TrackingOperation] = []
-        pending_versions = _pending_cdc_versions(storage, timeline)
         for group in view.file_groups():
             deltas = wanted.get((group.partition_path, group.file_id))
             if not deltas:
                 continue
-            for file_slice in group.slices:
-                logged = {d for d in deltas if _holds_instants(storage, file_slice.log_files, d)}
-                if not logged:
-                    continue
-                key = (group.partition_path, group.file_id, file_slice.base_instant_time)
-                taken = [f.version for f in file_slice.cdc_files if f.base_instant_time == file_slice.base_instant_time]
-                version = max([0, *taken, *pending_versions.get(key, [])]) + 1
+            by_slice: dict[str, tuple[FileSlice, list[str]]] = {}
+            for delta, log_name in deltas.items():
+                file_slice = slice_with_log(group, log_name)
+                if file_slice is not None:  # None: cleaned, no longer queryable
+                    by_slice.setdefault(file_slice.base_instant_time, (file_slice, []))[1].append(delta)
+            for base_instant, (file_slice, logged) in sorted(by_slice.items()):
+                key = (group.partition_path, group.file_id, base_instant)
+                taken = [f.version for f in file_slice.cdc_files if f.base_instant_time == base_instant]
+                version = max([0, *taken, *planned_versions.get(key, [])]) + 1
                 operations.append(
                     TrackingOperation(
                         group.partition_path,
                         group.file_id,
-                        file_slice.base_instant_time,
+                        base_instant,
                         tuple(sorted(logged)),
                         version,
                         f"{len(operations)}-0-0",
@@ -193,18 +200,6 @@ def schedule_change_tracking(client: WriteClient) -> str | None:
             len(operations),
         )
         return instant_time
-
-
-def _holds_instants(storage: Storage, log_files: Sequence[LogFile], instant_time: str) -> bool:
-    return any(instant_time in (block_instant_times(storage, f.path) or ()) for f in log_files)
-
-
-def _pending_cdc_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[int]]:
-    out: dict[tuple[str, str, str], list[int]] = {}
-    for t in pending_change_tracking(timeline):
-        for op in read_change_tracking_plan(storage, t):
-            out.setdefault((op.partition_path, op.file_id, op.base_instant_time), []).append(op.cdc_version)
-    return out
 
 
 def run_change_tracking(client: WriteClient, instant_time: str, engine: Engine | None = None) -> ChangeTrackingResult:
