@@ -47,6 +47,10 @@ class LockError(LakewardError):
     """The table lock could not be acquired or was lost."""
 
 
+class TableClosedError(LakewardError):
+    """A write or table service on a `Table` after its `close()`: open the table again."""
+
+
 class StorageError(LakewardError, OSError):
     """A filesystem operation failed."""
 

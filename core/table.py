@@ -6,6 +6,7 @@ import datetime as dt
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,6 +31,7 @@ from lakeward.core.exceptions import (
     InstantExistsError,
     InstantNotFoundError,
     StorageError,
+    TableClosedError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -293,10 +295,36 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(self) -> WriteClient:
+        if getattr(self, "_closed", False):
+            raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
+
+    def close(self) -> None:
+        """Give back what the table holds: its lock provider's share of the ZooKeeper client.
+
+        A ZooKeeper lock shares one client per process and ensemble; the last `close()` of
+        its users ends the session, so a closed table leaves no connection or thread behind.
+        Idempotent. Afterwards writes and table services raise TableClosedError (reads take
+        no lock and still work).
+        """
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            client.lock.close()
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def _written(self, result: WriteResult) -> WriteResult:
         self._compact_inline()

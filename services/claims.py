@@ -50,10 +50,15 @@ from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from lakeward.core.exceptions import LakewardError
-from lakeward.core.locks.zookeeper import kazoo_client_options
+from lakeward.core.locks.zk_client import (
+    SharedZooKeeperClient,
+    ZooKeeperUnavailableError,
+    acquire_shared_client,
+    client_key,
+    kazoo_client_options,
+)
 from lakeward.services.model import Claim, TableRef
 
 log = logging.getLogger(__name__)
@@ -230,6 +235,7 @@ class ZooKeeperCoordinator(Coordinator):
         default_acl: Sequence[Any] | None = None,
         owner: OwnerInfo | None = None,
         claim_log_size: int = 10_000,
+        private_client: bool = False,
     ):
         super().__init__(owner, claim_log_size=claim_log_size)
         for name, value in (("base_path", base_path), ("chroot", chroot)):
@@ -239,11 +245,14 @@ class ZooKeeperCoordinator(Coordinator):
                 raise ValueError(f"ZooKeeper {name} {value!r} must be absolute, like /lakeward")
         self.hosts = hosts
         self.chroot = chroot if chroot not in (None, "/") else None
-        self.base_path = base_path.rstrip("/") or ""
+        # Absolute paths on an unchrooted client: the same client serves the table locks,
+        # whose nodes live under `<chroot>/locks` (the daemon's `table_lock_options`).
+        self.base_path = (self.chroot or "") + (base_path.rstrip("/") or "")
         self.claims_path = f"{self.base_path}/claims"
         self.connection_timeout_s = connection_timeout_s
+        self.private_client = private_client
         options = kazoo_client_options(
-            hosts + (self.chroot or ""),
+            hosts,
             session_timeout_s=session_timeout_s,
             connection_timeout_s=connection_timeout_s,
             auth_data=auth_data,
@@ -251,7 +260,7 @@ class ZooKeeperCoordinator(Coordinator):
         if default_acl is not None:
             options["default_acl"] = list(default_acl)
         self._client_options = options
-        self._client: KazooClient | None = None
+        self._shared: SharedZooKeeperClient | None = None
         self._closed = False
         self._state = KazooState.LOST  # before start
         self._epoch = 0  # bumped on every SUSPENDED / LOST: claims of older epochs are invalid
@@ -262,7 +271,7 @@ class ZooKeeperCoordinator(Coordinator):
 
     @property
     def description(self) -> str:
-        return f"ZooKeeper claims at {self.hosts}{self.chroot or ''}{self.claims_path}"
+        return f"ZooKeeper claims at {self.hosts}{self.claims_path}"
 
     @property
     def session_id(self) -> int | None:
@@ -280,6 +289,17 @@ class ZooKeeperCoordinator(Coordinator):
             return "closed"
         return str(self._state).lower()
 
+    @property
+    def _client(self) -> KazooClient | None:
+        """The kazoo client in use (shared with the process's table locks unless `private_client`)."""
+        shared = self._shared
+        return shared.current if shared is not None else None
+
+    @property
+    def shared_client(self) -> SharedZooKeeperClient | None:
+        """The shared client this coordinator holds a share of (None before start and after close)."""
+        return self._shared
+
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
         # The lifecycle lock, not the state mutex: kazoo's listener takes the mutex, so no
@@ -287,48 +307,34 @@ class ZooKeeperCoordinator(Coordinator):
         with self._lifecycle:
             if self._closed:
                 raise CoordinatorError(f"the {self.description} is closed")
-            if self._client is not None:
+            if self._shared is not None:
                 return
-            if self.chroot:
-                self._create_chroot()
-            client = KazooClient(**self._client_options)
-            client.add_listener(self._on_state)
+            if self.private_client:
+                shared = SharedZooKeeperClient(client_key(self._client_options), self._client_options)
+                shared._retain()
+            else:
+                shared = acquire_shared_client(self._client_options)
+            with self._mutex:
+                self._shared = shared
+            shared.add_listener(self._on_state)
             try:
-                client.start(timeout=self.connection_timeout_s)
-            except KazooTimeoutError:
-                raise CoordinatorError(
-                    f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout_s:g}s"
-                ) from None
-            try:
-                client.ensure_path(self.claims_path)
-            except KazooException as exc:
-                client.stop()
-                client.close()
+                client = shared.client(self.connection_timeout_s)
+                client.ensure_path(self.claims_path)  # the chroot too: the client is not chrooted
+            except (ZooKeeperUnavailableError, KazooException) as exc:
+                with self._mutex:
+                    self._shared = None
+                shared.remove_listener(self._on_state)
+                shared.release()
+                if isinstance(exc, ZooKeeperUnavailableError):
+                    raise CoordinatorError(
+                        f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout_s:g}s"
+                    ) from None
                 raise CoordinatorError(f"cannot create {self.claims_path} in ZooKeeper: {exc!r}") from exc
             with self._mutex:
-                self._client = client
-                self._state = KazooState.CONNECTED
-                self._session_id = client.client_id[0] if client.client_id else None
+                self._state = KazooState.CONNECTED if shared.connected else KazooState.SUSPENDED
+                self._session_id = shared.session_id
             self._dispatcher = threading.Thread(target=self._dispatch, name="lakeward-claims-session", daemon=True)
             self._dispatcher.start()
-
-    def _create_chroot(self) -> None:
-        """Create the chroot path itself (a chrooted client cannot), with a short-lived plain client."""
-        options = dict(self._client_options)
-        options["hosts"] = self.hosts
-        plain = KazooClient(**options)
-        try:
-            plain.start(timeout=self.connection_timeout_s)
-            plain.ensure_path(self.chroot)
-        except KazooTimeoutError:
-            raise CoordinatorError(
-                f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout_s:g}s"
-            ) from None
-        except KazooException as exc:
-            raise CoordinatorError(f"cannot create the chroot {self.chroot} in ZooKeeper: {exc!r}") from exc
-        finally:
-            plain.stop()
-            plain.close()
 
     def close(self) -> None:
         with self._lifecycle:
@@ -340,18 +346,13 @@ class ZooKeeperCoordinator(Coordinator):
                 except Exception:  # best effort: the session's end deletes the nodes anyway
                     log.debug("could not release %s on close", claim.key, exc_info=True)
             self._closed = True
-            self._stop_client()
+            shared, self._shared = self._shared, None
+            if shared is not None:
+                shared.remove_listener(self._on_state)
+                shared.release()  # the last share ends the session
             self._events.put(None)
             if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
                 self._dispatcher.join(timeout=5)
-
-    def _stop_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.stop()
-            finally:
-                client.close()
 
     # -- session watching -------------------------------------------------------------------
     def _on_state(self, state: str) -> None:
@@ -433,7 +434,7 @@ class ZooKeeperCoordinator(Coordinator):
             client.create(path, owner.to_json(), ephemeral=True, makepath=True)
         except NodeExistsError:
             # Ours only if an earlier attempt of this very call created it (a retried create).
-            if not self._owned_by(client, path, session):
+            if not self._owned_by(client, path, session, owner.replica_id):
                 self._record(item_key, owner.replica_id, "conflict")
                 return None
         except KazooException as exc:
@@ -449,19 +450,25 @@ class ZooKeeperCoordinator(Coordinator):
         # The session wavered while the node was being created: do not trust it; give it up.
         self._record(item_key, owner.replica_id, "invalid")
         try:
-            if self._owned_by(client, path, session):
+            if self._owned_by(client, path, session, owner.replica_id):
                 client.delete(path)
         except KazooException:
             log.debug("could not delete the untrusted claim node %s", path, exc_info=True)
         return None
 
     @staticmethod
-    def _owned_by(client: KazooClient, path: str, session: int | None) -> bool:
+    def _owned_by(client: KazooClient, path: str, session: int | None, replica_id: str) -> bool:
+        """The node is ours: our session's and our replica's (one session may serve several coordinators)."""
         try:
-            stat = client.exists(path)
+            data, stat = client.get(path)
         except KazooException:
             return False
-        return stat is not None and session is not None and int(stat.ephemeralOwner) == session
+        if session is None or int(stat.ephemeralOwner) != session:
+            return False
+        try:
+            return OwnerInfo.from_json(data).replica_id == replica_id
+        except (ValueError, KeyError):
+            return False
 
     def release(self, claim: Claim) -> bool:
         with self._mutex:

@@ -11,6 +11,11 @@ lakeward and Hudi writers exclude each other.
 A lock is lost if the ZooKeeper session expires while it is held; `ensure_held` and
 `release` then raise LockError. While the connection is suspended (session maybe still
 alive) they wait up to the connection timeout for it to come back.
+
+Every provider of the process with the same ensemble and session settings uses one shared
+kazoo client (`lakeward.core.locks.zk_client`), taken on first use and given back by
+`close()`; a lock node that cannot be deleted while the connection is down is deleted when
+the session comes back, or goes when it expires.
 """
 
 from __future__ import annotations
@@ -18,64 +23,24 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
-from collections.abc import Sequence
-from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
 from lakeward.core.exceptions import LockError
 from lakeward.core.locks.base import LockProvider
+from lakeward.core.locks.zk_client import (
+    SharedZooKeeperClient,
+    ZooKeeperUnavailableError,
+    acquire_shared_client,
+    kazoo_client_options,
+)
 
 log = logging.getLogger(__name__)
 
 #: Node-name marker of Curator's InterProcessMutex (Hudi's ZookeeperBasedLockProvider).
 CURATOR_LOCK_PATTERN = "-lock-"
-
-
-def kazoo_client_options(
-    hosts: str,
-    *,
-    session_timeout_s: float = 60.0,
-    connection_timeout_s: float = 15.0,
-    num_retries: int = 15,
-    retry_wait_s: float = 1.0,
-    retry_max_wait_s: float = 16.0,
-    auth_data: Sequence[tuple[str, str]] | None = None,
-) -> dict[str, Any]:
-    """Keyword arguments for `KazooClient`: session timeout, reconnection and command retries.
-
-    Shared by the table lock and the daemon's claims (`lakeward.services.claims`), so both
-    reconnect and retry the same way. `hosts` may end with a chroot (`h1:2181,h2:2181/app`);
-    `auth_data` is kazoo's list of (scheme, credential), e.g. `[("digest", "user:secret")]`.
-    """
-    options: dict[str, Any] = {
-        "hosts": hosts,
-        "timeout": session_timeout_s,
-        # Reconnect forever (a session outlives short outages) but often enough that
-        # a session is not lost to backoff alone.
-        "connection_retry": {
-            "max_tries": -1,
-            "delay": 0.1,
-            "backoff": 2,
-            "max_delay": max(0.2, min(retry_max_wait_s, session_timeout_s / 3)),
-        },
-        # Hudi's num_retries / wait_time_ms_between_retry / max_wait_time_ms_between_retry
-        # bound the retries of each ZooKeeper operation, as they bound Curator's.
-        "command_retry": {
-            "max_tries": num_retries,
-            "delay": retry_wait_s,
-            "backoff": 2,
-            "max_delay": retry_max_wait_s,
-            "deadline": connection_timeout_s,
-        },
-    }
-    if auth_data:
-        options["auth_data"] = list(auth_data)
-    return options
 
 
 class ZooKeeperLockProvider(LockProvider):
@@ -114,79 +79,50 @@ class ZooKeeperLockProvider(LockProvider):
             retry_wait_s=retry_wait_s,
             retry_max_wait_s=retry_max_wait_s,
         )
-        self._client: KazooClient | None = None
+        self._shared: SharedZooKeeperClient | None = None
         self._closed = False
-        self._connected = threading.Event()
-        self._session_lost = threading.Event()
         self._lock: Lock | None = None
         self._session_id: int | None = None
+        self._generation = 0
 
     @property
     def description(self) -> str:
         return f"ZooKeeper lock {self.lock_path} at {self.hosts}"
 
-    # -- connection ------------------------------------------------------------------------
-    def _on_state(self, client: KazooClient, state: str) -> None:
-        # Runs on kazoo's event thread: record, never block. Ignore dropped clients.
-        if client is not self._client:
-            return
-        if state == KazooState.CONNECTED:
-            self._connected.set()
-        else:
-            self._connected.clear()
-            if state == KazooState.LOST:
-                self._session_lost.set()
+    @property
+    def _client(self) -> KazooClient | None:
+        """The kazoo client this provider uses now (shared with the process's other users)."""
+        return self._shared.current if self._shared is not None else None
 
+    # -- connection ------------------------------------------------------------------------
     def _connect(self) -> KazooClient:
-        """The connected client; started on first use, waited for while reconnecting."""
+        """The connected shared client: a share taken on first use, waited for while reconnecting."""
         if self._closed:
             raise LockError(f"the {self.description} is closed")
-        client = self._client
-        if client is not None:
-            if client.connected or self._connected.wait(self.connection_timeout_s):
-                return client
-            raise LockError(
-                f"no connection to ZooKeeper at {self.hosts} for "
-                f"{self.connection_timeout_s:g}s (hoodie.write.lock.zookeeper.url, "
-                "hoodie.write.lock.zookeeper.connection_timeout_ms)"
-            )
-        client = self._client = KazooClient(**self._client_options)
-        client.add_listener(lambda state: self._on_state(client, state))
+        if self._shared is None:
+            self._shared = acquire_shared_client(self._client_options)
         try:
-            client.start(timeout=self.connection_timeout_s)  # stops and closes on timeout
-        except KazooTimeoutError:
-            self._client = None
+            return self._shared.client(self.connection_timeout_s)
+        except ZooKeeperUnavailableError:
             raise LockError(
                 f"cannot connect to ZooKeeper at {self.hosts} within "
                 f"{self.connection_timeout_s:g}s (hoodie.write.lock.zookeeper.url, "
                 "hoodie.write.lock.zookeeper.connection_timeout_ms)"
             ) from None
-        self._connected.set()
-        return client
 
-    def _drop_client(self) -> None:
-        """End the session (its ephemeral nodes go when it ends or expires)."""
-        client, self._client = self._client, None
-        self._connected.clear()
-        if client is not None:
-            try:
-                client.stop()
-            finally:
-                client.close()
+    def _session_changed(self, shared: SharedZooKeeperClient) -> bool:
+        return shared.generation != self._generation or shared.session_id != self._session_id
 
-    def _session_changed(self, client: KazooClient) -> bool:
-        client_id = client.client_id
-        current = client_id[0] if client_id else None
-        return self._session_lost.is_set() or current != self._session_id
-
-    def _await_connection(self, client: KazooClient) -> bool:
+    def _await_connection(self, shared: SharedZooKeeperClient) -> bool:
         """Wait up to the connection timeout for a suspended connection to come back."""
-        return client.connected or self._connected.wait(self.connection_timeout_s)
+        return shared.wait_connected(self.connection_timeout_s)
 
     # -- LockProvider ------------------------------------------------------------------------
     def _acquire(self, timeout_s: float) -> bool:
         client = self._connect()
-        self._session_lost.clear()
+        shared = self._shared
+        assert shared is not None
+        generation = shared.generation  # before the node exists: a loss from here on counts
         lock = client.Lock(self.lock_path, self.identifier, extra_lock_patterns=(CURATOR_LOCK_PATTERN,))
         try:
             if timeout_s > 0:
@@ -206,11 +142,12 @@ class ZooKeeperLockProvider(LockProvider):
         except LockError:
             self._best_effort_release(lock)
             raise
-        client_id = client.client_id
-        if owner is None or client_id is None or owner != client_id[0]:
+        session = shared.session_id
+        if owner is None or session is None or owner != session or shared.generation != generation:
             self._best_effort_release(lock)
             return False
         self._session_id = owner
+        self._generation = generation
         self._lock = lock
         return True
 
@@ -234,45 +171,53 @@ class ZooKeeperLockProvider(LockProvider):
 
     def _release(self) -> None:
         lock, self._lock = self._lock, None
-        client = self._client
-        if lock is None or client is None:
+        shared = self._shared
+        client = shared.current if shared is not None else None
+        if lock is None or shared is None or client is None:
             return
         try:
-            if not self._await_connection(client):
+            if not self._await_connection(shared):
                 raise LockError(
                     f"lost the connection to ZooKeeper while holding the {self.description}; "
                     "the lock was lost when the session expired or goes when it expires, and "
                     "the work done under it may not have been exclusive"
                 )
-            lost = self._session_changed(client) or (self._node_owner(client, lock) != self._session_id)
+            lost = self._session_changed(shared) or (self._node_owner(client, lock) != self._session_id)
         except LockError:
-            # The session may still be alive and keep our node: end it, so that the node
-            # goes when the session ends rather than when this process exits.
-            self._drop_client()
+            # The session may still be alive and keep our node: it is deleted when the
+            # shared session comes back (or goes when the session expires).
+            self._abandon(lock)
             raise
         if lost:
             raise LockError(self._lost_message())
         try:
             lock.release()
         except KazooException as exc:
-            self._drop_client()
+            self._abandon(lock)
             raise LockError(f"cannot release the {self.description}: {exc!r}") from exc
 
+    def _abandon(self, lock: Lock) -> None:
+        """Hand our lock node to the shared client, to delete once our session is reachable again."""
+        if self._shared is not None and lock.node is not None and self._session_id is not None:
+            self._shared.abandon_node(f"{self.lock_path}/{lock.node}", self._session_id)
+
     def _check(self) -> None:
-        lock, client = self._lock, self._client
-        if lock is None or client is None:
+        lock, shared = self._lock, self._shared
+        client = shared.current if shared is not None else None
+        if lock is None or shared is None or client is None:
             raise LockError(f"the {self.description} is not held")
-        if not self._await_connection(client):
+        if not self._await_connection(shared):
             raise LockError(
                 f"no connection to ZooKeeper for {self.connection_timeout_s:g}s while holding "
                 f"the {self.description}; cannot confirm it is still held"
             )
-        if self._session_changed(client) or self._node_owner(client, lock) != self._session_id:
+        if self._session_changed(shared) or self._node_owner(client, lock) != self._session_id:
             raise LockError(self._lost_message())
 
     def _holder(self) -> str | None:
-        client = self._client
-        if client is None or not client.connected:
+        shared = self._shared
+        client = shared.current if shared is not None else None
+        if shared is None or client is None or not shared.connected:
             return None
         try:
             contenders = client.Lock(self.lock_path, extra_lock_patterns=(CURATOR_LOCK_PATTERN,)).contenders()
@@ -281,9 +226,12 @@ class ZooKeeperLockProvider(LockProvider):
         return contenders[0] if contenders and contenders[0] else None
 
     def _close(self) -> None:
+        """Give the share of the process's ZooKeeper client back (idempotent)."""
         self._closed = True
         self._lock = None
-        self._drop_client()
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.release()
 
     @staticmethod
     def _best_effort_release(lock: Lock) -> None:

@@ -6,6 +6,10 @@ on a free loopback port with a temporary data dir, waits until the `srvr` four-l
 command answers `Mode: standalone`, and stops it with SIGTERM at the end of the session.
 Tests that need a session to expire call `stop()`, wait, and `start()` again (same data
 dir, same port).
+
+The function-scoped factory `make_zookeeper_server(max_client_cnxns=5)` starts a server of
+the test's own (a cap on connections per client address, as `maxClientCnxns` in production),
+and `alive_connections(server)` counts the client connections it holds (from `mntr`).
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ def _class_path() -> str:
 class ZooKeeperServer:
     """One standalone ZooKeeper process; `stop()`/`start()` keep its data dir and port."""
 
-    def __init__(self, workdir: Path, port: int, tick_time_ms: int = 500):
+    def __init__(self, workdir: Path, port: int, tick_time_ms: int = 500, max_client_cnxns: int = 0):
         self.workdir = workdir
+        self.max_client_cnxns = max_client_cnxns
         self.port = port
         self.tick_time_ms = tick_time_ms
         self.config_path = workdir / "zoo.cfg"
@@ -97,8 +102,8 @@ class ZooKeeperServer:
                     f"clientPort={port}",
                     "clientPortAddress=127.0.0.1",
                     "admin.enableServer=false",
-                    "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-                    "maxClientCnxns=0",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons",
+                    f"maxClientCnxns={max_client_cnxns}",
                     "",
                 ]
             )
@@ -183,6 +188,36 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
 
 
 @pytest.fixture
+def make_zookeeper_server() -> Iterator[Callable[..., ZooKeeperServer]]:
+    """Factory of ZooKeeper servers of one test's own (e.g. with a low `maxClientCnxns`)."""
+    made: list[tuple[ZooKeeperServer, Path]] = []
+
+    def make(max_client_cnxns: int = 0) -> ZooKeeperServer:
+        workdir = Path(tempfile.mkdtemp(prefix="lakeward-zookeeper-"))
+        server = ZooKeeperServer(workdir, free_port(), max_client_cnxns=max_client_cnxns)
+        made.append((server, workdir))
+        server.start()
+        return server
+
+    yield make
+    for server, workdir in made:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def alive_connections(server: ZooKeeperServer) -> int:
+    """Client connections the server holds now, not counting the one asking (`mntr`)."""
+    for line in four_letter_word(server.port, "mntr").splitlines():
+        name, _, value = line.partition("\t")
+        if name == "zk_num_alive_connections":
+            return int(value) - 1
+    raise AssertionError(
+        f"no answer to mntr from the ZooKeeper server on port {server.port} (its maxClientCnxns "
+        f"{server.max_client_cnxns} counts this connection too: is this process over the cap?)"
+    )
+
+
+@pytest.fixture
 def make_coordinator(zookeeper_server) -> Iterator[Callable[..., ZooKeeperCoordinator]]:
     base = f"/lakeward-tests/claims-{uuid.uuid4().hex[:8]}"
     made: list[ZooKeeperCoordinator] = []
@@ -191,7 +226,11 @@ def make_coordinator(zookeeper_server) -> Iterator[Callable[..., ZooKeeperCoordi
         kwargs.setdefault("session_timeout_s", 4.0)
         kwargs.setdefault("connection_timeout_s", 5.0)
         coordinator = ZooKeeperCoordinator(
-            zookeeper_server.hosts, base_path=base, owner=OwnerInfo.current(f"{name}-{len(made)}"), **kwargs
+            zookeeper_server.hosts,
+            base_path=base,
+            owner=OwnerInfo.current(f"{name}-{len(made)}"),
+            private_client=True,  # each plays a replica of its own: separate sessions, as separate processes
+            **kwargs,
         )
         coordinator.start()
         made.append(coordinator)

@@ -1,0 +1,151 @@
+"""One ZooKeeper client per process and ensemble: table locks share it, `Table.close()` lets it go.
+
+Each test starts a ZooKeeper server of its own (fixture `make_zookeeper_server`), so the
+connections it counts (`mntr`) are this test's alone; a low `maxClientCnxns` makes a leak
+fail loudly, as it did in production (issue 18, item 3).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kazoo.client import KazooClient
+
+from lakeward import Table
+from lakeward.core.exceptions import LakewardError, LockError
+from lakeward.core.locks import ZooKeeperLockProvider, lock_provider_for
+from tests.support.zookeeper import ZooKeeperServer, alive_connections
+
+pytestmark = pytest.mark.zookeeper
+
+
+def zk_lock(server: ZooKeeperServer, **extra: str) -> dict[str, str]:
+    """Options of a table locked through ZooKeeper on `server`."""
+    return {
+        "hoodie.write.lock.provider": "zookeeper",
+        "hoodie.write.lock.zookeeper.url": server.hosts,
+        "hoodie.write.lock.zookeeper.base_path": "/lakeward-tests/locks",
+        "hoodie.write.lock.zookeeper.session_timeout_ms": "4000",
+        "hoodie.write.lock.zookeeper.connection_timeout_ms": "3000",
+        **extra,
+    }
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def row(i: int) -> pa.Table:
+    return pa.table({"id": [i], "v": [f"v{i}"], "ts": [i]})
+
+
+def test_ten_tables_with_the_zookeeper_lock_share_one_connection(tmp_path: Path, make_zookeeper_server):
+    # maxClientCnxns=3: before the fix, the fourth Table.open(...).upsert could not connect.
+    server = make_zookeeper_server(max_client_cnxns=3)
+    options = zk_lock(server)
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", ordering_field="ts", options=options).upsert(row(0))
+    threads, fds = threading.active_count(), open_fds()
+
+    for i in range(1, 11):
+        Table.open(path, options=options).upsert(row(i))  # never closed, as users write it
+
+    assert alive_connections(server) <= 1
+    assert threading.active_count() <= threads
+    assert open_fds() <= fds
+    assert Table.open(path).read().num_rows == 11
+
+
+def test_table_is_a_context_manager_whose_close_ends_the_connection(tmp_path: Path, make_zookeeper_server):
+    server = make_zookeeper_server(max_client_cnxns=3)
+    options = zk_lock(server)
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", ordering_field="ts")
+    threads = threading.active_count()
+
+    with Table.open(path, options=options) as table:
+        table.upsert(row(1))
+        assert alive_connections(server) == 1
+    assert wait_for(lambda: alive_connections(server) == 0), "Table.close() left its ZooKeeper connection open"
+    assert wait_for(lambda: threading.active_count() <= threads), "kazoo's threads outlived Table.close()"
+
+    table.close()  # idempotent
+    with pytest.raises(LakewardError, match="closed"):
+        table.upsert(row(2))
+    with pytest.raises(LakewardError, match="closed"):
+        table.schedule_compaction(force=True)
+    assert Table.open(path).read().column("id").to_pylist() == [1]
+
+
+def test_closing_one_table_keeps_the_connection_of_another(tmp_path: Path, make_zookeeper_server):
+    server = make_zookeeper_server(max_client_cnxns=3)
+    options = zk_lock(server)
+    for name in ("a", "b"):
+        Table.create(str(tmp_path / name), record_key="id", ordering_field="ts")
+    a, b = Table.open(str(tmp_path / "a"), options=options), Table.open(str(tmp_path / "b"), options=options)
+    a.upsert(row(1))
+    b.upsert(row(1))
+    assert alive_connections(server) == 1
+    a.close()
+    b.upsert(row(2))  # the shared client is still b's
+    assert alive_connections(server) == 1
+    b.close()
+    assert wait_for(lambda: alive_connections(server) == 0)
+
+
+def test_the_shared_client_outlives_a_session_expiry_and_the_held_lock_is_reported_lost(
+    tmp_path: Path, make_zookeeper_server
+):
+    server = make_zookeeper_server(max_client_cnxns=3)
+    options = zk_lock(server, **{"hoodie.write.lock.zookeeper.lock_key": "expiry"})
+    holder = lock_provider_for(str(tmp_path / "t"), "t", options)
+    other = lock_provider_for(str(tmp_path / "t"), "t", options)
+    assert isinstance(holder, ZooKeeperLockProvider)
+    try:
+        holder.acquire()
+        session_id, password = holder._client.client_id  # type: ignore[union-attr]
+        # Expire the shared session on the server (attach to it and close, as ZooKeeper's tests do).
+        hijacker = KazooClient(hosts=server.hosts, client_id=(session_id, password))
+        hijacker.start(timeout=10)
+        hijacker.stop()
+        hijacker.close()
+
+        other.acquire(timeout_s=10)  # the same shared client, with a new session
+        with pytest.raises(LockError, match="lost"):
+            holder.ensure_held()
+        with pytest.raises(LockError, match="lost"):
+            holder.release()
+        other.release()
+        assert holder._client is not None and holder._client.client_id[0] != session_id
+        assert alive_connections(server) == 1
+    finally:
+        holder.close()
+        other.close()
+    assert wait_for(lambda: alive_connections(server) == 0)
+
+
+def test_a_closed_provider_refuses_to_lock(tmp_path: Path, make_zookeeper_server):
+    server = make_zookeeper_server(max_client_cnxns=3)
+    provider = lock_provider_for(str(tmp_path / "t"), "t", zk_lock(server))
+    with provider:
+        provider.ensure_held()
+    provider.close()
+    provider.close()
+    with pytest.raises(LockError, match="closed"):
+        provider.acquire(timeout_s=1)
