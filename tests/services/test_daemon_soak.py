@@ -1,0 +1,125 @@
+"""Soak: a daemon replica on a real ZooKeeper with a low `maxClientCnxns` runs plan after plan,
+and its ZooKeeper connections, threads and open files stay flat (issue 18, item 3).
+
+Before the shared client, every run's table lock opened a ZooKeeper connection and three
+threads that nothing closed: with `maxClientCnxns=12` the daemon stopped working after 12
+runs. Here an ingestion writer in the same process upserts one row at a time into two tiny
+merge-on-read tables (through the daemon's ZooKeeper lock options, never closing its
+tables), and the daemon compacts after every delta commit. The CI version stops at 100
+compactions; `-m slow` runs 500.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.services.daemon import Daemon, table_lock_options
+from lakeward.services.settings import load_settings
+from tests.support.zookeeper import ZooKeeperServer, alive_connections
+
+pytestmark = pytest.mark.zookeeper
+
+TABLES = ("a", "b")
+
+
+def soak_daemon(tmp_path: Path, server: ZooKeeperServer) -> Daemon:
+    static = "\n".join(f"    - path: {tmp_path / t}" for t in TABLES)
+    config = tmp_path / "lakeward.yaml"
+    config.write_text(
+        f"""
+tables:
+  static:
+{static}
+  refresh_interval_s: 0.1
+policies:
+  defaults:
+    compaction: {{max_delta_commits: 1}}
+    clean: {{enabled: false}}
+    archival: {{enabled: false}}
+concurrency: {{max_running: 2}}
+zookeeper: {{hosts: '{server.hosts}', chroot: /soak, session_timeout_s: 10, connection_timeout_s: 5}}
+spark: {{engine: local}}
+log: {{format: text, level: WARNING}}
+drain_time_s: 5
+"""
+    )
+    return Daemon(load_settings(config, env={}))
+
+
+def compactions(daemon: Daemon, outcome: str) -> int:
+    value = 0.0
+    for table in TABLES:
+        value += (
+            daemon.metrics.registry.get_sample_value(
+                "lakeward_runs_total", {"table": table, "action": "compaction", "outcome": outcome}
+            )
+            or 0.0
+        )
+    return int(value)
+
+
+def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
+    """(ZooKeeper connections of this process, threads, open file descriptors)."""
+    return alive_connections(server), threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+
+def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float) -> None:
+    for name in TABLES:
+        table = Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+        table.bulk_insert(pa.table({"id": list(range(5)), "v": [0] * 5, "ts": [0] * 5}))
+    daemon = soak_daemon(tmp_path, server)
+    lock_options = table_lock_options(daemon.settings)
+    daemon.start()
+    try:
+        deadline = time.monotonic() + budget_s
+        baseline: tuple[int, int, int] | None = None
+        peak = (0, 0, 0)
+        written = 0
+        while compactions(daemon, "succeeded") < runs:
+            assert time.monotonic() < deadline, (
+                f"only {compactions(daemon, 'succeeded')} of {runs} compactions in {budget_s:.0f}s; "
+                f"failed runs: {compactions(daemon, 'failed')}, footprint {footprint(server)}"
+            )
+            assert compactions(daemon, "failed") == 0, [r.to_dict() for r in daemon.runs() if r.error][:3]
+            name = TABLES[written % len(TABLES)]
+            # An ingestion writer in the same process, with the daemon's lock settings; never closed.
+            Table.open(str(tmp_path / name), options=lock_options).upsert(
+                pa.table({"id": [written % 5], "v": [written], "ts": [written + 1]})
+            )
+            written += 1
+            done = compactions(daemon, "succeeded")
+            if baseline is None and done >= 10:
+                baseline = footprint(server)  # thread pools and caches are warm by now
+            elif baseline is not None:
+                now = footprint(server)
+                peak = (max(peak[0], now[0]), max(peak[1], now[1]), max(peak[2], now[2]))
+            time.sleep(0.02)
+        assert baseline is not None
+        final = footprint(server)
+        assert final[0] <= 1 and peak[0] <= 1, f"ZooKeeper connections: baseline {baseline}, peak {peak}"
+        assert peak[1] <= baseline[1] + 3, f"threads grew: baseline {baseline[1]}, peak {peak[1]}"
+        assert final[2] <= baseline[2] + 5, f"open files grew: baseline {baseline[2]}, final {final[2]}"
+        assert daemon.ready
+    finally:
+        daemon.drain(5)
+    # The replica's claims and locks shared one session: once drained, nothing is left open.
+    deadline = time.monotonic() + 10
+    while alive_connections(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive_connections(server) <= 1  # the writer's never-closed tables keep the shared client
+
+
+def test_daemon_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=100, budget_s=90)
+
+
+@pytest.mark.slow
+def test_daemon_long_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=500, budget_s=600)
