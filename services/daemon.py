@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakeward.core.exceptions import LakewardError
+from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
+from lakeward.core.locks.zk_client import SharedZooKeeperClient
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, ZooKeeperControlStore
@@ -164,6 +167,8 @@ class Daemon:
         self._stopped = threading.Event()
         self.runner: Runner | None = None
         self.scheduler: CycleScheduler | None = None
+        #: One never-connected lock provider per distinct lock setting: which shared client it would use.
+        self._lock_probes: dict[tuple[tuple[str, str], ...], LockProvider] = {}
 
     # -- wiring --------------------------------------------------------------------------------
     def _build_coordinator(self) -> Coordinator:
@@ -271,8 +276,52 @@ class Daemon:
 
     @property
     def ready(self) -> bool:
-        """Takes new work: started, not draining, coordinator connected, one discovery cycle done."""
-        return self._started and not self._draining and self.coordinator.connected and self._last is not None
+        """Takes new work: started, not draining, claims and table locks reachable, one discovery cycle done."""
+        return not self.readiness_problems()
+
+    def readiness_problems(self) -> list[str]:
+        """Why this replica takes no new work now (empty when ready): the reasons `/readyz` gives.
+
+        The lock service counts twice over: the claims' ZooKeeper session, and every shared
+        ZooKeeper client of the table locks (`lakeward.core.locks.zk_client`), which in the
+        daemon's default settings is the same one. A plan whose table lock cannot be taken
+        would fail and be quarantined, so a replica that cannot reach either is not ready.
+        """
+        reasons: list[str] = []
+        if not self._started:
+            reasons.append("starting: not started")
+        if self._draining:
+            reasons.append("draining")
+        coordinator = self.coordinator
+        own = coordinator.shared_client if isinstance(coordinator, ZooKeeperCoordinator) else None
+        if not coordinator.connected:
+            if isinstance(coordinator, ZooKeeperCoordinator):
+                reasons.append(f"cannot reach ZooKeeper: {coordinator.description} is {coordinator.state}")
+            else:
+                reasons.append("coordinator not connected")
+        for shared in self._lock_clients():
+            if shared is not own and not shared.connected:
+                reasons.append(f"cannot reach ZooKeeper for table locks at {shared.hosts}: session {shared.state}")
+        if not reasons and self._last is None:
+            reasons.append("starting: no discovery cycle yet")
+        return reasons
+
+    def _lock_clients(self) -> list[SharedZooKeeperClient]:
+        """The ZooKeeper clients in use in this process that the tables' locks go through."""
+        found: dict[int, SharedZooKeeperClient] = {}
+        for ref in self._known().values():
+            lock_options = {k: v for k, v in self.table_options(ref).items() if k.startswith("hoodie.write.lock.")}
+            provider = self._lock_probes.get(tuple(sorted(lock_options.items())))
+            if provider is None:
+                try:
+                    provider = lock_provider_for(ref.path, ref.name, lock_options)
+                except LakewardError:
+                    continue  # a bad lock setting shows when the table is opened
+                self._lock_probes[tuple(sorted(lock_options.items()))] = provider
+            shared = provider.shared_client if isinstance(provider, ZooKeeperLockProvider) else None
+            if shared is not None:
+                found[id(shared)] = shared
+        return list(found.values())
 
     @property
     def draining(self) -> bool:

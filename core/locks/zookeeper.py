@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
@@ -34,6 +35,7 @@ from lakeward.core.locks.zk_client import (
     SharedZooKeeperClient,
     ZooKeeperUnavailableError,
     acquire_shared_client,
+    find_shared_client,
     kazoo_client_options,
 )
 
@@ -88,6 +90,16 @@ class ZooKeeperLockProvider(LockProvider):
     @property
     def description(self) -> str:
         return f"ZooKeeper lock {self.lock_path} at {self.hosts}"
+
+    @property
+    def client_options(self) -> dict[str, Any]:
+        """The kazoo client settings; providers with the same ones share a client (`zk_client`)."""
+        return dict(self._client_options)
+
+    @property
+    def shared_client(self) -> SharedZooKeeperClient | None:
+        """The process's client for these settings if one is in use (this provider's or another's)."""
+        return self._shared or find_shared_client(self._client_options)
 
     @property
     def _client(self) -> KazooClient | None:

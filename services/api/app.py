@@ -132,14 +132,12 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.get("/readyz", tags=["health"])
     async def readyz() -> JSONResponse:
-        """Readiness: 200 while this replica takes new work, else 503 with the reasons."""
-        reasons = []
-        if daemon.draining:
-            reasons.append("draining")
-        if not daemon.coordinator.connected:
-            reasons.append("coordinator not connected")
-        if daemon.ready is False and not reasons:
-            reasons.append("starting: no discovery cycle yet")
+        """Readiness: 200 while this replica takes new work, else 503 with the reasons.
+
+        503 while starting or draining, and while ZooKeeper cannot be reached for claims or
+        table locks (connection down or session lost); 200 again once it reconnects.
+        """
+        reasons = daemon.readiness_problems()
         body = {"ready": not reasons, "replica": daemon.replica_id, "reasons": reasons}
         return JSONResponse(body, status_code=200 if not reasons else 503)
 
