@@ -149,3 +149,40 @@ def test_a_closed_provider_refuses_to_lock(tmp_path: Path, make_zookeeper_server
     provider.close()
     with pytest.raises(LockError, match="closed"):
         provider.acquire(timeout_s=1)
+
+
+def test_a_lock_node_left_by_a_release_during_an_outage_goes_when_the_session_returns(
+    tmp_path: Path, make_zookeeper_server
+):
+    """Releasing while ZooKeeper is down fails (LockError) and leaves the node to the session; when
+    the same session reconnects the node is deleted, not left to block writers until it expires."""
+    server = make_zookeeper_server(max_client_cnxns=3)
+    options = zk_lock(
+        server,
+        **{
+            "hoodie.write.lock.zookeeper.lock_key": "outage",
+            "hoodie.write.lock.zookeeper.session_timeout_ms": "30000",
+            "hoodie.write.lock.zookeeper.connection_timeout_ms": "1000",
+            "hoodie.write.lock.max_wait_time_ms_between_retry": "500",
+        },
+    )
+    provider = lock_provider_for(str(tmp_path / "t"), "t", options)
+    raw = KazooClient(hosts=server.hosts)
+    try:
+        provider.acquire()
+        session_id = provider._client.client_id[0]  # type: ignore[union-attr]
+        server.stop()
+        with pytest.raises(LockError, match="connection"):
+            provider.release()
+        server.start()
+        raw.start(timeout=10)
+        lock_path = "/lakeward-tests/locks/outage"
+        # Well within the 30 s session timeout: the node is deleted by its own session.
+        assert wait_for(lambda: raw.get_children(lock_path) == [], 10), raw.get_children(lock_path)
+        assert provider._client is not None and provider._client.client_id[0] == session_id
+        provider.acquire(timeout_s=5)  # the shared client serves on
+        provider.release()
+    finally:
+        provider.close()
+        raw.stop()
+        raw.close()
