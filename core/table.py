@@ -79,6 +79,7 @@ from lakeward.core.table_services.compaction import (
     schedule_compaction,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_version import TableVersion
 from lakeward.core.timeline import METAFOLDER, Instant, Timeline, new_instant_time, normalize_instant_time
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
@@ -274,8 +275,13 @@ class Table:
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def version(self) -> TableVersion:
+        """The table version's rules (`hoodie.table.version`: 6, 8 or 9)."""
+        return self.config.version
+
     def timeline(self) -> Timeline:
-        return Timeline.load(self.storage)
+        return Timeline.load(self.storage, self.version.timeline_layout)
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
@@ -293,6 +299,12 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(self) -> WriteClient:
+        """The write client: every write, table service, rollback and repair goes through it.
+
+        Refuses (ReadOnlyTableVersionError) on table versions lakeward only reads, so that no
+        version-6-shaped instant is ever written into a Hudi 1.x table.
+        """
+        self.version.check_writable("write to or run table services on this table")
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
