@@ -728,7 +728,14 @@ class Table:
 
             spark = chosen.spark  # type: ignore[attr-defined]
             return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
-        return secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
+        result = secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
+        return self._without_empty_meta_columns(result)
+
+    def _without_empty_meta_columns(self, result: pa.Table) -> pa.Table:
+        """Drop the `_hoodie_*` columns of a table whose writers did not populate them."""
+        if self.config.populate_meta_fields:
+            return result
+        return result.drop_columns([c for c in result.column_names if c.startswith("_hoodie_")])
 
     def read_incremental(
         self,
@@ -763,13 +770,16 @@ class Table:
             visible = VisibleInstants.from_timeline(timeline, stop)
             merge = MergeSettings.from_config(self.config)
             return read_slices(spark, self.storage, slices, schema, columns, combined, instants=visible, merge=merge)
-        return read_incremental(
-            self.storage,
-            timeline,
-            schema,
-            start,
-            stop,
-            columns,
-            to_expression(filters),
-            merge=MergeSettings.from_config(self.config),
+        return self._without_empty_meta_columns(
+            read_incremental(
+                self.storage,
+                timeline,
+                schema,
+                start,
+                stop,
+                columns,
+                to_expression(filters),
+                merge=MergeSettings.from_config(self.config),
+                meta_fields=self.config.populate_meta_fields,
+            )
         )

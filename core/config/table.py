@@ -192,6 +192,15 @@ class TableConfig:
         return bool(self.partition_fields) and self.key_generator is not KeyGeneratorType.NON_PARTITION
 
     @property
+    def populate_meta_fields(self) -> bool:
+        """`hoodie.populate.meta.fields`: false when writers left the `_hoodie_*` columns empty.
+
+        Readers then return the data columns only (as Hudi and hudi-rs do), and incremental
+        reads cannot filter rows by `_hoodie_commit_time`.
+        """
+        return self.extra.get("hoodie.populate.meta.fields", "true").lower() != "false"
+
+    @property
     def version(self) -> TableVersion:
         """What the table's version means on disk (timeline layout, naming, slicing rules)."""
         return table_version(self.table_version)

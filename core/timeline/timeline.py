@@ -109,9 +109,15 @@ class Timeline:
         return found
 
     def completed_writes_between(self, begin: str | None, end: str | None) -> list[Instant]:
-        """Completed writes in the half-open range (begin, end]."""
+        """Completed writes in the half-open range (begin, end].
+
+        Compared by completion time where the timeline records it (layout 2), as Hudi 1.x
+        incremental queries do: a write belongs to the range in which it became visible.
+        """
         return [
-            i for i in self.completed_writes() if (begin is None or i.time > begin) and (end is None or i.time <= end)
+            i
+            for i in self.completed_writes()
+            if (begin is None or i.ordering_time > begin) and (end is None or i.ordering_time <= end)
         ]
 
     def state_of(self, time: str, action: Action) -> State | None:
