@@ -76,6 +76,8 @@ class TableVersion:
     lsm_history: bool
     #: lakeward writes and runs table services on this version.
     writable: bool
+    #: Readers list files from the metadata table's `files` partition when it exists.
+    metadata_table_listing: bool = False
 
     @property
     def timeline_folder(self) -> str:
@@ -109,10 +111,24 @@ V6 = TableVersion(
     6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True
 )
 V8 = TableVersion(
-    8, TimelineLayout.V2, MetadataEncoding.AVRO, LogSlicing.COMPLETION_TIME, True, lsm_history=True, writable=False
+    8,
+    TimelineLayout.V2,
+    MetadataEncoding.AVRO,
+    LogSlicing.COMPLETION_TIME,
+    True,
+    lsm_history=True,
+    writable=False,
+    metadata_table_listing=True,
 )
 V9 = TableVersion(
-    9, TimelineLayout.V2, MetadataEncoding.AVRO, LogSlicing.COMPLETION_TIME, True, lsm_history=True, writable=False
+    9,
+    TimelineLayout.V2,
+    MetadataEncoding.AVRO,
+    LogSlicing.COMPLETION_TIME,
+    True,
+    lsm_history=True,
+    writable=False,
+    metadata_table_listing=True,
 )
 
 _BY_NUMBER = {v.number: v for v in (V6, V8, V9)}

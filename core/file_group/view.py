@@ -13,12 +13,19 @@ before that delta commit's completion time (a pending delta commit: the newest s
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.file_group.file_group import BaseFile, FileGroup, FileSlice, LogFile
+from lakeward.core.file_group.metadata_listing import (
+    MetadataFileListing,
+    MetadataTableUnavailable,
+    uses_files_partition,
+)
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
@@ -27,6 +34,8 @@ from lakeward.core.timeline.compaction_plan import pending_compaction_file_group
 from lakeward.core.timeline.transitions import read_instant
 
 PartitionFilter = Callable[[str], bool]
+log = logging.getLogger(__name__)
+PROPERTIES_FILE = posixpath.join(METAFOLDER, "hoodie.properties")
 
 
 class FileSystemView:
@@ -113,6 +122,25 @@ class FileSystemView:
 
     @classmethod
     def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+        """The view from the metadata table's `files` partition when the table has one
+        (table versions 8+, `files` in `hoodie.table.metadata.partitions`), else from one
+        recursive storage listing. A metadata table that cannot be read is logged and the
+        view falls back to listing storage."""
+        if rules_for_layout(timeline.layout).metadata_table_listing:
+            try:
+                props = parse_properties(storage.read_bytes(PROPERTIES_FILE).decode("utf-8"))
+            except (FileNotFoundError, UnicodeDecodeError):
+                props = {}
+            if uses_files_partition(props):
+                try:
+                    return cls(timeline, MetadataFileListing(storage).file_entries(), storage)
+                except MetadataTableUnavailable as exc:
+                    log.warning("listing %s from storage: %s", storage.uri, exc)
+        return cls.from_storage_listing(storage, timeline)
+
+    @classmethod
+    def from_storage_listing(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+        """The view from one recursive listing of the table's files (no metadata table)."""
         entries = [
             e
             for e in storage.list_dir("", recursive=True)
