@@ -158,3 +158,12 @@ def test_writes_and_services_on_v8_v9_refuse_without_touching_the_timeline(
         with pytest.raises(ReadOnlyTableVersionError, match=r"table version \d is read-only"):
             attempt()
     assert sorted(p.name for p in (Path(path) / ".hoodie").rglob("*")) == before
+
+
+def test_a_truncated_v8_timeline_file_is_a_clear_error(fixture_table: Callable[[str, str], str]):
+    path = fixture_table("mor/avro", "v8_trips_8i1u")
+    completed = sorted((Path(path) / ".hoodie" / "timeline").glob("*_*.deltacommit"))
+    last = completed[-1]
+    last.write_bytes(last.read_bytes()[:50])
+    with pytest.raises(CorruptTableError, match=re.escape(last.name)):
+        Table.open(path).read()
