@@ -55,9 +55,10 @@ class Timeline:
             entries = storage.list_dir(METAFOLDER)
             layout = layout_from_listing({e.name for e in entries if e.is_dir})
             if layout is TimelineLayout.V1:
-                return cls.from_file_names((e.name for e in entries if not e.is_dir), layout)
+                return cls.from_file_names(e.name for e in entries if not e.is_dir)
         entries = storage.list_dir(layout.timeline_folder)
-        return cls.from_file_names((e.name for e in entries if not e.is_dir), layout)
+        names = (e.name for e in entries if not e.is_dir)
+        return cls.from_file_names(names) if layout is TimelineLayout.V1 else cls.from_file_names(names, layout)
 
     # -- queries -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:
