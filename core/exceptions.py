@@ -61,3 +61,20 @@ class IndexNotFoundError(LakewardError, LookupError):
 
 class IndexExistsError(LakewardError, FileExistsError):
     """A secondary index of that name is already defined on the table."""
+
+
+class UnsupportedTableVersionError(LakewardError):
+    """The table's `hoodie.table.version` is one lakeward cannot open (e.g. 10 and later).
+
+    Not a CorruptTableError: the table is valid, only newer (or older) than lakeward
+    understands. `version` is the table's version, `supported` the ones lakeward opens.
+    """
+
+    def __init__(self, message: str, version: int | str, supported: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.version = version
+        self.supported = supported
+
+
+class ReadOnlyTableVersionError(UnsupportedTableVersionError):
+    """A write or table service was attempted on a table version lakeward only reads (8, 9)."""

@@ -81,6 +81,7 @@ from lakeward.core.table_services.compaction import (
     schedule_compaction,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_version import TableVersion
 from lakeward.core.timeline import METAFOLDER, Instant, Timeline, new_instant_time, normalize_instant_time
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
@@ -276,8 +277,13 @@ class Table:
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def version(self) -> TableVersion:
+        """The table version's rules (`hoodie.table.version`: 6, 8 or 9)."""
+        return self.config.version
+
     def timeline(self) -> Timeline:
-        return Timeline.load(self.storage)
+        return Timeline.load(self.storage, self.version.timeline_layout)
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
@@ -295,8 +301,14 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(self) -> WriteClient:
+        """The write client: every write, table service, rollback and repair goes through it.
+
+        Refuses (ReadOnlyTableVersionError) on table versions lakeward only reads, so that no
+        version-6-shaped instant is ever written into a Hudi 1.x table.
+        """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
+        self.version.check_writable("write to or run table services on this table")
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
@@ -744,7 +756,14 @@ class Table:
 
             spark = chosen.spark  # type: ignore[attr-defined]
             return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
-        return secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
+        result = secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
+        return self._without_empty_meta_columns(result)
+
+    def _without_empty_meta_columns(self, result: pa.Table) -> pa.Table:
+        """Drop the `_hoodie_*` columns of a table whose writers did not populate them."""
+        if self.config.populate_meta_fields:
+            return result
+        return result.drop_columns([c for c in result.column_names if c.startswith("_hoodie_")])
 
     def read_incremental(
         self,
@@ -779,13 +798,16 @@ class Table:
             visible = VisibleInstants.from_timeline(timeline, stop)
             merge = MergeSettings.from_config(self.config)
             return read_slices(spark, self.storage, slices, schema, columns, combined, instants=visible, merge=merge)
-        return read_incremental(
-            self.storage,
-            timeline,
-            schema,
-            start,
-            stop,
-            columns,
-            to_expression(filters),
-            merge=MergeSettings.from_config(self.config),
+        return self._without_empty_meta_columns(
+            read_incremental(
+                self.storage,
+                timeline,
+                schema,
+                start,
+                stop,
+                columns,
+                to_expression(filters),
+                merge=MergeSettings.from_config(self.config),
+                meta_fields=self.config.populate_meta_fields,
+            )
         )

@@ -15,9 +15,15 @@ from lakeward.core.config.cdc import (
 )
 from lakeward.core.config.properties import format_properties, parse_properties
 from lakeward.core.exceptions import ConfigError, CorruptTableError
+from lakeward.core.table_version import CURRENT, TableVersion, table_version
 
-TABLE_VERSION = 6
-TIMELINE_LAYOUT_VERSION = 1
+#: The version lakeward creates tables with (see `lakeward.core.table_version`).
+TABLE_VERSION = CURRENT.number
+TIMELINE_LAYOUT_VERSION = int(CURRENT.timeline_layout)
+CHECKSUM_KEY = "hoodie.table.checksum"
+#: Merge modes of table versions 8+ (`hoodie.record.merge.mode`) and the payload class with
+#: the same semantics, which is what lakeward merges by.
+MERGE_MODE_KEY = "hoodie.record.merge.mode"
 
 
 class TableType(str, Enum):
@@ -98,6 +104,39 @@ def table_checksum(database: str, table_name: str) -> int:
     return zlib.crc32(f"{database}.{table_name}".encode())
 
 
+def validate_checksum(props: Mapping[str, str], source: str = "hoodie.properties") -> None:
+    """Check `hoodie.table.checksum` as Hudi does when it loads table properties.
+
+    The checksum is the unsigned CRC-32 of UTF-8 `<hoodie.database.name>.<hoodie.table.name>`
+    (database "" when absent). A mismatch means the file was edited or damaged (or is not
+    the table's): CorruptTableError naming both values. Tables written before Hudi 0.10
+    carry no checksum and are accepted.
+    """
+    stored = props.get(CHECKSUM_KEY)
+    if stored is None:
+        return
+    expected = table_checksum(props.get("hoodie.database.name", ""), props.get("hoodie.table.name", ""))
+    if stored.strip() != str(expected):
+        raise CorruptTableError(
+            f"{source}: {CHECKSUM_KEY}={stored} does not match the table name "
+            f"(CRC-32 of {props.get('hoodie.database.name', '')!r}.{props.get('hoodie.table.name', '')!r} "
+            f"is {expected}); the file was modified or is damaged"
+        )
+
+
+def _payload_for(props: Mapping[str, str]) -> str:
+    """The payload class whose merging matches the table's (v6/v8 payload, or v9 merge mode)."""
+    payload = props.get("hoodie.compaction.payload.class") or props.get("hoodie.table.legacy.payload.class")
+    if payload:
+        return payload
+    mode = props.get(MERGE_MODE_KEY)
+    if mode is None or mode == "COMMIT_TIME_ORDERING":
+        return OVERWRITE_WITH_LATEST_PAYLOAD
+    if mode == "EVENT_TIME_ORDERING":
+        return DEFAULT_PAYLOAD
+    raise CorruptTableError(f"{MERGE_MODE_KEY}={mode} is not supported; lakeward merges by event or commit time")
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """The persisted, immutable-after-create properties of a table."""
@@ -122,6 +161,8 @@ class TableConfig:
     #: CDC switched on for an existing table: the latest instant then (queries begin there).
     cdc_since: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: `hoodie.table.version` (see `lakeward.core.table_version`).
+    table_version: int = TABLE_VERSION
 
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in "=:#!\\ /"):
@@ -151,6 +192,20 @@ class TableConfig:
         return bool(self.partition_fields) and self.key_generator is not KeyGeneratorType.NON_PARTITION
 
     @property
+    def populate_meta_fields(self) -> bool:
+        """`hoodie.populate.meta.fields`: false when writers left the `_hoodie_*` columns empty.
+
+        Readers then return the data columns only (as Hudi and hudi-rs do), and incremental
+        reads cannot filter rows by `_hoodie_commit_time`.
+        """
+        return self.extra.get("hoodie.populate.meta.fields", "true").lower() != "false"
+
+    @property
+    def version(self) -> TableVersion:
+        """What the table's version means on disk (timeline layout, naming, slicing rules)."""
+        return table_version(self.table_version)
+
+    @property
     def checksum(self) -> int:
         return table_checksum(self.database, self.name)
 
@@ -163,8 +218,8 @@ class TableConfig:
             "hoodie.table.name": self.name,
             "hoodie.database.name": self.database,
             "hoodie.table.type": self.table_type.value,
-            "hoodie.table.version": str(TABLE_VERSION),
-            "hoodie.timeline.layout.version": str(TIMELINE_LAYOUT_VERSION),
+            "hoodie.table.version": str(self.table_version),
+            "hoodie.timeline.layout.version": str(int(self.version.timeline_layout)),
             "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
         }
         if self.partition_fields:
@@ -202,11 +257,11 @@ class TableConfig:
         for required in ("hoodie.table.name", "hoodie.table.type"):
             if required not in props:
                 raise CorruptTableError(f"hoodie.properties lacks required key {required}")
-        version = props.get("hoodie.table.version", "6")
-        if version != str(TABLE_VERSION):
-            raise CorruptTableError(f"hoodie.table.version={version}: lakeward reads and writes table version 6 only")
-        partition_fields = _fields(props.get("hoodie.table.partition.fields"))
-        kg_value = props.get("hoodie.table.keygenerator.class")
+        version = table_version(props.get("hoodie.table.version", "6"))
+        validate_checksum(props)
+        # v8+ may suffix custom-keygen partition fields with their type (`f:SIMPLE`).
+        partition_fields = tuple(f.split(":", 1)[0] for f in _fields(props.get("hoodie.table.partition.fields")))
+        kg_value = props.get("hoodie.table.keygenerator.class") or props.get("hoodie.table.keygenerator.type")
         if kg_value:
             key_generator = KeyGeneratorType.parse(kg_value)
         else:
@@ -228,6 +283,8 @@ class TableConfig:
             "hoodie.table.partition.fields",
             "hoodie.table.precombine.field",
             "hoodie.table.keygenerator.class",
+            "hoodie.table.keygenerator.type",
+            "hoodie.table.ordering.fields",
             "hoodie.datasource.write.hive_style_partitioning",
             "hoodie.datasource.write.partitionpath.urlencode",
             "hoodie.datasource.write.drop.partition.columns",
@@ -248,7 +305,11 @@ class TableConfig:
                 table_type=TableType.parse(props["hoodie.table.type"]),
                 record_key_fields=_fields(props.get("hoodie.table.recordkey.fields")),
                 partition_fields=partition_fields,
-                precombine_field=props.get("hoodie.table.precombine.field") or None,
+                precombine_field=(
+                    props.get("hoodie.table.precombine.field")
+                    or (props.get("hoodie.table.ordering.fields") or "").split(",")[0]
+                    or None
+                ),
                 key_generator=key_generator,
                 hive_style_partitioning=_bool(
                     props.get("hoodie.datasource.write.hive_style_partitioning", "false"),
@@ -260,7 +321,7 @@ class TableConfig:
                 ),
                 database=props.get("hoodie.database.name", ""),
                 create_schema=props.get("hoodie.table.create.schema"),
-                payload_class=props.get("hoodie.compaction.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD),
+                payload_class=_payload_for(props),
                 archive_folder=props.get("hoodie.archivelog.folder", "archived"),
                 timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
                 keygen_options={k: v for k, v in props.items() if k in TIMESTAMP_KEYGEN_KEYS},
@@ -268,6 +329,7 @@ class TableConfig:
                 cdc_mode=SupplementalLoggingMode.parse(props.get(CDC_MODE_KEY, "DATA_BEFORE_AFTER")),
                 cdc_since=props.get(CDC_SINCE_KEY) or None,
                 extra={k: v for k, v in props.items() if k not in known and k not in TIMESTAMP_KEYGEN_KEYS},
+                table_version=version.number,
             )
         except ConfigError as exc:
             raise CorruptTableError(f"hoodie.properties: {exc}") from exc

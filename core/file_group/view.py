@@ -4,23 +4,38 @@ Built from one recursive listing of the table plus the timeline. A base file is 
 only when its instant is a completed write (or older than the active timeline, i.e.
 archived); file groups replaced by a completed replacecommit disappear from that
 instant on.
+
+Which slice a log file joins is the table version's rule (`LogSlicing`): on version 6 the
+instant in the log's name is its slice's base instant; on versions 8+ it is the delta
+commit that wrote the log, and the log joins the newest slice whose base instant is at or
+before that delta commit's completion time (a pending delta commit: the newest slice).
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.file_group.file_group import BaseFile, FileGroup, FileSlice, LogFile
+from lakeward.core.file_group.metadata_listing import (
+    MetadataFileListing,
+    MetadataTableUnavailable,
+    uses_files_partition,
+)
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
+from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Timeline
 from lakeward.core.timeline.compaction_plan import pending_compaction_file_groups
 from lakeward.core.timeline.transitions import read_instant
 
 PartitionFilter = Callable[[str], bool]
+log = logging.getLogger(__name__)
+PROPERTIES_FILE = posixpath.join(METAFOLDER, "hoodie.properties")
 
 
 class FileSystemView:
@@ -66,14 +81,29 @@ class FileSystemView:
                 logs[(partition, log.file_id)].append(found)
                 self._partitions.add(partition)
 
+        slicing = rules_for_layout(timeline.layout).log_slicing
+        completion = timeline.completion_times()
+
+        def log_order(log: LogFile) -> str:
+            """When the log's content became visible: its delta commit's completion time (v8+)."""
+            if slicing is LogSlicing.COMPLETION_TIME:
+                return completion.get(log.base_instant_time, log.base_instant_time)
+            return log.base_instant_time
+
         self._groups: dict[tuple[str, str], FileGroup] = {}
         for key in set(bases) | set(logs):
             partition, file_id = key
             slices_by_time: dict[str, FileSlice] = {
                 t: FileSlice(partition, file_id, t, b) for t, b in bases.get(key, {}).items()
             }
-            for log in sorted(logs.get(key, []), key=lambda f: (f.base_instant_time, f.version, f.write_token)):
-                owner = max((t for t in slices_by_time if t <= log.base_instant_time), default=None)
+            by_completion = slicing is LogSlicing.COMPLETION_TIME
+            for log in sorted(logs.get(key, []), key=lambda f: (log_order(f), f.version, f.write_token)):
+                if by_completion and log.base_instant_time not in completion:
+                    # pending (or unknown) delta commit: the newest slice; reads skip its blocks
+                    owner = max(slices_by_time, default=None)
+                else:
+                    limit = log_order(log)
+                    owner = max((t for t in slices_by_time if t <= limit), default=None)
                 if owner is None:
                     owner = log.base_instant_time
                     slices_by_time[owner] = FileSlice(partition, file_id, owner)
@@ -92,6 +122,25 @@ class FileSystemView:
 
     @classmethod
     def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+        """The view from the metadata table's `files` partition when the table has one
+        (table versions 8+, `files` in `hoodie.table.metadata.partitions`), else from one
+        recursive storage listing. A metadata table that cannot be read is logged and the
+        view falls back to listing storage."""
+        if rules_for_layout(timeline.layout).metadata_table_listing:
+            try:
+                props = parse_properties(storage.read_bytes(PROPERTIES_FILE).decode("utf-8"))
+            except (FileNotFoundError, UnicodeDecodeError):
+                props = {}
+            if uses_files_partition(props):
+                try:
+                    return cls(timeline, MetadataFileListing(storage).file_entries(), storage)
+                except MetadataTableUnavailable as exc:
+                    log.warning("listing %s from storage: %s", storage.uri, exc)
+        return cls.from_storage_listing(storage, timeline)
+
+    @classmethod
+    def from_storage_listing(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+        """The view from one recursive listing of the table's files (no metadata table)."""
         entries = [
             e
             for e in storage.list_dir("", recursive=True)

@@ -33,14 +33,16 @@ def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: st
     touched: set[tuple[str, str]] = set()
     last = None
     for instant in timeline.completed_writes_between(begin, end):
-        last = instant.time
+        last = max(last or "", instant.time)
         for stat in read_commit_metadata(storage, instant).write_stats():
             if stat.fileId:
                 touched.add((stat.partitionPath, stat.fileId))
     if last is None:
         return []
     view = FileSystemView.load(storage, timeline)
-    return [s for s in view.latest_file_slices(as_of=end or last) if (s.partition_path, s.file_id) in touched]
+    # with completion times (layout 2) `end` is a completion time: slices as of the last write
+    as_of = last if timeline.completion_times() else (end or last)
+    return [s for s in view.latest_file_slices(as_of=as_of) if (s.partition_path, s.file_id) in touched]
 
 
 def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
@@ -79,11 +81,25 @@ def read_incremental(
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
     merge: MergeSettings | None = None,
+    meta_fields: bool = True,
 ) -> pa.Table:
-    """Latest state of every record changed by a completed write in (begin, end]."""
+    """Latest state of every record changed by a completed write in (begin, end].
+
+    `meta_fields=False` (`hoodie.populate.meta.fields=false`): rows carry no commit time, so
+    the result is every row of the file slices written in the range.
+    """
     slices = incremental_slices(storage, timeline, begin, end)
-    time_filter = commit_time_range(begin, end)
+    visible = VisibleInstants.from_timeline(timeline, end)
+    if timeline.completion_times():
+        # Layout 2: the range is in completion time; rows are those of the writes that
+        # completed in it, and only writes completed by `end` are merged.
+        in_range = timeline.completed_writes_between(begin, end)
+        time_filter = pc.field("_hoodie_commit_time").isin([i.time for i in in_range])
+        done = frozenset(i.time for i in timeline.completed_writes() if end is None or i.ordering_time <= end)
+        visible = VisibleInstants(done, visible.archived_before)
+    else:
+        time_filter = commit_time_range(begin, end)
+    if not meta_fields:
+        time_filter = pc.scalar(True)
     combined = time_filter if filter is None else time_filter & filter
-    return read_file_slices(
-        storage, slices, schema, columns, combined, instants=VisibleInstants.from_timeline(timeline, end), merge=merge
-    )
+    return read_file_slices(storage, slices, schema, columns, combined, instants=visible, merge=merge)

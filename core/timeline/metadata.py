@@ -8,6 +8,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
+from lakeward.core.timeline.avro_plans import deserialize
+
+#: Magic bytes of an Avro object container: commit metadata of timeline layout 2 (table
+#: versions 8+) is Avro, of layout 1 JSON; readers tell them apart by content, as Java does
+#: for legacy instants on an upgraded timeline.
+AVRO_MAGIC = b"Obj\x01"
 
 #: Fields of `HoodieDeltaWriteStat` (a merge-on-read log append), after the common ones.
 DELTA_FIELDS = ("logVersion", "logOffset", "baseFile", "logFiles", "recordsStats")
@@ -120,12 +126,34 @@ class CommitMetadata:
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "commit metadata") -> CommitMetadata:
+        """Decode commit metadata: JSON (table version 6) or an Avro container (versions 8+)."""
         if not data.strip():
             return cls()
+        if data.startswith(AVRO_MAGIC):
+            return cls.from_avro_record(deserialize(data, name))
         try:
             raw = json.loads(data)
         except ValueError as exc:
             raise CorruptTableError(f"{name} is not valid JSON: {exc}") from exc
+        return cls._from_raw(raw)
+
+    @classmethod
+    def from_avro_record(cls, record: dict[str, Any]) -> CommitMetadata:
+        """From a decoded `HoodieCommitMetadata` / `HoodieReplaceCommitMetadata` Avro record.
+
+        Null Avro fields take the JSON defaults (a null `numWrites` is 0), so one model
+        serves both encodings.
+        """
+        stats = {
+            p: [{k: v for k, v in s.items() if v is not None} for s in (lst or [])]
+            for p, lst in (record.get("partitionToWriteStats") or {}).items()
+        }
+        raw = {**record, "partitionToWriteStats": stats}
+        raw["extraMetadata"] = {k: v for k, v in (record.get("extraMetadata") or {}).items() if v is not None}
+        return cls._from_raw(raw)
+
+    @classmethod
+    def _from_raw(cls, raw: dict[str, Any]) -> CommitMetadata:
         stats = {
             p: [WriteStat.from_json_dict(s) for s in (lst or [])]
             for p, lst in (raw.get("partitionToWriteStats") or {}).items()

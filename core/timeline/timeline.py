@@ -6,9 +6,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import METAFOLDER, TimelineLayout, layout_from_listing
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
-METAFOLDER = ".hoodie"
+__all__ = ["METAFOLDER", "Timeline"]
 
 
 @dataclass(frozen=True)
@@ -16,18 +17,20 @@ class Timeline:
     """Instants ordered by time; one entry per (time, action family) at its latest state.
 
     `files` keeps every timeline file seen, so callers can tell e.g. that a completed
-    `commit` was a compaction (`<t>.compaction.requested` exists).
+    `commit` was a compaction (`<t>.compaction.requested` exists). `layout` is the
+    timeline layout (1: `.hoodie/`, table version 6; 2: `.hoodie/timeline/`, versions 8+).
     """
 
     instants: tuple[Instant, ...]
     files: frozenset[str] = frozenset()
+    layout: TimelineLayout = TimelineLayout.V1
 
     @classmethod
-    def from_file_names(cls, names: Iterable[str]) -> Timeline:
+    def from_file_names(cls, names: Iterable[str], layout: TimelineLayout = TimelineLayout.V1) -> Timeline:
         latest: dict[tuple[str, Action], Instant] = {}
         files = set()
         for name in names:
-            instant = Instant.parse(name)
+            instant = Instant.parse(name, layout)
             if instant is None:
                 continue
             files.add(name)
@@ -39,13 +42,23 @@ class Timeline:
             elif instant.state.rank == current.state.rank and instant.action is not family:
                 latest[key] = instant  # prefer the plan's own action name for pending states
         ordered = sorted(latest.values(), key=Instant.sort_key)
-        return cls(tuple(ordered), frozenset(files))
+        return cls(tuple(ordered), frozenset(files), layout)
 
     @classmethod
-    def load(cls, storage: Storage) -> Timeline:
-        """List `.hoodie/` once and build the timeline."""
-        entries = storage.list_dir(METAFOLDER)
-        return cls.from_file_names(e.name for e in entries if not e.is_dir)
+    def load(cls, storage: Storage, layout: TimelineLayout | None = None) -> Timeline:
+        """List the active timeline folder once and build the timeline.
+
+        `layout` comes from the table's version (`TableVersion.timeline_layout`); without
+        it the layout is told from the `.hoodie/` listing (layout 2 has `.hoodie/timeline/`).
+        """
+        if layout is None:
+            entries = storage.list_dir(METAFOLDER)
+            layout = layout_from_listing({e.name for e in entries if e.is_dir})
+            if layout is TimelineLayout.V1:
+                return cls.from_file_names(e.name for e in entries if not e.is_dir)
+        entries = storage.list_dir(layout.timeline_folder)
+        names = (e.name for e in entries if not e.is_dir)
+        return cls.from_file_names(names) if layout is TimelineLayout.V1 else cls.from_file_names(names, layout)
 
     # -- queries -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:
@@ -81,6 +94,10 @@ class Timeline:
     def find(self, time: str) -> list[Instant]:
         return [i for i in self.instants if i.time == time]
 
+    def completion_times(self) -> dict[str, str]:
+        """Instant time -> completion time of completed instants that record one (layout 2)."""
+        return {i.time: i.completion_time for i in self.instants if i.completion_time is not None}
+
     def was_compaction(self, time: str) -> bool:
         return f"{time}.compaction.requested" in self.files
 
@@ -93,9 +110,15 @@ class Timeline:
         return found
 
     def completed_writes_between(self, begin: str | None, end: str | None) -> list[Instant]:
-        """Completed writes in the half-open range (begin, end]."""
+        """Completed writes in the half-open range (begin, end].
+
+        Compared by completion time where the timeline records it (layout 2), as Hudi 1.x
+        incremental queries do: a write belongs to the range in which it became visible.
+        """
         return [
-            i for i in self.completed_writes() if (begin is None or i.time > begin) and (end is None or i.time <= end)
+            i
+            for i in self.completed_writes()
+            if (begin is None or i.ordering_time > begin) and (end is None or i.ordering_time <= end)
         ]
 
     def state_of(self, time: str, action: Action) -> State | None:

@@ -12,11 +12,11 @@ import posixpath
 from lakeward.core.storage import Storage
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.metadata import CommitMetadata
-from lakeward.core.timeline.timeline import METAFOLDER
 
 
 def instant_path(instant: Instant) -> str:
-    return posixpath.join(METAFOLDER, instant.file_name)
+    """Path of the instant's file: in `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
+    return posixpath.join(instant.layout.timeline_folder, instant.file_name)
 
 
 def create_requested(storage: Storage, time: str, action: Action, content: bytes = b"") -> Instant:

@@ -27,16 +27,47 @@ def shared_dir() -> Path:
 
 
 def fixture_tables_dir() -> Path:
+    """Table version 6 fixtures (Hudi 0.14/0.15)."""
     return shared_dir() / "fixtures" / "hudi-tables"
 
 
-def _names(kind: str) -> list[str]:
-    folder = fixture_tables_dir() / kind
+def v8_v9_fixture_tables_dir() -> Path:
+    """Table version 8 (Hudi 1.0.x) and 9 (Hudi 1.1.x) fixtures."""
+    return shared_dir() / "fixtures" / "hudi-tables-v8-v9"
+
+
+def _names(kind: str, root: Path | None = None) -> list[str]:
+    folder = (root or fixture_tables_dir()) / kind
     return sorted(p.stem for p in folder.glob("*.zip")) if folder.is_dir() else []
 
 
 #: Names of the copy-on-write fixture tables found on disk, e.g. "v6_nonpartitioned".
 COW_FIXTURES: list[str] = _names("cow")
+
+FIXTURE_KINDS = ("cow", "mor/avro", "mor/parquet")
+
+
+def all_fixtures() -> list[tuple[str, str]]:
+    """(kind, name) of every fixture table of every table version (v6, v8, v9), for one test matrix.
+
+    Names are unique across the two folders (they start with their version), so `unzip_table`
+    finds a table by kind and name alone.
+    """
+    return [
+        (kind, name)
+        for root in (fixture_tables_dir(), v8_v9_fixture_tables_dir())
+        for kind in FIXTURE_KINDS
+        for name in _names(kind, root)
+    ]
+
+
+def _archive(kind: str, name: str) -> Path:
+    """The zip of a fixture: the v6 folder first, then the v8/v9 one."""
+    for root in (fixture_tables_dir(), v8_v9_fixture_tables_dir()):
+        candidate = root / kind / f"{name}.zip"
+        if candidate.is_file():
+            return candidate
+    return fixture_tables_dir() / kind / f"{name}.zip"
 
 
 def _skipped(member: str) -> bool:
@@ -46,7 +77,7 @@ def _skipped(member: str) -> bool:
 
 def unzip_table(kind: str, name: str, dest: Path) -> Path:
     """Unzip `<kind>/<name>.zip` under `dest`; return the table's base path (holds .hoodie)."""
-    archive = fixture_tables_dir() / kind / f"{name}.zip"
+    archive = _archive(kind, name)
     if not archive.is_file():
         available = _names(kind)
         pytest.fail(

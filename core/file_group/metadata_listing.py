@@ -1,0 +1,153 @@
+"""File listing from the metadata table's `files` partition (table versions 8+).
+
+Hudi 1.x tables keep a merge-on-read metadata table under `.hoodie/metadata/`; its `files`
+partition maps every data partition to its files (name -> size), so a reader lists one
+folder of the metadata table instead of every partition of the data table (one storage
+list call instead of one per partition, which is what matters on S3).
+
+The `files` partition is one file group (`files-0000-0`): a base HFile plus HFile log
+blocks of later metadata delta commits. Its latest slice is merged as Hudi's
+`HoodieMetadataPayload` does: a newer tombstone (`isDeleted`) removes a file, a newer live
+entry keeps the larger size. Only metadata instants that completed count. Keys are data
+partition paths (`.` for a non-partitioned table) and `__all_partitions__`.
+
+The result is a listing; the file-system view still decides what is committed from the
+data table's timeline. Anything unusable here is reported as MetadataTableUnavailable so
+that the caller can fall back to listing storage.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from lakeward.core.exceptions import LakewardError
+from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey
+from lakeward.core.file_group.log_file.log_format import CorruptBlock, scan_blocks
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.storage import FileEntry, Storage
+from lakeward.core.table_version import METAFOLDER, TimelineLayout
+from lakeward.core.timeline.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+METADATA_FOLDER = posixpath.join(METAFOLDER, "metadata")
+FILES_PARTITION = "files"
+ALL_PARTITIONS_KEY = "__all_partitions__"
+NON_PARTITIONED_KEY = "."
+METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
+
+
+class MetadataTableUnavailable(LakewardError):
+    """The metadata table cannot serve a listing (missing, damaged, or not as expected)."""
+
+
+def uses_files_partition(props: Mapping[str, str]) -> bool:
+    """True when `hoodie.table.metadata.partitions` lists a completed `files` partition."""
+    return FILES_PARTITION in {p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",")}
+
+
+@dataclass(frozen=True)
+class _FileInfo:
+    size: int
+    deleted: bool
+
+
+def _merge(into: dict[str, dict[str, _FileInfo]], key: str, files: Mapping[str, Any] | None) -> None:
+    """Apply one newer `files` record to the merged state (HoodieMetadataPayload semantics)."""
+    current = into.setdefault(key, {})
+    for name, info in (files or {}).items():
+        newer = _FileInfo(int(info.get("size") or 0), bool(info.get("isDeleted")))
+        old = current.get(name)
+        if newer.deleted:
+            if old is not None and not old.deleted:
+                del current[name]
+            elif old is None:
+                current[name] = newer  # a tombstone without a live entry is kept
+        elif old is None or old.deleted:
+            current[name] = newer
+        else:
+            current[name] = _FileInfo(max(old.size, newer.size), False)
+
+
+def _apply_hfile(merged: dict[str, dict[str, _FileInfo]], data: bytes, name: str, schema_json: str | None) -> None:
+    reader = HFileReader(data, name)
+    schema_text = reader.avro_schema or schema_json
+    if not schema_text:
+        raise MetadataTableUnavailable(f"{name}: no Avro schema for the metadata records")
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    for key, value in reader.items():
+        record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
+        _merge(merged, key.decode(), record.get("filesystemMetadata"))  # type: ignore[union-attr]
+
+
+class MetadataFileListing:
+    """The merged `files` partition of a table's metadata table."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        root, uri = storage.full_path(METADATA_FOLDER), storage.uri_of(METADATA_FOLDER)
+        self.mdt = type(storage)(storage.fs, root, uri, storage.options)  # same kind of storage
+        try:
+            self._files = self._load()
+        except MetadataTableUnavailable:
+            raise
+        except (LakewardError, OSError, ValueError, KeyError, IndexError, EOFError) as exc:
+            raise MetadataTableUnavailable(f"metadata table of {storage.uri} is unreadable: {exc}") from exc
+
+    def _load(self) -> dict[str, dict[str, _FileInfo]]:
+        timeline = Timeline.load(self.mdt, TimelineLayout.V2)
+        completion = timeline.completion_times()
+        if not completion:
+            raise MetadataTableUnavailable(f"metadata table of {self.storage.uri} has no completed instant")
+        entries = [e for e in self.mdt.list_dir(FILES_PARTITION) if not e.is_dir]
+        bases = []
+        for entry in entries:
+            parsed = parse_base_file_name(entry.name)
+            if parsed is not None and entry.name.endswith(".hfile") and parsed.instant_time in completion:
+                bases.append((parsed.instant_time, entry))
+        if not bases:
+            raise MetadataTableUnavailable(f"metadata table of {self.storage.uri}: `files` has no completed base HFile")
+        base_time, base = max(bases, key=lambda b: b[0])
+        logs = []
+        for entry in entries:
+            parsed_log = parse_log_file_name(entry.name)
+            if parsed_log is None:
+                continue
+            done = completion.get(parsed_log.base_instant_time)
+            if done is not None and done >= base_time:  # the latest slice, by completion time
+                logs.append((done, parsed_log.version, parsed_log.write_token, entry))
+        merged: dict[str, dict[str, _FileInfo]] = {}
+        _apply_hfile(merged, self.mdt.read_bytes(base.path), base.path, None)
+        for _, _, _, entry in sorted(logs, key=lambda x: x[:3]):
+            for block in scan_blocks(self.mdt.read_bytes(entry.path)):
+                if isinstance(block, CorruptBlock):
+                    raise MetadataTableUnavailable(f"{entry.path}: damaged log block ({block.reason})")
+                if block.instant_time not in completion:
+                    continue
+                if block.block_type is BlockType.HFILE_DATA:
+                    _apply_hfile(merged, block.content, entry.path, block.header.get(HeaderKey.SCHEMA))
+        return merged
+
+    def partitions(self) -> list[str]:
+        """Data partition paths ("" for a non-partitioned table)."""
+        listed = self._files.get(ALL_PARTITIONS_KEY, {})
+        return sorted("" if p == NON_PARTITIONED_KEY else p for p, info in listed.items() if not info.deleted)
+
+    def file_entries(self) -> list[FileEntry]:
+        """Every live file of every partition, as a storage listing would give them."""
+        out = []
+        for partition in self.partitions():
+            key = partition or NON_PARTITIONED_KEY
+            for name, info in sorted(self._files.get(key, {}).items()):
+                if not info.deleted:
+                    out.append(FileEntry(posixpath.join(partition, name) if partition else name, info.size, False))
+        return out

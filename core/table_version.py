@@ -1,0 +1,182 @@
+"""Table versions: the one place that says what `hoodie.table.version` means on disk.
+
+Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x tables
+(versions 8 and 9) is a field of `TableVersion`; the rest of lakeward asks the table's
+`TableVersion` instead of comparing version numbers:
+
+- where the active timeline lives (`.hoodie/` or `.hoodie/timeline/`), and the archived one
+  (`.hoodie/archived/` log files, or the LSM tree in `.hoodie/timeline/history/`);
+- whether completed instant file names carry the completion time (`<t>_<c>.<action>`);
+- how commit metadata is encoded (JSON, or an Avro container);
+- which instant a log file name carries (the slice's base instant, or the delta commit that
+  wrote it) and therefore how logs are sliced (by that instant, or by its completion time);
+- whether clustering has its own pending action (`clustering`) or uses `replacecommit`;
+- whether lakeward may write to the table (6) or only read it (8, 9: writes are a later issue).
+
+This module imports nothing from lakeward but the exceptions, so that every layer (config,
+timeline, file groups, reads, the daemon) can ask it without import cycles.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+from lakeward.core.exceptions import ReadOnlyTableVersionError, UnsupportedTableVersionError
+
+METAFOLDER = ".hoodie"
+
+
+class TimelineLayout(IntEnum):
+    """`hoodie.timeline.layout.version`: 1 for table version 6, 2 for versions 8 and 9."""
+
+    V1 = 1
+    V2 = 2
+
+    @property
+    def timeline_folder(self) -> str:
+        """Folder of the active timeline, relative to the table's base path."""
+        return METAFOLDER if self is TimelineLayout.V1 else posixpath.join(METAFOLDER, "timeline")
+
+    @property
+    def completion_time_in_name(self) -> bool:
+        """Completed instants are named `<requested>_<completion>.<action>` (layout 2)."""
+        return self is TimelineLayout.V2
+
+
+class MetadataEncoding(str, Enum):
+    """How commit, delta commit and replace commit metadata is serialised."""
+
+    JSON = "json"
+    AVRO = "avro"
+
+
+class LogSlicing(str, Enum):
+    """Which file slice a log file belongs to, and what the instant in its name means."""
+
+    #: v6: the name carries the slice's base instant; the log joins that slice.
+    BASE_INSTANT = "base_instant"
+    #: v8+: the name carries the delta commit that wrote it; the log joins the newest slice
+    #: whose base instant is at or before that delta commit's completion time.
+    COMPLETION_TIME = "completion_time"
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """What one `hoodie.table.version` means for readers and writers."""
+
+    number: int
+    timeline_layout: TimelineLayout
+    metadata_encoding: MetadataEncoding
+    log_slicing: LogSlicing
+    #: Pending clustering is its own `clustering` action (completes as `replacecommit`).
+    clustering_action: bool
+    #: Archived instants: `.hoodie/<archive folder>/` log files (False) or the LSM tree (True).
+    lsm_history: bool
+    #: lakeward writes and runs table services on this version.
+    writable: bool
+    #: Readers list files from the metadata table's `files` partition when it exists.
+    metadata_table_listing: bool = False
+
+    @property
+    def timeline_folder(self) -> str:
+        return self.timeline_layout.timeline_folder
+
+    @property
+    def history_folder(self) -> str | None:
+        """The LSM archived timeline folder (layout 2), relative to the base path."""
+        return posixpath.join(self.timeline_folder, "history") if self.lsm_history else None
+
+    def check_writable(self, what: str = "write") -> None:
+        """Raise ReadOnlyTableVersionError if lakeward must not `what` on this version.
+
+        Writing a v6-shaped instant (JSON metadata in `.hoodie/`, logs named by base instant)
+        into a v8/v9 table would make it unreadable for Hudi 1.x, so it is refused outright.
+        """
+        if not self.writable:
+            raise ReadOnlyTableVersionError(
+                f"cannot {what}: table version {self.number} is read-only in lakeward "
+                f"(it writes table versions {list(WRITABLE_VERSIONS)}; writes and table services on "
+                f"Hudi 1.x tables are not implemented yet)",
+                self.number,
+                SUPPORTED_VERSIONS,
+            )
+
+    def __str__(self) -> str:
+        return f"table version {self.number}"
+
+
+V6 = TableVersion(
+    6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True
+)
+V8 = TableVersion(
+    8,
+    TimelineLayout.V2,
+    MetadataEncoding.AVRO,
+    LogSlicing.COMPLETION_TIME,
+    True,
+    lsm_history=True,
+    writable=False,
+    metadata_table_listing=True,
+)
+V9 = TableVersion(
+    9,
+    TimelineLayout.V2,
+    MetadataEncoding.AVRO,
+    LogSlicing.COMPLETION_TIME,
+    True,
+    lsm_history=True,
+    writable=False,
+    metadata_table_listing=True,
+)
+
+_BY_NUMBER = {v.number: v for v in (V6, V8, V9)}
+SUPPORTED_VERSIONS: tuple[int, ...] = tuple(sorted(_BY_NUMBER))
+WRITABLE_VERSIONS: tuple[int, ...] = tuple(n for n, v in sorted(_BY_NUMBER.items()) if v.writable)
+#: The version lakeward creates new tables with.
+CURRENT = V6
+
+
+def table_version(value: int | str) -> TableVersion:
+    """The `TableVersion` for a `hoodie.table.version` value.
+
+    Raises UnsupportedTableVersionError naming the version and the supported ones for
+    anything else (7 = the 0.16 bridge release, 10+ = newer than lakeward, garbage).
+    """
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise UnsupportedTableVersionError(
+            f"hoodie.table.version={value!r} is not a table version; lakeward reads table versions "
+            f"{list(SUPPORTED_VERSIONS)}",
+            str(value),
+            SUPPORTED_VERSIONS,
+        ) from None
+    found = _BY_NUMBER.get(number)
+    if found is None:
+        newer = " (newer than lakeward understands)" if number > max(SUPPORTED_VERSIONS) else ""
+        raise UnsupportedTableVersionError(
+            f"hoodie.table.version={number}{newer} is not supported: lakeward reads table versions "
+            f"{list(SUPPORTED_VERSIONS)} and writes {list(WRITABLE_VERSIONS)}",
+            number,
+            SUPPORTED_VERSIONS,
+        )
+    return found
+
+
+def layout_from_listing(metafolder_names: set[str]) -> TimelineLayout:
+    """The timeline layout of a table from the names in its `.hoodie/` folder alone.
+
+    Used where only storage is at hand (no table config): Hudi 1.x creates
+    `.hoodie/timeline/` with the table, Hudi 0.x never does.
+    """
+    return TimelineLayout.V2 if "timeline" in metafolder_names else TimelineLayout.V1
+
+
+def rules_for_layout(layout: TimelineLayout) -> TableVersion:
+    """The reading rules of a timeline's layout, where only the timeline is at hand.
+
+    Versions sharing a layout read the same way (8 and 9 differ in table config only).
+    """
+    return V6 if layout is TimelineLayout.V1 else V9
