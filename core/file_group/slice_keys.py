@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,31 +60,6 @@ class CommittedInstants:
         return isinstance(instant_time, str) and (
             instant_time in self.completed or (self.archived_before is not None and instant_time < self.archived_before)
         )
-
-
-def _committed_key_blocks(raws: Sequence[RawBlock], committed: CommittedInstants) -> list[RawBlock]:
-    """The data and delete blocks whose keys count (module docstring), in log order."""
-    rolled_back: set[str] = set()
-    replaced: set[str] = set()
-    for raw in raws:
-        if raw.instant_time is None:
-            continue
-        if raw.block_type is BlockType.COMMAND:
-            command = CommandBlock(header=raw.header)
-            if command.command_type is CommandType.ROLLBACK and command.target_instant_time:
-                rolled_back.add(command.target_instant_time)
-        elif raw.block_type in _DATA and raw.instant_time in committed:
-            compacted = raw.header.get(HeaderKey.COMPACTED_BLOCK_TIMES)
-            if compacted:
-                replaced.update(t.strip() for t in compacted.split(",") if t.strip())
-    return [
-        raw
-        for raw in raws
-        if raw.block_type in _DATA
-        and raw.instant_time in committed
-        and raw.instant_time not in rolled_back
-        and (raw.instant_time not in replaced or raw.header.get(HeaderKey.COMPACTED_BLOCK_TIMES))
-    ]
 
 
 @lru_cache(maxsize=64)
@@ -161,12 +138,81 @@ def block_record_keys(raw: RawBlock) -> pa.Array:
     return decode_avro_records(raw.content, schema).column(RECORD_KEY).combine_chunks().cast(pa.string())
 
 
+@dataclass(frozen=True)
+class _BlockKeys:
+    """What the key lookup needs of one sound block: its kind, instants and (data, delete) keys."""
+
+    block_type: BlockType
+    instant_time: str | None
+    rollback_target: str | None
+    compacted: str | None
+    keys: pa.Array | None
+    #: Why the keys could not be read (raised only if the block turns out to count).
+    error: CorruptTableError | None = None
+
+
+#: Per log file (uri, path, size), its blocks' keys: log files are immutable once written
+#: (an append by another writer changes the size), so repeated lookups scan each once.
+_block_cache: OrderedDict[tuple[str, str, int], list[_BlockKeys]] = OrderedDict()
+_block_cache_lock = threading.Lock()
+_BLOCK_CACHE_FILES = 512
+
+
+def _scan(raw: RawBlock) -> _BlockKeys:
+    target = None
+    if raw.block_type is BlockType.COMMAND:
+        command = CommandBlock(header=raw.header)
+        if command.command_type is CommandType.ROLLBACK:
+            target = command.target_instant_time
+    keys, error = None, None
+    if raw.block_type in _DATA:
+        try:
+            keys = block_record_keys(raw)
+        except CorruptTableError as exc:
+            error = exc
+    return _BlockKeys(
+        raw.block_type, raw.instant_time, target, raw.header.get(HeaderKey.COMPACTED_BLOCK_TIMES), keys, error
+    )
+
+
+def _file_block_keys(storage: Storage, log_file: LogFile) -> list[_BlockKeys]:
+    cache_key = (storage.uri, log_file.path, log_file.size)
+    with _block_cache_lock:
+        if cache_key in _block_cache:
+            _block_cache.move_to_end(cache_key)
+            return _block_cache[cache_key]
+    blocks = [_scan(raw) for raw in LogFileReader(storage, log_file.path).raw_blocks()]
+    with _block_cache_lock:
+        _block_cache[cache_key] = blocks
+        while len(_block_cache) > _BLOCK_CACHE_FILES:
+            _block_cache.popitem(last=False)
+    return blocks
+
+
 def log_record_keys(storage: Storage, log_files: Sequence[LogFile], committed: CommittedInstants) -> pa.Array:
-    """Keys of the committed data and delete blocks of `log_files` (duplicates possible)."""
-    raws: list[RawBlock] = []
+    """Keys of the committed data and delete blocks of `log_files` (duplicates possible).
+
+    Blocks count as reads count them (module docstring): committed, not rolled back, not
+    replaced by a log-compacted block.
+    """
+    blocks: list[_BlockKeys] = []
     for log_file in sorted(log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
-        raws.extend(LogFileReader(storage, log_file.path).raw_blocks())
-    parts = [block_record_keys(raw) for raw in _committed_key_blocks(raws, committed)]
+        blocks.extend(_file_block_keys(storage, log_file))
+    rolled_back = {b.rollback_target for b in blocks if b.rollback_target}
+    replaced: set[str] = set()
+    for b in blocks:
+        if b.block_type in _DATA and b.compacted and b.instant_time in committed:
+            replaced.update(t.strip() for t in b.compacted.split(",") if t.strip())
+    parts = []
+    for b in blocks:
+        if b.block_type not in _DATA or b.instant_time not in committed or b.instant_time in rolled_back:
+            continue
+        if b.instant_time in replaced and not b.compacted:
+            continue
+        if b.error is not None:
+            raise b.error
+        assert b.keys is not None
+        parts.append(b.keys)
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
