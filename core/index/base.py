@@ -1,36 +1,85 @@
 """Index lookups: for each incoming record key of one partition, the file group holding it.
 
 Every index answers the same question over the latest file slices of a partition and
-returns one file id (or null) per key. The per-file work (read footers, read the key
-column) is plain Python over Arrow, run by an engine.
+returns one file id (or null) per key. A key is held by a slice when its base file or one
+of its committed log blocks (data or delete) names it; candidates are confirmed against
+those real keys, so a key lives in at most one file group. The per-file work (read
+footers, read the key column, scan log blocks for keys) is plain Python over Arrow, run
+by an engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.file_group.base_file import read_base_file
+from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.slice_keys import CommittedInstants, base_record_keys, log_record_keys
 from lakeward.core.storage import Storage
 
+NO_INSTANTS = CommittedInstants(frozenset())
 
-def read_keys(storage: Storage, file_slice: FileSlice) -> pa.Array:
-    """The record keys stored in a slice's base file."""
-    if file_slice.base_file is None:
-        return pa.array([], pa.string())
-    table = read_base_file(storage, file_slice.base_file.path, columns=["_hoodie_record_key"])
-    return table.column(0).combine_chunks()
+
+def read_keys(
+    storage: Storage, file_slice: FileSlice, committed: CommittedInstants = NO_INSTANTS, with_base: bool = True
+) -> pa.Array:
+    """The record keys a slice holds: its base file's (unless `with_base=False`) and its committed logs'."""
+    parts = [base_record_keys(storage, file_slice)] if with_base else []
+    if file_slice.log_files:
+        parts.append(log_record_keys(storage, file_slice.log_files, committed))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Keys to confirm against one slice: `base` against its base file, `logs` against its log blocks."""
+
+    file_slice: FileSlice
+    base: np.ndarray
+    logs: np.ndarray
+
+    @property
+    def candidates(self) -> np.ndarray:
+        return self.base | self.logs
+
+
+def confirm(
+    storage: Storage,
+    engine: Engine,
+    probes: Sequence[Probe],
+    keys: pa.Array,
+    committed: CommittedInstants,
+    result: np.ndarray,
+    description: str = "confirm index candidates",
+) -> None:
+    """Set `result[i]` to the file id of the probed slice that really holds key i (one task per slice).
+
+    The base file is read (key column only) only when some key is a base candidate; log
+    files only when the slice has some.
+    """
+    work = [p for p in probes if p.base.any() or (p.logs.any() and p.file_slice.log_files)]
+
+    def task(probe: Probe) -> tuple[Probe, pa.Array]:
+        file_slice = probe.file_slice
+        with_base = bool(probe.base.any()) and file_slice.base_file is not None
+        if not probe.logs.any():
+            file_slice = replace(file_slice, log_files=())
+        return probe, read_keys(storage, file_slice, committed, with_base=with_base)
+
+    for probe, file_keys in engine.map(task, work, description):
+        assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result)
 
 
 def assign_confirmed(
     keys: pa.Array, candidates: np.ndarray, file_keys: pa.Array, file_id: str, result: np.ndarray
 ) -> None:
     """Mark `result[i] = file_id` for candidate keys that the file really holds."""
-    if not candidates.any():
+    if not candidates.any() or not len(file_keys):
         return
     rows = np.flatnonzero(candidates)
     # Hash the (smaller) candidate set and probe it with the file's keys.

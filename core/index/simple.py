@@ -1,4 +1,4 @@
-"""SIMPLE index: join incoming keys with the keys of every latest base file of the partition."""
+"""SIMPLE index: join incoming keys with every key each latest slice of the partition holds."""
 
 from __future__ import annotations
 
@@ -9,22 +9,26 @@ import pyarrow as pa
 
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.index.base import (
-    assign_confirmed,
-    empty_locations,
-    locations_array,
-    read_keys,
-    slices_with_base,
-)
+from lakeward.core.file_group.slice_keys import CommittedInstants
+from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_locations, locations_array
 from lakeward.core.storage import Storage
 
 
-def locate(storage: Storage, engine: Engine, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
-    """File id holding each key (null for keys in no file) among the given latest slices."""
+def locate(
+    storage: Storage,
+    engine: Engine,
+    slices: Sequence[FileSlice],
+    keys: pa.Array,
+    committed: CommittedInstants = NO_INSTANTS,
+) -> pa.Array:
+    """File id holding each key (null for keys in no file) among the given latest slices.
+
+    A slice holds the keys of its base file and of its committed log blocks (data and delete).
+    """
     result = empty_locations(len(keys))
-    files = slices_with_base(slices)
+    if not len(keys):
+        return locations_array(result)
     everything = np.ones(len(keys), dtype=bool)
-    found = engine.map(lambda s: (s.file_id, read_keys(storage, s)), files, "read keys")
-    for file_id, file_keys in found:
-        assign_confirmed(keys, everything, file_keys, file_id, result)
+    probes = [Probe(s, everything, everything) for s in slices]
+    confirm(storage, engine, probes, keys, committed, result, "read keys")
     return locations_array(result)

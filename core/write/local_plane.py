@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from lakeward.core.engine import Engine, is_spark_dataframe
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bloom as bloom_index
 from lakeward.core.index import bucket as bucket_index
@@ -180,11 +181,22 @@ class LocalDataPlane:
         return WritePlan(workload, run, touched, replaced)
 
     # -- tagging and assignment -----------------------------------------------------------------
-    def _locate(self, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
+    def _locate(self, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:
+        """File group holding each key: confirmed against base and committed log keys of the slices."""
         wc = self.write_config
+        committed = CommittedInstants.of(timeline)
         if wc.index_type == "SIMPLE":
-            return simple_index.locate(self.storage, self.engine, slices, keys)
-        return bloom_index.locate(self.storage, self.engine, slices, keys, wc.bloom_prune_by_ranges)
+            return simple_index.locate(self.storage, self.engine, slices, keys, committed)
+        # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
+        return bloom_index.locate(
+            self.storage,
+            self.engine,
+            slices,
+            keys,
+            wc.bloom_prune_by_ranges,
+            committed,
+            unconfirmed_single=not self.client.merge_on_read,
+        )
 
     def _bucket_ids(self, records: pa.Table) -> np.ndarray:
         fields = self.client.bucket_hash_fields(records.column_names)
@@ -213,7 +225,9 @@ class LocalDataPlane:
                     updates[(partition, file_id)] = group.drop_columns([LOCATION])
                 continue
             if tag and slices:
-                located = rows.append_column(LOCATION, self._locate(slices, rows.column(RECORD_KEY).combine_chunks()))
+                located = rows.append_column(
+                    LOCATION, self._locate(slices, rows.column(RECORD_KEY).combine_chunks(), view.timeline)
+                )
                 groups = split_by(located, LOCATION)
                 for file_id, group in groups.items():
                     if file_id is not None:
@@ -242,7 +256,7 @@ class LocalDataPlane:
                 if new_ids:  # buckets without a file group hold none of these keys
                     located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:
-                located = self._locate(slices, keys)
+                located = self._locate(slices, keys, view.timeline)
             columns = {RECORD_KEY: keys, LOCATION: located}
             if ordering and ordering in group.column_names:
                 columns[ordering] = group.column(ordering).combine_chunks()
