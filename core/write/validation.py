@@ -94,15 +94,8 @@ def check_batch_rows(batch: pa.Table, config: TableConfig, operation: WriteOpera
         )
 
 
-def check_batch(batch: pa.Table, config: TableConfig, operation: WriteOperation) -> None:
-    """Every schema and row check of a batch (see `check_batch_schema` and `check_batch_rows`)."""
-    check_batch_schema(batch.schema, operation)
-    check_batch_rows(batch, config, operation)
-
-
 __all__ = [
     "IS_DELETED",
-    "check_batch",
     "check_batch_rows",
     "check_batch_schema",
     "check_partition_path_options",

@@ -251,7 +251,7 @@ BATCH_CASES: dict[str, tuple[Callable[[pa.Table], pa.Table], type[Exception], tu
 }
 
 
-@pytest.mark.parametrize("operation", ["upsert", "insert", "bulk_insert"])
+@pytest.mark.parametrize("operation", ["upsert", "insert", "bulk_insert", "insert_overwrite"])
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
 def test_bad_batch_is_rejected_and_table_unchanged(
     table_path: Path, before: TableState, case: str, operation: str
@@ -299,8 +299,10 @@ def test_bad_batch_as_list_of_dicts(table_path: Path, before: TableState) -> Non
     [
         (pa.table({"city": ["sf"]}), SchemaError, "'id'"),
         (pa.table({"id": pa.array([None, "a1"], pa.string()), "city": ["sf", "sf"]}), InvalidRecordError, "'id'"),
+        (pa.table({"id": ["a1"]}), SchemaError, "'city'"),
+        (pa.table({"id": ["a1", "a1"], "id ": ["x", "y"]}).rename_columns(["id", "id"]), SchemaError, "'id'"),
     ],
-    ids=["missing-record-key", "null-record-key"],
+    ids=["missing-record-key", "null-record-key", "missing-partition-column", "duplicate-record-key-column"],
 )
 def test_bad_delete_rows(
     table_path: Path, before: TableState, rows: pa.Table, exc_type: type[Exception], needle: str
