@@ -1,11 +1,11 @@
-"""Batch validation: every check a write makes on its input before an instant exists.
+"""Batch validation: the checks of a write's input that come before any instant exists.
 
 A bad batch must fail with an error naming the column (and the value or the option) and
-leave the table exactly as it was, so these checks run in the preparation of a write,
-before the requested instant is created. Both data planes call them: the local plane on
-the whole Arrow batch, the Spark plane on each Arrow chunk inside its keying tasks (row
-counts in its messages are then those of one chunk). Partition values are checked where
-partition paths are computed (`keygen.partition_paths`), which both planes run.
+leave the table exactly as it was, so these checks run while a write is prepared, before
+its requested instant is created. Both data planes call them: the local plane on the whole
+Arrow batch, the Spark plane on each Arrow chunk inside its keying tasks. Record keys and
+partition values are checked where they are computed (`keygen`), type changes where the
+schema is evolved (`schema.evolve_schema`); both run in the same preparation.
 """
 
 from __future__ import annotations
@@ -75,20 +75,22 @@ def check_batch_schema(schema: pa.Schema, operation: WriteOperation) -> None:
             )
 
 
-def check_batch_rows(batch: pa.Table, config: TableConfig, operation: WriteOperation) -> None:
+def check_batch_rows(batch: pa.Table, config: TableConfig, operation: WriteOperation, whole_batch: bool = True) -> None:
     """Fail on rows no write can take: a null ordering (precombine) value.
 
     A row without an ordering value cannot be ordered against the stored row or the other
     rows of its key; Hudi refuses it ("The value of <field> can not be null"). Deletes by key
-    carry no ordering value and are not checked.
+    carry no ordering value and are not checked. `whole_batch` is False when `batch` is one
+    part of the write's batch (a Spark task's chunk): the counts are then that part's.
     """
     ordering = config.precombine_field
     if operation is WriteOperation.DELETE or ordering is None or ordering not in batch.column_names:
         return
     nulls = batch.column(ordering).null_count
     if nulls:
+        scope = "the batch" if whole_batch else "one part (Spark task) of the batch"
         raise InvalidRecordError(
-            f"{nulls} row(s) of the batch have a null value in the ordering field {ordering!r} "
+            f"{nulls} row(s) of {scope} have a null value in the ordering field {ordering!r} "
             f"(hoodie.table.precombine.field); {batch.num_rows - nulls} row(s) have one. "
             "Every row needs an ordering value to be merged with the stored row of its key"
         )

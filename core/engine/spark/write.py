@@ -126,7 +126,7 @@ class SparkDataPlane:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
                 utc = utc_timestamps(table)
-                check_batch_rows(utc, config, operation)
+                check_batch_rows(utc, config, operation, whole_batch=False)
                 table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config), pa.string()))
                 table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config), pa.string()))
                 yield from table.to_batches()

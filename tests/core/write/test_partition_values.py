@@ -4,6 +4,11 @@ With `hoodie.datasource.write.partitionpath.urlencode=true` values are escaped a
 `PartitionPathEncodeUtils` does (a value is always one folder, decoded back on read); without
 it a value holding a path separator is refused (see tests/core/test_bad_input.py).
 hudi-rs, the oracle, must read the same rows, with and without a filter on the value.
+
+A difference, from hudi-rs's source (`PartitionPruner::parse_segments`): it percent-decodes
+the whole partition path and then splits it at `/`, so a value holding an encoded `/` gives
+too many segments; hudi-rs then keeps the partition (no pruning) and its row filter still
+returns the right rows, which is what these tests check.
 """
 
 from __future__ import annotations
