@@ -448,9 +448,11 @@ def test_bad_option_on_create_over_existing_table(table_path: Path, before: Tabl
     _assert_unchanged(table_path, before)
 
 
-def test_bad_table_option_value_on_create(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "key", ["hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode"]
+)
+def test_bad_table_option_value_on_create(tmp_path: Path, key: str) -> None:
     path = tmp_path / "new_table"
-    key = "hoodie.datasource.write.hive_style_partitioning"
     _expect(ConfigError, lambda: Table.create(str(path), record_key="id", options={key: "perhaps"}), key)
     assert not (path / ".hoodie" / "hoodie.properties").exists()
 
