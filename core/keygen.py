@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
-from urllib.parse import quote_plus
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
@@ -116,8 +115,64 @@ def _timestamp_partition_value(value: object, options: dict[str, str]) -> str:
     return moment.astimezone(tz).strftime(out_fmt)
 
 
-def _encode(value: str, config: TableConfig) -> str:
-    return quote_plus(value, safe="*") if config.url_encode_partitions else value
+#: Characters Hudi escapes in partition values (`PartitionPathEncodeUtils`, taken from Hive):
+#: ASCII control characters, DEL and `"#%'*/:=?\{[]^`. Everything else, spaces and non-ASCII
+#: included, stays as it is.
+_ESCAPED = frozenset(
+    [chr(c) for c in range(0x20)] + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[", "]", "^"]
+)
+#: Characters that would split a value into folders when partition values are not encoded.
+PATH_SEPARATORS = ("/", "\\")
+URL_ENCODE_OPTION = "hoodie.datasource.write.partitionpath.urlencode"
+
+
+def escape_partition_value(value: str) -> str:
+    """A partition value as Hudi writes it with `hoodie.datasource.write.partitionpath.urlencode=true`.
+
+    Each escaped character becomes `%` and its two-digit upper-case hex code (`eu/west` ->
+    `eu%2Fwest`, `x=y?` -> `x%3Dy%3F`); the result is one folder name that Hudi, hudi-rs and
+    lakeward decode back to the value.
+    """
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def unescape_partition_value(text: str) -> str:
+    """The value an escaped partition folder name stands for (the inverse of `escape_partition_value`).
+
+    As Hudi: `%` followed by two hex digits is that character, anything else stays as it is.
+    """
+    if "%" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        code = text[i + 1 : i + 3]
+        if text[i] == "%" and len(code) == 2 and all(c in "0123456789abcdefABCDEF" for c in code):
+            out.append(chr(int(code, 16)))
+            i += 3
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _check_folder_name(value: str, name: str, config: TableConfig) -> None:
+    """Fail unless `value`, the rendered value of partition field `name`, makes one folder name."""
+    if not config.url_encode_partitions:
+        separator = next((s for s in PATH_SEPARATORS if s in value), None)
+        if separator is not None:
+            raise InvalidRecordError(
+                f"the partition column {name!r} has the value {value!r}, which contains the path separator "
+                f"{separator!r} and would become nested folders. Create the table with "
+                f"{URL_ENCODE_OPTION}=true to URL-encode partition values (as Hudi does), or remove the "
+                "separator from the value"
+            )
+    if not config.hive_style_partitioning and value in (".", ".."):
+        raise InvalidRecordError(
+            f"the partition column {name!r} has the value {value!r}, which is no usable folder name "
+            "(it would point outside the partition); use hoodie.datasource.write.hive_style_partitioning=true "
+            "when creating the table, or another value"
+        )
 
 
 def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
@@ -131,12 +186,15 @@ def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
         rendered: list[str] = []
         for value in unique.to_pylist():
             if config.key_generator is KeyGeneratorType.TIMESTAMP:
+                # The output format's own `/` (yyyy/MM/dd) are meant as folders, as in Hudi.
                 text = _timestamp_partition_value(value, dict(config.keygen_options))
             elif value is None or value == "":
                 text = DEFAULT_PARTITION
             else:
                 text = _as_strings(pa.array([value], unique.type), name)[0].as_py()
-            text = _encode(text, config)
+                _check_folder_name(text, name, config)
+            if config.url_encode_partitions:
+                text = escape_partition_value(text)
             rendered.append(f"{name}={text}" if config.hive_style_partitioning else text)
         index = pc.index_in(column, value_set=unique)
         segments.append(pc.take(pa.array(rendered, pa.string()), index))
@@ -146,7 +204,7 @@ def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
 
 
 def partition_filter_values(partition_path: str, config: TableConfig) -> dict[str, str]:
-    """Field -> raw string value of one partition path (for partition pruning)."""
+    """Field -> raw string value of one partition path (for partition pruning), decoded when encoded."""
     if not config.is_partitioned:
         return {}
     segments = partition_path.split("/")
@@ -155,5 +213,5 @@ def partition_filter_values(partition_path: str, config: TableConfig) -> dict[st
     for name, segment in zip(fields, segments):
         if config.hive_style_partitioning and segment.startswith(f"{name}="):
             segment = segment[len(name) + 1 :]
-        values[name] = segment
+        values[name] = unescape_partition_value(segment) if config.url_encode_partitions else segment
     return values

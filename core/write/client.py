@@ -57,6 +57,7 @@ from lakeward.core.write.markers import delete_markers, list_markers, reconcile_
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
+from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,8 @@ class WriteClient:
 
     def write_schema(self, batch_schema: pa.Schema, operation: WriteOperation, timeline: Timeline) -> pa.Schema:
         """The data schema this write commits (evolved additively), after checking the batch's columns."""
+        check_partition_path_options(self.options, self.config)
+        check_batch_schema(batch_schema, operation)
         names = [n for n in batch_schema.names if n not in META_COLUMNS]
         batch_schema = pa.schema([batch_schema.field(n) for n in names])
         table_schema = resolve_table_schema(self.storage, timeline, self.config)

@@ -37,11 +37,10 @@ from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, Bucket, assign_inserts, merge_buckets, split_by
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+from lakeward.core.write.validation import IS_DELETED, check_batch_rows
 
 if TYPE_CHECKING:
     from lakeward.core.write.client import WriteClient
-
-IS_DELETED = "_hoodie_is_deleted"
 
 
 def to_arrow(data: Any) -> pa.Table:
@@ -94,6 +93,7 @@ class LocalDataPlane:
         batch = to_arrow(data)
         batch = batch.drop_columns([c for c in META_COLUMNS if c in batch.column_names])
         schema = self.client.write_schema(batch.schema, operation, timeline)
+        check_batch_rows(batch, self.config, operation)
         records = batch.append_column(RECORD_KEY, record_keys(batch, self.config))
         records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config))
         if self.client.combines(operation):

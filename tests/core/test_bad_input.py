@@ -204,10 +204,54 @@ BATCH_CASES: dict[str, tuple[Callable[[pa.Table], pa.Table], type[Exception], tu
         ("'ts'",),
     ),
     "dropped-column": (lambda b: b.drop_columns(["name"]), SchemaError, ("'name'",)),
+    # issue 18, item 6: before the fix an ArrowTypeError after the instant existed (rollback files left)
+    "is-deleted-as-strings": (
+        lambda b: b.append_column("_hoodie_is_deleted", pa.array(["false", "true", "false"])),
+        SchemaError,
+        ("'_hoodie_is_deleted'", "bool", "string"),
+    ),
+    "is-deleted-as-integers": (
+        lambda b: b.append_column("_hoodie_is_deleted", pa.array([0, 1, 0], pa.int64())),
+        SchemaError,
+        ("'_hoodie_is_deleted'", "bool"),
+    ),
+    # before the fix a KeyError
+    "duplicate-column": (
+        lambda b: pa.Table.from_arrays([*b.columns, b.column("name")], names=[*b.column_names, "name"]),
+        SchemaError,
+        ("'name'", "more than once"),
+    ),
+    "duplicate-record-key-column": (
+        lambda b: pa.Table.from_arrays([*b.columns, b.column("id")], names=[*b.column_names, "id"]),
+        SchemaError,
+        ("'id'", "more than once"),
+    ),
+    # before the fix the null ordering value overwrote the stored row
+    "null-ordering-value": (
+        lambda b: b.set_column(2, "ts", pa.array([5, None, None], pa.int64())),
+        InvalidRecordError,
+        ("'ts'", "2 row(s)", "null"),
+    ),
+    # issue 18, item 4: before the fix `eu/west` became the sub-folder `eu/west` of `eu`
+    "partition-value-with-slash": (
+        lambda b: b.set_column(1, "city", pa.array(["sf", "eu/west", "eu/west"])),
+        InvalidRecordError,
+        ("'eu/west'", "'city'", "hoodie.datasource.write.partitionpath.urlencode"),
+    ),
+    "partition-value-with-backslash": (
+        lambda b: b.set_column(1, "city", pa.array(["sf", "eu\\west", "sf"])),
+        InvalidRecordError,
+        ("'city'", "hoodie.datasource.write.partitionpath.urlencode"),
+    ),
+    "partition-value-dot-dot": (
+        lambda b: b.set_column(1, "city", pa.array(["sf", "..", "sf"])),
+        InvalidRecordError,
+        ("'..'", "'city'"),
+    ),
 }
 
 
-@pytest.mark.parametrize("operation", ["upsert", "insert", "bulk_insert"])
+@pytest.mark.parametrize("operation", ["upsert", "insert", "bulk_insert", "insert_overwrite"])
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
 def test_bad_batch_is_rejected_and_table_unchanged(
     table_path: Path, before: TableState, case: str, operation: str
@@ -219,7 +263,18 @@ def test_bad_batch_is_rejected_and_table_unchanged(
     _assert_unchanged(table_path, before)
 
 
-@pytest.mark.parametrize("case", ["null-record-key", "missing-record-key", "type-change", "dropped-column"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "null-record-key",
+        "missing-record-key",
+        "type-change",
+        "dropped-column",
+        "is-deleted-as-strings",
+        "null-ordering-value",
+        "partition-value-with-slash",
+    ],
+)
 def test_table_stays_writable_after_bad_batch(table_path: Path, before: TableState, case: str) -> None:
     mutate, exc_type, _ = BATCH_CASES[case]
     table = Table.open(str(table_path))
@@ -244,8 +299,10 @@ def test_bad_batch_as_list_of_dicts(table_path: Path, before: TableState) -> Non
     [
         (pa.table({"city": ["sf"]}), SchemaError, "'id'"),
         (pa.table({"id": pa.array([None, "a1"], pa.string()), "city": ["sf", "sf"]}), InvalidRecordError, "'id'"),
+        (pa.table({"id": ["a1"]}), SchemaError, "'city'"),
+        (pa.table({"id": ["a1", "a1"], "id ": ["x", "y"]}).rename_columns(["id", "id"]), SchemaError, "'id'"),
     ],
-    ids=["missing-record-key", "null-record-key"],
+    ids=["missing-record-key", "null-record-key", "missing-partition-column", "duplicate-record-key-column"],
 )
 def test_bad_delete_rows(
     table_path: Path, before: TableState, rows: pa.Table, exc_type: type[Exception], needle: str
@@ -253,6 +310,49 @@ def test_bad_delete_rows(
     table = Table.open(str(table_path))
     _expect(exc_type, lambda: table.delete(rows), needle)
     _assert_unchanged(table_path, before)
+
+
+def test_delete_rows_with_a_separator_in_the_partition_value(table_path: Path, before: TableState) -> None:
+    table = Table.open(str(table_path))
+    rows = pa.table({"id": ["a1"], "city": ["s/f"]})
+    _expect(InvalidRecordError, lambda: table.delete(rows), "'s/f'", "'city'")
+    _assert_unchanged(table_path, before)
+
+
+@pytest.mark.parametrize("value", ["eu/west", "/", "eu/", "a\\b"])
+def test_separator_in_a_hive_style_partition_value(tmp_path: Path, value: str) -> None:
+    """Hive style too (`region=eu/west` would be the sub-folder `west` of `region=eu`); MOR too."""
+    path = tmp_path / "hive"
+    table = Table.create(
+        str(path),
+        record_key="id",
+        partition_by="region",
+        ordering_field="ts",
+        hive_style_partitioning=True,
+        table_type="MERGE_ON_READ",
+    )
+    table.upsert(pa.table({"id": ["k1"], "region": ["eu"], "ts": [1]}))
+    before = table_state(path)
+    bad = pa.table({"id": ["k1", "k2"], "region": ["eu", value], "ts": [2, 2]})
+    for operation in ("upsert", "insert", "bulk_insert", "insert_overwrite"):
+        _expect(
+            InvalidRecordError,
+            lambda op=operation: getattr(Table.open(str(path)), op)(bad),
+            repr(value),
+            "'region'",
+            "hoodie.datasource.write.partitionpath.urlencode",
+        )
+        _assert_unchanged(path, before)
+
+
+def test_separator_in_one_field_of_a_multi_field_partition(tmp_path: Path) -> None:
+    path = tmp_path / "multi"
+    table = Table.create(str(path), record_key="id", partition_by=["country", "city"], ordering_field="ts")
+    table.upsert(pa.table({"id": ["k1"], "country": ["fr"], "city": ["paris"], "ts": [1]}))
+    before = table_state(path)
+    bad = pa.table({"id": ["k2"], "country": ["fr"], "city": ["paris/nord"], "ts": [1]})
+    _expect(InvalidRecordError, lambda: Table.open(str(path)).upsert(bad), "'paris/nord'", "'city'")
+    _assert_unchanged(path, before)
 
 
 def test_composite_key_all_fields_null(tmp_path: Path) -> None:
@@ -291,6 +391,27 @@ OPTION_CASES: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"hoodie.datasource.write.partitionpath.urlencode": "perhaps"},
+        {"hoodie.datasource.write.partitionpath.urlencode": "true"},  # the table was created without
+        {"hoodie.datasource.write.hive_style_partitioning": "true"},
+    ],
+    ids=["bad-value", "urlencode-differs-from-table", "hive-style-differs-from-table"],
+)
+def test_partition_path_option_on_write_is_checked(table_path: Path, before: TableState, options: dict) -> None:
+    """Table properties given again as write options must be valid and agree with the table,
+    or the writer would believe values are encoded when they are not (before the fix: ignored)."""
+    key = next(iter(options))
+
+    def open_and_write() -> None:
+        Table.open(str(table_path), options=options).upsert(_good_batch())
+
+    _expect(ConfigError, open_and_write, key)
+    _assert_unchanged(table_path, before)
+
+
 @pytest.mark.parametrize("case", sorted(OPTION_CASES))
 def test_bad_option_on_open(table_path: Path, before: TableState, case: str) -> None:
     options, key = OPTION_CASES[case]
@@ -327,9 +448,11 @@ def test_bad_option_on_create_over_existing_table(table_path: Path, before: Tabl
     _assert_unchanged(table_path, before)
 
 
-def test_bad_table_option_value_on_create(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "key", ["hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode"]
+)
+def test_bad_table_option_value_on_create(tmp_path: Path, key: str) -> None:
     path = tmp_path / "new_table"
-    key = "hoodie.datasource.write.hive_style_partitioning"
     _expect(ConfigError, lambda: Table.create(str(path), record_key="id", options={key: "perhaps"}), key)
     assert not (path / ".hoodie" / "hoodie.properties").exists()
 

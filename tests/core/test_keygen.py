@@ -196,8 +196,9 @@ def test_hive_style_by_option(tmp_path):
 def test_url_encoded_partition_values(tmp_path):
     t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city", url_encode_partitions=True)
     t.upsert(pa.table({"id": [1, 2, 3], "city": ["a b/c", "plain", "x=y&z"]}))
-    assert keys_and_partitions(t) == [("1", "a+b%2Fc"), ("2", "plain"), ("3", "x%3Dy%26z")]
-    assert partition_dirs(t) == {"a+b%2Fc", "plain", "x%3Dy%26z"}
+    # As Hudi's PartitionPathEncodeUtils: `/` and `=` escaped, space and `&` kept.
+    assert keys_and_partitions(t) == [("1", "a b%2Fc"), ("2", "plain"), ("3", "x%3Dy&z")]
+    assert partition_dirs(t) == {"a b%2Fc", "plain", "x%3Dy&z"}
     assert "hoodie.datasource.write.partitionpath.urlencode=true" in properties(t)
     # Reading back gives the original values in the data column.
     assert sorted(r["city"] for r in t.read().to_pylist()) == ["a b/c", "plain", "x=y&z"]
@@ -212,14 +213,15 @@ def test_url_encoding_with_hive_style_encodes_only_the_value(tmp_path):
         hive_style_partitioning=True,
     )
     t.upsert(pa.table({"id": [1], "city": ["a b/c"]}))
-    assert keys_and_partitions(t) == [("1", "city=a+b%2Fc")]
+    assert keys_and_partitions(t) == [("1", "city=a b%2Fc")]
 
 
-def test_without_url_encoding_a_slash_makes_nested_directories(tmp_path):
+def test_without_url_encoding_a_slash_is_refused(tmp_path):
+    """A value `a/b` would be the folder `b` inside partition `a` (issue 18): refused, naming the option."""
     t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
-    t.upsert(pa.table({"id": [1], "city": ["a/b"]}))
-    assert keys_and_partitions(t) == [("1", "a/b")]
-    assert partition_dirs(t) == {"a/b"}
+    with pytest.raises(InvalidRecordError, match="hoodie.datasource.write.partitionpath.urlencode"):
+        t.upsert(pa.table({"id": [1], "city": ["a/b"]}))
+    assert partition_dirs(t) == set()
 
 
 def test_null_or_empty_partition_value_goes_to_the_hive_default_partition(tmp_path):
@@ -246,5 +248,5 @@ def test_commit_metadata_uses_the_same_partition_strings(tmp_path):
     )
     r = t.upsert(pa.table({"id": [1], "city": ["a b"]}))
     meta = json.loads((Path(t.path) / ".hoodie" / f"{r.instant_time}.commit").read_text())
-    assert list(meta["partitionToWriteStats"]) == ["city=a+b"]
-    assert meta["partitionToWriteStats"]["city=a+b"][0]["path"].startswith("city=a+b/")
+    assert list(meta["partitionToWriteStats"]) == ["city=a b"]
+    assert meta["partitionToWriteStats"]["city=a b"][0]["path"].startswith("city=a b/")

@@ -42,6 +42,7 @@ from lakeward.core.write.local_plane import IS_DELETED, to_arrow
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -125,6 +126,7 @@ class SparkDataPlane:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
                 utc = utc_timestamps(table)
+                check_batch_rows(utc, config, operation, whole_batch=False)
                 table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config), pa.string()))
                 table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config), pa.string()))
                 yield from table.to_batches()

@@ -601,6 +601,10 @@ def _null_key() -> pa.Table:
     return arrow(batch)
 
 
+def _with_duplicate_column(table: pa.Table, name: str) -> pa.Table:
+    return pa.Table.from_arrays([*table.columns, table.column(name)], names=[*table.column_names, name])
+
+
 BAD_BATCHES: dict[str, Callable[[], pa.Table]] = {
     "missing record key column": lambda: arrow(rows([1, 2], "a", 9)).drop_columns(["id"]),
     # on a table without data the schema check cannot catch it: the key generator does, in a Spark task
@@ -608,6 +612,18 @@ BAD_BATCHES: dict[str, Callable[[], pa.Table]] = {
     "null record key": _null_key,
     "missing partition column": lambda: arrow(rows([1, 2], "a", 9)).drop_columns(["part"]),
     "incompatible type": lambda: arrow(rows([1, 2], "a", 9)).set_column(3, "v", pa.array([1.5, 2.5])),
+    # issue 18: the same validation (core/write/validation.py, keygen) on both engines, before any instant
+    "null ordering value": lambda: arrow(rows([1, 2], "a", 9)).set_column(2, "ts", pa.array([9, None], pa.int64())),
+    "is-deleted flag as strings": lambda: arrow(rows([1, 2], "a", 9)).set_column(4, IS_DEL, pa.array(["no", "yes"])),
+    "partition value with a slash": lambda: arrow(rows([1, 2], "a/b", 9)),
+    "duplicate column": lambda: _with_duplicate_column(arrow(rows([1, 2], "a", 9)), "v"),
+}
+#: What the error of each new case must name, on both engines.
+BAD_BATCH_NEEDLES: dict[str, tuple[str, ...]] = {
+    "null ordering value": ("'ts'", "null"),
+    "is-deleted flag as strings": ("'_hoodie_is_deleted'", "bool"),
+    "partition value with a slash": ("'a/b'", "'part'", "hoodie.datasource.write.partitionpath.urlencode"),
+    "duplicate column": ("'v'", "more than once"),
 }
 
 
@@ -626,6 +642,8 @@ def test_bad_batch_fails_like_the_local_engine(spark, tmp_path: Path, case: str)
         table.upsert(spark.createDataFrame(bad))
     assert type(spark_error.value) is type(local_error.value), f"{spark_error.value!r} vs {local_error.value!r}"
     assert disk_state(path) == before, "the failed Spark write changed the table"
+    for needle in BAD_BATCH_NEEDLES.get(case, ()):
+        assert needle in str(local_error.value) and needle in str(spark_error.value), needle
     if case == "null record key":  # (each failing Spark job retries its task: keep the slow cases few)
         with pytest.raises(type(local_error.value)):
             Table.open(path, engine="spark").upsert(bad)  # pyarrow input on the Spark engine
