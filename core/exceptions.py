@@ -57,3 +57,17 @@ class IndexNotFoundError(LakewardError, LookupError):
 
 class IndexExistsError(LakewardError, FileExistsError):
     """A secondary index of that name is already defined on the table."""
+
+
+class CorruptFileError(CorruptTableError):
+    """A data file (base or log) a completed instant wrote is damaged: unreadable, truncated or
+    torn. `path` is the file's URI, `instant` the completed instant that wrote it (None if unknown)."""
+
+    def __init__(self, message: str, path: str | None = None, instant: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.instant = instant
+
+
+class MissingFileError(CorruptFileError):
+    """A data file a completed instant wrote, still live (not replaced nor cleaned), is missing."""
