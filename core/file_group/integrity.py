@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from lakeward.core.engine.local import LocalEngine
 from lakeward.core.exceptions import CorruptFileError, LakewardError, MissingFileError
 from lakeward.core.file_group.base_file import check_base_file
 from lakeward.core.file_group.file_group import FileGroup
@@ -100,6 +101,8 @@ class IntegrityReport:
 
 # -- what completed instants wrote -------------------------------------------------------------
 
+#: Threads reading commit metadata not cached yet (I/O bound: more than the cores).
+_METADATA_READERS = 8
 _written_cache: dict[tuple[str, str], tuple[WrittenFile, ...]] = {}
 _written_lock = threading.Lock()
 
@@ -112,7 +115,11 @@ def _written_by(storage: Storage, instant: Instant) -> tuple[WrittenFile, ...]:
     if cached is not None:
         return cached
     out: list[WrittenFile] = []
-    for stat in read_commit_metadata(storage, instant).write_stats():
+    try:
+        metadata = read_commit_metadata(storage, instant)
+    except FileNotFoundError:
+        return ()  # archived or rolled back since the timeline was loaded: vouches for nothing now
+    for stat in metadata.write_stats():
         files = [(stat.path, stat.fileSizeInBytes)] if stat.path else []
         files += list((stat.cdcStats or {}).items())
         for path, size in files:
@@ -144,13 +151,16 @@ def _written_by(storage: Storage, instant: Instant) -> tuple[WrittenFile, ...]:
 
 
 def written_files(storage: Storage, timeline: Timeline, as_of: str | None = None) -> list[WrittenFile]:
-    """Files written by the completed write instants of the active timeline (none after `as_of`)."""
-    return [
-        f
-        for instant in timeline.completed_writes()
-        if as_of is None or instant.time <= as_of
-        for f in _written_by(storage, instant)
-    ]
+    """Files written by the completed write instants of the active timeline (none after `as_of`).
+
+    Commit metadata not cached yet is read in parallel (one small GET each on object stores).
+    """
+    instants = [i for i in timeline.completed_writes() if as_of is None or i.time <= as_of]
+    with _written_lock:
+        missing = [i for i in instants if (storage.uri, i.file_name) not in _written_cache]
+    if len(missing) > 1:
+        LocalEngine(_METADATA_READERS).map(lambda i: _written_by(storage, i), missing, "read commit metadata")
+    return [f for instant in instants for f in _written_by(storage, instant)]
 
 
 # -- the listing against the commit metadata -------------------------------------------------

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
@@ -40,6 +41,7 @@ def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: st
     if last is None:
         return []
     view = FileSystemView.load(storage, timeline)
+    verify_listing(storage, timeline, view, end or last)
     return [s for s in view.latest_file_slices(as_of=end or last) if (s.partition_path, s.file_id) in touched]
 
 

@@ -298,3 +298,28 @@ def test_a_failed_write_left_behind_does_not_count_as_damage(tmp_path: Path) -> 
     stray.write_bytes(torn[:40])
     assert _values(tmp_path) == ["a"] * 5 + ["b"] * 5
     assert Table.open(str(tmp_path)).check().ok
+
+
+@pytest.mark.parametrize("table_type", [COW, MOR])
+def test_rolling_back_the_damaged_instant_repairs_the_table(tmp_path: Path, table_type: str) -> None:
+    """The way out the errors point to: roll back the instant whose file is gone, then write on."""
+    _table(tmp_path, table_type)
+    latest = _latest_commit(tmp_path)
+    victim = _log_files(tmp_path)[-1] if table_type == MOR else _base_files(tmp_path)[-1]
+    victim.unlink()
+    table = Table.open(str(tmp_path))
+    table.rollback(latest)
+    assert table.check().ok
+    assert _values(tmp_path) == ["a"] * 10
+    Table.open(str(tmp_path)).upsert(_rows(1, 3, "c", start=1))
+    assert _values(tmp_path) == ["a"] * 9 + ["c"]
+
+
+def test_incremental_read_over_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    _table(tmp_path, COW)
+    first = Table.open(str(tmp_path)).timeline().completed_writes()[0].time
+    newest = _base_files(tmp_path)[-1]
+    newest.unlink()
+    with pytest.raises(MissingFileError) as info:
+        Table.open(str(tmp_path)).read_incremental(first)
+    _assert_names(info.value, newest, _latest_commit(tmp_path))
