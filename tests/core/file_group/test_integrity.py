@@ -10,6 +10,7 @@ replacements, compaction, archival) must keep reading and check clean.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakeward import Table
-from lakeward.core.exceptions import CorruptFileError, CorruptTableError, LakewardError, MissingFileError
+from lakeward.core.exceptions import CorruptFileError, LakewardError, MissingFileError
 from lakeward.core.file_group.log_file import DeleteBlock, encode_block
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.services.cli import app
@@ -185,7 +186,7 @@ def test_base_file_damaged_at_the_same_size_names_the_file(tmp_path: Path) -> No
         with pytest.raises(CorruptFileError) as info:
             action()
         assert newest.name in str(info.value)
-        assert not isinstance(info.value.__cause__, CorruptTableError)
+        assert isinstance(info.value.__cause__, (pa.ArrowInvalid, OSError))  # Parquet's own error, kept as the cause
 
 
 # -- writes refuse to build on a damaged table ----------------------------------------------
@@ -247,6 +248,10 @@ def test_cli_show_check_prints_the_problems_and_exits_non_zero(tmp_path: Path) -
     assert result.exit_code == 1, result.output
     for name in damaged:
         assert name in result.output
+    as_json = CliRunner().invoke(app, ["show", "--check", "--json", str(tmp_path)])
+    assert as_json.exit_code == 1, as_json.output
+    problems = json.loads(as_json.output)["problems"]
+    assert {p["path"].rsplit("/", 1)[-1] for p in problems} == set(damaged)
 
 
 def test_cli_show_check_of_a_sound_table_exits_zero(tmp_path: Path) -> None:
