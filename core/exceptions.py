@@ -78,3 +78,17 @@ class UnsupportedTableVersionError(LakewardError):
 
 class ReadOnlyTableVersionError(UnsupportedTableVersionError):
     """A write or table service was attempted on a table version lakeward only reads (8, 9)."""
+
+
+class CorruptFileError(CorruptTableError):
+    """A data file (base or log) a completed instant wrote is damaged: unreadable, truncated or
+    torn. `path` is the file's URI, `instant` the completed instant that wrote it (None if unknown)."""
+
+    def __init__(self, message: str, path: str | None = None, instant: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.instant = instant
+
+
+class MissingFileError(CorruptFileError):
+    """A data file a completed instant wrote, still live (not replaced nor cleaned), is missing."""

@@ -36,6 +36,7 @@ from lakeward.core.exceptions import (
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import IntegrityReport, check_table, verify_listing
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
@@ -298,6 +299,16 @@ class Table:
         instant = self._resolve_as_of(timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
         return view.latest_file_slices(as_of=instant)
+
+    def check(self) -> IntegrityReport:
+        """Every damaged or missing data file of the table, in one pass; changes nothing.
+
+        Compares the listing with the commit metadata of completed instants (files missing
+        or cut short), reads every base file through and scans and decodes every log file
+        (blocks of completed instants that are torn or undecodable). Reads and writes stop
+        at the first such problem with a CorruptFileError; this reports them all.
+        """
+        return check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(self) -> WriteClient:
@@ -745,6 +756,7 @@ class Table:
         instant = self._resolve_as_of(timeline, as_of)
         schema = resolve_table_schema(self.storage, timeline, self.config)
         view = FileSystemView.load(self.storage, timeline)
+        verify_listing(self.storage, timeline, view, instant)
         slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
         merge_options: dict[str, Any] = {
             "instants": VisibleInstants.from_timeline(timeline, instant),

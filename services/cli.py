@@ -80,9 +80,22 @@ def timeline(path: str = typer.Argument(..., help="table base path or URI")) -> 
 def show(
     path: str = typer.Argument(..., help="table base path or URI"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    check: bool = typer.Option(
+        False, "--check", help="read every data file and report damaged or missing ones (exit code 1 if any)"
+    ),
 ) -> None:
-    """Print the table's properties and its live file groups."""
+    """Print the table's properties and its live file groups (with --check: its damaged files)."""
     table = _open(path)
+    if check:
+        report = _service(table.check)
+        if as_json:
+            problems = [
+                {"kind": p.kind, "path": p.path, "instant": p.instant, "detail": p.detail} for p in report.problems
+            ]
+            typer.echo(json.dumps({"files_checked": report.files_checked, "problems": problems}, indent=2))
+        else:
+            typer.echo(str(report))
+        raise typer.Exit(0 if report.ok else 1)
     slices = table.file_slices()
     if as_json:
         typer.echo(

@@ -7,8 +7,10 @@ same code per file group.
 from __future__ import annotations
 
 import copy
+import posixpath
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakeward.core.exceptions import CorruptFileError, MissingFileError
+from lakeward.core.file_group.naming import parse_base_file_name
 from lakeward.core.index.bloom_filter import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_TYPE_CODE_FOOTER_KEY,
@@ -109,10 +113,53 @@ def read_base_file(
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
 ) -> pa.Table:
-    """Read a base file (optionally some columns and rows)."""
-    with storage.open_input_file(path) as source:
+    """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError."""
+    with _readable(storage, path), storage.open_input_file(path) as source:
         table = pq.read_table(source, columns=list(columns) if columns is not None else None, filters=filter)
     return table.replace_schema_metadata(None)
+
+
+def corrupt_base_file(storage: Storage, path: str, exc: BaseException) -> CorruptFileError:
+    """The error for a base file Parquet cannot read: names the file and the instant that wrote it."""
+    parsed = parse_base_file_name(posixpath.basename(path))
+    instant = parsed.instant_time if parsed is not None else None
+    uri = storage.uri_of(path)
+    if isinstance(exc, FileNotFoundError):
+        return MissingFileError(f"base file {uri} (instant {instant}) is missing: {exc}", uri, instant)
+    return CorruptFileError(f"base file {uri} (instant {instant}) is unreadable: {exc}", uri, instant)
+
+
+@contextmanager
+def _readable(storage: Storage, path: str) -> Iterator[None]:
+    """Turn Parquet's errors about a damaged file (which do not name it) into CorruptFileError."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise corrupt_base_file(storage, path, exc) from exc
+
+
+def check_base_file(storage: Storage, path: str) -> None:
+    """Read a base file through, footer and every row group; raise CorruptFileError if damaged."""
+    with _readable(storage, path), storage.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        for i in range(parquet.metadata.num_row_groups):
+            parquet.read_row_group(i)
+
+
+def first_unreadable_base_file(storage: Storage, full_paths: Sequence[str]) -> CorruptFileError | None:
+    """After a multi-file Parquet scan failed: the error naming the first damaged file, if one is.
+
+    Only on the error path: files are read through until one fails. None when all read
+    (the scan failed for another reason, e.g. a filter of the wrong type).
+    """
+    prefix = storage.root.rstrip("/") + "/"
+    for full in full_paths:
+        path = full[len(prefix) :] if full.startswith(prefix) else full
+        try:
+            check_base_file(storage, path)
+        except CorruptFileError as found:
+            return found
+    return None
 
 
 _footer_cache: dict[tuple[str, str], FooterKeys] = {}
@@ -125,7 +172,7 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
     with _footer_lock:
         if cache_key in _footer_cache:
             return _footer_cache[cache_key]
-    with storage.open_input_file(path) as source:
+    with _readable(storage, path), storage.open_input_file(path) as source:
         meta = pq.read_metadata(source).metadata or {}
     text = {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
     bloom = None

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
@@ -42,6 +43,7 @@ def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: st
     view = FileSystemView.load(storage, timeline)
     # with completion times (layout 2) `end` is a completion time: slices as of the last write
     as_of = last if timeline.completion_times() else (end or last)
+    verify_listing(storage, timeline, view, as_of)
     return [s for s in view.latest_file_slices(as_of=as_of) if (s.partition_path, s.file_id) in touched]
 
 

@@ -11,7 +11,9 @@ Which log blocks count (format doc 8.4), scanning the slice's log files in order
    blocks of its `TARGET_INSTANT_TIME`, wherever they are in the slice;
 4. a log-compacted block (`COMPACTED_BLOCK_TIMES` header) replaces the blocks of the
    instants it lists;
-5. corrupt blocks are skipped with a warning (see `log_file.reader`).
+5. corrupt blocks are skipped with a warning (see `log_file.reader`) only when they are
+   the torn blocks of a write that never completed; damage to a completed instant's
+   blocks is a CorruptFileError naming the file and the instant (`file_group.integrity`).
 
 How versions of one key combine (`lakeward.core.merge.winning_versions`), by the
 table's payload class, as lakeward's copy-on-write merge does:
@@ -39,7 +41,7 @@ per-record Python work is decoding Avro data blocks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +51,7 @@ from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig
 from lakeward.core.exceptions import LakewardError, SchemaError
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice, LogFile
+from lakeward.core.file_group.integrity import CHECK_HINT, log_damage, writers_of
 from lakeward.core.file_group.log_file import (
     BlockType,
     CommandBlock,
@@ -80,12 +83,15 @@ class VisibleInstants:
     completed: frozenset[str]
     archived_before: str | None = None
     as_of: str | None = None
+    #: The timeline the instants come from: lets a read that meets a damaged log block
+    #: find which completed instants wrote that file (their commit metadata).
+    timeline: Timeline | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_timeline(cls, timeline: Timeline, as_of: str | None = None) -> VisibleInstants:
         """Completed write instants of `timeline`; with `as_of`, none after it (time travel)."""
         first = timeline.instants[0].time if timeline.instants else None
-        return cls(timeline.completed_write_times(), first, as_of)
+        return cls(timeline.completed_write_times(), first, as_of, timeline)
 
     def in_range(self, instant_time: str) -> bool:
         """Not after the query instant."""
@@ -127,7 +133,11 @@ def visible_log_blocks(
     """
     raws: list[RawBlock] = []
     for log_file in _log_order(log_files):
-        raws.extend(LogFileReader(storage, log_file.path).raw_blocks())
+        reader = LogFileReader(storage, log_file.path)
+        found = list(reader.raw_blocks())
+        if reader.corrupt_blocks:
+            _refuse_damage(storage, log_file.path, reader, found, instants)
+        raws.extend(found)
     rolled_back: set[str] = set()
     replaced: set[str] = set()
     for raw in raws:
@@ -157,6 +167,22 @@ def visible_log_blocks(
         if isinstance(block, DataBlock | DeleteBlock):
             out.append(block)
     return out
+
+
+def _refuse_damage(
+    storage: Storage, path: str, reader: LogFileReader, found: Sequence[RawBlock], instants: VisibleInstants
+) -> None:
+    """Raise CorruptFileError if a corrupt stretch of the log file belongs to a visible instant.
+
+    Torn blocks of writes that never completed are left skipped (module docstring, 5).
+    """
+    sound = {r.instant_time for r in found if r.instant_time is not None}
+    writers = writers_of(storage, instants.timeline, path)
+    problems = log_damage(storage, path, reader.corrupt_blocks, sound, instants.is_visible, writers)
+    if problems:
+        error = problems[0].error()
+        error.args = (f"{problems[0]}; {CHECK_HINT}",)
+        raise error
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from lakeward.core.engine.local import LocalEngine
 from lakeward.core.exceptions import LakewardError
+from lakeward.core.file_group.base_file import first_unreadable_base_file
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import META_SCHEMA, with_meta
@@ -67,10 +68,14 @@ def read_file_slices(
         empty = _dictionary_meta(full).empty_table()
         return empty.select(list(columns)) if columns is not None else empty
     if all_paths:
-        if schema is None:
-            dataset_schema = _dictionary_meta(_physical_schema(storage, all_paths[-1]))
-        else:
-            dataset_schema = _aligned_schema(storage, all_paths, schema)
+        try:
+            if schema is None:
+                dataset_schema = _dictionary_meta(_physical_schema(storage, all_paths[-1]))
+            else:
+                dataset_schema = _aligned_schema(storage, all_paths, schema)
+        except (pa.ArrowInvalid, OSError) as exc:
+            _raise_damaged(storage, all_paths, exc)
+            raise
     elif schema is not None:
         dataset_schema = _dictionary_meta(with_meta(schema))
     else:
@@ -79,7 +84,11 @@ def read_file_slices(
     parts: list[pa.Table] = []
     if plain_paths:
         dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
-        parts.append(dataset.to_table(columns=wanted, filter=filter))
+        try:
+            parts.append(dataset.to_table(columns=wanted, filter=filter))
+        except (pa.ArrowInvalid, OSError) as exc:  # Parquet's errors do not say which file
+            _raise_damaged(storage, plain_paths, exc)
+            raise
 
     def merged(file_slice: FileSlice) -> pa.Table:
         assert instants is not None
@@ -93,6 +102,13 @@ def read_file_slices(
     parts.extend(LocalEngine().map(merged, merged_slices, "merge file slices"))
     table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     return table.replace_schema_metadata(None)
+
+
+def _raise_damaged(storage: Storage, full_paths: Sequence[str], exc: BaseException) -> None:
+    """Raise a CorruptFileError naming the damaged file if one of `full_paths` is why `exc` happened."""
+    damaged = first_unreadable_base_file(storage, full_paths)
+    if damaged is not None:
+        raise damaged from exc
 
 
 def _physical_schema(storage: Storage, path: str) -> pa.Schema:

@@ -22,6 +22,7 @@ from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
 from lakeward.core.exceptions import ConcurrentWriteError, SchemaError
 from lakeward.core.file_group.base_file import BloomSettings
+from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
@@ -119,6 +120,7 @@ class WriteClient:
         chosen = resolve_engine(engine, data, default=self.engine)
         plane = self._data_plane(chosen)
         timeline = Timeline.load(self.storage)
+        verify_before_write(self.storage, timeline)  # never build on missing or cut-short files
         prepared = plane.prepare(data, operation, timeline, partitions)
         try:
             instant = self._start(timeline, operation)

@@ -36,6 +36,7 @@ from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError
+from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.write.operation import WriteOperation
 
@@ -390,7 +391,9 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
         instants = VisibleInstants.from_timeline(timeline, stop)
         return _ReadPlan(slices, schema, {"instants": instants, "merge": merge}, (start, stop))
     as_of = table._resolve_as_of(timeline, options.get(AS_OF))
-    slices = FileSystemView.load(table.storage, timeline).latest_file_slices(as_of=as_of)
+    view = FileSystemView.load(table.storage, timeline)
+    verify_listing(table.storage, timeline, view, as_of)
+    slices = view.latest_file_slices(as_of=as_of)
     instants = VisibleInstants.from_timeline(timeline, as_of)
     from lakeward.core.engine.spark.index_pushdown import IndexReadContext
 

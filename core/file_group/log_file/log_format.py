@@ -106,6 +106,9 @@ class CorruptBlock:
     offset: int
     length: int
     reason: str
+    #: The `INSTANT_TIME` of the torn block, when its header survived (a truncated block
+    #: usually keeps it); None when the bytes give no readable header (random damage).
+    instant_time: str | None = None
 
 
 class _Malformed(Exception):
@@ -177,6 +180,24 @@ def _frame_at(data: bytes, pos: int) -> RawBlock:
     return RawBlock(pos, end - pos, block_type, header, footer, content)
 
 
+def _surviving_instant(data: bytes, pos: int, stop: int) -> str | None:
+    """The `INSTANT_TIME` in the header of a torn block at `pos`, if the header is intact.
+
+    Lets a reader tell a torn block of a write that never completed (skipped, as Hudi
+    does) from damage to a completed write's block (an error).
+    """
+    if data[pos : pos + len(MAGIC)] != MAGIC or pos + 22 > stop:
+        return None
+    version, type_code = _TWO_INTS.unpack_from(data, pos + 14)
+    if version != LOG_FORMAT_VERSION or type_code not in BlockType._value2member_map_:
+        return None
+    try:
+        header, _ = _read_map(data, pos + 22, stop)
+    except _Malformed:
+        return None
+    return header.get(HeaderKey.INSTANT_TIME)
+
+
 def scan_blocks(data: bytes) -> Iterator[RawBlock | CorruptBlock]:
     """Every block of a log file's bytes, in order; damaged stretches come out as CorruptBlock.
 
@@ -190,7 +211,7 @@ def scan_blocks(data: bytes) -> Iterator[RawBlock | CorruptBlock]:
         except _Malformed as exc:
             following = data.find(MAGIC, pos + 1)
             stop = following if following != -1 else n
-            yield CorruptBlock(pos, stop - pos, str(exc))
+            yield CorruptBlock(pos, stop - pos, str(exc), _surviving_instant(data, pos, stop))
             pos = stop
             continue
         yield block

@@ -1,0 +1,345 @@
+"""Integrity of a table's data files against the commit metadata of its completed instants.
+
+A completed instant vouches, in its write stats, for the files it wrote (`path`, with
+its size in `fileSizeInBytes`). Three checks rest on that, from cheap to deep:
+
+- `verify_listing` (reads and writes, no extra I/O per file): every file a completed
+  instant wrote that is still live - its file group not replaced, its slice not older
+  than the group's latest slice (the cleaner only removes older slices) - must be in the
+  listing the file-system view was built from, at its recorded size (a base file
+  exactly, a log file at least: a later failed append may have grown it). Commit
+  metadata is read once per instant per process: completed instant files never change.
+- `log_damage` (reads of log files, only when a log file has corrupt stretches): a torn
+  or damaged stretch is an error when it belongs to a completed instant - its surviving
+  header names one, or a completed instant that wrote the file has no sound block in it,
+  or the stretch lies within the bytes that instant recorded. Otherwise it is the torn
+  tail of a write that never completed, skipped as Hudi does.
+- `check_table` (`Table.check()`, `lakeward show --check`): the listing check plus every
+  base file read through and every log file scanned and decoded, reporting every problem
+  in one pass and changing nothing.
+
+Instants archived out of the active timeline are not checked (their metadata is not
+read); their files are still read and their blocks still count as completed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lakeward.core.engine.local import LocalEngine
+from lakeward.core.exceptions import CorruptFileError, LakewardError, MissingFileError
+from lakeward.core.file_group.base_file import check_base_file
+from lakeward.core.file_group.file_group import FileGroup
+from lakeward.core.file_group.log_file import CorruptBlock, LogFileReader, decode_block
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.storage import Storage
+from lakeward.core.timeline import Instant, Timeline
+from lakeward.core.timeline.transitions import read_commit_metadata
+
+#: Said in every error of a damaged table: where to see the whole picture.
+CHECK_HINT = "run `lakeward show --check PATH` for every problem"
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file a completed instant wrote, as its write stat records it."""
+
+    path: str
+    partition: str
+    file_id: str
+    instant: str
+    #: `fileSizeInBytes` (0: not recorded).
+    size: int
+    is_log: bool
+    #: Base instant of the file slice the file belongs to (from its name).
+    slice_base: str
+    #: Where the instant's blocks start in a log file (`logOffset`; Hudi appends to a log).
+    log_offset: int = 0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One damaged or missing file. `kind`: missing, size, base, log."""
+
+    kind: str
+    path: str
+    instant: str | None
+    detail: str
+
+    def __str__(self) -> str:
+        of = f" (instant {self.instant})" if self.instant else ""
+        return f"{self.kind}: {self.path}{of}: {self.detail}"
+
+    def error(self) -> CorruptFileError:
+        """The error a read or write raises for this problem."""
+        cls = MissingFileError if self.kind == "missing" else CorruptFileError
+        return cls(str(self), self.path, self.instant)
+
+
+@dataclass
+class IntegrityReport:
+    """What `check_table` found: every problem, and how many data files it read."""
+
+    path: str
+    problems: list[Problem] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        head = f"check of {self.path}: {self.files_checked} data file(s) read, "
+        if self.ok:
+            return head + "no problems"
+        return "\n".join([head + f"{len(self.problems)} problem(s):", *(f"  {p}" for p in self.problems)])
+
+
+# -- what completed instants wrote -------------------------------------------------------------
+
+#: Threads reading commit metadata not cached yet (I/O bound: more than the cores).
+_METADATA_READERS = 8
+_written_cache: dict[tuple[str, str], tuple[WrittenFile, ...]] = {}
+_written_lock = threading.Lock()
+
+
+def _written_by(storage: Storage, instant: Instant) -> tuple[WrittenFile, ...]:
+    """The data files one completed write instant vouches for (cached: the file never changes)."""
+    key = (storage.uri, instant.file_name)
+    with _written_lock:
+        cached = _written_cache.get(key)
+    if cached is not None:
+        return cached
+    out: list[WrittenFile] = []
+    try:
+        metadata = read_commit_metadata(storage, instant)
+    except FileNotFoundError:
+        return ()  # archived or rolled back since the timeline was loaded: vouches for nothing now
+    for stat in metadata.write_stats():
+        files = [(stat.path, stat.fileSizeInBytes)] if stat.path else []
+        files += list((stat.cdcStats or {}).items())
+        for path, size in files:
+            name = posixpath.basename(path)
+            partition = stat.partitionPath if stat.partitionPath is not None else posixpath.dirname(path)
+            base = parse_base_file_name(name)
+            if base is not None:
+                out.append(WrittenFile(path, partition, stat.fileId, instant.time, size or 0, False, base.instant_time))
+                continue
+            log = parse_log_file_name(name)
+            if log is not None:
+                written = WrittenFile(
+                    path,
+                    partition,
+                    log.file_id,
+                    instant.time,
+                    size or 0,
+                    True,
+                    log.base_instant_time,
+                    stat.logOffset or 0,
+                )
+                out.append(written)
+    result = tuple(out)
+    with _written_lock:
+        if len(_written_cache) > 4096:
+            _written_cache.clear()
+        _written_cache[key] = result
+    return result
+
+
+def written_files(storage: Storage, timeline: Timeline, as_of: str | None = None) -> list[WrittenFile]:
+    """Files written by the completed write instants of the active timeline (none after `as_of`).
+
+    Commit metadata not cached yet is read in parallel (one small GET each on object stores).
+    """
+    instants = [i for i in timeline.completed_writes() if as_of is None or i.time <= as_of]
+    with _written_lock:
+        missing = [i for i in instants if (storage.uri, i.file_name) not in _written_cache]
+    if len(missing) > 1:
+        LocalEngine(_METADATA_READERS).map(lambda i: _written_by(storage, i), missing, "read commit metadata")
+    return [f for instant in instants for f in _written_by(storage, instant)]
+
+
+# -- the listing against the commit metadata -------------------------------------------------
+
+
+def _listed(groups: Iterable[FileGroup]) -> dict[str, int]:
+    """Path -> size of every data file the view holds."""
+    out: dict[str, int] = {}
+    for group in groups:
+        for s in group.slices:
+            if s.base_file is not None:
+                out[s.base_file.path] = s.base_file.size
+            for f in (*s.log_files, *s.cdc_files):
+                out[f.path] = f.size
+    return out
+
+
+def listing_problems(
+    storage: Storage, timeline: Timeline, view: FileSystemView, as_of: str | None = None
+) -> list[Problem]:
+    """Live files of completed instants (up to `as_of`) missing from the view's listing, or cut short.
+
+    No I/O beyond the (cached) commit metadata: the view's listing carries the sizes.
+    """
+    groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
+    listed = _listed(groups.values())
+    problems: list[Problem] = []
+    for written in written_files(storage, timeline, as_of):
+        if view.is_replaced(written.partition, written.file_id, as_of):
+            continue
+        group = groups.get((written.partition, written.file_id))
+        latest = group.latest_slice(as_of) if group is not None else None
+        if latest is not None and written.slice_base < latest.base_instant_time:
+            continue  # an older slice: the cleaner may have removed it
+        uri = storage.uri_of(written.path)
+        size = listed.get(written.path)
+        if size is None:
+            problems.append(Problem("missing", uri, written.instant, "written by a completed instant, not found"))
+        elif written.size and (size < written.size or (size != written.size and not written.is_log)):
+            problems.append(
+                Problem("size", uri, written.instant, f"{size} bytes, but the commit recorded {written.size}")
+            )
+    return problems
+
+
+def verify_listing(storage: Storage, timeline: Timeline, view: FileSystemView, as_of: str | None = None) -> None:
+    """Raise MissingFileError / CorruptFileError for the first of `listing_problems`, if any."""
+    problems = listing_problems(storage, timeline, view, as_of)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        error = first.error()
+        error.args = (f"{first}{more}; {CHECK_HINT}",)
+        raise error
+
+
+def verify_before_write(storage: Storage, timeline: Timeline) -> None:
+    """Refuse to build on a table whose completed instants' files are missing or cut short.
+
+    Called by the write client before an instant exists, so the table stays unchanged.
+    """
+    problems = listing_problems(storage, timeline, FileSystemView.load(storage, timeline))
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        error = first.error()
+        error.args = (f"refusing to write on a damaged table: {first}{more}; {CHECK_HINT}",)
+        raise error
+
+
+# -- damaged log blocks ---------------------------------------------------------------------------
+
+
+def log_damage(
+    storage: Storage,
+    path: str,
+    corrupt: Sequence[CorruptBlock],
+    sound_instants: set[str],
+    is_completed: Callable[[str], bool],
+    writers: Sequence[WrittenFile],
+) -> list[Problem]:
+    """Which corrupt stretches of one log file are damage to completed instants' blocks.
+
+    `sound_instants`: instants of the file's sound blocks; `is_completed`: whether an
+    instant completed (the blocks of one that did not may be torn: a failed write);
+    `writers`: what completed instants recorded writing this file (may be empty, e.g.
+    when they were archived). A stretch whose header names no instant is blamed on a
+    completed writer only when that writer's blocks are absent or the stretch overlaps
+    the bytes it recorded.
+    """
+    uri = storage.uri_of(path)
+    problems: list[Problem] = []
+    blamed: set[str] = set()
+    for block in corrupt:
+        where = f"{block.length} bytes at offset {block.offset} do not form a sound block ({block.reason})"
+        if block.instant_time is not None:
+            if is_completed(block.instant_time) and block.instant_time not in blamed:
+                blamed.add(block.instant_time)
+                problems.append(Problem("log", uri, block.instant_time, where))
+            continue
+        for writer in writers:
+            if writer.instant in blamed or not is_completed(writer.instant):
+                continue
+            recorded_end = writer.size or block.offset + block.length
+            overlaps = block.offset < recorded_end and block.offset + block.length > writer.log_offset
+            if writer.instant not in sound_instants or overlaps:
+                blamed.add(writer.instant)
+                problems.append(Problem("log", uri, writer.instant, where))
+    return problems
+
+
+def writers_of(storage: Storage, timeline: Timeline | None, path: str) -> list[WrittenFile]:
+    """The completed instants' records of writing the log file `path` (none without a timeline)."""
+    if timeline is None:
+        return []
+    return [f for f in written_files(storage, timeline) if f.path == path]
+
+
+# -- the deep check -------------------------------------------------------------------------------
+
+
+def _check_log(
+    storage: Storage, timeline: Timeline, path: str, completed: set[str], earliest: str | None
+) -> list[Problem]:
+    def is_completed(instant: str) -> bool:
+        return instant in completed or (earliest is not None and instant < earliest)
+
+    reader = LogFileReader(storage, path)
+    try:
+        raws = list(reader.raw_blocks())
+    except (OSError, LakewardError) as exc:
+        return [Problem("log", storage.uri_of(path), None, f"cannot be read: {exc}")]
+    writers = writers_of(storage, timeline, path)
+    sound = {r.instant_time for r in raws if r.instant_time is not None}
+    problems = log_damage(storage, path, reader.corrupt_blocks, sound, is_completed, writers)
+    blamed = {p.instant for p in problems}
+    for writer in writers:
+        if writer.instant not in sound and writer.instant not in blamed:
+            blamed.add(writer.instant)
+            problems.append(Problem("log", storage.uri_of(path), writer.instant, "holds no block of its instant"))
+    for raw in raws:
+        instant = raw.instant_time
+        if instant is None or not is_completed(instant) or instant in blamed:
+            continue
+        try:
+            decode_block(raw)
+        except LakewardError as exc:
+            blamed.add(instant)
+            problems.append(Problem("log", storage.uri_of(path), instant, f"block cannot be decoded: {exc}"))
+    return problems
+
+
+def check_table(storage: Storage, timeline: Timeline | None = None) -> IntegrityReport:
+    """Every problem of the table's data files in one pass; nothing is modified.
+
+    The listing against the commit metadata of completed instants (missing files, files
+    cut short), then every file of the view read: base files through every row group,
+    log files scanned and their completed blocks decoded.
+    """
+    timeline = timeline if timeline is not None else Timeline.load(storage)
+    view = FileSystemView.load(storage, timeline)
+    report = IntegrityReport(storage.uri, listing_problems(storage, timeline, view))
+    reported = {p.path for p in report.problems}
+    completed = {i.time for i in timeline.completed()}
+    earliest = timeline.instants[0].time if timeline.instants else None
+    for group in view.file_groups():
+        for s in group.slices:
+            if s.base_file is not None:
+                report.files_checked += 1
+                uri = storage.uri_of(s.base_file.path)
+                if uri in reported:
+                    continue
+                try:
+                    check_base_file(storage, s.base_file.path)
+                except CorruptFileError as exc:
+                    report.problems.append(Problem("base", uri, exc.instant, str(exc)))
+            for log in s.log_files:
+                report.files_checked += 1
+                if storage.uri_of(log.path) in reported:
+                    continue
+                report.problems.extend(_check_log(storage, timeline, log.path, completed, earliest))
+    return report
