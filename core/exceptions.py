@@ -57,3 +57,15 @@ class IndexNotFoundError(LakewardError, LookupError):
 
 class IndexExistsError(LakewardError, FileExistsError):
     """A secondary index of that name is already defined on the table."""
+
+
+class SharedLockRequiredError(ConcurrentWriteError):
+    """Another process is writing the table while this writer uses the in-process lock.
+
+    The in-process lock serialises the writers of one process only; two processes writing
+    one table need a lock they share (ZooKeeper). Nothing was written.
+    """
+
+
+class RollbackAbortedError(LakewardError):
+    """A rollback stopped before deleting anything: the instant it targets completed meanwhile."""
