@@ -1,9 +1,9 @@
 """One writer process of the multi-process writer test: several rounds of upserts to one table.
 
-Usage: python mp_writer.py <table uri> <json: {"options", "storage_options", "start_at"}> <writer id> <rounds>
+Usage: python mp_writer.py <table uri> <json: {"options", "storage_options"}> <writer id> <rounds>
 
-It waits until the wall-clock time `start_at` (so that every writer process has imported
-lakeward and they all begin together), then runs the rounds. Round r upserts the keys
+It opens the table, prints `READY` and waits for a line on stdin (so that the test starts
+every writer process at once, after their imports), then runs the rounds. Round r upserts the keys
 `w<id>-<r>-<k>` into the writer's own partition `p<id>` (disjoint from the others) and, on
 odd rounds, the keys `shared-<k>` into the partition `shared` every writer updates
 (overlapping), all with value `w<id>r<r>`. It prints one JSON line per round:
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import pyarrow as pa
 
@@ -36,7 +35,9 @@ def batch(writer: int, round_: int) -> pa.Table:
 def main() -> int:
     uri, setup, writer, rounds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     table = Table.open(uri, options=setup["options"], storage_options=setup["storage_options"])
-    time.sleep(max(0.0, float(setup["start_at"]) - time.time()))
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
     for round_ in range(rounds):
         out: dict[str, object] = {"round": round_, "instant": None, "error": None, "message": None}
         try:
