@@ -27,6 +27,7 @@ from lakeward.core.table_services.rollback import resume_rollback, rollback_pend
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.transitions import create_requested, transition_to_inflight
+from lakeward.core.write import active
 from lakeward.core.write.heartbeat import heartbeat_path
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
@@ -284,3 +285,17 @@ def test_two_writers_inserting_the_same_new_key_conflict_with_the_bucket_index(t
         first.upsert(_batch("n", ["new"], "first"))
     assert _rows(path) == {"a1": "base", "a2": "base", "new": "second"}
     assert Timeline.load(first.storage).pending() == []
+
+
+def test_a_running_write_is_known_under_every_spelling_of_its_table(tmp_path: Path) -> None:
+    """Else a write of this process, seen through another spelling, would look like a leftover of it."""
+    active.register("s3a://bucket/t/", "20250101000000000")
+    try:
+        assert active.active_instants("s3://bucket/t") == {"20250101000000000"}
+        local = tmp_path / "t"
+        active.register(str(local / "." / ""), "20250101000000001")
+        assert active.active_instants(f"file://{local}") == {"20250101000000001"}
+    finally:
+        active.unregister("s3://bucket/t", "20250101000000000")
+        active.unregister(str(local), "20250101000000001")
+    assert active.active_instants("s3a://bucket/t") == set()
