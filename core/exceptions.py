@@ -68,4 +68,5 @@ class SharedLockRequiredError(ConcurrentWriteError):
 
 
 class RollbackAbortedError(LakewardError):
-    """A rollback stopped before deleting anything: the instant it targets completed meanwhile."""
+    """A rollback stopped before deleting anything: the instant it targets completed meanwhile
+    (or, resumed, another runner already completed the rollback)."""

@@ -31,7 +31,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.exceptions import RollbackAbortedError
+from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
@@ -243,6 +243,13 @@ def pending_rollbacks(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
 
 
+def rollback_target(storage: Storage, rollback: Instant) -> str:
+    """The time of the instant a (pending) rollback's plan rolls back."""
+    requested = rollback.with_state(State.REQUESTED)
+    plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
+    return str(plan["instantToRollback"]["commitTime"])
+
+
 def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bool = False) -> RollbackResult:
     """Finish an interrupted rollback from its immutable plan (each step is idempotent).
 
@@ -255,6 +262,9 @@ def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bo
     so no data file is gone yet either way). Roll a completed instant back again with
     `Table.rollback`.
     """
+    if _completed(storage, rollback.time, Action.ROLLBACK):
+        # The caller's timeline is older: its runner was alive and finished it meanwhile.
+        raise RollbackAbortedError(f"rollback {rollback.time} is already completed; nothing to resume")
     requested = rollback.with_state(State.REQUESTED)
     plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
     target = plan["instantToRollback"]
@@ -283,7 +293,11 @@ def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bo
         by_partition[posixpath.dirname(path)].append(path)
     # The files are gone by now: their sizes are unknown (Hudi stubs unknown log sizes as -1).
     log_sizes = {path: -1 for path in files if _log_file(path) is not None}
-    _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
+    try:
+        _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
+    except InstantExistsError:
+        # Another runner (without a lock shared with this one) finished the same plan meanwhile.
+        log.info("rollback %s was completed by another runner", rollback.time)
     delete_markers(storage, target["commitTime"])
     log.info("resumed rollback %s of %s", rollback.time, target["commitTime"])
     return RollbackResult(rollback.time, target["commitTime"], tuple(files))

@@ -45,6 +45,7 @@ from lakeward.core.table_services.rollback import (
     pending_rollbacks,
     resume_rollback,
     rollback_pending_instant,
+    rollback_target,
 )
 from lakeward.core.timeline import (
     Action,
@@ -279,6 +280,13 @@ class WriteClient:
         current = Timeline.load(self.storage)
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
+            target = rollback_target(self.storage, interrupted)
+            beat = None if target in running else read_heartbeat(self.storage, target)
+            if target in running or (beat is not None and not self._writer_gone(beat)):
+                # Not interrupted: the target's writer is rolling its own write back right now.
+                if beat is not None and not self.lock_spans_processes:
+                    raise SharedLockRequiredError(self._unshared_lock_message(interrupted, beat))
+                continue
             try:
                 resume_rollback(self.storage, interrupted)
             except RollbackAbortedError:

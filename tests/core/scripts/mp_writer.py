@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 
 import pyarrow as pa
 
@@ -45,6 +46,7 @@ def main() -> int:
         except LakewardError as exc:
             out["error"] = type(exc).__name__
             out["message"] = str(exc)
+            out["trace"] = traceback.format_exc()
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
     return 0
