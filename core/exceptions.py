@@ -92,3 +92,16 @@ class CorruptFileError(CorruptTableError):
 
 class MissingFileError(CorruptFileError):
     """A data file a completed instant wrote, still live (not replaced nor cleaned), is missing."""
+
+
+class SharedLockRequiredError(ConcurrentWriteError):
+    """Another process is writing the table while this writer uses the in-process lock.
+
+    The in-process lock serialises the writers of one process only; two processes writing
+    one table need a lock they share (ZooKeeper). Nothing was written.
+    """
+
+
+class RollbackAbortedError(LakewardError):
+    """A rollback stopped before deleting anything: the instant it targets completed meanwhile
+    (or, resumed, another runner already completed the rollback)."""

@@ -66,8 +66,8 @@ class WriteConfig(BaseModel):
     combine_before_delete: bool = Field(True, alias="hoodie.combine.before.delete")
     payload_class: str | None = Field(None, alias="hoodie.datasource.write.payload.class")
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
-    #: EAGER: the next writer rolls back every pending write (single writer). LAZY: only writes
-    #: whose heartbeat expired (multi-writer; forced by optimistic concurrency control, as Hudi).
+    #: Hudi's EAGER (single writer) / LAZY (multi-writer; forced by optimistic concurrency control).
+    #: lakeward rolls back, under both, only pending writes whose writer is gone (core/write/client.py).
     failed_writes_cleaner_policy: Literal["EAGER", "LAZY"] = Field("EAGER", alias="hoodie.cleaner.policy.failed.writes")
     concurrency_mode: Literal["SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"] = Field(
         "SINGLE_WRITER", alias="hoodie.write.concurrency.mode"

@@ -14,6 +14,13 @@ a marker whose version was taken by another writer names someone else's file, wh
 left alone. The plan has one `HoodieRollbackRequest` per file group with log files
 (`fileId`, `latestBaseInstant` = the slice's base instant, `filesToBeDeleted`); the
 metadata lists them in `successDeleteFiles` and `logFilesFromFailedCommit` (path -> size).
+
+A rollback of a pending instant never removes one that completed: a writer that loaded the
+timeline while another process's write was in flight may only get to roll it back after it
+completed. So the target's state is checked again right before anything is deleted (after
+the plan exists), and a rollback whose target completed stops (`RollbackAbortedError`),
+drops its plan and deletes nothing. The same holds when an interrupted rollback is resumed:
+only an explicit rollback of a completed instant (`rollback_completed_instant`) removes one.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
@@ -86,10 +94,33 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
     return sorted(found)
 
 
+def _completed(storage: Storage, instant_time: str, action: Action) -> bool:
+    """Whether the instant's completed file exists now (on storage, not in a loaded timeline)."""
+    return storage.exists(instant_path(Instant(instant_time, action, State.COMPLETED)))
+
+
+def _abort_if_completed(storage: Storage, instant_time: str, action: Action, rollback_time: str | None) -> None:
+    """Raise RollbackAbortedError if the target completed; first drop the rollback's own plan, if any."""
+    if not _completed(storage, instant_time, action):
+        return
+    if rollback_time is not None:
+        delete_pending_files(storage, rollback_time, Action.ROLLBACK)
+    log.warning("not rolling back %s %s: it completed meanwhile (its writer was alive)", action.value, instant_time)
+    raise RollbackAbortedError(
+        f"{action.value} {instant_time} completed while it was about to be rolled back as a failed write; "
+        "nothing was deleted"
+    )
+
+
 def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
-    """Undo a pending write instant so that no trace of it stays visible or on disk."""
+    """Undo a pending write instant so that no trace of it stays visible or on disk.
+
+    Raises RollbackAbortedError, having deleted nothing, if the instant turns out to have
+    completed (the caller's view of the timeline was older than its completion).
+    """
     if instant.is_completed:
         raise ValueError(f"{instant} is completed; only pending instants are rolled back here")
+    _abort_if_completed(storage, instant.time, instant.action, None)
     started = time.monotonic()
     files = _files_written(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
@@ -106,6 +137,8 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
         storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan)
     )
     inflight = transition_to_inflight(storage, requested)
+    # Right before deleting: a writer that was alive may have completed since the listing above.
+    _abort_if_completed(storage, instant.time, instant.action, rollback_time)
     for path in files:
         storage.delete_file(path)
     delete_instant_index_files(storage, instant.time)  # secondary index files the instant wrote
@@ -202,7 +235,7 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
     requested = create_requested(
         storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan)
     )
-    return resume_rollback(storage, requested)
+    return resume_rollback(storage, requested, completed_target=True)
 
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:
@@ -210,11 +243,33 @@ def pending_rollbacks(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
 
 
-def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
-    """Finish an interrupted rollback from its immutable plan (each step is idempotent)."""
+def rollback_target(storage: Storage, rollback: Instant) -> str:
+    """The time of the instant a (pending) rollback's plan rolls back."""
+    requested = rollback.with_state(State.REQUESTED)
+    plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
+    return str(plan["instantToRollback"]["commitTime"])
+
+
+def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bool = False) -> RollbackResult:
+    """Finish an interrupted rollback from its immutable plan (each step is idempotent).
+
+    `completed_target`: the caller made the plan for a completed instant, under the table
+    lock, just now (`rollback_completed_instant`). Otherwise a target that is completed is
+    left alone: the plan cannot tell whether it was made for a completed instant (an
+    explicit rollback that died before its first step) or for a then-pending one whose
+    writer was alive and completed it, so it is dropped (RollbackAbortedError; nothing
+    deleted; the first step of a completed target's rollback removes its completed file,
+    so no data file is gone yet either way). Roll a completed instant back again with
+    `Table.rollback`.
+    """
+    if _completed(storage, rollback.time, Action.ROLLBACK):
+        # The caller's timeline is older: its runner was alive and finished it meanwhile.
+        raise RollbackAbortedError(f"rollback {rollback.time} is already completed; nothing to resume")
     requested = rollback.with_state(State.REQUESTED)
     plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
     target = plan["instantToRollback"]
+    if not completed_target:
+        _abort_if_completed(storage, target["commitTime"], Action(target["action"]), rollback.time)
     prefix = storage.full_path("").rstrip("/") + "/"
     files = [
         f[len(prefix) :] if f.startswith(prefix) else f
@@ -238,7 +293,11 @@ def resume_rollback(storage: Storage, rollback: Instant) -> RollbackResult:
         by_partition[posixpath.dirname(path)].append(path)
     # The files are gone by now: their sizes are unknown (Hudi stubs unknown log sizes as -1).
     log_sizes = {path: -1 for path in files if _log_file(path) is not None}
-    _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
+    try:
+        _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
+    except InstantExistsError:
+        # Another runner (without a lock shared with this one) finished the same plan meanwhile.
+        log.info("rollback %s was completed by another runner", rollback.time)
     delete_markers(storage, target["commitTime"])
     log.info("resumed rollback %s of %s", rollback.time, target["commitTime"])
     return RollbackResult(rollback.time, target["commitTime"], tuple(files))

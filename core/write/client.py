@@ -5,6 +5,12 @@ with the index -> assign them to file groups -> inflight -> write file groups on
 engine (markers first) -> (lock) check for conflicting commits, complete the instant.
 Any failure before completion rolls the instant back, so the table stays exactly as it
 was; a crash leaves a pending instant that the next writer rolls back.
+
+Several writers: every write keeps a heartbeat (naming its process) from before its
+instant is visible until after it completed, so a pending write with a live heartbeat is
+never taken for a failed one. With the in-process lock (the default), which does not
+exclude other processes, a write of another live process on the table is refused
+(SharedLockRequiredError, before anything is written, and again right before completing).
 """
 
 from __future__ import annotations
@@ -20,11 +26,18 @@ import pyarrow as pa
 from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig, TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
-from lakeward.core.exceptions import ConcurrentWriteError, SchemaError
+from lakeward.core.exceptions import (
+    ConcurrentWriteError,
+    InstantExistsError,
+    RollbackAbortedError,
+    SchemaError,
+    SharedLockRequiredError,
+)
 from lakeward.core.file_group.base_file import BloomSettings
 from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
+from lakeward.core.index.bucket import bucket_of_file_id
+from lakeward.core.locks import LOCK_OPTION_KEYS, InProcessLockProvider, LockProvider, lock_provider_for
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -33,6 +46,7 @@ from lakeward.core.table_services.rollback import (
     pending_rollbacks,
     resume_rollback,
     rollback_pending_instant,
+    rollback_target,
 )
 from lakeward.core.timeline import (
     Action,
@@ -52,7 +66,13 @@ from lakeward.core.timeline.transitions import (
 )
 from lakeward.core.write import active
 from lakeward.core.write.handles import WriteContext
-from lakeward.core.write.heartbeat import Heartbeat, delete_heartbeat, is_heartbeat_expired, last_heartbeat_ms
+from lakeward.core.write.heartbeat import (
+    Heartbeat,
+    HeartbeatInfo,
+    delete_heartbeat,
+    is_heartbeat_expired,
+    read_heartbeat,
+)
 from lakeward.core.write.local_plane import LocalDataPlane, to_arrow
 from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
@@ -61,6 +81,13 @@ from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
 from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
 
 log = logging.getLogger(__name__)
+
+#: What a writer refused for racing another process under the in-process lock is told to do.
+SHARED_LOCK_ADVICE = (
+    "Give every writer of the table a shared lock: hoodie.write.lock.provider="
+    "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider with hoodie.write.lock.zookeeper.url "
+    "and hoodie.write.lock.zookeeper.base_path, and hoodie.write.concurrency.mode=optimistic_concurrency_control."
+)
 
 
 @dataclass(frozen=True)
@@ -96,7 +123,7 @@ class WriteClient:
         self.write_config: WriteConfig = parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)
         self.engine = resolve_engine(engine, default=LocalEngine(self.write_config.parallelism))
         self.lock = lock or lock_provider_for(storage.uri, config.name, self.options)
-        #: Heartbeats of this client's in-flight instants (LAZY failed-writes policy only, as Hudi).
+        #: Heartbeats of this client's in-flight instants (both failed-writes policies).
         self._heartbeats: dict[str, Heartbeat] = {}
         #: Called with a table service's instant time right before it completes; raising stops the
         #: completion (the instant stays inflight). The daemon's fencing: its claim must still hold.
@@ -230,27 +257,26 @@ class WriteClient:
     def roll_back_failed_writes(self) -> Timeline:
         """Finish interrupted rollbacks and roll back failed writes; call under the table lock.
 
-        Writes running in this process are not failed. With the EAGER policy every other
-        pending write is failed; with LAZY (`hoodie.cleaner.policy.failed.writes=LAZY`, forced by
-        `hoodie.write.concurrency.mode=optimistic_concurrency_control`) only those whose
-        heartbeat expired. Returns the timeline afterwards.
+        Failed: a pending write whose writer is gone (see `_is_failed`); writes running in
+        this process and writes with a live heartbeat are not. Under the in-process lock a
+        write of another live process raises SharedLockRequiredError. Returns the timeline
+        afterwards.
         """
         return self._roll_back_writes(self._is_failed)[0]
 
     def roll_back_abandoned_writes(self) -> list[str]:
         """Finish interrupted rollbacks; roll back pending writes whose writer is certainly gone.
 
-        Certainly gone: the write has a heartbeat file (its writer runs the LAZY policy) that
-        has not been refreshed for `hoodie.client.heartbeat.tolerable.misses` intervals. A write
-        without a heartbeat file is never touched: its writer may be an EAGER writer still
-        running. Takes the table lock; returns the instants rolled back.
+        Certainly gone: the write has a heartbeat file that has not been refreshed for
+        `hoodie.client.heartbeat.tolerable.misses` intervals, or that names a process of this
+        machine that no longer runs. A write without a heartbeat file is never touched: its
+        writer may be an older or a Java Hudi EAGER writer still running. Takes the table
+        lock; returns the instants rolled back.
         """
-        wc = self.write_config
 
         def abandoned(pending: Instant) -> bool:
-            return last_heartbeat_ms(self.storage, pending.time) is not None and is_heartbeat_expired(
-                self.storage, pending.time, wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses
-            )
+            beat = read_heartbeat(self.storage, pending.time)
+            return beat is not None and self._writer_gone(beat)
 
         with self.lock:
             return self._roll_back_writes(abandoned)[1]
@@ -259,26 +285,89 @@ class WriteClient:
         current = Timeline.load(self.storage)
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
-            resume_rollback(self.storage, interrupted)
+            target = rollback_target(self.storage, interrupted)
+            beat = None if target in running else read_heartbeat(self.storage, target)
+            if target in running or (beat is not None and not self._writer_gone(beat)):
+                # Not interrupted: the target's writer is rolling its own write back right now.
+                if beat is not None and not self.lock_spans_processes:
+                    raise SharedLockRequiredError(self._unshared_lock_message(interrupted, beat))
+                continue
+            try:
+                resume_rollback(self.storage, interrupted)
+            except RollbackAbortedError:
+                pass  # planned for a write that was alive and completed: the plan is dropped
             current = Timeline.load(self.storage)
         done: list[str] = []
         for failed in failed_writes(current, exclude=running, storage=self.storage):
             if not is_failed(failed):
                 continue
-            rollback_pending_instant(
-                self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
-            )
+            try:
+                rollback_pending_instant(
+                    self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
+                )
+            except RollbackAbortedError:
+                continue  # it completed since the timeline was loaded: not a failed write
             delete_heartbeat(self.storage, failed.time)
             done.append(failed.time)
             current = Timeline.load(self.storage)
         return current, done
 
-    def _is_failed(self, pending: Instant) -> bool:
-        """EAGER: every pending write of another process has failed; LAZY: only one whose heartbeat expired."""
+    @property
+    def lock_spans_processes(self) -> bool:
+        """Whether the table lock excludes other processes (ZooKeeper) or only this one's threads."""
+        return not isinstance(self.lock, InProcessLockProvider)
+
+    def _writer_gone(self, beat: HeartbeatInfo) -> bool:
+        """Whether the writer of a heartbeat certainly stopped: no beat for `interval * tolerable misses`
+        (as Hudi), or its process, on this machine, no longer runs (or is this one, which is not
+        writing it: the caller excludes the instants this process writes)."""
         wc = self.write_config
-        if not wc.lazy_failed_writes:
+        if beat.age_ms() > wc.heartbeat_interval_ms * wc.heartbeat_tolerable_misses:
             return True
-        return is_heartbeat_expired(self.storage, pending.time, wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses)
+        return beat.owner is not None and (beat.owner.is_this_process or beat.owner.is_gone)
+
+    def _is_failed(self, pending: Instant) -> bool:
+        """Whether a pending write (not one of this process) failed, so that it must be rolled back.
+
+        Without a heartbeat file it failed (with both policies, as Hudi: a writer's heartbeat
+        exists before its instant, and goes only after the instant completed, which the
+        rollback checks again before deleting anything). With one, it failed when its writer
+        is gone (`_writer_gone`). A write whose writer lives is left alone, and under the
+        in-process lock it cannot be raced safely: SharedLockRequiredError.
+        """
+        beat = read_heartbeat(self.storage, pending.time)
+        if beat is None or self._writer_gone(beat):
+            return True
+        if not self.lock_spans_processes:
+            raise SharedLockRequiredError(self._unshared_lock_message(pending, beat))
+        return False
+
+    def _refuse_other_live_writes(self, instant_time: str) -> None:
+        """Under the in-process lock, right before completing: no write of another live process may be
+        pending. Two writers that started unseen by each other both find the other here (each one's
+        instant exists before its check), so at most one of two racing writes completes."""
+        if self.lock_spans_processes:
+            return
+        running = active.active_instants(self.storage.uri) | {instant_time}
+        for pending in failed_writes(Timeline.load(self.storage), exclude=running, storage=self.storage):
+            beat = read_heartbeat(self.storage, pending.time)
+            if beat is not None and not self._writer_gone(beat):
+                raise SharedLockRequiredError(self._unshared_lock_message(pending, beat, instant_time))
+
+    def _unshared_lock_message(self, other: Instant, beat: HeartbeatInfo, ours: str | None = None) -> str:
+        wc = self.write_config
+        who = beat.owner.describe() if beat.owner is not None else "a writer that does not record its process"
+        return (
+            f"table {self.storage.uri} is being written by another process: {other.action.value} {other.time} "
+            f"is in flight ({who}, heartbeat refreshed {beat.age_ms() / 1000:.1f}s ago). "
+            + (f"Write {ours} did not complete and was rolled back. " if ours else "Nothing was written. ")
+            + "This writer uses the in-process lock (the default hoodie.write.lock.provider), which does not "
+            f"exclude other processes, so writing on could lose that write or this one. {SHARED_LOCK_ADVICE} "
+            "If that writer died, its write is rolled back once its process is gone (same machine) "
+            "or its heartbeat is older than "
+            f"{wc.heartbeat_interval_ms * wc.heartbeat_tolerable_misses} ms (hoodie.client.heartbeat.interval_in_ms "
+            "x hoodie.client.heartbeat.tolerable.misses)."
+        )
 
     def _start(self, timeline: Timeline, operation: WriteOperation) -> Instant:
         """Under the table lock: roll back failed writes, then take a new instant time."""
@@ -291,19 +380,25 @@ class WriteClient:
                     avro_plans.REQUESTED_REPLACE_METADATA,
                     {"operationType": operation.value, "clusteringPlan": None, "extraMetadata": None, "version": 1},
                 )
-            requested = create_requested(self.storage, instant_time, self.action_of(operation), content)
             active.register(self.storage.uri, instant_time)
-            if self.write_config.lazy_failed_writes:
-                self._start_heartbeat(instant_time)
-            return requested
-
-    def _start_heartbeat(self, instant_time: str) -> None:
-        try:
-            heartbeat = Heartbeat(self.storage, instant_time, self.write_config.heartbeat_interval_ms)
-            self._heartbeats[instant_time] = heartbeat.start()
-        except BaseException:
-            active.unregister(self.storage.uri, instant_time)
-            raise
+            try:
+                # As Hudi: the heartbeat exists before the instant is visible to other writers.
+                heartbeat = Heartbeat(self.storage, instant_time, self.write_config.heartbeat_interval_ms)
+                try:
+                    self._heartbeats[instant_time] = heartbeat.start()
+                except InstantExistsError:
+                    if self.lock_spans_processes:
+                        raise
+                    raise SharedLockRequiredError(
+                        f"another process took instant time {instant_time} on table {self.storage.uri} at the "
+                        "same moment: several processes write the table under the in-process lock (the default "
+                        f"hoodie.write.lock.provider). Nothing was written. {SHARED_LOCK_ADVICE}"
+                    ) from None
+                return create_requested(self.storage, instant_time, self.action_of(operation), content)
+            except BaseException:
+                self._stop_heartbeat(instant_time)  # only a heartbeat this client created
+                active.unregister(self.storage.uri, instant_time)
+                raise
 
     def _stop_heartbeat(self, instant_time: str) -> None:
         heartbeat = self._heartbeats.pop(instant_time, None)
@@ -339,6 +434,7 @@ class WriteClient:
         for stat in stats:
             metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
         touched = set(plan.touched) | {(p, f) for p, ids in plan.replaced.items() for f in ids}
+        touched |= {(s.partitionPath, s.fileId) for s in stats}  # new file groups too (BUCKET: their buckets)
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
@@ -421,6 +517,14 @@ class WriteClient:
         Also fail when this instant is no longer pending: another process took it for a
         failed write and rolled it back (EAGER cleaning cannot tell a slow writer from a dead one).
         """
+        self._refuse_other_live_writes(instant_time)
+        wc = self.write_config
+        if is_heartbeat_expired(self.storage, instant_time, wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses):
+            # As Hudi: others may have taken this write for a failed one (its beats did not get through).
+            raise ConcurrentWriteError(
+                f"the heartbeat of instant {instant_time} expired while it ran (another writer may have rolled "
+                "it back); retry the write"
+            )
         now = Timeline.load(self.storage)
         if not any(i.time == instant_time and not i.is_completed for i in now.pending()):
             raise ConcurrentWriteError(
@@ -446,6 +550,32 @@ class WriteClient:
                     f"also wrote file group {file_id} in partition {partition!r} "
                     f"({len(clash)} file group(s) in common); retry the write"
                 )
+            buckets = self._bucket_clash(touched, theirs)
+            if buckets:
+                partition, bucket = buckets[0]
+                raise ConcurrentWriteError(
+                    f"instant {instant_time} conflicts with {instant.time}, which completed first and also "
+                    f"wrote bucket {bucket} in partition {partition!r} ({len(buckets)} bucket(s) in common; "
+                    "BUCKET index: one file group per bucket, and the same new key goes to the same bucket); "
+                    "retry the write"
+                )
+
+    def _bucket_clash(self, ours: set[tuple[str, str]], theirs: set[tuple[str, str]]) -> list[tuple[str, int]]:
+        """BUCKET index: the (partition, bucket) pairs both sides wrote, as Hudi's bucket-index conflict
+        strategy compares them. Two writers that insert into a bucket with no file group yet each
+        create one, with different file ids: only the bucket number shows that they collide."""
+        if self.write_config.index_type != "BUCKET":
+            return []
+
+        def by_bucket(groups: set[tuple[str, str]]) -> set[tuple[str, int]]:
+            out = set()
+            for partition, file_id in groups:
+                bucket = bucket_of_file_id(file_id)
+                if bucket is not None:
+                    out.add((partition, bucket))
+            return out
+
+        return sorted(by_bucket(ours) & by_bucket(theirs))
 
     def _reject_updates_under_clustering(
         self, timeline: Timeline, touched: set[tuple[str, str]], instant_time: str

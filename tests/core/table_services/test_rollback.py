@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
+from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, RollbackAbortedError
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import resume_rollback
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
@@ -85,8 +85,8 @@ def test_only_the_latest_unsavepointed_instant_can_be_rolled_back(tmp_path: Path
     assert _values(path) == {1: "b1", 2: "a2"}
 
 
-def test_an_interrupted_rollback_of_a_completed_instant_is_finished(tmp_path: Path) -> None:
-    """The plan is written first: a runner that died after it leaves work the next attempt finishes."""
+def test_an_interrupted_rollback_of_a_completed_instant_is_dropped_then_redone(tmp_path: Path) -> None:
+    """The plan is written first; a runner that died right after it (before its first step) left nothing done."""
     path = str(tmp_path / "t")
     table = Table.create(path, record_key="id", partition_by="p")
     table.insert(_batch([1, 2], "a"))
@@ -109,6 +109,13 @@ def test_an_interrupted_rollback_of_a_completed_instant_is_finished(tmp_path: Pa
     }
     rollback_time = "29990101000000000"
     create_requested(storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan))
-    # the runner died here; the next writer (or an explicit call) resumes it
-    resume_rollback(storage, Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
+    # The runner died here. Resumed, the plan cannot tell an explicit rollback of a completed
+    # instant from a rollback planned while the instant was pending (whose writer then completed
+    # it): a completed instant is never removed that way, the plan is dropped, nothing deleted.
+    with pytest.raises(RollbackAbortedError):
+        resume_rollback(storage, Instant(rollback_time, Action.ROLLBACK, State.REQUESTED))
+    assert _values(path) == {1: "a1", 2: "b2", 3: "b3"}
+    assert Timeline.load(storage).pending() == []
+    # An explicit rollback does it again.
+    Table.open(path).rollback(last)
     assert _values(path) == {1: "a1", 2: "a2"}
