@@ -449,7 +449,8 @@ class Runner:
         table = execution.open_table(
             item.table, self.table_options(item.table), self.engine, self._completion_check(run)
         )
-        with self._spark_job_group(run):
+        # closing the table gives its lock's share of the shared ZooKeeper client back
+        with table, self._spark_job_group(run):
             if run.instant is None and item.action in execution.PLANNED_ACTIONS and run.mode != "run":
                 run.phase = "scheduling"
                 instant = execution.schedule(table, item.action, force=run.force)

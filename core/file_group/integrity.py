@@ -158,7 +158,8 @@ def written_files(storage: Storage, timeline: Timeline, as_of: str | None = None
     instants = [i for i in timeline.completed_writes() if as_of is None or i.time <= as_of]
     with _written_lock:
         missing = [i for i in instants if (storage.uri, i.file_name) not in _written_cache]
-    if len(missing) > 1:
+    # a pool only pays off on a cold cache; a steady reader finds one or two new commits per load
+    if len(missing) > _METADATA_READERS:
         LocalEngine(_METADATA_READERS).map(lambda i: _written_by(storage, i), missing, "read commit metadata")
     return [f for instant in instants for f in _written_by(storage, instant)]
 
