@@ -278,13 +278,16 @@ class Run:
                 self.pending_for = rng.randint(0, 3)
                 self.log.append(f"schedule_compaction -> {self.pending_compaction}")
         elif op == "clustering":
-            # DEFECT (not in the index; reported with issue 18): clustering a BUCKET-index table
-            # merges buckets into one file group whose id carries no bucket number, so the next
-            # upsert starts new bucket groups and every key is read twice. Avoided only there.
-            if self.pending_compaction is None and self.setup.options.get("hoodie.index.type") != "BUCKET":
-                instant = self.table().schedule_clustering()
+            # A BUCKET-index table clusters bucket by bucket, each back into its own file
+            # group, and only with sort columns (without, nothing is scheduled): sort there.
+            bucketed = self.setup.options.get("hoodie.index.type") == "BUCKET"
+            options = {**COMMON, **self.setup.options}
+            if bucketed:
+                options["hoodie.clustering.plan.strategy.sort.columns"] = "v"
+            if self.pending_compaction is None:
+                instant = Table.open(self.path, options=options).schedule_clustering()
                 if instant is not None:
-                    self.table().run_clustering(instant)
+                    Table.open(self.path, options=options).run_clustering(instant)
                     self.log.append(f"clustering {instant}")
         elif op == "clean":
             cleaned = self.table().clean()

@@ -31,11 +31,14 @@ from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_
 from lakeward.core.engine.spark.read import arrow_schema, spark_path
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
+from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
+from lakeward.core.index.base import read_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.schema import META_COLUMNS
+from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.local_plane import IS_DELETED, to_arrow
@@ -78,6 +81,20 @@ def utc_timestamps(table: pa.Table) -> pa.Table:
         if pa.types.is_timestamp(f.type) and f.type.tz is not None and f.type.tz != "UTC":
             table = table.set_column(i, f.name, pc.cast(table.column(i), pa.timestamp(f.type.unit, "UTC")))
     return table
+
+
+def _slice_key_batch(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.RecordBatch:
+    """(partition, key, file id) of every distinct key a slice holds: base file and committed log blocks.
+
+    Runs in a Spark task; the keys come from the same per-slice function as the local
+    engine's index (`read_keys`), so both engines agree on which group holds a key.
+    """
+    keys = pc.unique(read_keys(storage, file_slice, committed))
+    n = len(keys)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([file_slice.partition_path] * n, pa.string()), keys, pa.array([file_slice.file_id] * n, pa.string())],
+        names=["__lw_partition", "__lw_key", LOCATION],
+    )
 
 
 def _whole_partition(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -194,7 +211,7 @@ class SparkDataPlane:
             # bucket number), so that later writes find the keys in their buckets.
             tagged = self._tag_by_bucket(records, [] if operation.replaces else candidates)
         elif tag and candidates:
-            tagged = self._tag_by_join(records, candidates)
+            tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline))
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
         if self.write_config.index_type == "BUCKET" or (tag and candidates):
@@ -278,24 +295,49 @@ class SparkDataPlane:
         return max(16, fixed)
 
     # -- tagging -------------------------------------------------------------------------------
-    def _tag_by_join(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
-        """LOCATION = file id of the base file that holds the key: a join with the keys of the candidate files.
+    def _tag_by_join(
+        self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants
+    ) -> DataFrame:
+        """LOCATION = file id of the slice that holds the key: a join with the keys of the candidate slices.
 
-        The keys are read by Spark's native Parquet scan of the `_hoodie_record_key` and
-        `_hoodie_partition_path` columns only; the file id comes from the file's name.
+        A slice holds the keys of its base file and of its committed log blocks (data and
+        delete), as on the local engine (`index.base.read_keys`): on merge-on-read a key can
+        live only in a log, and reading base files alone would insert it a second time.
+        Base files of slices without logs are read by Spark's native Parquet scan of the
+        `_hoodie_record_key` and `_hoodie_partition_path` columns (the file id from the
+        file's name); slices with logs by Python tasks, one per slice, that run the same
+        per-slice key function as the local engine.
         """
         from pyspark.sql import functions as F
 
-        paths = [spark_path(self.storage, s.base_file.path) for s in candidates if s.base_file is not None]
-        keys = (
-            self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
-            .parquet(*paths)
-            .select(
-                F.col("_hoodie_partition_path").alias("__lw_partition"),
-                F.col("_hoodie_record_key").alias("__lw_key"),
-                F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
+        key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
+        frames = []
+        base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files]
+        paths = [spark_path(self.storage, base.path) for base in base_only]
+        if paths:
+            frames.append(
+                self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
+                .parquet(*paths)
+                .select(
+                    F.col("_hoodie_partition_path").alias("__lw_partition"),
+                    F.col("_hoodie_record_key").alias("__lw_key"),
+                    F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
+                )
             )
-        )
+        with_logs = [s for s in candidates if s.log_files]
+        if with_logs:
+            storage = self.storage
+
+            def slice_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                for batch in batches:
+                    for index in batch.column(0).to_pylist():
+                        yield _slice_key_batch(storage, with_logs[index], committed)
+
+            slices = self.spark.range(len(with_logs), numPartitions=len(with_logs))
+            frames.append(slices.mapInArrow(slice_keys, key_schema))
+        if not frames:
+            return records.withColumn(LOCATION, F.lit(None).cast("string"))
+        keys = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
         # A key stored more than once (inserts allow duplicates) would repeat the incoming
         # row; keep one location per incoming row, as the local index does. The join output
         # is already clustered by (partition, key), so this needs no further shuffle.

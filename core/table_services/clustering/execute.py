@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, SchemaError
+from lakeward.core.exceptions import CorruptTableError, InstantExistsError, InstantNotFoundError, SchemaError
 from lakeward.core.file_group.base_file import write_base_file
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
@@ -20,6 +20,7 @@ from lakeward.core.index.secondary.api import build_indexes_of_written_files
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.table_services.clustering.schedule import SINGLE_FILE_STRATEGY
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.clustering_plan import (
     CLUSTER,
@@ -62,10 +63,13 @@ def cluster_group(
     settings: MergeSettings,
     sort_columns: tuple[str, ...] = (),
     attempt: int = 0,
+    keep_file_id: bool = False,
 ) -> list[WriteStat]:
     """Write the merged rows of one group's slices as `numOutputFileGroups` new base files (sorted when asked).
 
     Records keep their commit times and sequence numbers (Hudi's preserveHoodieMetadata).
+    `keep_file_id` (single-file plans, BUCKET-index tables): the group's one slice is
+    rewritten as a new base file of its own file group, so its keys stay in their bucket.
     """
     started = time.monotonic()
     storage = ctx.storage
@@ -77,11 +81,16 @@ def cluster_group(
     if sort_columns and rows.num_rows:
         rows = rows.sort_by([(c, "ascending") for c in sort_columns])
     outputs = min(max(1, group.num_output_file_groups), rows.num_rows)
+    if keep_file_id and (len(group.slices) != 1 or outputs > 1):
+        raise CorruptTableError(
+            f"clustering {ctx.instant_time}: a single-file plan group must have one slice and one output,"
+            f" not {len(group.slices)} slice(s) and {group.num_output_file_groups} output(s)"
+        )
     stats: list[WriteStat] = []
     token = write_token(group_index, ctx.stage_id, attempt)
     for j in range(outputs):
         lo, hi = rows.num_rows * j // outputs, rows.num_rows * (j + 1) // outputs
-        file_id = output_file_id(ctx.instant_time, group_index, j)
+        file_id = group.slices[0].file_id if keep_file_id else output_file_id(ctx.instant_time, group_index, j)
         name = base_file_name(file_id, token, ctx.instant_time)
         path = posixpath.join(partition, name) if partition else name
         create_marker(storage, ctx.instant_time, partition, name, CREATE)
@@ -105,6 +114,13 @@ def cluster_group(
             )
         )
     return stats
+
+
+def _replaced(planned: dict[str, list[str]], stats: list[WriteStat]) -> dict[str, list[str]]:
+    """The planned file groups minus those the clustering wrote into (as Hudi: those live on, with a new slice)."""
+    written = {(s.partitionPath, s.fileId) for s in stats}
+    out = {p: [f for f in ids if (p, f) not in written] for p, ids in planned.items()}
+    return {p: ids for p, ids in out.items() if ids}
 
 
 def run_clustering(client: WriteClient, instant_time: str, engine: Engine | None = None) -> ClusteringResult:
@@ -131,10 +147,11 @@ def run_clustering(client: WriteClient, instant_time: str, engine: Engine | None
     visible = VisibleInstants.from_timeline(timeline, instant_time)
     settings = MergeSettings.from_config(client.config)
     sort_columns = plan.sort_columns
+    keep_file_ids = plan.strategy == SINGLE_FILE_STRATEGY
     runner = engine or client.engine
     started = time.monotonic()
     per_group: list[list[WriteStat]] = runner.map(
-        lambda item: cluster_group(ctx, item[0], item[1], visible, settings, sort_columns),
+        lambda item: cluster_group(ctx, item[0], item[1], visible, settings, sort_columns, keep_file_id=keep_file_ids),
         list(enumerate(plan.groups)),
         f"cluster {instant_time}",
     )
@@ -144,7 +161,7 @@ def run_clustering(client: WriteClient, instant_time: str, engine: Engine | None
     metadata = CommitMetadata(
         operationType=CLUSTER,
         extraMetadata={"schema": avro_schema_json(schema, client.config.name)},
-        partitionToReplaceFileIds=plan.replaced(),
+        partitionToReplaceFileIds=_replaced(plan.replaced(), stats),
     )
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)

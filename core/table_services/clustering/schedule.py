@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakeward.core.config.write import WriteConfig
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MB = 1024 * 1024
+#: The execution strategy of plans that rewrite each file group alone, into the same file
+#: id (Hudi's name for it): used for BUCKET-index tables, whose file ids carry the bucket.
+SINGLE_FILE_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSingleFileSortExecutionStrategy"
 
 
 def pending_clustering(storage: Storage, timeline: Timeline) -> list[str]:
@@ -84,6 +88,24 @@ def plan_groups(slices: list[FileSlice], wc: WriteConfig, sort_columns: tuple[st
     return groups[: wc.clustering_max_num_groups]
 
 
+def plan_bucket_groups(
+    slices: list[FileSlice], wc: WriteConfig, sort_columns: tuple[str, ...]
+) -> list[ClusteringGroup]:
+    """BUCKET-index tables: one group per small file slice, written back into its own file group.
+
+    A key's file group is fixed by its bucket (the file id starts with the bucket number);
+    merging buckets into a new file group would make the next write start new bucket groups
+    and store every key twice. So, as Hudi's single-file sort strategies, each bucket's
+    slice is rewritten alone into one output that keeps its file id. Rewriting one slice
+    changes nothing without sort columns: then there is nothing to plan.
+    """
+    if not sort_columns:
+        return []
+    small = [s for s in slices if (s.base_file.size if s.base_file is not None else 0) < wc.clustering_small_file_limit]
+    ordered = sorted(small, key=lambda s: (s.partition_path, s.file_id))
+    return [replace(_group([s], wc), num_output_file_groups=1) for s in ordered][: wc.clustering_max_num_groups]
+
+
 def schedule_clustering(client: WriteClient) -> str | None:
     """Write a clustering plan and return its instant time; None when nothing qualifies.
 
@@ -115,12 +137,23 @@ def schedule_clustering(client: WriteClient) -> str | None:
                 raise ConfigError(
                     f"hoodie.clustering.plan.strategy.sort.columns names {missing}, which the table does not have"
                 )
-        groups = plan_groups(free, wc, sort_columns)
+        bucketed = wc.index_type == "BUCKET"
+        groups = plan_bucket_groups(free, wc, sort_columns) if bucketed else plan_groups(free, wc, sort_columns)
         if not groups:
-            log.info("nothing to cluster: no partition has small file slices to group")
+            if bucketed and not sort_columns:
+                log.info(
+                    "not scheduling a clustering: on a BUCKET-index table each bucket keeps its own file group,"
+                    " so a clustering only sorts buckets in place; set hoodie.clustering.plan.strategy.sort.columns"
+                )
+            else:
+                log.info("nothing to cluster: no partition has small file slices to group")
             return None
         instant_time = new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
-        plan = ClusteringPlan(tuple(groups), sort_columns)
+        plan = (
+            ClusteringPlan(tuple(groups), sort_columns, SINGLE_FILE_STRATEGY)
+            if bucketed
+            else ClusteringPlan(tuple(groups), sort_columns)
+        )
         create_requested(storage, instant_time, Action.REPLACE_COMMIT, plan.to_bytes(storage))
         log.info(
             "scheduled clustering %s: %d group(s), %d file slice(s)",
