@@ -284,7 +284,12 @@ class Table:
         return self.config.version
 
     def timeline(self) -> Timeline:
-        return Timeline.load(self.storage, self.version.timeline_layout)
+        """The table's timeline: the active one, plus on table versions 8+ the instants archived
+        into the LSM history (`.hoodie/timeline/history/`), so that time travel and incremental
+        reads reaching before the active timeline find them (`Instant.is_archived`)."""
+        timeline = Timeline.load(self.storage, self.version.timeline_layout)
+        folder = self.version.history_folder
+        return timeline.with_history(self.storage, folder) if folder is not None else timeline
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
