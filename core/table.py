@@ -48,7 +48,7 @@ from lakeward.core.read.changes import (
     is_earliest,
 )
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
-from lakeward.core.read.incremental import incremental_slices, read_incremental, stable_end
+from lakeward.core.read.incremental import IncrementalRange, incremental_slices, read_incremental, stable_end
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
@@ -284,7 +284,12 @@ class Table:
         return self.config.version
 
     def timeline(self) -> Timeline:
-        return Timeline.load(self.storage, self.version.timeline_layout)
+        """The table's timeline: the active one, plus on table versions 8+ the instants archived
+        into the LSM history (`.hoodie/timeline/history/`), so that time travel and incremental
+        reads reaching before the active timeline find them (`Instant.is_archived`)."""
+        timeline = Timeline.load(self.storage, self.version.timeline_layout)
+        folder = self.version.history_folder
+        return timeline.with_history(self.storage, folder) if folder is not None else timeline
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
@@ -777,6 +782,23 @@ class Table:
             return result
         return result.drop_columns([c for c in result.column_names if c.startswith("_hoodie_")])
 
+    def incremental_range(
+        self, begin: str | dt.datetime, end: str | dt.datetime | None = None
+    ) -> tuple[Timeline, IncrementalRange]:
+        """Resolve an incremental range (begin, end] as every incremental surface does.
+
+        Times normalised in the timeline's time zone, the end moved before a write still in
+        flight (an explicit end past one is an InstantNotFoundError), the range checked
+        against what cleans retained; on table versions 8+ the range is in completion time.
+        """
+        timeline = self.timeline()
+        tz = self.config.timeline_timezone
+        start = normalize_instant_time(begin, tz)
+        stop = normalize_instant_time(end, tz) if end is not None else None
+        stop = stable_end(timeline, start, stop)
+        check_incremental_retained(self.storage, timeline, start, stop)
+        return timeline, IncrementalRange.resolve(timeline, start, stop)
+
     def read_incremental(
         self,
         begin: str | dt.datetime,
@@ -786,30 +808,31 @@ class Table:
         *,
         engine: Engine | str | None = None,
     ) -> Any:
-        """Latest state of records changed by completed writes in (begin, end] (Arrow, or Spark on Spark)."""
+        """Latest state of records changed by completed writes in (begin, end] (Arrow, or Spark on Spark).
+
+        On table versions 8+ the range is in completion time (the writes that completed in
+        it), as in Hudi 1.x; on version 6 in commit time.
+        """
         chosen = self._read_engine(engine)
-        timeline = self.timeline()
-        tz = self.config.timeline_timezone
-        start = normalize_instant_time(begin, tz)
-        stop = normalize_instant_time(end, tz) if end is not None else None
-        stop = stable_end(timeline, start, stop)
-        check_incremental_retained(self.storage, timeline, start, stop)
+        timeline, window = self.incremental_range(begin, end)
+        start, stop = window.begin, window.end
         schema = resolve_table_schema(self.storage, timeline, self.config)
         if chosen.name == "spark":
-            from pyspark.sql import functions as F
-
             from lakeward.core.engine.spark.read import dnf_to_column, read_slices
 
-            in_range = F.col("_hoodie_commit_time") > start
-            if stop is not None:
-                in_range = in_range & (F.col("_hoodie_commit_time") <= stop)
+            in_range = [window.commit_time_conjunction()] if self.config.populate_meta_fields else None
             condition = dnf_to_column(filters)
+            row_filter = dnf_to_column(in_range)
             slices = incremental_slices(self.storage, timeline, start, stop)
             spark = chosen.spark  # type: ignore[attr-defined]
-            combined = in_range if condition is None else in_range & condition
-            visible = VisibleInstants.from_timeline(timeline, stop)
+            if row_filter is not None and condition is not None:
+                combined = row_filter & condition
+            else:
+                combined = row_filter if row_filter is not None else condition
             merge = MergeSettings.from_config(self.config)
-            return read_slices(spark, self.storage, slices, schema, columns, combined, instants=visible, merge=merge)
+            return read_slices(
+                spark, self.storage, slices, schema, columns, combined, instants=window.visible, merge=merge
+            )
         return self._without_empty_meta_columns(
             read_incremental(
                 self.storage,

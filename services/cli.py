@@ -69,11 +69,18 @@ def _format(rows: pa.Table) -> str:
 
 @app.command()
 def timeline(path: str = typer.Argument(..., help="table base path or URI")) -> None:
-    """Print the table's instants: time, action and state."""
+    """Print the table's instants: time, action and state; on table versions 8+ also when each
+    completed, and which were read from the archived (LSM) timeline."""
     table = _open(path)
-    typer.echo(f"{'instant time':<20}{'action':<16}state")
+    with_completion = table.version.timeline_layout.completion_time_in_name
+    extra = f"{'state':<11}completion time" if with_completion else "state"
+    typer.echo(f"{'instant time':<20}{'action':<16}{extra}")
     for instant in table.timeline():
-        typer.echo(f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}")
+        line = f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}"
+        if with_completion:
+            archived = "  archived" if instant.is_archived else ""
+            line = f"{line:<47}{instant.completion_time or '-'}{archived}"
+        typer.echo(line)
 
 
 @app.command()
@@ -102,6 +109,7 @@ def show(
             json.dumps(
                 {
                     "properties": table.config.to_properties(),
+                    "read_only": None if table.version.writable else str(table.version),
                     "file_groups": [
                         {
                             "partition": s.partition_path,
@@ -118,6 +126,8 @@ def show(
         )
         return
     typer.echo(f"table {table.name} at {table.path}")
+    if not table.version.writable:
+        typer.echo(f"  read-only: {table.version}")
     for key, value in table.config.to_properties().items():
         if key != "hoodie.table.create.schema":
             typer.echo(f"  {key} = {value}")
@@ -189,10 +199,16 @@ def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: boo
         typer.echo(json.dumps(found, indent=2))
         return
     rows = [
-        {**t, "pending": len(t["pending_plans"]), "health": "ok" if t["healthy"] else f"FAILING: {t['problem']}"}
+        {
+            **t,
+            "pending": len(t["pending_plans"]),
+            "health": "ok" if t["healthy"] else f"FAILING: {t['problem']}",
+            "served": t.get("read_only") or "yes",
+        }
         for t in found
     ]
-    typer.echo(_grid(rows, ["name", "table_type", "pending", "paused", "last_completed_instant", "health", "path"]))
+    columns = ["name", "table_type", "pending", "paused", "last_completed_instant", "served", "health", "path"]
+    typer.echo(_grid(rows, columns))
 
 
 @app.command()

@@ -68,6 +68,8 @@ class TableView:
             "name": self.ref.name,
             "path": self.ref.path,
             "table_type": s.table_type if s else None,
+            "table_version": s.table_version if s else None,
+            "read_only": s.read_only if s else None,
             "paused": self.paused or self.paused_by_policy,
             "paused_by": "policy" if self.paused_by_policy else ("on-call" if self.paused else None),
             "healthy": self.problem is None and (s is None or s.error is None),
@@ -375,6 +377,7 @@ class Daemon:
                 ages[plan.instant] = max(0.0, now - instant_moment(plan.instant, state.timeline_timezone).timestamp())
         refs = [s.ref for s in result.states] + [p.table for p in result.problems]
         self.metrics.observe_discovery(refs, pending, result.problems, result.seconds, now, ages)
+        self.metrics.observe_table_versions((s.table_version, s.read_only is not None) for s in result.states)
         for problem in result.problems:
             log.warning("table %s cannot be read: %s", problem.table.name, problem.error)
         with self._lock:
@@ -468,6 +471,10 @@ class Daemon:
             raise TriggerError("the daemon is not started")
         ref = self.table_ref(name)
         table = execution.open_table(ref, self.table_options(ref))
+        if not table.version.writable:
+            raise TriggerError(
+                f"{name} is read-only: {table.version} (lakeward runs table services on version 6 tables only)"
+            )
         execution.check_available(table, action)
         planned = action in execution.PLANNED_ACTIONS
         if not planned and (mode == "schedule" or instant is not None):

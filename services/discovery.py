@@ -4,11 +4,14 @@ Tables come from a static list of `TableRef`s and from roots scanned for tables 
 holding `.hoodie/`; the scan does not descend into tables nor below `max_depth`).
 
 A table's state costs one listing of its `.hoodie/` folder (names only) when nothing
-changed since the previous cycle: `DiscoveryCache` keeps the last state per table and
-reuses it when the listing is the same. When it changed, the timeline is rebuilt from
-that same listing by core's timeline loader; `hoodie.properties` is read again only if
-its size changed, and a pending replacecommit's plan is read once per instant (to tell a
-clustering from an insert-overwrite in flight).
+changed since the previous cycle (two for table versions 8+, whose instants live in
+`.hoodie/timeline/`; the table version module tells the layout from the first listing):
+`DiscoveryCache` keeps the last state per table and reuses it when the listings are the
+same. When they changed, the timeline is rebuilt from those same listings by core's
+timeline loader; `hoodie.properties` is read again only if its size changed, and a
+pending replacecommit's plan is read once per instant (to tell a clustering from an
+insert-overwrite in flight). Each state carries the table version, and tables of versions
+lakeward only reads are marked `read_only`.
 
 A table that cannot be read (deleted, corrupt properties, permission) becomes a
 `TableProblem`; the other tables go on.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
+from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef
@@ -77,6 +81,11 @@ class TableState:
     index_columns: frozenset[str] = frozenset()
     #: Completed writes (new base files) since the last completed index build.
     writes_since_index_build: int = 0
+    #: `hoodie.table.version` (6, 8, 9).
+    table_version: int = 6
+    #: Why the daemon only watches this table and never plans or runs anything on it, e.g.
+    #: "read-only: table version 9" (lakeward writes and runs services on version 6 only); None: served.
+    read_only: str | None = None
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -238,8 +247,11 @@ def _build_state(
             index_columns = _index_columns(storage)
         except Exception as exc:  # a corrupt definitions file: report, keep the rest of the state
             error = f"cannot read secondary index definitions: {exc}"
+    version = config.version
     return TableState(
         ref=ref,
+        table_version=version.number,
+        read_only=None if version.writable else f"read-only: {version}",
         table_type=config.table_type.value,
         timeline_timezone=config.timeline_timezone,
         timeline=timeline,
@@ -285,13 +297,19 @@ class _Gone(Exception):
 def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False) -> TableState:
     """One table's state; raises on a table that cannot be read (the caller makes it a TableProblem)."""
     storage = Storage.for_uri(ref.path)
-    entries = storage.list_dir(METAFOLDER)  # the one listing; missing folder -> []
+    entries = storage.list_dir(METAFOLDER)  # the one listing (two on timeline layout 2); missing folder -> []
+    layout = layout_from_listing({e.name for e in entries if e.is_dir})
+    timeline_names: frozenset[str] = frozenset()
+    if layout is TimelineLayout.V2:  # table versions 8+: instants live in `.hoodie/timeline/`
+        timeline_names = frozenset(e.name for e in storage.list_dir(layout.timeline_folder) if not e.is_dir)
     with cache._lock:
-        cache.listings += 1
+        cache.listings += 1 if layout is TimelineLayout.V1 else 2
     has_index_folder = any(e.is_dir and e.name == ".index" for e in entries)
     # The definitions file's size tells a changed set of indexes apart (it lives in `.index/`).
-    names = frozenset(e.name for e in entries if not e.is_dir) | (
-        {f".index/{_definitions_size(storage)}"} if has_index_folder else set()
+    names = (
+        frozenset(e.name for e in entries if not e.is_dir)
+        | ({f".index/{_definitions_size(storage)}"} if has_index_folder else set())
+        | {f"timeline/{n}" for n in timeline_names}
     )
     props = [e for e in entries if e.name == PROPERTIES_FILE and not e.is_dir]
     if not props:
@@ -308,7 +326,10 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
         config = entry.config
     else:
         config = Table.open(ref.path).config
-    timeline = Timeline.from_file_names(names)
+    if layout is TimelineLayout.V1:
+        timeline = Timeline.from_file_names(names)
+    else:
+        timeline = Timeline.from_file_names(timeline_names, layout)
     state = _build_state(ref, config, storage, timeline, cache, has_index_folder)
     with cache._lock:
         cache.entries[storage.uri] = _Entry(names, props[0].size, config, state)

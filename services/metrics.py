@@ -58,6 +58,12 @@ class DaemonMetrics:
             "lakeward_last_successful_discovery_timestamp_seconds", "When the last discovery cycle ended", registry=r
         )
         self.tables = Gauge("lakeward_tables", "Tables the daemon looks after", registry=r)
+        self.tables_by_version = Gauge(
+            "lakeward_tables_by_version",
+            "Tables read in the last cycle, by hoodie.table.version (only version 6 is served; 8 and 9 are read-only)",
+            ["version", "read_only"],
+            registry=r,
+        )
         self.tables_failing = Gauge(
             "lakeward_tables_failing_discovery", "Tables that could not be read in the last cycle", registry=r
         )
@@ -117,6 +123,15 @@ class DaemonMetrics:
         self.tables_failing.set(len(failing))
         self.discovery_seconds.observe(seconds)
         self.last_discovery.set(now)
+
+    def observe_table_versions(self, versions: Iterable[tuple[int, bool]]) -> None:
+        """Tables per table version from one discovery cycle: (version, read-only) of each table read."""
+        counts: dict[tuple[int, bool], int] = {}
+        for version, read_only in versions:
+            counts[(version, read_only)] = counts.get((version, read_only), 0) + 1
+        self.tables_by_version.clear()
+        for (version, read_only), n in sorted(counts.items()):
+            self.tables_by_version.labels(str(version), "true" if read_only else "false").set(n)
 
     def observe_run(
         self,

@@ -10,8 +10,9 @@ taking them in order is fair:
    other table's first);
 4. table name, for a stable order.
 
-Paused tables produce nothing; items whose key is already running are skipped; a new
-plan of an action is not proposed while a plan of that action is pending on the table.
+Paused tables and tables lakeward only reads (`skip_reason`) produce nothing; items whose
+key is already running are skipped; a new plan of an action is not proposed while a plan
+of that action is pending on the table.
 """
 
 from __future__ import annotations
@@ -220,6 +221,18 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
     return out
 
 
+def skip_reason(state: TableState) -> str | None:
+    """Why planning proposes nothing on a table, whatever its policy; None when it plans normally.
+
+    A table of a version lakeward only reads (8, 9) gets no work at all: neither new plans
+    nor the pending plans Hudi scheduled on it (running them would write version-6 instants
+    into a Hudi 1.x table).
+    """
+    if state.read_only is not None:
+        return f"{state.read_only}: lakeward does not plan or run table services on it"
+    return None
+
+
 def plan_work(
     states: Iterable[TableState],
     policies: Mapping[str, Policy] | Policy | None = None,
@@ -240,7 +253,7 @@ def plan_work(
             policy = policies
         else:
             policy = (policies or {}).get(state.ref.name, DEFAULT_POLICY)
-        if policy.paused:
+        if policy.paused or skip_reason(state) is not None:
             continue
         for plan in state.pending_plans:
             items.append(
@@ -272,4 +285,12 @@ def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
     return [item for _, item in keyed]
 
 
-__all__ = ["DEFAULT_POLICY", "Policy", "instant_moment", "order_fairly", "plan_work", "policy_from_settings"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "Policy",
+    "instant_moment",
+    "order_fairly",
+    "plan_work",
+    "policy_from_settings",
+    "skip_reason",
+]

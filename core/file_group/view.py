@@ -44,6 +44,8 @@ class FileSystemView:
     def __init__(self, timeline: Timeline, files: Iterable[FileEntry], storage: Storage):
         self.timeline = timeline
         self._storage = storage
+        #: Listed from the metadata table's `files` partition, not from storage (`load`).
+        self.from_metadata_table = False
         completed = timeline.completed_write_times()
         earliest = timeline.instants[0].time if timeline.instants else None
 
@@ -133,7 +135,9 @@ class FileSystemView:
                 props = {}
             if uses_files_partition(props):
                 try:
-                    return cls(timeline, MetadataFileListing(storage).file_entries(), storage)
+                    view = cls(timeline, MetadataFileListing(storage).file_entries(), storage)
+                    view.from_metadata_table = True
+                    return view
                 except MetadataTableUnavailable as exc:
                     log.warning("listing %s from storage: %s", storage.uri, exc)
         return cls.from_storage_listing(storage, timeline)

@@ -8,6 +8,8 @@ range, read the version written by the last commit in the range and keep the row
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +23,8 @@ from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
+
+COMMIT_TIME = "_hoodie_commit_time"
 
 
 def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: str | None) -> list[FileSlice]:
@@ -74,6 +78,49 @@ def commit_time_range(begin: str, end: str | None) -> pc.Expression:
     return time_filter
 
 
+@dataclass(frozen=True)
+class IncrementalRange:
+    """An incremental range (begin, end] resolved against a timeline: which rows it returns and
+    which instants a merge may see. The one definition every engine uses (local and Spark).
+
+    On timeline layout 1 (table version 6) the range is in commit time: rows whose
+    `_hoodie_commit_time` lies in (begin, end]. On layout 2 (versions 8+) it is in completion
+    time, as Hudi 1.x incremental queries are: rows of the writes that *completed* in the
+    range (`write_times`), merged with only the writes completed by `end`.
+    """
+
+    begin: str
+    end: str | None
+    #: Layout 2: instant times of the writes that completed in the range; None on layout 1.
+    write_times: tuple[str, ...] | None
+    visible: VisibleInstants
+
+    @classmethod
+    def resolve(cls, timeline: Timeline, begin: str, end: str | None) -> IncrementalRange:
+        """The range (begin, end] on `timeline` (already normalised and stable, see `stable_end`)."""
+        visible = VisibleInstants.from_timeline(timeline, end)
+        if not timeline.completion_times():
+            return cls(begin, end, None, visible)
+        in_range = tuple(i.time for i in timeline.completed_writes_between(begin, end))
+        done = frozenset(i.time for i in timeline.completed_writes() if end is None or i.ordering_time <= end)
+        return cls(begin, end, in_range, VisibleInstants(done, visible.archived_before, None, timeline))
+
+    def commit_time_conjunction(self) -> list[tuple[str, str, Any]]:
+        """The row condition on `_hoodie_commit_time` as one DNF conjunction (for any engine)."""
+        if self.write_times is not None:
+            return [(COMMIT_TIME, "in", list(self.write_times))]
+        conjunction: list[tuple[str, str, Any]] = [(COMMIT_TIME, ">", self.begin)]
+        if self.end is not None:
+            conjunction.append((COMMIT_TIME, "<=", self.end))
+        return conjunction
+
+    def row_filter(self) -> pc.Expression:
+        """The row condition as a pyarrow expression."""
+        if self.write_times is not None:
+            return pc.field(COMMIT_TIME).isin(list(self.write_times))
+        return commit_time_range(self.begin, self.end)
+
+
 def read_incremental(
     storage: Storage,
     timeline: Timeline,
@@ -91,17 +138,7 @@ def read_incremental(
     the result is every row of the file slices written in the range.
     """
     slices = incremental_slices(storage, timeline, begin, end)
-    visible = VisibleInstants.from_timeline(timeline, end)
-    if timeline.completion_times():
-        # Layout 2: the range is in completion time; rows are those of the writes that
-        # completed in it, and only writes completed by `end` are merged.
-        in_range = timeline.completed_writes_between(begin, end)
-        time_filter = pc.field("_hoodie_commit_time").isin([i.time for i in in_range])
-        done = frozenset(i.time for i in timeline.completed_writes() if end is None or i.ordering_time <= end)
-        visible = VisibleInstants(done, visible.archived_before)
-    else:
-        time_filter = commit_time_range(begin, end)
-    if not meta_fields:
-        time_filter = pc.scalar(True)
+    window = IncrementalRange.resolve(timeline, begin, end)
+    time_filter = window.row_filter() if meta_fields else pc.scalar(True)
     combined = time_filter if filter is None else time_filter & filter
-    return read_file_slices(storage, slices, schema, columns, combined, instants=visible, merge=merge)
+    return read_file_slices(storage, slices, schema, columns, combined, instants=window.visible, merge=merge)

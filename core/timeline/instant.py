@@ -67,8 +67,10 @@ class Instant:
     `completion_time`: when a completed instant completed, from its file name
     `<t>_<completion>.<action>` (timeline layout 2, table versions 8+); None on layout 1
     (table version 6), which does not record it. `layout` says which timeline folder the
-    instant's file is in. Neither takes part in equality: an instant is its time, action
-    and state.
+    instant's file is in. `archive_file`: for an instant archived into the LSM history
+    (layout 2), the parquet file holding its content, relative to the base path; None for
+    an instant of the active timeline. None of these take part in equality: an instant is
+    its time, action and state.
     """
 
     time: str
@@ -76,10 +78,16 @@ class Instant:
     state: State
     completion_time: str | None = field(default=None, compare=False)
     layout: TimelineLayout = field(default=TimelineLayout.V1, compare=False)
+    archive_file: str | None = field(default=None, compare=False)
 
     @property
     def is_completed(self) -> bool:
         return self.state is State.COMPLETED
+
+    @property
+    def is_archived(self) -> bool:
+        """Read from the LSM archived timeline, not from a file of the active timeline."""
+        return self.archive_file is not None
 
     @property
     def file_name(self) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import METAFOLDER, TimelineLayout, layout_from_listing
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from lakeward.core.timeline.lsm_history import load_archived_instants
 
 __all__ = ["METAFOLDER", "Timeline"]
 
@@ -59,6 +60,30 @@ class Timeline:
         entries = storage.list_dir(layout.timeline_folder)
         names = (e.name for e in entries if not e.is_dir)
         return cls.from_file_names(names) if layout is TimelineLayout.V1 else cls.from_file_names(names, layout)
+
+    def with_history(self, storage: Storage, history_folder: str) -> Timeline:
+        """This timeline plus the instants archived into the LSM history in `history_folder`.
+
+        Layout 2 only (table versions 8+): time travel and incremental reads that reach
+        before the active timeline, and the completion times of archived delta commits
+        whose log files still sit in live file slices, come from there. Archived instants
+        carry `archive_file`; their content is read from the history, not from `files`.
+        An instant on both (an archival interrupted before it removed the active files)
+        is taken from the active timeline.
+        """
+        if self.layout is not TimelineLayout.V2:
+            return self
+        archived = load_archived_instants(storage, history_folder)
+        if not archived:
+            return self
+        active = {(i.time, i.action.completed_action) for i in self.instants}
+        extra = [i for i in archived if (i.time, i.action) not in active]
+        merged = sorted([*extra, *self.instants], key=Instant.sort_key)
+        return Timeline(tuple(merged), self.files, self.layout)
+
+    def active(self) -> list[Instant]:
+        """The instants of the active timeline (not those read from the archived history)."""
+        return [i for i in self.instants if i.archive_file is None]
 
     # -- queries -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:

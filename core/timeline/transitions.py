@@ -11,6 +11,7 @@ import posixpath
 
 from lakeward.core.storage import Storage
 from lakeward.core.timeline.instant import Action, Instant, State
+from lakeward.core.timeline.lsm_history import read_archived_content
 from lakeward.core.timeline.metadata import CommitMetadata
 
 
@@ -39,6 +40,9 @@ def complete(storage: Storage, inflight: Instant, content: bytes) -> Instant:
 
 
 def read_instant(storage: Storage, instant: Instant) -> bytes:
+    """The content of an instant's file; for an archived instant, its row in the LSM history."""
+    if instant.archive_file is not None:
+        return read_archived_content(storage, instant)
     return storage.read_bytes(instant_path(instant))
 
 
@@ -49,5 +53,5 @@ def delete_pending_files(storage: Storage, time: str, action: Action) -> None:
 
 
 def read_commit_metadata(storage: Storage, instant: Instant) -> CommitMetadata:
-    """The JSON commit metadata of a completed commit, deltacommit or replacecommit."""
+    """The commit metadata (JSON or Avro) of a completed commit, deltacommit or replacecommit."""
     return CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)

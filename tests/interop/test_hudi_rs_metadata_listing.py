@@ -46,10 +46,12 @@ def test_reads_list_through_the_metadata_table(fixture_table: Callable[[str, str
     table = _counting_table(path)
     CountingStorage.list_calls = []
     with_mdt = table.read()
-    # the timeline folder, the MDT's timeline and its `files` folder (paths relative to the
-    # MDT's base); never the table's files
+    # the timeline folder, its LSM history (no `_version_` file in a table that never
+    # archived: the manifests are listed, as Java does), the MDT's timeline and its `files`
+    # folder (paths relative to the MDT's base); never the table's files
     assert CountingStorage.list_calls == [
         (".hoodie/timeline", False),
+        (".hoodie/timeline/history", False),
         (".hoodie/timeline", False),
         ("files", False),
     ], CountingStorage.list_calls

@@ -285,6 +285,8 @@ def _data_source_class() -> type:
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
             from lakeward.core.engine.spark.read import slice_from_json
 
+            if partition is None or partition.value is None:
+                return  # no file slices (e.g. an empty incremental range): Spark still reads one empty partition
             text, plan = partition.value
             yield from _read_slice(self.path, plan, slice_from_json(text))
 
@@ -340,8 +342,8 @@ class _ReadPlan:
     slices: list[Any]
     schema: pa.Schema | None
     merge_options: dict[str, Any]
-    #: Incremental queries: the (begin, end] range of commit times, resolved as Table.read_incremental does.
-    window: tuple[str, str | None] | None = None
+    #: Incremental queries: the (begin, end] range, resolved by Table.incremental_range (an IncrementalRange).
+    window: Any = None
     #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
     index: Any = None
 
@@ -349,26 +351,6 @@ class _ReadPlan:
         state = dict(self.__dict__)
         state["slices"] = []  # each partition carries its own slice
         return state
-
-
-def _incremental_window(table: Any, timeline: Any, begin: str, end: str | None) -> tuple[str, str | None]:
-    """(begin, end] normalised, with the end moved before an instant still in flight (as Table.read_incremental)."""
-    from lakeward.core.exceptions import InstantNotFoundError
-    from lakeward.core.timeline import normalize_instant_time
-
-    tz = table.config.timeline_timezone
-    start = normalize_instant_time(begin, tz)
-    stop = normalize_instant_time(end, tz) if end is not None else None
-    pending = [i.time for i in timeline.pending_writes() if i.time > start and (stop is None or i.time <= stop)]
-    if pending:
-        if stop is not None:
-            raise InstantNotFoundError(
-                f"instant {pending[0]} inside ({start}, {stop}] is still in flight; the range is not "
-                "stable yet: end the range before it or retry when it completes"
-            )
-        before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
-        stop = before[-1] if before and before[-1] > start else start
-    return start, stop
 
 
 def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> _ReadPlan:
@@ -380,16 +362,18 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
     from lakeward.core.table_schema import resolve_table_schema
 
     table = Table.open(path)
-    timeline = table.timeline()
-    schema = resolve_table_schema(table.storage, timeline, table.config)
     merge = MergeSettings.from_config(table.config)
     query = str(options.get(QUERY_TYPE, "snapshot")).lower()
     if query == "incremental":
         end = options.get(END)
-        start, stop = _incremental_window(table, timeline, str(options[BEGIN]), str(end) if end else None)
-        slices = incremental_slices(table.storage, timeline, start, stop)
-        instants = VisibleInstants.from_timeline(timeline, stop)
-        return _ReadPlan(slices, schema, {"instants": instants, "merge": merge}, (start, stop))
+        timeline, window = table.incremental_range(str(options[BEGIN]), str(end) if end else None)
+        schema = resolve_table_schema(table.storage, timeline, table.config)
+        slices = incremental_slices(table.storage, timeline, window.begin, window.end)
+        # a table written without meta fields has no commit times to filter by (as Table.read_incremental)
+        rows = window if table.config.populate_meta_fields else None
+        return _ReadPlan(slices, schema, {"instants": window.visible, "merge": merge}, rows)
+    timeline = table.timeline()
+    schema = resolve_table_schema(table.storage, timeline, table.config)
     as_of = table._resolve_as_of(timeline, options.get(AS_OF))
     view = FileSystemView.load(table.storage, timeline)
     verify_listing(table.storage, timeline, view, as_of)
@@ -407,12 +391,11 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
 
 def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
     from lakeward.core.engine.spark.read import without_dictionaries
-    from lakeward.core.read.incremental import commit_time_range
     from lakeward.core.read.snapshot import read_file_slices
     from lakeward.core.storage import Storage
 
     storage = Storage.for_uri(path)
-    condition = commit_time_range(*plan.window) if plan.window is not None else None
+    condition = plan.window.row_filter() if plan.window is not None else None
     if plan.index is not None:
         rows = plan.index.read_slice(storage, file_slice, plan.schema, plan.merge_options)
     else:
