@@ -16,10 +16,10 @@ ingestion writers on the same tables must use the same lock settings.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
-import os
-import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakeward.core.engine.spark import python_worker_conf
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, ZooKeeperControlStore
@@ -108,11 +109,15 @@ def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> An
     """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(spark.master).appName(spark.app_name)
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+    conf.update(python_worker_conf(spark.conf))  # Python workers run this interpreter: they can import lakeward
     if spark.fair_scheduler:
-        folder = scratch or Path(tempfile.mkdtemp(prefix="lakeward-spark-"))
+        folder = scratch
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="lakeward-spark-"))
+            # Spark reads the allocation file when the session starts; the folder goes when this process exits.
+            atexit.register(shutil.rmtree, folder, True)
         pools = "".join(
             f'  <pool name="{p}"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>\n'
             for p in spark.pools

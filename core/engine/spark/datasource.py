@@ -257,7 +257,10 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
 
 
 # -- the registered Python data source (reads over Arrow) ------------------------------------
-def _data_source_class() -> type:
+def _data_source_class(pushdown: bool = True) -> type:
+    """Format `lakeward`. With `pushdown`, its reader pushes filters to secondary indexes, which needs
+    `spark.sql.python.filterPushdown.enabled` (set by `register`): PySpark refuses such a reader without it.
+    """
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class LakewardReader(DataSourceReader):  # type: ignore[misc]
@@ -265,14 +268,6 @@ def _data_source_class() -> type:
             self.path = path
             self.options = options
             self.pushed: list[Any] = []
-
-        def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
-            """Filters become index predicates; all of them go back to Spark, which applies them again."""
-            from lakeward.core.engine.spark.index_pushdown import to_dnf
-
-            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
-                self.pushed = to_dnf(filters)
-            yield from filters
 
         def partitions(self) -> Sequence[InputPartition]:
             """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
@@ -286,6 +281,15 @@ def _data_source_class() -> type:
 
             text, plan = partition.value
             yield from _read_slice(self.path, plan, slice_from_json(text))
+
+    class LakewardPushdownReader(LakewardReader):
+        def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+            """Filters become index predicates; all of them go back to Spark, which applies them again."""
+            from lakeward.core.engine.spark.index_pushdown import to_dnf
+
+            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
+                self.pushed = to_dnf(filters)
+            yield from filters
 
     class LakewardDataSource(DataSource):  # type: ignore[misc]
         @classmethod
@@ -316,7 +320,7 @@ def _data_source_class() -> type:
             cdc.check_batch_options(opts)
             if cdc.is_cdc_query(opts):
                 return cdc.change_reader(self._path(), opts)  # type: ignore[no-any-return]
-            return LakewardReader(self._path(), opts)
+            return (LakewardPushdownReader if pushdown else LakewardReader)(self._path(), opts)
 
         def streamReader(self, schema: Any) -> Any:
             opts = {k: v for k, v in self.options.items() if k != "path"}
@@ -516,8 +520,22 @@ def _wrap_recorders(cls: type) -> None:
         cls.partitionBy = partitionBy  # type: ignore[attr-defined]
 
 
+def auto_data_source_class() -> type:
+    """The data source PySpark registers by itself at session start-up (module `pyspark_lakeward`).
+
+    Without `register(spark)` the session lacks `spark.sql.python.filterPushdown.enabled`, so this one
+    reads without secondary-index pushdown; `register(spark)` replaces it with the full one.
+    """
+    return _data_source_class(pushdown=False)
+
+
 def register(spark: SparkSession) -> None:
-    """Make format `lakeward` available in this session (data source and driver hooks)."""
+    """Make format `lakeward` available in this session (data source and driver hooks).
+
+    Reads through `spark.read.format("lakeward")` work without this call where PySpark registers
+    Python data sources at start-up (module `pyspark_lakeward`, installed with lakeward); this call
+    adds secondary-index pushdown, `df.write.format("lakeward")` and the SQL functions.
+    """
     spark.dataSource.register(_data_source_class())
     # The reader pushes filters down to secondary indexes (Spark refuses such a reader without this).
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -525,4 +543,4 @@ def register(spark: SparkSession) -> None:
     cdc.register_sql_function(spark)
 
 
-__all__ = ["FORMAT", "read_dataframe", "register", "write_dataframe"]
+__all__ = ["FORMAT", "auto_data_source_class", "read_dataframe", "register", "write_dataframe"]
