@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class LakewardError(Exception):
     """Base of every error lakeward raises deliberately."""
@@ -57,3 +60,11 @@ class IndexNotFoundError(LakewardError, LookupError):
 
 class IndexExistsError(LakewardError, FileExistsError):
     """A secondary index of that name is already defined on the table."""
+
+
+def did_you_mean(key: str, known: Iterable[str], limit: int = 3) -> str:
+    """` -- did you mean 'a' or 'b'?` naming the known keys closest to a misspelled `key` ('' when none is close)."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=limit, cutoff=0.75)
+    if not close:
+        return ""
+    return " -- did you mean " + " or ".join(repr(c) for c in close) + "?"

@@ -35,7 +35,7 @@ from lakeward.core.config.table import (
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.engine.spark import changes as cdc
-from lakeward.core.exceptions import ConfigError, TableNotFoundError
+from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.write.operation import WriteOperation
 
@@ -70,7 +70,10 @@ def _check_option_names(options: Mapping[str, Any], allowed_extra: frozenset[str
     for key in options:
         if key.startswith("hoodie.") or key in allowed_extra or key == "path":
             continue
-        raise ConfigError(f"unknown {kind} option {key!r} for format {FORMAT!r}; use Apache Hudi's hoodie.* names")
+        raise ConfigError(
+            f"unknown {kind} option {key!r} for format {FORMAT!r}{did_you_mean(key, allowed_extra)}; "
+            "use Apache Hudi's hoodie.* names"
+        )
 
 
 def parse_operation(options: Mapping[str, Any]) -> WriteOperation:
@@ -233,7 +236,9 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
     cdc.check_batch_options(opts)
     for key in opts:
         if key.startswith("hoodie.") and key not in READ_KEYS:
-            raise ConfigError(f"unknown read option {key!r}; supported: {sorted(READ_KEYS)}")
+            raise ConfigError(
+                f"unknown read option {key!r}{did_you_mean(key, READ_KEYS)}; supported: {sorted(READ_KEYS)}"
+            )
     if query == "incremental" and not opts.get(BEGIN):
         raise ConfigError(f"{QUERY_TYPE}=incremental needs {BEGIN}")
     if query != "incremental" and (BEGIN in opts or END in opts):
