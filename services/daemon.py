@@ -30,7 +30,7 @@ from typing import Any
 from lakeward.core.engine.spark import python_worker_conf
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
-from lakeward.services.control import ControlStore, MemoryControlStore, ZooKeeperControlStore
+from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
 from lakeward.services.discovery import DiscoveryCache, DiscoveryResult, TableState, discover
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
@@ -59,15 +59,21 @@ class TableView:
     problem: str | None
     paused: bool
     paused_by_policy: bool
+    #: The on-call pause (who -- the replica that took the API call --, when, why), if any.
+    pause: PauseEntry | None = None
 
     def to_dict(self) -> dict[str, Any]:
         s = self.state
+        pause = self.pause if self.paused else None
         return {
             "name": self.ref.name,
             "path": self.ref.path,
             "table_type": s.table_type if s else None,
             "paused": self.paused or self.paused_by_policy,
             "paused_by": "policy" if self.paused_by_policy else ("on-call" if self.paused else None),
+            "pause_reason": pause.reason if pause else None,
+            "paused_via": pause.replica if pause else None,
+            "paused_since": dt.datetime.fromtimestamp(pause.since, dt.UTC).isoformat() if pause else None,
             "healthy": self.problem is None and (s is None or s.error is None),
             "problem": self.problem or (s.error if s else None),
             "last_completed_instant": s.last_completed if s else None,
@@ -393,7 +399,14 @@ class Daemon:
         problems = {p.table.name: p.error for p in last.problems} if last else {}
         paused = self.control.paused()
         return [
-            TableView(ref, states.get(name), problems.get(name), name in paused, self.settings.policy_for(name).paused)
+            TableView(
+                ref,
+                states.get(name),
+                problems.get(name),
+                name in paused,
+                self.settings.policy_for(name).paused,
+                paused.get(name),
+            )
             for name, ref in sorted(self._known().items())
         ]
 

@@ -24,8 +24,7 @@ from lakeward.core.exceptions import LakewardError
 from lakeward.services.daemon import Daemon, TriggerError, UnknownTableError, plan_dict
 from lakeward.services.metrics import CONTENT_TYPE
 from lakeward.services.model import ServiceAction
-
-API_PREFIX = "/api/v1"
+from lakeward.services.names import API_PREFIX
 
 _bearer = HTTPBearer(auto_error=False)
 
