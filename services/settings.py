@@ -703,7 +703,7 @@ class DaemonSettings(BaseSettings):
 
     @classmethod
     def example_yaml(cls) -> str:
-        """A documented example configuration (it loads; the README shows it)."""
+        """A documented example configuration (it loads; docs/daemon.md shows it)."""
         return EXAMPLE_YAML
 
 
