@@ -14,8 +14,10 @@ from lakeward.core.engine.spark import python_worker_conf
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Local Spark: 2 cores, a task may fail and be retried (local[2,4]), UI off, few shuffle partitions.
 
-    Tolerant of a loaded machine: Python workers get 120 s (not 15 s) to connect back to the JVM (a
-    streaming test once failed on that timeout under load), and a crashing worker dumps its traceback.
+    Tolerant of a loaded machine: the Python runners of streaming sources and of data-source planning
+    wait `spark.python.authenticate.socketTimeout` for their worker to connect (15 s by default; the
+    streaming checkpoint test once failed on it under load): 120 s here. A crashing worker dumps its
+    traceback. One session for the whole run, 4 shuffle partitions.
     Workers run this interpreter (lakeward's own session set-up: `python_worker_conf`).
     """
     from pyspark.sql import SparkSession
