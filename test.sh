@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs (Debian zookeeper, Python test extras) and run it all.
+# Set up everything the test suite needs and run it all: Java 17 check, the Debian package zookeeper
+# (a real ZooKeeper for the tests), the virtualenv .venv in this checkout unless one is active, the
+# Python test extras; then ruff, ruff format --check, mypy and pytest.
+#   ./test.sh [pytest arguments]    e.g. ./test.sh -m "not slow" (the fast loop), ./test.sh tests/core
+#   ./test.sh --setup-only          set up only
+# CI (.ci/run) runs ./test.sh without arguments: every test, slow ones included.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=scripts/setup.sh
+. scripts/setup.sh
+lakeward_check_java
 if [ ! -f /usr/share/java/zookeeper.jar ]; then
-  echo "installing Debian package zookeeper (real ZooKeeper for the tests)"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  lakeward_say "installing the Debian package zookeeper (a real ZooKeeper for the tests)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper >/dev/null
+else
+  lakeward_say "ZooKeeper: /usr/share/java/zookeeper.jar"
 fi
-python3 -m pip install -q -e '.[test]'
-python3 -m ruff check .
-python3 -m ruff format --check .
-python3 -m mypy core services lakeward
+lakeward_python_env
+lakeward_install test
+if [ "${1:-}" = "--setup-only" ]; then
+  lakeward_say "set-up done (--setup-only)"
+  exit 0
+fi
+PY="$LAKEWARD_PY"
+lakeward_say "ruff check"
+"$PY" -m ruff check .
+lakeward_say "ruff format --check"
+"$PY" -m ruff format --check .
+lakeward_say "mypy core services lakeward"
+"$PY" -m mypy core services lakeward
+lakeward_say "pytest $*"
 set +e
-python3 -m pytest "$@"
+"$PY" -m pytest "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class LakewardError(Exception):
     """Base of every error lakeward raises deliberately."""
@@ -105,3 +108,11 @@ class SharedLockRequiredError(ConcurrentWriteError):
 class RollbackAbortedError(LakewardError):
     """A rollback stopped before deleting anything: the instant it targets completed meanwhile
     (or, resumed, another runner already completed the rollback)."""
+
+
+def did_you_mean(key: str, known: Iterable[str], limit: int = 3) -> str:
+    """` -- did you mean 'a' or 'b'?` naming the known keys closest to a misspelled `key` ('' when none is close)."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=limit, cutoff=0.75)
+    if not close:
+        return ""
+    return " -- did you mean " + " or ".join(repr(c) for c in close) + "?"

@@ -83,7 +83,15 @@ from lakeward.core.table_services.compaction import (
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
 from lakeward.core.table_version import TableVersion
-from lakeward.core.timeline import METAFOLDER, Instant, Timeline, new_instant_time, normalize_instant_time
+from lakeward.core.timeline import (
+    METAFOLDER,
+    Instant,
+    InstantTime,
+    Timeline,
+    instant_time_of,
+    new_instant_time,
+    normalize_instant_time,
+)
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
@@ -299,7 +307,7 @@ class Table:
         """The table's data schema (without meta columns); None before the first write."""
         return resolve_table_schema(self.storage, self.timeline(), self.config)
 
-    def file_slices(self, as_of: str | dt.datetime | None = None) -> list[FileSlice]:
+    def file_slices(self, as_of: InstantTime | None = None) -> list[FileSlice]:
         timeline = self.timeline()
         instant = self._resolve_as_of(timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
@@ -432,8 +440,9 @@ class Table:
         """
         return schedule_compaction(self._writer(), force=force)
 
-    def run_compaction(self, instant: str, *, engine: Engine | str | None = None) -> CompactionResult:
+    def run_compaction(self, instant: str | Instant, *, engine: Engine | str | None = None) -> CompactionResult:
         """Execute a planned compaction (idempotent: re-running a half-done plan completes it)."""
+        instant = instant_time_of(instant)
         client = self._writer()
         return run_compaction(client, instant, resolve_engine(engine, default=client.engine))
 
@@ -459,8 +468,9 @@ class Table:
         """
         return schedule_clustering(self._writer())
 
-    def run_clustering(self, instant: str, *, engine: Engine | str | None = None) -> ClusteringResult:
+    def run_clustering(self, instant: str | Instant, *, engine: Engine | str | None = None) -> ClusteringResult:
         """Execute a planned clustering (idempotent: re-running a half-done plan completes it)."""
+        instant = instant_time_of(instant)
         client = self._writer()
         return run_clustering(client, instant, resolve_engine(engine, default=client.engine))
 
@@ -474,8 +484,9 @@ class Table:
         deleted (or a clean is already pending: run it with `run_clean`)."""
         return schedule_clean(self._writer())
 
-    def run_clean(self, instant: str) -> CleanResult:
+    def run_clean(self, instant: str | Instant) -> CleanResult:
         """Execute a planned clean (idempotent: re-running a half-done clean completes it)."""
+        instant = instant_time_of(instant)
         return run_clean(self._writer(), instant)
 
     def clean(self) -> CleanResult | None:
@@ -489,28 +500,32 @@ class Table:
         """Instant times of planned cleans that have not completed, oldest first."""
         return pending_cleans(self.timeline())
 
-    def savepoint(self, instant: str, *, user: str | None = None, comment: str = "") -> str:
+    def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
+        instant = instant_time_of(instant)
         return savepoint_service.savepoint(self._writer(), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
         return savepoint_service.savepoints(self.timeline())
 
-    def delete_savepoint(self, instant: str) -> None:
+    def delete_savepoint(self, instant: str | Instant) -> None:
+        instant = instant_time_of(instant)
         savepoint_service.delete_savepoint(self._writer(), instant)
 
-    def restore(self, savepoint_instant: str) -> savepoint_service.RestoreResult:
+    def restore(self, savepoint_instant: str | Instant) -> savepoint_service.RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
+        savepoint_instant = instant_time_of(savepoint_instant)
         return savepoint_service.restore(self._writer(), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
-    def rollback(self, instant: str) -> RollbackResult:
+    def rollback(self, instant: str | Instant) -> RollbackResult:
         """Undo an instant: a pending write, or the latest completed write or service commit.
 
         A completed instant can be rolled back only when nothing completed or is pending
         after it, and when it is not savepointed (use `restore` to go back further).
         """
+        instant = instant_time_of(instant)
         client = self._writer()
         with client.lock:
             timeline = client.roll_back_failed_writes()
@@ -568,8 +583,8 @@ class Table:
 
     def read_changes(
         self,
-        begin: str | dt.datetime,
-        end: str | dt.datetime | None = None,
+        begin: InstantTime,
+        end: InstantTime | None = None,
         *,
         images: Images = "json",
         engine: Engine | str | None = None,
@@ -591,7 +606,7 @@ class Table:
         return format_changes(changes, images)
 
     def change_range(
-        self, begin: str | dt.datetime | None, end: str | dt.datetime | None = None
+        self, begin: InstantTime | None, end: InstantTime | None = None
     ) -> tuple[Timeline, str, str | None, pa.Schema | None]:
         """Check a CDC range as every CDC surface does: (timeline, begin, end, table schema).
 
@@ -624,8 +639,11 @@ class Table:
         """
         return schedule_change_tracking(self._writer())
 
-    def run_change_tracking(self, instant: str, *, engine: Engine | str | None = None) -> ChangeTrackingResult:
+    def run_change_tracking(
+        self, instant: str | Instant, *, engine: Engine | str | None = None
+    ) -> ChangeTrackingResult:
         """Execute a change-tracking plan (idempotent: re-running a half-done plan completes it)."""
+        instant = instant_time_of(instant)
         client = self._writer()
         return run_change_tracking(client, instant, resolve_engine(engine, default=client.engine))
 
@@ -672,8 +690,9 @@ class Table:
 
         return schedule_index_build(self._writer(), strategy, indexes)
 
-    def run_index_build(self, instant: str, *, engine: Engine | str | None = None) -> IndexBuildResult:
+    def run_index_build(self, instant: str | Instant, *, engine: Engine | str | None = None) -> IndexBuildResult:
         """Execute a planned index build (idempotent: re-running a half-done build completes it)."""
+        instant = instant_time_of(instant)
         from lakeward.core.table_services.index_build import run_index_build
 
         client = self._writer()
@@ -691,8 +710,9 @@ class Table:
 
         return pending_index_builds(self.timeline())
 
-    def rollback_index_build(self, instant: str) -> RollbackResult:
+    def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
+        instant = instant_time_of(instant)
         from lakeward.core.table_services.index_build import rollback_index_build
 
         return rollback_index_build(self._writer(), instant)
@@ -701,7 +721,7 @@ class Table:
         self,
         filters: Filters = None,
         *,
-        as_of: str | dt.datetime | None = None,
+        as_of: InstantTime | None = None,
         read_optimized: bool = False,
     ) -> IndexReadExplain:
         """How `read(filters=...)` would read each file slice: through an index or by scanning, and why."""
@@ -713,7 +733,7 @@ class Table:
         return secondary_index.explain(self.storage, timeline, slices, filters, read_optimized)
 
     # -- reads ----------------------------------------------------------------------------
-    def _resolve_as_of(self, timeline: Timeline, as_of: str | dt.datetime | None) -> str | None:
+    def _resolve_as_of(self, timeline: Timeline, as_of: InstantTime | None) -> str | None:
         if as_of is None:
             return None
         wanted = normalize_instant_time(as_of, self.config.timeline_timezone)
@@ -744,7 +764,7 @@ class Table:
 
     def read(
         self,
-        as_of: str | dt.datetime | None = None,
+        as_of: InstantTime | None = None,
         columns: Sequence[str] | None = None,
         filters: Filters = None,
         *,
@@ -801,8 +821,8 @@ class Table:
 
     def read_incremental(
         self,
-        begin: str | dt.datetime,
-        end: str | dt.datetime | None = None,
+        begin: InstantTime,
+        end: InstantTime | None = None,
         columns: Sequence[str] | None = None,
         filters: Filters = None,
         *,

@@ -8,25 +8,47 @@
 
 from __future__ import annotations
 
+# Lazy imports, on purpose (the one exception to module-level imports): every command, `--help`
+# included, starts by importing this module, and lakeward.core (pyarrow, polars, numpy), the HTTP
+# client (httpx), the settings (pydantic-settings) and the daemon (FastAPI, Spark glue) together took
+# ~1.8 s on an idle machine. Each command imports what it uses; only typer and the names of
+# `services/names.py` load at start (benchmarks/cli_startup.py measures it).
 import json
 import logging
 import tempfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pyarrow as pa
 import typer
 
-from lakeward.core import Table
-from lakeward.core.exceptions import LakewardError
-from lakeward.services.client import DEFAULT_URL, TOKEN_ENV_VAR, URL_ENV_VAR, DaemonAPIError, DaemonClient
-from lakeward.services.settings import CONFIG_ENV_VAR, ConfigurationError, load_settings
+import lakeward
+from lakeward.services.names import CONFIG_ENV_VAR, DEFAULT_URL, TOKEN_ENV_VAR, URL_ENV_VAR
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakeward.core.table import Table
+    from lakeward.core.timeline import Timeline
     from lakeward.services.api.server import ApiServer
+    from lakeward.services.client import DaemonClient
 
 T = TypeVar("T")
 app = typer.Typer(add_completion=False, help="lakeward: table services for Hudi-format lakehouse tables.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lakeward {lakeward.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """lakeward: table services for Hudi-format lakehouse tables."""
 
 
 OPTION_HELP = "a hoodie.* option as KEY=VALUE (repeatable), e.g. -o hoodie.cleaner.commits.retained=5"
@@ -44,6 +66,9 @@ def _options(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _open(path: str, options: list[str] | None = None) -> Table:
+    from lakeward.core.exceptions import LakewardError
+    from lakeward.core.table import Table
+
     try:
         return Table.open(path, options=_options(options))
     except LakewardError as exc:
@@ -51,8 +76,30 @@ def _open(path: str, options: list[str] | None = None) -> Table:
         raise typer.Exit(2) from None
 
 
+def _timeline(path: str) -> Timeline:
+    """The timeline of the table at `path`, without opening a Table: read-only listings (`timeline`,
+    `plans PATH`, `savepoints`) then load storage and timeline only, not the whole library."""
+    from lakeward.core.exceptions import LakewardError
+    from lakeward.core.storage import Storage
+    from lakeward.core.timeline import METAFOLDER, Timeline
+
+    try:
+        storage = Storage.for_uri(path)
+        if not storage.exists(f"{METAFOLDER}/hoodie.properties"):
+            typer.echo(
+                f"error: {storage.uri} is not a Hudi table: {METAFOLDER}/hoodie.properties does not exist", err=True
+            )
+            raise typer.Exit(2)
+        return Timeline.load(storage)
+    except LakewardError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _service(fn: Callable[[], T]) -> T:
     """Run a table-service call; a lakeward error becomes `error: ...` on stderr and exit code 2."""
+    from lakeward.core.exceptions import LakewardError
+
     try:
         return fn()
     except LakewardError as exc:
@@ -148,6 +195,8 @@ JSON_OPTION = typer.Option(False, "--json", help="print JSON")
 
 def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
     """One API call; a daemon error becomes `error: ...` on stderr and exit code 2."""
+    from lakeward.services.client import DaemonAPIError, DaemonClient
+
     with DaemonClient(url, token) as client:
         try:
             return call(client)
@@ -156,9 +205,11 @@ def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
             raise typer.Exit(2) from None
 
 
-def _grid(rows: list[dict[str, object]], columns: list[str]) -> str:
+def _grid(rows: list[dict[str, object]], columns: list[str], empty: str) -> str:
+    """Rows as aligned columns; `empty` (e.g. "no pending plans") when there are none -- every listing
+    prints its empty result this way."""
     if not rows:
-        return "(none)"
+        return empty
     cells = [columns] + [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
@@ -175,20 +226,30 @@ def plans(
     if not _is_path(table):
         found = _api(url, token, lambda c: c.plans(table))
         typer.echo(
-            json.dumps(found, indent=2) if as_json else _grid(found, ["instant", "action", "state", "quarantined"])
+            json.dumps(found, indent=2)
+            if as_json
+            else _grid(found, ["instant", "action", "state", "quarantined"], "no pending plans")
         )
         return
-    opened = _open(table)
-    pending = [i for i in opened.timeline().pending()]
-    if as_json:
-        typer.echo(json.dumps([{"instant": i.time, "action": i.action.value, "state": i.state.value} for i in pending]))
-        return
-    if not pending:
-        typer.echo("no pending plans")
-        return
-    typer.echo(f"{'instant time':<20}{'action':<16}state")
-    for instant in pending:
-        typer.echo(f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}")
+    pending: list[dict[str, object]] = [
+        {"instant": i.time, "action": i.action.value, "state": i.state.value} for i in _timeline(table).pending()
+    ]
+    typer.echo(
+        json.dumps(pending, indent=2) if as_json else _grid(pending, ["instant", "action", "state"], "no pending plans")
+    )
+
+
+def _pause_cell(table: dict[str, Any]) -> str:
+    """`no`; `by policy`; or `by on-call: REASON (via REPLICA since TIME)`."""
+    if not table.get("paused"):
+        return "no"
+    if table.get("paused_by") == "policy":
+        return "by policy (settings)"
+    reason = table.get("pause_reason") or "no reason given"
+    via = table.get("paused_via")
+    since = table.get("paused_since")
+    where = ", ".join(filter(None, [f"via {via}" if via else None, f"since {since}" if since else None]))
+    return f"by on-call: {reason}" + (f" ({where})" if where else "")
 
 
 @app.command()
@@ -202,13 +263,14 @@ def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: boo
         {
             **t,
             "pending": len(t["pending_plans"]),
+            "paused": _pause_cell(t),
             "health": "ok" if t["healthy"] else f"FAILING: {t['problem']}",
             "served": t.get("read_only") or "yes",
         }
         for t in found
     ]
     columns = ["name", "table_type", "pending", "paused", "last_completed_instant", "served", "health", "path"]
-    typer.echo(_grid(rows, columns))
+    typer.echo(_grid(rows, columns, "no tables"))
 
 
 @app.command()
@@ -226,7 +288,11 @@ def runs(
         typer.echo(json.dumps(found, indent=2))
         return
     typer.echo(
-        _grid(found, ["run_id", "table", "action", "instant", "state", "outcome", "duration_s", "progress", "error"])
+        _grid(
+            found,
+            ["run_id", "table", "action", "instant", "state", "outcome", "duration_s", "progress", "error"],
+            "no runs",
+        )
     )
 
 
@@ -280,7 +346,11 @@ def cancel(
 def quarantine(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Work items held back after repeated failures or a cancel."""
     found = _api(url, token, lambda c: c.quarantine())
-    typer.echo(json.dumps(found, indent=2) if as_json else _grid(found, ["key", "failures", "replica", "reason"]))
+    typer.echo(
+        json.dumps(found, indent=2)
+        if as_json
+        else _grid(found, ["key", "failures", "replica", "reason"], "nothing quarantined")
+    )
 
 
 @app.command()
@@ -303,6 +373,7 @@ def serve(
 ) -> None:
     """Run the table-services daemon (one replica) until SIGTERM or Ctrl-C, then drain and exit 0."""
     from lakeward.services.api.server import serve as run_daemon
+    from lakeward.services.settings import ConfigurationError, load_settings
 
     writer = None
     if demo_dir is not None:
@@ -421,10 +492,14 @@ def savepoint(
 
 
 @app.command()
-def savepoints(path: str = typer.Argument(..., help="table base path or URI")) -> None:
+def savepoints(path: str = typer.Argument(..., help="table base path or URI"), as_json: bool = JSON_OPTION) -> None:
     """List the table's savepoints, oldest first."""
-    for instant in _open(path).savepoints():
-        typer.echo(instant)
+    from lakeward.core.timeline import Action
+
+    found: list[dict[str, object]] = [
+        {"instant": i.time} for i in _timeline(path).completed() if i.action is Action.SAVEPOINT
+    ]
+    typer.echo(json.dumps(found, indent=2) if as_json else _grid(found, ["instant"], "no savepoints"))
 
 
 @app.command("delete-savepoint")
@@ -483,6 +558,10 @@ def rollback(
 @app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""
+    import pyarrow as pa
+
+    from lakeward.core.table import Table
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = path or tempfile.mkdtemp(prefix="lakeward-demo-")
     table = Table.create(
@@ -615,7 +694,23 @@ def index_build(
     )
 
 
+def _flags_as_flags() -> None:
+    """Help shows `--json`, not `--json <bool>`: typer 0.2x labels every option with its Python type, flags
+    (which take no value) included. Only the help text changes; parsing is click's, untouched."""
+    option = typer.core.TyperOption
+    labelled = option.display_type_rich
+    if getattr(labelled, "_lakeward_flags", False):
+        return
+
+    def display_type_rich(self: typer.core.TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else labelled(self, ctx)
+
+    display_type_rich._lakeward_flags = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
 def main() -> None:
+    _flags_as_flags()
     app()
 
 

@@ -6,11 +6,7 @@ from typing import Any
 
 import httpx
 
-from lakeward.services.api.app import API_PREFIX
-
-URL_ENV_VAR = "LAKEWARD_URL"
-TOKEN_ENV_VAR = "LAKEWARD_API_TOKEN"
-DEFAULT_URL = "http://127.0.0.1:8080"
+from lakeward.services.names import API_PREFIX, DEFAULT_URL, TOKEN_ENV_VAR, URL_ENV_VAR
 
 
 class DaemonAPIError(Exception):

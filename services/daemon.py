@@ -16,10 +16,10 @@ ingestion writers on the same tables must use the same lock settings.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
-import os
-import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakeward.core.engine.spark import python_worker_conf
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import SharedZooKeeperClient
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
-from lakeward.services.control import ControlStore, MemoryControlStore, ZooKeeperControlStore
+from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
 from lakeward.services.discovery import DiscoveryCache, DiscoveryResult, TableState, discover
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
@@ -61,9 +62,12 @@ class TableView:
     problem: str | None
     paused: bool
     paused_by_policy: bool
+    #: The on-call pause (who -- the replica that took the API call --, when, why), if any.
+    pause: PauseEntry | None = None
 
     def to_dict(self) -> dict[str, Any]:
         s = self.state
+        pause = self.pause if self.paused else None
         return {
             "name": self.ref.name,
             "path": self.ref.path,
@@ -72,6 +76,9 @@ class TableView:
             "read_only": s.read_only if s else None,
             "paused": self.paused or self.paused_by_policy,
             "paused_by": "policy" if self.paused_by_policy else ("on-call" if self.paused else None),
+            "pause_reason": pause.reason if pause else None,
+            "paused_via": pause.replica if pause else None,
+            "paused_since": dt.datetime.fromtimestamp(pause.since, dt.UTC).isoformat() if pause else None,
             "healthy": self.problem is None and (s is None or s.error is None),
             "problem": self.problem or (s.error if s else None),
             "last_completed_instant": s.last_completed if s else None,
@@ -113,11 +120,15 @@ def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> An
     """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(spark.master).appName(spark.app_name)
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+    conf.update(python_worker_conf(spark.conf))  # Python workers run this interpreter: they can import lakeward
     if spark.fair_scheduler:
-        folder = scratch or Path(tempfile.mkdtemp(prefix="lakeward-spark-"))
+        folder = scratch
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="lakeward-spark-"))
+            # Spark reads the allocation file when the session starts; the folder goes when this process exits.
+            atexit.register(shutil.rmtree, folder, True)
         pools = "".join(
             f'  <pool name="{p}"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>\n'
             for p in spark.pools
@@ -440,7 +451,14 @@ class Daemon:
         problems = {p.table.name: p.error for p in last.problems} if last else {}
         paused = self.control.paused()
         return [
-            TableView(ref, states.get(name), problems.get(name), name in paused, self.settings.policy_for(name).paused)
+            TableView(
+                ref,
+                states.get(name),
+                problems.get(name),
+                name in paused,
+                self.settings.policy_for(name).paused,
+                paused.get(name),
+            )
             for name, ref in sorted(self._known().items())
         ]
 

@@ -204,6 +204,24 @@ class Runner:
         on_table = sum(1 for r in self._running.values() if r.table.name == table.name)
         return on_table < self.concurrency.max_running_per_table
 
+    def _limit_reason(self, table: TableRef) -> str:
+        """Which limit stops a new run on `table`, naming the runs that hold the slots (call under the lock)."""
+
+        def names(runs: list[RunRecord]) -> str:
+            return ", ".join(f"run {r.run_id} ({r.key})" for r in runs)
+
+        running = list(self._running.values())
+        if len(running) >= self.concurrency.max_running:
+            return (
+                f"at the concurrency limit of this replica (max_running={self.concurrency.max_running}), "
+                f"held by {names(running)}; try again when a run finishes"
+            )
+        on_table = [r for r in running if r.table.name == table.name]
+        return (
+            f"at the per-table concurrency limit (max_running_per_table={self.concurrency.max_running_per_table}) "
+            f"on {table.name}, held by {names(on_table)}; try again when a run finishes"
+        )
+
     def progress_of(self, run: RunRecord) -> str:
         """The run's phase, with Spark task counts while its jobs run."""
         if run.state != "running" or self.spark is None or run.phase != "running":
@@ -242,7 +260,7 @@ class Runner:
             if not self._accepting:
                 return Submitted(None, "the replica is draining: it takes no new work")
             if not self._has_capacity(item.table):
-                return Submitted(None, "at the concurrency limit; try again when a run finishes")
+                return Submitted(None, self._limit_reason(item.table))
             if any(item.key in (r.key, r.item.key) for r in self._running.values()):
                 return Submitted(None, f"{item.key} is already running on this replica")
         claim = self.coordinator.try_claim(item.key)

@@ -51,10 +51,9 @@ from pydantic_settings import SettingsError as _PydanticSettingsError
 from pydantic_settings.sources.utils import parse_env_vars
 
 from lakeward.services.model import ServiceAction, TableRef
+from lakeward.services.names import CONFIG_ENV_VAR
 
 ENV_PREFIX = "LAKEWARD_"
-#: The environment variable naming the YAML file when no path is given.
-CONFIG_ENV_VAR = "LAKEWARD_CONFIG"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -704,7 +703,7 @@ class DaemonSettings(BaseSettings):
 
     @classmethod
     def example_yaml(cls) -> str:
-        """A documented example configuration (it loads; the README shows it)."""
+        """A documented example configuration (it loads; docs/daemon.md shows it)."""
         return EXAMPLE_YAML
 
 

@@ -6,7 +6,12 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"lakeward": "lakeward", "core": "lakeward.core", "services": "lakeward.services"}
+FOLDERS = {
+    "lakeward": "lakeward",
+    "core": "lakeward.core",
+    "services": "lakeward.services",
+    "pyspark_lakeward": "pyspark_lakeward",
+}
 
 
 def test_every_package_folder_is_listed_in_pyproject():

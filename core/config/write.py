@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lakeward.core.exceptions import ConfigError
+from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: Keys read by Table.create (table properties), accepted in write options too.
 TABLE_CREATE_KEYS = frozenset(
@@ -200,8 +200,8 @@ def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset
             continue
         elif key.startswith("hoodie."):
             raise ConfigError(
-                f"unknown option {key!r}; supported write options: {sorted(aliases)} "
-                "(see the README's configuration table)"
+                f"unknown option {key!r}{did_you_mean(key, [*aliases, *extra_known, *TABLE_CREATE_KEYS])} "
+                "(every supported option: docs/configuration.md)"
             )
     try:
         return WriteConfig.model_validate(values)

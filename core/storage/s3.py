@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from lakeward.core.exceptions import ConfigError
+from lakeward.core.exceptions import ConfigError, did_you_mean
 
 KNOWN_OPTIONS = frozenset(
     {
@@ -32,7 +32,8 @@ KNOWN_OPTIONS = frozenset(
 def _checked(options: Mapping[str, str]) -> dict[str, str]:
     unknown = sorted(k for k in options if k.startswith("aws_") and k not in KNOWN_OPTIONS)
     if unknown:
-        raise ConfigError(f"unknown S3 option(s) {unknown}; known: {sorted(KNOWN_OPTIONS)}")
+        hint = did_you_mean(unknown[0], KNOWN_OPTIONS)
+        raise ConfigError(f"unknown S3 option(s) {unknown}{hint}; known: {sorted(KNOWN_OPTIONS)}")
     return {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
 
 

@@ -1,7 +1,7 @@
 """The timeline: instants, their states and metadata under `.hoodie/`."""
 
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from lakeward.core.timeline.instant_time import new_instant_time, normalize_instant_time
+from lakeward.core.timeline.instant_time import InstantTime, instant_time_of, new_instant_time, normalize_instant_time
 from lakeward.core.timeline.metadata import CommitMetadata, WriteStat
 from lakeward.core.timeline.timeline import METAFOLDER, Timeline
 
@@ -16,4 +16,6 @@ __all__ = [
     "WriteStat",
     "new_instant_time",
     "normalize_instant_time",
+    "InstantTime",
+    "instant_time_of",
 ]

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
+from typing import TypeAlias
 
 from lakeward.core.exceptions import InstantNotFoundError
-from lakeward.core.timeline.instant import INSTANT_TIME_RE
+from lakeward.core.timeline.instant import INSTANT_TIME_RE, Instant
+
+#: What users pass as an instant time: `yyyyMMddHHmmssSSS`, a date-time (string or datetime), or an
+#: `Instant` (e.g. from `Table.completed_instants()`).
+InstantTime: TypeAlias = str | dt.datetime | Instant
+
+#: `str(Instant)`: `20261121094737855.commit[completed]` (what Spark options hold when given an Instant).
+_INSTANT_STR_RE = re.compile(r"^(\d{14}|\d{17})\.[a-z_]+\[[a-z]+\]$")
 
 _FORMAT = "%Y%m%d%H%M%S"
 _lock = threading.Lock()
@@ -42,15 +51,26 @@ def new_instant_time(after: str | None = None, timezone: str = "LOCAL") -> str:
         return candidate
 
 
-def normalize_instant_time(value: str | dt.datetime, timezone: str = "LOCAL") -> str:
-    """Turn an instant time, a date-time string or a datetime into a 17-digit comparable time.
+def instant_time_of(value: str | Instant) -> str:
+    """The instant time of an argument naming one instant exactly: a time string, or an `Instant`."""
+    if isinstance(value, Instant):
+        return value.time
+    text = value.strip()
+    shown = _INSTANT_STR_RE.match(text)
+    return shown.group(1) if shown else text
+
+
+def normalize_instant_time(value: InstantTime, timezone: str = "LOCAL") -> str:
+    """Turn an instant time, an `Instant`, a date-time string or a datetime into a 17-digit comparable time.
 
     Strings of 14 or 17 digits are instant times; other strings are parsed as ISO
     date-times (`2024-04-18 17:32:13.674`). Aware datetimes are converted to the
     timeline's zone (the machine's local zone unless the table says UTC).
     """
+    if isinstance(value, Instant):
+        value = value.time
     if isinstance(value, str):
-        text = value.strip()
+        text = instant_time_of(value)
         if INSTANT_TIME_RE.match(text):
             return text if len(text) == 17 else text + "999"
         if text.isdigit() and len(text) < 8:

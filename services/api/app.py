@@ -21,11 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakeward.core.exceptions import LakewardError
+from lakeward.services.api.docs import mount_docs
 from lakeward.services.daemon import Daemon, TriggerError, UnknownTableError, plan_dict
 from lakeward.services.metrics import CONTENT_TYPE
 from lakeward.services.model import ServiceAction
-
-API_PREFIX = "/api/v1"
+from lakeward.services.names import API_PREFIX
 
 _bearer = HTTPBearer(auto_error=False)
 
@@ -63,7 +63,10 @@ def create_app(daemon: Daemon) -> FastAPI:
         title="lakeward daemon",
         version="1",
         description="Table services for Hudi tables: inspect tables, plans and runs; trigger, pause, cancel.",
+        docs_url=None,  # served by mount_docs from packaged files (no CDN)
+        redoc_url=None,
     )
+    mount_docs(app)
 
     def token_of(credentials: HTTPAuthorizationCredentials | None) -> str | None:
         return credentials.credentials if credentials is not None else None

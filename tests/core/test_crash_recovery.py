@@ -33,6 +33,8 @@ from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Instant, State, Timeline
 
+# Every test runs writer processes and kills them mid-write (4-10 s each on a loaded 2-core machine).
+pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).parent / "scripts" / "crash_writer.py"
 CITIES = ["sf", "nyc", "la", "sea"]
 N_BASE = 8000

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pytest
 import yaml
 
 import lakeward
@@ -28,6 +29,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow  # ~10 s: a daemon process runs plans
 def test_running_daemon_exports_every_metric_the_dashboard_and_alerts_use(tmp_path: Path) -> None:
     table_path = str(tmp_path / "orders")
     schema = pa.schema([("id", pa.int64()), ("amount", pa.float64())])

@@ -103,6 +103,7 @@ def _skip_annotations(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # installs checkov into its own virtualenv on first use (~2 min), then runs it
 def test_checkov_passes_with_every_skip_justified(
     checkov_report: dict[str, Any], rendered: dict[str, list[dict[str, Any]]]
 ) -> None:

@@ -267,6 +267,7 @@ def log_file_versions(table: Table) -> list[int]:
     ]
 
 
+@pytest.mark.slow  # 5-15 s each: rounds of upserts, each read by hudi-rs
 @pytest.mark.parametrize("block_format", ["avro", "parquet"])
 @pytest.mark.parametrize("index", ["BLOOM", "SIMPLE", "BUCKET"])
 def test_upsert_rounds_read_the_same(tmp_path, index: str, block_format: str) -> None:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from lakeward import Table
 from lakeward.services.api import create_app
 from lakeward.services.api.server import ApiServer
+from lakeward.services.cli import _pause_cell
 from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
@@ -227,7 +228,10 @@ def test_pause_resume_and_quarantine_release(client, daemon):
         "paused": True,
         "changed": True,
     }
-    assert client.get("/api/v1/tables/orders").json()["paused"] is True
+    paused = client.get("/api/v1/tables/orders").json()
+    assert paused["paused"] is True
+    assert (paused["pause_reason"], paused["paused_via"]) == ("incident 42", daemon.replica_id)
+    assert _pause_cell(paused).startswith(f"by on-call: incident 42 (via {daemon.replica_id}, since ")
     assert daemon.control.paused()["orders"].reason == "incident 42"
     assert client.post("/api/v1/tables/orders/resume", headers=AUTH).json()["changed"] is True
     daemon.control.quarantine("orders/compaction/20260101000000000", "failed 3 time(s)", 3, "r")

@@ -129,6 +129,7 @@ def test_session_expiry_fires_callbacks_invalidates_claims_and_frees_them(make_c
     assert fresh is not None and a.is_valid(fresh)
 
 
+@pytest.mark.slow  # ~20 s: stops and restarts a ZooKeeper server
 @pytest.mark.zookeeper
 def test_server_stop_suspends_and_invalidates_claims(make_coordinator, zookeeper_server):
     a = make_coordinator("a", session_timeout_s=20.0, connection_timeout_s=2.0)

@@ -117,13 +117,13 @@ def test_savepoint_list_restore_and_delete(tmp_path):
     table, instants = _many_commits(tmp_path, 3)
     assert runner.invoke(app, ["savepoint", table.path, instants[0]]).exit_code == 0
     listed = runner.invoke(app, ["savepoints", table.path])
-    assert listed.output.split() == [instants[0]]
+    assert listed.output.split() == ["instant", instants[0]]
     result = runner.invoke(app, ["restore", table.path, instants[0]])
     assert result.exit_code == 0, result.output
     assert "2 instant(s) rolled back" in result.output
     assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [0, 0]
     assert runner.invoke(app, ["delete-savepoint", table.path, instants[0]]).exit_code == 0
-    assert runner.invoke(app, ["savepoints", table.path]).output.split() == []
+    assert runner.invoke(app, ["savepoints", table.path]).output == "no savepoints\n"
     missing = runner.invoke(app, ["restore", table.path, instants[0]])
     assert missing.exit_code == 2
 

@@ -127,7 +127,8 @@ def test_concurrency_limit_per_table(tmp_path, in_process):
     first = runner.submit(item(table), force=True)
     assert first.run is not None and engine.arrived.wait(20)
     second = runner.submit(item(table, ServiceAction.CLEAN))
-    assert second.run is None and "limit" in second.reason
+    assert second.run is None and "max_running_per_table=1" in second.reason
+    assert f"run {first.run.run_id} ({first.run.key})" in second.reason  # names the run holding the slot
     engine.gate.set()
     assert runner.wait_idle(60)
     runner.close()

@@ -11,7 +11,7 @@ import yaml
 from lakeward.services.model import ServiceAction, TableRef
 from lakeward.services.settings import ConfigurationError, DaemonSettings, load_settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DAEMON_DOC = Path(__file__).resolve().parents[2] / "docs" / "daemon.md"
 
 
 def write(tmp_path: Path, data: dict | str) -> Path:
@@ -260,14 +260,12 @@ def test_helpers() -> None:
     assert [retries.backoff_s(n) for n in (1, 2, 3, 10)] == [5, 10, 20, 300]
 
 
-def test_example_yaml_loads_and_is_in_readme(tmp_path: Path) -> None:
+def test_example_yaml_loads_and_is_in_the_daemon_docs(tmp_path: Path) -> None:
     example = DaemonSettings.example_yaml()
     s = load_settings(write(tmp_path, example), env={})
     assert s.policy_for("orders").compaction.max_delta_commits == 10
     assert s.policy_for("events").paused
-    readme = README.read_text(encoding="utf-8")
-    section = readme[readme.index("## Daemon configuration") :]
-    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    block = re.search(r"```yaml\n(.*?)```", DAEMON_DOC.read_text(encoding="utf-8"), re.S)
     assert block is not None and block.group(1) == example
 
 

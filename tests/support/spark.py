@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from lakeward.core.engine.spark import python_worker_conf
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Local Spark: 2 cores, a task may fail and be retried (local[2,4]), UI off, few shuffle partitions."""
+    """Local Spark: 2 cores, a task may fail and be retried (local[2,4]), UI off, few shuffle partitions.
+
+    Tolerant of a loaded machine: the Python runners of streaming sources and of data-source planning
+    wait `spark.python.authenticate.socketTimeout` for their worker to connect (15 s by default; the
+    streaming checkpoint test once failed on it under load): 120 s here. A crashing worker dumps its
+    traceback. One session for the whole run, 4 shuffle partitions.
+    Workers run this interpreter (lakeward's own session set-up: `python_worker_conf`).
+    """
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    builder = SparkSession.builder
+    for key, value in python_worker_conf({}).items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2,4]")
+        builder.master("local[2,4]")
         .appName("lakeward-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -27,6 +36,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .config("spark.python.worker.faulthandler.enabled", "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

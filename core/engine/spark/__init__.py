@@ -9,7 +9,10 @@ alone writes the timeline. Reads return Spark DataFrames.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from lakeward.core.engine.base import Engine
@@ -19,6 +22,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakeward.core.timeline import WriteStat
+
+#: The Python that Spark's Python workers run (the `PYSPARK_PYTHON` environment variable is the fallback).
+PYTHON_CONF = "spark.pyspark.python"
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,6 +45,41 @@ def active_session() -> SparkSession:
     if session is None:
         raise ConfigError("engine='spark' needs a SparkSession: create one first or pass SparkEngine(spark)")
     return session
+
+
+def python_worker_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """Conf for a session lakeward creates: its Python workers run this interpreter, so they can import
+    lakeward, unless the user chose one (`spark.pyspark.python` in `conf`, or `PYSPARK_PYTHON`).
+
+    Also sets `PYSPARK_PYTHON` when unset: PySpark's RDD jobs (`SparkContext.pythonExec`) and its
+    start-up lookup of data sources read only the environment, not the conf.
+    """
+    chosen = conf.get(PYTHON_CONF) or os.environ.get("PYSPARK_PYTHON") or sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", chosen)
+    return {} if PYTHON_CONF in conf else {PYTHON_CONF: chosen}
+
+
+_MISSING_MODULE = re.compile(r"No module named '((?:py)?(?:spark_)?lakeward[\w.]*)'")
+
+
+class WorkerImportError(ConfigError):
+    """Spark's Python workers cannot import lakeward (their Python is not the one lakeward is installed in)."""
+
+
+def worker_import_error(exc: BaseException) -> WorkerImportError | None:
+    """The error to raise instead of `exc` when `exc` is a Spark task failing to import lakeward, else None."""
+    found = _MISSING_MODULE.search(str(exc))
+    if found is None:
+        return None
+    return WorkerImportError(
+        f"Spark's Python workers cannot import lakeward (No module named {found.group(1)!r}). Spark starts "
+        "them with the PYSPARK_PYTHON environment variable of the driver (SQL and data-source work also "
+        f"honours the Spark conf {PYTHON_CONF}), else with python3 on the executors' PATH. Point both at a "
+        f"Python that has lakeward installed -- this driver runs {sys.executable} -- e.g. set "
+        "os.environ['PYSPARK_PYTHON'] = sys.executable before creating the session in local mode, or "
+        "install lakeward into the executors' Python on a cluster. Sessions lakeward creates do so unless "
+        "you chose a Python yourself."
+    )
 
 
 class SparkEngine(Engine):
@@ -62,6 +103,11 @@ class SparkEngine(Engine):
         sc.setJobDescription(f"lakeward: {description or getattr(fn, '__name__', 'tasks')}")
         try:
             return sc.parallelize(list(items), len(items)).map(fn).collect()
+        except Exception as exc:
+            missing = worker_import_error(exc) if is_spark_task_error(exc) else None
+            if missing is not None:
+                raise missing from None
+            raise
         finally:
             sc.setJobDescription(None)  # type: ignore[arg-type]
 
@@ -74,6 +120,9 @@ def unwrap_task_error(exc: BaseException) -> BaseException:
     """
     from lakeward.core import exceptions
 
+    missing = worker_import_error(exc)
+    if missing is not None:
+        return missing
     text = str(exc)
     for line in reversed(text.splitlines()):
         line = line.strip()
@@ -89,4 +138,14 @@ def is_spark_task_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(("pyspark.", "py4j."))
 
 
-__all__ = ["AfterFileGroupHook", "SparkEngine", "active_session", "is_spark_task_error", "unwrap_task_error"]
+__all__ = [
+    "PYTHON_CONF",
+    "AfterFileGroupHook",
+    "SparkEngine",
+    "WorkerImportError",
+    "active_session",
+    "is_spark_task_error",
+    "python_worker_conf",
+    "unwrap_task_error",
+    "worker_import_error",
+]

@@ -35,7 +35,7 @@ from lakeward.core.config.table import (
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.engine.spark import changes as cdc
-from lakeward.core.exceptions import ConfigError, TableNotFoundError
+from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.write.operation import WriteOperation
@@ -71,7 +71,10 @@ def _check_option_names(options: Mapping[str, Any], allowed_extra: frozenset[str
     for key in options:
         if key.startswith("hoodie.") or key in allowed_extra or key == "path":
             continue
-        raise ConfigError(f"unknown {kind} option {key!r} for format {FORMAT!r}; use Apache Hudi's hoodie.* names")
+        raise ConfigError(
+            f"unknown {kind} option {key!r} for format {FORMAT!r}{did_you_mean(key, allowed_extra)}; "
+            "use Apache Hudi's hoodie.* names"
+        )
 
 
 def parse_operation(options: Mapping[str, Any]) -> WriteOperation:
@@ -234,7 +237,9 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
     cdc.check_batch_options(opts)
     for key in opts:
         if key.startswith("hoodie.") and key not in READ_KEYS:
-            raise ConfigError(f"unknown read option {key!r}; supported: {sorted(READ_KEYS)}")
+            raise ConfigError(
+                f"unknown read option {key!r}{did_you_mean(key, READ_KEYS)}; supported: {sorted(READ_KEYS)}"
+            )
     if query == "incremental" and not opts.get(BEGIN):
         raise ConfigError(f"{QUERY_TYPE}=incremental needs {BEGIN}")
     if query != "incremental" and (BEGIN in opts or END in opts):
@@ -258,7 +263,10 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
 
 
 # -- the registered Python data source (reads over Arrow) ------------------------------------
-def _data_source_class() -> type:
+def _data_source_class(pushdown: bool = True) -> type:
+    """Format `lakeward`. With `pushdown`, its reader pushes filters to secondary indexes, which needs
+    `spark.sql.python.filterPushdown.enabled` (set by `register`): PySpark refuses such a reader without it.
+    """
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class LakewardReader(DataSourceReader):  # type: ignore[misc]
@@ -266,14 +274,6 @@ def _data_source_class() -> type:
             self.path = path
             self.options = options
             self.pushed: list[Any] = []
-
-        def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
-            """Filters become index predicates; all of them go back to Spark, which applies them again."""
-            from lakeward.core.engine.spark.index_pushdown import to_dnf
-
-            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
-                self.pushed = to_dnf(filters)
-            yield from filters
 
         def partitions(self) -> Sequence[InputPartition]:
             """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
@@ -289,6 +289,15 @@ def _data_source_class() -> type:
                 return  # no file slices (e.g. an empty incremental range): Spark still reads one empty partition
             text, plan = partition.value
             yield from _read_slice(self.path, plan, slice_from_json(text))
+
+    class LakewardPushdownReader(LakewardReader):
+        def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+            """Filters become index predicates; all of them go back to Spark, which applies them again."""
+            from lakeward.core.engine.spark.index_pushdown import to_dnf
+
+            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
+                self.pushed = to_dnf(filters)
+            yield from filters
 
     class LakewardDataSource(DataSource):  # type: ignore[misc]
         @classmethod
@@ -319,7 +328,7 @@ def _data_source_class() -> type:
             cdc.check_batch_options(opts)
             if cdc.is_cdc_query(opts):
                 return cdc.change_reader(self._path(), opts)  # type: ignore[no-any-return]
-            return LakewardReader(self._path(), opts)
+            return (LakewardPushdownReader if pushdown else LakewardReader)(self._path(), opts)
 
         def streamReader(self, schema: Any) -> Any:
             opts = {k: v for k, v in self.options.items() if k != "path"}
@@ -502,8 +511,22 @@ def _wrap_recorders(cls: type) -> None:
         cls.partitionBy = partitionBy  # type: ignore[attr-defined]
 
 
+def auto_data_source_class() -> type:
+    """The data source PySpark registers by itself at session start-up (module `pyspark_lakeward`).
+
+    Without `register(spark)` the session lacks `spark.sql.python.filterPushdown.enabled`, so this one
+    reads without secondary-index pushdown; `register(spark)` replaces it with the full one.
+    """
+    return _data_source_class(pushdown=False)
+
+
 def register(spark: SparkSession) -> None:
-    """Make format `lakeward` available in this session (data source and driver hooks)."""
+    """Make format `lakeward` available in this session (data source and driver hooks).
+
+    Reads through `spark.read.format("lakeward")` work without this call where PySpark registers
+    Python data sources at start-up (module `pyspark_lakeward`, installed with lakeward); this call
+    adds secondary-index pushdown, `df.write.format("lakeward")` and the SQL functions.
+    """
     spark.dataSource.register(_data_source_class())
     # The reader pushes filters down to secondary indexes (Spark refuses such a reader without this).
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -511,4 +534,4 @@ def register(spark: SparkSession) -> None:
     cdc.register_sql_function(spark)
 
 
-__all__ = ["FORMAT", "read_dataframe", "register", "write_dataframe"]
+__all__ = ["FORMAT", "auto_data_source_class", "read_dataframe", "register", "write_dataframe"]

@@ -109,6 +109,7 @@ def _run(tmp_path, table_type: str, mode: str, seed: int) -> None:
     assert compared >= 5, f"only {compared} ranges were queryable"
 
 
+@pytest.mark.slow  # ~10 s each: a randomised model run per table type and logging mode
 @pytest.mark.parametrize("mode", ["KEY_OP", "DATA_BEFORE", "DATA_BEFORE_AFTER"])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_cdc_queries_match_the_model(tmp_path, table_type, mode):

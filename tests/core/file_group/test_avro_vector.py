@@ -435,6 +435,7 @@ def _benchmark_table(n: int, seed: int = 20240607) -> pa.Table:
     )
 
 
+@pytest.mark.slow  # ~15 s: 200k rows through both encoders
 def test_benchmark_table_of_200k_rows_encodes_identically(fastavro_only: Any) -> None:
     table = _benchmark_table(200_000)
     for null_first in (True, False):

@@ -109,6 +109,7 @@ def _full_scan(table: Table, filters: Any, columns: list[str] | None) -> pa.Tabl
     )
 
 
+@pytest.mark.slow  # ~30 s each on a loaded 2-core machine (randomised writes and reads)
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str) -> None:
     rng = random.Random(20261121 + len(table_type))

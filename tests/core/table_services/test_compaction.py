@@ -154,6 +154,7 @@ def test_default_log_size_strategy_takes_every_slice_with_logs_largest_first(tmp
     assert [op["partitionPath"] for op in record["operations"]] == ["city=sf", "city=nyc"]
 
 
+@pytest.mark.slow  # ~17 s under load: many delta commits
 def test_trigger_after_max_delta_commits(tmp_path: Path) -> None:
     s = Scenario.create(tmp_path / "t", {"hoodie.compact.inline.max.delta.commits": 3})
     s.insert(range(30), 1, "load")  # delta commit 1 (base files only)

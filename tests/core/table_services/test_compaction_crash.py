@@ -150,6 +150,7 @@ def test_compactor_killed_then_plan_run_again(table: tuple[Scenario, str], point
     assert as_tuples(Table.open(s.path).read(read_optimized=True)) == s.expected()
 
 
+@pytest.mark.slow  # ~12 s: two killed compactor processes
 def test_compactor_killed_twice_with_writes_in_between(table: tuple[Scenario, str]) -> None:
     """Killed, a write lands on the pending slices, killed again later in the run; the third run completes."""
     s, instant = table

@@ -1,0 +1,95 @@
+"""CLI start-up benchmark: wall time of `lakeward` commands that should answer at once (issue 23).
+
+Creates a small copy-on-write table in a temporary folder, then runs each command `--repeat` times
+as a fresh process (the `lakeward` console script next to this interpreter, else
+`python -m lakeward.services.cli`) and prints min / median / max wall seconds per command, plus the
+modules the `--help` process imported (`-X importtime`: the heaviest top-level packages).
+
+    python benchmarks/cli_startup.py [--repeat 7]
+
+The target of the issue is under 0.5 s for `--help` and table commands on an idle machine; the
+figures include the machine's current load (other processes share its cores), so run it when quiet
+and compare runs made back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+
+from lakeward import Table
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).parent / "lakeward"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lakeward.services.cli"]
+
+
+def _time(args: list[str], repeat: int) -> list[float] | None:
+    """Wall seconds of each run; None when the command fails (e.g. one this version lacks)."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        done = subprocess.run([*_command(), *args], capture_output=True, text=True, timeout=120)
+        times.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            return None
+    return times
+
+
+def _heaviest_imports(top: int) -> list[tuple[str, float]]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "lakeward.services.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    totals: dict[str, float] = defaultdict(float)
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        self_us, _cumulative, name = line.removeprefix("import time:").split("|")
+        totals[name.strip().split(".")[0]] += int(self_us) / 1e6
+    return sorted(totals.items(), key=lambda kv: kv[1], reverse=True)[:top]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="lakeward-cli-bench-") as folder:
+        path = str(Path(folder) / "t")
+        table = Table.create(path, record_key="id")
+        table.upsert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+        commands = {
+            "--help": ["--help"],
+            "--version": ["--version"],
+            "timeline PATH": ["timeline", path],
+            "show PATH": ["show", path],
+            "plans PATH": ["plans", path],
+            "savepoints PATH": ["savepoints", path],
+        }
+        print(f"lakeward CLI start-up, {args.repeat} runs each ({' '.join(_command())})")
+        print(f"{'command':<18}{'min s':>8}{'median s':>10}{'max s':>8}")
+        for label, argv in commands.items():
+            times = _time(argv, args.repeat)
+            if times is None:
+                print(f"{label:<18}   fails")
+                continue
+            print(f"{label:<18}{min(times):>8.2f}{statistics.median(times):>10.2f}{max(times):>8.2f}")
+    print("\nheaviest imports of `--help` (self time, s, by top-level package):")
+    for package, seconds in _heaviest_imports(8):
+        print(f"  {package:<20}{seconds:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,383 @@
+"""Generate the reference pages of docs/ from the code, so they cannot drift from it.
+
+- docs/configuration.md: every `hoodie.*` option lakeward accepts (table properties, write and lock
+  options from the pydantic models in core, Spark read options) and every daemon setting (from
+  `lakeward.services.settings`) with its type, default and environment variable.
+- docs/http-api.md: the daemon's HTTP API, from its OpenAPI schema.
+
+    python scripts/gen_docs.py          # rewrite both pages
+    python scripts/gen_docs.py --check  # exit 1 when a page is out of date (tests/test_docs.py does this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from lakeward.core.config.write import TABLE_CREATE_KEYS, WriteConfig
+from lakeward.core.engine.spark.datasource import READ_KEYS
+from lakeward.core.locks import LockConfig
+from lakeward.services.api.app import create_app
+from lakeward.services.daemon import Daemon
+from lakeward.services.settings import ENV_PREFIX, DaemonSettings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+#: What each option means (the models hold the key, type and default). tests/test_docs.py checks that
+#: every key lakeward accepts has an entry here, so a new option cannot go undocumented.
+DESCRIPTIONS: dict[str, str] = {
+    "as.of.instant": "time travel: read as of this instant time or timestamp",
+    "hoodie.bloom.index.filter.dynamic.max.entries": "dynamic filter growth bound",
+    "hoodie.bloom.index.filter.type": "or `SIMPLE`",
+    "hoodie.bloom.index.prune.by.ranges": "prune files by min/max record key",
+    "hoodie.bucket.index.hash.field": "fields hashed into buckets",
+    "hoodie.bucket.index.num.buckets": "buckets per partition (BUCKET index)",
+    "hoodie.cleaner.commits.retained": "commits whose snapshots stay readable",
+    "hoodie.cleaner.fileversions.retained": "slices kept per file group (file-versions policy)",
+    "hoodie.cleaner.hours.retained": "hours kept (by-hours policy)",
+    "hoodie.cleaner.policy": "or `KEEP_LATEST_FILE_VERSIONS`, `KEEP_LATEST_BY_HOURS`",
+    "hoodie.cleaner.policy.failed.writes": "pending writes whose writer is gone (no heartbeat, expired, or process gone) are rolled back by the next write; never a live one",
+    "hoodie.client.heartbeat.interval_in_ms": "heartbeat refresh of a writer (both policies)",
+    "hoodie.client.heartbeat.tolerable.misses": "missed heartbeats before a pending write counts as failed",
+    "hoodie.clustering.plan.strategy.max.bytes.per.group": "input bytes of one clustering group (one task)",
+    "hoodie.clustering.plan.strategy.max.num.groups": "clustering groups per plan",
+    "hoodie.clustering.plan.strategy.small.file.limit": "clustering takes slices whose base file is smaller",
+    "hoodie.clustering.plan.strategy.sort.columns": "columns the clustered files are sorted by",
+    "hoodie.clustering.plan.strategy.target.file.max.bytes": "size of the files a clustering writes",
+    "hoodie.clustering.updates.strategy": "the only one: updates to file groups under a pending clustering are rejected",
+    "hoodie.combine.before.delete": "de-duplicate a batch by key",
+    "hoodie.combine.before.insert": "de-duplicate a batch by key",
+    "hoodie.combine.before.upsert": "de-duplicate a batch by key",
+    "hoodie.commits.archival.batch": "archived entries per Avro block",
+    "hoodie.compact.inline": "schedule (when due) and run a compaction after each write",
+    "hoodie.compact.inline.max.delta.commits": "delta commits since the last compaction that make one due",
+    "hoodie.compaction.logfile.size.threshold": "log-size strategy: the least log bytes a slice needs to be compacted",
+    "hoodie.compaction.strategy": "or `UnBoundedCompactionStrategy` (Hudi class names accepted)",
+    "hoodie.copyonwrite.record.size.estimate": "bytes per record for sizing; default: from recent commits, else the batch",
+    "hoodie.database.name": "database (part of the checksum)",
+    "hoodie.datasource.query.incremental.format": "incremental output: `latest_state` (records) or `cdc` (changes)",
+    "hoodie.datasource.query.type": "`snapshot`, `read_optimized` or `incremental`",
+    "hoodie.datasource.read.begin.instanttime": "incremental and CDC reads: exclusive begin instant (`earliest` for CDC)",
+    "hoodie.datasource.read.end.instanttime": "incremental and CDC reads: inclusive end instant (default: latest)",
+    "hoodie.datasource.streaming.startOffset": "streaming reads: `earliest`, `latest` or an instant time",
+    "hoodie.datasource.write.hive_style_partitioning": "`field=value` partition folders",
+    "hoodie.datasource.write.keygenerator.class": "`SimpleKeyGenerator`, `ComplexKeyGenerator`, `NonpartitionedKeyGenerator`, `TimestampBasedKeyGenerator` (Hudi class names or short names)",
+    "hoodie.datasource.write.keygenerator.type": "key generator by short name: `SIMPLE`, `COMPLEX`, `NON_PARTITION`, `TIMESTAMP`",
+    "hoodie.datasource.write.partitionpath.field": "partition field(s)",
+    "hoodie.datasource.write.partitionpath.urlencode": "escape partition values as Hudi does (`eu/west` → folder `eu%2Fwest`); reads and filters see the original value",
+    "hoodie.datasource.write.payload.class": "`DefaultHoodieRecordPayload` keeps a stored record whose ordering value is larger",
+    "hoodie.datasource.write.precombine.field": "ordering field",
+    "hoodie.datasource.write.recordkey.field": "record key field(s), comma separated",
+    "hoodie.datasource.write.table.name": "table name",
+    "hoodie.datasource.write.table.type": "`COPY_ON_WRITE` or `MERGE_ON_READ` (`Table.create(table_type=...)` wins over it)",
+    "hoodie.enable.data.skipping": "push filters down to secondary indexes",
+    "hoodie.index.bloom.fpp": "bloom false-positive rate",
+    "hoodie.index.bloom.num_entries": "bloom filter sizing",
+    "hoodie.index.type": "`BLOOM`, `SIMPLE` or `BUCKET`",
+    "hoodie.keep.max.commits": "archival keeps at least min; archives once over max",
+    "hoodie.keep.min.commits": "archival keeps at least min; archives once over max",
+    "hoodie.keygen.timebased.input.dateformat": "Java date patterns (`yyyy/MM/dd/HH`)",
+    "hoodie.keygen.timebased.output.dateformat": "Java date patterns (`yyyy/MM/dd/HH`)",
+    "hoodie.keygen.timebased.timestamp.scalar.time.unit": "unit of `SCALAR` timestamps (`MILLISECONDS`, `SECONDS`, ...)",
+    "hoodie.keygen.timebased.timestamp.type": "`UNIX_TIMESTAMP`, `EPOCHMILLISECONDS`, `EPOCHMICROSECONDS`, `SCALAR`, `DATE_STRING`",
+    "hoodie.keygen.timebased.timezone": "time zone of the time-based key generator",
+    "hoodie.logfile.data.block.format": "merge-on-read log data blocks: `avro` or `parquet` (Parquet blocks use `hoodie.parquet.compression.codec`)",
+    "hoodie.logfile.max.size": "merge-on-read: a write's log blocks roll over to the next log file version past this size",
+    "hoodie.parquet.compression.codec": "`snappy`, `gzip`, `zstd`, `lz4`, `brotli`, `none`",
+    "hoodie.parquet.max.file.size": "upper bound of a base file",
+    "hoodie.parquet.small.file.limit": "files below this receive inserts first",
+    "hoodie.table.cdc.enabled": 'persist change data for CDC queries (see "Change data capture")',
+    "hoodie.table.cdc.supplemental.logging.mode": "`KEY_OP` (`OP_KEY_ONLY`), `DATA_BEFORE` or `DATA_BEFORE_AFTER`",
+    "hoodie.table.name": "table name",
+    "hoodie.table.timeline.timezone": "`LOCAL` or `UTC` instant times",
+    "hoodie.table.type": "same as `hoodie.datasource.write.table.type`",
+    "hoodie.upsert.shuffle.parallelism": "threads of the local engine",
+    "hoodie.write.concurrency.mode": "`optimistic_concurrency_control` forces `LAZY` failed-write cleaning",
+    "hoodie.write.lock.client.num_retries": "retries of a lock client call",
+    "hoodie.write.lock.client.wait_time_ms_between_retry": "wait between lock client retries",
+    "hoodie.write.lock.conflict.resolution.strategy": "the only one: concurrent writes conflict when they touch the same file groups",
+    "hoodie.write.lock.max_wait_time_ms_between_retry": "longest wait between lock attempts",
+    "hoodie.write.lock.num_retries": "attempts to take the table lock",
+    "hoodie.write.lock.provider": "`org.apache.hudi.client.transaction.lock.InProcessLockProvider` or `...ZookeeperBasedLockProvider`",
+    "hoodie.write.lock.wait_time_ms": "how long to wait for the table lock",
+    "hoodie.write.lock.wait_time_ms_between_retry": "first wait between lock attempts (doubles up to the max)",
+    "hoodie.write.lock.zookeeper.base_path": "ZooKeeper lock settings",
+    "hoodie.write.lock.zookeeper.connection_timeout_ms": "ZooKeeper lock settings",
+    "hoodie.write.lock.zookeeper.lock_key": "ZooKeeper lock settings",
+    "hoodie.write.lock.zookeeper.port": "ZooKeeper lock settings",
+    "hoodie.write.lock.zookeeper.session_timeout_ms": "ZooKeeper lock settings",
+    "hoodie.write.lock.zookeeper.url": "ZooKeeper lock settings",
+    "hoodie.write.markers.type": "markers under `.hoodie/.temp/<instant>/`",
+    "lakeward.cdc.images": "CDC images as `json` strings (Hudi) or typed `struct`s",
+}
+
+#: Defaults of table properties (they are parsed from hoodie.properties, not a pydantic model).
+TABLE_DEFAULTS: dict[str, str] = {
+    "hoodie.table.name": "the folder name",
+    "hoodie.datasource.write.table.name": "the folder name",
+    "hoodie.datasource.write.table.type": "COPY_ON_WRITE",
+    "hoodie.table.type": "COPY_ON_WRITE",
+    "hoodie.datasource.write.recordkey.field": "(required)",
+    "hoodie.datasource.write.keygenerator.class": "from the fields",
+    "hoodie.datasource.write.keygenerator.type": "from the fields",
+    "hoodie.datasource.write.hive_style_partitioning": "false",
+    "hoodie.datasource.write.partitionpath.urlencode": "false",
+    "hoodie.database.name": "default",
+    "hoodie.table.timeline.timezone": "LOCAL",
+    "hoodie.table.cdc.enabled": "false",
+    "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER",
+}
+READ_DEFAULTS: dict[str, str] = {
+    "hoodie.datasource.query.type": "snapshot",
+    "hoodie.datasource.query.incremental.format": "latest_state",
+    "hoodie.enable.data.skipping": "true",
+    "lakeward.cdc.images": "json",
+}
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        names = [_type_name(a) for a in args if a is not type(None)]
+        optional = type(None) in args
+        return " | ".join(names) + (" (optional)" if optional else "")
+    if origin in (list, tuple, set, frozenset):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}" if args else "map"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()  # type: ignore[call-arg]
+    elif field.default is PydanticUndefined:
+        return "(required)"
+    else:
+        value = field.default
+    if value is None:
+        return "none"
+    if isinstance(value, BaseModel):
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if hasattr(value, "value"):
+        value = value.value
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: pipes escaped (once), one line."""
+    return re.sub(r"(?<!\\)\|", r"\\|", text).replace("\n", " ")
+
+
+def _model_rows(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for field in model.model_fields.values():
+        key = str(field.alias)
+        rows.append((key, _type_name(field.annotation), _default(field), DESCRIPTIONS.get(key, "")))
+    return sorted(rows)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for row in rows:
+        first, *rest = row
+        lines.append("| " + " | ".join([f"`{first}`", *(_cell(c) if c else "" for c in rest)]) + " |")
+    return lines
+
+
+def _settings_rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    doc = (model.__doc__ or "").strip().split("\n")[0]
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        annotation = field.annotation
+        env = ENV_PREFIX + key.upper().replace(".", "__")
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.extend(_settings_rows(annotation, f"{key}."))
+            continue
+        args = typing.get_args(annotation)
+        item = args[0] if typing.get_origin(annotation) is list and args else None
+        value = args[1] if typing.get_origin(annotation) is dict and len(args) == 2 else None
+        description = field.description or doc
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            rows.append((key, f"list of {item.__name__}", "[]", env + " (JSON)", description))
+            rows.extend(_settings_rows(item, f"{key}[]."))
+            continue
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            rows.append((key, f"map of name to {value.__name__}", "{}", env + " (JSON)", description))
+            continue
+        rows.append((key, _type_name(annotation), _default(field), env if "[]" not in key else "", description))
+    return rows
+
+
+def configuration_markdown() -> str:
+    write_keys = {str(f.alias) for f in WriteConfig.model_fields.values()}
+    table_rows = sorted(
+        (k, "string", TABLE_DEFAULTS.get(k, "none"), DESCRIPTIONS.get(k, ""))
+        for k in TABLE_CREATE_KEYS
+        if k not in write_keys
+    )
+    read_rows = sorted((k, "string", READ_DEFAULTS.get(k, "none"), DESCRIPTIONS.get(k, "")) for k in READ_KEYS)
+    header = ("key", "type", "default", "meaning")
+    lines = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated by scripts/gen_docs.py from the code: do not edit by hand. -->",
+        "",
+        "Options use Apache Hudi's documented names. Pass them as `options={...}` to `Table.create` /",
+        "`Table.open`, as `.option(...)` to the Spark data source, or as `-o KEY=VALUE` to the CLI.",
+        "An unknown `hoodie.*` key or a bad value fails at once with a `ConfigError` that names the key",
+        "(and the closest known keys).",
+        "",
+        "## Table properties",
+        "",
+        "Set when the table is created; stored in `.hoodie/hoodie.properties`.",
+        "",
+        *_table(header, table_rows),
+        "",
+        "## Write options",
+        "",
+        *_table(header, _model_rows(WriteConfig)),
+        "",
+        "## Lock options",
+        "",
+        "The table lock taken around plan scheduling and commits (in-process by default; ZooKeeper for",
+        "several processes).",
+        "",
+        *_table(header, _model_rows(LockConfig)),
+        "",
+        "## Spark read options",
+        "",
+        'Options of `spark.read.format("lakeward")` (and `readStream`).',
+        "",
+        *_table(header, read_rows),
+        "",
+        "## Daemon settings",
+        "",
+        "`lakeward serve` reads these from the YAML file given with `--config` (or named by",
+        "`LAKEWARD_CONFIG`) and from environment variables, which win over the file. See",
+        "[the daemon](daemon.md) for an example file.",
+        "",
+        *_table(("key", "type", "default", "environment variable", "meaning"), _settings_rows(DaemonSettings, "")),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _openapi() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "lakeward.yaml"
+        config.write_text("tables: {static: []}\nspark: {engine: local}\nhttp: {port: 0}\n")
+        return create_app(Daemon(load_settings(config, env={}))).openapi()
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    if schema.get("type") == "array":
+        return f"list of {_schema_name(schema.get('items', {}))}"
+    if "anyOf" in schema:
+        return " or ".join(_schema_name(s) for s in schema["anyOf"])
+    return str(schema.get("type", "object"))
+
+
+def http_api_markdown() -> str:
+    spec = _openapi()
+    lines = [
+        "# HTTP API reference",
+        "",
+        "<!-- Generated by scripts/gen_docs.py from the daemon's OpenAPI schema: do not edit by hand. -->",
+        "",
+        f"{spec['info'].get('description', '')} A running daemon serves this schema at `/openapi.json` and",
+        "renders it at `/docs` (Swagger UI, served by the daemon itself). Calls that change something need",
+        "`Authorization: Bearer <token>` with one of `http.api_tokens`; reads are open unless",
+        "`http.protect_reads` is set.",
+        "",
+    ]
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            lines.append(f"## `{method.upper()} {path}`")
+            lines.append("")
+            summary = op.get("description") or op.get("summary") or ""
+            if summary:
+                lines.append(summary.strip())
+                lines.append("")
+            params = op.get("parameters", [])
+            if params:
+                lines.append("| parameter | in | type | required |")
+                lines.append("| --- | --- | --- | --- |")
+                for p in params:
+                    kind = _schema_name(p.get("schema", {}))
+                    lines.append(f"| `{p['name']}` | {p['in']} | {kind} | {'yes' if p.get('required') else 'no'} |")
+                lines.append("")
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body:
+                lines.append(f"Request body: {_schema_name(body)}.")
+                lines.append("")
+            codes = ", ".join(f"{code} ({r.get('description', '')})" for code, r in op.get("responses", {}).items())
+            lines.append(f"Responses: {codes}.")
+            lines.append("")
+    schemas = spec.get("components", {}).get("schemas", {})
+    if schemas:
+        lines += ["## Schemas", ""]
+        for name, schema in schemas.items():
+            lines.append(f"### {name}")
+            lines.append("")
+            props = schema.get("properties", {})
+            required = set(schema.get("required", []))
+            if props:
+                lines.append("| field | type | required |")
+                lines.append("| --- | --- | --- |")
+                for field, prop in props.items():
+                    lines.append(f"| `{field}` | {_schema_name(prop)} | {'yes' if field in required else 'no'} |")
+                lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+PAGES: dict[str, Callable[[], str]] = {
+    "configuration.md": configuration_markdown,
+    "http-api.md": http_api_markdown,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail when a page differs from the code")
+    args = parser.parse_args()
+    stale = []
+    for name, generate in PAGES.items():
+        text = generate()
+        path = DOCS / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python scripts/gen_docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
