@@ -83,6 +83,11 @@ class ReadOnlyTableVersionError(UnsupportedTableVersionError):
     """A write or table service was attempted on a table version lakeward only reads (8, 9)."""
 
 
+class MetadataTableError(LakewardError):
+    """A write to a table with a metadata table (`hoodie.table.metadata.partitions` non-empty),
+    which lakeward does not maintain yet: refused before anything is written."""
+
+
 class CorruptFileError(CorruptTableError):
     """A data file (base or log) a completed instant wrote is damaged: unreadable, truncated or
     torn. `path` is the file's URI, `instant` the completed instant that wrote it (None if unknown)."""

@@ -37,6 +37,7 @@ from lakeward.core.exceptions import (
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import IntegrityReport, check_table, verify_listing
+from lakeward.core.file_group.metadata_listing import check_no_metadata_table
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
@@ -82,7 +83,8 @@ from lakeward.core.table_services.compaction import (
     schedule_compaction,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
-from lakeward.core.table_version import TableVersion
+from lakeward.core.table_version import CURRENT, TableVersion
+from lakeward.core.table_version import table_version as resolve_table_version
 from lakeward.core.timeline import (
     METAFOLDER,
     Instant,
@@ -103,7 +105,16 @@ if TYPE_CHECKING:
     from lakeward.core.table_services.index_build import IndexBuildResult
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
-_INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived")
+_INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
+#: `hoodie.table.initial.version` (table versions 8+): the version a table was created with.
+INITIAL_VERSION_KEY = "hoodie.table.initial.version"
+
+
+def _init_folders(version: TableVersion) -> list[str]:
+    """Folders a new table starts with: v6 `.hoodie/archived/`, v8+ `.hoodie/timeline/history/`."""
+    folders = [posixpath.join(METAFOLDER, f) for f in _INIT_FOLDERS]
+    history = version.history_folder
+    return [*folders, history if history is not None else posixpath.join(METAFOLDER, "archived")]
 
 
 def _as_fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -168,8 +179,14 @@ class Table:
         options: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, str] | None = None,
         engine: Engine | str | None = None,
+        table_version: int = CURRENT.number,
     ) -> Table:
         """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
+
+        `table_version`: 6 (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
+        (Hudi 1.0.x / 1.1.x: timeline layout 2, Avro commit metadata, logs named by delta
+        commit; lakeward writes data to them but does not run table services on them yet).
+        Anything else raises UnsupportedTableVersionError.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
         `hoodie.datasource.write.table.type`). Change data capture: options
@@ -178,6 +195,8 @@ class Table:
         already there.
         """
         opts = dict(options or {})
+        version = resolve_table_version(table_version)
+        version.check_writes("create a table")
         storage = Storage.for_uri(path, storage_options)
         name = table_name or opts.get("hoodie.table.name") or opts.get("hoodie.datasource.write.table.name")
         if not name:
@@ -236,8 +255,12 @@ class Table:
             keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
             cdc_enabled=parse_cdc_enabled(opts.get(CDC_ENABLED_KEY, False)),
             cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
+            table_version=version.number,
         )
-        if config.table_type is TableType.MERGE_ON_READ:
+        if version.lsm_history:
+            # As Hudi 1.x records it: the version the table was created with, kept across upgrades.
+            config = replace(config, extra={**config.extra, INITIAL_VERSION_KEY: str(version.number)})
+        elif config.table_type is TableType.MERGE_ON_READ:
             # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
             config = replace(config, extra={**config.extra, MERGER_STRATEGY_KEY: DEFAULT_MERGER_STRATEGY})
         if schema is not None:
@@ -250,8 +273,8 @@ class Table:
             raise TableExistsError(f"a table already exists at {storage.uri}")
         if storage.is_local:
             try:
-                for folder in _INIT_FOLDERS:
-                    storage.make_dirs(posixpath.join(METAFOLDER, folder))
+                for folder in _init_folders(version):
+                    storage.make_dirs(folder)
             except (FileExistsError, NotADirectoryError, OSError) as exc:
                 raise StorageError(f"cannot create a table at {storage.uri}: {exc}") from exc
         try:
@@ -324,15 +347,24 @@ class Table:
         return check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
-    def _writer(self) -> WriteClient:
+    def _writer(self, *, write: bool = False) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
-        Refuses (ReadOnlyTableVersionError) on table versions lakeward only reads, so that no
-        version-6-shaped instant is ever written into a Hudi 1.x table.
+        `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
+        version lakeward writes allows; everything else (table services, explicit rollbacks,
+        repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on versions
+        whose services lakeward does not run yet, so that no version-6-shaped instant is ever
+        written into a Hudi 1.x table. Either way a table with a metadata table is refused
+        (MetadataTableError): lakeward does not maintain it, and a write around it would
+        hide the write from readers that list files through it.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        self.version.check_writable("write to or run table services on this table")
+        if write:
+            self.version.check_writes("write to this table")
+        else:
+            self.version.check_writable("run this on the table")
+        check_no_metadata_table(self.config.to_properties())
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
@@ -368,15 +400,15 @@ class Table:
 
     def upsert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert new records and update existing ones (by record key); returns the instant."""
-        return self._written(self._writer().write(data, WriteOperation.UPSERT, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.UPSERT, engine=engine))
 
     def insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records without looking up existing keys (duplicates possible), filling small files."""
-        return self._written(self._writer().write(data, WriteOperation.INSERT, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT, engine=engine))
 
     def bulk_insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records into new files only: the fastest initial load."""
-        return self._written(self._writer().write(data, WriteOperation.BULK_INSERT, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.BULK_INSERT, engine=engine))
 
     def delete(
         self, data: Any = None, *, keys: Sequence[Any] | None = None, engine: Engine | str | None = None
@@ -390,20 +422,22 @@ class Table:
             raise ConfigError("delete() takes either rows or keys=..., not both or neither")
         if keys is not None:
             data = self._rows_for_keys(keys)
-        return self._written(self._writer().write(data, WriteOperation.DELETE, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.DELETE, engine=engine))
 
     def insert_overwrite(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
-        return self._written(self._writer().write(data, WriteOperation.INSERT_OVERWRITE, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT_OVERWRITE, engine=engine))
 
     def insert_overwrite_table(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the whole table with `data` (a replacecommit)."""
-        return self._written(self._writer().write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine))
+        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine))
 
     def delete_partition(self, partitions: Sequence[str], *, engine: Engine | str | None = None) -> WriteResult:
         """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
         return self._written(
-            self._writer().write(None, WriteOperation.DELETE_PARTITION, partitions=list(partitions), engine=engine)
+            self._writer(write=True).write(
+                None, WriteOperation.DELETE_PARTITION, partitions=list(partitions), engine=engine
+            )
         )
 
     def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
@@ -451,10 +485,15 @@ class Table:
         return pending_compactions(self.timeline())
 
     def _compact_inline(self) -> None:
-        """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it."""
-        client = self._writer()
+        """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it.
+
+        On a version whose services lakeward does not run (8, 9) that raises the service
+        gate's ReadOnlyTableVersionError after the write completed.
+        """
+        client = self._writer(write=True)
         if self.config.table_type is not TableType.MERGE_ON_READ or not client.write_config.compact_inline:
             return
+        client = self._writer()
         instant = schedule_compaction(client)
         if instant is not None:
             run_compaction(client, instant)

@@ -11,7 +11,10 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
 - which instant a log file name carries (the slice's base instant, or the delta commit that
   wrote it) and therefore how logs are sliced (by that instant, or by its completion time);
 - whether clustering has its own pending action (`clustering`) or uses `replacecommit`;
-- whether lakeward may write to the table (6) or only read it (8, 9: writes are a later issue).
+- which `hoodie.properties` keys a table of the version carries (key generator, ordering
+  field, merge mode, payload class, timeline paths);
+- whether lakeward writes data to the table (6, 8, 9) and whether it also runs table services
+  on it (6 only: services on Hudi 1.x tables are a later step of issue 16).
 
 This module imports nothing from lakeward but the exceptions, so that every layer (config,
 timeline, file groups, reads, the daemon) can ask it without import cycles.
@@ -74,10 +77,26 @@ class TableVersion:
     clustering_action: bool
     #: Archived instants: `.hoodie/<archive folder>/` log files (False) or the LSM tree (True).
     lsm_history: bool
-    #: lakeward writes and runs table services on this version.
+    #: lakeward writes and runs table services on this version (everything, as on v6).
     writable: bool
     #: Readers list files from the metadata table's `files` partition when it exists.
     metadata_table_listing: bool = False
+    #: lakeward writes data (insert, upsert, bulk_insert, delete, insert_overwrite(_table),
+    #: delete_partition) to tables of this version, even where it does not run services yet.
+    writes: bool = True
+    #: `hoodie.properties` key of the key generator: its class (v6) or its type name (v8+).
+    keygen_property: str = "hoodie.table.keygenerator.class"
+    #: `hoodie.properties` key of the ordering field: `precombine.field` (v6, v8) or
+    #: `ordering.fields` (v9).
+    ordering_property: str = "hoodie.table.precombine.field"
+    #: Writes `hoodie.compaction.payload.class` (v6, v8; v9 records the merge mode alone).
+    payload_property: bool = True
+    #: Writes `hoodie.record.merge.mode` and the timeline paths of layout 2 (v8+).
+    merge_mode_property: bool = False
+    #: Writes `hoodie.record.merge.strategy.id` (v8; v9 leaves it out for built-in modes).
+    merge_strategy_property: bool = False
+    #: Writes `hoodie.table.format=native` (v9).
+    table_format_property: bool = False
 
     @property
     def timeline_folder(self) -> str:
@@ -89,16 +108,28 @@ class TableVersion:
         return posixpath.join(self.timeline_folder, "history") if self.lsm_history else None
 
     def check_writable(self, what: str = "write") -> None:
-        """Raise ReadOnlyTableVersionError if lakeward must not `what` on this version.
+        """Raise ReadOnlyTableVersionError if lakeward must not run table services on this version.
 
-        Writing a v6-shaped instant (JSON metadata in `.hoodie/`, logs named by base instant)
-        into a v8/v9 table would make it unreadable for Hudi 1.x, so it is refused outright.
+        Services on v8/v9 have their own format rules (clean and compaction plans, the LSM
+        archive, rollback instants of completed writes); until they follow them, they are
+        refused outright rather than writing a v6-shaped instant into a Hudi 1.x table.
         """
         if not self.writable:
             raise ReadOnlyTableVersionError(
-                f"cannot {what}: table version {self.number} is read-only in lakeward "
-                f"(it writes table versions {list(WRITABLE_VERSIONS)}; writes and table services on "
-                f"Hudi 1.x tables are not implemented yet)",
+                f"cannot {what}: lakeward writes data to table version {self.number} but does not "
+                f"run table services on it yet (compaction, log compaction, clustering, clean, "
+                f"rollback/restore, savepoints, archival, change tracking and index builds run on "
+                f"table versions {list(WRITABLE_VERSIONS)} only; they are the next step of Hudi 1.x "
+                f"support)",
+                self.number,
+                SUPPORTED_VERSIONS,
+            )
+
+    def check_writes(self, what: str = "write") -> None:
+        """Raise ReadOnlyTableVersionError if lakeward must not write data to this version."""
+        if not self.writes:
+            raise ReadOnlyTableVersionError(
+                f"cannot {what}: table version {self.number} is read-only in lakeward",
                 self.number,
                 SUPPORTED_VERSIONS,
             )
@@ -119,6 +150,9 @@ V8 = TableVersion(
     lsm_history=True,
     writable=False,
     metadata_table_listing=True,
+    keygen_property="hoodie.table.keygenerator.type",
+    merge_mode_property=True,
+    merge_strategy_property=True,
 )
 V9 = TableVersion(
     9,
@@ -129,11 +163,18 @@ V9 = TableVersion(
     lsm_history=True,
     writable=False,
     metadata_table_listing=True,
+    keygen_property="hoodie.table.keygenerator.type",
+    ordering_property="hoodie.table.ordering.fields",
+    payload_property=False,
+    merge_mode_property=True,
+    table_format_property=True,
 )
 
 _BY_NUMBER = {v.number: v for v in (V6, V8, V9)}
 SUPPORTED_VERSIONS: tuple[int, ...] = tuple(sorted(_BY_NUMBER))
 WRITABLE_VERSIONS: tuple[int, ...] = tuple(n for n, v in sorted(_BY_NUMBER.items()) if v.writable)
+#: Versions lakeward writes data to (and creates tables with: `Table.create(table_version=)`).
+DATA_WRITE_VERSIONS: tuple[int, ...] = tuple(n for n, v in sorted(_BY_NUMBER.items()) if v.writes)
 #: The version lakeward creates new tables with.
 CURRENT = V6
 
@@ -157,8 +198,8 @@ def table_version(value: int | str) -> TableVersion:
     if found is None:
         newer = " (newer than lakeward understands)" if number > max(SUPPORTED_VERSIONS) else ""
         raise UnsupportedTableVersionError(
-            f"hoodie.table.version={number}{newer} is not supported: lakeward reads table versions "
-            f"{list(SUPPORTED_VERSIONS)} and writes {list(WRITABLE_VERSIONS)}",
+            f"hoodie.table.version={number}{newer} is not supported: lakeward reads and writes table "
+            f"versions {list(SUPPORTED_VERSIONS)} (table services on {list(WRITABLE_VERSIONS)})",
             number,
             SUPPORTED_VERSIONS,
         )

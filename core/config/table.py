@@ -24,6 +24,10 @@ CHECKSUM_KEY = "hoodie.table.checksum"
 #: Merge modes of table versions 8+ (`hoodie.record.merge.mode`) and the payload class with
 #: the same semantics, which is what lakeward merges by.
 MERGE_MODE_KEY = "hoodie.record.merge.mode"
+#: `hoodie.record.merge.strategy.id` (table version 8): Hudi's ids of its built-in strategies.
+MERGE_STRATEGY_ID_KEY = "hoodie.record.merge.strategy.id"
+EVENT_TIME_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
 class TableType(str, Enum):
@@ -222,18 +226,30 @@ class TableConfig:
             "hoodie.timeline.layout.version": str(int(self.version.timeline_layout)),
             "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
         }
+        version = self.version
         if self.partition_fields:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
-            props["hoodie.table.precombine.field"] = self.precombine_field
+            props[version.ordering_property] = self.precombine_field
+        keygen = self.key_generator.value if version.keygen_property.endswith(".class") else self.key_generator.name
         props |= {
-            "hoodie.table.keygenerator.class": self.key_generator.value,
+            version.keygen_property: keygen,
             "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style_partitioning).lower(),
             "hoodie.datasource.write.partitionpath.urlencode": str(self.url_encode_partitions).lower(),
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.archivelog.folder": self.archive_folder,
-            "hoodie.compaction.payload.class": self.payload_class,
         }
+        if version.payload_property:
+            props["hoodie.compaction.payload.class"] = self.payload_class
+        if version.merge_mode_property:
+            event_time = self.payload_class == DEFAULT_PAYLOAD
+            props[MERGE_MODE_KEY] = "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING"
+            props["hoodie.timeline.path"] = "timeline"
+            props["hoodie.timeline.history.path"] = "history"
+            if version.merge_strategy_property:
+                props[MERGE_STRATEGY_ID_KEY] = EVENT_TIME_STRATEGY_ID if event_time else COMMIT_TIME_STRATEGY_ID
+        if version.table_format_property:
+            props["hoodie.table.format"] = "native"
         if self.timeline_timezone.upper() != "LOCAL":
             props["hoodie.table.timeline.timezone"] = self.timeline_timezone.upper()
         if self.create_schema:

@@ -28,7 +28,7 @@ from typing import Any
 
 import fastavro
 
-from lakeward.core.exceptions import LakewardError
+from lakeward.core.exceptions import LakewardError, MetadataTableError
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey
 from lakeward.core.file_group.log_file.log_format import CorruptBlock, scan_blocks
@@ -53,6 +53,31 @@ class MetadataTableUnavailable(LakewardError):
 def uses_files_partition(props: Mapping[str, str]) -> bool:
     """True when `hoodie.table.metadata.partitions` lists a completed `files` partition."""
     return FILES_PARTITION in {p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",")}
+
+
+def metadata_partitions(props: Mapping[str, str]) -> list[str]:
+    """The completed metadata-table partitions `hoodie.table.metadata.partitions` lists."""
+    return [p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",") if p.strip()]
+
+
+def check_no_metadata_table(props: Mapping[str, str]) -> None:
+    """Refuse (MetadataTableError) to write to a table whose metadata table is in use.
+
+    lakeward does not maintain the metadata table yet. A commit it does not record there
+    stays invisible to readers that list files through it (Hudi 1.x, hudi-rs) and breaks
+    record-index lookups, so the write must not happen: the user either disables the
+    metadata table (`hoodie.metadata.enable=false` in a Hudi writer, which deletes it and
+    clears the property) or waits for lakeward's metadata-table support.
+    """
+    partitions = metadata_partitions(props)
+    if partitions:
+        raise MetadataTableError(
+            f"the table has a metadata table ({METADATA_PARTITIONS_KEY}={','.join(partitions)}), which "
+            "lakeward does not maintain yet (metadata-table maintenance is not supported); writing around "
+            "it would leave it stale and hide the write from Hudi and hudi-rs readers. Nothing was written. "
+            "Either disable it first with hoodie.metadata.enable=false (as a Hudi 1.x writer does: it deletes "
+            f"{METADATA_FOLDER}/ and clears {METADATA_PARTITIONS_KEY}), or wait for metadata-table support"
+        )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from lakeward.core.table_version import LogSlicing
+
 BASE_FILE_EXTENSION = ".parquet"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 #: Hudi's "unknown" write token, used for files not written by a numbered task.
@@ -37,6 +39,17 @@ def log_file_name(file_id: str, base_instant_time: str, version: int, token: str
     if version < 1:
         raise ValueError(f"log file versions start at 1, got {version}")
     return f".{file_id}_{base_instant_time}.log.{version}_{token}{'.cdc' if cdc else ''}"
+
+
+def log_file_instant(slicing: LogSlicing, base_instant_time: str, writing_instant_time: str) -> str:
+    """The instant a new log file's name carries, by the table version's `log_slicing`.
+
+    v6 (`BASE_INSTANT`): the slice's base instant, so the log joins that slice and later
+    versions continue its numbering. v8+ (`COMPLETION_TIME`): the delta commit writing it,
+    each instant in its own log files from version 1 (readers slice by its completion time,
+    and a rollback deletes whole files).
+    """
+    return base_instant_time if slicing is LogSlicing.BASE_INSTANT else writing_instant_time
 
 
 @dataclass(frozen=True)

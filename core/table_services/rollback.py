@@ -35,6 +35,7 @@ from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
@@ -94,17 +95,24 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
     return sorted(found)
 
 
-def _completed(storage: Storage, instant_time: str, action: Action) -> bool:
-    """Whether the instant's completed file exists now (on storage, not in a loaded timeline)."""
+def _completed(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> bool:
+    """Whether the instant completed by now (on storage, not in a loaded timeline).
+
+    Layout 2 names a completed file with its completion time, so the timeline is listed.
+    """
+    if layout.completion_time_in_name:
+        return Timeline.load(storage, layout).state_of(instant_time, action) is State.COMPLETED
     return storage.exists(instant_path(Instant(instant_time, action, State.COMPLETED)))
 
 
-def _abort_if_completed(storage: Storage, instant_time: str, action: Action, rollback_time: str | None) -> None:
+def _abort_if_completed(
+    storage: Storage, instant_time: str, action: Action, rollback_time: str | None, layout: TimelineLayout
+) -> None:
     """Raise RollbackAbortedError if the target completed; first drop the rollback's own plan, if any."""
-    if not _completed(storage, instant_time, action):
+    if not _completed(storage, instant_time, action, layout):
         return
     if rollback_time is not None:
-        delete_pending_files(storage, rollback_time, Action.ROLLBACK)
+        delete_pending_files(storage, rollback_time, Action.ROLLBACK, layout)
     log.warning("not rolling back %s %s: it completed meanwhile (its writer was alive)", action.value, instant_time)
     raise RollbackAbortedError(
         f"{action.value} {instant_time} completed while it was about to be rolled back as a failed write; "
@@ -112,15 +120,20 @@ def _abort_if_completed(storage: Storage, instant_time: str, action: Action, rol
     )
 
 
-def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
+def rollback_pending_instant(
+    storage: Storage, instant: Instant, rollback_time: str, timezone: str = "LOCAL"
+) -> RollbackResult:
     """Undo a pending write instant so that no trace of it stays visible or on disk.
 
+    The rollback instant goes to the instant's own timeline layout (`instant.layout`);
+    `timezone` is the table's timeline time zone, for the completion time on layout 2.
     Raises RollbackAbortedError, having deleted nothing, if the instant turns out to have
     completed (the caller's view of the timeline was older than its completion).
     """
     if instant.is_completed:
         raise ValueError(f"{instant} is completed; only pending instants are rolled back here")
-    _abort_if_completed(storage, instant.time, instant.action, None)
+    layout = instant.layout
+    _abort_if_completed(storage, instant.time, instant.action, None, layout)
     started = time.monotonic()
     files = _files_written(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
@@ -134,17 +147,17 @@ def rollback_pending_instant(storage: Storage, instant: Instant, rollback_time: 
         "version": 1,
     }
     requested = create_requested(
-        storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan)
+        storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan), layout
     )
     inflight = transition_to_inflight(storage, requested)
     # Right before deleting: a writer that was alive may have completed since the listing above.
-    _abort_if_completed(storage, instant.time, instant.action, rollback_time)
+    _abort_if_completed(storage, instant.time, instant.action, rollback_time, layout)
     for path in files:
         storage.delete_file(path)
     delete_instant_index_files(storage, instant.time)  # secondary index files the instant wrote
-    delete_pending_files(storage, instant.time, instant.action)
+    delete_pending_files(storage, instant.time, instant.action, layout)
     _complete_rollback(
-        storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000), log_sizes
+        storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000), log_sizes, timezone
     )
     delete_markers(storage, instant.time)
     log.info("rolled back %s (%d file(s)) at %s", instant, len(files), rollback_time)
@@ -233,7 +246,7 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
         "version": 1,
     }
     requested = create_requested(
-        storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan)
+        storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan), instant.layout
     )
     return resume_rollback(storage, requested, completed_target=True)
 
@@ -250,7 +263,9 @@ def rollback_target(storage: Storage, rollback: Instant) -> str:
     return str(plan["instantToRollback"]["commitTime"])
 
 
-def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bool = False) -> RollbackResult:
+def resume_rollback(
+    storage: Storage, rollback: Instant, *, completed_target: bool = False, timezone: str = "LOCAL"
+) -> RollbackResult:
     """Finish an interrupted rollback from its immutable plan (each step is idempotent).
 
     `completed_target`: the caller made the plan for a completed instant, under the table
@@ -262,14 +277,15 @@ def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bo
     so no data file is gone yet either way). Roll a completed instant back again with
     `Table.rollback`.
     """
-    if _completed(storage, rollback.time, Action.ROLLBACK):
+    layout = rollback.layout
+    if _completed(storage, rollback.time, Action.ROLLBACK, layout):
         # The caller's timeline is older: its runner was alive and finished it meanwhile.
         raise RollbackAbortedError(f"rollback {rollback.time} is already completed; nothing to resume")
     requested = rollback.with_state(State.REQUESTED)
     plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
     target = plan["instantToRollback"]
     if not completed_target:
-        _abort_if_completed(storage, target["commitTime"], Action(target["action"]), rollback.time)
+        _abort_if_completed(storage, target["commitTime"], Action(target["action"]), rollback.time, layout)
     prefix = storage.full_path("").rstrip("/") + "/"
     files = [
         f[len(prefix) :] if f.startswith(prefix) else f
@@ -278,13 +294,14 @@ def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bo
     ]
     # A completed target (an explicit rollback) disappears first: readers then see the instant before it.
     target_action = Action(target["action"])
-    storage.delete_file(instant_path(Instant(target["commitTime"], target_action, State.COMPLETED)))
+    for completed in _completed_files(storage, target["commitTime"], target_action, layout):
+        storage.delete_file(completed)
     for path in files:
         storage.delete_file(path)
     delete_instant_index_files(storage, target["commitTime"])  # secondary index files the instant wrote
-    delete_pending_files(storage, target["commitTime"], target_action)
+    delete_pending_files(storage, target["commitTime"], target_action, layout)
     if target_action is Action.COMMIT:  # a completed compaction's requested and inflight files
-        delete_pending_files(storage, target["commitTime"], Action.COMPACTION)
+        delete_pending_files(storage, target["commitTime"], Action.COMPACTION, layout)
     inflight = rollback.with_state(State.INFLIGHT)
     if rollback.state is State.REQUESTED:
         inflight = transition_to_inflight(storage, requested)
@@ -294,7 +311,7 @@ def resume_rollback(storage: Storage, rollback: Instant, *, completed_target: bo
     # The files are gone by now: their sizes are unknown (Hudi stubs unknown log sizes as -1).
     log_sizes = {path: -1 for path in files if _log_file(path) is not None}
     try:
-        _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes)
+        _complete_rollback(storage, inflight, target, by_partition, 0, log_sizes, timezone)
     except InstantExistsError:
         # Another runner (without a lock shared with this one) finished the same plan meanwhile.
         log.info("rollback %s was completed by another runner", rollback.time)
@@ -310,6 +327,7 @@ def _complete_rollback(
     by_partition: dict[str, list[str]],
     elapsed_ms: int,
     log_sizes: dict[str, int],
+    timezone: str = "LOCAL",
 ) -> None:
     """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`."""
     metadata = {
@@ -331,4 +349,12 @@ def _complete_rollback(
         "version": 1,
         "instantsRollback": [instant_info],
     }
-    complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata))
+    complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata), timezone)
+
+
+def _completed_files(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> list[str]:
+    """Paths of the completed file(s) of an instant: `<t>.<action>`, or on layout 2 `<t>_<c>.<action>`."""
+    if not layout.completion_time_in_name:
+        return [instant_path(Instant(instant_time, action, State.COMPLETED))]
+    found = Timeline.load(storage, layout).find(instant_time)
+    return [instant_path(i) for i in found if i.is_completed and i.action is action.completed_action]

@@ -333,6 +333,80 @@ RESTORE_METADATA = {
     ],
 }
 
+#: `HoodieWriteStat` as Hudi 1.x writes it in commit metadata (format doc v8/v9 5.1): every
+#: field optional, numbers long except `logVersion`.
+_LONG = "long"
+WRITE_STAT_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("fileId", STR),
+    ("path", STR),
+    ("prevCommit", STR),
+    ("numWrites", _LONG),
+    ("numDeletes", _LONG),
+    ("numUpdateWrites", _LONG),
+    ("totalWriteBytes", _LONG),
+    ("totalWriteErrors", _LONG),
+    ("partitionPath", STR),
+    ("totalLogRecords", _LONG),
+    ("totalLogFiles", _LONG),
+    ("totalUpdatedRecordsCompacted", _LONG),
+    ("numInserts", _LONG),
+    ("totalLogBlocks", _LONG),
+    ("totalCorruptLogBlock", _LONG),
+    ("totalRollbackBlocks", _LONG),
+    ("fileSizeInBytes", _LONG),
+    ("logVersion", "int"),
+    ("logOffset", _LONG),
+    ("baseFile", STR),
+    ("logFiles", {"type": "array", "items": STR}),
+    ("cdcStats", {"type": "map", "values": _LONG}),
+    ("prevBaseFile", STR),
+    ("minEventTime", _LONG),
+    ("maxEventTime", _LONG),
+    (
+        "runtimeStats",
+        {
+            "type": "record",
+            "name": "HoodieRuntimeStats",
+            "fields": [_opt(n, _LONG) for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")],
+        },
+    ),
+    ("totalLogFilesCompacted", _LONG),
+    ("totalLogReadTimeMs", _LONG),
+    ("totalLogSizeCompacted", _LONG),
+    ("tempPath", STR),
+    ("numUpdates", _LONG),
+)
+_WRITE_STAT = {"type": "record", "name": "HoodieWriteStat", "fields": [_opt(n, t) for n, t in WRITE_STAT_FIELDS]}
+
+
+def _commit_metadata_fields(write_stat: Any) -> list[dict[str, Any]]:
+    return [
+        _opt("partitionToWriteStats", {"type": "map", "values": {"type": "array", "items": write_stat}}),
+        _opt("compacted", "boolean"),
+        _opt("extraMetadata", _STR_MAP),
+        _version(),
+        _opt("operationType", STR),
+    ]
+
+
+#: `HoodieCommitMetadata`: completed commits and delta commits, and inflight workload profiles.
+COMMIT_METADATA = {
+    "type": "record",
+    "name": "HoodieCommitMetadata",
+    "namespace": NS,
+    "fields": _commit_metadata_fields(_WRITE_STAT),
+}
+#: `HoodieReplaceCommitMetadata`: completed replace commits (insert overwrite, clustering).
+REPLACE_COMMIT_METADATA = {
+    "type": "record",
+    "name": "HoodieReplaceCommitMetadata",
+    "namespace": NS,
+    "fields": [
+        *_commit_metadata_fields(_WRITE_STAT),
+        _opt("partitionToReplaceFileIds", {"type": "map", "values": {"type": "array", "items": STR}}),
+    ],
+}
+
 _PARSED: dict[str, Any] = {}
 
 

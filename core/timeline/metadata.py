@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
-from lakeward.core.timeline.avro_plans import deserialize
+from lakeward.core.table_version import MetadataEncoding
+from lakeward.core.timeline.avro_plans import (
+    COMMIT_METADATA,
+    REPLACE_COMMIT_METADATA,
+    WRITE_STAT_FIELDS,
+    deserialize,
+    serialize,
+)
 
 #: Magic bytes of an Avro object container: commit metadata of timeline layout 2 (table
 #: versions 8+) is Avro, of layout 1 JSON; readers tell them apart by content, as Java does
@@ -121,8 +128,29 @@ class CommitMetadata:
             body["partitionToReplaceFileIds"] = self.partitionToReplaceFileIds
         return json.dumps(body, indent=2, separators=(",", " : "))
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, encoding: MetadataEncoding = MetadataEncoding.JSON) -> bytes:
+        """The file content in the table version's encoding: JSON (v6) or an Avro container (v8+)."""
+        if encoding is MetadataEncoding.AVRO:
+            return self.to_avro()
         return self.to_json().encode()
+
+    def to_avro(self) -> bytes:
+        """`HoodieCommitMetadata` (or, with replaced file ids, `HoodieReplaceCommitMetadata`) as an
+        Avro container, as Hudi 1.x writes it; `version` is null, as 1.0/1.1 write it."""
+        record: dict[str, Any] = {
+            "partitionToWriteStats": {
+                p: [{name: getattr(s, name, None) for name, _ in WRITE_STAT_FIELDS} for s in stats]
+                for p, stats in self.partitionToWriteStats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extraMetadata),
+            "version": None,
+            "operationType": self.operationType,
+        }
+        if self.partitionToReplaceFileIds is not None:
+            record["partitionToReplaceFileIds"] = self.partitionToReplaceFileIds
+            return serialize(REPLACE_COMMIT_METADATA, record)
+        return serialize(COMMIT_METADATA, record)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "commit metadata") -> CommitMetadata:

@@ -110,8 +110,12 @@ class Timeline:
         return writes[-1] if writes else None
 
     def latest_time(self) -> str | None:
-        """The largest instant time on the timeline, in any state."""
-        return max((i.time for i in self.instants), default=None)
+        """The largest instant or completion time on the timeline, in any state.
+
+        New instant times must exceed it: on layout 2 a requested time below a completion
+        time already on the timeline would break slicing by completion time.
+        """
+        return max((t for i in self.instants for t in (i.time, i.completion_time) if t is not None), default=None)
 
     def pending_writes(self) -> list[Instant]:
         return [i for i in self.pending() if i.action in WRITE_ACTIONS]

@@ -10,9 +10,12 @@ from __future__ import annotations
 import posixpath
 
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline.instant import Action, Instant, State
+from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.lsm_history import read_archived_content
 from lakeward.core.timeline.metadata import CommitMetadata
+from lakeward.core.timeline.timeline import Timeline
 
 
 def instant_path(instant: Instant) -> str:
@@ -20,8 +23,15 @@ def instant_path(instant: Instant) -> str:
     return posixpath.join(instant.layout.timeline_folder, instant.file_name)
 
 
-def create_requested(storage: Storage, time: str, action: Action, content: bytes = b"") -> Instant:
-    instant = Instant(time, action, State.REQUESTED)
+def create_requested(
+    storage: Storage,
+    time: str,
+    action: Action,
+    content: bytes = b"",
+    layout: TimelineLayout = TimelineLayout.V1,
+) -> Instant:
+    """Take instant time `time` for `action`: its requested file, created only if absent."""
+    instant = Instant(time, action, State.REQUESTED, layout=layout)
     storage.create_if_absent(instant_path(instant), content)
     return instant
 
@@ -32,9 +42,19 @@ def transition_to_inflight(storage: Storage, requested: Instant, content: bytes 
     return inflight
 
 
-def complete(storage: Storage, inflight: Instant, content: bytes) -> Instant:
-    """Publish the completed instant: the single atomic step that makes a write visible."""
-    completed = inflight.with_state(State.COMPLETED)
+def complete(storage: Storage, inflight: Instant, content: bytes, timezone: str = "LOCAL") -> Instant:
+    """Publish the completed instant: the single atomic step that makes a write visible.
+
+    On timeline layout 2 the completed file is named `<t>_<c>.<action>` with a completion
+    time `c` taken now, later than every requested and completion time on the timeline (so
+    completion times increase in the order instants complete, and exceed `t`), in the
+    table's timeline time zone `timezone`.
+    """
+    completion = None
+    if inflight.layout.completion_time_in_name:
+        latest = Timeline.load(storage, inflight.layout).latest_time()
+        completion = new_instant_time(max(latest or "", inflight.time), timezone)
+    completed = inflight.with_state(State.COMPLETED, completion)
     storage.create_if_absent(instant_path(completed), content)
     return completed
 
@@ -46,10 +66,12 @@ def read_instant(storage: Storage, instant: Instant) -> bytes:
     return storage.read_bytes(instant_path(instant))
 
 
-def delete_pending_files(storage: Storage, time: str, action: Action) -> None:
+def delete_pending_files(
+    storage: Storage, time: str, action: Action, layout: TimelineLayout = TimelineLayout.V1
+) -> None:
     """Remove the requested and inflight files of a pending instant (after its rollback)."""
     for state in (State.INFLIGHT, State.REQUESTED):
-        storage.delete_file(instant_path(Instant(time, action, state)))
+        storage.delete_file(instant_path(Instant(time, action, state, layout=layout)))
 
 
 def read_commit_metadata(storage: Storage, instant: Instant) -> CommitMetadata:

@@ -123,6 +123,8 @@ class WriteClient:
         self.write_config: WriteConfig = parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)
         self.engine = resolve_engine(engine, default=LocalEngine(self.write_config.parallelism))
         self.lock = lock or lock_provider_for(storage.uri, config.name, self.options)
+        #: The table version's timeline layout (where instants live, completion times in names).
+        self.layout = config.version.timeline_layout
         #: Heartbeats of this client's in-flight instants (both failed-writes policies).
         self._heartbeats: dict[str, Heartbeat] = {}
         #: Called with a table service's instant time right before it completes; raising stops the
@@ -146,7 +148,7 @@ class WriteClient:
         started = time.monotonic()
         chosen = resolve_engine(engine, data, default=self.engine)
         plane = self._data_plane(chosen)
-        timeline = Timeline.load(self.storage)
+        timeline = Timeline.load(self.storage, self.layout)
         verify_before_write(self.storage, timeline)  # never build on missing or cut-short files
         prepared = plane.prepare(data, operation, timeline, partitions)
         try:
@@ -282,7 +284,7 @@ class WriteClient:
             return self._roll_back_writes(abandoned)[1]
 
     def _roll_back_writes(self, is_failed: Callable[[Instant], bool]) -> tuple[Timeline, list[str]]:
-        current = Timeline.load(self.storage)
+        current = Timeline.load(self.storage, self.layout)
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
             target = rollback_target(self.storage, interrupted)
@@ -293,23 +295,22 @@ class WriteClient:
                     raise SharedLockRequiredError(self._unshared_lock_message(interrupted, beat))
                 continue
             try:
-                resume_rollback(self.storage, interrupted)
+                resume_rollback(self.storage, interrupted, timezone=self.config.timeline_timezone)
             except RollbackAbortedError:
                 pass  # planned for a write that was alive and completed: the plan is dropped
-            current = Timeline.load(self.storage)
+            current = Timeline.load(self.storage, self.layout)
         done: list[str] = []
         for failed in failed_writes(current, exclude=running, storage=self.storage):
             if not is_failed(failed):
                 continue
             try:
-                rollback_pending_instant(
-                    self.storage, failed, new_instant_time(current.latest_time(), self.config.timeline_timezone)
-                )
+                tz = self.config.timeline_timezone
+                rollback_pending_instant(self.storage, failed, new_instant_time(current.latest_time(), tz), tz)
             except RollbackAbortedError:
                 continue  # it completed since the timeline was loaded: not a failed write
             delete_heartbeat(self.storage, failed.time)
             done.append(failed.time)
-            current = Timeline.load(self.storage)
+            current = Timeline.load(self.storage, self.layout)
         return current, done
 
     @property
@@ -349,7 +350,7 @@ class WriteClient:
         if self.lock_spans_processes:
             return
         running = active.active_instants(self.storage.uri) | {instant_time}
-        for pending in failed_writes(Timeline.load(self.storage), exclude=running, storage=self.storage):
+        for pending in failed_writes(Timeline.load(self.storage, self.layout), exclude=running, storage=self.storage):
             beat = read_heartbeat(self.storage, pending.time)
             if beat is not None and not self._writer_gone(beat):
                 raise SharedLockRequiredError(self._unshared_lock_message(pending, beat, instant_time))
@@ -394,7 +395,7 @@ class WriteClient:
                         "same moment: several processes write the table under the in-process lock (the default "
                         f"hoodie.write.lock.provider). Nothing was written. {SHARED_LOCK_ADVICE}"
                     ) from None
-                return create_requested(self.storage, instant_time, self.action_of(operation), content)
+                return create_requested(self.storage, instant_time, self.action_of(operation), content, self.layout)
             except BaseException:
                 self._stop_heartbeat(instant_time)  # only a heartbeat this client created
                 active.unregister(self.storage.uri, instant_time)
@@ -414,13 +415,16 @@ class WriteClient:
         operation: WriteOperation,
         partitions: Sequence[str] | None,
     ) -> WriteResult:
-        timeline = Timeline.load(self.storage)
+        timeline = Timeline.load(self.storage, self.layout)
         view = FileSystemView.load(self.storage, timeline)
         plan = plane.plan(prepared, operation, view, partitions)
         self._reject_updates_under_clustering(
             timeline, set(plan.touched) | {(p, f) for p, ids in plan.replaced.items() for f in ids}, requested.time
         )
-        inflight = transition_to_inflight(self.storage, requested, self._workload(operation, plan.workload).to_bytes())
+        encoding = self.config.version.metadata_encoding
+        inflight = transition_to_inflight(
+            self.storage, requested, self._workload(operation, plan.workload).to_bytes(encoding)
+        )
         # A log append with nothing to write leaves a stat without a file: not part of the commit.
         stats = [s for s in plan.run(self.context(requested.time, prepared.schema)) if s.path]
         reconcile_markers(self.storage, requested.time, [f for s in stats for f in s.files()])
@@ -438,7 +442,7 @@ class WriteClient:
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
-            complete(self.storage, inflight, metadata.to_bytes())
+            complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers(self.storage, requested.time)
         return WriteResult(
             instant_time=requested.time,
@@ -475,6 +479,7 @@ class WriteClient:
             log_block_format=wc.log_block_format,
             log_max_size=wc.log_max_size,
             cdc_mode=self.config.cdc_mode if self.config.cdc_enabled else None,
+            log_slicing=self.config.version.log_slicing,
         )
 
     def _workload(self, operation: WriteOperation, entries: Sequence[WorkloadEntry]) -> CommitMetadata:
@@ -525,7 +530,7 @@ class WriteClient:
                 f"the heartbeat of instant {instant_time} expired while it ran (another writer may have rolled "
                 "it back); retry the write"
             )
-        now = Timeline.load(self.storage)
+        now = Timeline.load(self.storage, self.layout)
         if not any(i.time == instant_time and not i.is_completed for i in now.pending()):
             raise ConcurrentWriteError(
                 f"instant {instant_time} was rolled back by another writer while it ran (it looked failed); "
@@ -599,14 +604,13 @@ class WriteClient:
     def _rollback_own(self, instant: Instant) -> None:
         try:
             with self.lock:
-                timeline = Timeline.load(self.storage)
+                timeline = Timeline.load(self.storage, self.layout)
                 state = timeline.state_of(instant.time, instant.action)
                 if state is None or state.rank >= 2:
                     return
                 pending = next(i for i in timeline.pending() if i.time == instant.time)
-                rollback_pending_instant(
-                    self.storage, pending, new_instant_time(timeline.latest_time(), self.config.timeline_timezone)
-                )
+                tz = self.config.timeline_timezone
+                rollback_pending_instant(self.storage, pending, new_instant_time(timeline.latest_time(), tz), tz)
         except Exception:
             log.exception("could not roll back %s; the next write will", instant)
 

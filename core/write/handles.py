@@ -43,11 +43,12 @@ from lakeward.core.file_group.log_file import (
     LogFileWriter,
     data_block,
 )
-from lakeward.core.file_group.naming import base_file_name, parse_log_file_name, write_token
+from lakeward.core.file_group.naming import base_file_name, log_file_instant, parse_log_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.merge import merge_records
 from lakeward.core.schema import META_COLUMNS, conform_batch, with_meta
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import LogSlicing
 from lakeward.core.timeline import WriteStat
 from lakeward.core.write.markers import create_marker, delete_marker
 
@@ -78,6 +79,8 @@ class WriteContext:
     #: `hoodie.table.cdc.supplemental.logging.mode` when CDC is on (None: off). A rewrite
     #: of an existing file group then also writes the changes it made into a `.cdc` file.
     cdc_mode: SupplementalLoggingMode | None = None
+    #: The table version's log slicing: which instant new log files are named with.
+    log_slicing: LogSlicing = LogSlicing.BASE_INSTANT
 
     @cached_property
     def storage(self) -> Storage:
@@ -315,14 +318,20 @@ def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice
     storage = ctx.storage
     partition = task.partition_path
     token = write_token(task.task_id, ctx.stage_id, task.attempt)
+    log_instant = log_file_instant(ctx.log_slicing, file_slice.base_instant_time, ctx.instant_time)
+    own_files = log_instant != file_slice.base_instant_time
     known = [
         f.name for f in sorted(file_slice.log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token))
     ]
     base_name = file_slice.base_file.name if file_slice.base_file is not None else ""
+    if own_files:
+        # As Hudi 1.x: the stat names only the log files written now, no base file, and
+        # this delta commit as the previous commit (format doc v8/v9 5.2).
+        known, base_name = [], ""
     stat = WriteStat(
         fileId=task.file_id,
         path="",
-        prevCommit=file_slice.base_instant_time,
+        prevCommit=log_instant,
         partitionPath=partition,
         logVersion=0,
         logOffset=0,
@@ -341,14 +350,12 @@ def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice
     def taken(path: str) -> None:
         delete_marker(storage, ctx.instant_time, partition, posixpath.basename(path), APPEND)
 
-    latest = max(
-        (f.version for f in file_slice.log_files if f.base_instant_time == file_slice.base_instant_time), default=0
-    )
+    latest = max((f.version for f in file_slice.log_files if f.base_instant_time == log_instant), default=0)
     writer = LogFileWriter(
         storage,
         partition,
         task.file_id,
-        file_slice.base_instant_time,
+        log_instant,
         token,
         max_file_size=ctx.log_max_size,
         latest_version=latest,
