@@ -58,6 +58,10 @@ def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
     one, the range stops before the first in-flight write (its later commits would be
     read before it completes, and missed by the next read).
     """
+    if end is None and timeline.completion_times():
+        # Completion-time ranges (layout 2): a write still in flight completes after every
+        # write completed now, so it falls after this range's end whatever its instant time.
+        return None
     pending = [i.time for i in timeline.pending_writes() if i.time > begin and (end is None or i.time <= end)]
     if not pending:
         return end

@@ -44,11 +44,6 @@ def _lakeward_model(path: str) -> dict[str, tuple[str, int, int]]:
     return {r["id"]: (r["part"], r["ts"], r["val"]) for r in Table.open(path).read().to_pylist()}
 
 
-@pytest.mark.xfail(
-    reason="open: on a lakeward-written v8 table the open-ended incremental read (first, latest) of lakeward "
-    "misses the latest commit's rows that hudi-rs returns (seen after insert, upsert, bulk_insert); to investigate",
-    strict=False,
-)
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("version", [8, 9])
 def test_seeded_writes_on_a_new_table_match_the_model_and_hudi_rs(tmp_path: Path, version: int, table_type: str):
