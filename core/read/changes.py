@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, OP_RANK, TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
+from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes, plan_change_splits
 from lakeward.core.config.cdc import CDC_ENABLED_KEY
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
@@ -83,17 +83,17 @@ def check_change_range(
 
 
 @dataclass(frozen=True)
-class _SplitTask:
-    """One split's changes, picklable for Spark tasks."""
+class _FileGroupTask:
+    """The changes of one file group's splits (each file read once), picklable for Spark tasks."""
 
     storage_uri: str
     storage_options: tuple[tuple[str, str], ...]
     full_schema: pa.Schema
     settings: MergeSettings
 
-    def __call__(self, split: ChangeSplit) -> pa.Table:
+    def __call__(self, splits: tuple[ChangeSplit, ...]) -> pa.Table:
         storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
-        return split_changes(storage, split, self.full_schema, self.settings)
+        return file_group_changes(storage, splits, self.full_schema, self.settings)
 
 
 def collect_changes(
@@ -108,10 +108,11 @@ def collect_changes(
     """The changes (full images, `changes.change_schema`) of completed commits in (begin, end], sorted."""
     full_schema = with_meta(schema)
     splits = plan_change_splits(storage, timeline, config.table_type, begin, end)
-    task = _SplitTask(
+    task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
     )
-    parts = engine.map(task, splits, f"CDC ({begin}, {end or 'latest'}]") if splits else []
+    groups = by_file_group(splits)
+    parts = engine.map(task, groups, f"CDC ({begin}, {end or 'latest'}]") if groups else []
     changes = pa.concat_tables([empty_changes(full_schema), *parts])
     in_range = pc.greater(changes.column(TS), begin)
     if end is not None:
