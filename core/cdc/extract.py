@@ -159,8 +159,16 @@ def plan_change_splits(
     table_type: TableType,
     begin: str,
     end: str | None,
+    *,
+    fold_logs: bool = False,
 ) -> list[ChangeSplit]:
-    """The splits of the completed commits in (begin, end], oldest commit first."""
+    """The splits of the completed commits in (begin, end], oldest commit first.
+
+    `fold_logs`: the table's `.cdc` files lack images (logging modes KEY_OP, DATA_BEFORE).
+    Merge-on-read delta commits whose changes were persisted are then still folded from
+    their slice's log while it is retained (LOG_FILE: one pass over the slice gives every
+    image), not read AS_IS (which would read the slice twice per commit for the images).
+    """
     view = FileSystemView.load(storage, timeline)
     groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
     persisted = persisted_changes(storage, timeline) if table_type is TableType.MERGE_ON_READ else {}
@@ -200,7 +208,7 @@ def plan_change_splits(
                 if file_slice is None:
                     raise missing(t, f"log file {stat.path}")
                 cdc = persisted.get((partition, stat.fileId, t))
-                if cdc:
+                if cdc and not fold_logs:
                     splits.append(
                         ChangeSplit(
                             InferenceCase.AS_IS,

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, OP_RANK, TS, empty_changes
 from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes, plan_change_splits
-from lakeward.core.config.cdc import CDC_ENABLED_KEY
+from lakeward.core.config.cdc import CDC_ENABLED_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
@@ -82,6 +82,12 @@ def check_change_range(
     return begin, end
 
 
+def folds_logs(config: TableConfig) -> bool:
+    """Whether merge-on-read changes are folded from retained logs even where `.cdc` files hold
+    them: when the logging mode persists no after-images, which the logs would be read for anyway."""
+    return config.cdc_mode is not SupplementalLoggingMode.DATA_BEFORE_AFTER
+
+
 @dataclass(frozen=True)
 class _FileGroupTask:
     """The changes of one file group's splits (each file read once), picklable for Spark tasks."""
@@ -107,7 +113,7 @@ def collect_changes(
 ) -> pa.Table:
     """The changes (full images, `changes.change_schema`) of completed commits in (begin, end], sorted."""
     full_schema = with_meta(schema)
-    splits = plan_change_splits(storage, timeline, config.table_type, begin, end)
+    splits = plan_change_splits(storage, timeline, config.table_type, begin, end, fold_logs=folds_logs(config))
     task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
     )
