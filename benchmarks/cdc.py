@@ -34,6 +34,12 @@ Measured:
 * snapshot read: ``Table.open(p).read()`` of each table, median (and best) of
   ``--read-repeat`` (interleaved); CDC-enabled / CDC-disabled, target <= 1.05.
 
+Sizes: ``--rows`` is a list, each size run in turn (default 53,334 rows -- 10 commits of
+about 800 changes, ~8,000 in all, where fixed costs dominate -- and 2,000,000 rows, 300,000
+changes). The run ends with one table of every (size, table type, mode, and for
+MERGE_ON_READ inferred / after change tracking) CDC query against delta-rs ``load_cdf`` on
+the same changes: best of ``--query-repeat`` each, and the ratio (issue 19: <= 2x).
+
 Checked: every write's own counts (``WriteResult``; delta-rs's merge metrics); every query's
 per-commit counts of inserts, updates and deletes and the sums of the before- and after-image
 ``ts`` and ``id`` against the workload, all modes' images equal to each other, the JSON
