@@ -50,7 +50,7 @@ from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
 from lakeward.core.file_group.file_group import FileGroup, FileSlice
-from lakeward.core.file_group.log_file import DataBlock, DeleteBlock, block_instant_times
+from lakeward.core.file_group.log_file import DataBlock, DeleteBlock, LogFileReader, RawBlock, block_instant_times
 from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.merge import RECORD_KEY
@@ -289,6 +289,13 @@ class SliceReads:
         self.columns = [n for n in full_schema.names if n not in _UNSHOWN_META]
         self._bases: dict[str, pa.Table] = {}
         self._blocks: dict[tuple[tuple[str, ...], VisibleInstants], list[DataBlock | DeleteBlock]] = {}
+        self._cdc: dict[str, list[RawBlock]] = {}
+
+    def cdc_blocks(self, path: str) -> list[RawBlock]:
+        """The sound blocks of a `.cdc` file, undecoded, read once (it holds many instants' blocks)."""
+        if path not in self._cdc:
+            self._cdc[path] = list(LogFileReader(self.storage, path).raw_blocks())
+        return self._cdc[path]
 
     def base(self, path: str) -> pa.Table:
         """The rows of a base file (the query's columns), read once."""
@@ -388,7 +395,7 @@ def split_changes(
     """
     reads = reads if reads is not None else SliceReads(storage, full_schema)
     if split.case is InferenceCase.AS_IS:
-        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema)
+        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema, reads.cdc_blocks)
         return _fill_images(storage, split, changes, full_schema, settings, reads)
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
