@@ -34,6 +34,12 @@ Measured:
 * snapshot read: ``Table.open(p).read()`` of each table, median (and best) of
   ``--read-repeat`` (interleaved); CDC-enabled / CDC-disabled, target <= 1.05.
 
+Sizes: ``--rows`` is a list, each size run in turn (default 53,334 rows -- 10 commits of
+about 800 changes, ~8,000 in all, where fixed costs dominate -- and 2,000,000 rows, 300,000
+changes). The run ends with one table of every (size, table type, mode, and for
+MERGE_ON_READ inferred / after change tracking) CDC query against delta-rs ``load_cdf`` on
+the same changes: best of ``--query-repeat`` each, and the ratio (issue 19: <= 2x).
+
 Checked: every write's own counts (``WriteResult``; delta-rs's merge metrics); every query's
 per-commit counts of inserts, updates and deletes and the sums of the before- and after-image
 ``ts`` and ``id`` against the workload, all modes' images equal to each other, the JSON
@@ -87,6 +93,8 @@ MODES = ("KEY_OP", "DATA_BEFORE", "DATA_BEFORE_AFTER")
 OFF = "disabled"
 IS_DELETED = "_hoodie_is_deleted"
 TABLE_TYPES = {"cow": "COPY_ON_WRITE", "mor": "MERGE_ON_READ"}
+#: The small table of issue 19: 10 commits of 1.5% of the rows -> about 8,000 changes.
+SMALL_ROWS = 53_334
 DELTA_CDF, DELTA_PLAIN = "delta-rs (CDF)", "delta-rs (no CDF)"
 #: delta-rs CDF change types -> lakeward ops (an update is two delta rows, pre- and post-image).
 DELTA_OPS = {"insert": "i", "update_preimage": "u", "update_postimage": "u", "delete": "d"}
@@ -648,6 +656,7 @@ def run(args: argparse.Namespace, wl: Workload, root: Path, failures: list[str])
                 times[v.name].append(t)
         for v in targets:
             v.figures[f"{label}query_s"] = statistics.median(times[v.name])
+            v.figures[f"{label}query_best_s"] = min(times[v.name])
             v.figures[f"{label}query_runs"] = times[v.name]
             if json_times[v.name]:
                 v.figures[f"{label}query_json_s"] = statistics.median(json_times[v.name])
@@ -821,7 +830,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--rows", type=int, default=2_000_000, help="rows in the standard table (default 2,000,000)")
+    p.add_argument(
+        "--rows",
+        default=f"{SMALL_ROWS},2000000",
+        help=f"comma list of table sizes, each run in turn (default {SMALL_ROWS:,} -- 10 commits of about 8,000 "
+        "changes -- and 2,000,000 -- 300,000 changes); the ratio table at the end covers every size",
+    )
     p.add_argument("--commits", type=int, default=10, help="upsert commits the CDC query covers (default 10)")
     p.add_argument("--update-frac", type=float, default=0.01, help="updates per commit, of --rows (default 0.01)")
     p.add_argument("--insert-frac", type=float, default=0.0025, help="new keys per commit, of --rows (0.0025)")
@@ -842,6 +856,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, help="parent for the temporary tables (default: system tmp)")
     p.add_argument("--out", type=Path, help="write the figures as JSON to this file")
     args = p.parse_args(argv)
+    try:
+        args.sizes = [int(r.replace("_", "")) for r in str(args.rows).split(",") if r.strip()]
+    except ValueError:
+        p.error(f"--rows {args.rows!r}: a comma list of integers")
+    args.rows = min(args.sizes, default=0)
     args.table_types = [t.strip().lower() for t in args.table_types.split(",") if t.strip()]
     args.modes = [m.strip().upper() for m in args.modes.split(",") if m.strip()]
     if bad := [t for t in args.table_types if t not in TABLE_TYPES] + [m for m in args.modes if m not in MODES]:
@@ -851,8 +870,61 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def ratio_table(runs: list[tuple[argparse.Namespace, Workload, list[Variant]]]) -> dict[str, Any]:
+    """The CDC query of every (size, table type, mode) against delta-rs ``load_cdf`` on the same
+    changes, best of ``--query-repeat`` each (target: lakeward <= 2x delta-rs)."""
+    out: dict[str, Any] = {}
+    print(
+        "\nCDC query, lakeward read_changes(images='struct') vs delta-rs load_cdf read to Arrow, on the same "
+        "changes (best of --query-repeat, interleaved; target ratio <= 2.00)"
+    )
+    head = f"{'rows':>10} {'changes':>8}  {'table':<44} {'lakeward s':>10} {'delta-rs s':>10} {'ratio':>7}"
+    print(head)
+    print("-" * len(head))
+    for args, wl, variants in runs:
+        delta = next((v for v in variants if v.name == DELTA_CDF), None)
+        peer = delta.figures.get("query_best_s") if delta else None
+        n_changes = len(wl.commits) * (wl.n_upd + wl.n_ins + wl.n_del)
+        for v in variants:
+            if v.kind != "lakeward" or not v.cdc:
+                continue
+            cases = [("infer_", " (inferred from logs)"), ("", " (change tracking)")] if v.table_type == "mor" else []
+            for prefix, what in cases or [("", "")]:
+                t = v.figures.get(f"{prefix}query_best_s")
+                if t is None:
+                    continue
+                r = t / peer if peer else None
+                out[f"{args.rows} {v.name}{what}"] = {"lakeward_s": t, "delta_rs_s": peer, "ratio": r}
+                peer_s = f"{peer:10.3f}" if peer else f"{'-':>10}"
+                ratio_s = f"{r:6.2f}x" if r is not None else f"{'-':>7}"
+                print(f"{args.rows:>10,} {n_changes:>8,}  {v.name + what:<44} {t:10.3f} {peer_s} {ratio_s}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    runs: list[tuple[argparse.Namespace, Workload, list[Variant]]] = []
+    results: dict[str, Any] = {}
+    status = 0
+    for rows in args.sizes:
+        one = argparse.Namespace(**{**vars(args), "rows": rows})
+        if len(args.sizes) > 1:
+            print(f"\n=== {rows:,} rows ===", flush=True)
+        code, wl, variants, result = run_size(one)
+        runs.append((one, wl, variants))
+        results[str(rows)] = result
+        status = status or code
+    ratios = ratio_table(runs)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        data = {"sizes": results, "cdc_query_vs_delta_rs": ratios}
+        args.out.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        print(f"\nwrote {args.out}")
+    return status
+
+
+def run_size(args: argparse.Namespace) -> tuple[int, Workload, list[Variant], dict[str, Any]]:
+    """One size: the workload, every table, the report; (exit status, workload, tables, JSON figures)."""
     print(f"generating data: rows={args.rows:,} commits={args.commits} seed={args.seed}", flush=True)
     t, wl = timed(
         lambda: make_workload(args.rows, args.commits, args.update_frac, args.insert_frac, args.delete_frac, args.seed)
@@ -873,6 +945,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     summary = report(args, wl, out["variants"])
+    result: dict[str, Any] = {}
     if args.out:
         result = {
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -890,15 +963,11 @@ def main(argv: list[str] | None = None) -> int:
             "summary": summary,
             "failures": failures,
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, sort_keys=True, default=str) + "\n")
-        print(f"\nwrote {args.out}")
     if failures:
         print(f"\nFAILED ({len(failures)} check(s)):", file=sys.stderr)
         for msg in failures:
             print(f"  {msg}", file=sys.stderr)
-        return 1
-    return 0
+    return (1 if failures else 0), wl, out["variants"], result
 
 
 if __name__ == "__main__":

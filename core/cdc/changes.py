@@ -162,6 +162,12 @@ def fold_log_changes(
     for block in blocks:
         by_instant.setdefault(block.instant_time, []).append(block)
     state = merge_log_blocks(base, [], full_schema, settings)
+    # Records no block touches never change: every state and diff below needs only the
+    # base records of keys some block holds (a fraction of a large slice), so drop the rest once.
+    touched = _block_keys(blocks)
+    if state.num_rows:
+        keys = state.column(RECORD_KEY)
+        state = state.filter(pc.is_in(keys, value_set=touched.cast(keys.type)))
     out: dict[str, pa.Table] = {}
     for instant_time, instant_blocks in by_instant.items():
         after = merge_log_blocks(state, instant_blocks, full_schema, settings)

@@ -29,6 +29,7 @@ from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakeward.core.cdc.changes import (
     AFTER,
@@ -47,9 +48,9 @@ from lakeward.core.cdc.changes import (
 from lakeward.core.cdc.records import read_cdc_changes
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
-from lakeward.core.file_group.base_file import read_base_file
+from lakeward.core.file_group.base_file import corrupt_base_file
 from lakeward.core.file_group.file_group import FileGroup, FileSlice
-from lakeward.core.file_group.log_file import block_instant_times
+from lakeward.core.file_group.log_file import DataBlock, DeleteBlock, LogFileReader, RawBlock, block_instant_times
 from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.merge import RECORD_KEY
@@ -158,8 +159,16 @@ def plan_change_splits(
     table_type: TableType,
     begin: str,
     end: str | None,
+    *,
+    fold_logs: bool = False,
 ) -> list[ChangeSplit]:
-    """The splits of the completed commits in (begin, end], oldest commit first."""
+    """The splits of the completed commits in (begin, end], oldest commit first.
+
+    `fold_logs`: the table's `.cdc` files lack images (logging modes KEY_OP, DATA_BEFORE).
+    Merge-on-read delta commits whose changes were persisted are then still folded from
+    their slice's log while it is retained (LOG_FILE: one pass over the slice gives every
+    image), not read AS_IS (which would read the slice twice per commit for the images).
+    """
     view = FileSystemView.load(storage, timeline)
     groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
     persisted = persisted_changes(storage, timeline) if table_type is TableType.MERGE_ON_READ else {}
@@ -199,7 +208,7 @@ def plan_change_splits(
                 if file_slice is None:
                     raise missing(t, f"log file {stat.path}")
                 cdc = persisted.get((partition, stat.fileId, t))
-                if cdc:
+                if cdc and not fold_logs:
                     splits.append(
                         ChangeSplit(
                             InferenceCase.AS_IS,
@@ -262,20 +271,75 @@ def plan_change_splits(
     return splits
 
 
+#: Meta columns a CDC query's images never show (the query drops every meta column; the
+#: diffs work on the record key and the commit time): base files are read without them.
+_UNSHOWN_META = frozenset({"_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name"})
+#: Base file versions a task keeps: a file group's commits are taken in order, and commit k
+#: reads the version commit k-1 wrote (before) and its own (after).
+_KEPT_BASE_FILES = 3
+
+
+class SliceReads:
+    """The reads of one task over one file group's splits: each base file and each log file's
+    visible blocks are read once (splits of consecutive commits share file versions), base
+    files only in the columns a CDC query shows."""
+
+    def __init__(self, storage: Storage, full_schema: pa.Schema):
+        self.storage = storage
+        self.columns = [n for n in full_schema.names if n not in _UNSHOWN_META]
+        self._bases: dict[str, pa.Table] = {}
+        self._blocks: dict[tuple[tuple[str, ...], VisibleInstants], list[DataBlock | DeleteBlock]] = {}
+        self._cdc: dict[str, list[RawBlock]] = {}
+
+    def cdc_blocks(self, path: str) -> list[RawBlock]:
+        """The sound blocks of a `.cdc` file, undecoded, read once (it holds many instants' blocks)."""
+        if path not in self._cdc:
+            self._cdc[path] = list(LogFileReader(self.storage, path).raw_blocks())
+        return self._cdc[path]
+
+    def base(self, path: str) -> pa.Table:
+        """The rows of a base file (the query's columns), read once."""
+        rows = self._bases.pop(path, None)
+        if rows is None:
+            try:
+                with self.storage.open_input_file(path) as source:
+                    # One footer parse (read_table parses it more than once); columns a
+                    # file of an older schema lacks are skipped (and conformed to null later).
+                    rows = pq.ParquetFile(source).read(columns=self.columns)
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise corrupt_base_file(self.storage, path, exc) from exc
+            rows = rows.replace_schema_metadata(None)
+            if len(self._bases) >= _KEPT_BASE_FILES:
+                del self._bases[next(iter(self._bases))]
+        self._bases[path] = rows  # most recently used last
+        return rows
+
+    def blocks(self, file_slice: FileSlice, visible: VisibleInstants) -> list[DataBlock | DeleteBlock]:
+        """The log blocks of a slice that a read at `visible` sees, decoded once."""
+        key = (tuple(f.path for f in file_slice.log_files), visible)
+        if key not in self._blocks:
+            self._blocks[key] = visible_log_blocks(self.storage, file_slice.log_files, visible)
+        return self._blocks[key]
+
+
 def read_state(
     storage: Storage,
     state: FileGroupState,
     full_schema: pa.Schema,
     settings: MergeSettings,
     keys: pa.Array | None = None,
+    reads: SliceReads | None = None,
 ) -> pa.Table:
-    """The rows of a file group at `state` (only those of `keys`, when given)."""
+    """The rows of a file group at `state` (only those of `keys`, when given).
+
+    With `reads`, files come from (and stay in) that task's reads, in the query's columns.
+    """
+    reads = reads if reads is not None else SliceReads(storage, full_schema)
     file_slice = state.file_slice
-    key_filter = pc.field(RECORD_KEY).isin(keys) if keys is not None else None
-    base = None
-    if file_slice.base_file is not None:
-        base = read_base_file(storage, file_slice.base_file.path, filter=key_filter)
-    blocks = visible_log_blocks(storage, file_slice.log_files, state.visible)
+    base = reads.base(file_slice.base_file.path) if file_slice.base_file is not None else None
+    if base is not None and keys is not None:
+        base = base.filter(pc.is_in(base.column(RECORD_KEY), value_set=keys))
+    blocks = reads.blocks(file_slice, state.visible) if file_slice.log_files else []
     rows = merge_log_blocks(base, blocks, full_schema, settings)
     if keys is not None and blocks:
         rows = rows.filter(pc.is_in(rows.column(RECORD_KEY), value_set=keys))
@@ -283,9 +347,14 @@ def read_state(
 
 
 def _fill_images(
-    storage: Storage, split: ChangeSplit, changes: pa.Table, full_schema: pa.Schema, settings: MergeSettings
+    storage: Storage,
+    split: ChangeSplit,
+    changes: pa.Table,
+    full_schema: pa.Schema,
+    settings: MergeSettings,
+    reads: SliceReads,
 ) -> pa.Table:
-    """Images the `.cdc` files did not persist (KEY_OP, DATA_BEFORE), read for the changed keys only."""
+    """Images the `.cdc` files did not persist (KEY_OP, DATA_BEFORE), looked up for the changed keys only."""
     ops = changes.column(OP)
     for column, state, needs in (
         (BEFORE, split.before, pc.is_in(ops, value_set=pa.array([UPDATE, DELETE]))),
@@ -302,7 +371,7 @@ def _fill_images(
                 "the range after this instant"
             )
         keys = pc.unique(changes.column(KEY).filter(missing).combine_chunks())
-        rows = read_state(storage, state, full_schema, settings, keys)
+        rows = read_state(storage, state, full_schema, settings, keys, reads)
         found = as_images(rows, full_schema)
         at = pc.index_in(changes.column(KEY), value_set=rows.column(RECORD_KEY).combine_chunks())
         looked_up = pc.take(found, at) if len(found) else pa.nulls(changes.num_rows, image_type(full_schema))
@@ -311,19 +380,48 @@ def _fill_images(
     return changes
 
 
-def split_changes(storage: Storage, split: ChangeSplit, full_schema: pa.Schema, settings: MergeSettings) -> pa.Table:
-    """The changes of one split, in `changes.change_schema(full_schema)`."""
+def split_changes(
+    storage: Storage,
+    split: ChangeSplit,
+    full_schema: pa.Schema,
+    settings: MergeSettings,
+    reads: SliceReads | None = None,
+) -> pa.Table:
+    """The changes of one split, in `changes.change_schema(full_schema)`.
+
+    Images hold the columns a CDC query shows (the record key, the commit time and the data
+    columns; other meta fields may be null). `reads`: the task's reads, shared by the splits
+    of one file group (`file_group_changes`).
+    """
+    reads = reads if reads is not None else SliceReads(storage, full_schema)
     if split.case is InferenceCase.AS_IS:
-        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema)
-        return _fill_images(storage, split, changes, full_schema, settings)
+        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema, reads.cdc_blocks)
+        return _fill_images(storage, split, changes, full_schema, settings, reads)
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
         file_slice = split.after.file_slice
-        base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
-        blocks = visible_log_blocks(storage, file_slice.log_files, split.after.visible)
+        base = reads.base(file_slice.base_file.path) if file_slice.base_file is not None else None
+        blocks = reads.blocks(file_slice, split.after.visible)
         by_instant = fold_log_changes(base, blocks, full_schema, settings, frozenset(split.instants))
         parts = [by_instant[t] for t in split.instants if t in by_instant]
         return pa.concat_tables(parts) if parts else empty_changes(full_schema)
-    before = read_state(storage, split.before, full_schema, settings) if split.before is not None else None
-    after = read_state(storage, split.after, full_schema, settings) if split.after is not None else None
+    before = read_state(storage, split.before, full_schema, settings, reads=reads) if split.before is not None else None
+    after = read_state(storage, split.after, full_schema, settings, reads=reads) if split.after is not None else None
     return diff_states(split.instant_time, before, after, full_schema)
+
+
+def by_file_group(splits: Sequence[ChangeSplit]) -> list[tuple[ChangeSplit, ...]]:
+    """The splits grouped by file group (commit order kept within a group), for one task each."""
+    groups: dict[tuple[str, str], list[ChangeSplit]] = {}
+    for split in splits:
+        groups.setdefault((split.partition_path, split.file_id), []).append(split)
+    return [tuple(g) for g in groups.values()]
+
+
+def file_group_changes(
+    storage: Storage, splits: Sequence[ChangeSplit], full_schema: pa.Schema, settings: MergeSettings
+) -> pa.Table:
+    """The changes of the splits of one file group (`by_file_group`), reading each file once."""
+    reads = SliceReads(storage, full_schema)
+    parts = [split_changes(storage, split, full_schema, settings, reads) for split in splits]
+    return pa.concat_tables(parts) if parts else empty_changes(full_schema)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, TS, as_images, change_schema, image_type
 from lakeward.core.config.cdc import SupplementalLoggingMode
-from lakeward.core.file_group.log_file import CdcDataBlock, LogFileReader, decode_block, encode_block
+from lakeward.core.file_group.log_file import CdcDataBlock, LogFileReader, RawBlock, decode_block, encode_block
 from lakeward.core.file_group.naming import log_file_name
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.schema import conform_batch
@@ -114,12 +114,20 @@ def _conform_images(images: pa.Array, full_schema: pa.Schema) -> pa.Array:
     return pc.if_else(valid, conformed, pa.nulls(len(conformed), target))
 
 
-def read_cdc_changes(storage: Storage, paths: Sequence[str], instant_time: str, full_schema: pa.Schema) -> pa.Table:
+def read_cdc_changes(
+    storage: Storage,
+    paths: Sequence[str],
+    instant_time: str,
+    full_schema: pa.Schema,
+    raw_blocks: Callable[[str], Sequence[RawBlock]] | None = None,
+) -> pa.Table:
     """The changes of `instant_time` held in `.cdc` files, as `changes.change_schema` (images
-    that the file's mode does not persist are null)."""
+    that the file's mode does not persist are null). `raw_blocks`: a `.cdc` file's sound
+    blocks, undecoded (a task's memo, since one file holds the blocks of many instants)."""
     parts = []
     for path in paths:
-        for raw in LogFileReader(storage, path).raw_blocks():
+        found = raw_blocks(path) if raw_blocks is not None else list(LogFileReader(storage, path).raw_blocks())
+        for raw in found:
             if raw.instant_time != instant_time:
                 continue
             block = decode_block(raw)

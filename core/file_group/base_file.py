@@ -86,19 +86,23 @@ def write_base_file(
         }
     else:
         bloom_filter = None
-    existing = table.schema.metadata or {}
-    schema = table.schema.with_metadata({**existing, **{k: v.encode() for k, v in metadata.items()}})
-    with storage.open_output_stream(path) as sink:
-        pq.write_table(
-            table.replace_schema_metadata(schema.metadata),
+    # Hudi's keys go into the footer's key-value metadata only, as Hudi writes them: not also
+    # into the `ARROW:schema` copy of the Arrow schema (which would carry the bloom filter twice).
+    with (
+        storage.open_output_stream(path) as sink,
+        pq.ParquetWriter(
             sink,
+            table.schema,
             compression=compression,
             coerce_timestamps="us",
             allow_truncated_timestamps=True,
             write_statistics=True,
             # Unique per record: dictionary pages would only be built and thrown away.
             use_dictionary=[c for c in table.column_names if c not in _UNIQUE_COLUMNS],
-        )
+        ) as writer,
+    ):
+        writer.write_table(table)
+        writer.add_key_value_metadata(metadata)
     _remember_footer(
         storage,
         path,

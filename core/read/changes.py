@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, OP_RANK, TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
-from lakeward.core.config.cdc import CDC_ENABLED_KEY
+from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes, plan_change_splits
+from lakeward.core.config.cdc import CDC_ENABLED_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
@@ -82,18 +82,24 @@ def check_change_range(
     return begin, end
 
 
+def folds_logs(config: TableConfig) -> bool:
+    """Whether merge-on-read changes are folded from retained logs even where `.cdc` files hold
+    them: when the logging mode persists no after-images, which the logs would be read for anyway."""
+    return config.cdc_mode is not SupplementalLoggingMode.DATA_BEFORE_AFTER
+
+
 @dataclass(frozen=True)
-class _SplitTask:
-    """One split's changes, picklable for Spark tasks."""
+class _FileGroupTask:
+    """The changes of one file group's splits (each file read once), picklable for Spark tasks."""
 
     storage_uri: str
     storage_options: tuple[tuple[str, str], ...]
     full_schema: pa.Schema
     settings: MergeSettings
 
-    def __call__(self, split: ChangeSplit) -> pa.Table:
+    def __call__(self, splits: tuple[ChangeSplit, ...]) -> pa.Table:
         storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
-        return split_changes(storage, split, self.full_schema, self.settings)
+        return file_group_changes(storage, splits, self.full_schema, self.settings)
 
 
 def collect_changes(
@@ -107,11 +113,12 @@ def collect_changes(
 ) -> pa.Table:
     """The changes (full images, `changes.change_schema`) of completed commits in (begin, end], sorted."""
     full_schema = with_meta(schema)
-    splits = plan_change_splits(storage, timeline, config.table_type, begin, end)
-    task = _SplitTask(
+    splits = plan_change_splits(storage, timeline, config.table_type, begin, end, fold_logs=folds_logs(config))
+    task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
     )
-    parts = engine.map(task, splits, f"CDC ({begin}, {end or 'latest'}]") if splits else []
+    groups = by_file_group(splits)
+    parts = engine.map(task, groups, f"CDC ({begin}, {end or 'latest'}]") if groups else []
     changes = pa.concat_tables([empty_changes(full_schema), *parts])
     in_range = pc.greater(changes.column(TS), begin)
     if end is not None:

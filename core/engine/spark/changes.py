@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from lakeward.core.cdc.changes import TS, empty_changes
 from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
 from lakeward.core.exceptions import ConfigError
-from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
+from lakeward.core.read.changes import Images, check_change_range, folds_logs, format_changes, is_earliest
 from lakeward.core.read.incremental import stable_end
 from lakeward.core.read.merge_on_read import MergeSettings
 from lakeward.core.schema import with_meta
@@ -156,7 +156,11 @@ def plan_changes(table: Table, begin: str, end: str | None, images: Images) -> t
         MergeSettings.from_config(config),
         images,
     )
-    splits = plan_change_splits(storage, timeline, config.table_type, start, stop) if schema is not None else []
+    splits = (
+        plan_change_splits(storage, timeline, config.table_type, start, stop, fold_logs=folds_logs(config))
+        if schema is not None
+        else []
+    )
     return query, splits
 
 

@@ -22,18 +22,30 @@ them one by one (`content.encode_avro_records`):
 Only flat records of primitives (and nullable unions of them) are handled; for anything
 else (records, arrays, maps, enums, fixed, decimals, other unions, other logical types)
 `encode_block_records` returns None and the caller encodes with fastavro.
+
+Decoding (`decode_block_records`) goes the other way in one pass, column-wise, by polars'
+(Rust) Avro reader: the block's records are handed over as they lie, as one Avro container
+block whose schema starts with a 4-byte `fixed` field that swallows each record's length
+prefix, so no Python touches a record. It takes records of primitives, nullable unions and
+nested (nullable) records -- CDC blocks, whose `before` / `after` images are records, included.
 """
 
 from __future__ import annotations
 
+import copy
+import io
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+import fastavro
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 import pyarrow as pa
 
-__all__ = ["encode_block_records"]
+__all__ = ["decode_block_records", "encode_block_records"]
 
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
@@ -358,3 +370,126 @@ def encode_block_records(table: pa.Table, avro_schema: dict[str, Any]) -> bytes 
     if len(merged) == 1 and merged[0].buf.size == int(row_ends[-1]):
         return merged[0].buf.tobytes()  # one matrix without unused bytes: already the output
     return _gather(merged, row_ends)
+
+
+# -- decoding ------------------------------------------------------------------------------
+#: Field prepended to the container schema: swallows each record's big-endian length prefix.
+_FRAME_FIELD = "__lakeward_frame"
+_CONTAINER_SYNC = b"lakeward-avro-sy"
+_DECODABLE = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
+_DECODED_TYPES = (pa.bool_(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.binary())
+
+
+class _Unsupported(Exception):
+    """The schema holds something the one-pass decoder does not take."""
+
+
+def _inline(node: Any, named: dict[str, Any], namespace: str | None, counter: list[int]) -> Any:
+    """`node` with every named-record reference replaced by its definition (records renamed
+    uniquely, so a type may appear twice); raises _Unsupported for anything but primitives,
+    two-branch nullable unions and records."""
+    if isinstance(node, str):
+        if node in _DECODABLE:
+            return node
+        definition = named.get(node) or (named.get(f"{namespace}.{node}") if namespace else None)
+        if definition is None:
+            raise _Unsupported(node)
+        return _inline(definition, named, namespace, counter)
+    if isinstance(node, list):
+        if len(node) != 2 or node.count("null") != 1:
+            raise _Unsupported("union")
+        return [b if b == "null" else _inline(b, named, namespace, counter) for b in node]
+    if not isinstance(node, dict):
+        raise _Unsupported(repr(node))
+    typ = node.get("type")
+    if typ == "record":
+        name = node.get("name")
+        space = node.get("namespace", namespace)
+        if not isinstance(name, str) or not isinstance(node.get("fields"), list):
+            raise _Unsupported("record")
+        full = name if "." in name or not space else f"{space}.{name}"
+        named.setdefault(full, node)
+        named.setdefault(name, node)
+        counter[0] += 1
+        unique = f"r{counter[0]}"
+        fields = [
+            {"name": f["name"], "type": _inline(f["type"], named, space, counter)}
+            for f in node["fields"]
+            if isinstance(f, dict) and isinstance(f.get("name"), str)
+        ]
+        if len(fields) != len(node["fields"]):
+            raise _Unsupported("field")
+        return {"type": "record", "name": unique, "fields": fields}
+    if isinstance(typ, str) and typ in _DECODABLE and node.get("logicalType") in (None, "uuid"):
+        return typ
+    raise _Unsupported(repr(typ))
+
+
+@lru_cache(maxsize=64)
+def _framed_header(stripped_schema_json: str) -> bytes | None:
+    """Container header for a block's records with their length prefixes (None: unsupported schema)."""
+    try:
+        record = _inline(json.loads(stripped_schema_json), {}, None, [0])
+    except (_Unsupported, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("type") != "record":
+        return None
+    framed = copy.copy(record)
+    framed["fields"] = [{"name": _FRAME_FIELD, "type": {"type": "fixed", "name": "LakewardFrame", "size": 4}}]
+    framed["fields"] += record["fields"]
+    out = io.BytesIO()
+    try:
+        fastavro.writer(out, fastavro.parse_schema(framed), [], codec="null", sync_marker=_CONTAINER_SYNC)
+    except Exception:  # fastavro's schema errors have several types; the per-record path decides
+        return None
+    return out.getvalue()
+
+
+def _decodable(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return all(_decodable(f.type) for f in t)
+    return t in _DECODED_TYPES
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    value = (value << 1) ^ (value >> 63)
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_block_records(content: bytes, count: int, stripped_schema_json: str, physical: pa.Schema) -> pa.Table | None:
+    """The records of an Avro data block's content (version and count at bytes 0-8) in one pass.
+
+    `stripped_schema_json`: the block's `SCHEMA` with time logical types removed; `physical`:
+    its Arrow schema with those columns as ints. Returns None when the schema holds types
+    this path does not take, or on any doubt about the bytes (the length prefixes must add
+    up to the content exactly); the caller then decodes record by record, with precise errors.
+    """
+    if count <= 0 or not all(_decodable(f.type) for f in physical):
+        return None
+    header = _framed_header(stripped_schema_json)
+    if header is None:
+        return None
+    body = memoryview(content)[8:]
+    container = b"".join([header, _uvarint(count), _uvarint(len(body)), body, _CONTAINER_SYNC])
+    try:
+        table = pl.read_avro(io.BytesIO(container)).to_arrow()
+    except (Exception, pl.exceptions.PanicException):  # several unrelated types (a panic on short bytes)
+        return None
+    if table.num_rows != count or table.column_names != [_FRAME_FIELD, *physical.names]:
+        return None
+    frames = table.column(0).combine_chunks().cast(pa.binary())
+    offsets = np.frombuffer(frames.buffers()[1], dtype=np.int32, count=count + 1, offset=frames.offset * 4)
+    if offsets[-1] - offsets[0] != 4 * count:
+        return None
+    lengths = np.frombuffer(frames.buffers()[2], dtype=">i4", count=count, offset=int(offsets[0]))
+    if (lengths < 0).any() or int(lengths.sum(dtype=np.int64)) + 4 * count != len(body):
+        return None
+    try:
+        return table.drop_columns([_FRAME_FIELD]).cast(physical)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptTableError, SchemaError
+from lakeward.core.file_group.log_file import avro_vector
 from lakeward.core.schema import arrow_schema_from_avro, conform_batch
 
 #: Content version of Avro data blocks and delete blocks written by Hudi 0.14/0.15 (and here).
@@ -153,8 +154,6 @@ def encode_avro_records(records: pa.Table, schema_json: str) -> bytes:
     to the schema first, so they may come in any compatible Arrow types. Flat records of
     primitives are encoded vectorised (`avro_vector`, the same bytes); others by fastavro.
     """
-    from lakeward.core.file_group.log_file import avro_vector
-
     avro_schema, arrow_schema = _schemas(schema_json)
     table = conform_batch(records, arrow_schema, allow_missing=True)
     body = avro_vector.encode_block_records(table, avro_schema)
@@ -241,6 +240,12 @@ _SYNC = b"lakeward-avro-sy"
 
 
 @lru_cache(maxsize=64)
+def _stripped_schema_json(schema_json: str) -> str:
+    """A header `SCHEMA` with time logical types removed (the bytes they describe are ints)."""
+    return json.dumps(_strip_time_logical_types(json.loads(schema_json)))
+
+
+@lru_cache(maxsize=64)
 def _null_first_unions(schema_json: str) -> bool:
     """Whether every nullable field is `["null", T]` (polars' reader rejects `[T, "null"]`)."""
     fields = json.loads(schema_json).get("fields", [])
@@ -265,6 +270,9 @@ def _decode_with_polars(content: bytes, count: int, schema_json: str, physical: 
     decoding problem) returns None, and the per-record fastavro path decides, with its
     precise corruption errors.
     """
+    framed = avro_vector.decode_block_records(content, count, _stripped_schema_json(schema_json), physical)
+    if framed is not None:  # records as they lie, nested records (CDC images) included
+        return framed
     if count == 0 or any(f.type not in _FAST_TYPES for f in physical) or not _null_first_unions(schema_json):
         return None
     try:

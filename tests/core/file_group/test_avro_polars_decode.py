@@ -72,3 +72,95 @@ def test_value_first_unions_take_the_per_record_path() -> None:
     rows = _rows(20).select(["k", "v"])
     decoded = content.decode_avro_records(content.encode_avro_records(rows, schema_json), schema_json)
     assert decoded.to_pylist() == rows.to_pylist()
+
+
+IMAGE = {
+    "type": "record",
+    "name": "img",
+    "namespace": "hoodie.t",
+    "fields": [
+        {"name": "_hoodie_record_key", "type": ["null", "string"], "default": None},
+        {"name": "n", "type": ["null", "long"], "default": None},
+        {"name": "d", "type": ["null", "double"], "default": None},
+        {"name": "t", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None},
+    ],
+}
+#: The shapes of Hudi's CDC blocks: key-only with value-first unions, one nested image, and
+#: two images where the second refers to the first's named type.
+CDC_SCHEMAS = {
+    "KEY_OP": {
+        "type": "record",
+        "name": "Record",
+        "fields": [{"name": "op", "type": ["string", "null"]}, {"name": "record_key", "type": ["string", "null"]}],
+    },
+    "DATA_BEFORE": {
+        "type": "record",
+        "name": "CDC",
+        "fields": [
+            {"name": "op", "type": ["null", "string"], "default": None},
+            {"name": "record_key", "type": ["null", "string"], "default": None},
+            {"name": "before", "type": ["null", IMAGE], "default": None},
+        ],
+    },
+    "DATA_BEFORE_AFTER": {
+        "type": "record",
+        "name": "CDC",
+        "namespace": "hoodie.t",
+        "fields": [
+            {"name": "op", "type": ["null", "string"], "default": None},
+            {"name": "ts_ms", "type": ["null", "string"], "default": None},
+            {"name": "before", "type": ["null", IMAGE], "default": None},
+            {"name": "after", "type": ["null", "hoodie.t.img"], "default": None},
+        ],
+    },
+}
+
+
+def _cdc_rows(mode: str, n: int) -> pa.Table:
+    image = pa.struct(
+        [
+            pa.field("_hoodie_record_key", pa.string()),
+            pa.field("n", pa.int64()),
+            pa.field("d", pa.float64()),
+            pa.field("t", pa.timestamp("us")),
+        ]
+    )
+    images = [
+        None if i % 4 == 0 else {"_hoodie_record_key": f"k{i}é", "n": -(i**5), "d": i / 7, "t": None if i % 3 else i}
+        for i in range(n)
+    ]
+    ops = [None if i % 11 == 5 else "iud"[i % 3] for i in range(n)]
+    if mode == "KEY_OP":
+        return pa.table({"op": ops, "record_key": [None if i % 13 == 1 else f"key-{i}" for i in range(n)]})
+    if mode == "DATA_BEFORE":
+        return pa.table({"op": ops, "record_key": [f"k{i}" for i in range(n)], "before": pa.array(images, image)})
+    after = pa.array(list(reversed(images)), image)
+    return pa.table({"op": ops, "ts_ms": ["20240101"] * n, "before": pa.array(images, image), "after": after})
+
+
+@pytest.mark.parametrize("mode", sorted(CDC_SCHEMAS))
+@pytest.mark.parametrize("n", [1, 300])
+def test_cdc_blocks_decode_in_one_pass_as_record_by_record(mode: str, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CDC records (nested, nullable images; a named type used twice; value-first unions)
+    take the one-pass path and decode to exactly what fastavro gives record by record."""
+    schema_json = json.dumps(CDC_SCHEMAS[mode])
+    rows = _cdc_rows(mode, n)
+    encoded = content.encode_avro_records(rows, schema_json)
+    _, arrow_schema = content._schemas(schema_json)
+    physical = pa.schema([f.with_type(content._physical_type(f.type)) for f in arrow_schema])
+    assert content._decode_with_polars(encoded, n, schema_json, physical) is not None
+    fast = content.decode_avro_records(encoded, schema_json)
+    monkeypatch.setattr(content, "_decode_with_polars", lambda *args: None)
+    slow = content.decode_avro_records(encoded, schema_json)
+    assert fast.schema == slow.schema
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast.to_pylist() == rows.cast(fast.schema).to_pylist()
+
+
+def test_a_record_count_beyond_the_content_is_a_precise_error() -> None:
+    """The one-pass path declines (it does not crash) on a block claiming more records than it holds."""
+    schema_json = json.dumps(CDC_SCHEMAS["DATA_BEFORE_AFTER"])
+    encoded = bytearray(content.encode_avro_records(_cdc_rows("DATA_BEFORE_AFTER", 10), schema_json))
+    encoded[4:8] = (99).to_bytes(4, "big")
+    with pytest.raises(content.CorruptTableError):
+        content.decode_avro_records(bytes(encoded), schema_json)

@@ -1,0 +1,84 @@
+"""A base file's footer carries Hudi's key-value metadata once, as Hudi writes it (issue 19, target 3).
+
+Hudi's readers find the bloom filter, the key range and the Avro schema in the Parquet
+footer's key-value metadata; pyarrow would also copy any schema metadata into the
+`ARROW:schema` entry, doubling the ~1 MB bloom filter every footer read pays for.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakeward.core.file_group.base_file import (
+    AVRO_SCHEMA_FOOTER_KEY,
+    BloomSettings,
+    read_base_file,
+    read_footer_keys,
+    write_base_file,
+)
+from lakeward.core.index.bloom_filter import (
+    BLOOM_FILTER_FOOTER_KEY,
+    BLOOM_TYPE_CODE_FOOTER_KEY,
+    MAX_RECORD_KEY_FOOTER_KEY,
+    MIN_RECORD_KEY_FOOTER_KEY,
+)
+from lakeward.core.schema import META_COLUMNS, avro_schema_json, with_meta
+from lakeward.core.storage import Storage
+
+DATA = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+
+
+def _rows(n: int) -> pa.Table:
+    keys = [f"key-{i:05d}" for i in range(n)]
+    meta = {
+        "_hoodie_commit_time": ["20240101000000000"] * n,
+        "_hoodie_commit_seqno": [f"20240101000000000_0_{i}" for i in range(n)],
+        "_hoodie_record_key": keys,
+        "_hoodie_partition_path": [""] * n,
+        "_hoodie_file_name": ["f.parquet"] * n,
+    }
+    data = {"id": list(range(n)), "ts": [1_700_000_000_000_000 + i for i in range(n)]}
+    return pa.table({**meta, **data}, schema=with_meta(DATA))
+
+
+def _footer(path: Path) -> bytes:
+    """The raw Thrift footer of a Parquet file (its last 8 bytes: footer length, magic)."""
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<i", raw[-8:-4])
+    assert raw[-4:] == b"PAR1"
+    return raw[-8 - length : -8]
+
+
+def test_the_footer_holds_hudis_metadata_once_and_the_file_reads_back(tmp_path: Path) -> None:
+    storage = Storage.for_uri(str(tmp_path))
+    schema_json = avro_schema_json(DATA, "t", with_meta=True)
+    rows = _rows(2000)
+    write_base_file(storage, "f.parquet", rows, schema_json, BloomSettings())
+
+    kv = pq.read_metadata(tmp_path / "f.parquet").metadata
+    assert kv[AVRO_SCHEMA_FOOTER_KEY.encode()] == schema_json.encode()
+    assert kv[MIN_RECORD_KEY_FOOTER_KEY.encode()] == b"key-00000"
+    assert kv[MAX_RECORD_KEY_FOOTER_KEY.encode()] == b"key-01999"
+    assert kv[BLOOM_TYPE_CODE_FOOTER_KEY.encode()] == b"DYNAMIC_V0"
+    assert kv[b"writer.model.name"] == b"avro"
+    bloom = kv[BLOOM_FILTER_FOOTER_KEY.encode()]
+    assert len(bloom) > 1000
+    # Once in the whole footer: not again inside the (base64) serialised Arrow schema.
+    footer = _footer(tmp_path / "f.parquet")
+    assert footer.count(bloom) == 1
+    arrow_schema = base64.b64decode(kv.get(b"ARROW:schema", b""))
+    assert bloom[:64] not in arrow_schema
+    assert schema_json.encode() not in arrow_schema
+
+    # The footer still works for the index and the file for reads (types kept: tz-aware ts).
+    keys = read_footer_keys(storage, "f.parquet")
+    assert (keys.min_key, keys.max_key) == ("key-00000", "key-01999")
+    assert keys.bloom is not None and keys.bloom.might_contain(pa.array(["key-01234"])).all()
+    back = read_base_file(storage, "f.parquet")
+    assert back.schema.names == [*META_COLUMNS, "id", "ts"]
+    assert back.equals(rows)
