@@ -22,6 +22,7 @@ A fixed seed set runs by default; `-m slow` runs many more.
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,8 +336,12 @@ def test_differential(setup: Setup, seed: int, tmp_path: Path) -> None:
     _run(setup, seed, 30, tmp_path)
 
 
+#: Seeds of the long mode: two in the default run (CI), more with LAKEWARD_DIFFERENTIAL_SEEDS=N.
+MANY_SEEDS = range(100, 100 + int(os.environ.get("LAKEWARD_DIFFERENTIAL_SEEDS", "2")))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("setup", SETUPS, ids=[s.name for s in SETUPS])
-@pytest.mark.parametrize("seed", range(100, 110))
+@pytest.mark.parametrize("seed", MANY_SEEDS)
 def test_differential_many_seeds(setup: Setup, seed: int, tmp_path: Path) -> None:
     _run(setup, seed, 60, tmp_path)
