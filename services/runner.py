@@ -467,8 +467,10 @@ class Runner:
         table = execution.open_table(
             item.table, self.table_options(item.table), self.engine, self._completion_check(run)
         )
-        # closing the table gives its lock's share of the shared ZooKeeper client back
-        with table, self._spark_job_group(run):
+        # The table is not closed: its lock keeps a share of the process's shared ZooKeeper client,
+        # so the client (one connection per ensemble) lives as long as the daemon and /readyz can
+        # watch it; closing would end the session after every run and reconnect for the next.
+        with self._spark_job_group(run):
             if run.instant is None and item.action in execution.PLANNED_ACTIONS and run.mode != "run":
                 run.phase = "scheduling"
                 instant = execution.schedule(table, item.action, force=run.force)
