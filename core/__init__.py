@@ -1,4 +1,4 @@
-"""lakeward.core: write and read Apache Hudi table version 6 tables."""
+"""lakeward.core: write and read Apache Hudi tables (table versions 6, 8 and 9)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lakeward.core.exceptions import LakewardError
     from lakeward.core.table import Table
     from lakeward.core.write.client import WriteResult
     from lakeward.core.write.operation import WriteOperation
 
-__all__ = ["Table", "WriteOperation", "WriteResult"]
+__all__ = ["LakewardError", "Table", "WriteOperation", "WriteResult"]
 
 # Resolved on first use (PEP 562): importing any `lakeward.core.*` module (e.g. `lakeward.core.exceptions`
 # in the CLI) imports this package first, and must not load Table and everything under it.
 _LAZY = {
+    "LakewardError": "lakeward.core.exceptions",
     "Table": "lakeward.core.table",
     "WriteOperation": "lakeward.core.write.operation",
     "WriteResult": "lakeward.core.write.client",

@@ -1,4 +1,4 @@
-"""lakeward: Hudi-format (table version 6) lakehouse tables and their table services."""
+"""lakeward: Hudi-format (table versions 6, 8 and 9) lakehouse tables and their table services."""
 
 from __future__ import annotations
 
@@ -14,25 +14,18 @@ if TYPE_CHECKING:
 __all__ = ["LakewardError", "Table", "WriteOperation", "WriteResult"]
 __version__ = "0.1.0"
 
-# The names above resolve on first use (PEP 562) instead of at import: every `lakeward.*` import --
-# `lakeward --help` included, as the CLI is `lakeward.services.cli` -- imports this package first, and
-# Table brings pyarrow, polars and numpy (about a second). `from lakeward import Table` works as before.
-_LAZY = {
-    "LakewardError": "lakeward.core.exceptions",
-    "Table": "lakeward.core.table",
-    "WriteOperation": "lakeward.core.write.operation",
-    "WriteResult": "lakeward.core.write.client",
-}
+# The names above resolve on first use (PEP 562), through lakeward.core, which resolves them lazily too:
+# every `lakeward.*` import -- `lakeward --help` included, as the CLI is `lakeward.services.cli` -- imports
+# this package first, and Table brings pyarrow, polars and numpy (about a second).
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module("lakeward.core"), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted([*globals(), *__all__])

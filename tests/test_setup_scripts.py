@@ -36,7 +36,7 @@ def _externally_managed_python(root: Path) -> Path:
     stdlib = Path(sysconfig.get_paths(vars={"installed_base": str(base_prefix), "base": str(base_prefix)})["stdlib"])
     executable = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
     if not (stdlib / "os.py").exists() or not executable.is_relative_to(base_prefix):
-        pytest.skip(f"interpreter layout not understood: {executable}, {stdlib}")
+        pytest.fail(f"cannot build a Debian-like Python from this interpreter's layout: {executable}, {stdlib}")
     bin_dir = root / "bin"
     lib = root / stdlib.relative_to(base_prefix)
     bin_dir.mkdir(parents=True)
