@@ -29,13 +29,37 @@ TRAILER_SIZE = 4096
 BLOCK_HEADER_SIZE = 33
 TRAILER_MAGIC = b'TRABLK"$'
 DATA_MAGIC = b"DATABLK*"
+META_MAGIC = b"METABLKc"
 ROOT_INDEX_MAGIC = b"IDXROOT2"
 FILE_INFO_MAGIC = b"FILEINF2"
+#: Marker ahead of the delimited `InfoProto` in the file info block.
+FILE_INFO_PB_MAGIC = b"PBUF"
+HFILE_MAJOR_VERSION = 3
+#: Checksums (type NULL in Hudi's files) take 4 bytes per started 16 KiB of on-disk block.
+BYTES_PER_CHECKSUM = 16384
+CHECKSUM_SIZE = 4
+#: The trailer's comparator class name, as Hudi 1.x writes it.
+COMPARATOR_CLASS = "org.apache.hudi.io.storage.HoodieHBaseKVComparator"
 #: `Compression.Algorithm` ordinals of HBase/Hudi: only these two are readable (as in hudi-rs).
 CODEC_GZ = 1
 CODEC_NONE = 2
 #: Bytes after the row in a cell key: family length (1), timestamp (8), key type (1).
 KEY_SUFFIX = 10
+
+
+class FileInfoKey:
+    """File-info entry names of Hudi's metadata-table HFiles."""
+
+    SCHEMA = "schema"
+    LAST_KEY = "hfile.LASTKEY"
+    AVG_KEY_LEN = "hfile.AVG_KEY_LEN"
+    AVG_VALUE_LEN = "hfile.AVG_VALUE_LEN"
+    CREATE_TIME = "hfile.CREATE_TIME_TS"
+    KEY_VALUE_VERSION = "KEY_VALUE_VERSION"
+    MAX_MEMSTORE_TS = "MAX_MEMSTORE_TS_KEY"
+    MIN_RECORD_KEY = "minRecordKey"
+    MAX_RECORD_KEY = "maxRecordKey"
+    BLOOM_TYPE_CODE = "bloomFilterTypeCode"
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -141,8 +165,8 @@ class HFileReader:
             raise self._fail("bad trailer magic (not an HFile, or truncated)")
         version = int.from_bytes(trailer[-4:], "big")
         major = version & 0x00FFFFFF
-        if major != 3:
-            raise self._fail(f"HFile major version {major} is not supported (only 3)")
+        if major != HFILE_MAJOR_VERSION:
+            raise self._fail(f"HFile major version {major} is not supported (only {HFILE_MAJOR_VERSION})")
         length, pos = _varint(trailer, 8)
         fields = _protobuf_fields(trailer[pos : pos + length])
 
@@ -197,15 +221,34 @@ class HFileReader:
         entries, pos = [], 0
         for _ in range(count):
             offset, size = struct.unpack_from(">qi", payload, pos)
-            key_len, pos = _hadoop_vint(payload, pos + 12)
-            key = payload[pos : pos + key_len]
-            pos += key_len
-            entries.append(IndexEntry(offset, size, key[2:] if len(key) >= 2 else key))
+            row, pos = self._index_row(payload, pos + 12)
+            entries.append(IndexEntry(offset, size, row))
         return entries
+
+    def _index_row(self, payload: bytes, pos: int) -> tuple[bytes, int]:
+        """The first row of a root-index entry whose length-prefixed key starts at `pos`: (row, end).
+
+        The key is `rowLen(2) row` (Hudi 1.x's writer) or a full cell key with the 10-byte
+        suffix (HBase's). Hudi prefixes it with a protobuf varint, HBase with a Hadoop VInt;
+        the two agree below 128. A longer key is read by whichever encoding makes its length
+        agree with the key's own 2-byte row length.
+        """
+        for decode in (_varint, _hadoop_vint):
+            try:
+                key_len, start = decode(payload, pos)
+            except (CorruptTableError, struct.error):
+                continue
+            key = payload[start : start + key_len]
+            if key_len < 2 or len(key) != key_len:
+                continue
+            row_len = struct.unpack_from(">h", key)[0]
+            if row_len in (key_len - 2, key_len - 2 - KEY_SUFFIX):
+                return key[2 : 2 + row_len], start + key_len
+        raise self._fail(f"unreadable root index entry at byte {pos - 12} of the data index")
 
     def _read_file_info(self) -> dict[bytes, bytes]:
         payload = self._block(self.trailer.file_info_offset, FILE_INFO_MAGIC)
-        if payload[:4] != b"PBUF":
+        if payload[:4] != FILE_INFO_PB_MAGIC:
             raise self._fail("file info block lacks its PBUF marker")
         length, pos = _varint(payload, 4)
         info: dict[bytes, bytes] = {}
@@ -261,5 +304,5 @@ class HFileReader:
     @property
     def avro_schema(self) -> str | None:
         """The Avro schema of the values (`schema` file-info entry), if recorded."""
-        raw = self.file_info.get(b"schema")
+        raw = self.file_info.get(FileInfoKey.SCHEMA.encode())
         return raw.decode() if raw is not None else None
