@@ -43,7 +43,7 @@ from lakeward.core.file_group.log_file.log_block import BlockType
 from lakeward.core.file_group.log_file.log_format import RawBlock, scan_blocks
 from lakeward.core.index.bloom_filter import BloomFilter
 from tests.interop.compare import both_readers
-from tests.support.fixture_tables import all_fixtures
+from tests.support.fixture_tables import all_fixtures, unzip_table
 
 META_FIXTURES = [(kind, name) for kind, name in all_fixtures() if name.startswith("v9") and "meta" in name]
 CREATE_TIME = b"hfile.CREATE_TIME_TS"
@@ -125,8 +125,6 @@ def test_write_log_block_hfile_fixture_rewrite_byte_identical(
 @pytest.fixture(scope="module")
 def record_index_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
     """The HoodieMetadataRecord schema and one record-index record of a v9 fixture."""
-    from tests.support.fixture_tables import unzip_table
-
     base = unzip_table("cow", "v9_txns_simple_meta", tmp_path_factory.mktemp("template"))
     for path in sorted((base / ".hoodie" / "metadata" / "record_index").glob("*.hfile")):
         reader = HFileReader(path.read_bytes())
