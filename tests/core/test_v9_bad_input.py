@@ -84,7 +84,8 @@ def test_an_empty_completed_commit_is_a_clear_error(fixture_table: Callable[[str
     [
         ("mor/avro", "v8_trips_8i3d"),
         ("cow", "v8_simplekeygen_nonhivestyle_overwritetable"),
-        ("mor/avro", "v9_txns_simple_meta"),
+        # a metadata table, clustering, compaction, indexing: ~100 cuts of a larger table
+        pytest.param("mor/avro", "v9_txns_simple_meta", marks=pytest.mark.slow),
     ],
 )
 def test_cut_timeline_files_give_a_clear_error_or_the_right_rows(
