@@ -8,7 +8,9 @@
   replacecommit): read as "no metadata", an empty replacecommit would bring back the file
   groups it replaced;
 - a metadata table whose HFiles are damaged inside (not only truncated): the read logs the
-  fallback to storage listing and returns the right rows.
+  fallback to storage listing and returns the right rows;
+- a merge-on-read table whose metadata table is stale (it misses the last delta commit):
+  lakeward and hudi-rs both follow the metadata table and agree.
 
 `tests/core/test_table_versions.py` and `tests/interop/test_hudi_rs_metadata_listing.py` hold
 the first cases of each (version 10 of a lakeward table, one truncated v8 delta commit, truncated
@@ -167,3 +169,23 @@ def test_a_damaged_hfile_log_block_of_the_metadata_table_falls_back_to_listing(
         got = comparable_rows(Table.open(path).read())
     assert got == want
     assert any("from storage" in r.getMessage() for r in caplog.records), caplog.text
+
+
+@pytest.mark.parametrize(("kind", "name"), [("mor/avro", "v9_txns_simple_meta"), ("mor/avro", "v9_txns_complex_meta")])
+def test_a_stale_metadata_table_of_a_merge_on_read_table_is_followed_by_both_readers(
+    fixture_table: Callable[[str, str], str], kind: str, name: str
+):
+    """The metadata table's record of the last delta commit removed (a writer that skipped it):
+    lakeward and hudi-rs both list through it, so both miss that commit's log file, and agree.
+    (`tests/interop/test_hudi_rs_metadata_listing.py` does the same on a copy-on-write table.)"""
+    path = fixture_table(kind, name)
+    before = comparable_rows(Table.open(path).read())
+    last = [i for i in Table.open(path).completed_instants() if i.action.value == "deltacommit"][-1].time
+    mdt = Path(path) / ".hoodie" / "metadata"
+    removed = [p for p in mdt.rglob(f"*{last}*") if p.is_file()]
+    assert any(".log." in p.name for p in removed), removed
+    for p in removed:
+        p.unlink()
+    ours = comparable_rows(Table.open(path).read())
+    assert ours == _hudi_rows(path)
+    assert ours != before  # the metadata table, not a storage listing, decided what was read
