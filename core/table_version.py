@@ -54,6 +54,17 @@ class MetadataEncoding(str, Enum):
     JSON = "json"
     AVRO = "avro"
 
+    @property
+    def empty_is_valid(self) -> bool:
+        """Whether a completed commit, delta commit or replace commit may be an empty file.
+
+        Version 6 readers take an empty one as empty metadata (as Hudi 0.x does). Hudi 1.x writes
+        an Avro container for every completed write, and hudi-rs fails on an empty one: on those
+        tables an empty file is a truncated one, and reading it as "no metadata" would bring back
+        the file groups a replacecommit replaced, or drop a commit from an incremental range.
+        """
+        return self is MetadataEncoding.JSON
+
 
 class LogSlicing(str, Enum):
     """Which file slice a log file belongs to, and what the instant in its name means."""

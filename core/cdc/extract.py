@@ -58,8 +58,8 @@ from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, mer
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.clustering_plan import CLUSTER
-from lakeward.core.timeline.metadata import CommitMetadata, WriteStat
-from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
+from lakeward.core.timeline.metadata import WriteStat
+from lakeward.core.timeline.transitions import read_commit_metadata
 
 #: Commit metadata key of compactions and change-tracking runs: `{cdc file: [instants]}`,
 #: the delta commits whose changes each `.cdc` file they wrote holds.
@@ -101,7 +101,7 @@ def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, s
     for instant in timeline.completed():
         if instant.action not in (Action.COMMIT, Action.CHANGE_TRACKING):
             continue
-        meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
+        meta = read_commit_metadata(storage, instant)
         raw = meta.extraMetadata.get(PERSISTED_KEY)
         if not raw:
             continue

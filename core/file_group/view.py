@@ -31,7 +31,7 @@ from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Timeline
 from lakeward.core.timeline.compaction_plan import pending_compaction_file_groups
-from lakeward.core.timeline.transitions import read_instant
+from lakeward.core.timeline.transitions import read_commit_metadata
 
 PartitionFilter = Callable[[str], bool]
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class FileSystemView:
     def _metadata(self, time: str) -> CommitMetadata | None:
         for instant in self.timeline.find(time):
             if instant.is_completed:
-                return CommitMetadata.from_bytes(read_instant(self._storage, instant), instant.file_name)
+                return read_commit_metadata(self._storage, instant)
         return None
 
     def _replaced_file_groups(self) -> dict[tuple[str, str], str]:
@@ -170,7 +170,7 @@ class FileSystemView:
         for instant in self.timeline.completed_writes():
             if instant.action is not Action.REPLACE_COMMIT:
                 continue
-            meta = CommitMetadata.from_bytes(read_instant(self._storage, instant), instant.file_name)
+            meta = read_commit_metadata(self._storage, instant)
             for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
                 for file_id in file_ids:
                     replaced.setdefault((partition, file_id), instant.time)

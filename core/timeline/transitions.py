@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import posixpath
 
+from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.lsm_history import read_archived_content
@@ -75,5 +76,16 @@ def delete_pending_files(
 
 
 def read_commit_metadata(storage: Storage, instant: Instant) -> CommitMetadata:
-    """The commit metadata (JSON or Avro) of a completed commit, deltacommit or replacecommit."""
-    return CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
+    """The commit metadata (JSON or Avro) of a completed commit, deltacommit or replacecommit.
+
+    An empty file is empty metadata on version 6 and a CorruptTableError on versions 8+
+    (`MetadataEncoding.empty_is_valid`).
+    """
+    data = read_instant(storage, instant)
+    if not data.strip() and not rules_for_layout(instant.layout).metadata_encoding.empty_is_valid:
+        where = storage.uri_of(instant.archive_file or instant_path(instant))
+        raise CorruptTableError(
+            f"completed {instant.action.value} {instant.file_name} ({where}) is empty: a Hudi 1.x timeline "
+            "holds Avro commit metadata in every completed write (the file was truncated?)"
+        )
+    return CommitMetadata.from_bytes(data, instant.file_name)

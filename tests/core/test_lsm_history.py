@@ -7,14 +7,23 @@ archived copy with lakeward and an untouched copy of the same fixture with hudi-
 travel to archived instants and incremental ranges reaching into them must give the same
 rows. hudi-rs does not read the LSM history; on the untouched copy every instant is still
 active, so it is the oracle.
+
+The last tests pin that layout, and the reader, to Apache Hudi's rather than to our own test
+writer: file and manifest names by `LSMTimeline`'s patterns, the parquet columns parquet-avro
+makes of `HoodieLSMTimelineInstant.avsc`, the manifest bytes Jackson's pretty printer writes,
+and the fallbacks Java's own tests exercise (an invalid `_version_`, a leftover temporary
+manifest, an empty manifest).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
@@ -25,6 +34,7 @@ from tests.interop.compare import _diff, fail_on, hudi_incremental, hudi_snapsho
 from tests.support.lsm_history import archive_instants, compact_layer, completed_times, group_by_file
 
 HISTORY = ".hoodie/timeline/history"
+TIMELINE = Path(".hoodie/timeline")
 
 #: (kind, name, how many of the oldest completed instants to archive). The MOR table's
 #: archived delta commits wrote log files that stay in live slices (compacted later), so
@@ -146,3 +156,124 @@ def test_a_corrupt_manifest_is_a_clear_error(fixture_table):
     (Path(archived) / HISTORY / "manifest_1").write_text("{not json")
     with pytest.raises(CorruptTableError, match="manifest_1"):
         Table.open(archived).timeline()
+
+
+# -- the layout, checked against Apache Hudi's (format reference §2.6; LSMTimeline.java,
+# LSMTimelineWriter.java, HoodieLSMTimelineManifest.java, HoodieLSMTimelineInstant.avsc,
+# JsonUtils.java in apache/hudi). No Hudi 1.x fixture has archived anything (every
+# `.hoodie/timeline/history/` in fixtures/hudi-tables-v8-v9 is empty), so these pin the
+# histories the tests above build, and the reader, to the facts of Java's writer rather than
+# to our own test writer alone.
+
+#: `LSMTimeline.ARCHIVE_FILE_PATTERN` and `MANIFEST_FILE_PATTERN` (Java `matches()`: whole name).
+JAVA_ARCHIVE_FILE = re.compile(r"^(\d+)_(\d+)_(\d)\.parquet$")
+JAVA_MANIFEST_FILE = re.compile(r"^manifest_(\d+)$")
+#: `HoodieLSMTimelineInstant.avsc` as in apache/hudi (hudi-common/src/main/avro).
+JAVA_INSTANT_FIELDS = [
+    ("instantTime", ["null", "string"]),
+    ("completionTime", ["null", "string"]),
+    ("action", ["null", "string"]),
+    ("metadata", ["null", "bytes"]),
+    ("plan", ["null", "bytes"]),
+    ("version", "int"),
+]
+#: How parquet-avro stores each of those fields: (physical type, logical type, optional).
+PARQUET_AVRO_COLUMNS = {
+    "instantTime": ("BYTE_ARRAY", "String", True),
+    "completionTime": ("BYTE_ARRAY", "String", True),
+    "action": ("BYTE_ARRAY", "String", True),
+    "metadata": ("BYTE_ARRAY", "None", True),
+    "plan": ("BYTE_ARRAY", "None", True),
+    "version": ("INT32", "None", False),
+}
+
+
+def _jackson_pretty(entries: list[tuple[str, int]]) -> str:
+    """`HoodieLSMTimelineManifest.toJsonString()`: Jackson's default pretty printer over the
+    `files` field only (JsonUtils: fields visible, getters such as getFileNames() not)."""
+    if not entries:
+        return '{\n  "files" : [ ]\n}'
+    items = ", ".join(f'{{\n    "fileName" : "{name}",\n    "fileLen" : {size}\n  }}' for name, size in entries)
+    return '{\n  "files" : [ ' + items + " ]\n}"
+
+
+def test_the_histories_built_here_follow_hudis_layout(fixture_table):
+    # the 12 oldest instants: delta commits, an insert overwrite, a compaction and a clustering
+    original, archived, times = _archived_copy(fixture_table, "mor/avro", "v9_txns_simple_meta", 12)
+    history = Path(archived) / HISTORY
+    version = int((history / "_version_").read_bytes().decode("utf-8"))  # String.valueOf(N), no newline
+    assert (history / "_version_").read_bytes() == str(version).encode()
+    assert sorted(int(m.group(1)) for p in history.iterdir() if (m := JAVA_MANIFEST_FILE.match(p.name))) == list(
+        range(1, version + 1)
+    )
+    manifest = json.loads((history / f"manifest_{version}").read_text())
+    assert list(manifest) == ["files"] and all(list(e) == ["fileName", "fileLen"] for e in manifest["files"])
+    seen = []
+    for entry in manifest["files"]:
+        path = history / entry["fileName"]
+        m = JAVA_ARCHIVE_FILE.match(entry["fileName"])
+        assert m is not None and m.group(3) == "0", entry  # freshly archived: layer 0
+        assert entry["fileLen"] == path.stat().st_size
+        parquet = pq.ParquetFile(path)
+        columns = {c.name: (c.physical_type, str(c.logical_type), c.max_definition_level == 1) for c in parquet.schema}
+        assert columns == PARQUET_AVRO_COLUMNS
+        avro = json.loads(parquet.schema_arrow.metadata[b"parquet.avro.schema"])
+        assert avro["name"] == "HoodieLSMTimelineInstant" and avro["namespace"] == "org.apache.hudi.avro.model"
+        assert [(f["name"], f["type"]) for f in avro["fields"]] == JAVA_INSTANT_FIELDS
+        rows = parquet.read().to_pylist()
+        # rows keyed by instant time: the name's min and max are the first and last instant
+        assert (m.group(1), m.group(2)) == (rows[0]["instantTime"], rows[-1]["instantTime"])
+        assert all(r["version"] == 1 for r in rows)  # LSM_TIMELINE_INSTANT_VERSION_1
+        seen += [r["instantTime"] for r in rows]
+    assert seen == times
+    # a compaction archives as its completed action, `commit`, a clustering as `replacecommit`;
+    # both keep their requested plan (MetadataConversionUtils.createLSMTimelineInstant)
+    archived_rows = {
+        r["instantTime"]: r for f in manifest["files"] for r in pq.read_table(history / f["fileName"]).to_pylist()
+    }
+    plans = {"compaction": "commit", "clustering": "replacecommit"}
+    planned = [
+        (t, plans[a]) for t in times for a in plans if (Path(original) / TIMELINE / f"{t}.{a}.requested").exists()
+    ]
+    assert sorted(a for _, a in planned) == ["commit", "replacecommit"], planned
+    for t, completed_action in planned:
+        assert archived_rows[t]["action"] == completed_action and archived_rows[t]["plan"], t
+
+
+def test_a_manifest_as_java_writes_it_is_read(fixture_table):
+    """Jackson's pretty-printed manifest, `_version_` without a newline, an unknown field
+    (`@JsonIgnoreProperties(ignoreUnknown = true)`): the same archived instants."""
+    original, archived, times = _archived_copy(fixture_table, "cow", "v9_txns_simple_meta", 9)
+    history = Path(archived) / HISTORY
+    storage = Storage.for_uri(archived)
+    version = latest_snapshot_version(storage, HISTORY)
+    names = [e["fileName"] for e in json.loads((history / f"manifest_{version}").read_text())["files"]]
+    text = _jackson_pretty([(n, (history / n).stat().st_size) for n in names])
+    (history / f"manifest_{version}").write_text(text[:-2] + ',\n  "writerNote" : "x"\n}')
+    (history / "_version_").write_bytes(str(version).encode())
+    assert [i.time for i in load_archived_instants(storage, HISTORY)] == times
+    before = [(i.time, i.action, i.completion_time) for i in Table.open(original).timeline().completed()]
+    assert [(i.time, i.action, i.completion_time) for i in Table.open(archived).timeline().completed()] == before
+
+
+def test_a_bad_version_file_falls_back_to_the_manifests_and_skips_temporary_ones(fixture_table):
+    """Java's `testCompactionWithCorruptVersionFile` ("invalid_version") and its fallback test
+    (a leftover `manifest_<N>.<uuid>` is not a manifest)."""
+    _, archived, times = _archived_copy(fixture_table, "cow", "v9_txns_simple_meta", 9)
+    history = Path(archived) / HISTORY
+    (history / "_version_").write_text("invalid_version")
+    (history / "manifest_4.a5e022a6-e5c9-4450-b9e5-9296262329b5").write_text("{")
+    storage = Storage.for_uri(archived)
+    assert latest_snapshot_version(storage, HISTORY) == 3
+    assert [i.time for i in load_archived_instants(storage, HISTORY)] == times
+
+
+def test_an_empty_manifest_is_an_empty_snapshot(fixture_table):
+    """`HoodieLSMTimelineManifest.fromJsonString("")` is the empty manifest, as is Jackson's
+    `"files" : [ ]`."""
+    _, archived, _ = _archived_copy(fixture_table, "cow", "v9_txns_simple_meta", 3)
+    history = Path(archived) / HISTORY
+    storage = Storage.for_uri(archived)
+    for text in ("", _jackson_pretty([])):
+        (history / "manifest_1").write_text(text)
+        assert load_archived_instants(storage, HISTORY) == []

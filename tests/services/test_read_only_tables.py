@@ -86,6 +86,18 @@ def test_discovery_reports_versions_and_reads_the_layout_2_timeline(tables):
     assert cache.hits == 3 and cache.listings - before == 1 + 2 + 2
 
 
+def test_discovery_reports_a_version_10_table_as_a_problem_naming_the_version(tables):
+    """A table of a version lakeward does not know is neither served nor planned: discovery
+    reports it with the error that names its version, and the other tables are unaffected."""
+    props = tables["v9_txns"] / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text().replace("hoodie.table.version=9", "hoodie.table.version=10"))
+    result = discover([TableRef(name, str(path)) for name, path in tables.items()], cache=DiscoveryCache(), workers=1)
+    assert [p.table.name for p in result.problems] == ["v9_txns"]
+    assert "UnsupportedTableVersionError" in result.problems[0].error
+    assert "hoodie.table.version=10" in result.problems[0].error
+    assert sorted(s.ref.name for s in result.states) == ["orders", "v8_cow"]
+
+
 def test_planning_skips_read_only_tables_with_a_reason(tables):
     refs = [TableRef(name, str(path)) for name, path in tables.items()]
     states = discover(refs, workers=1).states
