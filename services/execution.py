@@ -14,12 +14,12 @@ finishes interrupted rollbacks and rolls back writes whose writer is gone) only 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.table import Table
 from lakeward.core.table_services.registry import SERVICES
+from lakeward.core.table_services.service import ServiceReport
 from lakeward.services.model import ServiceAction, TableRef
 
 #: Actions whose work is a plan written on the timeline first (schedule, then execute it).
@@ -32,15 +32,8 @@ class ActionUnavailableError(LakewardError):
     """The action exists in the model but this version cannot run it (or not on this table)."""
 
 
-@dataclass(frozen=True)
-class Execution:
-    """What one execution did."""
-
-    instant: str | None
-    nothing_to_do: bool = False
-    records: int = 0
-    bytes_written: int = 0
-    detail: str = ""
+#: What one execution did: a table service's report (instant, nothing to do, counts, detail).
+Execution: TypeAlias = ServiceReport
 
 
 def open_table(
@@ -89,8 +82,7 @@ def execute(table: Table, action: ServiceAction, instant: str | None, engine: An
     service = table.services[action.value]
     if service.planned:
         assert instant is not None
-    report = service.report(service.execute(instant, engine=engine))
-    return Execution(report.instant_time, report.nothing_to_do, report.records, report.bytes_written, report.detail)
+    return service.report(service.execute(instant, engine=engine))
 
 
 __all__ = [

@@ -50,9 +50,13 @@ ResultT_co = TypeVar("ResultT_co", covariant=True)
 
 @dataclass(frozen=True)
 class ServiceReport:
-    """What one service run did, in the daemon's terms (counts for metrics, one line for people)."""
+    """What one service run did, in the daemon's terms (counts for metrics, one line for people).
 
-    instant_time: str | None
+    The daemon reports it as its `Execution` (the same type): `instant` is the plan's instant
+    time (None for services without a plan, and for runs that found nothing to do).
+    """
+
+    instant: str | None
     nothing_to_do: bool = False
     records: int = 0
     bytes_written: int = 0
