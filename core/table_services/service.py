@@ -28,6 +28,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -276,10 +277,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
 
     def _complete(self, inflight: Instant, metadata: bytes) -> None:
         try:
-            if self.complete_under_lock:
-                with self.ctx.lock:
-                    complete(self.ctx.storage, inflight, metadata)
-            else:
+            with self.ctx.lock if self.complete_under_lock else nullcontext():
                 complete(self.ctx.storage, inflight, metadata)
         except InstantExistsError:
             if not self.tolerates_completed_by_other:
