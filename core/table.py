@@ -25,6 +25,7 @@ from lakeward.core.config.table import (
     TableType,
 )
 from lakeward.core.config.write import parse_write_config
+from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConfigError,
@@ -56,32 +57,12 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
 from lakeward.core.table_services.archival import has_archived_timeline
-from lakeward.core.table_services.change_tracking import (
-    ChangeTrackingResult,
-    pending_change_tracking,
-    run_change_tracking,
-    schedule_change_tracking,
-)
-from lakeward.core.table_services.clean import (
-    CleanResult,
-    check_as_of_retained,
-    check_incremental_retained,
-    pending_cleans,
-    run_clean,
-    schedule_clean,
-)
-from lakeward.core.table_services.clustering import (
-    ClusteringResult,
-    pending_clustering,
-    run_clustering,
-    schedule_clustering,
-)
-from lakeward.core.table_services.compaction import (
-    CompactionResult,
-    pending_compactions,
-    run_compaction,
-    schedule_compaction,
-)
+from lakeward.core.table_services.change_tracking import ChangeTrackingResult
+from lakeward.core.table_services.clean import CleanResult, check_as_of_retained, check_incremental_retained
+from lakeward.core.table_services.clustering import ClusteringResult
+from lakeward.core.table_services.compaction import CompactionResult
+from lakeward.core.table_services.index_build import rollback_index_build
+from lakeward.core.table_services.namespace import TableServices
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
 from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
@@ -156,6 +137,10 @@ class Table:
         self.engine = engine
         _validate_options(self.options)
         self._client: WriteClient | None = None
+        #: The table services as namespaces: `table.services.compaction.schedule()`, `.execute(t)`,
+        #: `.pending()` (compaction, clustering, clean, change_tracking, index_build, archival,
+        #: rollback). The flat methods (`schedule_compaction`, `run_compaction`, ...) are aliases.
+        self.services = TableServices(self)
         #: Called with the instant time right before a table service (compaction, clustering,
         #: clean) completes; an exception stops the completion and the instant stays inflight,
         #: to be run again later. The daemon sets it to check that its claim still holds.
@@ -370,6 +355,14 @@ class Table:
         self._client.completion_check = self.completion_check
         return self._client
 
+    def service_context(self) -> TableContext:
+        """What the table services of this table receive (storage, config, lock, engine, fencing hook).
+
+        Refused like every table service (ReadOnlyTableVersionError on versions whose services
+        lakeward does not run, MetadataTableError, TableClosedError): see `_writer`.
+        """
+        return self._writer().table_context
+
     def close(self) -> None:
         """Give back what the table holds: its lock provider's share of the ZooKeeper client.
 
@@ -460,9 +453,7 @@ class Table:
         Reads keep working; time travel to an archived instant fails with InstantNotFoundError
         naming the earliest readable instant.
         """
-        from lakeward.core.table_services.archival import archive
-
-        return archive(self._writer())
+        return self.services.archival.execute()
 
     # -- compaction (merge-on-read) ---------------------------------------------------------
     def schedule_compaction(self, *, force: bool = False) -> str | None:
@@ -472,17 +463,15 @@ class Table:
         delta commits since the last one, unless `force=True`), when no slice qualifies
         under `hoodie.compaction.strategy`, or while a write is in flight.
         """
-        return schedule_compaction(self._writer(), force=force)
+        return self.services.compaction.schedule(force=force)
 
     def run_compaction(self, instant: str | Instant, *, engine: Engine | str | None = None) -> CompactionResult:
         """Execute a planned compaction (idempotent: re-running a half-done plan completes it)."""
-        instant = instant_time_of(instant)
-        client = self._writer()
-        return run_compaction(client, instant, resolve_engine(engine, default=client.engine))
+        return self.services.compaction.execute(instant, engine=engine)
 
     def pending_compactions(self) -> list[str]:
         """Instant times of planned compactions that have not completed, oldest first."""
-        return pending_compactions(self.timeline())
+        return self.services.compaction.pending()
 
     def _compact_inline(self) -> None:
         """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it.
@@ -493,10 +482,9 @@ class Table:
         client = self._writer(write=True)
         if self.config.table_type is not TableType.MERGE_ON_READ or not client.write_config.compact_inline:
             return
-        client = self._writer()
-        instant = schedule_compaction(client)
+        instant = self.services.compaction.schedule()
         if instant is not None:
-            run_compaction(client, instant)
+            self.services.compaction.execute(instant)
 
     # -- clustering ---------------------------------------------------------------------------
     def schedule_clustering(self) -> str | None:
@@ -505,44 +493,41 @@ class Table:
         None when no partition has small file slices to group, or while a write is in flight.
         Until the plan runs, writes that would update its file groups are rejected.
         """
-        return schedule_clustering(self._writer())
+        return self.services.clustering.schedule()
 
     def run_clustering(self, instant: str | Instant, *, engine: Engine | str | None = None) -> ClusteringResult:
         """Execute a planned clustering (idempotent: re-running a half-done plan completes it)."""
-        instant = instant_time_of(instant)
-        client = self._writer()
-        return run_clustering(client, instant, resolve_engine(engine, default=client.engine))
+        return self.services.clustering.execute(instant, engine=engine)
 
     def pending_clustering(self) -> list[str]:
         """Instant times of planned clusterings that have not completed, oldest first."""
-        return pending_clustering(self.storage, self.timeline())
+        return self.services.clustering.pending()
 
     # -- cleaning, savepoints, restore ----------------------------------------------------
     def schedule_clean(self) -> str | None:
         """Plan a clean under `hoodie.cleaner.policy`; returns its instant time, or None when nothing is to be
         deleted (or a clean is already pending: run it with `run_clean`)."""
-        return schedule_clean(self._writer())
+        return self.services.clean.schedule()
 
     def run_clean(self, instant: str | Instant) -> CleanResult:
         """Execute a planned clean (idempotent: re-running a half-done clean completes it)."""
-        instant = instant_time_of(instant)
-        return run_clean(self._writer(), instant)
+        return self.services.clean.execute(instant)
 
     def clean(self) -> CleanResult | None:
         """Finish pending cleans, then schedule and run a new one; the new clean's result (None: nothing to do)."""
-        for pending in pending_cleans(self.timeline()):
-            run_clean(self._writer(), pending)
+        for pending in self.services.clean.pending():
+            self.services.clean.execute(pending)
         instant = self.schedule_clean()
         return self.run_clean(instant) if instant is not None else None
 
     def pending_cleans(self) -> list[str]:
         """Instant times of planned cleans that have not completed, oldest first."""
-        return pending_cleans(self.timeline())
+        return self.services.clean.pending()
 
     def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
         instant = instant_time_of(instant)
-        return savepoint_service.savepoint(self._writer(), instant, user, comment)
+        return savepoint_service.savepoint(self.service_context(), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
@@ -550,12 +535,12 @@ class Table:
 
     def delete_savepoint(self, instant: str | Instant) -> None:
         instant = instant_time_of(instant)
-        savepoint_service.delete_savepoint(self._writer(), instant)
+        savepoint_service.delete_savepoint(self.service_context(), instant)
 
     def restore(self, savepoint_instant: str | Instant) -> savepoint_service.RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
-        return savepoint_service.restore(self._writer(), savepoint_instant)
+        return savepoint_service.restore(self.service_context(), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
     def rollback(self, instant: str | Instant) -> RollbackResult:
@@ -591,7 +576,7 @@ class Table:
         Gone means its heartbeat file stopped being refreshed (LAZY failed-writes policy). A
         pending write without a heartbeat file is left alone: its writer may still be running.
         """
-        return self._writer().roll_back_abandoned_writes()
+        return self.services.rollback.execute()
 
     def pending_plans(self) -> list[Instant]:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
@@ -676,19 +661,17 @@ class Table:
         Returns the plan's instant time, or None when every delta commit's changes are
         persisted already (or planned).
         """
-        return schedule_change_tracking(self._writer())
+        return self.services.change_tracking.schedule()
 
     def run_change_tracking(
         self, instant: str | Instant, *, engine: Engine | str | None = None
     ) -> ChangeTrackingResult:
         """Execute a change-tracking plan (idempotent: re-running a half-done plan completes it)."""
-        instant = instant_time_of(instant)
-        client = self._writer()
-        return run_change_tracking(client, instant, resolve_engine(engine, default=client.engine))
+        return self.services.change_tracking.execute(instant, engine=engine)
 
     def pending_change_tracking(self) -> list[str]:
         """Instant times of change-tracking plans that have not completed, oldest first."""
-        return pending_change_tracking(self.timeline())
+        return self.services.change_tracking.pending()
 
     # -- secondary indexes ------------------------------------------------------------------
     def create_index(
@@ -704,11 +687,11 @@ class Table:
         `max_selectivity`, `max_in_values`. The index files are written by index builds
         (`schedule_index_build` + `run_index_build`); until then reads scan as before.
         """
-        return secondary_index.create_index(self._writer(), self.schema(), name, columns, index_type, options)
+        return secondary_index.create_index(self.service_context(), self.schema(), name, columns, index_type, options)
 
     def drop_index(self, name: str) -> list[str]:
         """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
-        return secondary_index.drop_index(self._writer(), name)
+        return secondary_index.drop_index(self.service_context(), name)
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
@@ -725,17 +708,11 @@ class Table:
 
         `INCREMENTAL`: base files without an index file yet; `ALL`: rebuild every latest base file.
         """
-        from lakeward.core.table_services.index_build import schedule_index_build
-
-        return schedule_index_build(self._writer(), strategy, indexes)
+        return self.services.index_build.schedule(strategy=strategy, indexes=indexes)
 
     def run_index_build(self, instant: str | Instant, *, engine: Engine | str | None = None) -> IndexBuildResult:
         """Execute a planned index build (idempotent: re-running a half-done build completes it)."""
-        instant = instant_time_of(instant)
-        from lakeward.core.table_services.index_build import run_index_build
-
-        client = self._writer()
-        return run_index_build(client, instant, resolve_engine(engine, default=client.engine))
+        return self.services.index_build.execute(instant, engine=engine)
 
     def build_indexes(
         self, strategy: str = "INCREMENTAL", *, engine: Engine | str | None = None
@@ -745,16 +722,12 @@ class Table:
         return self.run_index_build(instant, engine=engine) if instant is not None else None
 
     def pending_index_builds(self) -> list[str]:
-        from lakeward.core.table_services.index_build import pending_index_builds
-
-        return pending_index_builds(self.timeline())
+        """Instant times of planned index builds that have not completed, oldest first."""
+        return self.services.index_build.pending()
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
-        instant = instant_time_of(instant)
-        from lakeward.core.table_services.index_build import rollback_index_build
-
-        return rollback_index_build(self._writer(), instant)
+        return rollback_index_build(self.service_context(), instant_time_of(instant))
 
     def explain(
         self,

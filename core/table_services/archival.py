@@ -50,15 +50,17 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError, InstantExistsError
 from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, RawBlock, encode_block, scan_blocks
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Instant, State, Timeline
 from lakeward.core.timeline.transitions import instant_path, read_instant
 
 if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+    from lakeward.core.context import HoldsTableContext
 
 log = logging.getLogger(__name__)
 
@@ -513,12 +515,13 @@ class ArchiveResult:
     seconds: float
 
 
-def archive(client: WriteClient) -> ArchiveResult:
+def archive(table: HoldsTableContext) -> ArchiveResult:
     """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock."""
+    ctx = table.table_context
     started = time.monotonic()
-    storage, wc = client.storage, client.write_config
-    folder = client.config.archive_folder
-    with client.lock:
+    storage, wc = ctx.storage, ctx.write_config
+    folder = ctx.config.archive_folder
+    with ctx.lock:
         timeline = Timeline.load(storage)
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
         existing = read_archived_entries(storage, folder)
@@ -552,6 +555,20 @@ def archive(client: WriteClient) -> ArchiveResult:
     return ArchiveResult(
         tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive), written, len(new_entries), elapsed
     )
+
+
+class ArchivalService(DirectService[ArchiveResult]):
+    """Archival as a table service: each run archives what Hudi's rules allow (no plan)."""
+
+    action = "archival"
+
+    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> ArchiveResult:
+        return archive(self.ctx)
+
+    def report(self, result: ArchiveResult) -> ServiceReport:
+        return ServiceReport(
+            None, nothing_to_do=not result.archived, detail=f"{len(result.archived)} instant(s) archived"
+        )
 
 
 def _write_archive_file(storage: Storage, folder: str, entries: list[ArchiveEntry], batch: int) -> str:

@@ -22,30 +22,22 @@ import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants, slice_with_log
 from lakeward.core.cdc.persist import persist_slice_changes
 from lakeward.core.config.cdc import CDC_ENABLED_KEY
-from lakeward.core.config.table import TableType
+from lakeward.core.config.table import TableConfig, TableType
+from lakeward.core.context import HoldsTableContext, TableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConfigError, CorruptTableError, InstantExistsError, InstantNotFoundError
+from lakeward.core.exceptions import ConfigError, CorruptTableError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.storage import Storage
-from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat, new_instant_time
-from lakeward.core.timeline.transitions import (
-    complete,
-    create_requested,
-    read_commit_metadata,
-    read_instant,
-    transition_to_inflight,
-)
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
+from lakeward.core.timeline.transitions import create_requested, read_commit_metadata, read_instant
+from lakeward.core.write.handles import WriteContext
 
 log = logging.getLogger(__name__)
 OPERATION = "CHANGE_TRACKING"
@@ -117,15 +109,25 @@ def pending_change_tracking(timeline: Timeline) -> list[str]:
     return sorted({i.time for i in timeline.pending() if i.action is Action.CHANGE_TRACKING})
 
 
-def _check_applies(client: WriteClient) -> None:
-    config = client.config
+def unavailable_reason(storage: Storage, config: TableConfig) -> str | None:
+    """Why change tracking does not apply to the table (None: it does): MERGE_ON_READ with CDC on."""
+    if config.table_type is not TableType.MERGE_ON_READ or not config.cdc_enabled:
+        return (
+            f"change tracking applies to MERGE_ON_READ tables with {CDC_ENABLED_KEY}=true; {config.name} is "
+            f"{config.table_type.value} with CDC {'on' if config.cdc_enabled else 'off'}"
+        )
+    return None
+
+
+def _check_applies(ctx: TableContext) -> None:
+    config = ctx.config
     if config.table_type is not TableType.MERGE_ON_READ:
         raise ConfigError(
             f"change tracking applies to MERGE_ON_READ tables (copy-on-write writes persist their changes as "
-            f"they write); the table at {client.storage.uri} is {config.table_type.value}"
+            f"they write); the table at {ctx.storage.uri} is {config.table_type.value}"
         )
     if not config.cdc_enabled:
-        raise ConfigError(f"change tracking needs CDC: the table at {client.storage.uri} has {CDC_ENABLED_KEY}=false")
+        raise ConfigError(f"change tracking needs CDC: the table at {ctx.storage.uri} has {CDC_ENABLED_KEY}=false")
 
 
 def untracked_delta_commits(
@@ -148,18 +150,19 @@ def untracked_delta_commits(
     return out
 
 
-def schedule_change_tracking(client: WriteClient) -> str | None:
+def schedule_change_tracking(table: HoldsTableContext) -> str | None:
     """Plan the persisting of every untracked delta commit's changes; None when there are none."""
-    _check_applies(client)
-    storage = client.storage
-    with client.lock:
-        timeline = Timeline.load(storage)
+    ctx = table.table_context
+    _check_applies(ctx)
+    storage = ctx.storage
+    with ctx.lock:
+        timeline = ctx.timeline()
         planned = [op for t in pending_change_tracking(timeline) for op in read_change_tracking_plan(storage, t)]
-        wanted = untracked_delta_commits(storage, timeline, client.config.cdc_since, planned)
+        wanted = untracked_delta_commits(storage, timeline, ctx.config.cdc_since, planned)
         if not wanted:
             log.info("no change tracking due: every delta commit's changes are persisted")
             return None
-        instant_time = new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
+        instant_time = ctx.new_instant_time(timeline)
         view = FileSystemView.load(storage, timeline)
         planned_versions: dict[tuple[str, str, str], list[int]] = {}
         for op in planned:
@@ -202,94 +205,115 @@ def schedule_change_tracking(client: WriteClient) -> str | None:
         return instant_time
 
 
-def run_change_tracking(client: WriteClient, instant_time: str, engine: Engine | None = None) -> ChangeTrackingResult:
-    """Execute a change-tracking plan (again, if an earlier run died) and complete it."""
-    _check_applies(client)
-    storage = client.storage
-    timeline = Timeline.load(storage)
-    state = timeline.state_of(instant_time, Action.CHANGE_TRACKING)
-    if state is State.COMPLETED:
-        raise InstantExistsError(f"change tracking {instant_time} is already completed")
-    if state is None:
-        raise InstantNotFoundError(
-            f"no change-tracking plan {instant_time}; pending: {pending_change_tracking(timeline)}"
-        )
-    operations = read_change_tracking_plan(storage, instant_time)
-    requested = Instant(instant_time, Action.CHANGE_TRACKING, State.REQUESTED)
-    inflight = requested.with_state(State.INFLIGHT)
-    if state is State.REQUESTED:
-        transition_to_inflight(storage, requested)
-    else:
-        log.info("change tracking %s was started before: running its plan again", instant_time)
-    schema = resolve_table_schema(storage, timeline, client.config)
-    if schema is None:
-        raise InstantNotFoundError("the table has no schema: nothing was ever written")
-    ctx = client.context(instant_time, schema)
-    mode = client.config.cdc_mode
-    settings = MergeSettings.from_config(client.config)
-    visible = VisibleInstants.from_timeline(timeline)
-    view = FileSystemView.load(storage, timeline)
-    slices = {(s.partition_path, s.file_id, s.base_instant_time): s for g in view.file_groups() for s in g.slices}
-    started = time.monotonic()
+class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTrackingResult]):
+    """Change tracking as a table service: plan the untracked delta commits, then persist their changes."""
 
-    def track(op: TrackingOperation) -> WriteStat | None:
-        file_slice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
-        if file_slice is None:
-            log.warning(
-                "change tracking %s: slice %s of file group %s is gone (cleaned); its delta commits are "
-                "no longer queryable, skipping",
-                instant_time,
-                op.base_instant_time,
-                op.file_id,
+    action = "change_tracking"
+    noun, plural = "change tracking", "change tracking plans"
+    timeline_action = Action.CHANGE_TRACKING
+    needs_schema = True
+
+    @classmethod
+    def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
+        return pending_change_tracking(timeline)
+
+    @classmethod
+    def unavailable_reason(cls, storage: Storage, config: TableConfig) -> str | None:
+        return unavailable_reason(storage, config)
+
+    def check_applies(self) -> None:
+        _check_applies(self.ctx)
+
+    def schedule(self, *, force: bool = False) -> str | None:
+        """`force` changes nothing: change tracking has no due-policy, only untracked delta commits or none."""
+        return schedule_change_tracking(self.ctx)
+
+    def load_plan(self, instant_time: str) -> list[TrackingOperation]:
+        return read_change_tracking_plan(self.ctx.storage, instant_time)
+
+    def run(self, run: PlanRun[list[TrackingOperation]]) -> Completion[ChangeTrackingResult]:
+        storage, instant_time, config = run.storage, run.instant_time, self.ctx.config
+        assert run.schema is not None  # needs_schema
+        ctx = WriteContext.of(self.ctx, instant_time, run.schema)
+        mode = config.cdc_mode
+        settings = MergeSettings.from_config(config)
+        visible = VisibleInstants.from_timeline(run.timeline)
+        view = FileSystemView.load(storage, run.timeline)
+        slices = {(s.partition_path, s.file_id, s.base_instant_time): s for g in view.file_groups() for s in g.slices}
+
+        def track(op: TrackingOperation) -> WriteStat | None:
+            file_slice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+            if file_slice is None:
+                log.warning(
+                    "change tracking %s: slice %s of file group %s is gone (cleaned); its delta commits are "
+                    "no longer queryable, skipping",
+                    instant_time,
+                    op.base_instant_time,
+                    op.file_id,
+                )
+                return None
+            written = persist_slice_changes(
+                ctx.storage,
+                file_slice,
+                visible,
+                ctx.full_schema,
+                settings,
+                mode,
+                ctx.avro_schema_with_meta,
+                keep=lambda t: True,
+                base_instant_time=op.base_instant_time,
+                write_token=op.write_token,
+                instants=op.instants,
+                version=op.cdc_version,
             )
-            return None
-        written = persist_slice_changes(
-            ctx.storage,
-            file_slice,
-            visible,
-            ctx.full_schema,
-            settings,
-            mode,
-            ctx.avro_schema_with_meta,
-            keep=lambda t: True,
-            base_instant_time=op.base_instant_time,
-            write_token=op.write_token,
-            instants=op.instants,
-            version=op.cdc_version,
+            if written is None:
+                return None
+            path, size, _ = written
+            return WriteStat(
+                fileId=op.file_id,
+                path="",
+                cdcStats={path: size},
+                prevCommit=op.base_instant_time,
+                partitionPath=op.partition_path,
+                totalWriteBytes=size,
+            )
+
+        stats = [s for s in run.engine.map(track, run.plan, f"change tracking {instant_time}") if s is not None]
+        metadata = CommitMetadata(operationType=OPERATION)
+        for stat in stats:
+            metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+        persisted = persisted_instants(storage, stats)
+        metadata.extraMetadata[PERSISTED_KEY] = json.dumps(persisted, sort_keys=True)
+        result = ChangeTrackingResult(
+            instant_time,
+            len(stats),
+            len({t for ts in persisted.values() for t in ts}),
+            sum(s.totalWriteBytes for s in stats),
+            tuple(sorted(persisted)),
         )
-        if written is None:
-            return None
-        path, size, _ = written
-        return WriteStat(
-            fileId=op.file_id,
-            path="",
-            cdcStats={path: size},
-            prevCommit=op.base_instant_time,
-            partitionPath=op.partition_path,
-            totalWriteBytes=size,
+        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+
+    def _finished(self, run: PlanRun[list[TrackingOperation]], result: ChangeTrackingResult) -> None:
+        """Once completed: remove what only the run needed, and log it."""
+        log.info(
+            "change tracking %s: %d file(s) for %d delta commit(s) in %.2fs",
+            run.instant_time,
+            len(result.files_written),
+            result.delta_commits,
+            time.monotonic() - run.started,
         )
 
-    runner = engine or client.engine
-    stats = [s for s in runner.map(track, operations, f"change tracking {instant_time}") if s is not None]
-    metadata = CommitMetadata(operationType=OPERATION)
-    for stat in stats:
-        metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
-    persisted = persisted_instants(storage, stats)
-    metadata.extraMetadata[PERSISTED_KEY] = json.dumps(persisted, sort_keys=True)
-    client.check_completion(instant_time)
-    complete(storage, inflight, metadata.to_bytes())
-    files = tuple(sorted(persisted))
-    log.info(
-        "change tracking %s: %d file(s) for %d delta commit(s) in %.2fs",
-        instant_time,
-        len(files),
-        len({t for ts in persisted.values() for t in ts}),
-        time.monotonic() - started,
-    )
-    return ChangeTrackingResult(
-        instant_time,
-        len(stats),
-        len({t for ts in persisted.values() for t in ts}),
-        sum(s.totalWriteBytes for s in stats),
-        files,
-    )
+    def report(self, result: ChangeTrackingResult) -> ServiceReport:
+        return ServiceReport(
+            result.instant_time,
+            bytes_written=result.bytes_written,
+            detail=f"{result.delta_commits} delta commit(s) persisted in {len(result.files_written)} file(s)",
+        )
+
+
+def run_change_tracking(
+    table: HoldsTableContext, instant_time: str, engine: Engine | None = None
+) -> ChangeTrackingResult:
+    """Execute a change-tracking plan (again, if an earlier run died) and complete it."""
+    ctx = table.table_context
+    return ChangeTrackingService(ctx).execute(instant_time, engine=engine)

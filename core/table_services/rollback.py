@@ -31,10 +31,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
+from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError, InstantExistsError, RollbackAbortedError
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
@@ -358,3 +360,23 @@ def _completed_files(storage: Storage, instant_time: str, action: Action, layout
         return [instant_path(Instant(instant_time, action, State.COMPLETED))]
     found = Timeline.load(storage, layout).find(instant_time)
     return [instant_path(i) for i in found if i.is_completed and i.action is action.completed_action]
+
+
+class RollbackService(DirectService[list[str]]):
+    """Rolling back abandoned writes as a table service (the daemon's `rollback` action; no plan).
+
+    Finishes interrupted rollbacks and rolls back pending writes whose writer is certainly
+    gone, through the write client's recovery (the context's `recovery`): it owns the
+    heartbeats that tell a dead writer from a live one.
+    """
+
+    action = "rollback"
+
+    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> list[str]:
+        """The instants rolled back."""
+        if self.ctx.recovery is None:
+            raise ConfigError(f"rolling back abandoned writes of {self.ctx.storage.uri} needs a write client")
+        return self.ctx.recovery.roll_back_abandoned_writes()
+
+    def report(self, result: list[str]) -> ServiceReport:
+        return ServiceReport(None, nothing_to_do=not result, detail=f"rolled back {result}" if result else "")

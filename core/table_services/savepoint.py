@@ -44,7 +44,7 @@ from lakeward.core.timeline.transitions import (
 from lakeward.core.write.markers import delete_markers, list_markers, log_file_written_by
 
 if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+    from lakeward.core.context import HoldsTableContext
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,11 @@ def savepoints(timeline: Timeline) -> list[str]:
     return savepoint_times(timeline)
 
 
-def savepoint(client: WriteClient, instant_time: str, user: str | None = None, comment: str = "") -> str:
+def savepoint(table: HoldsTableContext, instant_time: str, user: str | None = None, comment: str = "") -> str:
     """Savepoint the completed write at `instant_time`; returns the instant time."""
-    storage = client.storage
-    with client.lock:
+    ctx = table.table_context
+    storage = ctx.storage
+    with ctx.lock:
         timeline = Timeline.load(storage)
         if instant_time not in timeline.completed_write_times():
             raise InstantNotFoundError(f"cannot savepoint {instant_time}: it is not a completed write of {storage.uri}")
@@ -99,9 +100,10 @@ def savepoint(client: WriteClient, instant_time: str, user: str | None = None, c
         return instant_time
 
 
-def delete_savepoint(client: WriteClient, instant_time: str) -> None:
-    storage = client.storage
-    with client.lock:
+def delete_savepoint(table: HoldsTableContext, instant_time: str) -> None:
+    ctx = table.table_context
+    storage = ctx.storage
+    with ctx.lock:
         timeline = Timeline.load(storage)
         if timeline.state_of(instant_time, Action.SAVEPOINT) is None:
             raise InstantNotFoundError(f"no savepoint at {instant_time} in {storage.uri}")
@@ -150,10 +152,11 @@ def pending_restores(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action is Action.RESTORE]
 
 
-def restore(client: WriteClient, savepoint_time: str) -> RestoreResult:
+def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
     """Roll the table back to the savepoint at `savepoint_time` (a pending restore is finished first)."""
-    storage, config = client.storage, client.config
-    with client.lock:
+    ctx = table.table_context
+    storage, config = ctx.storage, ctx.config
+    with ctx.lock:
         timeline = Timeline.load(storage)
         resumed = None
         for interrupted in pending_restores(timeline):

@@ -23,9 +23,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig, TableType
-from lakeward.core.config.write import WriteConfig, parse_write_config
-from lakeward.core.engine import Engine, LocalEngine, resolve_engine
+from lakeward.core.config.table import TableConfig
+from lakeward.core.config.write import WriteConfig
+from lakeward.core.context import TableContext
+from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
     InstantExistsError,
@@ -33,11 +34,10 @@ from lakeward.core.exceptions import (
     SchemaError,
     SharedLockRequiredError,
 )
-from lakeward.core.file_group.base_file import BloomSettings
 from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
-from lakeward.core.locks import LOCK_OPTION_KEYS, InProcessLockProvider, LockProvider, lock_provider_for
+from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -48,6 +48,7 @@ from lakeward.core.table_services.rollback import (
     rollback_pending_instant,
     rollback_target,
 )
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import (
     Action,
     CommitMetadata,
@@ -117,24 +118,59 @@ class WriteClient:
         engine: Engine | str | None = None,
         lock: LockProvider | None = None,
     ):
-        self.storage = storage
-        self.config = config
-        self.options = dict(options or {})
-        self.write_config: WriteConfig = parse_write_config(self.options, extra_known=LOCK_OPTION_KEYS)
-        self.engine = resolve_engine(engine, default=LocalEngine(self.write_config.parallelism))
-        self.lock = lock or lock_provider_for(storage.uri, config.name, self.options)
-        #: The table version's timeline layout (where instants live, completion times in names).
-        self.layout = config.version.timeline_layout
+        #: What the table services of this table receive (storage, config, write config, lock,
+        #: engine, fencing hook); this client adds the commit protocol of writes on top.
+        self.table_context = TableContext.build(storage, config, options, engine, lock)
+        self.table_context.recovery = self
         #: Heartbeats of this client's in-flight instants (both failed-writes policies).
         self._heartbeats: dict[str, Heartbeat] = {}
-        #: Called with a table service's instant time right before it completes; raising stops the
-        #: completion (the instant stays inflight). The daemon's fencing: its claim must still hold.
-        self.completion_check: Callable[[str], None] | None = None
+
+    # -- the table context, as attributes of the client ------------------------------------
+    @property
+    def storage(self) -> Storage:
+        return self.table_context.storage
+
+    @property
+    def config(self) -> TableConfig:
+        return self.table_context.config
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.table_context.options)
+
+    @property
+    def write_config(self) -> WriteConfig:
+        return self.table_context.write_config
+
+    @property
+    def lock(self) -> LockProvider:
+        return self.table_context.lock
+
+    @property
+    def engine(self) -> Engine:
+        return self.table_context.engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self.table_context.engine = engine
+
+    @property
+    def layout(self) -> TimelineLayout:
+        """The table version's timeline layout (where instants live, completion times in names)."""
+        return self.table_context.layout
+
+    @property
+    def completion_check(self) -> Callable[[str], None] | None:
+        """The context's fencing hook: called with a table service's instant time right before it completes."""
+        return self.table_context.completion_check
+
+    @completion_check.setter
+    def completion_check(self, check: Callable[[str], None] | None) -> None:
+        self.table_context.completion_check = check
 
     def check_completion(self, instant_time: str) -> None:
         """Run the completion check (if any) for a table service about to complete `instant_time`."""
-        if self.completion_check is not None:
-            self.completion_check(instant_time)
+        self.table_context.check_completion(instant_time)
 
     # -- public ---------------------------------------------------------------------------
     def write(
@@ -187,7 +223,7 @@ class WriteClient:
     # -- shared by the data planes ----------------------------------------------------------
     @property
     def merge_on_read(self) -> bool:
-        return self.config.table_type is TableType.MERGE_ON_READ
+        return self.table_context.merge_on_read
 
     def action_of(self, operation: WriteOperation) -> Action:
         """The timeline action of a write: a merge-on-read write is a deltacommit (replaces stay replacecommits)."""
@@ -464,23 +500,7 @@ class WriteClient:
 
     def context(self, instant_time: str, schema: pa.Schema) -> WriteContext:
         """What the per-file-group tasks of an instant need (picklable)."""
-        wc = self.write_config
-        return WriteContext(
-            storage_uri=self.storage.uri,
-            storage_options=tuple(sorted(self.storage.options.items())),
-            instant_time=instant_time,
-            data_schema=schema,
-            avro_schema_with_meta=avro_schema_json(schema, self.config.name, with_meta=True),
-            bloom=BloomSettings(wc.bloom_num_entries, wc.bloom_fpp, wc.bloom_max_entries, wc.bloom_filter_type),
-            compression=wc.compression,
-            ordering_field=self.config.precombine_field,
-            event_time_ordering=self.config.payload_class == DEFAULT_PAYLOAD,
-            merge_on_read=self.merge_on_read,
-            log_block_format=wc.log_block_format,
-            log_max_size=wc.log_max_size,
-            cdc_mode=self.config.cdc_mode if self.config.cdc_enabled else None,
-            log_slicing=self.config.version.log_slicing,
-        )
+        return WriteContext.of(self.table_context, instant_time, schema)
 
     def _workload(self, operation: WriteOperation, entries: Sequence[WorkloadEntry]) -> CommitMetadata:
         """The inflight file's workload profile: one stat per file group to be written."""

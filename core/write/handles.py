@@ -33,6 +33,8 @@ import pyarrow.compute as pc
 from lakeward.core.cdc.changes import diff_states
 from lakeward.core.cdc.records import cdc_block, write_cdc_file
 from lakeward.core.config.cdc import SupplementalLoggingMode
+from lakeward.core.config.table import DEFAULT_PAYLOAD
+from lakeward.core.context import TableContext
 from lakeward.core.file_group.base_file import BloomSettings, read_base_file, reusable_bloom, write_base_file
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
 from lakeward.core.file_group.log_file import (
@@ -46,7 +48,7 @@ from lakeward.core.file_group.log_file import (
 from lakeward.core.file_group.naming import base_file_name, log_file_instant, parse_log_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.merge import merge_records
-from lakeward.core.schema import META_COLUMNS, conform_batch, with_meta
+from lakeward.core.schema import META_COLUMNS, avro_schema_json, conform_batch, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing
 from lakeward.core.timeline import WriteStat
@@ -81,6 +83,27 @@ class WriteContext:
     cdc_mode: SupplementalLoggingMode | None = None
     #: The table version's log slicing: which instant new log files are named with.
     log_slicing: LogSlicing = LogSlicing.BASE_INSTANT
+
+    @classmethod
+    def of(cls, table: TableContext, instant_time: str, schema: pa.Schema) -> WriteContext:
+        """What the per-file-group tasks of `instant_time` on `table` need (writes and table services alike)."""
+        wc, config = table.write_config, table.config
+        return cls(
+            storage_uri=table.storage.uri,
+            storage_options=tuple(sorted(table.storage.options.items())),
+            instant_time=instant_time,
+            data_schema=schema,
+            avro_schema_with_meta=avro_schema_json(schema, config.name, with_meta=True),
+            bloom=BloomSettings(wc.bloom_num_entries, wc.bloom_fpp, wc.bloom_max_entries, wc.bloom_filter_type),
+            compression=wc.compression,
+            ordering_field=config.precombine_field,
+            event_time_ordering=config.payload_class == DEFAULT_PAYLOAD,
+            merge_on_read=table.merge_on_read,
+            log_block_format=wc.log_block_format,
+            log_max_size=wc.log_max_size,
+            cdc_mode=config.cdc_mode if config.cdc_enabled else None,
+            log_slicing=config.version.log_slicing,
+        )
 
     @cached_property
     def storage(self) -> Storage:

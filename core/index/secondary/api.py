@@ -32,13 +32,13 @@ from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 
 if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+    from lakeward.core.context import HoldsTableContext
 
 log = logging.getLogger(__name__)
 
 
 def create_index(
-    client: WriteClient,
+    table: HoldsTableContext,
     schema: pa.Schema | None,
     name: str,
     columns: str | Sequence[str],
@@ -46,8 +46,9 @@ def create_index(
     options: Mapping[str, Any] | None,
 ) -> IndexDefinition:
     """Define a new index (under the table lock). Its files are built by index builds (or auto_build)."""
-    storage = client.storage
-    with client.lock:
+    ctx = table.table_context
+    storage = ctx.storage
+    with ctx.lock:
         existing = load_definitions(storage)
         latest = Timeline.load(storage).latest_time() or ""
         definition = new_definition(name, columns, index_type, options, schema, existing, latest)
@@ -56,10 +57,11 @@ def create_index(
     return definition
 
 
-def drop_index(client: WriteClient, name: str) -> list[str]:
+def drop_index(table: HoldsTableContext, name: str) -> list[str]:
     """Remove an index definition, then its files; returns the files removed."""
-    storage = client.storage
-    with client.lock:
+    ctx = table.table_context
+    storage = ctx.storage
+    with ctx.lock:
         existing = load_definitions(storage)
         find_definition(existing, name)
         save_definitions(storage, [d for d in existing if d.name != name])

@@ -11,17 +11,14 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.index.secondary.storage import delete_index_files_of_base_files
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.clean.plan import CleanPlan
+from lakeward.core.table_services.clean.plan import CleanPlan, pending_cleans, schedule_clean
+from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
-from lakeward.core.timeline.transitions import complete, read_instant, transition_to_inflight
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+from lakeward.core.timeline.transitions import read_instant
 
 log = logging.getLogger(__name__)
 METADATA_VERSION = 2
@@ -47,55 +44,79 @@ def delete_file(storage: Storage, path: str) -> None:
     storage.delete_file(path)
 
 
-def run_clean(client: WriteClient, instant_time: str) -> CleanResult:
+class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
+    """Cleaning as a table service: plan the file slices nobody needs, then delete them."""
+
+    action = "clean"
+    noun, plural = "clean", "cleans"
+    timeline_action = Action.CLEAN
+    tolerates_completed_by_other = True
+
+    @classmethod
+    def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
+        return pending_cleans(timeline)
+
+    def schedule(self, *, force: bool = False) -> str | None:
+        """`force` changes nothing: a clean has no due-policy, only files to delete or none."""
+        return schedule_clean(self.ctx)
+
+    def completed(self, instant_time: str) -> CleanResult:
+        """A completed clean returns its recorded result (cleaning is safe to ask for twice)."""
+        return _recorded(self.ctx.storage, Instant(instant_time, Action.CLEAN, State.COMPLETED))
+
+    def load_plan(self, instant_time: str) -> tuple[bytes, CleanPlan]:
+        requested = Instant(instant_time, Action.CLEAN, State.REQUESTED)
+        data = read_instant(self.ctx.storage, requested)
+        return data, CleanPlan.from_bytes(data, self.ctx.storage, requested.file_name)
+
+    def inflight_content(self, plan: tuple[bytes, CleanPlan]) -> bytes:
+        return plan[0]  # as Hudi: `<t>.clean.inflight` holds the plan again
+
+    def run(self, run: PlanRun[tuple[bytes, CleanPlan]]) -> Completion[CleanResult]:
+        storage, instant_time, plan = run.storage, run.instant_time, run.plan[1]
+        for paths in plan.files.values():
+            for path in paths:
+                delete_file(storage, path)
+        delete_index_files_of_base_files(storage, [p for paths in plan.files.values() for p in paths])
+        earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
+        metadata = {
+            "startCleanTime": instant_time,
+            "timeTakenInMillis": int((time.monotonic() - run.started) * 1000),
+            "totalFilesDeleted": plan.file_count,
+            "earliestCommitToRetain": earliest,
+            "lastCompletedCommitTimestamp": plan.last_completed_commit,
+            "partitionMetadata": {
+                partition: {
+                    "partitionPath": partition,
+                    "policy": plan.policy,
+                    "deletePathPatterns": [posixpath.basename(p) for p in paths],
+                    "successDeleteFiles": [posixpath.basename(p) for p in paths],
+                    "failedDeleteFiles": [],
+                    "isPartitionDeleted": False,
+                }
+                for partition, paths in sorted(plan.files.items())
+            },
+            "version": METADATA_VERSION,
+            "bootstrapPartitionMetadata": {},
+        }
+        deleted = tuple(p for paths in plan.files.values() for p in paths)
+        result = CleanResult(instant_time, plan.policy, earliest, deleted)
+        return Completion(
+            avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata), result, after=lambda: self._finished(run, result)
+        )
+
+    def _finished(self, run: PlanRun[tuple[bytes, CleanPlan]], result: CleanResult) -> None:
+        """Once completed: remove what only the run needed, and log it."""
+        log.info("clean %s deleted %d file(s)", run.instant_time, run.plan[1].file_count)
+
+    def report(self, result: CleanResult) -> ServiceReport:
+        return ServiceReport(result.instant_time, detail=f"{result.files_deleted} file(s) deleted")
+
+
+def run_clean(table: HoldsTableContext, instant_time: str) -> CleanResult:
     """Execute the clean planned at `instant_time`; a completed clean returns its recorded result."""
-    storage = client.storage
-    timeline = Timeline.load(storage)
-    state = timeline.state_of(instant_time, Action.CLEAN)
-    if state is None:
-        raise InstantNotFoundError(f"no clean instant {instant_time} on the timeline of {storage.uri}")
-    if state is State.COMPLETED:
-        return _recorded(storage, Instant(instant_time, Action.CLEAN, State.COMPLETED))
-    started = time.monotonic()
-    requested = Instant(instant_time, Action.CLEAN, State.REQUESTED)
-    data = read_instant(storage, requested)
-    plan = CleanPlan.from_bytes(data, storage, requested.file_name)
-    inflight = requested.with_state(State.INFLIGHT)
-    if state is State.REQUESTED:
-        inflight = transition_to_inflight(storage, requested, data)
-    for paths in plan.files.values():
-        for path in paths:
-            delete_file(storage, path)
-    delete_index_files_of_base_files(storage, [p for paths in plan.files.values() for p in paths])
-    earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
-    metadata = {
-        "startCleanTime": instant_time,
-        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-        "totalFilesDeleted": plan.file_count,
-        "earliestCommitToRetain": earliest,
-        "lastCompletedCommitTimestamp": plan.last_completed_commit,
-        "partitionMetadata": {
-            partition: {
-                "partitionPath": partition,
-                "policy": plan.policy,
-                "deletePathPatterns": [posixpath.basename(p) for p in paths],
-                "successDeleteFiles": [posixpath.basename(p) for p in paths],
-                "failedDeleteFiles": [],
-                "isPartitionDeleted": False,
-            }
-            for partition, paths in sorted(plan.files.items())
-        },
-        "version": METADATA_VERSION,
-        "bootstrapPartitionMetadata": {},
-    }
-    client.check_completion(instant_time)
-    try:
-        complete(storage, inflight, avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata))
-    except InstantExistsError:
-        log.info("clean %s was completed by another runner", instant_time)
-    log.info("clean %s deleted %d file(s)", instant_time, plan.file_count)
-    deleted = tuple(p for paths in plan.files.values() for p in paths)
-    return CleanResult(instant_time, plan.policy, earliest, deleted)
+    ctx = table.table_context
+    return CleanService(ctx).execute(instant_time)
 
 
 def _recorded(storage: Storage, completed: Instant) -> CleanResult:

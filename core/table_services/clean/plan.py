@@ -37,14 +37,14 @@ from lakeward.core.file_group.file_group import FileGroup, FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.retention import last_clean_retained
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, avro_plans, new_instant_time
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants, read_compaction_plan
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.timeline.transitions import create_requested, read_instant
 
 if TYPE_CHECKING:
     from lakeward.core.config.write import WriteConfig
-    from lakeward.core.write.client import WriteClient
+    from lakeward.core.context import HoldsTableContext
 
 log = logging.getLogger(__name__)
 PLAN_VERSION = 2
@@ -288,22 +288,23 @@ def pending_cleans(timeline: Timeline) -> list[str]:
     return [i.time for i in timeline.pending() if i.action is Action.CLEAN]
 
 
-def schedule_clean(client: WriteClient, now: dt.datetime | None = None) -> str | None:
+def schedule_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> str | None:
     """Under the table lock, write `<t>.clean.requested` with the plan; None when nothing is to be cleaned
     or a clean is already pending (run that one first)."""
-    storage, config = client.storage, client.config
-    with client.lock:
-        timeline = Timeline.load(storage)
+    ctx = table.table_context
+    storage, config = ctx.storage, ctx.config
+    with ctx.lock:
+        timeline = ctx.timeline()
         pending = pending_cleans(timeline)
         if pending:
             log.info("not scheduling a clean: clean %s is pending; run it first", pending[0])
             return None
         view = FileSystemView.load(storage, timeline)
-        plan = plan_clean(storage, timeline, view, client.write_config, config.timeline_timezone, now)
+        plan = plan_clean(storage, timeline, view, ctx.write_config, config.timeline_timezone, now)
         if not plan.file_count:
             log.info("nothing to clean under %s", plan.policy)
             return None
-        instant_time = new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        instant_time = ctx.new_instant_time(timeline)
         create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage))
         log.info("scheduled clean %s of %d file(s) (%s)", instant_time, plan.file_count, plan.policy)
         return instant_time

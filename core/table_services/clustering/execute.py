@@ -7,33 +7,34 @@ import posixpath
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import CorruptTableError, InstantExistsError, InstantNotFoundError, SchemaError
+from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.base_file import write_base_file
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.index.secondary.api import build_indexes_of_written_files
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import avro_schema_json
-from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.table_services.clustering.schedule import SINGLE_FILE_STRATEGY
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.clustering.schedule import (
+    SINGLE_FILE_STRATEGY,
+    pending_clustering,
+    schedule_clustering,
+)
+from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport, bytes_of
+from lakeward.core.timeline import Action, CommitMetadata, State, Timeline, WriteStat
 from lakeward.core.timeline.clustering_plan import (
     CLUSTER,
     ClusteringGroup,
+    ClusteringPlan,
     clustering_plan_of,
-    pending_clustering_plans,
 )
-from lakeward.core.timeline.transitions import complete, transition_to_inflight
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
 from lakeward.core.write.markers import create_marker, delete_markers, reconcile_markers
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
 
 log = logging.getLogger(__name__)
 
@@ -123,61 +124,86 @@ def _replaced(planned: dict[str, list[str]], stats: list[WriteStat]) -> dict[str
     return {p: ids for p, ids in out.items() if ids}
 
 
-def run_clustering(client: WriteClient, instant_time: str, engine: Engine | None = None) -> ClusteringResult:
+class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
+    """Clustering as a table service: schedule a plan, then rewrite each group's slices into new file groups."""
+
+    action = "clustering"
+    noun, plural = "clustering", "clusterings"
+    timeline_action = Action.REPLACE_COMMIT
+    needs_schema = True
+    complete_under_lock = True
+
+    @classmethod
+    def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
+        return pending_clustering(storage, timeline)
+
+    def schedule(self, *, force: bool = False) -> str | None:
+        """`force` changes nothing: a clustering has no due-policy, only small file slices or none."""
+        return schedule_clustering(self.ctx)
+
+    def state_of(self, timeline: Timeline, instant_time: str) -> State | None:
+        # A replacecommit without a clustering plan (insert_overwrite) is no clustering plan.
+        state = super().state_of(timeline, instant_time)
+        return state if state is not None and clustering_plan_of(self.ctx.storage, instant_time) else None
+
+    def load_plan(self, instant_time: str) -> ClusteringPlan:
+        plan = clustering_plan_of(self.ctx.storage, instant_time)
+        assert plan is not None  # state_of found it
+        return plan
+
+    def run(self, run: PlanRun[ClusteringPlan]) -> Completion[ClusteringResult]:
+        storage, instant_time, plan = run.storage, run.instant_time, run.plan
+        assert run.schema is not None  # needs_schema
+        ctx = WriteContext.of(self.ctx, instant_time, run.schema)
+        visible = VisibleInstants.from_timeline(run.timeline, instant_time)
+        settings = MergeSettings.from_config(self.ctx.config)
+        sort_columns = plan.sort_columns
+        keep_file_ids = plan.strategy == SINGLE_FILE_STRATEGY
+        per_group: list[list[WriteStat]] = run.engine.map(
+            lambda item: cluster_group(
+                ctx, item[0], item[1], visible, settings, sort_columns, keep_file_id=keep_file_ids
+            ),
+            list(enumerate(plan.groups)),
+            f"cluster {instant_time}",
+        )
+        stats = [s for group in per_group for s in group]
+        reconcile_markers(storage, instant_time, [s.path for s in stats])
+        build_indexes_of_written_files(storage, instant_time, [s.path for s in stats], run.engine)  # secondary indexes
+        metadata = CommitMetadata(
+            operationType=CLUSTER,
+            extraMetadata={"schema": avro_schema_json(run.schema, self.ctx.config.name)},
+            partitionToReplaceFileIds=_replaced(plan.replaced(), stats),
+        )
+        for stat in stats:
+            metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+        records = sum(s.numWrites for s in stats)
+        result = ClusteringResult(
+            instant_time, len(plan.groups), len(plan.file_groups()), records, tuple(s.path for s in stats)
+        )
+        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+
+    def _finished(self, run: PlanRun[ClusteringPlan], result: ClusteringResult) -> None:
+        """Once completed: remove what only the run needed, and log it."""
+        delete_markers(run.storage, run.instant_time)
+        log.info(
+            "clustering %s: %d group(s) -> %d file(s), %d record(s) in %.2fs",
+            run.instant_time,
+            result.groups,
+            len(result.files_written),
+            result.records_written,
+            time.monotonic() - run.started,
+        )
+
+    def report(self, result: ClusteringResult) -> ServiceReport:
+        return ServiceReport(
+            result.instant_time,
+            records=result.records_written,
+            bytes_written=bytes_of(self.ctx.storage, result.files_written),
+            detail=f"{result.groups} group(s), {result.file_groups_replaced} file group(s) replaced",
+        )
+
+
+def run_clustering(table: HoldsTableContext, instant_time: str, engine: Engine | None = None) -> ClusteringResult:
     """Execute a pending clustering plan (again, if an earlier run died) and complete its replacecommit."""
-    storage = client.storage
-    timeline = Timeline.load(storage)
-    state = timeline.state_of(instant_time, Action.REPLACE_COMMIT)
-    plan = clustering_plan_of(storage, instant_time) if state is not None else None
-    if state is State.COMPLETED and plan is not None:
-        raise InstantExistsError(f"clustering {instant_time} is already completed")
-    if state is None or plan is None:
-        pending = list(pending_clustering_plans(storage, timeline))
-        raise InstantNotFoundError(f"no clustering plan {instant_time}; pending clusterings: {pending}")
-    requested = Instant(instant_time, Action.REPLACE_COMMIT, State.REQUESTED)
-    inflight = requested.with_state(State.INFLIGHT)
-    if state is State.REQUESTED:
-        transition_to_inflight(storage, requested)
-    else:
-        log.info("clustering %s was started before: running its plan again", instant_time)
-    schema = resolve_table_schema(storage, timeline, client.config)
-    if schema is None:
-        raise SchemaError("the table has no schema: nothing was ever written")
-    ctx = client.context(instant_time, schema)
-    visible = VisibleInstants.from_timeline(timeline, instant_time)
-    settings = MergeSettings.from_config(client.config)
-    sort_columns = plan.sort_columns
-    keep_file_ids = plan.strategy == SINGLE_FILE_STRATEGY
-    runner = engine or client.engine
-    started = time.monotonic()
-    per_group: list[list[WriteStat]] = runner.map(
-        lambda item: cluster_group(ctx, item[0], item[1], visible, settings, sort_columns, keep_file_id=keep_file_ids),
-        list(enumerate(plan.groups)),
-        f"cluster {instant_time}",
-    )
-    stats = [s for group in per_group for s in group]
-    reconcile_markers(storage, instant_time, [s.path for s in stats])
-    build_indexes_of_written_files(storage, instant_time, [s.path for s in stats], runner)  # secondary indexes
-    metadata = CommitMetadata(
-        operationType=CLUSTER,
-        extraMetadata={"schema": avro_schema_json(schema, client.config.name)},
-        partitionToReplaceFileIds=_replaced(plan.replaced(), stats),
-    )
-    for stat in stats:
-        metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
-    client.check_completion(instant_time)
-    with client.lock:
-        complete(storage, inflight, metadata.to_bytes())
-    delete_markers(storage, instant_time)
-    records = sum(s.numWrites for s in stats)
-    log.info(
-        "clustering %s: %d group(s) -> %d file(s), %d record(s) in %.2fs",
-        instant_time,
-        len(plan.groups),
-        len(stats),
-        records,
-        time.monotonic() - started,
-    )
-    return ClusteringResult(
-        instant_time, len(plan.groups), len(plan.file_groups()), records, tuple(s.path for s in stats)
-    )
+    ctx = table.table_context
+    return ClusteringService(ctx).execute(instant_time, engine=engine)

@@ -6,15 +6,14 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from lakeward.core.config.write import WriteConfig
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
-from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.timeline import Action, Timeline, new_instant_time
+from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.clustering_plan import (
     ClusteringGroup,
     ClusteringPlan,
@@ -23,9 +22,6 @@ from lakeward.core.timeline.clustering_plan import (
     slice_operation,
 )
 from lakeward.core.timeline.transitions import create_requested
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
 
 log = logging.getLogger(__name__)
 MB = 1024 * 1024
@@ -106,17 +102,18 @@ def plan_bucket_groups(
     return [replace(_group([s], wc), num_output_file_groups=1) for s in ordered][: wc.clustering_max_num_groups]
 
 
-def schedule_clustering(client: WriteClient) -> str | None:
+def schedule_clustering(table: HoldsTableContext) -> str | None:
     """Write a clustering plan and return its instant time; None when nothing qualifies.
 
     Under the table lock. While a write is pending no plan is written (it may be writing to
     the slices a plan would take); file groups under a pending compaction or another pending
     clustering are left out.
     """
-    storage, wc = client.storage, client.write_config
+    ctx = table.table_context
+    storage, wc = ctx.storage, ctx.write_config
     sort_columns = tuple(c.strip() for c in (wc.clustering_sort_columns or "").split(",") if c.strip())
-    with client.lock:
-        timeline = Timeline.load(storage)
+    with ctx.lock:
+        timeline = ctx.timeline()
         clustering = pending_clustering_file_groups(storage, timeline)
         planned = set(clustering.values())
         in_flight = [i.time for i in timeline.pending_writes() if i.time not in planned]
@@ -131,7 +128,7 @@ def schedule_clustering(client: WriteClient) -> str | None:
             and (s.partition_path, s.file_id) not in clustering
         ]
         if sort_columns:
-            schema = resolve_table_schema(storage, timeline, client.config)
+            schema = ctx.schema(timeline)
             missing = [c for c in sort_columns if schema is not None and c not in schema.names]
             if missing:
                 raise ConfigError(
@@ -148,7 +145,7 @@ def schedule_clustering(client: WriteClient) -> str | None:
             else:
                 log.info("nothing to cluster: no partition has small file slices to group")
             return None
-        instant_time = new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
+        instant_time = ctx.new_instant_time(timeline)
         plan = (
             ClusteringPlan(tuple(groups), sort_columns, SINGLE_FILE_STRATEGY)
             if bucketed

@@ -7,27 +7,25 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants
 from lakeward.core.cdc.persist import persist_slice_changes
+from lakeward.core.config.table import TableConfig, TableType
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, SchemaError
 from lakeward.core.file_group.base_file import write_base_file
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.index.secondary.api import build_indexes_of_written_files
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import avro_schema_json
-from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
-from lakeward.core.timeline.compaction_plan import CompactionOperation, read_compaction_plan
-from lakeward.core.timeline.transitions import complete, transition_to_inflight
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.compaction.schedule import pending_compactions, schedule_compaction
+from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport, bytes_of
+from lakeward.core.timeline import Action, CommitMetadata, State, Timeline, WriteStat
+from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
 from lakeward.core.write.markers import create_marker, delete_markers, reconcile_markers
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
 
 log = logging.getLogger(__name__)
 COMPACT = "COMPACT"
@@ -110,69 +108,95 @@ def compact_file_slice(
     )
 
 
-def run_compaction(client: WriteClient, instant_time: str, engine: Engine | None = None) -> CompactionResult:
+class CompactionService(PlannedService[CompactionPlan, CompactionResult]):
+    """Compaction as a table service: schedule a plan, then fold each planned slice into a new base file."""
+
+    action = "compaction"
+    noun, plural = "compaction", "compactions"
+    timeline_action = Action.COMPACTION
+    needs_schema = True
+
+    @classmethod
+    def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
+        return pending_compactions(timeline)
+
+    @classmethod
+    def unavailable_reason(cls, storage: Storage, config: TableConfig) -> str | None:
+        if config.table_type is TableType.MERGE_ON_READ:
+            return None
+        return f"compaction applies to MERGE_ON_READ tables; {config.name} is {config.table_type.value}"
+
+    def schedule(self, *, force: bool = False) -> str | None:
+        return schedule_compaction(self.ctx, force=force)
+
+    def state_of(self, timeline: Timeline, instant_time: str) -> State | None:
+        # A completed `commit` at the same time that was no compaction is no compaction plan.
+        return super().state_of(timeline, instant_time) if timeline.was_compaction(instant_time) else None
+
+    def load_plan(self, instant_time: str) -> CompactionPlan:
+        return read_compaction_plan(self.ctx.storage, instant_time)
+
+    def run(self, run: PlanRun[CompactionPlan]) -> Completion[CompactionResult]:
+        storage, config, instant_time = run.storage, self.ctx.config, run.instant_time
+        assert run.schema is not None  # needs_schema
+        ctx = WriteContext.of(self.ctx, instant_time, run.schema)
+        visible = VisibleInstants.from_timeline(run.timeline, instant_time)
+        settings = MergeSettings.from_config(config)
+        persisted: dict[tuple[str, str], set[str]] = {}
+        if ctx.cdc_mode is not None:
+            for partition, file_id, delta in persisted_changes(storage, run.timeline):
+                persisted.setdefault((partition, file_id), set()).add(delta)
+        since = config.cdc_since
+        stats: list[WriteStat] = run.engine.map(
+            lambda item: compact_file_slice(
+                ctx,
+                item[0],
+                item[1],
+                visible,
+                settings,
+                cdc_persisted=frozenset(persisted.get((item[1].partition_path, item[1].file_id), ())),
+                cdc_since=since,
+            ),
+            list(enumerate(run.plan.operations)),
+            f"compact {instant_time}",
+        )
+        reconcile_markers(storage, instant_time, [f for s in stats for f in s.files()])
+        build_indexes_of_written_files(storage, instant_time, [s.path for s in stats], run.engine)  # secondary indexes
+        metadata = CommitMetadata(
+            operationType=COMPACT,
+            compacted=True,
+            extraMetadata={"schema": avro_schema_json(run.schema, config.name)},
+        )
+        cdc_files = persisted_instants(storage, stats)
+        if cdc_files:
+            metadata.extraMetadata[PERSISTED_KEY] = json.dumps(cdc_files, sort_keys=True)
+        for stat in stats:
+            metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+        records = sum(s.numWrites for s in stats)
+        result = CompactionResult(instant_time, len(stats), records, tuple(s.path for s in stats))
+        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+
+    def _finished(self, run: PlanRun[CompactionPlan], result: CompactionResult) -> None:
+        """Once completed: remove what only the run needed, and log it."""
+        delete_markers(run.storage, run.instant_time)
+        log.info(
+            "compaction %s: %d slice(s), %d record(s) in %.2fs",
+            run.instant_time,
+            result.file_slices,
+            result.records_written,
+            time.monotonic() - run.started,
+        )
+
+    def report(self, result: CompactionResult) -> ServiceReport:
+        return ServiceReport(
+            result.instant_time,
+            records=result.records_written,
+            bytes_written=bytes_of(self.ctx.storage, result.files_written),
+            detail=f"{result.file_slices} file slice(s) compacted",
+        )
+
+
+def run_compaction(table: HoldsTableContext, instant_time: str, engine: Engine | None = None) -> CompactionResult:
     """Execute a pending compaction plan (again, if an earlier run died) and complete it as a commit."""
-    storage = client.storage
-    timeline = Timeline.load(storage)
-    state = timeline.state_of(instant_time, Action.COMPACTION)
-    if state is State.COMPLETED and timeline.was_compaction(instant_time):
-        raise InstantExistsError(f"compaction {instant_time} is already completed")
-    if state is None or not timeline.was_compaction(instant_time):
-        pending = [i.time for i in timeline.pending() if i.action is Action.COMPACTION]
-        raise InstantNotFoundError(f"no compaction plan {instant_time}; pending compactions: {sorted(set(pending))}")
-    plan = read_compaction_plan(storage, instant_time)
-    requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
-    inflight = requested.with_state(State.INFLIGHT)
-    if state is State.REQUESTED:
-        transition_to_inflight(storage, requested)
-    else:
-        log.info("compaction %s was started before: running its plan again", instant_time)
-    schema = resolve_table_schema(storage, timeline, client.config)
-    if schema is None:
-        raise SchemaError("the table has no schema: nothing was ever written")
-    ctx = client.context(instant_time, schema)
-    visible = VisibleInstants.from_timeline(timeline, instant_time)
-    settings = MergeSettings.from_config(client.config)
-    runner = engine or client.engine
-    persisted: dict[tuple[str, str], set[str]] = {}
-    if ctx.cdc_mode is not None:
-        for partition, file_id, delta in persisted_changes(storage, timeline):
-            persisted.setdefault((partition, file_id), set()).add(delta)
-    since = client.config.cdc_since
-    started = time.monotonic()
-    stats: list[WriteStat] = runner.map(
-        lambda item: compact_file_slice(
-            ctx,
-            item[0],
-            item[1],
-            visible,
-            settings,
-            cdc_persisted=frozenset(persisted.get((item[1].partition_path, item[1].file_id), ())),
-            cdc_since=since,
-        ),
-        list(enumerate(plan.operations)),
-        f"compact {instant_time}",
-    )
-    reconcile_markers(storage, instant_time, [f for s in stats for f in s.files()])
-    build_indexes_of_written_files(storage, instant_time, [s.path for s in stats], runner)  # secondary indexes
-    metadata = CommitMetadata(
-        operationType=COMPACT,
-        compacted=True,
-        extraMetadata={"schema": avro_schema_json(schema, client.config.name)},
-    )
-    cdc_files = persisted_instants(storage, stats)
-    if cdc_files:
-        metadata.extraMetadata[PERSISTED_KEY] = json.dumps(cdc_files, sort_keys=True)
-    for stat in stats:
-        metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
-    client.check_completion(instant_time)
-    complete(storage, inflight, metadata.to_bytes())
-    delete_markers(storage, instant_time)
-    log.info(
-        "compaction %s: %d slice(s), %d record(s) in %.2fs",
-        instant_time,
-        len(stats),
-        sum(s.numWrites for s in stats),
-        time.monotonic() - started,
-    )
-    return CompactionResult(instant_time, len(stats), sum(s.numWrites for s in stats), tuple(s.path for s in stats))
+    ctx = table.table_context
+    return CompactionService(ctx).execute(instant_time, engine=engine)

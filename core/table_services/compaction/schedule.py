@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from lakeward.core.config.table import TableType
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.timeline import Action, Timeline, new_instant_time
+from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, pending_compaction_instants
 from lakeward.core.timeline.transitions import create_requested
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
 
 log = logging.getLogger(__name__)
 STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy"
@@ -41,7 +38,7 @@ def select_slices(slices: list[FileSlice], strategy: str, log_size_threshold: in
     return sorted(chosen, key=lambda s: -sum(f.size for f in s.log_files))
 
 
-def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
+def schedule_compaction(table: HoldsTableContext, force: bool = False) -> str | None:
     """Write a compaction plan and return its instant time; None when nothing is due or there is nothing to compact.
 
     Due means `hoodie.compact.inline.max.delta.commits` delta commits completed since the
@@ -50,15 +47,16 @@ def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
     a pending write of another process too: it may be running (the scheduler cannot tell), so
     it is never rolled back here. A write that failed is rolled back by the next write.
     """
-    config, storage, wc = client.config, client.storage, client.write_config
+    ctx = table.table_context
+    config, storage, wc = ctx.config, ctx.storage, ctx.write_config
     if config.table_type is not TableType.MERGE_ON_READ:
         raise ConfigError(
             f"compaction applies to MERGE_ON_READ tables; the table at {storage.uri} is {config.table_type.value}"
         )
-    with client.lock:
+    with ctx.lock:
         # No rollback of failed writes here: a pending write of another process may still be
         # running, and rolling it back would delete log files it then commits (lost updates).
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         in_flight = [i.time for i in timeline.pending_writes()]
         if in_flight:
             log.info(
@@ -80,7 +78,7 @@ def schedule_compaction(client: WriteClient, force: bool = False) -> str | None:
         if not chosen:
             log.info("nothing to compact: no file slice with log files qualifies")
             return None
-        instant_time = new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        instant_time = ctx.new_instant_time(timeline)
         plan = CompactionPlan(
             tuple(CompactionOperation.of_slice(s) for s in chosen), f"{STRATEGY_PACKAGE}.{wc.compaction_strategy}"
         )

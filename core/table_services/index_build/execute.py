@@ -17,10 +17,11 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from lakeward.core.config.table import TableConfig
+from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConfigError, InstantExistsError, InstantNotFoundError
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
 from lakeward.core.index.secondary.definitions import IndexDefinition, load_definitions
@@ -36,11 +37,9 @@ from lakeward.core.table_services.index_build.plan import (
     write_plan,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_pending_instant
-from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans, new_instant_time
-from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-
-if TYPE_CHECKING:
-    from lakeward.core.write.client import WriteClient
+from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
+from lakeward.core.timeline import Action, Timeline, avro_plans
+from lakeward.core.timeline.transitions import create_requested
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +86,15 @@ def _select(
 
 
 def schedule_index_build(
-    client: WriteClient,
+    table: HoldsTableContext,
     strategy: str | IndexBuildStrategy = IndexBuildStrategy.INCREMENTAL,
     indexes: Sequence[str] | None = None,
 ) -> str | None:
     """Write an index build plan; its instant time, or None when no base file needs one (or no index exists)."""
-    storage, config = client.storage, client.config
+    ctx = table.table_context
+    storage = ctx.storage
     chosen = IndexBuildStrategy.parse(strategy)
-    with client.lock:
+    with ctx.lock:
         definitions = load_definitions(storage)
         if indexes is not None:
             unknown = sorted(set(indexes) - {d.name for d in definitions})
@@ -106,12 +106,12 @@ def schedule_index_build(
         if not definitions:
             log.info("no index build: the table has no secondary index")
             return None
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         tasks = _select(storage, timeline, definitions, chosen)
         if not tasks:
             log.info("no index build: every base file is indexed (or planned)")
             return None
-        instant_time = new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        instant_time = ctx.new_instant_time(timeline)
         latest = timeline.latest_completed_write()
         plan = IndexBuildPlan(
             instant_time,
@@ -139,58 +139,85 @@ def _build_task(
     return build_base_file_indexes(storage, task.base_file, wanted, instant_time)
 
 
-def run_index_build(client: WriteClient, instant_time: str, engine: Engine | None = None) -> IndexBuildResult:
-    """Execute a pending index build plan (again, if an earlier run died) and complete `<t>.indexing`."""
-    storage = client.storage
-    started = time.monotonic()
-    timeline = Timeline.load(storage)
-    state = timeline.state_of(instant_time, Action.INDEXING)
-    if state is State.COMPLETED:
-        raise InstantExistsError(f"index build {instant_time} is already completed")
-    if state is None:
-        raise InstantNotFoundError(
-            f"no index build plan {instant_time}; pending index builds: {pending_index_builds(timeline)}"
+class IndexBuildService(PlannedService[IndexBuildPlan, IndexBuildResult]):
+    """Secondary index builds as a table service: plan the base files to index, then build their index files."""
+
+    action = "index_build"
+    noun, plural = "index build", "index builds"
+    timeline_action = Action.INDEXING
+    tolerates_completed_by_other = True
+
+    @classmethod
+    def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
+        return pending_index_builds(timeline)
+
+    @classmethod
+    def unavailable_reason(cls, storage: Storage, config: TableConfig) -> str | None:
+        if load_definitions(storage):
+            return None
+        return f"{config.name} has no secondary index to build; create one first (lakeward index create)"
+
+    def schedule(
+        self,
+        *,
+        force: bool = False,
+        strategy: str | IndexBuildStrategy = IndexBuildStrategy.INCREMENTAL,
+        indexes: Sequence[str] | None = None,
+    ) -> str | None:
+        """Plan a build of `indexes` (default: all) by `strategy`. `force` changes nothing: no due-policy."""
+        return schedule_index_build(self.ctx, strategy, indexes)
+
+    def load_plan(self, instant_time: str) -> IndexBuildPlan:
+        return read_plan(self.ctx.storage, instant_time)
+
+    def inflight_content(self, plan: IndexBuildPlan) -> bytes:
+        return avro_plans.serialize(INDEX_PLAN, plan.hudi_plan())
+
+    def run(self, run: PlanRun[IndexBuildPlan]) -> Completion[IndexBuildResult]:
+        storage, instant_time, plan = run.storage, run.instant_time, run.plan
+        current = {d.id for d in load_definitions(storage)}
+        definitions = tuple(d for d in plan.definitions if d.id in current)  # dropped since the plan: not built
+        uri, options = storage.uri, tuple(sorted(storage.options.items()))
+        per_task: list[list[IndexFileStat]] = run.engine.map(
+            lambda task: _build_task(uri, options, task, definitions, instant_time),
+            list(plan.tasks) if definitions else [],
+            f"index build {instant_time}",
         )
-    plan = read_plan(storage, instant_time)
-    requested = Instant(instant_time, Action.INDEXING, State.REQUESTED)
-    inflight = requested.with_state(State.INFLIGHT)
-    content = avro_plans.serialize(INDEX_PLAN, plan.hudi_plan())
-    if state is State.REQUESTED:
-        transition_to_inflight(storage, requested, content)
-    else:
-        log.info("index build %s was started before: running its plan again", instant_time)
-    current = {d.id for d in load_definitions(storage)}
-    definitions = tuple(d for d in plan.definitions if d.id in current)  # dropped since the plan: not built
-    runner = engine or client.engine
-    uri, options = storage.uri, tuple(sorted(storage.options.items()))
-    per_task: list[list[IndexFileStat]] = runner.map(
-        lambda task: _build_task(uri, options, task, definitions, instant_time),
-        list(plan.tasks) if definitions else [],
-        f"index build {instant_time}",
-    )
-    stats = [s for task_stats in per_task for s in task_stats]
-    client.check_completion(instant_time)
-    try:
-        complete(storage, inflight, plan.commit_metadata())
-    except InstantExistsError:
-        log.info("index build %s was completed by another runner", instant_time)
-    _remove_superseded(storage, instant_time, stats)
-    elapsed = time.monotonic() - started
-    log.info(
-        "index build %s: %d index file(s) for %d base file(s) in %.2fs",
-        instant_time,
-        len(stats),
-        len(plan.tasks),
-        elapsed,
-    )
-    return IndexBuildResult(
-        instant_time,
-        len({s.base_file for s in stats}),
-        tuple(s.path for s in stats),
-        sum(s.size for s in stats),
-        sum(s.num_rows for s in stats),
-        elapsed,
-    )
+        stats = [s for task_stats in per_task for s in task_stats]
+        result = IndexBuildResult(
+            instant_time,
+            len({s.base_file for s in stats}),
+            tuple(s.path for s in stats),
+            sum(s.size for s in stats),
+            sum(s.num_rows for s in stats),
+            time.monotonic() - run.started,
+        )
+        return Completion(plan.commit_metadata(), result, after=lambda: self._finished(run, result, stats))
+
+    def _finished(self, run: PlanRun[IndexBuildPlan], result: IndexBuildResult, stats: list[IndexFileStat]) -> None:
+        """Once completed: remove what only the run needed, and log it."""
+        _remove_superseded(run.storage, run.instant_time, stats)
+        log.info(
+            "index build %s: %d index file(s) for %d base file(s) in %.2fs",
+            run.instant_time,
+            len(result.files_written),
+            len(run.plan.tasks),
+            result.seconds,
+        )
+
+    def report(self, result: IndexBuildResult) -> ServiceReport:
+        return ServiceReport(
+            result.instant_time,
+            records=result.rows_indexed,
+            bytes_written=result.bytes_written,
+            detail=f"{len(result.files_written)} index file(s) for {result.base_files} base file(s)",
+        )
+
+
+def run_index_build(table: HoldsTableContext, instant_time: str, engine: Engine | None = None) -> IndexBuildResult:
+    """Execute a pending index build plan (again, if an earlier run died) and complete `<t>.indexing`."""
+    ctx = table.table_context
+    return IndexBuildService(ctx).execute(instant_time, engine=engine)
 
 
 def _remove_superseded(storage: Storage, instant_time: str, stats: Sequence[IndexFileStat]) -> None:
@@ -202,17 +229,16 @@ def _remove_superseded(storage: Storage, instant_time: str, stats: Sequence[Inde
             storage.delete_file(f.path)
 
 
-def rollback_index_build(client: WriteClient, instant_time: str) -> RollbackResult:
+def rollback_index_build(table: HoldsTableContext, instant_time: str) -> RollbackResult:
     """Undo a pending index build: a rollback instant; its index files and plan are removed."""
-    storage = client.storage
-    with client.lock:
-        timeline = Timeline.load(storage)
+    ctx = table.table_context
+    storage = ctx.storage
+    with ctx.lock:
+        timeline = ctx.timeline()
         pending = [i for i in timeline.pending() if i.action is Action.INDEXING and i.time == instant_time]
         if not pending:
             raise InstantNotFoundError(
                 f"no pending index build {instant_time}; pending index builds: {pending_index_builds(timeline)}"
             )
-        result = rollback_pending_instant(
-            storage, pending[0], new_instant_time(timeline.latest_time(), client.config.timeline_timezone)
-        )
+        result = rollback_pending_instant(storage, pending[0], ctx.new_instant_time(timeline))
     return result

@@ -16,17 +16,18 @@ from freeze_points import after, before  # a sibling module: scripts run with th
 
 import lakeward.core.table_services.clean.execute as clean_mod
 import lakeward.core.table_services.savepoint as savepoint_mod
+import lakeward.core.table_services.service as service_mod  # the plan-execution template: claim, complete
 from lakeward.core.table import Table
 
 HOOKS: dict[str, Callable[[str], None]] = {
     # `<t>.clean.inflight` written, nothing deleted yet
     "clean_after_inflight": lambda p: setattr(
-        clean_mod, "transition_to_inflight", after(p, clean_mod.transition_to_inflight)
+        service_mod, "transition_to_inflight", after(p, service_mod.transition_to_inflight)
     ),
     # some planned files deleted, others not
     "clean_after_some_deletes": lambda p: setattr(clean_mod, "delete_file", after(p, clean_mod.delete_file, 3)),
     # every file deleted, `<t>.clean` not published
-    "clean_before_complete": lambda p: setattr(clean_mod, "complete", before(p, clean_mod.complete)),
+    "clean_before_complete": lambda p: setattr(service_mod, "complete", before(p, service_mod.complete)),
     # `<r>.restore.inflight` written, nothing rolled back yet
     "restore_after_inflight": lambda p: setattr(
         savepoint_mod, "transition_to_inflight", after(p, savepoint_mod.transition_to_inflight)

@@ -18,19 +18,20 @@ from collections.abc import Callable
 from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.compaction.execute as execute_mod
+import lakeward.core.table_services.service as service_mod  # the plan-execution template: claim, complete
 from lakeward.core.table import Table
 
 HOOKS: dict[str, Callable[[str], None]] = {
     # `.compaction.inflight` exists, no base file of the compaction yet
     "after_inflight": lambda p: setattr(
-        execute_mod, "transition_to_inflight", after(p, execute_mod.transition_to_inflight)
+        service_mod, "transition_to_inflight", after(p, service_mod.transition_to_inflight)
     ),
     # the first planned slice's new base file is written, the other slices' are not
     "after_first_base_file": lambda p: setattr(execute_mod, "write_base_file", after(p, execute_mod.write_base_file)),
     # one base file written, the second slice has its marker but no file yet
     "marker_without_file": lambda p: setattr(execute_mod, "create_marker", after(p, execute_mod.create_marker, 2)),
     # every base file written (and markers reconciled), right before `<t>.commit` is published
-    "before_complete": lambda p: setattr(execute_mod, "complete", before(p, execute_mod.complete)),
+    "before_complete": lambda p: setattr(service_mod, "complete", before(p, service_mod.complete)),
 }
 
 
