@@ -436,7 +436,7 @@ def read_archived_entries(storage: Storage, folder: str = "archived") -> list[di
 
 # -- what to archive -------------------------------------------------------------------------
 def _latest_clean_retain(storage: Storage, timeline: Timeline) -> str | None:
-    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
+    cleans = timeline.completed(Action.CLEAN)
     if not cleans:
         return None
     container = _read_container(read_instant(storage, cleans[-1]))
@@ -461,7 +461,7 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
 
 def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc)."""
-    commits = [i for i in timeline.completed() if i.action in WRITE_ACTIONS]
+    commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
     barriers = [i.time for i in timeline.pending()[:1]]

@@ -209,13 +209,7 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     plan stays until `run_clustering` executes it.
     """
     exclude = exclude or set()
-    found = [
-        i
-        for i in timeline.pending()
-        if i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
-        and i.time not in exclude
-        and i.state in (State.REQUESTED, State.INFLIGHT)
-    ]
+    found = [i for i in timeline.pending_writes() if i.time not in exclude]
     if storage is None:
         return found
     return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
@@ -253,7 +247,7 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:
     """Rollbacks that were planned but never completed (their runner died)."""
-    return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
+    return timeline.pending(Action.ROLLBACK)
 
 
 def rollback_target(storage: Storage, rollback: Instant) -> str:

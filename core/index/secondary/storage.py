@@ -125,11 +125,6 @@ class IndexCatalog:
         return self.find(definition.name, base_file) is not None
 
 
-def files_of_instant(storage: Storage, instant_time: str) -> list[str]:
-    """Index files written by an instant (any type)."""
-    return [f.path for f in list_index_files(storage) if f.instant_time == instant_time]
-
-
 def delete_instant_index_files(storage: Storage, instant_time: str) -> list[str]:
     """Remove every index file an instant wrote (its rollback); returns the files removed."""
     removed = []

@@ -118,7 +118,7 @@ def run_compaction(client: WriteClient, instant_time: str, engine: Engine | None
     if state is State.COMPLETED and timeline.was_compaction(instant_time):
         raise InstantExistsError(f"compaction {instant_time} is already completed")
     if state is None or not timeline.was_compaction(instant_time):
-        pending = [i.time for i in timeline.pending() if i.action is Action.COMPACTION]
+        pending = [i.time for i in timeline.pending(Action.COMPACTION)]
         raise InstantNotFoundError(f"no compaction plan {instant_time}; pending compactions: {sorted(set(pending))}")
     plan = read_compaction_plan(storage, instant_time)
     requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED)

@@ -60,7 +60,7 @@ class IndexBuildResult:
 
 def pending_index_builds(timeline: Timeline) -> list[str]:
     """Instant times of index builds planned (requested or inflight) but not completed, oldest first."""
-    return [i.time for i in timeline.pending() if i.action is Action.INDEXING]
+    return [i.time for i in timeline.pending(Action.INDEXING)]
 
 
 def _select(
@@ -207,7 +207,7 @@ def rollback_index_build(client: WriteClient, instant_time: str) -> RollbackResu
     storage = client.storage
     with client.lock:
         timeline = Timeline.load(storage)
-        pending = [i for i in timeline.pending() if i.action is Action.INDEXING and i.time == instant_time]
+        pending = [i for i in timeline.pending(Action.INDEXING) if i.time == instant_time]
         if not pending:
             raise InstantNotFoundError(
                 f"no pending index build {instant_time}; pending index builds: {pending_index_builds(timeline)}"
