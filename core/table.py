@@ -55,7 +55,6 @@ from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
-from lakeward.core.table_services.archival import has_archived_timeline
 from lakeward.core.table_services.change_tracking import (
     ChangeTrackingResult,
     pending_change_tracking,
@@ -94,6 +93,7 @@ from lakeward.core.timeline import (
     new_instant_time,
     normalize_instant_time,
 )
+from lakeward.core.timeline.archived import has_archived_timeline
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation

@@ -18,12 +18,12 @@ import pytest
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.file_group.log_file import BlockType, RawBlock, scan_blocks
 from lakeward.core.table import Table
-from lakeward.core.table_services.archival import (
-    _decode_block,
+from lakeward.core.timeline import Timeline
+from lakeward.core.timeline.archived import (
+    decode_archive_block,
     parse_archive_version,
     read_archived_entries,
 )
-from lakeward.core.timeline import Timeline
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_archiver.py"
 OPTIONS = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5}
@@ -63,7 +63,7 @@ def _raw_entries(path: Path) -> list[dict[str, Any]]:
         for block in scan_blocks((folder / name).read_bytes()):
             assert isinstance(block, RawBlock)
             assert block.block_type is BlockType.AVRO_DATA
-            out.extend(_decode_block(block))
+            out.extend(decode_archive_block(block))
     return out
 
 
@@ -123,7 +123,7 @@ def test_blocks_hold_at_most_the_archival_batch(tmp_path):
     table = _table(path, 8, options={**OPTIONS, "hoodie.commits.archival.batch": 4})
     table.archive()
     blocks = list(scan_blocks((path / ".hoodie" / "archived" / ".commits_.archive.1_1-0-1").read_bytes()))
-    assert [len(_decode_block(b)) for b in blocks if isinstance(b, RawBlock)] == [4, 4, 4, 3]
+    assert [len(decode_archive_block(b)) for b in blocks if isinstance(b, RawBlock)] == [4, 4, 4, 3]
 
 
 def test_a_pending_instant_is_a_barrier(tmp_path):
