@@ -82,6 +82,7 @@ from lakeward.core.table_services.compaction import (
     schedule_compaction,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
 from lakeward.core.timeline import (
@@ -94,6 +95,7 @@ from lakeward.core.timeline import (
     normalize_instant_time,
 )
 from lakeward.core.timeline.archived import has_archived_timeline
+from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
@@ -321,6 +323,15 @@ class Table:
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
         folder = self.version.history_folder
         return timeline.with_history(self.storage, folder) if folder is not None else timeline
+
+    def service_state(self) -> ServiceState:
+        """Pending table-service plans and what accumulated since each service last ran (`ServiceState`).
+
+        Read from the active timeline (what the daemon sees): e.g. `delta_commits_since_compaction`,
+        `writes_since_clean`, `pending(Action.CLUSTERING)`.
+        """
+        timeline = Timeline.load(self.storage, self.version.timeline_layout)
+        return service_state(timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t) is not None)
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
