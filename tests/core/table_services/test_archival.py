@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +20,8 @@ from lakeward.core.timeline.archived import (
     parse_archive_version,
     read_archived_entries,
 )
+from tests.support import crash
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_archiver.py"
 OPTIONS = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5}
 
 
@@ -214,31 +210,7 @@ def test_min_must_be_less_than_max(tmp_path):
 
 
 def _run_and_kill(path: Path, point: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(path), point, json.dumps(OPTIONS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(60)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"archiver did not reach {point!r} (stdout {line!r}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_archiver.py", path, point, json.dumps(OPTIONS))
 
 
 @pytest.mark.parametrize("point", ["after_archive_file", "after_some_deletes"])
