@@ -405,7 +405,7 @@ def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, kee
     if len(commits) <= keep_max:
         return []
     barriers = [i.time for i in timeline.pending()[:1]]
-    barriers += [i.time for i in timeline.instants if i.action is Action.SAVEPOINT][:1]
+    barriers += [i.time for i in timeline.completed(Action.SAVEPOINT)[:1]]  # a pending one is after pending()[:1]
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)

@@ -350,5 +350,5 @@ def _completed_files(storage: Storage, instant_time: str, action: Action, layout
     """Paths of the completed file(s) of an instant: `<t>.<action>`, or on layout 2 `<t>_<c>.<action>`."""
     if not layout.completion_time_in_name:
         return [instant_path(Instant(instant_time, action, State.COMPLETED))]
-    found = Timeline.load(storage, layout).find(instant_time)
-    return [instant_path(i) for i in found if i.is_completed and i.action is action.completed_action]
+    found = Timeline.load(storage, layout).completed(action.completed_action)
+    return [instant_path(i) for i in found if i.time == instant_time]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from lakeward.core.file_group.file_group import BaseFile
 from lakeward.core.index.secondary.definitions import INDEX_FOLDER, IndexDefinition, IndexType
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline import WRITE_ACTIONS, Action, Timeline
 
 INDEX_FILE_EXTENSION = ".lwidx"
 PLANS_FOLDER = posixpath.join(INDEX_FOLDER, "plans")
@@ -93,11 +93,7 @@ class CommittedInstants:
 
 
 def committed_instants(timeline: Timeline) -> CommittedInstants:
-    completed = frozenset(
-        i.time
-        for i in timeline.completed()
-        if i.action is Action.INDEXING or i.action.completed_action.value in ("commit", "deltacommit", "replacecommit")
-    )
+    completed = frozenset(i.time for i in timeline.completed({Action.INDEXING, *WRITE_ACTIONS}))
     return CommittedInstants(completed, timeline.instants[0].time if timeline.instants else None)
 
 
