@@ -8,10 +8,11 @@ changed since the previous cycle (two for table versions 8+, whose instants live
 `.hoodie/timeline/`; the table version module tells the layout from the first listing):
 `DiscoveryCache` keeps the last state per table and reuses it when the listings are the
 same. When they changed, the timeline is rebuilt from those same listings by core's
-timeline loader; `hoodie.properties` is read again only if its size changed, and a
-pending replacecommit's plan is read once per instant (to tell a clustering from an
-insert-overwrite in flight). Each state carries the table version, and tables of versions
-lakeward only reads are marked `read_only`.
+timeline loader and summarised by core's `service_state` (pending plans, writes since each
+service last ran: what `Table.service_state()` returns); `hoodie.properties` is read again
+only if its size changed, and a pending replacecommit's plan is read once per instant (to
+tell a clustering from an insert-overwrite in flight). Each state carries the table
+version, and tables of versions lakeward only reads are marked `read_only`.
 
 A table that cannot be read (deleted, corrupt properties, permission) becomes a
 `TableProblem`; the other tables go on.
