@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lakeward.core.table import Table
-from lakeward.core.table_services.archival import read_archived_entries
+from lakeward.core.timeline.archived import read_archived_entries
 
 
 def build(path: Path, commits: int) -> Table:

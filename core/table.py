@@ -56,7 +56,6 @@ from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
-from lakeward.core.table_services.archival import has_archived_timeline
 from lakeward.core.table_services.change_tracking import ChangeTrackingResult
 from lakeward.core.table_services.clean import CleanResult, check_as_of_retained, check_incremental_retained
 from lakeward.core.table_services.clustering import ClusteringResult
@@ -64,6 +63,7 @@ from lakeward.core.table_services.compaction import CompactionResult
 from lakeward.core.table_services.index_build import rollback_index_build
 from lakeward.core.table_services.namespace import TableServices
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
 from lakeward.core.timeline import (
@@ -75,6 +75,8 @@ from lakeward.core.timeline import (
     new_instant_time,
     normalize_instant_time,
 )
+from lakeward.core.timeline.archived import has_archived_timeline
+from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
@@ -306,6 +308,15 @@ class Table:
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
         folder = self.version.history_folder
         return timeline.with_history(self.storage, folder) if folder is not None else timeline
+
+    def service_state(self) -> ServiceState:
+        """Pending table-service plans and what accumulated since each service last ran (`ServiceState`).
+
+        Read from the active timeline (what the daemon sees): e.g. `delta_commits_since_compaction`,
+        `writes_since_clean`, `pending(Action.CLUSTERING)`.
+        """
+        timeline = Timeline.load(self.storage, self.version.timeline_layout)
+        return service_state(timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t) is not None)
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""

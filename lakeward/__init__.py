@@ -1,17 +1,19 @@
-"""lakeward: Hudi-format (table versions 6, 8 and 9) lakehouse tables and their table services."""
+"""lakeward: Hudi-format (table versions 6, 8 and 9) lakehouse tables and their table services.
+
+`Table`, the typed results of writes and table services, `ServiceState` and the
+`LakewardError` hierarchy are importable from here (`from lakeward import Table, CleanResult`).
+"""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from lakeward.core.exceptions import LakewardError
-    from lakeward.core.table import Table
-    from lakeward.core.write.client import WriteResult
-    from lakeward.core.write.operation import WriteOperation
+from lakeward.core import __all__  # the same names; importing lakeward.core is cheap (it is lazy too)
 
-__all__ = ["LakewardError", "Table", "WriteOperation", "WriteResult"]
+if TYPE_CHECKING:
+    from lakeward.core import *  # noqa: F403
+
 __version__ = "0.1.0"
 
 # The names above resolve on first use (PEP 562), through lakeward.core, which resolves them lazily too:

@@ -496,9 +496,7 @@ def savepoints(path: str = typer.Argument(..., help="table base path or URI"), a
     """List the table's savepoints, oldest first."""
     from lakeward.core.timeline import Action
 
-    found: list[dict[str, object]] = [
-        {"instant": i.time} for i in _timeline(path).completed() if i.action is Action.SAVEPOINT
-    ]
+    found: list[dict[str, object]] = [{"instant": i.time} for i in _timeline(path).completed(Action.SAVEPOINT)]
     typer.echo(json.dumps(found, indent=2) if as_json else _grid(found, ["instant"], "no savepoints"))
 
 

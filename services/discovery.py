@@ -8,10 +8,11 @@ changed since the previous cycle (two for table versions 8+, whose instants live
 `.hoodie/timeline/`; the table version module tells the layout from the first listing):
 `DiscoveryCache` keeps the last state per table and reuses it when the listings are the
 same. When they changed, the timeline is rebuilt from those same listings by core's
-timeline loader; `hoodie.properties` is read again only if its size changed, and a
-pending replacecommit's plan is read once per instant (to tell a clustering from an
-insert-overwrite in flight). Each state carries the table version, and tables of versions
-lakeward only reads are marked `read_only`.
+timeline loader and summarised by core's `service_state` (pending plans, writes since each
+service last ran: what `Table.service_state()` returns); `hoodie.properties` is read again
+only if its size changed, and a pending replacecommit's plan is read once per instant (to
+tell a clustering from an insert-overwrite in flight). Each state carries the table
+version, and tables of versions lakeward only reads are marked `read_only`.
 
 A table that cannot be read (deleted, corrupt properties, permission) becomes a
 `TableProblem`; the other tables go on.
@@ -25,10 +26,12 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
+from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
@@ -50,6 +53,8 @@ _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.INDEXING: ServiceAction.INDEX_BUILD,
     Action.CHANGE_TRACKING: ServiceAction.CHANGE_TRACKING,
 }
+#: The service of each `PendingServicePlan.action` (a clustering plan is `Action.CLUSTERING`).
+_SERVICE_OF: dict[Action, ServiceAction] = {**_PLAN_ACTIONS, Action.CLUSTERING: ServiceAction.CLUSTERING}
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,16 @@ class TableState:
 
     @property
     def completed_count(self) -> int:
-        return sum(1 for i in self.timeline.instants if i.is_completed)
+        return len(self.timeline.completed())
+
+    @cached_property
+    def service_state(self) -> ServiceState:
+        """core's `ServiceState` of this state's timeline (what planning reads the last runs from).
+
+        Pending replacecommits count as clustering plans when `pending_plans` says so.
+        """
+        clustering = {p.instant for p in self.pending_plans if p.action is ServiceAction.CLUSTERING}
+        return service_state(self.timeline, self.table_version, clustering.__contains__)
 
 
 @dataclass
@@ -215,32 +229,8 @@ def _build_state(
     cache: DiscoveryCache,
     has_index_folder: bool = False,
 ) -> TableState:
-    plans: list[PendingPlan] = []
-    pending_writes: list[Instant] = []
-    error = None
-    for instant in timeline.pending():
-        service = _PLAN_ACTIONS.get(instant.action)
-        if service is None and instant.action is Action.REPLACE_COMMIT:
-            try:
-                if _is_clustering(storage, instant.time, cache):
-                    service = ServiceAction.CLUSTERING
-            except Exception as exc:  # a corrupt plan: report, keep the rest of the state
-                error = f"cannot read replacecommit plan {instant.time}: {exc}"
-                continue
-        if service is not None:
-            plans.append(PendingPlan(ref, service, instant.time, instant.state.value))
-        elif instant.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
-            pending_writes.append(instant)
-    writes = timeline.completed_writes()
-    last_compaction = max((i.time for i in writes if timeline.was_compaction(i.time)), default=None)
-    cleans = [i.time for i in timeline.instants if i.action is Action.CLEAN and i.is_completed]
-    last_clean = cleans[-1] if cleans else None
-    replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
-    last_replace = replaces[-1] if replaces else None
-    completed = [i.time for i in timeline.instants if i.is_completed]
-    tracked = [i.time for i in timeline.completed() if i.action is Action.CHANGE_TRACKING]
-    last_tracked = max([t for t in (last_compaction, tracked[-1] if tracked else None) if t], default=None)
-    builds = [i.time for i in timeline.instants if i.action is Action.INDEXING and i.is_completed]
+    service = service_state(timeline, config.version.number, lambda t: _is_clustering(storage, t, cache))
+    error = service.error
     index_columns: frozenset[str] = frozenset()
     if has_index_folder:
         try:
@@ -255,29 +245,22 @@ def _build_state(
         table_type=config.table_type.value,
         timeline_timezone=config.timeline_timezone,
         timeline=timeline,
-        pending_plans=tuple(plans),
-        pending_writes=tuple(pending_writes),
-        delta_commits_since_compaction=sum(
-            1
-            for i in writes
-            if i.action is Action.DELTA_COMMIT and (last_compaction is None or i.time > last_compaction)
+        pending_plans=tuple(
+            PendingPlan(ref, _SERVICE_OF[p.action], p.instant.time, p.instant.state.value)
+            for p in service.pending_plans
         ),
-        writes_since_clean=sum(1 for i in writes if last_clean is None or i.time > last_clean),
-        rewrites_since_clean=sum(
-            1
-            for i in writes
-            if i.action in (Action.COMMIT, Action.REPLACE_COMMIT) and (last_clean is None or i.time > last_clean)
-        ),
-        writes_since_replace=sum(1 for i in writes if last_replace is None or i.time > last_replace),
-        last_completed=completed[-1] if completed else None,
-        last_clean=last_clean,
+        pending_writes=service.pending_writes,
+        delta_commits_since_compaction=service.delta_commits_since_compaction,
+        writes_since_clean=service.writes_since_clean,
+        rewrites_since_clean=service.rewrites_since_clean,
+        writes_since_replace=service.writes_since_replace,
+        last_completed=service.last_completed,
+        last_clean=service.last_clean,
         error=error,
         cdc_enabled=config.cdc_enabled,
-        delta_commits_since_change_tracking=sum(
-            1 for i in writes if i.action is Action.DELTA_COMMIT and (last_tracked is None or i.time > last_tracked)
-        ),
+        delta_commits_since_change_tracking=service.delta_commits_since_change_tracking,
         index_columns=index_columns,
-        writes_since_index_build=sum(1 for i in writes if not builds or i.time > builds[-1]),
+        writes_since_index_build=service.writes_since_index_build,
     )
 
 

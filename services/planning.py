@@ -119,15 +119,14 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
     """(action, due since, reason) for every new plan the policy wants on this table."""
     out: list[tuple[ServiceAction, str, str]] = []
     pending = {p.action for p in state.pending_plans}
-    writes = state.timeline.completed_writes()
+    service = state.service_state
     if (
         policy.compaction_enabled
         and state.is_merge_on_read
         and ServiceAction.COMPACTION not in pending
         and state.delta_commits_since_compaction > 0
     ):
-        compactions = [i.time for i in writes if state.timeline.was_compaction(i.time)]
-        since = _first_after(state, compactions[-1] if compactions else None, (Action.DELTA_COMMIT,))
+        since = _first_after(state, service.last_compaction, (Action.DELTA_COMMIT,))
         n = state.delta_commits_since_compaction
         reason = None
         if n >= policy.compaction_delta_commits:
@@ -161,8 +160,7 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
         and ServiceAction.CLUSTERING not in pending
         and state.writes_since_replace >= policy.clustering_every_commits
     ):
-        replaces = [i.time for i in writes if i.action is Action.REPLACE_COMMIT]
-        since = _first_after(state, replaces[-1] if replaces else None) or ""
+        since = _first_after(state, service.last_replace) or ""
         out.append(
             (
                 ServiceAction.CLUSTERING,
@@ -179,10 +177,7 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
         and ServiceAction.CHANGE_TRACKING not in pending
         and untracked >= policy.change_tracking_every_commits
     ):
-        tracked = [i.time for i in state.timeline.completed() if i.action is Action.CHANGE_TRACKING]
-        compactions = [i.time for i in writes if state.timeline.was_compaction(i.time)]
-        last = max([*tracked[-1:], *compactions[-1:]], default=None)
-        since = _first_after(state, last, (Action.DELTA_COMMIT,)) or ""
+        since = _first_after(state, service.last_change_tracking, (Action.DELTA_COMMIT,)) or ""
         reason = f"{untracked} delta commit(s) without persisted changes (every {policy.change_tracking_every_commits})"
         out.append((ServiceAction.CHANGE_TRACKING, since, reason))
     if policy.repair_after is not None and ServiceAction.ROLLBACK not in pending and state.pending_writes:
@@ -198,8 +193,7 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
     indexed = state.index_columns & policy.index_build_columns
     if policy.index_build_enabled and indexed and ServiceAction.INDEX_BUILD not in pending:
         if state.writes_since_index_build > 0:
-            builds = [i.time for i in state.timeline.instants if i.action is Action.INDEXING and i.is_completed]
-            since = _first_after(state, builds[-1] if builds else None) or ""
+            since = _first_after(state, service.last_index_build) or ""
             out.append(
                 (
                     ServiceAction.INDEX_BUILD,

@@ -98,9 +98,7 @@ class ChangeSplit:
 def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[str]]:
     """(partition, file id, delta commit) -> `.cdc` files holding that commit's changes to the group."""
     out: dict[tuple[str, str, str], list[str]] = {}
-    for instant in timeline.completed():
-        if instant.action not in (Action.COMMIT, Action.CHANGE_TRACKING):
-            continue
+    for instant in timeline.completed({Action.COMMIT, Action.CHANGE_TRACKING}):
         meta = read_commit_metadata(storage, instant)
         raw = meta.extraMetadata.get(PERSISTED_KEY)
         if not raw:

@@ -41,7 +41,6 @@ import io
 import json
 import logging
 import posixpath
-import re
 import struct
 import time
 from collections.abc import Iterator
@@ -52,11 +51,12 @@ import fastavro
 
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError, InstantExistsError
-from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, RawBlock, encode_block, scan_blocks
+from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, encode_block
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Instant, State, Timeline
+from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
+from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
 from lakeward.core.timeline.transitions import instant_path, read_instant
 
 if TYPE_CHECKING:
@@ -67,18 +67,12 @@ log = logging.getLogger(__name__)
 NS = "org.apache.hudi.avro.model"
 ARCHIVE_FILE_ID = "commits"
 ARCHIVE_WRITE_TOKEN = "1-0-1"
-_ARCHIVE_NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_(.+)$")
 _AVRO_CONTAINER_MAGIC = b"Obj\x01"
 
 
 def archive_file_name(version: int, token: str = ARCHIVE_WRITE_TOKEN) -> str:
     """`.commits_.archive.<version>_<token>`: a log file with file id `commits`, no base instant."""
     return f".{ARCHIVE_FILE_ID}_.archive.{version}_{token}"
-
-
-def parse_archive_version(name: str) -> int | None:
-    m = _ARCHIVE_NAME_RE.match(name)
-    return int(m.group(1)) if m else None
 
 
 # -- Avro forms of the JSON commit metadata ---------------------------------------------------
@@ -382,63 +376,9 @@ def encode_archive_block(schema: dict[str, Any], entries: list[ArchiveEntry]) ->
     return encode_block(block)
 
 
-def _decode_block(raw: RawBlock) -> list[dict[str, Any]]:
-    schema_json = raw.header.get(HeaderKey.SCHEMA)
-    if schema_json is None:
-        raise CorruptTableError("archived timeline block without a SCHEMA header")
-    parsed = fastavro.parse_schema(json.loads(schema_json))
-    version, count = struct.unpack_from(">ii", raw.content, 0)
-    if version != 3:
-        raise CorruptTableError(f"archived timeline block of content version {version}; only 3 is read")
-    pos, records = 8, []
-    for _ in range(count):
-        (length,) = struct.unpack_from(">i", raw.content, pos)
-        pos += 4
-        record = fastavro.schemaless_reader(io.BytesIO(raw.content[pos : pos + length]), parsed, parsed)
-        if not isinstance(record, dict):
-            raise CorruptTableError("an archived timeline record is not a HoodieArchivedMetaEntry")
-        records.append(record)
-        pos += length
-    return records
-
-
-def archive_folder(folder: str = "archived") -> str:
-    """The archived timeline's folder (`hoodie.archivelog.folder`, relative to `.hoodie/`)."""
-    return posixpath.join(METAFOLDER, folder)
-
-
-def has_archived_timeline(storage: Storage, folder: str = "archived") -> bool:
-    """Whether instants were ever archived (the active timeline no longer starts at the table's start)."""
-    return any(parse_archive_version(e.name) is not None for e in storage.list_dir(archive_folder(folder)))
-
-
-def read_archived_entries(storage: Storage, folder: str = "archived") -> list[dict[str, Any]]:
-    """Every archived entry (records as dicts), in archive file and block order, duplicates dropped."""
-    base = archive_folder(folder)
-    files = sorted(
-        ((v, e.path) for e in storage.list_dir(base) if (v := parse_archive_version(e.name)) is not None),
-    )
-    seen: set[tuple[str, str, str]] = set()
-    out = []
-    for _, path in files:
-        for block in scan_blocks(storage.read_bytes(path)):
-            if not isinstance(block, RawBlock):
-                log.warning("skipping a corrupt block in %s: %s", path, block.reason)
-                continue
-            if block.block_type is not BlockType.AVRO_DATA:
-                continue
-            for record in _decode_block(block):
-                key = (record.get("commitTime"), record.get("actionType"), record.get("actionState"))
-                if key in seen:
-                    continue
-                seen.add(key)  # type: ignore[arg-type]
-                out.append(record)
-    return out
-
-
 # -- what to archive -------------------------------------------------------------------------
 def _latest_clean_retain(storage: Storage, timeline: Timeline) -> str | None:
-    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
+    cleans = timeline.completed(Action.CLEAN)
     if not cleans:
         return None
     container = _read_container(read_instant(storage, cleans[-1]))
@@ -463,11 +403,11 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
 
 def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc)."""
-    commits = [i for i in timeline.completed() if i.action in WRITE_ACTIONS]
+    commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
     barriers = [i.time for i in timeline.pending()[:1]]
-    barriers += [i.time for i in timeline.instants if i.action is Action.SAVEPOINT][:1]
+    barriers += [i.time for i in timeline.completed(Action.SAVEPOINT)[:1]]  # a pending one is after pending()[:1]
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
@@ -574,7 +514,7 @@ class ArchivalService(DirectService[ArchiveResult]):
 def _write_archive_file(storage: Storage, folder: str, entries: list[ArchiveEntry], batch: int) -> str:
     data = b"".join(encode_archive_block(schema, block) for schema, block in _blocks(entries, batch))
     base = archive_folder(folder)
-    version = max((v for e in storage.list_dir(base) if (v := parse_archive_version(e.name)) is not None), default=0)
+    version = latest_archive_version(storage, folder)
     for attempt in range(100):
         path = posixpath.join(base, archive_file_name(version + 1 + attempt))
         try:

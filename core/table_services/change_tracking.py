@@ -106,7 +106,7 @@ def read_change_tracking_plan(storage: Storage, instant_time: str) -> list[Track
 
 def pending_change_tracking(timeline: Timeline) -> list[str]:
     """Instant times of change-tracking plans not completed yet, oldest first."""
-    return sorted({i.time for i in timeline.pending() if i.action is Action.CHANGE_TRACKING})
+    return sorted({i.time for i in timeline.pending(Action.CHANGE_TRACKING)})
 
 
 def unavailable_reason(storage: Storage, config: TableConfig) -> str | None:

@@ -211,13 +211,7 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     plan stays until `run_clustering` executes it.
     """
     exclude = exclude or set()
-    found = [
-        i
-        for i in timeline.pending()
-        if i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
-        and i.time not in exclude
-        and i.state in (State.REQUESTED, State.INFLIGHT)
-    ]
+    found = [i for i in timeline.pending_writes() if i.time not in exclude]
     if storage is None:
         return found
     return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
@@ -255,7 +249,7 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:
     """Rollbacks that were planned but never completed (their runner died)."""
-    return [i for i in timeline.pending() if i.action is Action.ROLLBACK]
+    return timeline.pending(Action.ROLLBACK)
 
 
 def rollback_target(storage: Storage, rollback: Instant) -> str:
@@ -358,8 +352,8 @@ def _completed_files(storage: Storage, instant_time: str, action: Action, layout
     """Paths of the completed file(s) of an instant: `<t>.<action>`, or on layout 2 `<t>_<c>.<action>`."""
     if not layout.completion_time_in_name:
         return [instant_path(Instant(instant_time, action, State.COMPLETED))]
-    found = Timeline.load(storage, layout).find(instant_time)
-    return [instant_path(i) for i in found if i.is_completed and i.action is action.completed_action]
+    found = Timeline.load(storage, layout).completed(action.completed_action)
+    return [instant_path(i) for i in found if i.time == instant_time]
 
 
 class RollbackService(DirectService[list[str]]):

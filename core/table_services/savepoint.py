@@ -30,7 +30,7 @@ from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.clean.retention import oldest_readable_instant, savepoint_times
+from lakeward.core.table_services.clean.retention import oldest_readable_instant, savepoints
 from lakeward.core.table_services.rollback import _files_written
 from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline import new_instant_time as _new_instant_time
@@ -56,10 +56,7 @@ def _user() -> str:
         return "lakeward"
 
 
-# -- savepoints -------------------------------------------------------------------------------
-def savepoints(timeline: Timeline) -> list[str]:
-    """Instant times of completed savepoints, oldest first."""
-    return savepoint_times(timeline)
+# -- savepoints (`savepoints(timeline)` lists them; it lives with the retention rules) ---------
 
 
 def savepoint(table: HoldsTableContext, instant_time: str, user: str | None = None, comment: str = "") -> str:
@@ -149,7 +146,7 @@ def _info(timeline: Timeline, instant: Instant) -> dict[str, str]:
 
 
 def pending_restores(timeline: Timeline) -> list[Instant]:
-    return [i for i in timeline.pending() if i.action is Action.RESTORE]
+    return timeline.pending(Action.RESTORE)
 
 
 def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:

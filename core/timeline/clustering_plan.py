@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.file_group import FileSlice
@@ -134,8 +135,8 @@ def _operation(info: dict[str, object], what: str) -> CompactionOperation:
     return CompactionOperation(partition, file_id, base_instant, base, logs)
 
 
-def clustering_plan_of(storage: Storage, time: str) -> ClusteringPlan | None:
-    """The clustering plan of replacecommit `time`, or None when it is not a clustering (or has no requested file)."""
+def _clustering_plan_record(storage: Storage, time: str) -> dict[str, Any] | None:
+    """The `clusteringPlan` record of replacecommit `time`'s requested file; None when it is not a clustering."""
     requested = Instant(time, Action.REPLACE_COMMIT, State.REQUESTED)
     try:
         data = read_instant(storage, requested)
@@ -145,23 +146,24 @@ def clustering_plan_of(storage: Storage, time: str) -> ClusteringPlan | None:
         return None
     record = avro_plans.deserialize(data, requested.file_name)
     plan = record.get("clusteringPlan")
-    if str(record.get("operationType") or "").upper() != CLUSTER or plan is None:
+    if str(record.get("operationType") or "").upper() != CLUSTER or not isinstance(plan, dict):
         return None
-    return ClusteringPlan.from_record(plan, requested.file_name)
-
-
-def read_clustering_plan(storage: Storage, time: str) -> ClusteringPlan:
-    plan = clustering_plan_of(storage, time)
-    if plan is None:
-        raise CorruptTableError(f"{time}.replacecommit.requested holds no clustering plan")
     return plan
+
+
+def clustering_plan_of(storage: Storage, time: str) -> ClusteringPlan | None:
+    """The clustering plan of replacecommit `time`, or None when it is not a clustering (or has no requested file)."""
+    plan = _clustering_plan_record(storage, time)
+    if plan is None:
+        return None
+    return ClusteringPlan.from_record(plan, Instant(time, Action.REPLACE_COMMIT, State.REQUESTED).file_name)
 
 
 def pending_clustering_plans(storage: Storage, timeline: Timeline) -> dict[str, ClusteringPlan]:
     """Pending (requested or inflight) clusterings, by instant time, oldest first."""
     out: dict[str, ClusteringPlan] = {}
-    for instant in timeline.pending():
-        if instant.action is Action.REPLACE_COMMIT and instant.time not in out:
+    for instant in timeline.pending(Action.REPLACE_COMMIT):
+        if instant.time not in out:
             plan = clustering_plan_of(storage, instant.time)
             if plan is not None:
                 out[instant.time] = plan
@@ -169,11 +171,17 @@ def pending_clustering_plans(storage: Storage, timeline: Timeline) -> dict[str, 
 
 
 def pending_clustering_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> instant time of the pending clustering that will replace it."""
+    """(partition, file id) -> instant time of the pending clustering that will replace it.
+
+    Only the plan's (partition, file id) pairs are read, so a slice whose file names cannot
+    be parsed still protects its file group (from writers, cleaning and other clusterings).
+    """
     out: dict[tuple[str, str], str] = {}
-    for time, plan in pending_clustering_plans(storage, timeline).items():
-        for key in plan.file_groups():
-            out.setdefault(key, time)
+    for instant in timeline.pending(Action.REPLACE_COMMIT):
+        plan = _clustering_plan_record(storage, instant.time)
+        for group in (plan or {}).get("inputGroups") or []:
+            for s in group.get("slices") or []:
+                out.setdefault((str(s.get("partitionPath") or ""), str(s.get("fileId") or "")), instant.time)
     return out
 
 

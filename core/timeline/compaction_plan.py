@@ -121,13 +121,8 @@ class CompactionPlan:
 
 
 def pending_compaction_instants(timeline: Timeline) -> list[Instant]:
-    """Requested or inflight compactions (one entry per instant time, the latest state)."""
-    latest: dict[str, Instant] = {}
-    for instant in timeline.pending():
-        if instant.action is Action.COMPACTION:
-            if instant.time not in latest or instant.state.rank > latest[instant.time].state.rank:
-                latest[instant.time] = instant
-    return [latest[t] for t in sorted(latest)]
+    """Requested or inflight compactions, oldest first (the timeline keeps one entry per instant time)."""
+    return timeline.pending(Action.COMPACTION)
 
 
 def read_compaction_plan(storage: Storage, time: str) -> CompactionPlan:

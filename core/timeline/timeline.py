@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import METAFOLDER, TimelineLayout, layout_from_listing
+from lakeward.core.timeline.archived import load_archived_instants
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from lakeward.core.timeline.lsm_history import load_archived_instants
 
-__all__ = ["METAFOLDER", "Timeline"]
+__all__ = ["METAFOLDER", "ActionFilter", "Timeline"]
+
+#: Which actions a timeline query selects: one action (or its on-disk name), or a set of them.
+ActionFilter: TypeAlias = Action | str | Iterable[Action | str]
+
+
+def _actions(action: ActionFilter) -> frozenset[Action]:
+    if isinstance(action, str):  # an Action is a str too
+        return frozenset({Action(action)})
+    return frozenset(Action(a) for a in action)
 
 
 @dataclass(frozen=True)
@@ -92,15 +102,30 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.instants)
 
-    def completed(self) -> list[Instant]:
-        return [i for i in self.instants if i.is_completed]
+    def completed(self, action: ActionFilter | None = None) -> list[Instant]:
+        """Completed instants, oldest first; with `action`, only those of that action (or set of actions).
 
-    def pending(self) -> list[Instant]:
-        return [i for i in self.instants if not i.is_completed]
+        A completed instant is recorded under its completed action: a finished compaction is
+        a `commit`, a finished clustering a `replacecommit` (use `was_compaction` to tell).
+        """
+        wanted = None if action is None else _actions(action)
+        return [i for i in self.instants if i.is_completed and (wanted is None or i.action in wanted)]
+
+    def pending(self, action: ActionFilter | None = None, state: State | None = None) -> list[Instant]:
+        """Requested and inflight instants, oldest first, optionally of `action` and in `state`.
+
+        A pending plan keeps its own action (`compaction`, `logcompaction`, `clean`, ...).
+        """
+        wanted = None if action is None else _actions(action)
+        return [
+            i
+            for i in self.instants
+            if not i.is_completed and (wanted is None or i.action in wanted) and (state is None or i.state is state)
+        ]
 
     def completed_writes(self) -> list[Instant]:
         """Completed commit, deltacommit and replacecommit instants: they define the data."""
-        return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
+        return self.completed(WRITE_ACTIONS)
 
     def completed_write_times(self) -> frozenset[str]:
         return frozenset(i.time for i in self.completed_writes())
@@ -118,7 +143,7 @@ class Timeline:
         return max((t for i in self.instants for t in (i.time, i.completion_time) if t is not None), default=None)
 
     def pending_writes(self) -> list[Instant]:
-        return [i for i in self.pending() if i.action in WRITE_ACTIONS]
+        return self.pending(WRITE_ACTIONS)
 
     def find(self, time: str) -> list[Instant]:
         return [i for i in self.instants if i.time == time]

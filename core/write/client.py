@@ -551,7 +551,7 @@ class WriteClient:
                 "it back); retry the write"
             )
         now = Timeline.load(self.storage, self.layout)
-        if not any(i.time == instant_time and not i.is_completed for i in now.pending()):
+        if not any(i.time == instant_time for i in now.pending()):
             raise ConcurrentWriteError(
                 f"instant {instant_time} was rolled back by another writer while it ran (it looked failed); "
                 "its files are gone: retry the write"

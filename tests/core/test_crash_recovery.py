@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +28,10 @@ from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Instant, State, Timeline
+from tests.support import crash
 
 # Every test runs writer processes and kills them mid-write (4-10 s each on a loaded 2-core machine).
 pytestmark = pytest.mark.slow
-SCRIPT = Path(__file__).parent / "scripts" / "crash_writer.py"
 CITIES = ["sf", "nyc", "la", "sea"]
 N_BASE = 8000
 
@@ -152,32 +148,7 @@ def snapshot(path: Path) -> Snapshot:
 # -- the killed writer ---------------------------------------------------------------------
 def run_and_kill(path: Path, point: str, batch_file: Path, timeout: float = 60.0) -> None:
     """Start the crash writer, wait until it reports `point`, SIGKILL it."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(path), point, str(batch_file)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(timeout)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"crash writer did not reach {point!r} (stdout {line!r}, exit {proc.returncode}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_writer.py", path, point, str(batch_file), timeout=timeout)
 
 
 # -- fixtures ------------------------------------------------------------------------------

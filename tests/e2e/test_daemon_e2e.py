@@ -38,7 +38,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakeward.core.table import Table
-from lakeward.core.table_services.archival import read_archived_entries
+from lakeward.core.timeline.archived import read_archived_entries
 from lakeward.services.client import DaemonAPIError
 from lakeward.services.daemon import table_lock_options
 from lakeward.services.settings import load_settings

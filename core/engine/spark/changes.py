@@ -358,8 +358,8 @@ def latest_stable_instant(timeline: Any, begin: str) -> str:
 
 def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     """Where a new stream starts: `startOffset`, else the begin option, else the earliest instant."""
-    from lakeward.core.table_services.archival import has_archived_timeline
     from lakeward.core.timeline import normalize_instant_time
+    from lakeward.core.timeline.archived import has_archived_timeline
 
     begin = str(options.get(STREAM_START) or options.get(BEGIN) or "earliest").strip()
     timeline = table.timeline()

@@ -94,10 +94,6 @@ def parse_filters(filters: Any) -> Dnf | None:
     return tuple(out)
 
 
-def has_extended_ops(dnf: Dnf | None) -> bool:
-    return dnf is not None and any(p.op in EXTENDED_OPS for conj in dnf for p in conj)
-
-
 # -- exact evaluation -------------------------------------------------------------------------
 def predicate_expression(p: ColumnPredicate) -> pc.Expression:
     """The exact pyarrow expression of one predicate (what a full scan applies)."""

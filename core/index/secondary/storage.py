@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from lakeward.core.file_group.file_group import BaseFile
 from lakeward.core.index.secondary.definitions import INDEX_FOLDER, IndexDefinition, IndexType
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline import WRITE_ACTIONS, Action, Timeline
 
 INDEX_FILE_EXTENSION = ".lwidx"
 PLANS_FOLDER = posixpath.join(INDEX_FOLDER, "plans")
@@ -93,11 +93,7 @@ class CommittedInstants:
 
 
 def committed_instants(timeline: Timeline) -> CommittedInstants:
-    completed = frozenset(
-        i.time
-        for i in timeline.completed()
-        if i.action is Action.INDEXING or i.action.completed_action.value in ("commit", "deltacommit", "replacecommit")
-    )
+    completed = frozenset(i.time for i in timeline.completed({Action.INDEXING, *WRITE_ACTIONS}))
     return CommittedInstants(completed, timeline.instants[0].time if timeline.instants else None)
 
 
@@ -123,11 +119,6 @@ class IndexCatalog:
 
     def indexed(self, definition: IndexDefinition, base_file: BaseFile) -> bool:
         return self.find(definition.name, base_file) is not None
-
-
-def files_of_instant(storage: Storage, instant_time: str) -> list[str]:
-    """Index files written by an instant (any type)."""
-    return [f.path for f in list_index_files(storage) if f.instant_time == instant_time]
 
 
 def delete_instant_index_files(storage: Storage, instant_time: str) -> list[str]:

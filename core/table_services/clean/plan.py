@@ -38,6 +38,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.retention import last_clean_retained
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline.clustering_plan import pending_clustering_file_groups
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants, read_compaction_plan
 from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.timeline.transitions import create_requested, read_instant
@@ -111,27 +112,6 @@ class CleanPlan:
 
 
 # -- what must never be cleaned -------------------------------------------------------------
-def pending_clustering_file_groups(storage: Storage, timeline: Timeline) -> set[tuple[str, str]]:
-    """File groups named by pending replacecommits whose plan is a clustering (operationType cluster)."""
-    groups: set[tuple[str, str]] = set()
-    for instant in timeline.pending():
-        if instant.action is not Action.REPLACE_COMMIT:
-            continue
-        requested = instant.with_state(State.REQUESTED)
-        if requested.file_name not in timeline.files:
-            continue
-        data = read_instant(storage, requested)
-        if not data:
-            continue
-        record = avro_plans.deserialize(data, requested.file_name)
-        if str(record.get("operationType") or "").lower() != "cluster":
-            continue
-        for group in (record.get("clusteringPlan") or {}).get("inputGroups") or []:
-            for s in group.get("slices") or []:
-                groups.add((s.get("partitionPath") or "", s.get("fileId") or ""))
-    return groups
-
-
 def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> the oldest base instant a pending compaction reads in that group."""
     out: dict[tuple[str, str], str] = {}
@@ -145,23 +125,21 @@ def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple
 
 def savepointed_file_names(storage: Storage, timeline: Timeline) -> set[str]:
     names: set[str] = set()
-    for instant in timeline.completed():
-        if instant.action is Action.SAVEPOINT:
-            record = avro_plans.deserialize(read_instant(storage, instant), instant.file_name)
-            for partition in (record.get("partitionMetadata") or {}).values():
-                names.update(posixpath.basename(f) for f in partition.get("savepointDataFile") or [])
+    for instant in timeline.completed(Action.SAVEPOINT):
+        record = avro_plans.deserialize(read_instant(storage, instant), instant.file_name)
+        for partition in (record.get("partitionMetadata") or {}).values():
+            names.update(posixpath.basename(f) for f in partition.get("savepointDataFile") or [])
     return names
 
 
 def replaced_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> time of the completed replacecommit that replaced it."""
     replaced: dict[tuple[str, str], str] = {}
-    for instant in timeline.completed_writes():
-        if instant.action is Action.REPLACE_COMMIT:
-            meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
-            for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
-                for file_id in file_ids:
-                    replaced.setdefault((partition, file_id), instant.time)
+    for instant in timeline.completed(Action.REPLACE_COMMIT):
+        meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
+        for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
+            for file_id in file_ids:
+                replaced.setdefault((partition, file_id), instant.time)
     return replaced
 
 
@@ -219,7 +197,7 @@ def plan_clean(
     last_commit = latest.time if latest else ""
     protection = _Protection(
         savepointed_file_names(storage, timeline),
-        pending_clustering_file_groups(storage, timeline),
+        set(pending_clustering_file_groups(storage, timeline)),
         pending_compaction_bases(storage, timeline),
     )
     replaced = replaced_file_groups(storage, timeline)
@@ -285,7 +263,7 @@ def _by_versions(
 
 # -- scheduling ---------------------------------------------------------------------------
 def pending_cleans(timeline: Timeline) -> list[str]:
-    return [i.time for i in timeline.pending() if i.action is Action.CLEAN]
+    return [i.time for i in timeline.pending(Action.CLEAN)]
 
 
 def schedule_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> str | None:

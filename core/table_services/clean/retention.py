@@ -17,8 +17,7 @@ from lakeward.core.timeline.transitions import read_instant
 
 def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str] | None:
     """(earliest retained instant, clean instant) of the latest completed clean that recorded one."""
-    cleans = [i for i in timeline.completed() if i.action is Action.CLEAN]
-    for clean in reversed(cleans):
+    for clean in reversed(timeline.completed(Action.CLEAN)):
         metadata = avro_plans.deserialize(read_instant(storage, clean), clean.file_name)
         earliest = metadata.get("earliestCommitToRetain") or ""
         if earliest:
@@ -26,8 +25,9 @@ def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str]
     return None
 
 
-def savepoint_times(timeline: Timeline) -> list[str]:
-    return [i.time for i in timeline.completed() if i.action is Action.SAVEPOINT]
+def savepoints(timeline: Timeline) -> list[str]:
+    """Instant times of completed savepoints, oldest first (they stay readable after cleaning)."""
+    return [i.time for i in timeline.completed(Action.SAVEPOINT)]
 
 
 def oldest_readable_instant(storage: Storage, timeline: Timeline) -> str | None:
@@ -39,7 +39,7 @@ def oldest_readable_instant(storage: Storage, timeline: Timeline) -> str | None:
 def check_as_of_retained(storage: Storage, timeline: Timeline, instant_time: str, asked: object) -> None:
     """Raise when a read as of `instant_time` needs file slices that a clean deleted."""
     retained = last_clean_retained(storage, timeline)
-    if retained is None or instant_time >= retained[0] or instant_time in savepoint_times(timeline):
+    if retained is None or instant_time >= retained[0] or instant_time in savepoints(timeline):
         return
     earliest, clean = retained
     raise InstantNotFoundError(
@@ -64,5 +64,5 @@ def check_incremental_retained(storage: Storage, timeline: Timeline, begin: str,
 
 
 def _savepoint_hint(timeline: Timeline) -> str:
-    saved = savepoint_times(timeline)
+    saved = savepoints(timeline)
     return f" (savepointed instants, readable too: {', '.join(saved)})" if saved else ""

@@ -23,9 +23,8 @@ def pending_compactions(timeline: Timeline) -> list[str]:
 
 
 def delta_commits_since_last_compaction(timeline: Timeline) -> int:
-    completed = [i for i in timeline.completed_writes()]
-    last = max((i.time for i in completed if timeline.was_compaction(i.time)), default=None)
-    return sum(1 for i in completed if i.action is Action.DELTA_COMMIT and (last is None or i.time > last))
+    last = max((i.time for i in timeline.completed_writes() if timeline.was_compaction(i.time)), default=None)
+    return sum(1 for i in timeline.completed(Action.DELTA_COMMIT) if last is None or i.time > last)
 
 
 def select_slices(slices: list[FileSlice], strategy: str, log_size_threshold: int) -> list[FileSlice]:

@@ -59,7 +59,7 @@ class IndexBuildResult:
 
 def pending_index_builds(timeline: Timeline) -> list[str]:
     """Instant times of index builds planned (requested or inflight) but not completed, oldest first."""
-    return [i.time for i in timeline.pending() if i.action is Action.INDEXING]
+    return [i.time for i in timeline.pending(Action.INDEXING)]
 
 
 def _select(
@@ -235,7 +235,7 @@ def rollback_index_build(table: HoldsTableContext, instant_time: str) -> Rollbac
     storage = ctx.storage
     with ctx.lock:
         timeline = ctx.timeline()
-        pending = [i for i in timeline.pending() if i.action is Action.INDEXING and i.time == instant_time]
+        pending = [i for i in timeline.pending(Action.INDEXING) if i.time == instant_time]
         if not pending:
             raise InstantNotFoundError(
                 f"no pending index build {instant_time}; pending index builds: {pending_index_builds(timeline)}"

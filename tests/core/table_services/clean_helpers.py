@@ -5,10 +5,6 @@ and a SIGKILL harness for `tests/core/scripts/crash_cleaner.py`."""
 from __future__ import annotations
 
 import os
-import selectors
-import signal
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +12,11 @@ from typing import Any
 
 import hudi
 import pyarrow as pa
-import pytest
 
 from lakeward.core.table import Table
+from tests.support import crash
 
 COLUMNS = ("id", "part", "ts", "val")
-SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_cleaner.py"
 KEYS = {"a": [1, 2, 3], "b": [4, 5]}  # two file groups (one per partition) for small upserts
 
 
@@ -120,31 +115,4 @@ def timeline_files(path: str) -> list[str]:
 
 def run_and_kill(path: str, point: str, instant: str, timeout: float = 60.0) -> None:
     """Start the crash script, wait until it reports `point`, SIGKILL it."""
-    env = dict(os.environ)
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), path, point, instant],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(timeout)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"crash script did not reach {point!r} (stdout {line!r}, exit {proc.returncode}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_cleaner.py", path, point, instant, timeout=timeout)

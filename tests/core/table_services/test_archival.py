@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +14,14 @@ import pytest
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.file_group.log_file import BlockType, RawBlock, scan_blocks
 from lakeward.core.table import Table
-from lakeward.core.table_services.archival import (
-    _decode_block,
+from lakeward.core.timeline import Timeline
+from lakeward.core.timeline.archived import (
+    decode_archive_block,
     parse_archive_version,
     read_archived_entries,
 )
-from lakeward.core.timeline import Timeline
+from tests.support import crash
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_archiver.py"
 OPTIONS = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5}
 
 
@@ -63,7 +59,7 @@ def _raw_entries(path: Path) -> list[dict[str, Any]]:
         for block in scan_blocks((folder / name).read_bytes()):
             assert isinstance(block, RawBlock)
             assert block.block_type is BlockType.AVRO_DATA
-            out.extend(_decode_block(block))
+            out.extend(decode_archive_block(block))
     return out
 
 
@@ -123,7 +119,7 @@ def test_blocks_hold_at_most_the_archival_batch(tmp_path):
     table = _table(path, 8, options={**OPTIONS, "hoodie.commits.archival.batch": 4})
     table.archive()
     blocks = list(scan_blocks((path / ".hoodie" / "archived" / ".commits_.archive.1_1-0-1").read_bytes()))
-    assert [len(_decode_block(b)) for b in blocks if isinstance(b, RawBlock)] == [4, 4, 4, 3]
+    assert [len(decode_archive_block(b)) for b in blocks if isinstance(b, RawBlock)] == [4, 4, 4, 3]
 
 
 def test_a_pending_instant_is_a_barrier(tmp_path):
@@ -214,31 +210,7 @@ def test_min_must_be_less_than_max(tmp_path):
 
 
 def _run_and_kill(path: Path, point: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(path), point, json.dumps(OPTIONS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(60)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"archiver did not reach {point!r} (stdout {line!r}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_archiver.py", path, point, json.dumps(OPTIONS))
 
 
 @pytest.mark.parametrize("point", ["after_archive_file", "after_some_deletes"])

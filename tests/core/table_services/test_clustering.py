@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +23,9 @@ from lakeward.core.table import Table
 from lakeward.core.table_services.clustering import plan_groups
 from lakeward.core.timeline import Action, State
 from tests.interop.test_hudi_rs_mor_writes import hudi_read
+from tests.support import crash
 from tests.support.fixture_tables import shared_dir
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_clusterer.py"
 FIXTURE_SCHEMA = (
     shared_dir() / "reference/hudi-avro/as-written-by-real-hudi-v6/HoodieRequestedReplaceMetadata.fixture.avsc.json"
 )
@@ -254,29 +249,7 @@ def test_update_of_a_clustered_group_is_rejected_and_plan_survives(tmp_path: Pat
 
 # -- crash recovery ---------------------------------------------------------------------------
 def run_and_kill(path: str, point: str, instant: str, timeout: float = 60.0) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), path, point, instant], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(timeout)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"crash clusterer did not reach {point!r} (stdout {line!r}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_clusterer.py", path, point, instant, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,8 @@ planned file slices over three partitions. Expected rows come from the input bat
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,38 +28,12 @@ from tests.core.table_services.compaction_helpers import (
     read_optimized_mismatches,
 )
 from tests.interop.test_hudi_rs_mor_writes import as_tuples, hudi_read
-
-SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_compactor.py"
+from tests.support import crash
 
 
 def run_and_kill(path: str, point: str, instant: str, timeout: float = 60.0) -> None:
     """Start the crash compactor, wait until it reports `point`, SIGKILL it."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), path, point, instant],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(timeout)
-        line = proc.stdout.readline().strip() if ready else ""
-        if line != f"REACHED {point}":
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"crash compactor did not reach {point!r} (stdout {line!r}, exit {proc.returncode}):\n{err}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    crash.run_and_kill("crash_compactor.py", path, point, instant, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,51 @@
+"""Timeline selectors: `completed(action=...)` and `pending(action=..., state=...)`."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakeward.core.timeline import WRITE_ACTIONS, Action, State, Timeline
+
+FILES = [
+    "20260101000001000.commit",
+    "20260101000002000.deltacommit",
+    "20260101000003000.compaction.requested",
+    "20260101000003000.commit",  # a completed compaction
+    "20260101000004000.clean.requested",
+    "20260101000004000.clean.inflight",
+    "20260101000004000.clean",
+    "20260101000005000.compaction.requested",
+    "20260101000006000.clean.requested",
+    "20260101000007000.deltacommit.requested",
+    "20260101000007000.deltacommit.inflight",
+    "20260101000008000.replacecommit.requested",
+]
+
+
+def _times(instants: list) -> list[str]:  # type: ignore[type-arg]
+    return [i.time[-4:-3] for i in instants]
+
+
+def test_completed_by_action_name_enum_or_set() -> None:
+    tl = Timeline.from_file_names(FILES)
+    assert _times(tl.completed()) == ["1", "2", "3", "4"]
+    assert _times(tl.completed(Action.COMMIT)) == ["1", "3"]  # a completed compaction is a commit
+    assert _times(tl.completed("commit")) == ["1", "3"]
+    assert _times(tl.completed({Action.CLEAN, "deltacommit"})) == ["2", "4"]
+    assert tl.completed(WRITE_ACTIONS) == tl.completed_writes()
+    assert tl.completed(Action.COMPACTION) == []  # a pending-only action name selects no completed instant
+
+
+def test_pending_by_action_and_state() -> None:
+    tl = Timeline.from_file_names(FILES)
+    assert _times(tl.pending()) == ["5", "6", "7", "8"]
+    assert _times(tl.pending(Action.COMPACTION)) == ["5"]
+    assert _times(tl.pending(["clean", Action.REPLACE_COMMIT])) == ["6", "8"]
+    assert _times(tl.pending(state=State.INFLIGHT)) == ["7"]
+    assert _times(tl.pending(WRITE_ACTIONS, state=State.REQUESTED)) == ["8"]
+    assert tl.pending(WRITE_ACTIONS) == tl.pending_writes()
+
+
+def test_unknown_action_name_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        Timeline.from_file_names(FILES).completed("comit")
