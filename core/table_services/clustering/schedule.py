@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from lakeward.core.config.values import parse_fields
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
@@ -114,7 +115,7 @@ def schedule_clustering(client: WriteClient) -> str | None:
     clustering are left out.
     """
     storage, wc = client.storage, client.write_config
-    sort_columns = tuple(c.strip() for c in (wc.clustering_sort_columns or "").split(",") if c.strip())
+    sort_columns = parse_fields(wc.clustering_sort_columns)
     with client.lock:
         timeline = Timeline.load(storage)
         clustering = pending_clustering_file_groups(storage, timeline)

@@ -34,6 +34,7 @@ def router(daemon: Daemon) -> APIRouter:
 
     @routes.get("/metrics")
     async def metrics() -> Response:
+        """Prometheus metrics of this replica (text exposition format)."""
         return Response(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     return routes

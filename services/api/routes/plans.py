@@ -28,6 +28,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/plans", response_model=list[PlanStatus])
     async def all_plans() -> list[dict[str, Any]]:
+        """Pending plans of every table, oldest first, with their quarantine state."""
         found: list[dict[str, Any]] = []
         for view in daemon.tables():
             if view.state is not None:

@@ -35,6 +35,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/runs/{run_id}", response_model=RunInfo)
     async def run(run_id: str) -> dict[str, Any]:
+        """One run of this replica (404 for a run of another replica)."""
         found = daemon.runner.get(run_id) if daemon.runner else None
         if found is None:
             raise HTTPException(404, f"no run {run_id!r} on this replica ({daemon.replica_id})")

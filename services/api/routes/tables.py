@@ -23,6 +23,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/tables/{name}", response_model=TableDetail)
     async def table(name: str) -> dict[str, Any]:
+        """One table with its state and its recent runs on this replica (newest first, at most 20)."""
         view = daemon.table(name).to_dict()
         view["runs"] = [daemon.run_dict(r) for r in daemon.runs() if r.table.name == name][:20]
         return view

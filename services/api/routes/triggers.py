@@ -40,6 +40,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.post("/tables/{name}/resume", response_model=PauseResult)
     def resume(name: str) -> dict[str, Any]:
+        """Undo an on-call pause: the table is scheduled again (a pause by policy stays)."""
         changed = daemon.set_paused(name, False)
         return {"table": name, "paused": False, "changed": changed}
 
@@ -52,6 +53,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.post("/quarantine/release", response_model=ReleaseResult)
     def release(body: ReleaseBody) -> dict[str, Any]:
+        """Let a quarantined work item run again; its failure count starts over."""
         if not daemon.release(body.key):
             raise HTTPException(404, f"{body.key!r} is not quarantined (GET {API_PREFIX}/quarantine)")
         return {"key": body.key, "released": True}
