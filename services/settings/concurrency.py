@@ -25,7 +25,10 @@ class ActionTimeouts(Section):
 
 
 class RetrySettings(Section):
-    """Retries of a failed run, with exponential backoff: base * 2**(attempt-1), capped at max."""
+    """Retries of a failed run, with exponential backoff: base * 2**(attempt-1), capped at max.
+
+    The runner waits :meth:`backoff_s` before each retry (the one place the formula lives).
+    """
 
     max_attempts: int = Field(default=3, ge=1, description="Runs of a plan per claim, the first included.")
     backoff_base_s: float = Field(default=5.0, gt=0, description="Wait before the first retry.")
