@@ -13,17 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import empty_changes
-from lakeward.core.config.cdc import CDC_ENABLED_KEY, CDC_MODE_KEY, SupplementalLoggingMode, parse_cdc_enabled
-from lakeward.core.config.table import (
-    DEFAULT_MERGER_STRATEGY,
-    DEFAULT_PAYLOAD,
-    MERGER_STRATEGY_KEY,
-    OVERWRITE_WITH_LATEST_PAYLOAD,
-    TIMESTAMP_KEYGEN_KEYS,
-    KeyGeneratorType,
-    TableConfig,
-    TableType,
-)
+from lakeward.core.config.cdc import SupplementalLoggingMode
+from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
+from lakeward.core.config.read import BEGIN_INSTANT
+from lakeward.core.config.table import TableConfig, TableType
 from lakeward.core.config.write import parse_write_config
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
@@ -41,7 +34,6 @@ from lakeward.core.file_group.integrity import IntegrityReport, check_table, ver
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
-from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.read.changes import (
     Images,
     check_change_range,
@@ -52,7 +44,6 @@ from lakeward.core.read.changes import (
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices, read_incremental, stable_end
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
@@ -89,8 +80,6 @@ if TYPE_CHECKING:
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
-#: `hoodie.table.initial.version` (table versions 8+): the version a table was created with.
-INITIAL_VERSION_KEY = "hoodie.table.initial.version"
 
 
 def _init_folders(version: TableVersion) -> list[str]:
@@ -100,27 +89,10 @@ def _init_folders(version: TableVersion) -> list[str]:
     return [*folders, history if history is not None else posixpath.join(METAFOLDER, "archived")]
 
 
-def _as_fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return tuple(value)
-
-
 def _validate_options(options: Mapping[str, Any]) -> None:
     """Fail fast, naming the key, on any unknown or invalid `hoodie.*` option."""
     parse_write_config(options, extra_known=LOCK_OPTION_KEYS)
     parse_lock_config(options)
-
-
-def _option_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = options.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("true", "false"):
-        return str(value).lower() == "true"
-    raise ConfigError(f"{key}={value!r} must be true or false")
 
 
 class Table:
@@ -185,76 +157,20 @@ class Table:
         version = resolve_table_version(table_version)
         version.check_writes("create a table")
         storage = Storage.for_uri(path, storage_options)
-        name = table_name or opts.get("hoodie.table.name") or opts.get("hoodie.datasource.write.table.name")
-        if not name:
-            name = posixpath.basename(storage.uri.rstrip("/")) or "table"
-            name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-        record_fields = _as_fields(record_key or opts.get("hoodie.datasource.write.recordkey.field"))
-        partition_fields = _as_fields(partition_by or opts.get("hoodie.datasource.write.partitionpath.field"))
-        ordering = ordering_field or opts.get("hoodie.datasource.write.precombine.field") or None
-        kg_value = (
-            key_generator
-            or opts.get("hoodie.datasource.write.keygenerator.class")
-            or opts.get("hoodie.datasource.write.keygenerator.type")
+        config = TableConfig.from_options(
+            opts,
+            base_path=storage.uri,
+            record_key=record_key,
+            partition_by=partition_by,
+            ordering_field=ordering_field,
+            table_name=table_name,
+            table_type=table_type,
+            key_generator=key_generator,
+            hive_style_partitioning=hive_style_partitioning,
+            url_encode_partitions=url_encode_partitions,
+            schema=schema,
+            version=version,
         )
-        if kg_value:
-            kg = KeyGeneratorType.parse(str(kg_value), "hoodie.datasource.write.keygenerator.class")
-        elif not partition_fields:
-            kg = KeyGeneratorType.NON_PARTITION
-        elif len(record_fields) == 1 and len(partition_fields) == 1:
-            kg = KeyGeneratorType.SIMPLE
-        else:
-            kg = KeyGeneratorType.COMPLEX
-        payload = opts.get("hoodie.datasource.write.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD)
-        if payload not in (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD):
-            raise ConfigError(
-                f"hoodie.datasource.write.payload.class={payload!r} is not supported; use "
-                f"{OVERWRITE_WITH_LATEST_PAYLOAD} or {DEFAULT_PAYLOAD}"
-            )
-        config = TableConfig(
-            name=str(name),
-            table_type=TableType.parse(
-                str(
-                    table_type
-                    or opts.get("hoodie.datasource.write.table.type")
-                    or opts.get("hoodie.table.type")
-                    or TableType.COPY_ON_WRITE.value
-                ),
-                "table_type" if table_type else "hoodie.datasource.write.table.type",
-            ),
-            record_key_fields=record_fields,
-            partition_fields=partition_fields,
-            precombine_field=ordering,
-            key_generator=kg,
-            hive_style_partitioning=(
-                hive_style_partitioning
-                if hive_style_partitioning is not None
-                else _option_bool(opts, "hoodie.datasource.write.hive_style_partitioning", False)
-            ),
-            url_encode_partitions=(
-                url_encode_partitions
-                if url_encode_partitions is not None
-                else _option_bool(opts, "hoodie.datasource.write.partitionpath.urlencode", False)
-            ),
-            database=str(opts.get("hoodie.database.name", "default")),
-            payload_class=str(payload),
-            timeline_timezone=str(opts.get("hoodie.table.timeline.timezone", "LOCAL")).upper(),
-            keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
-            cdc_enabled=parse_cdc_enabled(opts.get(CDC_ENABLED_KEY, False)),
-            cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
-            table_version=version.number,
-        )
-        if version.lsm_history:
-            # As Hudi 1.x records it: the version the table was created with, kept across upgrades.
-            config = replace(config, extra={**config.extra, INITIAL_VERSION_KEY: str(version.number)})
-        elif config.table_type is TableType.MERGE_ON_READ:
-            # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
-            config = replace(config, extra={**config.extra, MERGER_STRATEGY_KEY: DEFAULT_MERGER_STRATEGY})
-        if schema is not None:
-            missing = [f for f in (*record_fields, *partition_fields) if f not in schema.names]
-            if missing:
-                raise ConfigError(f"schema lacks the record key / partition column(s) {missing}")
-            config = config.with_create_schema(avro_schema_json(schema, config.name, null_first=False))
         _validate_options(opts)
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(f"a table already exists at {storage.uri}")
@@ -650,8 +566,7 @@ class Table:
         """
         if begin is None or (isinstance(begin, str) and not begin.strip()):
             raise ConfigError(
-                "a CDC query needs a begin instant (hoodie.datasource.read.begin.instanttime); use 'earliest' "
-                "for all retained changes"
+                f"a CDC query needs a begin instant ({BEGIN_INSTANT}); use 'earliest' for all retained changes"
             )
         timeline = self.timeline()
         tz = self.config.timeline_timezone

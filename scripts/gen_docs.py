@@ -26,9 +26,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from lakeward.core.config.lock import LockConfig
+from lakeward.core.config.read import READ_DEFAULTS, READ_KEYS
 from lakeward.core.config.write import TABLE_CREATE_KEYS, WriteConfig
-from lakeward.core.engine.spark.datasource import READ_KEYS
-from lakeward.core.locks import LockConfig
 from lakeward.services.api.app import create_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import ENV_PREFIX, DaemonSettings, load_settings
@@ -139,12 +139,6 @@ TABLE_DEFAULTS: dict[str, str] = {
     "hoodie.table.timeline.timezone": "LOCAL",
     "hoodie.table.cdc.enabled": "false",
     "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER",
-}
-READ_DEFAULTS: dict[str, str] = {
-    "hoodie.datasource.query.type": "snapshot",
-    "hoodie.datasource.query.incremental.format": "latest_state",
-    "hoodie.enable.data.skipping": "true",
-    "lakeward.cdc.images": "json",
 }
 
 
@@ -301,6 +295,13 @@ def _schema_name(schema: dict[str, Any]) -> str:
     return str(schema.get("type", "object"))
 
 
+def _response(code: str, response: dict[str, Any]) -> str:
+    """`200 (Successful Response: RunInfo)`: a response code, its meaning and its JSON model, if any."""
+    schema = response.get("content", {}).get("application/json", {}).get("schema")
+    model = f": {_schema_name(schema)}" if schema else ""
+    return f"{code} ({response.get('description', '')}{model})"
+
+
 def http_api_markdown() -> str:
     spec = _openapi()
     lines = [
@@ -334,7 +335,7 @@ def http_api_markdown() -> str:
             if body:
                 lines.append(f"Request body: {_schema_name(body)}.")
                 lines.append("")
-            codes = ", ".join(f"{code} ({r.get('description', '')})" for code, r in op.get("responses", {}).items())
+            codes = ", ".join(_response(code, r) for code, r in op.get("responses", {}).items())
             lines.append(f"Responses: {codes}.")
             lines.append("")
     schemas = spec.get("components", {}).get("schemas", {})
@@ -343,6 +344,8 @@ def http_api_markdown() -> str:
         for name, schema in schemas.items():
             lines.append(f"### {name}")
             lines.append("")
+            if schema.get("description"):
+                lines += [str(schema["description"]).strip(), ""]
             props = schema.get("properties", {})
             required = set(schema.get("required", []))
             if props:

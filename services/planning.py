@@ -26,35 +26,46 @@ from lakeward.services.discovery import TableState
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, WorkItem
 from lakeward.services.settings import EffectivePolicy
 
+#: The settings' default policy: the planner's defaults are read from it, so there is one set of them.
+_DEFAULTS = EffectivePolicy()
+
+
+def _seconds(value: float | None) -> dt.timedelta | None:
+    return dt.timedelta(seconds=value) if value is not None else None
+
 
 @dataclass(frozen=True)
 class Policy:
-    """When to schedule new plans on a table. Built from the daemon's settings (per table or default)."""
+    """When to schedule new plans on a table. Built from the daemon's settings (per table or default).
 
-    paused: bool = False
+    Every default is the settings model's (:class:`~lakeward.services.settings.PolicySettings`),
+    except the two knobs the settings do not have (``clean_interval``, ``repair_after``).
+    """
+
+    paused: bool = _DEFAULTS.paused
     #: merge-on-read: schedule a compaction once this many delta commits completed since the last one
-    compaction_enabled: bool = True
-    compaction_delta_commits: int = 5
+    compaction_enabled: bool = _DEFAULTS.compaction.enabled
+    compaction_delta_commits: int = _DEFAULTS.compaction.max_delta_commits
     #: ... or once the oldest delta commit since the last compaction is this old (None: off)
-    compaction_max_delta_age: dt.timedelta | None = None
+    compaction_max_delta_age: dt.timedelta | None = _seconds(_DEFAULTS.compaction.max_delta_seconds)
     #: schedule a clean every N completed writes since the last clean ...
-    clean_enabled: bool = True
-    clean_every_commits: int = 10
+    clean_enabled: bool = _DEFAULTS.clean.enabled
+    clean_every_commits: int = _DEFAULTS.clean.min_commits_between
     #: ... or when the last clean is older than this (and something was written since); None: commits only
     clean_interval: dt.timedelta | None = None
-    clustering_enabled: bool = False
-    clustering_every_commits: int = 4
+    clustering_enabled: bool = _DEFAULTS.clustering.enabled
+    clustering_every_commits: int = _DEFAULTS.clustering.every_n_commits
     #: merge-on-read with CDC: persist changes once this many delta commits have none (change tracking)
-    change_tracking_enabled: bool = False
-    change_tracking_every_commits: int = 1
+    change_tracking_enabled: bool = _DEFAULTS.change_tracking.enabled
+    change_tracking_every_commits: int = _DEFAULTS.change_tracking.every_n_commits
     #: archive when the active timeline holds more completed instants than this
-    archival_enabled: bool = True
-    archival_max_instants: int = 30
+    archival_enabled: bool = _DEFAULTS.archival.enabled
+    archival_max_instants: int = _DEFAULTS.archival.keep_max_commits
     #: roll back writes pending longer than this whose writer is gone (heartbeat stopped); None: off
     repair_after: dt.timedelta | None = dt.timedelta(minutes=5)
     #: build secondary indexes of new base files, on tables with an index on one of these columns
-    index_build_enabled: bool = False
-    index_build_columns: frozenset[str] = frozenset()
+    index_build_enabled: bool = _DEFAULTS.index_build.enabled
+    index_build_columns: frozenset[str] = frozenset(_DEFAULTS.index_build.columns)
 
     def __post_init__(self) -> None:
         for name in (
@@ -74,12 +85,11 @@ DEFAULT_POLICY = Policy()
 
 def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Policy:
     """The planning policy of a table from its effective settings (`paused`: paused by on-call)."""
-    age = settings.compaction.max_delta_seconds
     return Policy(
         paused=paused or settings.paused,
         compaction_enabled=settings.compaction.enabled,
         compaction_delta_commits=settings.compaction.max_delta_commits,
-        compaction_max_delta_age=dt.timedelta(seconds=age) if age is not None else None,
+        compaction_max_delta_age=_seconds(settings.compaction.max_delta_seconds),
         clean_enabled=settings.clean.enabled,
         clean_every_commits=settings.clean.min_commits_between,
         clustering_enabled=settings.clustering.enabled,

@@ -427,7 +427,7 @@ class Runner:
                 if quarantined or run.attempts >= retries.max_attempts:
                     self._finish(run, Outcome.FAILED, error=error)
                     return
-                delay = min(retries.backoff_max_s, retries.backoff_base_s * 2 ** (run.attempts - 1))
+                delay = retries.backoff_s(run.attempts)  # run.attempts >= 1: the retry about to wait
                 run.state = "waiting_retry"
                 run.phase = f"retrying in {delay:g}s after: {error[:200]}"
                 log.info("retrying in %.1fs (attempt %d of %d)", delay, run.attempts + 1, retries.max_attempts)

@@ -61,12 +61,3 @@ class SupplementalLoggingMode(str, Enum):
     @property
     def has_after(self) -> bool:
         return self is SupplementalLoggingMode.DATA_BEFORE_AFTER
-
-
-def parse_cdc_enabled(value: object, key: str = CDC_ENABLED_KEY) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigError(f"{key}={value!r} must be true or false")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import posixpath
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from lakeward.core.config.cdc import (
     CDC_ENABLED_KEY,
@@ -14,8 +16,13 @@ from lakeward.core.config.cdc import (
     SupplementalLoggingMode,
 )
 from lakeward.core.config.properties import format_properties, parse_properties
+from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.exceptions import ConfigError, CorruptTableError
+from lakeward.core.schema import avro_schema_json
 from lakeward.core.table_version import CURRENT, TableVersion, table_version
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The version lakeward creates tables with (see `lakeward.core.table_version`).
 TABLE_VERSION = CURRENT.number
@@ -81,6 +88,8 @@ SUPPORTED_PAYLOADS = (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD)
 #: class first (hudi-rs too), so it is informational.
 MERGER_STRATEGY_KEY = "hoodie.compaction.record.merger.strategy"
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: `hoodie.table.initial.version` (table versions 8+): the version a table was created with.
+INITIAL_VERSION_KEY = "hoodie.table.initial.version"
 
 TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timestamp.type",
@@ -89,18 +98,6 @@ TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timezone",
     "hoodie.keygen.timebased.timestamp.scalar.time.unit",
 )
-
-
-def _bool(value: str, key: str) -> bool:
-    if value in ("true", "false"):
-        return value == "true"
-    raise ConfigError(f"{key}={value!r} must be exactly 'true' or 'false'")
-
-
-def _fields(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
-    return tuple(f.strip() for f in value.split(",") if f.strip())
 
 
 def table_checksum(database: str, table_name: str) -> int:
@@ -268,6 +265,107 @@ class TableConfig:
         return format_properties(self.to_properties(), "Properties saved by lakeward")
 
     @classmethod
+    def from_options(
+        cls,
+        options: Mapping[str, Any],
+        *,
+        base_path: str,
+        record_key: str | Sequence[str] | None = None,
+        partition_by: str | Sequence[str] | None = None,
+        ordering_field: str | None = None,
+        table_name: str | None = None,
+        table_type: str | None = None,
+        key_generator: str | None = None,
+        hive_style_partitioning: bool | None = None,
+        url_encode_partitions: bool | None = None,
+        schema: pa.Schema | None = None,
+        version: TableVersion = CURRENT,
+    ) -> TableConfig:
+        """The config of a new table from its write options (`hoodie.datasource.write.*`, ...).
+
+        Keyword arguments win over the equivalent `hoodie.*` options (what `Table.create`
+        takes); the name defaults to `base_path`'s last segment, the key generator to the one
+        the record key and partition fields call for. Raises ConfigError naming the key of
+        the first bad value.
+        """
+        opts = options
+        name = table_name or opts.get("hoodie.table.name") or opts.get("hoodie.datasource.write.table.name")
+        if not name:
+            name = posixpath.basename(base_path.rstrip("/")) or "table"
+            name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        record_fields = parse_fields(record_key or opts.get("hoodie.datasource.write.recordkey.field"))
+        partition_fields = parse_fields(partition_by or opts.get("hoodie.datasource.write.partitionpath.field"))
+        ordering = ordering_field or opts.get("hoodie.datasource.write.precombine.field") or None
+        kg_value = (
+            key_generator
+            or opts.get("hoodie.datasource.write.keygenerator.class")
+            or opts.get("hoodie.datasource.write.keygenerator.type")
+        )
+        if kg_value:
+            kg = KeyGeneratorType.parse(str(kg_value), "hoodie.datasource.write.keygenerator.class")
+        elif not partition_fields:
+            kg = KeyGeneratorType.NON_PARTITION
+        elif len(record_fields) == 1 and len(partition_fields) == 1:
+            kg = KeyGeneratorType.SIMPLE
+        else:
+            kg = KeyGeneratorType.COMPLEX
+        payload = opts.get("hoodie.datasource.write.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD)
+        if payload not in (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD):
+            raise ConfigError(
+                f"hoodie.datasource.write.payload.class={payload!r} is not supported; use "
+                f"{OVERWRITE_WITH_LATEST_PAYLOAD} or {DEFAULT_PAYLOAD}"
+            )
+        hive_key, urlencode_key = (
+            "hoodie.datasource.write.hive_style_partitioning",
+            "hoodie.datasource.write.partitionpath.urlencode",
+        )
+        config = cls(
+            name=str(name),
+            table_type=TableType.parse(
+                str(
+                    table_type
+                    or opts.get("hoodie.datasource.write.table.type")
+                    or opts.get("hoodie.table.type")
+                    or TableType.COPY_ON_WRITE.value
+                ),
+                "table_type" if table_type else "hoodie.datasource.write.table.type",
+            ),
+            record_key_fields=record_fields,
+            partition_fields=partition_fields,
+            precombine_field=ordering,
+            key_generator=kg,
+            hive_style_partitioning=(
+                hive_style_partitioning
+                if hive_style_partitioning is not None
+                else parse_bool(opts.get(hive_key, False), hive_key)
+            ),
+            url_encode_partitions=(
+                url_encode_partitions
+                if url_encode_partitions is not None
+                else parse_bool(opts.get(urlencode_key, False), urlencode_key)
+            ),
+            database=str(opts.get("hoodie.database.name", "default")),
+            payload_class=str(payload),
+            timeline_timezone=str(opts.get("hoodie.table.timeline.timezone", "LOCAL")).upper(),
+            keygen_options={k: str(v) for k, v in opts.items() if k in TIMESTAMP_KEYGEN_KEYS},
+            cdc_enabled=parse_bool(opts.get(CDC_ENABLED_KEY, False), CDC_ENABLED_KEY),
+            cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
+            table_version=version.number,
+        )
+        if version.lsm_history:
+            # As Hudi 1.x records it: the version the table was created with, kept across upgrades.
+            config = replace(config, extra={**config.extra, INITIAL_VERSION_KEY: str(version.number)})
+        elif config.table_type is TableType.MERGE_ON_READ:
+            # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
+            config = replace(config, extra={**config.extra, MERGER_STRATEGY_KEY: DEFAULT_MERGER_STRATEGY})
+        if schema is not None:
+            missing = [f for f in (*record_fields, *partition_fields) if f not in schema.names]
+            if missing:
+                raise ConfigError(f"schema lacks the record key / partition column(s) {missing}")
+            config = config.with_create_schema(avro_schema_json(schema, config.name, null_first=False))
+        return config
+
+    @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
         """Build from `hoodie.properties` content written by lakeward or Apache Hudi."""
         for required in ("hoodie.table.name", "hoodie.table.type"):
@@ -276,12 +374,12 @@ class TableConfig:
         version = table_version(props.get("hoodie.table.version", "6"))
         validate_checksum(props)
         # v8+ may suffix custom-keygen partition fields with their type (`f:SIMPLE`).
-        partition_fields = tuple(f.split(":", 1)[0] for f in _fields(props.get("hoodie.table.partition.fields")))
+        partition_fields = tuple(f.split(":", 1)[0] for f in parse_fields(props.get("hoodie.table.partition.fields")))
         kg_value = props.get("hoodie.table.keygenerator.class") or props.get("hoodie.table.keygenerator.type")
         if kg_value:
             key_generator = KeyGeneratorType.parse(kg_value)
         else:
-            record_keys = _fields(props.get("hoodie.table.recordkey.fields"))
+            record_keys = parse_fields(props.get("hoodie.table.recordkey.fields"))
             key_generator = (
                 KeyGeneratorType.NON_PARTITION
                 if not partition_fields
@@ -319,7 +417,7 @@ class TableConfig:
             return cls(
                 name=props["hoodie.table.name"],
                 table_type=TableType.parse(props["hoodie.table.type"]),
-                record_key_fields=_fields(props.get("hoodie.table.recordkey.fields")),
+                record_key_fields=parse_fields(props.get("hoodie.table.recordkey.fields")),
                 partition_fields=partition_fields,
                 precombine_field=(
                     props.get("hoodie.table.precombine.field")
@@ -327,13 +425,15 @@ class TableConfig:
                     or None
                 ),
                 key_generator=key_generator,
-                hive_style_partitioning=_bool(
+                hive_style_partitioning=parse_bool(
                     props.get("hoodie.datasource.write.hive_style_partitioning", "false"),
                     "hoodie.datasource.write.hive_style_partitioning",
+                    exact=True,
                 ),
-                url_encode_partitions=_bool(
+                url_encode_partitions=parse_bool(
                     props.get("hoodie.datasource.write.partitionpath.urlencode", "false"),
                     "hoodie.datasource.write.partitionpath.urlencode",
+                    exact=True,
                 ),
                 database=props.get("hoodie.database.name", ""),
                 create_schema=props.get("hoodie.table.create.schema"),
@@ -341,7 +441,7 @@ class TableConfig:
                 archive_folder=props.get("hoodie.archivelog.folder", "archived"),
                 timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
                 keygen_options={k: v for k, v in props.items() if k in TIMESTAMP_KEYGEN_KEYS},
-                cdc_enabled=_bool(props.get(CDC_ENABLED_KEY, "false"), CDC_ENABLED_KEY),
+                cdc_enabled=parse_bool(props.get(CDC_ENABLED_KEY, "false"), CDC_ENABLED_KEY, exact=True),
                 cdc_mode=SupplementalLoggingMode.parse(props.get(CDC_MODE_KEY, "DATA_BEFORE_AFTER")),
                 cdc_since=props.get(CDC_SINCE_KEY) or None,
                 extra={k: v for k, v in props.items() if k not in known and k not in TIMESTAMP_KEYGEN_KEYS},

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakeward.core.config.table import TableConfig
+from lakeward.core.config.values import parse_bool
 from lakeward.core.exceptions import ConfigError, InvalidRecordError, SchemaError
 from lakeward.core.write.operation import WriteOperation
 
@@ -41,10 +42,7 @@ def check_partition_path_options(options: Mapping[str, Any], config: TableConfig
         if key not in options:
             continue
         value = options[key]
-        text = str(value).strip().lower()
-        if not isinstance(value, bool) and text not in ("true", "false"):
-            raise ConfigError(f"{key}={value!r} must be true or false")
-        given = value if isinstance(value, bool) else text == "true"
+        given = parse_bool(value, key)
         existing = bool(getattr(config, attribute))
         if given != existing:
             raise ConfigError(

@@ -9,7 +9,15 @@ import pytest
 from lakeward.core.timeline import Timeline
 from lakeward.services.discovery import TableState
 from lakeward.services.model import ServiceAction, TableRef
-from lakeward.services.planning import Policy, instant_moment, order_fairly, plan_work
+from lakeward.services.planning import (
+    DEFAULT_POLICY,
+    Policy,
+    instant_moment,
+    order_fairly,
+    plan_work,
+    policy_from_settings,
+)
+from lakeward.services.settings import EffectivePolicy
 
 NOW = dt.datetime(2026, 1, 2, 0, 0, tzinfo=dt.UTC)
 QUIET = Policy(compaction_enabled=False, clean_enabled=False, archival_enabled=False)
@@ -207,3 +215,15 @@ def test_default_policy_for_unlisted_tables_and_validation() -> None:
 def test_instant_moment() -> None:
     assert instant_moment("20260101000300123", "UTC") == dt.datetime(2026, 1, 1, 0, 3, 0, 123000, tzinfo=dt.UTC)
     assert instant_moment("20260101000300", "LOCAL").tzinfo is not None
+
+
+def test_policy_defaults_are_the_settings_defaults() -> None:
+    # One set of defaults: a Policy() the planner builds on its own equals the one the daemon
+    # derives from the settings' default policy (e.g. cleans once per settings' min_commits_between).
+    from_settings = policy_from_settings(EffectivePolicy())
+    assert Policy() == from_settings == DEFAULT_POLICY
+    defaults = EffectivePolicy()
+    assert Policy().clean_every_commits == defaults.clean.min_commits_between
+    assert Policy().compaction_delta_commits == defaults.compaction.max_delta_commits
+    assert Policy().archival_max_instants == defaults.archival.keep_max_commits
+    assert Policy().clustering_every_commits == defaults.clustering.every_n_commits

@@ -30,6 +30,18 @@ import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import TS, empty_changes
 from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
+from lakeward.core.config.read import (
+    AS_OF_INSTANT,
+    CDC,
+    INCREMENTAL_FORMAT,
+    INCREMENTAL_FORMATS,
+    LATEST_STATE,
+    QUERY_TYPE,
+    STREAM_START,
+)
+from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
+from lakeward.core.config.read import CDC_IMAGES as IMAGES
+from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.read.changes import Images, check_change_range, folds_logs, format_changes, is_earliest
 from lakeward.core.read.incremental import stable_end
@@ -43,17 +55,6 @@ if TYPE_CHECKING:
 
     from lakeward.core.table import Table
 
-QUERY_TYPE = "hoodie.datasource.query.type"
-INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
-BEGIN = "hoodie.datasource.read.begin.instanttime"
-END = "hoodie.datasource.read.end.instanttime"
-#: `json` (default, as Hudi's CDC output) or `struct`: the images as typed structs.
-IMAGES = "lakeward.cdc.images"
-#: Hudi's streaming start: `earliest`, `latest` or an instant time (else the begin option).
-STREAM_START = "hoodie.datasource.streaming.startOffset"
-LATEST_STATE, CDC = "latest_state", "cdc"
-INCREMENTAL_FORMATS = (LATEST_STATE, CDC)
-CDC_KEYS = frozenset({IMAGES, STREAM_START})
 SQL_FUNCTION = "hudi_table_changes"
 #: Session conf prefix under which the driver leaves the location of a catalog table named in
 #: `hudi_table_changes(...)`; Spark hands `spark.*` session confs to the function's task.
@@ -337,8 +338,8 @@ def check_stream_options(options: Mapping[str, Any]) -> str:
         raise ConfigError(f"spark.readStream reads {QUERY_TYPE}=incremental only (latest_state or cdc), not {query!r}")
     if END in options:
         raise ConfigError(f"{END} has no meaning for a stream: it reads every commit as it completes")
-    if "as.of.instant" in options:
-        raise ConfigError("as.of.instant applies to snapshot reads, not streams")
+    if AS_OF_INSTANT in options:
+        raise ConfigError(f"{AS_OF_INSTANT} applies to snapshot reads, not streams")
     fmt = incremental_format(options)
     if IMAGES in options:
         images_option(options)

@@ -25,6 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakeward.core.config.lock import LOCK_OPTION_KEYS
+from lakeward.core.config.read import AS_OF_INSTANT as AS_OF
+from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
+from lakeward.core.config.read import DATA_SKIPPING, QUERY_TYPE, QUERY_TYPES, READ_KEYS
+from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.config.table import (
     SUPPORTED_PAYLOADS,
     TIMESTAMP_KEYGEN_KEYS,
@@ -32,12 +37,12 @@ from lakeward.core.config.table import (
     TableConfig,
     TableType,
 )
+from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.file_group.integrity import verify_listing
-from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
@@ -48,17 +53,7 @@ FORMAT = "lakeward"
 
 OPERATION = "hoodie.datasource.write.operation"
 PARTITIONS_TO_DELETE = "hoodie.datasource.write.partitions.to.delete"
-QUERY_TYPE = "hoodie.datasource.query.type"
-BEGIN = "hoodie.datasource.read.begin.instanttime"
-END = "hoodie.datasource.read.end.instanttime"
-AS_OF = "as.of.instant"
-INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
-#: Hudi's read option for data skipping with indexes: false reads without secondary indexes.
-DATA_SKIPPING = "hoodie.enable.data.skipping"
-
 WRITE_ONLY_KEYS = frozenset({OPERATION, PARTITIONS_TO_DELETE})
-READ_KEYS = frozenset({QUERY_TYPE, BEGIN, END, AS_OF, INCREMENTAL_FORMAT, DATA_SKIPPING}) | cdc.CDC_KEYS
-QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
 SAVE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 
 
@@ -98,18 +93,6 @@ def _write_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def _fields(value: Any) -> tuple[str, ...]:
-    return tuple(v.strip() for v in str(value).split(",") if v.strip())
-
-
-def _flag(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).strip().lower() in ("true", "false"):
-        return str(value).strip().lower() == "true"
-    raise ConfigError(f"{key}={value!r} must be true or false")
-
-
 def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None:
     """Table properties given for an existing table must be valid and equal to the table's.
 
@@ -133,7 +116,7 @@ def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> Non
         ("hoodie.datasource.write.partitionpath.field", config.partition_fields),
     ):
         if key in options:
-            checks.append((key, _fields(options[key]), existing_fields))
+            checks.append((key, parse_fields(str(options[key])), existing_fields))
     if "hoodie.datasource.write.precombine.field" in options:
         ordering = str(options["hoodie.datasource.write.precombine.field"]).strip() or None
         checks.append(("hoodie.datasource.write.precombine.field", ordering, config.precombine_field))
@@ -142,7 +125,7 @@ def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> Non
         ("hoodie.datasource.write.partitionpath.urlencode", config.url_encode_partitions),
     ):
         if key in options:
-            checks.append((key, _flag(key, options[key]), existing))
+            checks.append((key, parse_bool(options[key], key), existing))
     payload_key = "hoodie.datasource.write.payload.class"
     if payload_key in options:
         payload = str(options[payload_key]).strip()
@@ -213,7 +196,7 @@ def _data_schema(schema: pa.Schema) -> pa.Schema:
 def _partitions_to_delete(table: Any, df: DataFrame, options: Mapping[str, Any]) -> list[str]:
     listed = options.get(PARTITIONS_TO_DELETE)
     if listed:
-        return [p.strip() for p in str(listed).split(",") if p.strip()]
+        return list(parse_fields(str(listed)))
     from lakeward.core.keygen import partition_paths
 
     config = table.config
@@ -250,7 +233,7 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         return cdc.read_changes_dataframe(spark, path, opts)
     engine = SparkEngine(spark)
     table = Table.open(path, engine=engine)
-    if query != "incremental" and _flag(DATA_SKIPPING, opts.get(DATA_SKIPPING, True)) and table.indexes():
+    if query != "incremental" and parse_bool(opts.get(DATA_SKIPPING, True), DATA_SKIPPING) and table.indexes():
         # Secondary indexes: the Python data source, so that Spark pushes the filters down to them.
         from pyspark.sql.readwriter import DataFrameReader
 
@@ -295,7 +278,7 @@ def _data_source_class(pushdown: bool = True) -> type:
             """Filters become index predicates; all of them go back to Spark, which applies them again."""
             from lakeward.core.engine.spark.index_pushdown import to_dnf
 
-            if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
+            if parse_bool(self.options.get(DATA_SKIPPING, True), DATA_SKIPPING):
                 self.pushed = to_dnf(filters)
             yield from filters
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakeward.core.config.values import parse_bool
 from lakeward.core.exceptions import ConfigError, CorruptTableError, IndexExistsError, IndexNotFoundError
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
@@ -82,11 +83,7 @@ class IndexOptions:
         unknown = sorted(set(opts) - set(OPTION_DEFAULTS))
         if unknown:
             raise ConfigError(f"unknown index option(s) {unknown}; known: {sorted(OPTION_DEFAULTS)}")
-        auto = opts.get("auto_build", False)
-        if isinstance(auto, str) and auto.lower() in ("true", "false"):
-            auto = auto.lower() == "true"
-        if not isinstance(auto, bool):
-            raise ConfigError(f"index option auto_build={auto!r} must be true or false")
+        auto = parse_bool(opts.get("auto_build", False), "index option auto_build")
         try:
             selectivity = float(opts.get("max_selectivity", OPTION_DEFAULTS["max_selectivity"]))
             in_values = int(opts.get("max_in_values", OPTION_DEFAULTS["max_in_values"]))

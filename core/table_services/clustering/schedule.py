@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 
+from lakeward.core.config.values import parse_fields
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.exceptions import ConfigError
@@ -111,7 +112,7 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
     """
     ctx = table.table_context
     storage, wc = ctx.storage, ctx.write_config
-    sort_columns = tuple(c.strip() for c in (wc.clustering_sort_columns or "").split(",") if c.strip())
+    sort_columns = parse_fields(wc.clustering_sort_columns)
     with ctx.lock:
         timeline = ctx.timeline()
         clustering = pending_clustering_file_groups(storage, timeline)

@@ -1,0 +1,1 @@
+"""The HTTP API's routes, one module per concern; each builds an `APIRouter` over a started `Daemon`."""

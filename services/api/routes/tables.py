@@ -1,0 +1,31 @@
+"""`GET /api/v1/tables` and `GET /api/v1/tables/{name}`: the tables the daemon looks after, with their state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from lakeward.services.api.access import Access
+from lakeward.services.api.models import TableDetail, TableInfo
+from lakeward.services.daemon import Daemon
+from lakeward.services.names import API_PREFIX
+
+
+def router(daemon: Daemon, access: Access) -> APIRouter:
+    """The table reads of one replica."""
+    routes = APIRouter(prefix=API_PREFIX, tags=["tables"], dependencies=[access.read])
+
+    @routes.get("/tables", response_model=list[TableInfo])
+    async def tables() -> list[dict[str, Any]]:
+        """Every table with its state: pending plans, problems, pause."""
+        return [t.to_dict() for t in daemon.tables()]
+
+    @routes.get("/tables/{name}", response_model=TableDetail)
+    async def table(name: str) -> dict[str, Any]:
+        """One table with its state and its recent runs on this replica (newest first, at most 20)."""
+        view = daemon.table(name).to_dict()
+        view["runs"] = [daemon.run_dict(r) for r in daemon.runs() if r.table.name == name][:20]
+        return view
+
+    return routes

@@ -1,0 +1,61 @@
+"""On-call actions (each needs a bearer token): trigger, pause, resume, cancel a run, release a quarantined item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from lakeward.services.api.access import Access
+from lakeward.services.api.models import (
+    CancelResult,
+    PauseBody,
+    PauseResult,
+    ReleaseBody,
+    ReleaseResult,
+    RunInfo,
+    TriggerBody,
+)
+from lakeward.services.daemon import Daemon
+from lakeward.services.names import API_PREFIX
+
+
+def router(daemon: Daemon, access: Access) -> APIRouter:
+    """The mutating calls of one replica."""
+    routes = APIRouter(prefix=API_PREFIX, tags=["actions"], dependencies=[access.write])
+
+    @routes.post("/tables/{name}/trigger", status_code=202, response_model=RunInfo)
+    def trigger(name: str, body: TriggerBody) -> dict[str, Any]:
+        """Schedule and/or run an action on a table now (claims and limits apply)."""
+        submitted = daemon.trigger(name, body.action, body.mode, body.instant)
+        if submitted.run is None:
+            raise HTTPException(409, f"not started: {submitted.reason}")
+        return daemon.run_dict(submitted.run)
+
+    @routes.post("/tables/{name}/pause", response_model=PauseResult)
+    def pause(name: str, body: PauseBody | None = None) -> dict[str, Any]:
+        """Nothing new is scheduled or started on the table, on every replica (running plans go on)."""
+        changed = daemon.set_paused(name, True, body.reason if body else "")
+        return {"table": name, "paused": True, "changed": changed}
+
+    @routes.post("/tables/{name}/resume", response_model=PauseResult)
+    def resume(name: str) -> dict[str, Any]:
+        """Undo an on-call pause: the table is scheduled again (a pause by policy stays)."""
+        changed = daemon.set_paused(name, False)
+        return {"table": name, "paused": False, "changed": changed}
+
+    @routes.post("/runs/{run_id}/cancel", response_model=CancelResult)
+    def cancel(run_id: str) -> dict[str, Any]:
+        """Cancel a running run of this replica; its plan stays pending and is quarantined until released."""
+        if not daemon.cancel(run_id):
+            raise HTTPException(404, f"no running run {run_id!r} on this replica ({daemon.replica_id})")
+        return {"run_id": run_id, "cancelling": True}
+
+    @routes.post("/quarantine/release", response_model=ReleaseResult)
+    def release(body: ReleaseBody) -> dict[str, Any]:
+        """Let a quarantined work item run again; its failure count starts over."""
+        if not daemon.release(body.key):
+            raise HTTPException(404, f"{body.key!r} is not quarantined (GET {API_PREFIX}/quarantine)")
+        return {"key": body.key, "released": True}
+
+    return routes

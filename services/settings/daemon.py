@@ -1,0 +1,92 @@
+"""The whole model: :class:`DaemonSettings`, every section under one root, read from its sources."""
+
+from __future__ import annotations
+
+from pydantic import Field, PrivateAttr, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lakeward.services.model import TableRef
+from lakeward.services.settings.base import ENV_PREFIX
+from lakeward.services.settings.concurrency import ConcurrencySettings
+from lakeward.services.settings.example import EXAMPLE_YAML
+from lakeward.services.settings.http import HttpSettings
+from lakeward.services.settings.log import LogSettings
+from lakeward.services.settings.policy import EffectivePolicy, PoliciesSettings
+from lakeward.services.settings.sources import LOAD, MappingEnvSource, YamlSource
+from lakeward.services.settings.spark import SparkSettings
+from lakeward.services.settings.tables import TablesSettings
+from lakeward.services.settings.zookeeper import ZooKeeperSettings
+
+
+class DaemonSettings(BaseSettings):
+    """Everything the daemon (``lakeward serve``) is configured with. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+        frozen=True,
+    )
+
+    tables: TablesSettings = Field(default_factory=TablesSettings)
+    policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
+    concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
+    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    drain_time_s: float = Field(
+        default=60.0, ge=0, description="On SIGTERM, running plans get this long to finish before they are cancelled."
+    )
+    replica_id: str | None = Field(
+        default=None,
+        description="This replica's name in claims, logs and the API (default: host-pid; the pod name in Kubernetes).",
+    )
+
+    _policy_cache: dict[str | None, EffectivePolicy] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        ctx = LOAD.get()
+        if ctx is None:
+            return (init_settings, env_settings)
+        return (init_settings, MappingEnvSource(settings_cls, ctx.env), YamlSource(settings_cls, ctx.yaml_data))
+
+    @model_validator(mode="after")
+    def _overrides_name_tables(self) -> DaemonSettings:
+        # Tables under discovery roots are named only when found, so overrides can be checked
+        # against the static list only when there are no roots.
+        if self.tables.roots:
+            return self
+        known = {t.name for t in self.tables.static}
+        for name in self.policies.overrides:
+            if name not in known:
+                raise ValueError(
+                    f"policies.overrides.{name}: unknown table {name!r} (not in tables.static; "
+                    f"known: {', '.join(sorted(n for n in known if n)) or 'none'})"
+                )
+        return self
+
+    def policy_for(self, table_name: str) -> EffectivePolicy:
+        """The effective policy of a table: ``policies.defaults`` merged with its override, if any."""
+        cached = self._policy_cache.get(table_name)
+        if cached is None:
+            cached = self.policies.effective(table_name)
+            self._policy_cache[table_name] = cached
+        return cached
+
+    def static_tables(self) -> list[TableRef]:
+        return self.tables.refs()
+
+    @classmethod
+    def example_yaml(cls) -> str:
+        """A documented example configuration (it loads; docs/daemon.md shows it)."""
+        return EXAMPLE_YAML

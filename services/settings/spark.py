@@ -1,0 +1,49 @@
+"""The ``spark`` section: the replica's one SparkSession (or the local engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from lakeward.services.model import ServiceAction
+from lakeward.services.settings.base import Section, option_str
+
+
+class SparkSettings(Section):
+    """The replica's one SparkSession."""
+
+    master: str = Field(
+        default="local[2]", min_length=1, description="Spark master URL (local[N], k8s://..., spark://...)."
+    )
+    app_name: str = Field(default="lakeward-services", min_length=1, description="Spark application name.")
+    engine: Literal["spark", "local"] = Field(
+        default="spark",
+        description="spark: plans run as Spark jobs on this session; local: lakeward's thread-pool engine, no JVM.",
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (numbers/booleans accepted).")
+    fair_scheduler: bool = Field(default=True, description="spark.scheduler.mode=FAIR, each run in its action's pool.")
+    pools: list[str] = Field(
+        default_factory=lambda: [a.value for a in ServiceAction],
+        description="Fair-scheduler pool names; a run goes to the pool named as its action if listed, else the first.",
+    )
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: option_str(v) if isinstance(v, bool | int | float) else v for k, v in value.items()}
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, pools: list[str]) -> list[str]:
+        if not pools:
+            raise ValueError("at least one pool")
+        if len(set(pools)) != len(pools) or any(not p.strip() for p in pools):
+            raise ValueError("pool names must be unique and non-empty")
+        return pools
+
+    def pool_for(self, action: ServiceAction) -> str:
+        return action.value if action.value in self.pools else self.pools[0]
