@@ -349,7 +349,7 @@ def quarantine(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json:
     typer.echo(
         json.dumps(found, indent=2)
         if as_json
-        else _grid(found, ["key", "failures", "replica", "reason"], "nothing quarantined")
+        else _grid(found, ["key", "failures", "replica", "reason"], "no quarantined plans")
     )
 
 

@@ -204,6 +204,12 @@ class Runner:
         on_table = sum(1 for r in self._running.values() if r.table.name == table.name)
         return on_table < self.concurrency.max_running_per_table
 
+    def _refusal(self, table: TableRef) -> str | None:
+        """Why a new run on `table` cannot start now, None if it can (call under the lock)."""
+        if not self._accepting:
+            return "the replica is draining: it takes no new work"
+        return None if self._has_capacity(table) else self._limit_reason(table)
+
     def _limit_reason(self, table: TableRef) -> str:
         """Which limit stops a new run on `table`, naming the runs that hold the slots (call under the lock)."""
 
@@ -257,10 +263,9 @@ class Runner:
         if item.key in held_back:
             return Submitted(None, f"{item.key} is quarantined; release it first")
         with self._lock:
-            if not self._accepting:
-                return Submitted(None, "the replica is draining: it takes no new work")
-            if not self._has_capacity(item.table):
-                return Submitted(None, self._limit_reason(item.table))
+            refusal = self._refusal(item.table)
+            if refusal is not None:
+                return Submitted(None, refusal)
             if any(item.key in (r.key, r.item.key) for r in self._running.values()):
                 return Submitted(None, f"{item.key} is already running on this replica")
         claim = self.coordinator.try_claim(item.key)
@@ -278,9 +283,10 @@ class Runner:
             claims=[claim],
         )
         with self._lock:
-            if not self._accepting or not self._has_capacity(item.table):
+            refusal = self._refusal(item.table)  # the slots can fill up while this run claims
+            if refusal is not None:
                 self.coordinator.release(claim)
-                return Submitted(None, "the replica is draining or at its limit")
+                return Submitted(None, refusal)
             self._running[run.run_id] = run
         self.metrics.running.labels(item.action.value).inc()
         self._pool.submit(self._run, run)

@@ -64,7 +64,12 @@ def _tool_dir(root: Path, with_java: bool) -> Path:
 
 
 def _run(
-    checkout: Path, script: str, python: Path, tools: Path, extra_env: dict[str, str]
+    checkout: Path,
+    script: str,
+    python: Path,
+    tools: Path,
+    extra_env: dict[str, str],
+    args: tuple[str, ...] = ("--setup-only",),
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": f"{python.parent}:{tools}",
@@ -73,7 +78,7 @@ def _run(
         **extra_env,
     }
     return subprocess.run(
-        [str(tools / "bash"), str(checkout / script), "--setup-only"],
+        [str(tools / "bash"), str(checkout / script), *args],
         cwd="/",
         env=env,
         capture_output=True,
@@ -127,6 +132,13 @@ def test_scripts_set_up_a_virtualenv_with_an_externally_managed_python(tmp_path:
     assert f"using the virtualenv {checkout}/.venv" in second.stdout
     assert "lakeward[spark] is installed" in second.stdout  # the test extras include spark: no second pip run
     assert "creating a virtualenv" not in second.stdout
+
+    # Past set-up: a relative LAKEWARD_DEMO_DIR is taken from the checkout (run from "/" here), and the
+    # script says how to reset the demo (`--help` goes to `lakeward serve`, which then creates nothing).
+    demo = _run(checkout, "run.sh", python, tools, {**options, "LAKEWARD_DEMO_DIR": "my-demo"}, ("--help",))
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert f"demo tables in {checkout}/my-demo (reset the demo: stop the daemon, then rm -rf" in demo.stdout
+    assert "Run the table-services daemon" in demo.stdout and not (checkout / "my-demo").exists()
 
 
 def test_scripts_say_how_to_install_java_when_it_is_missing(tmp_path: Path, checkout: Path) -> None:

@@ -56,7 +56,8 @@ _PROVIDER_NAMES = {
 class LockConfig(BaseModel):
     """Validated lock options. Field aliases are the `hoodie.write.lock.*` keys."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+    # defer_build: the validator is built on first use, not at import (CLI start-up time)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
     provider: Literal["in_process", "zookeeper"] = Field("in_process", alias="hoodie.write.lock.provider")
     wait_time_ms: int = Field(60_000, alias="hoodie.write.lock.wait_time_ms", ge=0)

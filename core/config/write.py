@@ -44,7 +44,8 @@ TABLE_CREATE_KEYS = frozenset(
 class WriteConfig(BaseModel):
     """Validated write options. Field aliases are the `hoodie.*` keys users pass."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+    # defer_build: the validator is built on first use, not at import (CLI start-up time)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
     index_type: Literal["BLOOM", "SIMPLE", "BUCKET"] = Field("BLOOM", alias="hoodie.index.type")
     bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0)

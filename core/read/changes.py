@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -140,6 +139,8 @@ def _data_images(images: pa.Array, data_names: list[str]) -> pa.StructArray:
 def _json(images: pa.StructArray) -> pa.Array:
     if len(images) == 0:
         return pa.array([], pa.string())
+    import polars as pl  # lazy: polars takes ~0.15 s to import, too slow for CLI start-up
+
     encoded = pl.Series(values=pl.from_arrow(images)).struct.json_encode().to_arrow()
     return pc.if_else(pc.is_valid(images), pc.cast(encoded, pa.string()), pa.scalar(None, pa.string()))
 

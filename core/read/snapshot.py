@@ -11,10 +11,11 @@ row matches.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lakeward.core.engine.local import LocalEngine
@@ -25,10 +26,20 @@ from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, rea
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
 #: Meta columns with one or few values per file are decoded as Arrow dictionaries:
 #: the same strings, without materialising one copy per row.
 DICTIONARY_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
-_PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=DICTIONARY_META_COLUMNS))
+
+
+@cache
+def _parquet_format() -> ds.ParquetFileFormat:
+    """The Parquet format of every scan, made once: meta columns decoded as dictionaries."""
+    import pyarrow.dataset as ds  # lazy: pyarrow.dataset imports pandas (~0.3 s), too slow for CLI start-up
+
+    return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=DICTIONARY_META_COLUMNS))
 
 
 def read_file_slices(
@@ -83,7 +94,9 @@ def read_file_slices(
     wanted = list(columns) if columns is not None else None
     parts: list[pa.Table] = []
     if plain_paths:
-        dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_PARQUET, filesystem=storage.fs)
+        import pyarrow.dataset as ds  # lazy: pyarrow.dataset imports pandas (~0.3 s), too slow for CLI start-up
+
+        dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_parquet_format(), filesystem=storage.fs)
         try:
             parts.append(dataset.to_table(columns=wanted, filter=filter))
         except (pa.ArrowInvalid, OSError) as exc:  # Parquet's errors do not say which file

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from lakeward import Table
+from lakeward.core.locks import InProcessLockProvider
 from lakeward.services.api import create_app
 from lakeward.services.api.server import ApiServer
 from lakeward.services.cli import _pause_cell
@@ -47,7 +48,7 @@ def make_tables(root: Path) -> tuple[Table, Table]:
     return orders, customers
 
 
-def settings_for(root: Path, **http: Any) -> Any:
+def settings_for(root: Path, max_running: int = 4, **http: Any) -> Any:
     config = root / "lakeward.yaml"
     config.write_text(
         f"""
@@ -63,6 +64,7 @@ policies:
     clean: {{enabled: false}}
     archival: {{enabled: false}}
 spark: {{engine: local}}
+concurrency: {{max_running: {max_running}}}
 http: {{port: 0, api_tokens: [{TOKEN}], protect_reads: {str(http.get("protect_reads", False)).lower()}}}
 log: {{format: text}}
 """
@@ -163,6 +165,26 @@ def test_trigger_schedule_only_then_run_the_pending_plan(client, daemon, tmp_pat
     wait_for(lambda: client.get(f"/api/v1/runs/{ran.json()['run_id']}").json()["state"] == "finished")
     assert client.get(f"/api/v1/runs/{ran.json()['run_id']}").json()["outcome"] == "succeeded"
     assert Table.open(str(tmp_path / "orders")).pending_compactions() == []
+
+
+def test_trigger_at_the_concurrency_limit_is_409_naming_the_run_holding_the_slot(tmp_path):
+    make_tables(tmp_path)
+    daemon = Daemon(settings_for(tmp_path, max_running=1))
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.ready)
+        client = TestClient(create_app(daemon))
+        with InProcessLockProvider(str(tmp_path / "orders")):  # the compaction waits for the table lock
+            first = client.post("/api/v1/tables/orders/trigger", json={"action": "compaction"}, headers=AUTH)
+            assert first.status_code == 202, first.text
+            refused = client.post("/api/v1/tables/customers/trigger", json={"action": "clean"}, headers=AUTH)
+        assert refused.status_code == 409, refused.text
+        detail = refused.json()["detail"]
+        assert f"run {first.json()['run_id']} (orders/compaction/" in detail and "max_running=1" in detail, detail
+        run = f"/api/v1/runs/{first.json()['run_id']}"
+        wait_for(lambda: client.get(run).json()["state"] == "finished")
+    finally:
+        daemon.drain(5)
 
 
 @pytest.mark.parametrize(
@@ -312,12 +334,14 @@ def test_cli_talks_to_a_running_daemon(daemon, tmp_path, monkeypatch):
         assert runs.exit_code == 0 and '"outcome": "succeeded"' in runs.output
         paused = cli.invoke(cli_app, ["pause", "orders", "--token", TOKEN, "--reason", "backfill"])
         assert paused.exit_code == 0 and daemon.control.paused()["orders"].reason == "backfill"
+        listed = cli.invoke(cli_app, ["tables"]).output
+        assert f"by on-call: backfill (via {daemon.replica_id}, since " in listed, listed
         assert cli.invoke(cli_app, ["resume", "orders", "--token", TOKEN]).exit_code == 0
-        assert cli.invoke(cli_app, ["plans", "orders"]).exit_code == 0
+        assert cli.invoke(cli_app, ["plans", "orders"]).output == "no pending plans\n"  # as `plans PATH`
         unknown = cli.invoke(cli_app, ["plans", "nope"])
         assert unknown.exit_code == 2 and "unknown table 'nope'" in unknown.output
         assert cli.invoke(cli_app, ["cancel", "zzz", "--token", TOKEN]).exit_code == 2
-        assert cli.invoke(cli_app, ["quarantine"]).exit_code == 0
+        assert cli.invoke(cli_app, ["quarantine"]).output == "no quarantined plans\n"  # listings: "no ..."
     finally:
         server.stop()
 

@@ -31,6 +31,26 @@ def test_importing_the_cli_loads_none_of_the_heavy_modules() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_table_commands_leave_the_dataframe_libraries_and_option_validators_unloaded(tmp_path) -> None:
+    """`show` and `timeline` open a table: that imports neither pandas (pyarrow.dataset pulls it in) nor
+    polars, and with no options given builds no pydantic validator (each costs start-up time)."""
+    table = Table.create(str(tmp_path / "t"), record_key="id")
+    table.upsert(pa.table({"id": [1]}))
+    code = (
+        "import sys\nfrom lakeward.services.cli import main\n"
+        "try:\n    main()\nfinally:\n"
+        "    write = sys.modules['lakeward.core.config.write']\n"
+        "    lazy = ['pandas', 'polars', 'pyarrow.dataset']\n"
+        "    print('LOADED', [m for m in lazy if m in sys.modules], write.WriteConfig.__pydantic_complete__)"
+    )
+    for command in ("show", "timeline"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, command, table.path], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "LOADED [] False", done.stdout
+
+
 def test_version_is_the_package_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     done = _cli("--version")

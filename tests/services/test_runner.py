@@ -134,6 +134,33 @@ def test_concurrency_limit_per_table(tmp_path, in_process):
     runner.close()
 
 
+def test_slot_taken_while_claiming_refuses_naming_the_run_that_took_it(tmp_path, in_process):
+    """Two submits race for the last slot: the one that finds it gone after claiming releases its
+    claim and, like the early check, names the run holding the slot."""
+    table, other = mor_table(tmp_path / "t", commits=1), mor_table(tmp_path / "u", commits=1)
+    engine = GatedEngine()
+    runner = make_runner(in_process, engine, settings=concurrency(max_running=1))
+    claim = in_process.try_claim
+    winner: list[Any] = []
+    raced = threading.Event()
+
+    def racing_claim(*args: Any) -> Any:
+        if not raced.is_set():  # another submit takes the only slot while this one claims
+            raced.set()
+            winner.append(runner.submit(item(other), force=True))
+        return claim(*args)
+
+    in_process.try_claim = racing_claim  # type: ignore[method-assign]
+    loser = runner.submit(item(table, ServiceAction.CLEAN))
+    assert winner[0].run is not None and loser.run is None
+    assert f"run {winner[0].run.run_id} ({winner[0].run.key})" in loser.reason, loser.reason
+    assert "max_running=1" in loser.reason
+    assert claim(item(table, ServiceAction.CLEAN).key) is not None  # the loser's claim was released
+    engine.gate.set()
+    assert runner.wait_idle(60)
+    runner.close()
+
+
 @pytest.mark.zookeeper
 def test_claim_lost_before_completion_leaves_the_instant_inflight_and_another_run_completes_it(
     tmp_path, make_coordinator, zookeeper_server

@@ -42,7 +42,6 @@ from typing import Any
 import fastavro
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 import pyarrow as pa
 
 __all__ = ["decode_block_records", "encode_block_records"]
@@ -476,6 +475,8 @@ def decode_block_records(content: bytes, count: int, stripped_schema_json: str, 
         return None
     body = memoryview(content)[8:]
     container = b"".join([header, _uvarint(count), _uvarint(len(body)), body, _CONTAINER_SYNC])
+    import polars as pl  # lazy: polars takes ~0.15 s to import, too slow for CLI start-up
+
     try:
         table = pl.read_avro(io.BytesIO(container)).to_arrow()
     except (Exception, pl.exceptions.PanicException):  # several unrelated types (a panic on short bytes)

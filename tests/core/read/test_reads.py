@@ -12,7 +12,6 @@ import pyarrow.dataset as ds
 import pytest
 
 from lakeward.core.exceptions import InstantNotFoundError
-from lakeward.core.read import snapshot as snapshot_module
 from lakeward.core.table import Table
 
 
@@ -55,7 +54,7 @@ def opened_files(monkeypatch):
         opened.extend(paths)
         return original(source, *args, **kwargs)
 
-    monkeypatch.setattr(snapshot_module.ds, "dataset", spy)
+    monkeypatch.setattr(ds, "dataset", spy)  # the scan imports pyarrow.dataset when it runs
     return opened
 
 
