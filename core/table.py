@@ -38,6 +38,7 @@ from lakeward.core.exceptions import (
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import IntegrityReport, check_table, verify_listing
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
@@ -50,7 +51,6 @@ from lakeward.core.read.changes import (
 )
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices, read_incremental, stable_end
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema

@@ -24,7 +24,7 @@ from lakeward.core.config.cdc import CDC_ENABLED_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
-from lakeward.core.read.merge_on_read import MergeSettings
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.schema import META_COLUMNS, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline

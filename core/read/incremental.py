@@ -17,9 +17,8 @@ import pyarrow.compute as pc
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import verify_listing
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_file_slices
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata

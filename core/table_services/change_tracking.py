@@ -31,8 +31,8 @@ from lakeward.core.config.table import TableType
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, CorruptTableError, InstantExistsError, InstantNotFoundError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat, new_instant_time

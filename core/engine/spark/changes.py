@@ -31,9 +31,9 @@ import pyarrow.compute as pc
 from lakeward.core.cdc.changes import TS, empty_changes
 from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.read.changes import Images, check_change_range, folds_logs, format_changes, is_earliest
 from lakeward.core.read.incremental import stable_end
-from lakeward.core.read.merge_on_read import MergeSettings
 from lakeward.core.schema import with_meta
 from lakeward.core.storage import Storage
 

@@ -364,9 +364,9 @@ class _ReadPlan:
 
 def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> _ReadPlan:
     """The slices a data-source read covers, and the keyword arguments to read each one."""
+    from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
     from lakeward.core.file_group.view import FileSystemView
     from lakeward.core.read.incremental import incremental_slices
-    from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
     from lakeward.core.table import Table
     from lakeward.core.table_schema import resolve_table_schema
 
@@ -400,7 +400,7 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
 
 def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
     from lakeward.core.engine.spark.read import without_dictionaries
-    from lakeward.core.read.snapshot import read_file_slices
+    from lakeward.core.file_group.reader import read_file_slices
     from lakeward.core.storage import Storage
 
     storage = Storage.for_uri(path)

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_file_slices
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
 from lakeward.core.index.secondary.definitions import (
@@ -26,8 +27,6 @@ from lakeward.core.index.secondary.definitions import (
 )
 from lakeward.core.index.secondary.read import IndexReadExplain, plan_read, read_with_indexes
 from lakeward.core.index.secondary.storage import IndexCatalog, delete_index_files_named
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 

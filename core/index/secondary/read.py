@@ -43,6 +43,15 @@ from lakeward.core.engine.local import LocalEngine
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.log_file import DataBlock, DeleteBlock
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY
+from lakeward.core.file_group.reader import (
+    DICTIONARY_META_COLUMNS,
+    MergeSettings,
+    VisibleInstants,
+    dictionary_meta,
+    merge_log_blocks,
+    read_file_slices,
+    visible_log_blocks,
+)
 from lakeward.core.index.secondary.bitmap import BitmapIndexFile
 from lakeward.core.index.secondary.definitions import IndexDefinition, IndexType
 from lakeward.core.index.secondary.predicates import (
@@ -55,8 +64,6 @@ from lakeward.core.index.secondary.predicates import (
 from lakeward.core.index.secondary.storage import IndexCatalog
 from lakeward.core.index.secondary.text import TextIndexFile
 from lakeward.core.merge import RECORD_KEY
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
-from lakeward.core.read.snapshot import DICTIONARY_META_COLUMNS, _dictionary_meta, read_file_slices
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
@@ -356,10 +363,10 @@ def _dataset_schema(storage: Storage, slices: Sequence[FileSlice], schema: pa.Sc
         newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1]) if schema is not None else paths[-1]
         physical = _footer(storage, newest).schema.to_arrow_schema().remove_metadata()
         if schema is None:
-            return _dictionary_meta(physical)
+            return dictionary_meta(physical)
         missing = [f for f in with_meta(schema) if f.name not in physical.names]
-        return _dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
-    return _dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
+        return dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
+    return dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
 
 
 def _read_planned(

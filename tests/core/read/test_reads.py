@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from lakeward.core.exceptions import InstantNotFoundError
-from lakeward.core.read import snapshot as snapshot_module
+from lakeward.core.file_group import reader as snapshot_module
 from lakeward.core.table import Table
 
 
