@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_file_slices
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
 from lakeward.core.index.secondary.definitions import (
@@ -25,7 +25,8 @@ from lakeward.core.index.secondary.definitions import (
     new_definition,
     save_definitions,
 )
-from lakeward.core.index.secondary.read import IndexReadExplain, plan_read, read_with_indexes
+from lakeward.core.index.secondary.predicates import parse_filters
+from lakeward.core.index.secondary.read import IndexReadExplain, SlicePlan, plan_read, read_planned
 from lakeward.core.index.secondary.storage import IndexCatalog, delete_index_files_named
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
@@ -139,6 +140,42 @@ def _committed(timeline: Timeline) -> Any:
     return committed_instants(timeline)
 
 
+@dataclass(frozen=True)
+class IndexRead:
+    """How a read goes through the secondary indexes: each slice's choice and, for the slices
+    read through an index, the row ids and row groups to read (a row selection)."""
+
+    explain: IndexReadExplain
+    plans: tuple[SlicePlan, ...]
+
+
+def plan_index_read(
+    storage: Storage,
+    timeline: Timeline,
+    slices: Sequence[FileSlice],
+    filters: Any,
+    read_optimized: bool = False,
+    *,
+    use_index: bool = True,
+    explain: bool = False,
+) -> IndexRead | None:
+    """How the indexes would serve a read of `slices` with `filters` (index files are consulted, no data read).
+
+    None when no index can apply (no filters, no index defined, filters that are not DNF
+    tuples): the read scans every slice. With `explain`, always the per-slice choices, each
+    saying why (a table without indexes included).
+    """
+    if explain:
+        definitions = load_definitions(storage)
+    else:
+        definitions = load_definitions(storage) if use_index and filters is not None else []
+        if not definitions or parse_filters(filters) is None:
+            return None
+    catalog = IndexCatalog.load(storage, timeline)
+    choices, plans = plan_read(storage, slices, filters, definitions, catalog, read_optimized)
+    return IndexRead(choices, tuple(plans))
+
+
 def read_slices(
     storage: Storage,
     timeline: Timeline,
@@ -153,43 +190,27 @@ def read_slices(
     use_index: bool = True,
 ) -> pa.Table:
     """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply."""
-    from lakeward.core.index.secondary.predicates import filters_to_expression, parse_filters
-
-    definitions = load_definitions(storage) if use_index and filters is not None else []
-    if not definitions or parse_filters(filters) is None:
-        return read_file_slices(
-            storage,
-            slices,
-            schema,
-            columns,
-            filters_to_expression(filters),
-            instants=instants,
-            merge=merge,
-            read_optimized=read_optimized,
-        )
-    catalog = IndexCatalog.load(storage, timeline)
-    table, _ = read_with_indexes(
+    planned = plan_index_read(storage, timeline, slices, filters, read_optimized, use_index=use_index)
+    return read_planned(
         storage,
         slices,
+        planned.plans if planned is not None else (),
         schema,
         columns,
         filters,
-        definitions,
-        catalog,
         instants=instants,
         merge=merge,
         read_optimized=read_optimized,
     )
-    return table
 
 
 def explain(
     storage: Storage, timeline: Timeline, slices: Sequence[FileSlice], filters: Any, read_optimized: bool = False
 ) -> IndexReadExplain:
-    definitions = load_definitions(storage)
-    catalog = IndexCatalog.load(storage, timeline)
-    result, _ = plan_read(storage, slices, filters, definitions, catalog, read_optimized)
-    return result
+    """How a read of `slices` with `filters` would read each slice: through an index or by scanning, and why."""
+    planned = plan_index_read(storage, timeline, slices, filters, read_optimized, explain=True)
+    assert planned is not None
+    return planned.explain
 
 
 def build_indexes_of_written_files(
