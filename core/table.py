@@ -320,7 +320,7 @@ class Table:
 
     def file_slices(self, as_of: InstantTime | None = None) -> list[FileSlice]:
         timeline = self.timeline()
-        instant = self._resolve_as_of(timeline, as_of)
+        instant = resolve_as_of(self.storage, self.config, timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
         return view.latest_file_slices(as_of=instant)
 
@@ -773,9 +773,6 @@ class Table:
             engine=chosen,
             use_index=use_index,
         )
-
-    def _resolve_as_of(self, timeline: Timeline, as_of: InstantTime | None) -> str | None:
-        return resolve_as_of(self.storage, self.config, timeline, as_of)
 
     def _read_engine(self, engine: Engine | str | None) -> Engine:
         return resolve_engine(engine, default=resolve_engine(self.engine) if self.engine is not None else None)

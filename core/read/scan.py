@@ -307,10 +307,9 @@ class Scan:
         from lakeward.core.engine.spark import changes as spark_changes
         from lakeward.core.engine.spark import read as spark_read
 
-        if self.query_type is QueryType.CDC:
-            plan = self._plan(verify=True, use_index=False)
+        plan = self._plan(verify=True, use_index=False)  # Spark applies the filters itself
+        if plan.query_type is QueryType.CDC:
             return spark_changes.changes_dataframe(spark, spark_changes.ChangeQuery.of(self, plan), plan.change_splits)
-        plan = self._plan(verify=True, use_index=False)
         condition = spark_read.dnf_to_column(self.filters)
         options: dict[str, Any] = {"instants": plan.instants, "merge": plan.merge}
         if plan.query_type is QueryType.INCREMENTAL:

@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
 from lakeward.core.index.secondary.definitions import (
@@ -184,24 +183,17 @@ def read_slices(
     columns: Sequence[str] | None,
     filters: Any,
     *,
-    instants: VisibleInstants | None = None,
-    merge: MergeSettings | None = None,
-    read_optimized: bool = False,
     use_index: bool = True,
+    **read_options: Any,
 ) -> pa.Table:
-    """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply."""
+    """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply.
+
+    `read_options`: `instants`, `merge`, `read_optimized`, as `read_planned` takes them.
+    """
+    read_optimized = bool(read_options.get("read_optimized"))
     planned = plan_index_read(storage, timeline, slices, filters, read_optimized, use_index=use_index)
-    return read_planned(
-        storage,
-        slices,
-        planned.plans if planned is not None else (),
-        schema,
-        columns,
-        filters,
-        instants=instants,
-        merge=merge,
-        read_optimized=read_optimized,
-    )
+    plans = planned.plans if planned is not None else ()
+    return read_planned(storage, slices, plans, schema, columns, filters, **read_options)
 
 
 def explain(
