@@ -2,7 +2,8 @@
 
 As Hudi's incremental relation for copy-on-write: for each file group touched in the
 range, read the version written by the last commit in the range and keep the rows whose
-`_hoodie_commit_time` lies in the range.
+`_hoodie_commit_time` lies in the range. This module holds the pieces (the slices of a
+range, its stable end, the range as a row filter); `Scan` plans and runs the query.
 """
 
 from __future__ import annotations
