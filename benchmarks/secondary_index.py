@@ -36,11 +36,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from lakeward.core.file_group.reader import read_file_slices
 from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.index.secondary.predicates import filters_to_expression
 from lakeward.core.index.secondary.read import read_with_indexes
 from lakeward.core.index.secondary.storage import IndexCatalog
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.table import Table
 
 SEED = 20261121

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.cdc.changes import empty_changes
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
-from lakeward.core.config.read import BEGIN_INSTANT
-from lakeward.core.config.table import TableConfig, TableType
+from lakeward.core.config.table import (
+    TableConfig,
+    TableType,
+)
 from lakeward.core.config.write import parse_write_config
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
@@ -30,25 +31,24 @@ from lakeward.core.exceptions import (
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.integrity import IntegrityReport, check_table, verify_listing
+from lakeward.core.file_group.integrity import IntegrityReport, check_table
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.read.changes import (
     Images,
-    check_change_range,
-    collect_changes,
-    format_changes,
-    is_earliest,
 )
-from lakeward.core.read.filters import Filters, partition_pruner, to_expression
-from lakeward.core.read.incremental import IncrementalRange, incremental_slices, read_incremental, stable_end
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
+from lakeward.core.read.filters import Filters
+from lakeward.core.read.incremental import IncrementalRange
+from lakeward.core.read.ranges import change_range, incremental_range, resolve_as_of
+from lakeward.core.read.scan import QueryType, Scan, ScanExplain
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
-from lakeward.core.table_services.change_tracking import ChangeTrackingResult
-from lakeward.core.table_services.clean import CleanResult, check_as_of_retained, check_incremental_retained
+from lakeward.core.table_services.change_tracking import (
+    ChangeTrackingResult,
+)
+from lakeward.core.table_services.clean import CleanResult
 from lakeward.core.table_services.clustering import ClusteringResult
 from lakeward.core.table_services.compaction import CompactionResult
 from lakeward.core.table_services.index_build import rollback_index_build
@@ -64,17 +64,13 @@ from lakeward.core.timeline import (
     Timeline,
     instant_time_of,
     new_instant_time,
-    normalize_instant_time,
 )
-from lakeward.core.timeline.archived import has_archived_timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
-from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
     from lakeward.core.index.secondary.definitions import IndexDefinition
-    from lakeward.core.index.secondary.read import IndexReadExplain
     from lakeward.core.table_services.archival import ArchiveResult
     from lakeward.core.table_services.index_build import IndexBuildResult
 
@@ -246,7 +242,7 @@ class Table:
 
     def file_slices(self, as_of: InstantTime | None = None) -> list[FileSlice]:
         timeline = self.timeline()
-        instant = self._resolve_as_of(timeline, as_of)
+        instant = resolve_as_of(self.storage, self.config, timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
         return view.latest_file_slices(as_of=instant)
 
@@ -551,12 +547,7 @@ class Table:
         (also "000"); `end` defaults to the latest completed instant. The per-file-group
         work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
         """
-        chosen = self._read_engine(engine)
-        timeline, start, stop, schema = self.change_range(begin, end)
-        if schema is None:
-            return format_changes(empty_changes(pa.schema([])), images)
-        changes = collect_changes(self.storage, timeline, self.config, schema, start, stop, chosen)
-        return format_changes(changes, images)
+        return self.scan(query_type=QueryType.CDC, begin=begin, end=end, images=images, engine=engine).to_arrow()
 
     def change_range(
         self, begin: InstantTime | None, end: InstantTime | None = None
@@ -566,21 +557,8 @@ class Table:
         `begin` resolved ("earliest"), `end` stopped before writes still in flight; raises
         ConfigError / InstantNotFoundError naming the problem (see `read_changes`).
         """
-        if begin is None or (isinstance(begin, str) and not begin.strip()):
-            raise ConfigError(
-                f"a CDC query needs a begin instant ({BEGIN_INSTANT}); use 'earliest' for all retained changes"
-            )
         timeline = self.timeline()
-        tz = self.config.timeline_timezone
-        if isinstance(begin, str) and is_earliest(begin.strip()):
-            start = begin.strip()
-        else:
-            start = normalize_instant_time(begin, tz)
-        stop = normalize_instant_time(end, tz) if end is not None and str(end).strip() else None
-        archived = has_archived_timeline(self.storage, self.config.archive_folder)
-        start, stop = check_change_range(timeline, self.config, start, stop, archived)
-        stop = stable_end(timeline, start, stop)
-        check_incremental_retained(self.storage, timeline, start, stop)
+        start, stop = change_range(self.storage, self.config, timeline, begin, end)
         return timeline, start, stop, resolve_table_schema(self.storage, timeline, self.config)
 
     def schedule_change_tracking(self) -> str | None:
@@ -663,44 +641,58 @@ class Table:
         *,
         as_of: InstantTime | None = None,
         read_optimized: bool = False,
-    ) -> IndexReadExplain:
-        """How `read(filters=...)` would read each file slice: through an index or by scanning, and why."""
-        timeline = self.timeline()
-        instant = self._resolve_as_of(timeline, as_of)
-        schema = resolve_table_schema(self.storage, timeline, self.config)
-        view = FileSystemView.load(self.storage, timeline)
-        slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
-        return secondary_index.explain(self.storage, timeline, slices, filters, read_optimized)
+    ) -> ScanExplain:
+        """How `read(filters=...)` would read each file slice: through an index or by scanning, and why
+        (and which slices partition pruning rules out)."""
+        query = QueryType.READ_OPTIMIZED if read_optimized else None
+        return self.scan(query_type=query, filters=filters, as_of=as_of).explain()
 
     # -- reads ----------------------------------------------------------------------------
-    def _resolve_as_of(self, timeline: Timeline, as_of: InstantTime | None) -> str | None:
-        if as_of is None:
-            return None
-        wanted = normalize_instant_time(as_of, self.config.timeline_timezone)
-        now = format_instant_time(
-            dt.datetime.now(dt.UTC) if self.config.timeline_timezone == "UTC" else dt.datetime.now()
+    def scan(
+        self,
+        *,
+        query_type: QueryType | str | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Filters = None,
+        as_of: InstantTime | None = None,
+        begin: InstantTime | None = None,
+        end: InstantTime | None = None,
+        images: Images = "json",
+        engine: Engine | str | None = None,
+        use_index: bool = True,
+    ) -> Scan:
+        """One read of the table, to plan (`plan()`), run (`to_arrow()`, `to_spark(spark)`) or `explain()`.
+
+        `query_type`: "snapshot" (default; "time_travel" when `as_of` is given),
+        "read_optimized", "time_travel" (`as_of`), "incremental" (`begin`, `end`) or "cdc"
+        (`begin`, `end`, `images`). The scan sees the timeline as it is now.
+        """
+        chosen = self._read_engine(engine)
+        query = QueryType.parse(query_type) if query_type is not None else QueryType.SNAPSHOT
+        return Scan(
+            self.storage,
+            self.config,
+            self.timeline(),
+            query,
+            columns=columns,
+            filters=filters,
+            as_of=as_of,
+            begin=begin,
+            end=end,
+            images=images,
+            engine=chosen,
+            use_index=use_index,
         )
-        if wanted > now and wanted > (timeline.latest_time() or ""):
-            raise InstantNotFoundError(
-                f"as_of {as_of!r} is in the future; a read as of it could change as commits land"
-            )
-        pending = [i.time for i in timeline.pending_writes() if i.time <= wanted]
-        if pending:
-            raise InstantNotFoundError(
-                f"as_of {as_of!r} is not stable: instant {pending[0]} before it is still in flight; "
-                "read as of an earlier instant or retry when it completes"
-            )
-        instant = timeline.completed_write_as_of(wanted)
-        if instant is None:
-            first = timeline.completed_writes()[0].time if timeline.completed_writes() else None
-            raise InstantNotFoundError(
-                f"no completed instant at or before {as_of!r}; the earliest readable instant is {first}"
-            )
-        check_as_of_retained(self.storage, timeline, instant.time, as_of)
-        return instant.time
 
     def _read_engine(self, engine: Engine | str | None) -> Engine:
         return resolve_engine(engine, default=resolve_engine(self.engine) if self.engine is not None else None)
+
+    @staticmethod
+    def _run(scan: Scan) -> Any:
+        """A scan's rows on its engine: a Spark DataFrame on the Spark engine, else Arrow."""
+        if scan.engine.name == "spark":
+            return scan.to_spark(scan.engine.spark)  # type: ignore[attr-defined]
+        return scan.to_arrow()
 
     def read(
         self,
@@ -716,31 +708,8 @@ class Table:
         A pyarrow Table on the local engine; a Spark DataFrame on the Spark engine.
         `read_optimized=True` reads base files only (merge-on-read tables: no log merging).
         """
-        chosen = self._read_engine(engine)
-        timeline = self.timeline()
-        instant = self._resolve_as_of(timeline, as_of)
-        schema = resolve_table_schema(self.storage, timeline, self.config)
-        view = FileSystemView.load(self.storage, timeline)
-        verify_listing(self.storage, timeline, view, instant)
-        slices = view.latest_file_slices(as_of=instant, partition_filter=partition_pruner(filters, self.config, schema))
-        merge_options: dict[str, Any] = {
-            "instants": VisibleInstants.from_timeline(timeline, instant),
-            "merge": MergeSettings.from_config(self.config),
-            "read_optimized": read_optimized,
-        }
-        if chosen.name == "spark":
-            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
-
-            spark = chosen.spark  # type: ignore[attr-defined]
-            return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
-        result = secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
-        return self._without_empty_meta_columns(result)
-
-    def _without_empty_meta_columns(self, result: pa.Table) -> pa.Table:
-        """Drop the `_hoodie_*` columns of a table whose writers did not populate them."""
-        if self.config.populate_meta_fields:
-            return result
-        return result.drop_columns([c for c in result.column_names if c.startswith("_hoodie_")])
+        query = QueryType.READ_OPTIMIZED if read_optimized else None
+        return self._run(self.scan(query_type=query, as_of=as_of, columns=columns, filters=filters, engine=engine))
 
     def incremental_range(
         self, begin: str | dt.datetime, end: str | dt.datetime | None = None
@@ -752,12 +721,7 @@ class Table:
         against what cleans retained; on table versions 8+ the range is in completion time.
         """
         timeline = self.timeline()
-        tz = self.config.timeline_timezone
-        start = normalize_instant_time(begin, tz)
-        stop = normalize_instant_time(end, tz) if end is not None else None
-        stop = stable_end(timeline, start, stop)
-        check_incremental_retained(self.storage, timeline, start, stop)
-        return timeline, IncrementalRange.resolve(timeline, start, stop)
+        return timeline, incremental_range(self.storage, self.config, timeline, begin, end)
 
     def read_incremental(
         self,
@@ -773,36 +737,7 @@ class Table:
         On table versions 8+ the range is in completion time (the writes that completed in
         it), as in Hudi 1.x; on version 6 in commit time.
         """
-        chosen = self._read_engine(engine)
-        timeline, window = self.incremental_range(begin, end)
-        start, stop = window.begin, window.end
-        schema = resolve_table_schema(self.storage, timeline, self.config)
-        if chosen.name == "spark":
-            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
-
-            in_range = [window.commit_time_conjunction()] if self.config.populate_meta_fields else None
-            condition = dnf_to_column(filters)
-            row_filter = dnf_to_column(in_range)
-            slices = incremental_slices(self.storage, timeline, start, stop)
-            spark = chosen.spark  # type: ignore[attr-defined]
-            if row_filter is not None and condition is not None:
-                combined = row_filter & condition
-            else:
-                combined = row_filter if row_filter is not None else condition
-            merge = MergeSettings.from_config(self.config)
-            return read_slices(
-                spark, self.storage, slices, schema, columns, combined, instants=window.visible, merge=merge
-            )
-        return self._without_empty_meta_columns(
-            read_incremental(
-                self.storage,
-                timeline,
-                schema,
-                start,
-                stop,
-                columns,
-                to_expression(filters),
-                merge=MergeSettings.from_config(self.config),
-                meta_fields=self.config.populate_meta_fields,
-            )
+        scan = self.scan(
+            query_type=QueryType.INCREMENTAL, begin=begin, end=end, columns=columns, filters=filters, engine=engine
         )
+        return self._run(scan)

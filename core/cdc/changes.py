@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 
 from lakeward.core.file_group.log_file import DataBlock, DeleteBlock
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY
+from lakeward.core.file_group.reader import MergeSettings, merge_log_blocks
 from lakeward.core.merge import RECORD_KEY
-from lakeward.core.read.merge_on_read import MergeSettings, merge_log_blocks
 
 OP, TS, KEY, BEFORE, AFTER = "op", "ts_ms", "record_key", "before", "after"
 INSERT, UPDATE, DELETE = "i", "u", "d"

@@ -52,9 +52,9 @@ from lakeward.core.file_group.base_file import corrupt_base_file
 from lakeward.core.file_group.file_group import FileGroup, FileSlice
 from lakeward.core.file_group.log_file import DataBlock, DeleteBlock, LogFileReader, RawBlock, block_instant_times
 from lakeward.core.file_group.naming import parse_log_file_name
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.merge import RECORD_KEY
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.clustering_plan import CLUSTER

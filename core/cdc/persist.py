@@ -18,7 +18,7 @@ from lakeward.core.cdc.records import cdc_block, write_cdc_file
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, visible_log_blocks
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, visible_log_blocks
 from lakeward.core.storage import Storage
 
 

@@ -6,7 +6,7 @@ holds is an insert. Keys of delete blocks count too: a key deleted in a file gro
 still belongs to that group until a compaction drops it, so a re-insert goes there and
 never makes a second copy elsewhere.
 
-Which log blocks count follows the read rules (`read.merge_on_read`), for the latest
+Which log blocks count follows the read rules (`file_group.reader`), for the latest
 state: blocks of completed (or archived) write instants, minus those a rollback command
 block voids and those a log-compacted block replaces. Only keys are extracted: Parquet
 blocks read one column, Avro blocks are scanned for the third meta field of each record

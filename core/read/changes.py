@@ -11,6 +11,7 @@ instants after CDC was switched on can be queried, and errors say which can.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, OP_RANK, TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes, plan_change_splits
+from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes
 from lakeward.core.config.cdc import CDC_ENABLED_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
-from lakeward.core.read.merge_on_read import MergeSettings
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.schema import META_COLUMNS, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
@@ -103,16 +104,16 @@ class _FileGroupTask:
 
 def collect_changes(
     storage: Storage,
-    timeline: Timeline,
     config: TableConfig,
     schema: pa.Schema,
     begin: str,
     end: str | None,
+    splits: Sequence[ChangeSplit],
     engine: Engine,
 ) -> pa.Table:
-    """The changes (full images, `changes.change_schema`) of completed commits in (begin, end], sorted."""
+    """The changes (full images, `changes.change_schema`) of the planned `splits` (`plan_change_splits`)
+    of completed commits in (begin, end], sorted; each file group's splits run as one `engine` task."""
     full_schema = with_meta(schema)
-    splits = plan_change_splits(storage, timeline, config.table_type, begin, end, fold_logs=folds_logs(config))
     task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
     )

@@ -2,24 +2,22 @@
 
 As Hudi's incremental relation for copy-on-write: for each file group touched in the
 range, read the version written by the last commit in the range and keep the rows whose
-`_hoodie_commit_time` lies in the range.
+`_hoodie_commit_time` lies in the range. This module holds the pieces (the slices of a
+range, its stable end, the range as a row filter); `Scan` plans and runs the query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import verify_listing
+from lakeward.core.file_group.reader import VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
@@ -123,26 +121,3 @@ class IncrementalRange:
         if self.write_times is not None:
             return pc.field(COMMIT_TIME).isin(list(self.write_times))
         return commit_time_range(self.begin, self.end)
-
-
-def read_incremental(
-    storage: Storage,
-    timeline: Timeline,
-    schema: pa.Schema | None,
-    begin: str,
-    end: str | None,
-    columns: Sequence[str] | None = None,
-    filter: pc.Expression | None = None,
-    merge: MergeSettings | None = None,
-    meta_fields: bool = True,
-) -> pa.Table:
-    """Latest state of every record changed by a completed write in (begin, end].
-
-    `meta_fields=False` (`hoodie.populate.meta.fields=false`): rows carry no commit time, so
-    the result is every row of the file slices written in the range.
-    """
-    slices = incremental_slices(storage, timeline, begin, end)
-    window = IncrementalRange.resolve(timeline, begin, end)
-    time_filter = window.row_filter() if meta_fields else pc.scalar(True)
-    combined = time_filter if filter is None else time_filter & filter
-    return read_file_slices(storage, slices, schema, columns, combined, instants=window.visible, merge=merge)

@@ -31,8 +31,8 @@ from lakeward.core.context import HoldsTableContext, TableContext
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, CorruptTableError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, plan_change_splits, split_changes
+from lakeward.core.cdc.extract import ChangeSplit, split_changes
 from lakeward.core.config.read import (
     AS_OF_INSTANT,
     CDC,
@@ -43,9 +43,10 @@ from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import CDC_IMAGES as IMAGES
 from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.exceptions import ConfigError
-from lakeward.core.read.changes import Images, check_change_range, folds_logs, format_changes, is_earliest
+from lakeward.core.file_group.reader import MergeSettings
+from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
 from lakeward.core.read.incremental import stable_end
-from lakeward.core.read.merge_on_read import MergeSettings
+from lakeward.core.read.scan import QueryType, Scan, ScanPlan
 from lakeward.core.schema import with_meta
 from lakeward.core.storage import Storage
 
@@ -120,6 +121,14 @@ class ChangeQuery:
     settings: MergeSettings
     images: Images
 
+    @classmethod
+    def of(cls, scan: Scan, plan: ScanPlan) -> ChangeQuery:
+        """The query of a planned CDC scan."""
+        storage = scan.storage
+        assert plan.begin is not None
+        options = tuple(sorted(storage.options.items()))
+        return cls(storage.uri, options, plan.begin, plan.end, plan.schema, plan.merge, scan.images)
+
     @property
     def output_schema(self) -> pa.Schema:
         """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
@@ -144,25 +153,10 @@ def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
 
 
 def plan_changes(table: Table, begin: str, end: str | None, images: Images) -> tuple[ChangeQuery, list[ChangeSplit]]:
-    """Check a CDC range as `Table.read_changes` does, and list its splits."""
-    timeline, start, stop, schema = table.change_range(begin, end)
-    config = table.config
-    storage = table.storage
-    query = ChangeQuery(
-        storage.uri,
-        tuple(sorted(storage.options.items())),
-        start,
-        stop,
-        schema,
-        MergeSettings.from_config(config),
-        images,
-    )
-    splits = (
-        plan_change_splits(storage, timeline, config.table_type, start, stop, fold_logs=folds_logs(config))
-        if schema is not None
-        else []
-    )
-    return query, splits
+    """Plan a CDC query as `Table.read_changes` does (a CDC `Scan`): the query and its splits."""
+    scan = table.scan(query_type=QueryType.CDC, begin=begin, end=end, images=images)
+    plan = scan.plan()
+    return ChangeQuery.of(scan, plan), list(plan.change_splits)
 
 
 def conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
@@ -197,7 +191,6 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
     order, with a delete of a key before its insert in the same commit (insert_overwrite).
     """
-    from lakeward.core.engine.spark.read import spark_schema
     from lakeward.core.table import Table
 
     check_batch_options(options)
@@ -205,6 +198,13 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     query, splits = plan_changes(
         Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
     )
+    return changes_dataframe(spark, query, splits)
+
+
+def changes_dataframe(spark: SparkSession, query: ChangeQuery, splits: Sequence[ChangeSplit]) -> DataFrame:
+    """The rows of a planned CDC query as a DataFrame: one Spark task per split, in no particular order."""
+    from lakeward.core.engine.spark.read import spark_schema
+
     schema = spark_schema(query.output_schema)
     if not splits:
         return spark.createDataFrame([], schema)

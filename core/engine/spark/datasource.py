@@ -42,7 +42,6 @@ from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
-from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
@@ -346,44 +345,34 @@ class _ReadPlan:
 
 
 def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> _ReadPlan:
-    """The slices a data-source read covers, and the keyword arguments to read each one."""
-    from lakeward.core.file_group.view import FileSystemView
-    from lakeward.core.read.incremental import incremental_slices
-    from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
+    """The slices a data-source read covers (planned by a `Scan`), and the keyword arguments to read each one."""
+    from lakeward.core.engine.spark.index_pushdown import IndexReadContext
+    from lakeward.core.read.scan import QueryType
     from lakeward.core.table import Table
-    from lakeward.core.table_schema import resolve_table_schema
 
     table = Table.open(path)
-    merge = MergeSettings.from_config(table.config)
     query = str(options.get(QUERY_TYPE, "snapshot")).lower()
     if query == "incremental":
         end = options.get(END)
-        timeline, window = table.incremental_range(str(options[BEGIN]), str(end) if end else None)
-        schema = resolve_table_schema(table.storage, timeline, table.config)
-        slices = incremental_slices(table.storage, timeline, window.begin, window.end)
+        scan = table.scan(query_type=QueryType.INCREMENTAL, begin=str(options[BEGIN]), end=str(end) if end else None)
+        plan = scan.plan()
         # a table written without meta fields has no commit times to filter by (as Table.read_incremental)
-        rows = window if table.config.populate_meta_fields else None
-        return _ReadPlan(slices, schema, {"instants": window.visible, "merge": merge}, rows)
-    timeline = table.timeline()
-    schema = resolve_table_schema(table.storage, timeline, table.config)
-    as_of = table._resolve_as_of(timeline, options.get(AS_OF))
-    view = FileSystemView.load(table.storage, timeline)
-    verify_listing(table.storage, timeline, view, as_of)
-    slices = view.latest_file_slices(as_of=as_of)
-    instants = VisibleInstants.from_timeline(timeline, as_of)
-    from lakeward.core.engine.spark.index_pushdown import IndexReadContext
-
+        rows = plan.window if table.config.populate_meta_fields else None
+        return _ReadPlan(list(plan.slices), plan.schema, {"instants": plan.instants, "merge": plan.merge}, rows)
+    read_optimized = query == "read_optimized"
+    kind = QueryType.READ_OPTIMIZED if read_optimized else None
+    plan = table.scan(query_type=kind, as_of=options.get(AS_OF), use_index=False).plan()
     return _ReadPlan(
-        slices,
-        schema,
-        {"instants": instants, "merge": merge, "read_optimized": query == "read_optimized"},
-        index=IndexReadContext.for_table(table.storage, timeline, list(pushed)),
+        list(plan.slices),
+        plan.schema,
+        {"instants": plan.instants, "merge": plan.merge, "read_optimized": read_optimized},
+        index=IndexReadContext.for_table(table.storage, plan.timeline, list(pushed)),
     )
 
 
 def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
     from lakeward.core.engine.spark.read import without_dictionaries
-    from lakeward.core.read.snapshot import read_file_slices
+    from lakeward.core.file_group.reader import read_file_slices
     from lakeward.core.storage import Storage
 
     storage = Storage.for_uri(path)

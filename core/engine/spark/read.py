@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
-from lakeward.core.read.snapshot import read_file_slices
+from lakeward.core.file_group.reader import read_file_slices
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 

@@ -24,10 +24,9 @@ from lakeward.core.index.secondary.definitions import (
     new_definition,
     save_definitions,
 )
-from lakeward.core.index.secondary.read import IndexReadExplain, plan_read, read_with_indexes
+from lakeward.core.index.secondary.predicates import parse_filters
+from lakeward.core.index.secondary.read import IndexReadExplain, SlicePlan, plan_read, read_planned
 from lakeward.core.index.secondary.storage import IndexCatalog, delete_index_files_named
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
-from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 
@@ -142,6 +141,42 @@ def _committed(timeline: Timeline) -> Any:
     return committed_instants(timeline)
 
 
+@dataclass(frozen=True)
+class IndexRead:
+    """How a read goes through the secondary indexes: each slice's choice and, for the slices
+    read through an index, the row ids and row groups to read (a row selection)."""
+
+    explain: IndexReadExplain
+    plans: tuple[SlicePlan, ...]
+
+
+def plan_index_read(
+    storage: Storage,
+    timeline: Timeline,
+    slices: Sequence[FileSlice],
+    filters: Any,
+    read_optimized: bool = False,
+    *,
+    use_index: bool = True,
+    explain: bool = False,
+) -> IndexRead | None:
+    """How the indexes would serve a read of `slices` with `filters` (index files are consulted, no data read).
+
+    None when no index can apply (no filters, no index defined, filters that are not DNF
+    tuples): the read scans every slice. With `explain`, always the per-slice choices, each
+    saying why (a table without indexes included).
+    """
+    if explain:
+        definitions = load_definitions(storage)
+    else:
+        definitions = load_definitions(storage) if use_index and filters is not None else []
+        if not definitions or parse_filters(filters) is None:
+            return None
+    catalog = IndexCatalog.load(storage, timeline)
+    choices, plans = plan_read(storage, slices, filters, definitions, catalog, read_optimized)
+    return IndexRead(choices, tuple(plans))
+
+
 def read_slices(
     storage: Storage,
     timeline: Timeline,
@@ -150,49 +185,26 @@ def read_slices(
     columns: Sequence[str] | None,
     filters: Any,
     *,
-    instants: VisibleInstants | None = None,
-    merge: MergeSettings | None = None,
-    read_optimized: bool = False,
     use_index: bool = True,
+    **read_options: Any,
 ) -> pa.Table:
-    """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply."""
-    from lakeward.core.index.secondary.predicates import filters_to_expression, parse_filters
+    """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply.
 
-    definitions = load_definitions(storage) if use_index and filters is not None else []
-    if not definitions or parse_filters(filters) is None:
-        return read_file_slices(
-            storage,
-            slices,
-            schema,
-            columns,
-            filters_to_expression(filters),
-            instants=instants,
-            merge=merge,
-            read_optimized=read_optimized,
-        )
-    catalog = IndexCatalog.load(storage, timeline)
-    table, _ = read_with_indexes(
-        storage,
-        slices,
-        schema,
-        columns,
-        filters,
-        definitions,
-        catalog,
-        instants=instants,
-        merge=merge,
-        read_optimized=read_optimized,
-    )
-    return table
+    `read_options`: `instants`, `merge`, `read_optimized`, as `read_planned` takes them.
+    """
+    read_optimized = bool(read_options.get("read_optimized"))
+    planned = plan_index_read(storage, timeline, slices, filters, read_optimized, use_index=use_index)
+    plans = planned.plans if planned is not None else ()
+    return read_planned(storage, slices, plans, schema, columns, filters, **read_options)
 
 
 def explain(
     storage: Storage, timeline: Timeline, slices: Sequence[FileSlice], filters: Any, read_optimized: bool = False
 ) -> IndexReadExplain:
-    definitions = load_definitions(storage)
-    catalog = IndexCatalog.load(storage, timeline)
-    result, _ = plan_read(storage, slices, filters, definitions, catalog, read_optimized)
-    return result
+    """How a read of `slices` with `filters` would read each slice: through an index or by scanning, and why."""
+    planned = plan_index_read(storage, timeline, slices, filters, read_optimized, explain=True)
+    assert planned is not None
+    return planned.explain
 
 
 def build_indexes_of_written_files(

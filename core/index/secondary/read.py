@@ -43,6 +43,15 @@ from lakeward.core.engine.local import LocalEngine
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.log_file import DataBlock, DeleteBlock
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY
+from lakeward.core.file_group.reader import (
+    DICTIONARY_META_COLUMNS,
+    MergeSettings,
+    VisibleInstants,
+    dictionary_meta,
+    merge_log_blocks,
+    read_file_slices,
+    visible_log_blocks,
+)
 from lakeward.core.index.secondary.bitmap import BitmapIndexFile
 from lakeward.core.index.secondary.definitions import IndexDefinition, IndexType
 from lakeward.core.index.secondary.predicates import (
@@ -55,8 +64,6 @@ from lakeward.core.index.secondary.predicates import (
 from lakeward.core.index.secondary.storage import IndexCatalog
 from lakeward.core.index.secondary.text import TextIndexFile
 from lakeward.core.merge import RECORD_KEY
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, merge_log_blocks, visible_log_blocks
-from lakeward.core.read.snapshot import DICTIONARY_META_COLUMNS, _dictionary_meta, read_file_slices
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
@@ -128,7 +135,9 @@ class IndexReadExplain:
 
 
 @dataclass
-class _Plan:
+class SlicePlan:
+    """How one file slice is read: the choice, and for index reads the row ids and row groups to read."""
+
     choice: SliceChoice
     file_slice: FileSlice
     rows: BitMap | None = None
@@ -219,7 +228,7 @@ def plan_slice(
     definitions: Sequence[IndexDefinition],
     catalog: IndexCatalog,
     read_optimized: bool,
-) -> _Plan:
+) -> SlicePlan:
     """Decide how to read one file slice; looks up the index files it would use."""
     base = file_slice.base_file
     has_logs = bool(file_slice.log_files) and not read_optimized
@@ -227,12 +236,12 @@ def plan_slice(
     choice = SliceChoice(file_slice.partition_path, file_slice.file_id, base.path if base else None, fallback, "")
     if base is None:
         choice.reason = "no base file yet (log files only)"
-        return _Plan(choice, file_slice)
+        return SlicePlan(choice, file_slice)
     columns = {p.column for conj in dnf for p in conj}
     relevant = [d for d in definitions if columns & set(d.columns)]
     if not relevant:
         choice.reason = "no index on the filtered columns"
-        return _Plan(choice, file_slice)
+        return SlicePlan(choice, file_slice)
     opened = _OpenIndexes(storage)
     try:
         answerers: dict[str, list[tuple[IndexDefinition, Any]]] = {}
@@ -254,7 +263,7 @@ def plan_slice(
                 answerers.setdefault(column, []).append((definition, index_file))
         if num_rows is None:
             choice.reason = f"base file not indexed yet ({', '.join(missing)})"
-            return _Plan(choice, file_slice)
+            return SlicePlan(choice, file_slice)
         limit = max(d.options.max_selectivity for d in relevant)
         max_rows = int(limit * num_rows)
         used: set[str] = set()
@@ -264,22 +273,22 @@ def plan_slice(
         choice.row_groups_total = len(row_group_rows)
         if ids is None:
             choice.reason = "the indexes cannot answer every branch of the filters"
-            return _Plan(choice, file_slice)
+            return SlicePlan(choice, file_slice)
         choice.candidate_rows = len(ids)
         choice.indexes = tuple(sorted(used))
         if len(ids) > max_rows:
             choice.reason = f"index selects {len(ids)} of {num_rows} rows (more than max_selectivity {limit})"
-            return _Plan(choice, file_slice)
+            return SlicePlan(choice, file_slice)
         groups = _row_groups_of(ids, row_group_rows)
         choice.row_groups_read = len(groups)
         if not has_logs and len(ids) > FEW_ROWS and len(groups) == len(row_group_rows):
             # Every row group holds candidates: the index saves no reading, and the scan (which
             # filters as it decodes) is faster than decoding whole row groups to take many rows.
             choice.reason = f"the {len(ids)} candidate row(s) lie in every row group: nothing to skip"
-            return _Plan(choice, file_slice)
+            return SlicePlan(choice, file_slice)
         choice.mode = MERGE_INDEX if has_logs else INDEX
         choice.reason = "selective predicate on an indexed column"
-        return _Plan(choice, file_slice, ids, groups)
+        return SlicePlan(choice, file_slice, ids, groups)
     finally:
         opened.close()
 
@@ -356,15 +365,15 @@ def _dataset_schema(storage: Storage, slices: Sequence[FileSlice], schema: pa.Sc
         newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1]) if schema is not None else paths[-1]
         physical = _footer(storage, newest).schema.to_arrow_schema().remove_metadata()
         if schema is None:
-            return _dictionary_meta(physical)
+            return dictionary_meta(physical)
         missing = [f for f in with_meta(schema) if f.name not in physical.names]
-        return _dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
-    return _dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
+        return dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
+    return dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
 
 
 def _read_planned(
     storage: Storage,
-    plan: _Plan,
+    plan: SlicePlan,
     dataset_schema: pa.Schema,
     wanted: list[str] | None,
     expression: pc.Expression,
@@ -420,7 +429,7 @@ def plan_read(
     definitions: Sequence[IndexDefinition],
     catalog: IndexCatalog,
     read_optimized: bool = False,
-) -> tuple[IndexReadExplain, list[_Plan]]:
+) -> tuple[IndexReadExplain, list[SlicePlan]]:
     """How each slice would be read (index files are consulted; no data is read)."""
     started = time.monotonic()
     dnf = parse_filters(filters)
@@ -432,7 +441,7 @@ def plan_read(
             reason = "no secondary index on the table" if not definitions else "no DNF filters to answer"
             choice = SliceChoice(s.partition_path, s.file_id, s.base_file.path if s.base_file else None, mode, reason)
             explain.slices.append(choice)
-        return explain, [_Plan(c, s) for c, s in zip(explain.slices, slices)]
+        return explain, [SlicePlan(c, s) for c, s in zip(explain.slices, slices)]
     plans = LocalEngine().map(
         lambda s: plan_slice(storage, s, dnf, definitions, catalog, read_optimized), list(slices), "plan index read"
     )
@@ -463,14 +472,41 @@ def read_with_indexes(
     The result equals `read_file_slices(storage, slices, schema, columns, filters_to_expression(filters), ...)`
     (up to row order).
     """
-    expression = filters_to_expression(filters)
     explain, plans = plan_read(storage, slices, filters, definitions, catalog, read_optimized)
+    table = read_planned(
+        storage,
+        slices,
+        plans,
+        schema,
+        columns,
+        filters,
+        instants=instants,
+        merge=merge,
+        read_optimized=read_optimized,
+    )
+    return table, explain
+
+
+def read_planned(
+    storage: Storage,
+    slices: Sequence[FileSlice],
+    plans: Sequence[SlicePlan],
+    schema: pa.Schema | None,
+    columns: Sequence[str] | None,
+    filters: Any,
+    *,
+    instants: VisibleInstants | None = None,
+    merge: MergeSettings | None = None,
+    read_optimized: bool = False,
+) -> pa.Table:
+    """The rows of `slices` matching `filters`, each slice read as `plans` (from `plan_read`)
+    chose: through its index, or scanned."""
     indexed = [p for p in plans if p.choice.mode in (INDEX, MERGE_INDEX)]
     if not indexed:
-        table = read_file_slices(
+        expression = filters_to_expression(filters)
+        return read_file_slices(
             storage, slices, schema, columns, expression, instants=instants, merge=merge, read_optimized=read_optimized
         )
-        return table, explain
     dnf = parse_filters(filters)
     assert dnf is not None
     exact = dnf_expression(dnf)
@@ -494,4 +530,4 @@ def read_with_indexes(
         )
     )
     table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    return table.replace_schema_metadata(None), explain
+    return table.replace_schema_metadata(None)

@@ -16,8 +16,8 @@ from lakeward.core.engine import Engine
 from lakeward.core.file_group.base_file import write_base_file
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.index.secondary.api import build_indexes_of_written_files
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants, read_merged_file_slice
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.compaction.schedule import pending_compactions, schedule_compaction

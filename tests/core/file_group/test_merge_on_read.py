@@ -29,14 +29,14 @@ from lakeward.core.file_group.log_file import (
     scan_blocks,
 )
 from lakeward.core.file_group.naming import base_file_name
-from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.read.merge_on_read import (
+from lakeward.core.file_group.reader import (
     MergeSettings,
     VisibleInstants,
+    read_file_slices,
     read_merged_file_slice,
     visible_log_blocks,
 )
-from lakeward.core.read.snapshot import read_file_slices
+from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.schema import avro_schema_json, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline

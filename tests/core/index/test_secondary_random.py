@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.index.secondary import api as secondary_index
-from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.table import Table
 
 CATEGORIES = ["red", "green", "blue", "Red", "amber", "", None]

@@ -1,0 +1,88 @@
+"""The instants a query reads, resolved against a timeline once, for every read surface.
+
+`resolve_as_of` (snapshot, read-optimized and time-travel queries), `incremental_range`
+(incremental queries) and `change_range` (CDC queries) turn the instant times or
+timestamps a caller gives into the completed instants a read sees, and refuse what
+would not be stable or retained, naming the problem. `Scan` plans with them; `Table`
+and the Spark surfaces reach them through `Scan` (or `Table.incremental_range` /
+`Table.change_range`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from lakeward.core.config.read import BEGIN_INSTANT
+from lakeward.core.config.table import TableConfig
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError
+from lakeward.core.read.changes import check_change_range, is_earliest
+from lakeward.core.read.incremental import IncrementalRange, stable_end
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.archival import has_archived_timeline
+from lakeward.core.table_services.clean import check_as_of_retained, check_incremental_retained
+from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
+from lakeward.core.timeline.instant_time import format_instant_time
+
+
+def resolve_as_of(storage: Storage, config: TableConfig, timeline: Timeline, as_of: InstantTime | None) -> str | None:
+    """The completed write instant a read as of `as_of` sees (None: the latest).
+
+    Refuses an `as_of` in the future, one with a write still in flight before it, one
+    before every completed write, and one whose files a clean removed.
+    """
+    if as_of is None:
+        return None
+    wanted = normalize_instant_time(as_of, config.timeline_timezone)
+    now = format_instant_time(dt.datetime.now(dt.UTC) if config.timeline_timezone == "UTC" else dt.datetime.now())
+    if wanted > now and wanted > (timeline.latest_time() or ""):
+        raise InstantNotFoundError(f"as_of {as_of!r} is in the future; a read as of it could change as commits land")
+    pending = [i.time for i in timeline.pending_writes() if i.time <= wanted]
+    if pending:
+        raise InstantNotFoundError(
+            f"as_of {as_of!r} is not stable: instant {pending[0]} before it is still in flight; "
+            "read as of an earlier instant or retry when it completes"
+        )
+    instant = timeline.completed_write_as_of(wanted)
+    if instant is None:
+        first = timeline.completed_writes()[0].time if timeline.completed_writes() else None
+        raise InstantNotFoundError(
+            f"no completed instant at or before {as_of!r}; the earliest readable instant is {first}"
+        )
+    check_as_of_retained(storage, timeline, instant.time, as_of)
+    return instant.time
+
+
+def incremental_range(
+    storage: Storage, config: TableConfig, timeline: Timeline, begin: InstantTime, end: InstantTime | None = None
+) -> IncrementalRange:
+    """An incremental range (begin, end]: times normalised in the timeline's time zone, the end
+    moved before a write still in flight (an explicit end past one is an InstantNotFoundError),
+    the range checked against what cleans retained; on table versions 8+ in completion time."""
+    tz = config.timeline_timezone
+    start = normalize_instant_time(begin, tz)
+    stop = normalize_instant_time(end, tz) if end is not None else None
+    stop = stable_end(timeline, start, stop)
+    check_incremental_retained(storage, timeline, start, stop)
+    return IncrementalRange.resolve(timeline, start, stop)
+
+
+def change_range(
+    storage: Storage, config: TableConfig, timeline: Timeline, begin: InstantTime | None, end: InstantTime | None
+) -> tuple[str, str | None]:
+    """A CDC range (begin, end] as instant times: `begin` resolved ("earliest"), `end` stopped
+    before writes still in flight; raises ConfigError / InstantNotFoundError naming the problem."""
+    if begin is None or (isinstance(begin, str) and not begin.strip()):
+        raise ConfigError(
+            f"a CDC query needs a begin instant ({BEGIN_INSTANT}); use 'earliest' for all retained changes"
+        )
+    tz = config.timeline_timezone
+    if isinstance(begin, str) and is_earliest(begin.strip()):
+        start = begin.strip()
+    else:
+        start = normalize_instant_time(begin, tz)
+    stop = normalize_instant_time(end, tz) if end is not None and str(end).strip() else None
+    archived = has_archived_timeline(storage, config.archive_folder)
+    start, stop = check_change_range(timeline, config, start, stop, archived)
+    stop = stable_end(timeline, start, stop)
+    check_incremental_retained(storage, timeline, start, stop)
+    return start, stop

@@ -1,0 +1,152 @@
+"""`Scan`: the one read planner. Its plan lists exactly what a query reads; running it gives
+what the `Table` read methods give; `explain()` names what the pruners ruled out."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.read.pruning import PartitionPruner
+from lakeward.core.read.scan import QueryType, Scan, ScanExplain
+from lakeward.core.table import Table
+
+
+def batch(*rows: tuple[int, str, str]) -> pa.Table:
+    """Rows of (id, city, v)."""
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "city": pa.array([r[1] for r in rows], pa.string()),
+            "v": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
+
+
+def sorted_rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: tuple(str(v) for v in r.values()))
+
+
+@pytest.fixture
+def mor(tmp_path) -> Table:
+    """A merge-on-read table whose slices have a base file and a log file (an update)."""
+    table = Table.create(
+        str(tmp_path / "mor"),
+        record_key="id",
+        partition_by="city",
+        table_type="MERGE_ON_READ",
+        options={"hoodie.table.cdc.enabled": "true"},
+    )
+    table.upsert(batch((1, "sf", "a"), (2, "ny", "b"), (3, "la", "c")))
+    table.upsert(batch((1, "sf", "a2"), (2, "ny", "b2")))
+    return table
+
+
+def test_scan_plan_snapshot_on_mor_lists_log_files(mor):
+    plan = mor.scan().plan()
+    assert plan.query_type is QueryType.SNAPSHOT
+    assert any(s.merges for s in plan.splits)
+    logs = [p for p in plan.files if ".log." in p]
+    assert logs and all(p.startswith(("sf/", "ny/")) for p in logs)
+    assert {s.file_slice.partition_path for s in plan.splits} == {"sf", "ny", "la"}
+
+
+def test_scan_plan_read_optimized_on_mor_lists_no_log_files(mor):
+    plan = mor.scan(query_type="read_optimized").plan()
+    assert plan.query_type is QueryType.READ_OPTIMIZED
+    assert plan.files and all(p.endswith(".parquet") for p in plan.files)
+    assert all(s.base_only and not s.merges for s in plan.splits)
+    # the same slices as the snapshot, only without their logs
+    assert plan.slices == mor.scan().plan().slices
+
+
+def test_scan_to_arrow_equals_table_read(mor):
+    filters = [("v", "!=", "c")]
+    scan = mor.scan(columns=["id", "v"], filters=filters)
+    assert sorted_rows(scan.to_arrow()) == sorted_rows(mor.read(columns=["id", "v"], filters=filters))
+    assert sorted_rows(scan.to_arrow()) == [{"id": 1, "v": "a2"}, {"id": 2, "v": "b2"}]
+    read_optimized = mor.scan(query_type="read_optimized", columns=["id", "v"]).to_arrow()
+    assert sorted_rows(read_optimized) == sorted_rows(mor.read(columns=["id", "v"], read_optimized=True))
+
+
+def test_scan_time_travel_plans_as_of_the_instant_and_reads_its_state(mor):
+    first = mor.completed_instants()[0].time
+    scan = mor.scan(as_of=first, columns=["id", "v"])
+    plan = scan.plan()
+    assert (plan.query_type, plan.as_of) == (QueryType.TIME_TRAVEL, first)
+    assert sorted_rows(scan.to_arrow()) == sorted_rows(mor.read(as_of=first, columns=["id", "v"]))
+    assert sorted(scan.to_arrow().column("v").to_pylist()) == ["a", "b", "c"]
+
+
+def test_scan_incremental_and_cdc_equal_the_table_reads(mor):
+    first = mor.completed_instants()[0].time
+    incremental = mor.scan(query_type="incremental", begin=first, columns=["id", "v"])
+    plan = incremental.plan()
+    assert (plan.begin, plan.end) == (first, None)
+    assert {s.file_slice.partition_path for s in plan.splits} == {"sf", "ny"}  # la was not written after
+    assert sorted_rows(incremental.to_arrow()) == sorted_rows(mor.read_incremental(first, columns=["id", "v"]))
+    changes = mor.scan(query_type="cdc", begin="earliest")
+    assert changes.plan().change_splits
+    assert changes.to_arrow().equals(mor.read_changes("earliest"))
+
+
+def test_scan_explain_names_the_slices_partition_pruning_dropped(mor):
+    explained = mor.scan(filters=[("city", "=", "sf")]).explain()
+    assert isinstance(explained, ScanExplain)
+    assert [s.partition_path for s in explained.slices] == ["sf"]
+    assert sorted(p.partition_path for p in explained.pruned) == ["la", "ny"]
+    assert {p.pruner for p in explained.pruned} == {"partition"}
+    text = str(explained)
+    assert "pruned file slices: 2" in text and "pruned by partition" in text
+    # Table.explain is the scan's explain
+    assert str(mor.explain([("city", "=", "sf")])) == text
+    assert mor.scan(filters=[("city", "=", "sf")]).plan().pruned == tuple(explained.pruned)
+
+
+def test_partition_pruner_keeps_every_slice_without_partition_filters(mor):
+    slices = mor.file_slices()
+    pruner = PartitionPruner(mor.config, mor.schema())
+    assert pruner.prune(slices, [("v", "=", "a")]).kept == tuple(slices)
+    pruning = pruner.prune(slices, [("city", "in", ["sf", "ny"])])
+    assert [s.partition_path for s in pruning.kept] == sorted(["ny", "sf"])
+    assert [(p.partition_path, p.pruner) for p in pruning.pruned] == [("la", "partition")]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"query_type": "time_travel"}, "needs as_of"),
+        ({"query_type": "incremental"}, "needs begin"),
+        ({"query_type": "incremental", "begin": "0", "as_of": "1"}, "as_of applies to"),
+        ({"query_type": "snapshot", "begin": "0"}, "begin and end apply to"),
+        ({"query_type": "cdc", "begin": "earliest", "columns": ["id"]}, "no columns or filters"),
+        ({"query_type": "latest"}, "is not one of snapshot, read_optimized"),
+    ],
+)
+def test_scan_arguments_that_do_not_fit_the_query_type_raise_config_error(mor, arguments, message):
+    with pytest.raises(ConfigError, match=message):
+        mor.scan(**arguments)
+
+
+def test_scan_explain_of_cdc_scan_raises_config_error(mor):
+    with pytest.raises(ConfigError, match="change splits"):
+        mor.scan(query_type="cdc", begin="earliest").explain()
+
+
+def test_scan_is_a_plain_value_over_storage_config_and_timeline(mor):
+    scan = Scan(mor.storage, mor.config, mor.timeline(), QueryType.SNAPSHOT, columns=["id"])
+    assert sorted(scan.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+@pytest.mark.spark
+def test_scan_to_spark_has_the_rows_of_to_arrow(spark, mor):
+    snapshot = mor.scan(columns=["id", "v"], filters=[("v", "!=", "c")])
+    rows = [r.asDict() for r in snapshot.to_spark(spark).collect()]
+    assert sorted_rows(pa.Table.from_pylist(rows)) == sorted_rows(snapshot.to_arrow())
+    first = mor.completed_instants()[0].time
+    incremental = mor.scan(query_type="incremental", begin=first, columns=["id", "v"])
+    rows = [r.asDict() for r in incremental.to_spark(spark).collect()]
+    assert sorted_rows(pa.Table.from_pylist(rows)) == sorted_rows(incremental.to_arrow())
+    changes = mor.scan(query_type="cdc", begin="earliest")
+    rows = [r.asDict() for r in changes.to_spark(spark).collect()]
+    assert sorted_rows(pa.Table.from_pylist(rows)) == sorted_rows(changes.to_arrow())
