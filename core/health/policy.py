@@ -28,12 +28,12 @@ class HealthWeights(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    compaction: float = Field(25, ge=0)
-    small_files: float = Field(15, ge=0)
-    pending_plans: float = Field(15, ge=0)
-    pending_writes: float = Field(15, ge=0)
-    cleaner: float = Field(15, ge=0)
-    archival: float = Field(15, ge=0)
+    compaction: float = Field(default=25, ge=0)
+    small_files: float = Field(default=15, ge=0)
+    pending_plans: float = Field(default=15, ge=0)
+    pending_writes: float = Field(default=15, ge=0)
+    cleaner: float = Field(default=15, ge=0)
+    archival: float = Field(default=15, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> HealthWeights:
@@ -51,25 +51,25 @@ class HealthThresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: A file group with more log files than this in its latest slice is behind on compaction.
-    max_log_files: int = Field(10, ge=1)
+    max_log_files: int = Field(default=10, ge=1)
     #: Share of file groups over `max_log_files` from which compaction is critical (any: warning).
-    log_files_critical_share: float = Field(0.25, gt=0, le=1)
+    log_files_critical_share: float = Field(default=0.25, gt=0, le=1)
     #: Fewer small base files than this are never a finding (each partition fills one at a time).
-    small_files_min_count: int = Field(10, ge=1)
+    small_files_min_count: int = Field(default=10, ge=1)
     #: Share of base files under `hoodie.parquet.small.file.limit`: warning / critical from here.
-    small_files_warning_share: float = Field(0.5, gt=0, le=1)
-    small_files_critical_share: float = Field(0.8, gt=0, le=1)
+    small_files_warning_share: float = Field(default=0.5, gt=0, le=1)
+    small_files_critical_share: float = Field(default=0.8, gt=0, le=1)
     #: Age of the oldest pending table-service plan: warning / critical from here.
     pending_plan_warning_age: dt.timedelta = dt.timedelta(hours=1)
     pending_plan_critical_age: dt.timedelta = dt.timedelta(hours=6)
     #: Fewer files the cleaner would delete than this are never a finding.
-    cleaner_min_files: int = Field(10, ge=1)
+    cleaner_min_files: int = Field(default=10, ge=1)
     #: Files the cleaner would delete per live file: warning / critical from here.
-    cleaner_warning_ratio: float = Field(1.0, gt=0)
-    cleaner_critical_ratio: float = Field(3.0, gt=0)
+    cleaner_warning_ratio: float = Field(default=1.0, gt=0)
+    cleaner_critical_ratio: float = Field(default=3.0, gt=0)
     #: Completed commits on the active timeline per `hoodie.keep.max.commits`: warning above
     #: 1 (archival is due and has not run), critical from this ratio.
-    archival_critical_ratio: float = Field(2.0, gt=1)
+    archival_critical_ratio: float = Field(default=2.0, gt=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:
@@ -89,8 +89,8 @@ class HealthPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    weights: HealthWeights = HealthWeights()
-    thresholds: HealthThresholds = HealthThresholds()
+    weights: HealthWeights = Field(default_factory=HealthWeights)
+    thresholds: HealthThresholds = Field(default_factory=HealthThresholds)
 
 
 def parse_health_policy(values: Mapping[str, Any] | None) -> HealthPolicy:

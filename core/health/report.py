@@ -175,7 +175,9 @@ def _pending_writes(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
                 "file: its writer cannot be told alive or gone"
             )
             fix = f"if no writer runs it, roll it back (Table.rollback('{w.instant_time}'))"
-            findings.append(Finding("pending_writes", Severity.WARNING, "pending_write_without_heartbeat", message, fix))
+            findings.append(
+                Finding("pending_writes", Severity.WARNING, "pending_write_without_heartbeat", message, fix)
+            )
     return findings
 
 
