@@ -33,11 +33,11 @@ import pyarrow.fs as pafs
 
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import PARTITION_METADATA_FILE, parse_base_file_name, parse_log_file_name
+from lakeward.core.instant_clock import aware, moment_instant_time
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean.plan import savepointed_file_names
 from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Timeline
-from lakeward.core.timeline.instant_time import format_instant_time
 from lakeward.core.timeline.transitions import read_commit_metadata
 from lakeward.core.write.markers import list_markers
 
@@ -191,11 +191,8 @@ def _cutoff(table: Table, now: dt.datetime | None, older_than: dt.timedelta) -> 
     """The cutoff moment (UTC) and the same moment as an instant time in the timeline's zone."""
     if older_than < dt.timedelta(0):
         raise ValueError(f"older_than must not be negative, got {older_than}")
-    moment = (now or dt.datetime.now(dt.UTC)) - older_than
-    moment = moment if moment.tzinfo is not None else moment.astimezone()
-    utc = table.config.timeline_timezone.upper() == "UTC"
-    in_zone = moment.astimezone(dt.UTC if utc else None).replace(tzinfo=None)
-    return moment.astimezone(dt.UTC), format_instant_time(in_zone)
+    moment = aware(now) - older_than
+    return moment.astimezone(dt.UTC), moment_instant_time(moment, table.config.timeline_timezone)
 
 
 def _find(table: Table, older_than: dt.timedelta, now: dt.datetime | None) -> tuple[list[OrphanFile], dt.datetime, str]:

@@ -19,7 +19,6 @@ from lakeward.core.health.snapshot import (
     HeartbeatState,
     PendingPlan,
     PendingWrite,
-    instant_moment,
     take_snapshot,
 )
 from lakeward.core.table import Table
@@ -39,7 +38,6 @@ __all__ = [
     "Severity",
     "format_age",
     "health_report",
-    "instant_moment",
     "parse_health_policy",
     "table_health",
     "take_snapshot",

@@ -104,6 +104,11 @@ def _since(snapshot: HealthSnapshot, service: str) -> str:
     return f"last {service} {format_age(value)} ago" if value is not None else f"no completed {service}"
 
 
+def _graded(factor: str, code: str, critical: bool, message: str, action: str) -> Finding:
+    """A warning, or a critical finding once its number reached the critical threshold."""
+    return Finding(factor, Severity.CRITICAL if critical else Severity.WARNING, code, message, action)
+
+
 def _compaction(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     if not is_merge_on_read(s) or not s.log_files_per_group:
         return []
@@ -111,7 +116,6 @@ def _compaction(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     if not over:
         return []
     share = over / len(s.log_files_per_group)
-    severity = Severity.CRITICAL if share >= t.log_files_critical_share else Severity.WARNING
     parts = [
         f"{over} file group(s) of {len(s.log_files_per_group)} have > {t.max_log_files} log files "
         f"(max {max(s.log_files_per_group)}): compaction is behind",
@@ -125,7 +129,8 @@ def _compaction(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
         if pending is not None
         else "schedule and run a compaction (Table.schedule_compaction + run_compaction, or the daemon)"
     )
-    return [Finding("compaction", severity, "compaction_behind", "; ".join(parts), action)]
+    critical = share >= t.log_files_critical_share
+    return [_graded("compaction", "compaction_behind", critical, "; ".join(parts), action)]
 
 
 def _small_files(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
@@ -133,13 +138,12 @@ def _small_files(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     share = small / len(s.base_file_sizes) if s.base_file_sizes else 0.0
     if small < t.small_files_min_count or share < t.small_files_warning_share:
         return []
-    severity = Severity.CRITICAL if share >= t.small_files_critical_share else Severity.WARNING
     message = (
         f"{small} of {len(s.base_file_sizes)} base files ({share:.0%}) are under "
         f"hoodie.parquet.small.file.limit={s.small_file_limit} bytes; {_since(s, 'clustering')}"
     )
     action = "schedule and run a clustering (Table.schedule_clustering + run_clustering, or the daemon)"
-    return [Finding("small_files", severity, "small_files", message, action)]
+    return [_graded("small_files", "small_files", share >= t.small_files_critical_share, message, action)]
 
 
 def _pending_plans(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
@@ -154,8 +158,7 @@ def _pending_plans(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
             f"since {format_age(plan.age_seconds)}"
         )
         fix = f"run {action} {plan.instant_time}, or roll it back if it cannot complete"
-        severity = Severity.CRITICAL if critical else Severity.WARNING
-        findings.append(Finding("pending_plans", severity, "pending_plan_aging", message, fix))
+        findings.append(_graded("pending_plans", "pending_plan_aging", critical, message, fix))
     return findings
 
 
@@ -187,26 +190,24 @@ def _cleaner(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     ratio = s.cleanable_files / max(1, s.live_files)
     if ratio < t.cleaner_warning_ratio:
         return []
-    severity = Severity.CRITICAL if ratio >= t.cleaner_critical_ratio else Severity.WARNING
     message = (
         f"{s.cleanable_files} file(s) beyond retention ({s.cleaner_policy}, {s.cleaner_retention}) "
         f"next to {s.live_files} live file(s); {_since(s, 'clean')}"
     )
     fix = "run a clean (Table.clean(), or the daemon's clean)"
-    return [Finding("cleaner", severity, "cleaner_backlog", message, fix)]
+    return [_graded("cleaner", "cleaner_backlog", ratio >= t.cleaner_critical_ratio, message, fix)]
 
 
 def _archival(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     if s.active_commits <= s.keep_max_commits:
         return []
     ratio = s.active_commits / s.keep_max_commits
-    severity = Severity.CRITICAL if ratio >= t.archival_critical_ratio else Severity.WARNING
     message = (
         f"{s.active_commits} completed commits on the active timeline ({s.active_instants} instants) "
         f"exceed hoodie.keep.max.commits={s.keep_max_commits}: archival is behind"
     )
     fix = "run archival (Table.archive()); a pending instant, savepoint or clean retention may hold it back"
-    return [Finding("archival", severity, "archival_backlog", message, fix)]
+    return [_graded("archival", "archival_backlog", ratio >= t.archival_critical_ratio, message, fix)]
 
 
 def _version(s: HealthSnapshot) -> list[Finding]:

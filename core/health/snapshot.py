@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from lakeward.core.config.table import TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.instant_clock import aware, in_timeline_zone, instant_moment
 from lakeward.core.locks import LOCK_OPTION_KEYS
 from lakeward.core.table_services.clean import plan_clean
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, Timeline
@@ -98,19 +99,6 @@ class HealthSnapshot:
     active_instants: int
     keep_min_commits: int
     keep_max_commits: int
-
-
-def instant_moment(instant_time: str, timezone: str) -> dt.datetime:
-    """The moment an instant time names, as an aware datetime (in the timeline's zone: UTC or local)."""
-    moment = dt.datetime.strptime(instant_time[:14], "%Y%m%d%H%M%S")
-    moment = moment.replace(microsecond=int(instant_time[14:17] or "0") * 1000)
-    return moment.replace(tzinfo=dt.UTC) if timezone.upper() == "UTC" else moment.astimezone()
-
-
-def _aware(now: dt.datetime | None) -> dt.datetime:
-    if now is None:
-        return dt.datetime.now(dt.UTC)
-    return now if now.tzinfo is not None else now.astimezone()
 
 
 def table_write_config(table: Table) -> WriteConfig:
@@ -205,14 +193,13 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
     storage, config = table.storage, table.config
     wc = table_write_config(table)
     timeline = table.timeline()
-    age = _Ages(_aware(now), config.timeline_timezone)
+    age = _Ages(aware(now), config.timeline_timezone)
     view = FileSystemView.load(storage, timeline)
     slices = view.latest_file_slices()
     plans, writes = _pending_plans(storage, timeline, age)
     cleanable = None
     if not view.from_metadata_table:
-        utc = config.timeline_timezone.upper() == "UTC"
-        in_zone = age.now.astimezone(dt.UTC if utc else None).replace(tzinfo=None)
+        in_zone = in_timeline_zone(age.now, config.timeline_timezone)
         plan = plan_clean(storage, timeline, view, wc, config.timeline_timezone, in_zone)
         cleanable = plan.file_count
     active = timeline.active()

@@ -231,3 +231,26 @@ def test_health_policy_defaults_and_durations() -> None:
     policy = parse_health_policy({"thresholds": {"pending_plan_warning_age": 600}})
     assert policy.thresholds.pending_plan_warning_age == dt.timedelta(minutes=10)
     assert HealthPolicy().weights.compaction == 25
+
+
+@pytest.fixture
+def new_york_time(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The process's local zone is five hours behind UTC for the test (so UTC and local differ)."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_health_ages_on_a_utc_timeline(tmp_path: Path, new_york_time: None) -> None:
+    """Instant times of a `hoodie.table.timeline.timezone=UTC` table are read as UTC, not local time."""
+    table = _table(tmp_path / "t", "MERGE_ON_READ", options={"hoodie.table.timeline.timezone": "UTC"})
+    table.upsert(_rows([1, 2], 0))
+    table.upsert(_rows([1], 1))
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    later = table_health(table, now=dt.datetime.now(dt.UTC) + 2 * HOUR)
+    (plan,) = later.snapshot.pending_plans
+    assert abs(plan.age_seconds - 7200) < 120
+    assert _codes(later)["pending_plan_aging"].message.endswith("since 2 h")
