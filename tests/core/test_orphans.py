@@ -207,3 +207,19 @@ def test_orphans_hudi_written_fixture_has_none(fixture_table: object, kind: str,
     """Tables Apache Hudi wrote (v6, v8, v9; rollbacks, overwrites, log files) hold no orphan by these rules."""
     table = Table.open(fixture_table(kind, name))  # type: ignore[operator]
     assert find_orphans(table, DAY, now=dt.datetime.now(dt.UTC) + 3650 * DAY) == []
+
+
+def test_orphans_files_a_savepoint_lists_kept(tmp_path: Path) -> None:
+    """A savepoint keeps its files even when no instant on the active timeline lists them any more."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", partition_by="city", ordering_field="ts")
+    for ts, city in enumerate(CITIES[:3]):  # one new partition per commit
+        table.upsert(pa.table({"id": [ts], "city": [city], "ts": [ts], "v": [city]}))
+    middle = Timeline.load(table.storage).completed_writes()[1].time
+    table.savepoint(middle)
+    for f in [*(path / ".hoodie").glob(f"{middle}.commit*"), path / ".hoodie" / f"{middle}.inflight"]:
+        f.unlink()  # its commit gone from the active timeline (as a manual repair or an archival past it would)
+    (saved,) = [p for p in _data_files(path) if middle in p]
+    assert find_orphans(table, DAY, now=_later()) == []
+    table.delete_savepoint(middle)
+    assert [o.path for o in find_orphans(table, DAY, now=_later())] == [saved]
