@@ -1,4 +1,5 @@
-"""Instant times as moments: between the timeline's zone (UTC or the machine's local zone) and aware datetimes.
+"""Instant times as moments: between the timeline's zone (UTC or the machine's local zone) and aware datetimes;
+and report dataclasses as JSON-ready values.
 
 Kept apart from `timeline/instant_time.py` while that package is being reshaped; it
 belongs there (health ages and orphan cutoffs are its only users so far).
@@ -6,7 +7,9 @@ belongs there (health ages and orphan cutoffs are its only users so far).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import enum
 
 from lakeward.core.timeline.instant_time import format_instant_time
 
@@ -33,3 +36,24 @@ def in_timeline_zone(moment: dt.datetime, timezone: str) -> dt.datetime:
 def moment_instant_time(moment: dt.datetime, timezone: str) -> str:
     """The instant time of an aware moment in the timeline's zone."""
     return format_instant_time(in_timeline_zone(moment, timezone))
+
+
+def json_ready(value: object) -> object:
+    """A dataclass tree (enums, datetimes, timedeltas, tuples) as JSON-ready plain values.
+
+    Datetimes become ISO strings, timedeltas seconds, enums their values; used by the
+    health and orphan reports for the API and the CLI's `--json`.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: json_ready(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return value

@@ -28,12 +28,13 @@ import datetime as dt
 import logging
 import posixpath
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.fs as pafs
 
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import PARTITION_METADATA_FILE, parse_base_file_name, parse_log_file_name
-from lakeward.core.instant_clock import aware, moment_instant_time
+from lakeward.core.instant_clock import aware, json_ready, moment_instant_time
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean.plan import savepointed_file_names
@@ -83,6 +84,12 @@ class OrphanReport:
     cutoff: dt.datetime
     orphans: tuple[OrphanFile, ...]
     removals: tuple[OrphanRemoval, ...]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The report as plain JSON values (the run's record of what was found and removed)."""
+        out = json_ready(self)
+        assert isinstance(out, dict)
+        return out
 
     @property
     def removed(self) -> tuple[str, ...]:

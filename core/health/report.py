@@ -12,9 +12,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from lakeward.core.health.policy import FACTORS, HealthPolicy, HealthThresholds
 from lakeward.core.health.snapshot import HealthSnapshot, HeartbeatState, PendingPlan, is_merge_on_read
+from lakeward.core.instant_clock import json_ready
 
 
 class Severity(str, Enum):
@@ -74,6 +76,13 @@ class HealthReport:
     log_bytes: Distribution
     small_files: int
     small_file_share: float
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The report as plain JSON values (datetimes ISO, enums their values), for the API and CLI."""
+        out = json_ready(self)
+        assert isinstance(out, dict)
+        out["oldest_pending_plans"] = json_ready(self.oldest_pending_plans)
+        return out
 
     @property
     def oldest_pending_plans(self) -> dict[str, PendingPlan]:

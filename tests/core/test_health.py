@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from pathlib import Path
@@ -147,6 +148,11 @@ def test_health_pending_plan_ages_into_warning_then_critical(tmp_path: Path) -> 
     assert _codes(critical)["pending_plan_aging"].severity is Severity.CRITICAL
     assert critical.oldest_pending_plans["compaction"].instant_time == instant
     assert critical.score == 85
+    data = json.loads(json.dumps(critical.to_json_dict()))
+    assert data["score"] == 85 and data["factors"]["pending_plans"] == 1.0
+    assert data["findings"][0]["severity"] == "critical" and data["findings"][0]["code"] == "pending_plan_aging"
+    assert data["oldest_pending_plans"]["compaction"]["instant_time"] == instant
+    assert data["snapshot"]["taken_at"].startswith(str((now + 7 * HOUR).year))
 
 
 def test_health_cleaner_backlog_counts_versions_beyond_retention(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -101,6 +102,9 @@ def test_orphans_stray_copies_found_and_dry_run_changes_nothing(tmp_path: Path) 
 
     done = remove_orphans(table, DAY, dry_run=False, now=_later())
     assert set(done.removed) == rel
+    record = json.loads(json.dumps(done.to_json_dict()))
+    assert record["dry_run"] is False and record["older_than"] == 86400.0
+    assert {r["path"] for r in record["removals"] if r["removed"]} == rel
     after = _hashes(path)
     assert set(before) - set(after) == rel and all(after[k] == before[k] for k in after)
     assert _rows(Table.open(str(path))) == rows
