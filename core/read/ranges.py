@@ -18,9 +18,9 @@ from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.read.changes import check_change_range, is_earliest
 from lakeward.core.read.incremental import IncrementalRange, stable_end
 from lakeward.core.storage import Storage
-from lakeward.core.timeline.archived import has_archived_timeline
 from lakeward.core.table_services.clean import check_as_of_retained, check_incremental_retained
 from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
+from lakeward.core.timeline.archived import has_archived_timeline
 from lakeward.core.timeline.instant_time import format_instant_time
 
 
