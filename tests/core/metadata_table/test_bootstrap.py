@@ -38,17 +38,12 @@ from tests.interop.compare import all_mismatches, both_readers, fail_on
 SCRIPT = Path(__file__).parents[1] / "scripts" / "crash_mdt_init.py"
 PARTS = ["p1", "p2", "p3"]
 Model = dict[str, tuple[str, int, int]]
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
 
 
 def _batch(rows: Model) -> pa.Table:
-    ids = sorted(rows)
-    return pa.table(
-        {
-            "id": ids,
-            "part": [rows[i][0] for i in ids],
-            "ts": pa.array([rows[i][1] for i in ids], pa.int64()),
-            "val": pa.array([rows[i][2] for i in ids], pa.int64()),
-        }
+    return pa.Table.from_pylist(
+        [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in sorted(rows.items())], schema=SCHEMA
     )
 
 
