@@ -40,6 +40,7 @@ from lakeward.core.file_group.metadata_listing import (
     METADATA_FOLDER,
     METADATA_PARTITIONS_KEY,
     metadata_partitions,
+    metadata_storage,
 )
 from lakeward.core.file_group.naming import log_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
@@ -80,13 +81,6 @@ class MetadataTableInit:
     files: int
     #: The `files` partition's base HFile, relative to the data table's base path.
     base_file: str
-
-
-def metadata_storage(storage: Storage) -> Storage:
-    """The metadata table's own storage (base path `.hoodie/metadata`), of the same kind."""
-    return type(storage)(
-        storage.fs, storage.full_path(METADATA_FOLDER), storage.uri_of(METADATA_FOLDER), storage.options
-    )
 
 
 def _metadata_table_properties(config: TableConfig) -> dict[str, str]:
