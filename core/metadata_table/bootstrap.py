@@ -77,7 +77,9 @@ class MetadataTableInit:
     instant_time: str
     #: The data table's latest completed instant the listing was taken as of (None: none yet).
     as_of: str | None
+    #: Data partitions listed (records besides `__all_partitions__`).
     partitions: int
+    #: Data files (base and log) listed across them.
     files: int
     #: The `files` partition's base HFile, relative to the data table's base path.
     base_file: str
