@@ -828,7 +828,7 @@ class Table:
             "read_optimized": read_optimized,
         }
         if chosen.name == "spark":
-            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
+            from lakeward.core.read.spark import dnf_to_column, read_slices
 
             spark = chosen.spark  # type: ignore[attr-defined]
             return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
@@ -877,7 +877,7 @@ class Table:
         start, stop = window.begin, window.end
         schema = resolve_table_schema(self.storage, timeline, self.config)
         if chosen.name == "spark":
-            from lakeward.core.engine.spark.read import dnf_to_column, read_slices
+            from lakeward.core.read.spark import dnf_to_column, read_slices
 
             in_range = [window.commit_time_conjunction()] if self.config.populate_meta_fields else None
             condition = dnf_to_column(filters)

@@ -27,8 +27,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from lakeward.core.config.write import TABLE_CREATE_KEYS, WriteConfig
-from lakeward.core.engine.spark.datasource import READ_KEYS
 from lakeward.core.locks import LockConfig
+from lakeward.core.spark.datasource import READ_KEYS
 from lakeward.services.api.app import create_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import ENV_PREFIX, DaemonSettings, load_settings

@@ -34,10 +34,10 @@ from lakeward.core.config.table import (
 )
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
-from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.file_group.integrity import verify_listing
 from lakeward.core.locks import LOCK_OPTION_KEYS
+from lakeward.core.spark import changes as cdc
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         log.info("table %s exists; mode('ignore') writes nothing", path)
         return
     if not exists:
-        from lakeward.core.engine.spark.read import arrow_schema
+        from lakeward.core.read.spark import arrow_schema
 
         schema = arrow_schema(df.schema)
         table = Table.create(path, options=table_options, engine=engine, schema=_data_schema(schema))
@@ -277,13 +277,13 @@ def _data_source_class(pushdown: bool = True) -> type:
 
         def partitions(self) -> Sequence[InputPartition]:
             """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
-            from lakeward.core.engine.spark.read import slice_to_json
+            from lakeward.core.read.spark import slice_to_json
 
             plan = _plan_read(self.path, self.options, self.pushed)
             return [InputPartition((slice_to_json(s), plan)) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-            from lakeward.core.engine.spark.read import slice_from_json
+            from lakeward.core.read.spark import slice_from_json
 
             if partition is None or partition.value is None:
                 return  # no file slices (e.g. an empty incremental range): Spark still reads one empty partition
@@ -293,7 +293,7 @@ def _data_source_class(pushdown: bool = True) -> type:
     class LakewardPushdownReader(LakewardReader):
         def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
             """Filters become index predicates; all of them go back to Spark, which applies them again."""
-            from lakeward.core.engine.spark.index_pushdown import to_dnf
+            from lakeward.core.spark.index_pushdown import to_dnf
 
             if _flag(DATA_SKIPPING, self.options.get(DATA_SKIPPING, True)):
                 self.pushed = to_dnf(filters)
@@ -311,7 +311,7 @@ def _data_source_class(pushdown: bool = True) -> type:
             return str(path)
 
         def schema(self) -> Any:
-            from lakeward.core.engine.spark.read import spark_schema
+            from lakeward.core.read.spark import spark_schema
             from lakeward.core.schema import with_meta
             from lakeward.core.table import Table
 
@@ -388,7 +388,7 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
     verify_listing(table.storage, timeline, view, as_of)
     slices = view.latest_file_slices(as_of=as_of)
     instants = VisibleInstants.from_timeline(timeline, as_of)
-    from lakeward.core.engine.spark.index_pushdown import IndexReadContext
+    from lakeward.core.spark.index_pushdown import IndexReadContext
 
     return _ReadPlan(
         slices,
@@ -399,8 +399,8 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
 
 
 def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
-    from lakeward.core.engine.spark.read import without_dictionaries
     from lakeward.core.read.snapshot import read_file_slices
+    from lakeward.core.read.spark import without_dictionaries
     from lakeward.core.storage import Storage
 
     storage = Storage.for_uri(path)

@@ -196,7 +196,7 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
     order, with a delete of a key before its insert in the same commit (insert_overwrite).
     """
-    from lakeward.core.engine.spark.read import spark_schema
+    from lakeward.core.read.spark import spark_schema
     from lakeward.core.table import Table
 
     check_batch_options(options)
@@ -221,7 +221,7 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
 # -- the registered Python data source: batch and streaming readers --------------------------------
 def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
     """The Spark schema of a CDC read of the table at `path`."""
-    from lakeward.core.engine.spark.read import spark_schema
+    from lakeward.core.read.spark import spark_schema
     from lakeward.core.table import Table
 
     return spark_schema(change_schema(Table.open(path).schema(), images_option(options)))
@@ -261,7 +261,7 @@ def _reader_classes() -> tuple[type, type]:
         """Incremental reads of (start, end] per micro-batch; offsets are instant times."""
 
         def __init__(self, path: str, options: Mapping[str, Any], schema: StructType):
-            from lakeward.core.engine.spark.read import arrow_schema
+            from lakeward.core.read.spark import arrow_schema
 
             self.path = path
             self.options = dict(options)
@@ -289,8 +289,8 @@ def _reader_classes() -> tuple[type, type]:
             self.target = latest_stable_instant(self._table().timeline(), _ZERO)
 
         def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-            from lakeward.core.engine.spark.datasource import _plan_read
-            from lakeward.core.engine.spark.read import slice_to_json
+            from lakeward.core.read.spark import slice_to_json
+            from lakeward.core.spark.datasource import _plan_read
             from lakeward.core.table_services.clean import check_incremental_retained
 
             begin, stop = start[OFFSET], end[OFFSET]
@@ -305,8 +305,8 @@ def _reader_classes() -> tuple[type, type]:
             return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-            from lakeward.core.engine.spark.datasource import _read_slice
-            from lakeward.core.engine.spark.read import slice_from_json
+            from lakeward.core.read.spark import slice_from_json
+            from lakeward.core.spark.datasource import _read_slice
 
             kind, plan, item = partition.value
             if kind == CDC:

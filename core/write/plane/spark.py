@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
-from lakeward.core.engine.spark.read import arrow_schema, spark_path
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
@@ -37,14 +36,15 @@ from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index.base import read_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.read.spark import arrow_schema, spark_path
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
-from lakeward.core.write.local_plane import IS_DELETED, to_arrow
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+from lakeward.core.write.plane.local import IS_DELETED, to_arrow
 from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
