@@ -40,6 +40,7 @@ from lakeward.core.file_group.integrity import IntegrityReport, check_table, ver
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
+from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.locks import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.read.changes import (
     Images,
@@ -51,11 +52,12 @@ from lakeward.core.read.changes import (
 from lakeward.core.read.filters import Filters, partition_pruner, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices, read_incremental, stable_end
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
+from lakeward.core.read.spark import dnf_to_column, read_slices
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services import savepoint as savepoint_service
-from lakeward.core.table_services.archival import has_archived_timeline
+from lakeward.core.table_services.archival import archive, has_archived_timeline
 from lakeward.core.table_services.change_tracking import (
     ChangeTrackingResult,
     pending_change_tracking,
@@ -81,6 +83,12 @@ from lakeward.core.table_services.compaction import (
     pending_compactions,
     run_compaction,
     schedule_compaction,
+)
+from lakeward.core.table_services.index_build import (
+    pending_index_builds,
+    rollback_index_build,
+    run_index_build,
+    schedule_index_build,
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
 from lakeward.core.table_version import CURRENT, TableVersion
@@ -460,8 +468,6 @@ class Table:
         Reads keep working; time travel to an archived instant fails with InstantNotFoundError
         naming the earliest readable instant.
         """
-        from lakeward.core.table_services.archival import archive
-
         return archive(self._writer())
 
     # -- compaction (merge-on-read) ---------------------------------------------------------
@@ -712,8 +718,6 @@ class Table:
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
-        from lakeward.core.index.secondary.definitions import load_definitions
-
         return load_definitions(self.storage)
 
     def index_status(self) -> secondary_index.IndexStatus:
@@ -725,14 +729,11 @@ class Table:
 
         `INCREMENTAL`: base files without an index file yet; `ALL`: rebuild every latest base file.
         """
-        from lakeward.core.table_services.index_build import schedule_index_build
-
         return schedule_index_build(self._writer(), strategy, indexes)
 
     def run_index_build(self, instant: str | Instant, *, engine: Engine | str | None = None) -> IndexBuildResult:
         """Execute a planned index build (idempotent: re-running a half-done build completes it)."""
         instant = instant_time_of(instant)
-        from lakeward.core.table_services.index_build import run_index_build
 
         client = self._writer()
         return run_index_build(client, instant, resolve_engine(engine, default=client.engine))
@@ -745,14 +746,11 @@ class Table:
         return self.run_index_build(instant, engine=engine) if instant is not None else None
 
     def pending_index_builds(self) -> list[str]:
-        from lakeward.core.table_services.index_build import pending_index_builds
-
         return pending_index_builds(self.timeline())
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
         instant = instant_time_of(instant)
-        from lakeward.core.table_services.index_build import rollback_index_build
 
         return rollback_index_build(self._writer(), instant)
 
@@ -828,8 +826,6 @@ class Table:
             "read_optimized": read_optimized,
         }
         if chosen.name == "spark":
-            from lakeward.core.read.spark import dnf_to_column, read_slices
-
             spark = chosen.spark  # type: ignore[attr-defined]
             return read_slices(spark, self.storage, slices, schema, columns, dnf_to_column(filters), **merge_options)
         result = secondary_index.read_slices(self.storage, timeline, slices, schema, columns, filters, **merge_options)
@@ -877,8 +873,6 @@ class Table:
         start, stop = window.begin, window.end
         schema = resolve_table_schema(self.storage, timeline, self.config)
         if chosen.name == "spark":
-            from lakeward.core.read.spark import dnf_to_column, read_slices
-
             in_range = [window.commit_time_conjunction()] if self.config.populate_meta_fields else None
             condition = dnf_to_column(filters)
             row_filter = dnf_to_column(in_range)

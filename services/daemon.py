@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakeward.core.engine.spark import python_worker_conf
+from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import SharedZooKeeperClient
@@ -205,7 +205,6 @@ class Daemon:
     def _engine(self) -> Any:
         if self.settings.spark.engine == "local":
             return "local"
-        from lakeward.core.engine.spark import SparkEngine
 
         if self._spark is None:
             self._spark = build_spark_session(self.settings.spark)

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
@@ -202,8 +203,6 @@ def _is_clustering(storage: Storage, instant_time: str, cache: DiscoveryCache) -
 
 def _index_columns(storage: Storage) -> frozenset[str]:
     """Columns of the table's secondary index definitions (read only when `.hoodie/.index/` exists)."""
-    from lakeward.core.index.secondary.definitions import load_definitions
-
     return frozenset(c for d in load_definitions(storage) for c in d.columns)
 
 
@@ -282,8 +281,6 @@ def _build_state(
 
 
 def _definitions_size(storage: Storage) -> int:
-    from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH
-
     try:
         return storage.size(DEFINITIONS_PATH)
     except FileNotFoundError:

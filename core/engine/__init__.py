@@ -10,6 +10,7 @@ from typing import Any
 
 from lakeward.core.engine.base import Engine
 from lakeward.core.engine.local import LocalEngine
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 
 ENGINE_NAMES = ("local", "spark")
@@ -30,8 +31,6 @@ def resolve_engine(engine: Engine | str | None, data: Any = None, default: Engin
         return engine
     if engine is None:
         if is_spark_dataframe(data) and (default is None or default.name != "spark"):
-            from lakeward.core.engine.spark import SparkEngine
-
             return SparkEngine(data.sparkSession)
         return default or LocalEngine()
     name = str(engine).lower()
@@ -40,7 +39,6 @@ def resolve_engine(engine: Engine | str | None, data: Any = None, default: Engin
     if name == "spark":
         if default is not None and default.name == "spark":
             return default
-        from lakeward.core.engine.spark import SparkEngine
 
         return SparkEngine(data.sparkSession if is_spark_dataframe(data) else None)
     raise ConfigError(f"engine={engine!r} is not known; use one of {', '.join(ENGINE_NAMES)} or an Engine")

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
+from lakeward.core.index.secondary.predicates import text_mask
 from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
@@ -155,7 +156,6 @@ def _text_udf(phrase: bool, query: str) -> Any:
     from pyspark.sql.types import BooleanType
 
     def matches(value):  # type: ignore[no-untyped-def]  # no hints: Spark would read them as an Arrow UDF's
-        from lakeward.core.index.secondary.predicates import text_mask
 
         return None if value is None else bool(text_mask(pa.array([value], pa.string()), query, phrase)[0].as_py())
 

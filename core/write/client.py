@@ -78,6 +78,7 @@ from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
 from lakeward.core.write.plane.local import LocalDataPlane, to_arrow
+from lakeward.core.write.plane.spark import SparkDataPlane
 from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
 
 log = logging.getLogger(__name__)
@@ -179,8 +180,6 @@ class WriteClient:
 
     def _data_plane(self, engine: Engine) -> DataPlane:
         if engine.name == "spark":
-            from lakeward.core.write.plane.spark import SparkDataPlane
-
             return SparkDataPlane(self, engine)
         return LocalDataPlane(self, engine)
 

@@ -24,8 +24,15 @@ from lakeward.core.index.secondary.definitions import (
     new_definition,
     save_definitions,
 )
+from lakeward.core.index.secondary.predicates import filters_to_expression, parse_filters
 from lakeward.core.index.secondary.read import IndexReadExplain, plan_read, read_with_indexes
-from lakeward.core.index.secondary.storage import IndexCatalog, delete_index_files_named
+from lakeward.core.index.secondary.storage import (
+    IndexCatalog,
+    committed_instants,
+    delete_index_files_named,
+    list_index_files,
+    pending_index_builds,
+)
 from lakeward.core.read.merge_on_read import MergeSettings, VisibleInstants
 from lakeward.core.read.snapshot import read_file_slices
 from lakeward.core.storage import Storage
@@ -112,9 +119,6 @@ class IndexStatus:
 
 
 def index_status(storage: Storage, timeline: Timeline) -> IndexStatus:
-    from lakeward.core.index.secondary.storage import list_index_files
-    from lakeward.core.table_services.index_build import pending_index_builds
-
     definitions = load_definitions(storage)
     files = list_index_files(storage)
     catalog = IndexCatalog(files, _committed(timeline))
@@ -135,8 +139,6 @@ def index_status(storage: Storage, timeline: Timeline) -> IndexStatus:
 
 
 def _committed(timeline: Timeline) -> Any:
-    from lakeward.core.index.secondary.storage import committed_instants
-
     return committed_instants(timeline)
 
 
@@ -154,8 +156,6 @@ def read_slices(
     use_index: bool = True,
 ) -> pa.Table:
     """A snapshot read of `slices` (local engine), through the table's secondary indexes when they apply."""
-    from lakeward.core.index.secondary.predicates import filters_to_expression, parse_filters
-
     definitions = load_definitions(storage) if use_index and filters is not None else []
     if not definitions or parse_filters(filters) is None:
         return read_file_slices(
