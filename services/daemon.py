@@ -118,6 +118,7 @@ def table_lock_options(settings: DaemonSettings) -> dict[str, str]:
 
 def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> Any:
     """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(spark.master).appName(spark.app_name)

@@ -1,7 +1,9 @@
-"""Engines run the per-file-group functions: locally (threads) or on Spark.
+"""Engines schedule the per-file-group tasks: locally (a thread pool) or as Spark tasks.
 
-Spark is imported only when the Spark engine is asked for, so the local engine works
-without PySpark installed.
+Task scheduling only: an engine decides where a plain Python function runs, never what it does.
+The Spark integration (data source, SQL functions, streaming) is `lakeward.core.spark`; the data
+planes of a write are `lakeward.core.write.plane`. PySpark is imported only when a Spark engine
+runs tasks, so the local engine works without PySpark installed.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ AfterFileGroupHook = Callable[[Any], None]
 def active_session() -> SparkSession:
     """The active SparkSession, or a clear error when there is none."""
     try:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ConfigError("engine='spark' needs PySpark: pip install 'lakeward[spark]'") from exc

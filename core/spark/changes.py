@@ -227,9 +227,11 @@ def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
 
 @functools.cache
 def _reader_classes() -> tuple[type, type]:
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
     try:  # PySpark 4.2+: Trigger.AvailableNow stops at the latest offset seen when the query starts
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
     except ImportError:  # pragma: no cover - older PySpark wraps the source itself
         SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # noqa: N806
@@ -369,6 +371,7 @@ def resolve_table_location(name_or_path: str) -> str:
         raise ConfigError(f"{SQL_FUNCTION} needs a table path or a catalog table name as its first argument")
     if _looks_like_path(value):
         return value
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -416,6 +419,7 @@ def _udtf_class() -> type:
 
 def register_sql_function(spark: SparkSession) -> None:
     """Register `hudi_table_changes` in this session, and let its table names resolve through the catalog."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.functions import udtf
 
     function = udtf(_udtf_class(), returnType="op string, ts_ms string, before string, after string")
@@ -453,6 +457,7 @@ def _install_sql_hook() -> None:
     """Before `spark.sql(...)` runs a statement naming a table in `hudi_table_changes`, put the
     table's catalog location in the session conf, which Spark passes to the function's task
     (a Python UDTF has no access to the catalog)."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.session import SparkSession
 
     if getattr(SparkSession, "_lakeward_sql_hooked", False):

@@ -274,6 +274,7 @@ def _data_source_class(pushdown: bool = True) -> type:
     """Format `lakeward`. With `pushdown`, its reader pushes filters to secondary indexes, which needs
     `spark.sql.python.filterPushdown.enabled` (set by `register`): PySpark refuses such a reader without it.
     """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class LakewardReader(DataSourceReader):  # type: ignore[misc]
@@ -369,6 +370,7 @@ def _state(obj: Any) -> dict[str, Any]:
 
 
 def _install_hooks() -> None:
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 
     if getattr(DataFrameWriter, "_lakeward_hooked", False):

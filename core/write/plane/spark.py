@@ -124,6 +124,7 @@ class SparkDataPlane:
     def prepare(
         self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
     ) -> Prepared:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark import StorageLevel
         from pyspark.sql.types import StringType, StructField, StructType
 
@@ -179,6 +180,7 @@ class SparkDataPlane:
     def plan(
         self, prepared: Prepared, operation: WriteOperation, view: FileSystemView, partitions: Sequence[str] | None
     ) -> WritePlan:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -308,6 +310,7 @@ class SparkDataPlane:
         file's name); slices with logs by Python tasks, one per slice, that run the same
         per-slice key function as the local engine.
         """
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
@@ -348,6 +351,7 @@ class SparkDataPlane:
 
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
         """LOCATION = the file group of each key's bucket; keys of new buckets get new file groups."""
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
@@ -390,6 +394,7 @@ class SparkDataPlane:
     # -- assignment and writing -------------------------------------------------------------
     def _route_inserts(self, tagged: DataFrame, targets: dict[str, list[InsertTarget]]) -> DataFrame:
         """Give every new record a file group, spread by key hash in proportion to the planned counts."""
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
         ranges = {
@@ -435,6 +440,7 @@ class SparkDataPlane:
         data_columns = [c for c in routed.columns if c not in _HELPER_COLUMNS]
 
         def write_group(table: pa.Table) -> pa.Table:
+            # lazy: PySpark is optional (lakeward[spark]) and slow to import
             from pyspark import TaskContext
 
             context = TaskContext.get()
