@@ -261,6 +261,16 @@ def test_no_function_level_imports_of_lakeward() -> None:
     assert not found, "function-level imports of lakeward modules (import at module level):\n" + _report(found)
 
 
+def test_every_package_says_what_it_owns() -> None:
+    """Each package of core and services has an `__init__.py` docstring (issue 22)."""
+    missing = [
+        name
+        for name, path in module_files(ROOT).items()
+        if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))
+    ]
+    assert not missing, f"packages without a docstring saying what they own: {missing}"
+
+
 @pytest.mark.parametrize(("allowed", "kind"), [(UPWARD_IMPORTS, "upward"), (LAZY_IMPORTS, "lazy")])
 def test_every_allowed_import_still_exists(allowed: Mapping[tuple[str, str], str], kind: str) -> None:
     candidates = upward_imports(GRAPH) if kind == "upward" else [i for i in GRAPH if i.in_function]
