@@ -159,7 +159,6 @@ def _text_udf(phrase: bool, query: str) -> Any:
     from pyspark.sql.types import BooleanType
 
     def matches(value):  # type: ignore[no-untyped-def]  # no hints: Spark would read them as an Arrow UDF's
-
         return None if value is None else bool(text_mask(pa.array([value], pa.string()), query, phrase)[0].as_py())
 
     return F.udf(matches, BooleanType())
