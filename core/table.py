@@ -35,6 +35,7 @@ from lakeward.core.file_group.integrity import IntegrityReport, check_table
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
+from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
 from lakeward.core.read.changes import (
     Images,
@@ -613,8 +614,6 @@ class Table:
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
-        from lakeward.core.index.secondary.definitions import load_definitions
-
         return load_definitions(self.storage)
 
     def index_status(self) -> secondary_index.IndexStatus:
