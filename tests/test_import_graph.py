@@ -25,27 +25,28 @@ PACKAGES = {"core": "lakeward.core", "services": "lakeward.services"}
 #: `lakeward.core` itself (the lazy facade) sits on top; services above all of core.
 CORE_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"exceptions", "schema", "table_version", "storage", "engine"}),
-    frozenset({"timeline", "file_group"}),
+    frozenset({"timeline", "file_group", "instant_clock"}),
     frozenset({"config", "keygen", "merge", "locks", "index", "cdc", "table_schema"}),
     frozenset({"context"}),
-    frozenset({"read", "write", "table_services"}),
+    frozenset({"read", "write", "table_services", "metadata_table"}),
     frozenset({"table"}),
-    frozenset({"spark"}),
+    frozenset({"spark", "health", "orphans"}),
 )
 
 #: Imports that still point up the layers, by (importing module prefix, imported module prefix), each
 #: with the move of issue 22 that removes it. An entry that no longer matches an import fails the
 #: test too: delete it when its import goes.
 UPWARD_IMPORTS: Mapping[tuple[str, str], str] = {
-    # the merged file-slice reader moves down to file_group/reader.py (issue 22, move 2)
-    ("lakeward.core.cdc", "lakeward.core.read.merge_on_read"): "move 2: FileGroupReader",
-    ("lakeward.core.index.secondary", "lakeward.core.read.merge_on_read"): "move 2: FileGroupReader",
-    ("lakeward.core.index.secondary", "lakeward.core.read.snapshot"): "move 2: FileGroupReader",
-    # the index API takes a WriteClient; services receive a TableContext instead (move 3)
-    ("lakeward.core.index.secondary.api", "lakeward.core.write.client"): "move 3: TableContext",
-    # format-level helpers that live one layer up: hoodie.properties parsing, the footer's bloom filter
+    # format-level helpers that live one layer up: hoodie.properties parsing, Hudi's bloom filter
+    # (serialised into the base-file footer and the metadata table's HFiles)
     ("lakeward.core.file_group", "lakeward.core.config.properties"): "properties file format",
     ("lakeward.core.file_group.base_file", "lakeward.core.index.bloom_filter"): "base-file footer bloom filter",
+    ("lakeward.core.file_group.hfile_writer", "lakeward.core.index.bloom_filter"): "HFile bloom meta block",
+    # the file-slice reader merges records by the table's merge settings (payload, ordering field)
+    ("lakeward.core.file_group.reader", "lakeward.core.config.table"): "merge settings of the table config",
+    ("lakeward.core.file_group.reader", "lakeward.core.merge"): "record merging",
+    # the secondary-index API is a table-level API that receives a TableContext (type only)
+    ("lakeward.core.index.secondary.api", "lakeward.core.context"): "TableContext type",
 }
 
 #: Function-level imports of lakeward modules that stay, by (importing module, imported module prefix).

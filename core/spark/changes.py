@@ -19,17 +19,14 @@
 from __future__ import annotations
 
 import functools
-import pickle
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.cdc.changes import TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, split_changes
+from lakeward.core.cdc.extract import ChangeSplit
 from lakeward.core.config.read import (
     AS_OF_INSTANT,
     CDC,
@@ -43,14 +40,12 @@ from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import CDC_IMAGES as IMAGES
 from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.exceptions import ConfigError
-from lakeward.core.file_group.reader import MergeSettings
-from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
+from lakeward.core.read.changes import Images, check_change_range, is_earliest
 from lakeward.core.read.incremental import stable_end
-from lakeward.core.read.scan import QueryType, Scan, ScanPlan
+from lakeward.core.read.scan import QueryType
 from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
-from lakeward.core.schema import with_meta
+from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes_dataframe
 from lakeward.core.spark.slices import plan_read, read_slice
-from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import check_incremental_retained
 from lakeward.core.timeline import normalize_instant_time
@@ -112,50 +107,6 @@ def check_batch_options(options: Mapping[str, Any]) -> None:
         )
 
 
-# -- a CDC query, resolved on the driver ----------------------------------------------------------
-@dataclass(frozen=True)
-class ChangeQuery:
-    """What each split's task needs: the table's storage, the checked range and the images wanted."""
-
-    storage_uri: str
-    storage_options: tuple[tuple[str, str], ...]
-    begin: str
-    end: str | None
-    schema: pa.Schema | None
-    settings: MergeSettings
-    images: Images
-
-    @classmethod
-    def of(cls, scan: Scan, plan: ScanPlan) -> ChangeQuery:
-        """The query of a planned CDC scan."""
-        storage = scan.storage
-        assert plan.begin is not None
-        options = tuple(sorted(storage.options.items()))
-        return cls(storage.uri, options, plan.begin, plan.end, plan.schema, plan.merge, scan.images)
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
-        return change_schema(self.schema, self.images)
-
-    def rows(self, split: ChangeSplit) -> pa.Table:
-        """The changes of one split in (begin, end], formatted."""
-        storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
-        assert self.schema is not None
-        changes = split_changes(storage, split, with_meta(self.schema), self.settings)
-        in_range = pc.greater(changes.column(TS), self.begin)
-        if self.end is not None:
-            in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), self.end))
-        changes = changes.filter(in_range)
-        return format_changes(changes, self.images).cast(self.output_schema)
-
-
-def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
-    """The Arrow schema of a CDC result for a table of `schema` (None: a table without data yet)."""
-    full = with_meta(schema) if schema is not None else pa.schema([])
-    return format_changes(empty_changes(full), images).schema
-
-
 def plan_changes(table: Table, begin: str, end: str | None, images: Images) -> tuple[ChangeQuery, list[ChangeSplit]]:
     """Plan a CDC query as `Table.read_changes` does (a CDC `Scan`): the query and its splits."""
     scan = table.scan(query_type=QueryType.CDC, begin=begin, end=end, images=images)
@@ -201,24 +152,6 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
         Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
     )
     return changes_dataframe(spark, query, splits)
-
-
-def changes_dataframe(spark: SparkSession, query: ChangeQuery, splits: Sequence[ChangeSplit]) -> DataFrame:
-    """The rows of a planned CDC query as a DataFrame: one Spark task per split, in no particular order."""
-    from lakeward.core.engine.spark.read import spark_schema
-
-    schema = spark_schema(query.output_schema)
-    if not splits:
-        return spark.createDataFrame([], schema)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from query.rows(pickle.loads(blob)).to_batches()
-
-    payload = [(pickle.dumps(s),) for s in splits]
-    tasks = spark.createDataFrame(payload, "split binary").repartition(len(payload))
-    return tasks.mapInArrow(run, schema)
 
 
 # -- the registered Python data source: batch and streaming readers --------------------------------
