@@ -278,6 +278,15 @@ class WriteClient:
                 raise SchemaError(f"hoodie.bucket.index.hash.field names {name!r}, which the batch lacks")
         return fields
 
+    def partitions_to_delete_schema(self, timeline: Timeline, partitions: Sequence[str] | None) -> pa.Schema:
+        """The table's schema for a `delete_partition`, after checking the table has data and
+        every partition to delete exists (SchemaError / ConfigError naming the problem)."""
+        schema = self.write_schema(pa.schema([]), WriteOperation.DELETE, timeline)
+        if not schema.names:
+            raise SchemaError("the table has no data yet; there is no partition to delete")
+        self.check_partitions_exist(FileSystemView.load(self.storage, timeline), partitions)
+        return schema
+
     def check_partitions_exist(self, view: FileSystemView, partitions: Sequence[str] | None) -> None:
         unknown = sorted(set(partitions or []) - set(view.partitions()))
         if unknown:

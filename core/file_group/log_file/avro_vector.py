@@ -374,7 +374,7 @@ def encode_block_records(table: pa.Table, avro_schema: dict[str, Any]) -> bytes 
 # -- decoding ------------------------------------------------------------------------------
 #: Field prepended to the container schema: swallows each record's big-endian length prefix.
 _FRAME_FIELD = "__lakeward_frame"
-_CONTAINER_SYNC = b"lakeward-avro-sy"
+CONTAINER_SYNC = b"lakeward-avro-sy"
 _DECODABLE = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
 _DECODED_TYPES = (pa.bool_(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.binary())
 
@@ -438,7 +438,7 @@ def _framed_header(stripped_schema_json: str) -> bytes | None:
     framed["fields"] += record["fields"]
     out = io.BytesIO()
     try:
-        fastavro.writer(out, fastavro.parse_schema(framed), [], codec="null", sync_marker=_CONTAINER_SYNC)
+        fastavro.writer(out, fastavro.parse_schema(framed), [], codec="null", sync_marker=CONTAINER_SYNC)
     except Exception:  # fastavro's schema errors have several types; the per-record path decides
         return None
     return out.getvalue()
@@ -450,7 +450,8 @@ def _decodable(t: pa.DataType) -> bool:
     return t in _DECODED_TYPES
 
 
-def _uvarint(value: int) -> bytes:
+def _avro_long(value: int) -> bytes:
+    """`value` as Avro writes a long: zig-zag, then a base-128 varint."""
     out = bytearray()
     value = (value << 1) ^ (value >> 63)
     while value & ~0x7F:
@@ -458,6 +459,12 @@ def _uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def frame_container(header: bytes, count: int, body: bytes | memoryview) -> bytes:
+    """An Avro object container holding one block of `count` records: `header` (written with
+    `CONTAINER_SYNC` as its sync marker), the block's count and size, `body`, the marker."""
+    return b"".join([header, _avro_long(count), _avro_long(len(body)), body, CONTAINER_SYNC])
 
 
 def decode_block_records(content: bytes, count: int, stripped_schema_json: str, physical: pa.Schema) -> pa.Table | None:
@@ -474,7 +481,7 @@ def decode_block_records(content: bytes, count: int, stripped_schema_json: str, 
     if header is None:
         return None
     body = memoryview(content)[8:]
-    container = b"".join([header, _uvarint(count), _uvarint(len(body)), body, _CONTAINER_SYNC])
+    container = frame_container(header, count, body)
     import polars as pl  # lazy: polars takes ~0.15 s to import, too slow for CLI start-up
 
     try:

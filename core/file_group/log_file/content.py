@@ -232,11 +232,8 @@ def _container_header(schema_json: str) -> bytes:
     """An Avro container header (the block's schema, time logical types stripped) with a fixed sync marker."""
     stripped = _strip_time_logical_types(json.loads(schema_json))
     out = io.BytesIO()
-    fastavro.writer(out, fastavro.parse_schema(stripped), [], codec="null", sync_marker=_SYNC)
+    fastavro.writer(out, fastavro.parse_schema(stripped), [], codec="null", sync_marker=avro_vector.CONTAINER_SYNC)
     return out.getvalue()
-
-
-_SYNC = b"lakeward-avro-sy"
 
 
 @lru_cache(maxsize=64)
@@ -250,16 +247,6 @@ def _null_first_unions(schema_json: str) -> bool:
     """Whether every nullable field is `["null", T]` (polars' reader rejects `[T, "null"]`)."""
     fields = json.loads(schema_json).get("fields", [])
     return all(not isinstance(f["type"], list) or f["type"][0] == "null" for f in fields)
-
-
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _decode_with_polars(content: bytes, count: int, schema_json: str, physical: pa.Schema) -> pa.Table | None:
@@ -298,7 +285,7 @@ def _decode_with_polars(content: bytes, count: int, schema_json: str, physical: 
     if pos != end:
         return None
     body = b"".join(parts)
-    container = b"".join([_container_header(schema_json), _varint(count), _varint(len(body)), body, _SYNC])
+    container = avro_vector.frame_container(_container_header(schema_json), count, body)
     try:
         table = pl.read_avro(io.BytesIO(container)).to_arrow()
     except Exception:  # polars raises several unrelated types on bytes it cannot decode

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine import Engine, is_spark_dataframe
-from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
@@ -84,10 +83,7 @@ class LocalDataPlane:
         self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
     ) -> Prepared:
         if operation is WriteOperation.DELETE_PARTITION:
-            schema = self.client.write_schema(pa.schema([]), WriteOperation.DELETE, timeline)
-            if not schema.names:
-                raise SchemaError("the table has no data yet; there is no partition to delete")
-            self.client.check_partitions_exist(FileSystemView.load(self.storage, timeline), partitions)
+            schema = self.client.partitions_to_delete_schema(timeline, partitions)
             empty = pa.table({RECORD_KEY: pa.array([], pa.string()), PARTITION_PATH: pa.array([], pa.string())})
             return Prepared(schema, empty)
         batch = to_arrow(data)

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
-from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
@@ -129,10 +128,7 @@ class SparkDataPlane:
         from pyspark.sql.types import StringType, StructField, StructType
 
         if operation is WriteOperation.DELETE_PARTITION:
-            schema = self.client.write_schema(pa.schema([]), WriteOperation.DELETE, timeline)
-            if not schema.names:
-                raise SchemaError("the table has no data yet; there is no partition to delete")
-            self.client.check_partitions_exist(FileSystemView.load(self.storage, timeline), partitions)
+            schema = self.client.partitions_to_delete_schema(timeline, partitions)
             return Prepared(schema, None)
         df = data if hasattr(data, "sparkSession") else self.spark.createDataFrame(to_arrow(data))
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
