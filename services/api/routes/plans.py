@@ -11,6 +11,9 @@ from lakeward.services.api.models import PlanStatus, QuarantineInfo
 from lakeward.services.daemon import Daemon, plan_dict
 from lakeward.services.names import API_PREFIX
 
+#: Recent runs of the deployment looked at for the plans running now.
+RUNS_SCANNED = 200
+
 
 def router(daemon: Daemon, access: Access) -> APIRouter:
     """The plan reads of one replica."""
@@ -19,7 +22,19 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     def plans_of(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         quarantined = daemon.control.quarantined()
         running = {r.key: r.run_id for r in daemon.runs() if r.state != "finished"}
-        return [{**p, "quarantined": p["key"] in quarantined, "running_here": running.get(p["key"])} for p in found]
+        anywhere = {
+            r["key"]: r for r in daemon.deployment_runs(RUNS_SCANNED) if r["state"] in ("running", "waiting_retry")
+        }
+        return [
+            {
+                **p,
+                "quarantined": p["key"] in quarantined,
+                "running_here": running.get(p["key"]),
+                "run_id": anywhere[p["key"]]["run_id"] if p["key"] in anywhere else None,
+                "running_on": anywhere[p["key"]]["replica"] if p["key"] in anywhere else None,
+            }
+            for p in found
+        ]
 
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
     async def table_plans(name: str) -> list[dict[str, Any]]:
