@@ -95,6 +95,14 @@ class DaemonClient:
     def release(self, key: str) -> dict[str, Any]:
         return dict(self._call("POST", f"{API_PREFIX}/quarantine/release", json={"key": key}))
 
+    def audit(self, limit: int = 100, token: str | None = None, target: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if token:
+            params["token"] = token
+        if target:
+            params["target"] = target
+        return list(self._call("GET", f"{API_PREFIX}/audit", params=params))
+
     def claims(self, limit: int = 10_000) -> dict[str, Any]:
         return dict(self._call("GET", f"{API_PREFIX}/claims", params={"limit": limit}))
 

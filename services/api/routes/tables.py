@@ -4,21 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from lakeward.services.api.access import Access
 from lakeward.services.api.models import TableDetail, TableInfo
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
+#: Response header of `GET /tables` naming the `policies.overrides` that match no table (comma-separated).
+UNMATCHED_HEADER = "X-Lakeward-Unmatched-Overrides"
+
 
 def router(daemon: Daemon, access: Access) -> APIRouter:
     """The table reads of one replica."""
     routes = APIRouter(prefix=API_PREFIX, tags=["tables"], dependencies=[access.read])
 
-    @routes.get("/tables", response_model=list[TableInfo])
-    async def tables() -> list[dict[str, Any]]:
-        """Every table with its state: pending plans, problems, pause."""
+    @routes.get(
+        "/tables",
+        response_model=list[TableInfo],
+        responses={
+            200: {
+                "headers": {
+                    UNMATCHED_HEADER: {
+                        "description": "Names under policies.overrides that match no table (typos), comma-separated; "
+                        "absent when every override names a table.",
+                        "schema": {"type": "string"},
+                    }
+                }
+            }
+        },
+    )
+    async def tables(response: Response) -> list[dict[str, Any]]:
+        """Every table with its state: pending plans, problems, pause. Per-table `policies.overrides`
+        that match no table are named in the `X-Lakeward-Unmatched-Overrides` header (the list of
+        tables keeps its shape)."""
+        unmatched = daemon.unmatched_overrides()
+        if unmatched:
+            response.headers[UNMATCHED_HEADER] = ",".join(unmatched)
         return [t.to_dict() for t in daemon.tables()]
 
     @routes.get("/tables/{name}", response_model=TableDetail)
