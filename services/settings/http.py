@@ -30,8 +30,10 @@ def _split_tokens(value: Any) -> Any:
 class ApiToken(Section):
     """A bearer token and its name (the audit log records who called by this name, never the token)."""
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[\w.@-]+$")
-    token: SecretStr
+    name: str = Field(
+        min_length=1, max_length=100, pattern=r"^[\w.@-]+$", description="Who uses the token (in the audit log)."
+    )
+    token: SecretStr = Field(description="The bearer token itself.")
 
     def get_secret_value(self) -> str:
         """The token itself (as `SecretStr`, which bare tokens were before they had names)."""
