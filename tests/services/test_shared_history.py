@@ -28,22 +28,13 @@ from lakeward.services.daemon import Daemon
 from lakeward.services.history import LOST, Retention, ZooKeeperRecordLog, cap_record
 from lakeward.services.model import ServiceAction
 from lakeward.services.settings import DaemonSettings, load_settings
+from tests.services.test_api import wait_for
 from tests.services.test_runner import GatedEngine, mor_table
 
 pytestmark = pytest.mark.zookeeper
 
 ONCALL = {"Authorization": "Bearer t-oncall"}
 PLAIN = {"Authorization": "Bearer t-plain"}
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def settings_for(root: Path, hosts: str, chroot: str, extra: str = "") -> DaemonSettings:
