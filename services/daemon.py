@@ -160,6 +160,9 @@ def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> An
 class Daemon:
     """One replica of the table-services daemon (module doc)."""
 
+    #: Recent runs of the deployment looked at for a table's runs and for the plans running now.
+    RUNS_SCANNED = 200
+
     def __init__(
         self,
         settings: DaemonSettings,
@@ -520,6 +523,11 @@ class Daemon:
         (and its own of earlier starts) from the shared history; at most `limit` of each source."""
         local = [self.run_dict(r) for r in self.runs()][:limit]
         shared = self.history.runs(limit, skip={r["run_id"] for r in local})
+        # A run of this replica that started between the two reads: its live state, not its start record.
+        for i, record in enumerate(shared):
+            live = self.runner.get(record["run_id"]) if self.runner and record["replica"] == self.replica_id else None
+            if live is not None:
+                shared[i] = self.run_dict(live)
         merged = sorted(local + shared, key=lambda r: float(r["started_at"]), reverse=True)
         return sorted(merged, key=lambda r: r["state"] not in ("running", "waiting_retry"))
 

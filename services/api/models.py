@@ -129,7 +129,7 @@ class TableInfo(BaseModel):
 
 
 class TableDetail(TableInfo):
-    """A table with its recent runs on this replica (newest first, at most 20)."""
+    """A table with its recent runs on any replica (newest first, at most 20)."""
 
     runs: list[RunInfo]
 

@@ -11,9 +11,6 @@ from lakeward.services.api.models import PlanStatus, QuarantineInfo
 from lakeward.services.daemon import Daemon, plan_dict
 from lakeward.services.names import API_PREFIX
 
-#: Recent runs of the deployment looked at for the plans running now.
-RUNS_SCANNED = 200
-
 
 def router(daemon: Daemon, access: Access) -> APIRouter:
     """The plan reads of one replica."""
@@ -23,7 +20,9 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         quarantined = daemon.control.quarantined()
         running = {r.key: r.run_id for r in daemon.runs() if r.state != "finished"}
         anywhere = {
-            r["key"]: r for r in daemon.deployment_runs(RUNS_SCANNED) if r["state"] in ("running", "waiting_retry")
+            r["key"]: r
+            for r in daemon.deployment_runs(daemon.RUNS_SCANNED)
+            if r["state"] in ("running", "waiting_retry")
         }
         return [
             {

@@ -45,9 +45,10 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/tables/{name}", response_model=TableDetail)
     async def table(name: str) -> dict[str, Any]:
-        """One table with its state and its recent runs on this replica (newest first, at most 20)."""
+        """One table with its state and its recent runs on any replica (newest first, at most 20)."""
         view = daemon.table(name).to_dict()
-        view["runs"] = [daemon.run_dict(r) for r in daemon.runs() if r.table.name == name][:20]
+        recent = daemon.deployment_runs(daemon.RUNS_SCANNED)
+        view["runs"] = [r for r in recent if r["table"] == name][:20]
         return view
 
     return routes
