@@ -282,7 +282,9 @@ def _pause_cell(table: dict[str, Any]) -> str:
 @app.command()
 def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The daemon's tables: type, pending plans, health, pause."""
-    found = _api(url, token, lambda c: c.tables())
+    found, unmatched = _api(url, token, lambda c: (c.tables(), c.last_headers.get("X-Lakeward-Unmatched-Overrides")))
+    if unmatched:
+        typer.echo(f"warning: policies.overrides name no table: {unmatched.replace(',', ', ')}", err=True)
     if as_json:
         typer.echo(json.dumps(found, indent=2))
         return

@@ -271,5 +271,14 @@ log: {{format: text}}
         assert [t["name"] for t in response.json()] == [f"{tmp_path.name}.orders"]
         assert response.headers["X-Lakeward-Unmatched-Overrides"] == f"{tmp_path.name}.ordres"
         assert f"policies.overrides name no discovered table: {tmp_path.name}.ordres" in caplog.text
+        server = ApiServer(daemon, port=0)
+        server.start()
+        try:
+            listed = CliRunner().invoke(cli_app, ["tables", "--url", f"http://127.0.0.1:{server.port}"])
+        finally:
+            server.stop()
+        assert listed.exit_code == 0 and f"warning: policies.overrides name no table: {tmp_path.name}.ordres" in (
+            listed.output
+        )
     finally:
         daemon.drain(2)
