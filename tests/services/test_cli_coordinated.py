@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -135,3 +138,29 @@ def test_follow_runs_streams_new_and_changed_runs(served):
     mine = [(r["state"], r["outcome"]) for r in seen if r["run_id"] == run["run_id"]]
     assert mine[-1] == ("finished", "succeeded") and len(mine) == len(set(mine))  # each change once
     assert all(r["replica"] == daemon.replica_id for r in seen)
+
+
+def test_runs_follow_prints_each_run_as_it_starts_and_ends(served):
+    _, url = served
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "lakeward.services.cli", "runs", "--follow", "--poll", "0.1", "--url", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with DaemonClient(url, TOKEN) as actor:
+            wait_for(lambda: actor.ready().get("ready"))
+            time.sleep(2)  # the follower is up and polling (its first poll shows no runs)
+            run = actor.trigger("orders", "compaction")
+        lines: list[str] = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            lines.append(line)
+            if run["run_id"] in line and "finished succeeded" in line:
+                break
+    finally:
+        follower.terminate()
+        follower.communicate(timeout=30)
+    mine = [line for line in lines if line.startswith(run["run_id"])]
+    assert mine and f"{run['key'].rsplit('/', 1)[0]}/" in mine[0] and "finished succeeded" in mine[-1], lines
