@@ -2,7 +2,7 @@
 
 - Table commands (`timeline`, `show`, `compact`, `clean`, ...) work on a table path directly.
 - Daemon commands (`serve`, `tables`, `plans NAME`, `runs`, `trigger`, `pause`, `resume`,
-  `cancel`, `quarantine`, `release`) run or talk to a daemon's HTTP API: `--url` / `$LAKEWARD_URL`
+  `cancel`, `quarantine`, `release`, `audit`) run or talk to a daemon's HTTP API: `--url` / `$LAKEWARD_URL`
   (default http://127.0.0.1:8080) and `--token` / `$LAKEWARD_API_TOKEN` for mutating calls.
 """
 
@@ -66,11 +66,39 @@ def _options(pairs: list[str] | None) -> dict[str, str]:
     return options
 
 
-def _open(path: str, options: list[str] | None = None) -> Table:
+TABLE_CONFIG_OPTION = typer.Option(
+    None,
+    "--config",
+    "-c",
+    envvar=CONFIG_ENV_VAR,
+    help="the daemon's YAML settings: open the table with the daemon's lock settings (refused if it has none)",
+)
+
+
+def _daemon_options(path: str, config: str | None) -> dict[str, str]:
+    """With the daemon's settings (`--config`): the options it opens the table at `path` with."""
+    if config is None:
+        return {}
+    # lazy: the settings and the daemon's lock options load pydantic-settings and kazoo (start-up, issue 23)
+    from lakeward.services.coordinated import UncoordinatedTableError, coordinated_options
+    from lakeward.services.settings import ConfigurationError, load_settings
+
+    try:
+        served = coordinated_options(load_settings(config), path)
+    except (ConfigurationError, UncoordinatedTableError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if served is None:
+        typer.echo(f"note: the daemon of {config} does not serve {path}: its lock settings do not apply", err=True)
+        return {}
+    return served.options
+
+
+def _open(path: str, options: list[str] | None = None, config: str | None = None) -> Table:
     from lakeward.core.table import Table  # lazy: Table loads pyarrow, polars, numpy (start-up, issue 23)
 
     try:
-        return Table.open(path, options=_options(options))
+        return Table.open(path, options={**_daemon_options(path, config), **_options(options)})
     except LakewardError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -253,7 +281,9 @@ def _pause_cell(table: dict[str, Any]) -> str:
 @app.command()
 def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The daemon's tables: type, pending plans, health, pause."""
-    found = _api(url, token, lambda c: c.tables())
+    found, unmatched = _api(url, token, lambda c: (c.tables(), c.last_headers.get("X-Lakeward-Unmatched-Overrides")))
+    if unmatched:
+        typer.echo(f"warning: policies.overrides name no table: {unmatched.replace(',', ', ')}", err=True)
     if as_json:
         typer.echo(json.dumps(found, indent=2))
         return
@@ -279,8 +309,20 @@ def runs(
     url: str = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     as_json: bool = JSON_OPTION,
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="keep printing runs as they start and change, until Ctrl-C"
+    ),
+    poll_s: float = typer.Option(2.0, "--poll", help="with --follow: seconds between polls"),
 ) -> None:
-    """Runs of the daemon replica: running first, then recent ones."""
+    """Runs of the whole deployment (each with its replica): running first, then recent ones."""
+    if follow:
+        from lakeward.services.follow import follow_runs
+
+        def emit(run: dict[str, Any]) -> None:
+            typer.echo(json.dumps(run) if as_json else _run_line(run))
+
+        _api(url, token, lambda c: follow_runs(c, emit, poll_s=poll_s, limit=limit, table=table))
+        return
     found = _api(url, token, lambda c: c.runs(state, table, limit))
     if as_json:
         typer.echo(json.dumps(found, indent=2))
@@ -288,9 +330,19 @@ def runs(
     typer.echo(
         _grid(
             found,
-            ["run_id", "table", "action", "instant", "state", "outcome", "duration_s", "progress", "error"],
+            ["run_id", "table", "action", "instant", "replica", "state", "outcome", "duration_s", "progress", "error"],
             "no runs",
         )
+    )
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    """One line about a run: what, where, how far."""
+    outcome = f" {run['outcome']}" if run.get("outcome") else ""
+    error = f": {run['error']}" if run.get("error") else ""
+    return (
+        f"{run['run_id']}  {run['key']}  on {run['replica']}  {run['state']}{outcome}  "
+        f"{run.get('progress') or ''}  {run['duration_s']}s{error}"
     )
 
 
@@ -302,10 +354,47 @@ def trigger(
     instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),
     url: str = URL_OPTION,
     token: str | None = TOKEN_OPTION,
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="follow the run, on whichever replica runs it, and exit with its outcome: 0 succeeded, "
+        "1 any other outcome (failed, cancelled, timed_out, nothing_to_do, lost...), 2 the call failed",
+    ),
+    timeout_s: float | None = typer.Option(None, "--timeout", help="with --wait: give up after this many seconds"),
 ) -> None:
     """Schedule and/or run an action on a table now, through the daemon."""
-    run = _api(url, token, lambda c: c.trigger(table, action, mode, instant))
-    typer.echo(f"started run {run['run_id']}: {run['key']} ({run['mode']}); follow it with `lakeward runs`")
+    if not wait:
+        run = _api(url, token, lambda c: c.trigger(table, action, mode, instant))
+        typer.echo(f"started run {run['run_id']}: {run['key']} ({run['mode']}); follow it with `lakeward runs`")
+        return
+    from lakeward.services.client import DaemonAPIError
+    from lakeward.services.follow import RunWaitTimeout, run_of_plan, wait_for_run
+
+    def start_or_find(client: DaemonClient) -> dict[str, Any]:
+        try:
+            return client.trigger(table, action, mode, instant)
+        except DaemonAPIError as exc:
+            # The plan is claimed: another run (maybe on another replica) runs it now; follow that one.
+            running = None
+            if exc.status == 409 and instant is not None:
+                running = run_of_plan(client, f"{table}/{action}/{instant}", running_only=True)
+            if running is None:
+                raise
+            typer.echo(f"{instant} is already running: following run {running['run_id']} on {running['replica']}")
+            return running
+
+    def follow(client: DaemonClient) -> dict[str, Any]:
+        run = start_or_find(client)
+        typer.echo(f"run {run['run_id']}: {run['key']} ({run['mode']}) on {run['replica']}")
+        try:
+            return wait_for_run(client, run["run_id"], timeout_s=timeout_s, emit=lambda r: typer.echo(_run_line(r)))
+        except RunWaitTimeout as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+    done = _api(url, token, follow)
+    typer.echo(f"{done['key']}: {done.get('outcome') or done['state']} (run {done['run_id']} on {done['replica']})")
+    raise typer.Exit(0 if done.get("outcome") == "succeeded" else 1)
 
 
 @app.command()
@@ -360,6 +449,26 @@ def release(
     """Release a quarantined work item: it runs again at the next cycle."""
     _api(url, token, lambda c: c.release(key))
     typer.echo(f"released {key}")
+
+
+@app.command()
+def audit(
+    limit: int = typer.Option(50, help="at most this many entries"),
+    by: str | None = typer.Option(None, "--by", help="only calls made with this token name"),
+    target: str | None = typer.Option(None, help="only calls about this table, run id or work item"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The audit log: mutating API calls of every replica, newest first, with the token's name."""
+    import datetime as dt
+
+    found = _api(url, token, lambda c: c.audit(limit, by, target))
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    rows = [{**e, "when": dt.datetime.fromtimestamp(e["time"], dt.UTC).isoformat(timespec="seconds")} for e in found]
+    typer.echo(_grid(rows, ["when", "token", "method", "path", "status", "replica", "request"], "no audited calls"))
 
 
 @app.command()
@@ -421,9 +530,10 @@ def compact(
     instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
     schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
     force: bool = typer.Option(False, "--force", help="plan even if fewer delta commits than the trigger"),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Schedule a compaction (when due, or --force) and run it; or run a pending plan (--instant)."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     if instant is None:
         instant = _service(lambda: table.schedule_compaction(force=force))
         if instant is None:
@@ -443,9 +553,10 @@ def cluster(
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
     instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
     schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Schedule a clustering of small file slices and run it; or run a pending plan (--instant)."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     if instant is None:
         instant = _service(table.schedule_clustering)
         if instant is None:
@@ -466,9 +577,10 @@ def cluster(
 def clean(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Finish pending cleans, then plan and run a clean under hoodie.cleaner.policy."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     result = _service(table.clean)
     if result is None:
         typer.echo("nothing to clean")
@@ -542,9 +654,10 @@ def archive(
 def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Undo a pending write or the latest completed write or service commit (a rollback instant)."""
-    table = _open(path)
+    table = _open(path, config=config)
     result = _service(lambda: table.rollback(instant))
     typer.echo(
         f"rolled back {result.rolled_back_instant_time} with {result.rollback_instant_time}: "

@@ -24,6 +24,8 @@ class DaemonClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        #: The headers of the last answer (e.g. `X-Lakeward-Unmatched-Overrides` of `tables()`).
+        self.last_headers: httpx.Headers = httpx.Headers()
 
     def close(self) -> None:
         self._http.close()
@@ -39,6 +41,7 @@ class DaemonClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise DaemonAPIError(f"cannot reach the daemon at {self.url}: {exc}") from None
+        self.last_headers = response.headers
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)
@@ -94,6 +97,14 @@ class DaemonClient:
 
     def release(self, key: str) -> dict[str, Any]:
         return dict(self._call("POST", f"{API_PREFIX}/quarantine/release", json={"key": key}))
+
+    def audit(self, limit: int = 100, token: str | None = None, target: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if token:
+            params["token"] = token
+        if target:
+            params["target"] = target
+        return list(self._call("GET", f"{API_PREFIX}/audit", params=params))
 
     def claims(self, limit: int = 10_000) -> dict[str, Any]:
         return dict(self._call("GET", f"{API_PREFIX}/claims", params={"limit": limit}))

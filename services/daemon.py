@@ -35,6 +35,7 @@ from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
 from lakeward.services.discovery import DiscoveryCache, DiscoveryResult, TableState, discover
+from lakeward.services.history import SharedHistory
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
 from lakeward.services.planning import instant_moment, plan_work, policy_from_settings
@@ -116,6 +117,17 @@ def table_lock_options(settings: DaemonSettings) -> dict[str, str]:
     }
 
 
+def table_options_for(settings: DaemonSettings, table_name: str) -> dict[str, str]:
+    """The `hoodie.*` options the daemon opens a table with: its lock defaults (`table_lock_options`),
+    replaced by the policy's own lock options if it names any, then the policy's other options."""
+    options = table_lock_options(settings)
+    policy_options = settings.policy_for(table_name).table_options()
+    if any(k.startswith("hoodie.write.lock.") for k in policy_options):
+        options = {}
+    options.update(policy_options)
+    return options
+
+
 def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> Any:
     """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
     # lazy: PySpark is optional (lakeward[spark]) and slow to import
@@ -149,6 +161,9 @@ def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> An
 class Daemon:
     """One replica of the table-services daemon (module doc)."""
 
+    #: Recent runs of the deployment looked at for a table's runs and for the plans running now.
+    RUNS_SCANNED = 200
+
     def __init__(
         self,
         settings: DaemonSettings,
@@ -169,6 +184,10 @@ class Daemon:
             if isinstance(self.coordinator, ZooKeeperCoordinator)
             else MemoryControlStore()
         )
+        #: The deployment's run history and audit log (shared through ZooKeeper when configured).
+        self.history = SharedHistory.for_coordinator(self.coordinator, settings.history)
+        #: Per-table overrides that named no table at the last discovery cycle (logged when they change).
+        self._unmatched_overrides: list[str] | None = None
         self.cache = DiscoveryCache()
         self._last: DiscoveryResult | None = None
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
@@ -214,12 +233,7 @@ class Daemon:
 
     def table_options(self, ref: TableRef) -> dict[str, str]:
         """The `hoodie.*` options a table is opened with: the daemon's lock defaults, then the policy's."""
-        options = table_lock_options(self.settings)
-        policy_options = self.settings.policy_for(ref.name).table_options()
-        if any(k.startswith("hoodie.write.lock.") for k in policy_options):
-            options = {}
-        options.update(policy_options)
-        return options
+        return table_options_for(self.settings, ref.name)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -232,6 +246,10 @@ class Daemon:
         self.coordinator.start()
         self.coordinator.add_session_listener(self._on_session)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
+        try:
+            self.history.replicas.register()
+        except Exception:
+            log.warning("could not announce this replica for the shared run history", exc_info=True)
         engine = self._engine()
         self.runner = Runner(
             self.coordinator,
@@ -243,6 +261,7 @@ class Daemon:
             spark=self._spark if self.settings.spark.engine == "spark" else None,
             pool_for=self.settings.spark.pool_for,
             on_finished=self._run_finished,
+            on_started=self._record_run,
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
@@ -252,7 +271,15 @@ class Daemon:
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
 
+    def _record_run(self, run: RunRecord) -> None:
+        """Write the run to the shared history (at its start and its end); a failure only logs."""
+        try:
+            self.history.record_run(run.to_dict())
+        except Exception:
+            log.warning("could not write run %s to the shared history", run.run_id, exc_info=True)
+
     def _run_finished(self, run: RunRecord) -> None:
+        self._record_run(run)
         if run.item.instant is None and run.outcome is Outcome.NOTHING_TO_DO:
             with self._lock:
                 last = self._last
@@ -393,6 +420,7 @@ class Daemon:
             log.warning("table %s cannot be read: %s", problem.table.name, problem.error)
         with self._lock:
             self._last = result
+        self._check_overrides()
         paused = self.control.paused()
         quarantined = self.control.quarantined()
         self.metrics.quarantined.clear()
@@ -427,6 +455,23 @@ class Daemon:
             started,
             result.seconds,
         )
+
+    def _check_overrides(self) -> None:
+        """Warn (at the first cycle and whenever it changes) about overrides that name no table."""
+        unmatched = self.unmatched_overrides()
+        if unmatched != self._unmatched_overrides:
+            self._unmatched_overrides = unmatched
+            if unmatched:
+                log.warning(
+                    "policies.overrides name no discovered table: %s (tables: %s)",
+                    ", ".join(unmatched),
+                    ", ".join(sorted(self._known())) or "none",
+                )
+
+    def unmatched_overrides(self) -> list[str]:
+        """Names under `policies.overrides` that are none of the tables known now (typos, gone tables)."""
+        known = self._known()
+        return sorted(name for name in self.settings.policies.overrides if name not in known)
 
     # -- on-call surface -----------------------------------------------------------------------
     def _known(self) -> dict[str, TableRef]:
@@ -472,6 +517,33 @@ class Daemon:
     def run_dict(self, run: RunRecord) -> dict[str, Any]:
         """A run as the API shows it, with live progress."""
         return run.to_dict(self.runner.progress_of(run) if self.runner else None)
+
+    def deployment_runs(self, limit: int) -> list[dict[str, Any]]:
+        """Runs of every replica, newest first: this replica's live from its runner, the others'
+        (and its own of earlier starts) from the shared history; at most `limit` of each source."""
+        local = [self.run_dict(r) for r in self.runs()][:limit]
+        shared = self.history.runs(limit, skip={r["run_id"] for r in local})
+        # A run of this replica that started between the two reads: its live state, not its start record.
+        for i, record in enumerate(shared):
+            live = self.runner.get(record["run_id"]) if self.runner and record["replica"] == self.replica_id else None
+            if live is not None:
+                shared[i] = self.run_dict(live)
+        merged = sorted(local + shared, key=lambda r: float(r["started_at"]), reverse=True)
+        return sorted(merged, key=lambda r: r["state"] not in ("running", "waiting_retry"))
+
+    def deployment_run(self, run_id: str) -> dict[str, Any] | None:
+        """One run of any replica (live from the runner when it is this replica's), or None."""
+        found = self.runner.get(run_id) if self.runner else None
+        return self.run_dict(found) if found is not None else self.history.run(run_id)
+
+    def deployment_claims(self) -> list[dict[str, Any]]:
+        """Every claim held now in the deployment, with the replica that holds it."""
+        out = []
+        for key in sorted(self.coordinator.live_claims()):
+            owner = self.coordinator.read_owner(key)
+            if owner is not None:
+                out.append({"key": key, "replica": owner.replica_id, "host": owner.host})
+        return out
 
     def set_paused(self, name: str, paused: bool, reason: str = "") -> bool:
         self.table_ref(name)
@@ -537,4 +609,5 @@ __all__ = [
     "build_spark_session",
     "plan_dict",
     "table_lock_options",
+    "table_options_for",
 ]

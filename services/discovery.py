@@ -157,7 +157,9 @@ class DiscoveryResult:
 
 
 # -- which tables ------------------------------------------------------------------------
-def _name_for(root: str, rel: str) -> str:
+def table_name_for(root: str, rel: str) -> str:
+    """A discovered table's name: the root folder's last segment, then the table's folders below
+    the root, joined by dots (`/lake/ingest` + `eu/orders` -> `ingest.eu.orders`)."""
     base = posixpath.basename(root.rstrip("/")) or "root"
     return f"{base}.{rel.replace('/', '.')}" if rel else base
 
@@ -180,7 +182,7 @@ def scan_root(root: str, max_depth: int = 3, cache: DiscoveryCache | None = None
         rel, depth = frontier.pop()
         full = storage.uri_of(rel)
         if rel and cache is not None and full in cache.known_tables:
-            refs.append(TableRef(_name_for(root, rel), full))
+            refs.append(TableRef(table_name_for(root, rel), full))
             continue
         try:
             entries = storage.list_dir(rel)
@@ -190,7 +192,7 @@ def scan_root(root: str, max_depth: int = 3, cache: DiscoveryCache | None = None
         if cache is not None:
             cache.listings += 1
         if rel and any(e.is_dir and e.name == METAFOLDER for e in entries):
-            refs.append(TableRef(_name_for(root, rel), full))
+            refs.append(TableRef(table_name_for(root, rel), full))
             if cache is not None:
                 with cache._lock:
                     cache.known_tables.add(full)
@@ -356,7 +358,7 @@ def discover(
         add(ref, False)
     for root in roots:
         found, errors = scan_root(root, max_depth, cache)
-        problems.extend(TableProblem(TableRef(_name_for(root, ""), root), e) for e in errors)
+        problems.extend(TableProblem(TableRef(table_name_for(root, ""), root), e) for e in errors)
         for ref in found:
             add(ref, True)
 

@@ -148,6 +148,7 @@ class Runner:
         spark: Any = None,
         pool_for: Callable[[ServiceAction], str] = lambda action: action.value,
         on_finished: Callable[[RunRecord], None] | None = None,
+        on_started: Callable[[RunRecord], None] | None = None,
         recent_runs: int = 500,
         progress_interval_s: float = 30.0,
     ):
@@ -160,6 +161,8 @@ class Runner:
         self.spark = spark
         self.pool_for = pool_for
         self.on_finished = on_finished
+        #: Called (in `submit`, before the run's thread starts) with every run that starts.
+        self.on_started = on_started
         self.replica = coordinator.replica_id
         self._lock = threading.Lock()
         self._running: dict[str, RunRecord] = {}
@@ -289,6 +292,11 @@ class Runner:
                 return Submitted(None, refusal)
             self._running[run.run_id] = run
         self.metrics.running.labels(item.action.value).inc()
+        if self.on_started is not None:
+            try:
+                self.on_started(run)
+            except Exception:
+                log.exception("on_started callback failed")
         self._pool.submit(self._run, run)
         return Submitted(run)
 

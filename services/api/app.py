@@ -5,6 +5,8 @@
 - Reads under `/api/v1` are open unless `http.protect_reads` is set; every mutating call
   (trigger, pause, resume, cancel, release) needs `Authorization: Bearer <token>` with one
   of `http.api_tokens`.
+- Every mutating call is recorded in the audit log (`GET /api/v1/audit`), with its token's name.
+- Runs, claims, plans and quarantine are the deployment's, whichever replica answers.
 - Tables are named as the daemon names them (`GET /api/v1/tables`); a name or a path that
   is not one of its tables is refused with 404, so the API cannot reach other data.
 
@@ -17,9 +19,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from lakeward.services.api.access import access_for
+from lakeward.services.api.audit import install_audit
 from lakeward.services.api.docs import mount_docs
 from lakeward.services.api.errors import install_error_handlers
-from lakeward.services.api.routes import health, plans, runs, tables, triggers
+from lakeward.services.api.routes import audit, health, plans, runs, tables, triggers
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
@@ -35,9 +38,10 @@ def create_app(daemon: Daemon) -> FastAPI:
     )
     mount_docs(app)
     install_error_handlers(app)
+    install_audit(app, daemon)
     access = access_for(daemon.settings.http)
     app.include_router(health.router(daemon))
-    for module in (tables, plans, runs, triggers):
+    for module in (tables, plans, runs, triggers, audit):
         app.include_router(module.router(daemon, access))
     return app
 

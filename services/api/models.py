@@ -74,10 +74,12 @@ class PlanStatus(PlanInfo):
 
     quarantined: bool
     running_here: str | None = Field(description="The run id when this replica runs it now.")
+    run_id: str | None = Field(description="The run id when any replica runs it now.")
+    running_on: str | None = Field(description="The replica that runs it now, if any.")
 
 
 class RunInfo(BaseModel):
-    """One run of a work item on this replica."""
+    """One run of a work item, on the replica named in `replica`."""
 
     run_id: str
     table: str
@@ -87,7 +89,9 @@ class RunInfo(BaseModel):
     trigger: str
     mode: str
     replica: str
-    state: str = Field(description="running, waiting_retry or finished.")
+    state: str = Field(
+        description="running, waiting_retry, finished, or lost (its replica died or restarted while running it)."
+    )
     phase: str
     progress: str
     attempts: int
@@ -125,7 +129,7 @@ class TableInfo(BaseModel):
 
 
 class TableDetail(TableInfo):
-    """A table with its recent runs on this replica (newest first, at most 20)."""
+    """A table with its recent runs on any replica (newest first, at most 20)."""
 
     runs: list[RunInfo]
 
@@ -149,12 +153,35 @@ class ClaimEvent(BaseModel):
     event: str
 
 
+class DeploymentClaim(BaseModel):
+    """A claim held now, by any replica."""
+
+    key: str
+    replica: str
+    host: str
+
+
 class Claims(BaseModel):
-    """This replica's claim log and the claims it holds."""
+    """Every claim held in the deployment, and this replica's claim log and the claims it holds."""
 
     replica: str
     held: list[str]
     log: list[ClaimEvent]
+    deployment: list[DeploymentClaim]
+
+
+class AuditEntry(BaseModel):
+    """One mutating API call, on any replica."""
+
+    time: float
+    replica: str = Field(description="The replica that answered the call.")
+    token: str | None = Field(description="The name of the bearer token (None: no valid token was given).")
+    method: str
+    path: str
+    route: str | None = Field(description="The route called, e.g. /api/v1/tables/{name}/trigger.")
+    target: str = Field(description="What the call was about: a table, a run id or a work item.")
+    request: str = Field(description="The request body, shortened.")
+    status: int = Field(description="The HTTP status code of the answer.")
 
 
 class PauseResult(BaseModel):

@@ -15,7 +15,7 @@ problem with the key it is about (``zookeeper.session_timeout_s: must be > 0``).
 errors (typos must not pass silently).
 
 One module per section of the file (``tables``, ``policy``, ``concurrency``, ``zookeeper``,
-``spark``, ``http``, ``log``), the root model in ``daemon``, and loading in ``loading`` (with the
+``spark``, ``http``, ``log``, ``history``), the root model in ``daemon``, and loading in ``loading`` (with the
 sources it reads in ``sources``). Import the names from this package.
 """
 
@@ -24,7 +24,8 @@ from lakeward.services.settings.base import ENV_PREFIX, ConfigurationError
 from lakeward.services.settings.concurrency import ActionTimeouts, ConcurrencySettings, RetrySettings
 from lakeward.services.settings.daemon import DaemonSettings
 from lakeward.services.settings.example import EXAMPLE_YAML
-from lakeward.services.settings.http import HttpSettings
+from lakeward.services.settings.history import HistorySettings
+from lakeward.services.settings.http import ApiToken, HttpSettings
 from lakeward.services.settings.loading import load_settings
 from lakeward.services.settings.log import LogSettings
 from lakeward.services.settings.policy import (
@@ -49,6 +50,7 @@ __all__ = [
     "EXAMPLE_YAML",
     "ActionPolicy",
     "ActionTimeouts",
+    "ApiToken",
     "ArchivalPolicy",
     "ChangeTrackingPolicy",
     "CleanPolicy",
@@ -59,6 +61,7 @@ __all__ = [
     "DaemonSettings",
     "DiscoveryRoot",
     "EffectivePolicy",
+    "HistorySettings",
     "HttpSettings",
     "IndexBuildPolicy",
     "LogSettings",

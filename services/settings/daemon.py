@@ -9,6 +9,7 @@ from lakeward.services.model import TableRef
 from lakeward.services.settings.base import ENV_PREFIX
 from lakeward.services.settings.concurrency import ConcurrencySettings
 from lakeward.services.settings.example import EXAMPLE_YAML
+from lakeward.services.settings.history import HistorySettings
 from lakeward.services.settings.http import HttpSettings
 from lakeward.services.settings.log import LogSettings
 from lakeward.services.settings.policy import EffectivePolicy, PoliciesSettings
@@ -36,6 +37,7 @@ class DaemonSettings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     drain_time_s: float = Field(
         default=60.0, ge=0, description="On SIGTERM, running plans get this long to finish before they are cancelled."
     )

@@ -81,7 +81,16 @@ http:
   host: 127.0.0.1              # 0.0.0.0 in a container
   port: 8080
   api_tokens: []               # best from LAKEWARD_HTTP__API_TOKENS; mutating calls need one
+  # api_tokens:                # a token may be named (the audit log records the name; unnamed: token-1, ...)
+  #   - {name: on-call, token: "..."}
   protect_reads: false
+
+history:                       # the run history and audit log every replica shares (in ZooKeeper)
+  runs_max_count: 1000         # keep the newest 1000 runs ...
+  runs_max_age_s: 604800       # ... of at most 7 days
+  audit_max_count: 5000
+  audit_max_age_s: 2592000     # 30 days
+  record_max_bytes: 4096       # one record's size cap (long errors are shortened)
 
 log:
   format: json                 # json or text

@@ -13,6 +13,9 @@ writers stop, the survivors drain the backlog, and then the test checks:
   exactly one run that succeeded, across all replicas; no run failed;
 - no two replicas held the claim of the same key at the same time (claim logs);
 - `lakeward_runs_total` of each survivor equals its list of runs;
+- every survivor's `GET /api/v1/runs` lists every run of the deployment (the killed replica's
+  unfinished ones as `lost`), and each survivor's audit log holds the mutating calls made
+  through any replica, with the token's name;
 - every table's timeline has no duplicate completed instant and nothing pending (no plan,
   no write) and the survivors' `GET /api/v1/plans` is empty;
 - every table reads to the same rows with hudi-rs and lakeward, and those are the rows the
@@ -95,8 +98,11 @@ def daemon_config(table_paths: list[str], zk_hosts: str, chroot: str, port: int)
 class Observer(threading.Thread):
     """Polls every live replica's runs and claim log and keeps everything it ever saw.
 
-    A replica keeps its last 500 runs only, and a killed one answers no more: what was
-    seen before is kept here, keyed by (replica, run id) and (replica, claim log entry).
+    Every replica lists the runs of the whole deployment (the shared history), each with the
+    replica that ran it; a killed replica answers no more: what was seen before is kept here,
+    keyed by (the run's replica, run id) and (replica, claim log entry). A finished run is never
+    replaced by an older view of it (another replica may read its start record from the history
+    just after its own replica reported it finished).
     """
 
     def __init__(self, replicas: Callable[[], list[DaemonProcess]], interval_s: float = 0.5):
@@ -115,7 +121,9 @@ class Observer(threading.Thread):
         claims = replica.client.claims(limit=10_000)
         with self.lock:
             for run in runs:
-                self.runs[(replica.name, run["run_id"])] = run
+                known = self.runs.get((run["replica"], run["run_id"]))
+                if known is None or known["state"] != "finished" or run["state"] == "finished":
+                    self.runs[(run["replica"], run["run_id"])] = run
             for entry in claims["log"]:
                 self.claims[replica.name][(entry["time"], entry["key"], entry["event"])] = entry
         return runs
@@ -338,7 +346,10 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
                     (replica, run)
                     for replica in cluster.live()
                     for run in _running(replica)
-                    if run["action"] == "compaction" and run["phase"] == "running" and run["instant"]
+                    if run["replica"] == replica.name  # every replica lists the deployment's runs
+                    and run["action"] == "compaction"
+                    and run["phase"] == "running"
+                    and run["instant"]
                 ),
                 None,
             ),
@@ -507,6 +518,25 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
         mine_rows, their_rows = comparable_rows(ours), comparable_rows(theirs)
         assert same_rows(mine_rows, their_rows), f"{names[path]}: lakeward and hudi-rs read different rows"
         assert data_rows(ours) == workload.expected_rows(i, len(done)), f"{names[path]}: rows differ from the model"
+
+    # -- one view: every survivor lists every run of the deployment, the killed replica's included --
+    every_run = {r["run_id"] for r in runs}
+    for replica in survivors:
+        listed_here = {r["run_id"]: r for r in replica.client.runs(state="all", limit=1000)}
+        assert every_run <= set(listed_here), f"{replica.name} misses runs: {sorted(every_run - set(listed_here))}"
+        killed_running = [r for r in listed_here.values() if r["replica"] == killed.name and r["state"] != "finished"]
+        assert all(r["state"] == "lost" for r in killed_running), killed_running  # never running forever
+
+    # -- audit: each mutating call is in every replica's audit log, with its token's name ---------
+    first, last = survivors[0], survivors[-1]
+    first.client.pause(names[paths[0]], "e2e audit")
+    last.client.resume(names[paths[0]])
+    for replica in survivors:
+        audited = [(e["token"], e["route"], e["target"], e["status"]) for e in replica.client.audit()]
+        assert audited[:2] == [
+            ("token-1", "/api/v1/tables/{name}/resume", names[paths[0]], 200),
+            ("token-1", "/api/v1/tables/{name}/pause", names[paths[0]], 200),
+        ], audited
 
     # -- graceful stop ------------------------------------------------------------------------------
     for replica in survivors:

@@ -124,6 +124,8 @@ def test_plans_after_a_cycle(client, daemon, tmp_path):
             "key": f"orders/compaction/{instant}",
             "quarantined": False,
             "running_here": None,
+            "run_id": None,
+            "running_on": None,
         }
     ]
     assert [p["instant"] for p in client.get("/api/v1/plans").json()] == [instant]

@@ -21,6 +21,7 @@ ROUTES = {
     "/api/v1/runs/{run_id}": {"get"},
     "/api/v1/quarantine": {"get"},
     "/api/v1/claims": {"get"},
+    "/api/v1/audit": {"get"},
     "/api/v1/tables/{name}/trigger": {"post"},
     "/api/v1/tables/{name}/pause": {"post"},
     "/api/v1/tables/{name}/resume": {"post"},

@@ -293,3 +293,26 @@ def test_settings_are_frozen() -> None:
     s = load_settings(env={})
     with pytest.raises(ValueError):
         s.drain_time_s = 3  # type: ignore[misc]
+
+
+def test_api_tokens_have_names_and_bare_tokens_stay_valid(tmp_path: Path) -> None:
+    named = load_settings(
+        write(tmp_path, {"http": {"api_tokens": [{"name": "on-call", "token": "tok-a"}, "tok-b"]}}), env={}
+    )
+    assert named.http.token_name("tok-a") == "on-call" and named.http.token_name("tok-b") == "token-2"
+    assert named.http.token_name("tok-c") is None and named.http.token_ok("tok-b")
+    assert "tok-a" not in repr(named.http)
+    from_env = load_settings(env={"LAKEWARD_HTTP__API_TOKENS": '[{"name": "ci", "token": "x"}, "y"]'})
+    assert [(t.name, t.get_secret_value()) for t in from_env.http.api_tokens] == [("ci", "x"), ("token-2", "y")]
+    with pytest.raises(ConfigurationError, match=r"http.api_tokens\[1\].name: 'a' names two tokens"):
+        load_settings(
+            write(tmp_path, {"http": {"api_tokens": [{"name": "a", "token": "1"}, {"name": "a", "token": "2"}]}}),
+            env={},
+        )
+
+
+def test_history_retention_settings(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, {"history": {"runs_max_count": 10, "audit_max_age_s": 60}}), env={})
+    assert (s.history.runs_max_count, s.history.audit_max_age_s, s.history.runs_max_age_s) == (10, 60, 7 * 86400)
+    with pytest.raises(ConfigurationError, match=r"history.record_max_bytes: must be >= 512"):
+        load_settings(write(tmp_path, {"history": {"record_max_bytes": 10}}), env={})

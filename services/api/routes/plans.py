@@ -19,7 +19,21 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     def plans_of(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         quarantined = daemon.control.quarantined()
         running = {r.key: r.run_id for r in daemon.runs() if r.state != "finished"}
-        return [{**p, "quarantined": p["key"] in quarantined, "running_here": running.get(p["key"])} for p in found]
+        anywhere = {
+            r["key"]: r
+            for r in daemon.deployment_runs(daemon.RUNS_SCANNED)
+            if r["state"] in ("running", "waiting_retry")
+        }
+        return [
+            {
+                **p,
+                "quarantined": p["key"] in quarantined,
+                "running_here": running.get(p["key"]),
+                "run_id": anywhere[p["key"]]["run_id"] if p["key"] in anywhere else None,
+                "running_on": anywhere[p["key"]]["replica"] if p["key"] in anywhere else None,
+            }
+            for p in found
+        ]
 
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
     async def table_plans(name: str) -> list[dict[str, Any]]:

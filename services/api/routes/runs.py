@@ -1,4 +1,4 @@
-"""Runs of this replica and its claim log."""
+"""Runs of the whole deployment (live from this replica's runner, the others' from the shared history) and claims."""
 
 from __future__ import annotations
 
@@ -9,46 +9,54 @@ from fastapi import APIRouter, HTTPException, Query
 from lakeward.services.api.access import Access
 from lakeward.services.api.models import Claims, RunInfo
 from lakeward.services.daemon import Daemon
+from lakeward.services.history import LOST
 from lakeward.services.names import API_PREFIX
+
+#: The run states each `state` filter of `GET /runs` selects.
+_STATES = {"running": {"running", "waiting_retry"}, "finished": {"finished"}, "lost": {LOST}}
 
 
 def router(daemon: Daemon, access: Access) -> APIRouter:
-    """The run reads of one replica."""
+    """The run reads of one replica, answering for the deployment."""
     routes = APIRouter(prefix=API_PREFIX, tags=["runs"], dependencies=[access.read])
 
     @routes.get("/runs", response_model=list[RunInfo])
     async def runs(
-        state: Annotated[Literal["running", "finished", "all"], Query()] = "all",
+        state: Annotated[Literal["running", "finished", "lost", "all"], Query()] = "all",
         table: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        """Runs of this replica: running ones first, then recent ones, newest first."""
+        """Runs of every replica (each with the replica that ran it): running ones first, then the
+        others, newest first. A run whose replica died while running it shows with state `lost`."""
         if table is not None:
             daemon.table_ref(table)
+        filtered = state != "all" or table is not None
+        found = daemon.deployment_runs(daemon.settings.history.runs_max_count if filtered else limit)
         selected = [
             r
-            for r in daemon.runs()
-            if (state == "all" or (state == "running") == (r.state != "finished"))
-            and (table is None or r.table.name == table)
+            for r in found
+            if (state == "all" or r["state"] in _STATES[state]) and (table is None or r["table"] == table)
         ]
-        return [daemon.run_dict(r) for r in selected[:limit]]
+        return selected[:limit]
 
     @routes.get("/runs/{run_id}", response_model=RunInfo)
     async def run(run_id: str) -> dict[str, Any]:
-        """One run of this replica (404 for a run of another replica)."""
-        found = daemon.runner.get(run_id) if daemon.runner else None
+        """One run of any replica (404 when no replica knows it: never ran, or pruned from the history)."""
+        found = daemon.deployment_run(run_id)
         if found is None:
-            raise HTTPException(404, f"no run {run_id!r} on this replica ({daemon.replica_id})")
-        return daemon.run_dict(found)
+            raise HTTPException(404, f"no run {run_id!r} in the deployment's run history")
+        return found
 
     @routes.get("/claims", response_model=Claims)
     async def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
-        """This replica's claim log (claimed, conflict, released, lost), oldest first, and the claims it holds."""
+        """Every claim held in the deployment (`deployment`, with its replica); this replica's claim log
+        (claimed, conflict, released, lost), oldest first, and the claims it holds."""
         log = daemon.coordinator.claim_log[-limit:]
         return {
             "replica": daemon.replica_id,
             "held": [c.key for c in daemon.coordinator.held_claims()],
             "log": [vars(e) for e in log],
+            "deployment": daemon.deployment_claims(),
         }
 
     return routes

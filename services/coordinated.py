@@ -1,0 +1,81 @@
+"""Table commands next to a running daemon: use its lock settings, or refuse.
+
+`lakeward compact|cluster|clean|rollback ... PATH --config lakeward.yaml` (or with
+`LAKEWARD_CONFIG` set) opens the table with the options the daemon opens it with -- its
+ZooKeeper table lock, the policy's `hoodie_options` -- so an on-call engineer's command
+and the daemon's runs take the same lock. When the daemon serves the table but configures
+no lock that another process can see (no `zookeeper.hosts`, no ZooKeeper
+`hoodie.write.lock.provider` in the table's `hoodie_options`), the command refuses: two
+processes under in-process locks would race on the timeline.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+
+from lakeward.core.config.lock import LOCK_PREFIX
+from lakeward.services.daemon import table_options_for
+from lakeward.services.discovery import table_name_for
+from lakeward.services.settings import DaemonSettings
+
+LOCK_PROVIDER_KEY = f"{LOCK_PREFIX}provider"
+#: Lock providers other processes honour (values of hoodie.write.lock.provider).
+SHARED_PROVIDERS = frozenset({"zookeeper", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"})
+
+
+class UncoordinatedTableError(ValueError):
+    """The daemon serves the table without a lock a table command could share."""
+
+
+@dataclass(frozen=True)
+class ServedTable:
+    """The daemon's name of a table path, and the options it opens the table with."""
+
+    name: str
+    options: dict[str, str]
+
+
+def _normal(path: str) -> str:
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.realpath(path.removeprefix("file://") if path.startswith("file://") else path)
+
+
+def served_name(settings: DaemonSettings, path: str) -> str | None:
+    """The name the daemon gives the table at `path` (a static table, or one under a discovery
+    root within its depth), or None if the daemon does not serve it."""
+    target = _normal(path)
+    for ref in settings.static_tables():
+        if _normal(ref.path) == target:
+            return ref.name
+    for root in settings.tables.roots:
+        base = _normal(root.path)
+        if target.startswith(base + "/"):
+            rel = target[len(base) + 1 :]
+            if 0 < len(rel.split("/")) <= root.max_depth:
+                return table_name_for(base, posixpath.normpath(rel))
+    return None
+
+
+def coordinated_options(settings: DaemonSettings, path: str) -> ServedTable | None:
+    """The daemon's options for the table at `path`; None when the daemon does not serve it.
+
+    Raises UncoordinatedTableError when it serves it without a shared lock (module doc).
+    """
+    name = served_name(settings, path)
+    if name is None:
+        return None
+    options = table_options_for(settings, name)
+    if options.get(LOCK_PROVIDER_KEY) not in SHARED_PROVIDERS:
+        raise UncoordinatedTableError(
+            f"the daemon's configuration serves {path} as table {name!r} but configures no table lock "
+            f"another process can share: set zookeeper.hosts (the daemon then locks tables in ZooKeeper), "
+            f"or {LOCK_PROVIDER_KEY}: zookeeper in policies.overrides.{name}.hoodie_options; "
+            f"running this command next to the daemon without one would race it"
+        )
+    return ServedTable(name, options)
+
+
+__all__ = ["ServedTable", "UncoordinatedTableError", "coordinated_options", "served_name"]

@@ -1,0 +1,284 @@
+"""One view across replicas: two daemons on a real ZooKeeper share their run history and audit log.
+
+Replica B's API lists and follows runs executed by replica A (`trigger --wait` against B
+returns the outcome of A's run), every mutating call is in the audit log with its token's
+name, the history survives restarting both replicas, a run whose replica died shows as
+lost, and the retention prunes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from lakeward import Table
+from lakeward.services.api import create_app
+from lakeward.services.api.server import ApiServer
+from lakeward.services.claims import ZooKeeperCoordinator
+from lakeward.services.cli import app as cli_app
+from lakeward.services.daemon import Daemon
+from lakeward.services.history import LOST, Retention, ZooKeeperRecordLog, cap_record
+from lakeward.services.model import ServiceAction
+from lakeward.services.settings import DaemonSettings, load_settings
+from tests.services.test_api import wait_for
+from tests.services.test_runner import GatedEngine, mor_table
+
+pytestmark = pytest.mark.zookeeper
+
+ONCALL = {"Authorization": "Bearer t-oncall"}
+PLAIN = {"Authorization": "Bearer t-plain"}
+
+
+def settings_for(root: Path, hosts: str, chroot: str, extra: str = "") -> DaemonSettings:
+    config = root / "lakeward.yaml"
+    config.write_text(
+        f"""
+tables:
+  static:
+    - path: {root / "orders"}
+  refresh_interval_s: 3600
+policies:
+  defaults:
+    compaction: {{enabled: false}}
+    clean: {{enabled: false}}
+    archival: {{enabled: false}}
+spark: {{engine: local}}
+zookeeper: {{hosts: '{hosts}', chroot: {chroot}, session_timeout_s: 4}}
+http:
+  port: 0
+  api_tokens: [{{name: oncall, token: t-oncall}}, t-plain]
+log: {{format: text}}
+drain_time_s: 1
+{extra}
+"""
+    )
+    return load_settings(config, env={})
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, zookeeper_server: Any) -> Iterator[Callable[[], tuple[Daemon, Daemon]]]:
+    """Starts replicas A and B of one deployment (call it again after draining them: a restart)."""
+    mor_table(tmp_path / "orders")
+    chroot = f"/lakeward-history-{uuid.uuid4().hex[:8]}"
+    started: list[Daemon] = []
+
+    def start() -> tuple[Daemon, Daemon]:
+        pair = tuple(Daemon(settings_for(tmp_path, zookeeper_server.hosts, chroot)) for _ in range(2))
+        for d in pair:
+            d.start()
+            started.append(d)
+        for d in pair:
+            wait_for(lambda d=d: d.ready)
+        return pair[0], pair[1]
+
+    yield start
+    for d in started:
+        d.drain(2)
+
+
+def test_any_replica_lists_follows_and_audits_the_runs_of_the_deployment(deployment, tmp_path):
+    a, b = deployment()
+    api_a, api_b = TestClient(create_app(a)), TestClient(create_app(b))
+    instant = Table.open(str(tmp_path / "orders")).schedule_compaction(force=True)
+    gated = GatedEngine()
+    assert a.runner is not None
+    a.runner.engine = gated
+    submitted = a.trigger("orders", ServiceAction.COMPACTION, "run", instant)
+    assert submitted.run is not None
+    run_id = submitted.run.run_id
+    assert gated.arrived.wait(30)
+
+    # B shows A's running run, its claim and the plan running on A.
+    running = api_b.get("/api/v1/runs", params={"state": "running"}).json()
+    assert [(r["run_id"], r["replica"], r["state"]) for r in running] == [(run_id, a.replica_id, "running")]
+    claims = api_b.get("/api/v1/claims").json()
+    assert {"key": f"orders/compaction/{instant}", "replica": a.replica_id} in [
+        {"key": c["key"], "replica": c["replica"]} for c in claims["deployment"]
+    ]
+    b.cycle()
+    plan = api_b.get("/api/v1/plans").json()[0]
+    assert (plan["run_id"], plan["running_on"], plan["running_here"]) == (run_id, a.replica_id, None)
+
+    # `trigger --wait` against B: the plan is claimed by A's run (409), the CLI follows that run
+    # through B's API and exits with its outcome once A completes it.
+    server = ApiServer(b, port=0)
+    server.start()
+    result: dict[str, Any] = {}
+
+    def wait_through_b() -> None:
+        args = ["trigger", "compaction", "orders", "--mode", "run", "--instant", instant, "--wait"]
+        url = f"http://127.0.0.1:{server.port}"
+        result["cli"] = CliRunner().invoke(cli_app, [*args, "--url", url, "--token", "t-oncall"])
+
+    waiter = threading.Thread(target=wait_through_b)
+    try:
+        waiter.start()
+        wait_for(lambda: any(e["status"] == 409 for e in api_a.get("/api/v1/audit").json()))
+        time.sleep(0.5)  # the CLI is polling A's run through B now
+        gated.gate.set()
+        waiter.join(60)
+    finally:
+        gated.gate.set()
+        server.stop()
+    cli = result["cli"]
+    assert cli.exit_code == 0, cli.output
+    assert f"following run {run_id} on {a.replica_id}" in cli.output
+    assert f"orders/compaction/{instant}: succeeded (run {run_id} on {a.replica_id})" in cli.output
+
+    done = api_b.get(f"/api/v1/runs/{run_id}").json()
+    assert (done["replica"], done["state"], done["outcome"], done["instant"]) == (
+        a.replica_id,
+        "finished",
+        "succeeded",
+        instant,
+    )
+    assert run_id in [r["run_id"] for r in api_b.get("/api/v1/runs", params={"table": "orders"}).json()]
+
+    # Every mutating call lands in the shared audit log, with its token's name (never the token).
+    assert api_b.post("/api/v1/tables/orders/pause", json={"reason": "look"}, headers=PLAIN).status_code == 200
+    assert api_a.post("/api/v1/tables/orders/resume", headers=ONCALL).status_code == 200
+    assert api_b.post("/api/v1/runs/nope/cancel", headers=ONCALL).status_code == 404
+    assert api_b.post("/api/v1/quarantine/release", json={"key": "orders/compaction/1"}, headers=ONCALL).status_code
+    assert api_a.post("/api/v1/tables/orders/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
+    audit = api_b.get("/api/v1/audit").json()
+    seen = [(e["token"], e["route"], e["target"], e["status"], e["replica"]) for e in reversed(audit)]
+    assert seen == [
+        ("oncall", "/api/v1/tables/{name}/trigger", "orders", 409, b.replica_id),
+        ("token-2", "/api/v1/tables/{name}/pause", "orders", 200, b.replica_id),
+        ("oncall", "/api/v1/tables/{name}/resume", "orders", 200, a.replica_id),
+        ("oncall", "/api/v1/runs/{run_id}/cancel", "nope", 404, b.replica_id),
+        ("oncall", "/api/v1/quarantine/release", "orders/compaction/1", 404, b.replica_id),
+        (None, "/api/v1/tables/{name}/pause", "orders", 403, a.replica_id),
+    ]
+    assert '"reason":"look"' in audit[-2]["request"] and "t-oncall" not in str(audit)
+    assert [e["status"] for e in api_a.get("/api/v1/audit", params={"token": "token-2"}).json()] == [200]
+
+    # The history survives restarting both replicas; the CLI reads it through any of them.
+    first_a = a.replica_id
+    a.drain(2)
+    b.drain(2)
+    a2, b2 = deployment()
+    again = TestClient(create_app(b2)).get(f"/api/v1/runs/{run_id}").json()
+    assert (again["replica"], again["outcome"]) == (first_a, "succeeded")
+    assert len(TestClient(create_app(a2)).get("/api/v1/audit").json()) == 6
+    server = ApiServer(b2, port=0)
+    server.start()
+    try:
+        url = ["--url", f"http://127.0.0.1:{server.port}"]
+        listed = CliRunner().invoke(cli_app, ["audit", "--by", "oncall", *url], catch_exceptions=False)
+        runs = CliRunner().invoke(cli_app, ["runs", *url], catch_exceptions=False)
+    finally:
+        server.stop()
+    assert listed.exit_code == 0 and listed.output.count("oncall") == 4, listed.output
+    assert run_id in runs.output and first_a in runs.output
+
+
+def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookeeper_server):
+    a, b = deployment()
+    settings = a.settings
+    zk = settings.zookeeper
+    # Replica C has a ZooKeeper session of its own: closing it is what a crash does to its nodes.
+    coordinator = ZooKeeperCoordinator(
+        zk.hosts or "",
+        chroot=zk.chroot,
+        base_path="/",
+        session_timeout_s=zk.session_timeout_s,
+        private_client=True,
+    )
+    c = Daemon(settings, coordinator=coordinator)
+    c.start()
+    assert c.runner is not None
+    gated = GatedEngine()
+    c.runner.engine = gated
+    run = c.trigger("orders", ServiceAction.COMPACTION).run
+    assert run is not None and gated.arrived.wait(30)
+    api_b = TestClient(create_app(b))
+    assert api_b.get(f"/api/v1/runs/{run.run_id}").json()["state"] == "running"
+    coordinator.close()  # the replica's session ends: its claims and its replica node go
+    shown = wait_for(lambda: (r := api_b.get(f"/api/v1/runs/{run.run_id}").json())["state"] == LOST and r)
+    assert shown["replica"] == coordinator.replica_id and "is gone" in shown["progress"]
+    assert run.run_id in [r["run_id"] for r in api_b.get("/api/v1/runs", params={"state": "lost"}).json()]
+    gated.gate.set()
+    c.drain(2)
+
+
+def test_paused_table_accepts_explicit_triggers(deployment):
+    """Pause holds back the daemon's own scheduling, not on-call: a trigger on a paused table runs."""
+    a, _ = deployment()
+    api = TestClient(create_app(a))
+    assert api.post("/api/v1/tables/orders/pause", headers=ONCALL).json()["paused"] is True
+    started = api.post("/api/v1/tables/orders/trigger", json={"action": "compaction"}, headers=ONCALL)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["run_id"]
+    done = wait_for(lambda: (r := api.get(f"/api/v1/runs/{run_id}").json())["state"] == "finished" and r)
+    assert done["outcome"] == "succeeded"
+    assert api.get("/api/v1/tables/orders").json()["paused"] is True
+
+
+def test_retention_prunes_by_count_and_age(zookeeper_server):
+    coordinator = ZooKeeperCoordinator(zookeeper_server.hosts, base_path=f"/lakeward-retention-{uuid.uuid4().hex[:8]}")
+    coordinator.start()
+    try:
+        log = ZooKeeperRecordLog(coordinator, f"{coordinator.base_path}/history/runs", Retention(3, 3600, 1024))
+        now = time.time()
+        log.put(now - 7200, "old", {"n": 0})  # past max_age_s: the prune after this first write removes it
+        assert log.get("old") is None
+        for n in range(1, 6):
+            log.put(now + n, f"r{n}", {"n": n})  # prunes again only after PRUNE_EVERY_S
+        assert log.prune(now + 10) == 2  # r1, r2: beyond the newest 3
+        assert [r["n"] for r in log.newest(10)] == [5, 4, 3]
+        assert log.get("r4") == {"n": 4} and log.get("r1") is None
+    finally:
+        coordinator.close()
+
+
+def test_a_record_is_capped_by_shortening_its_longest_texts():
+    data = cap_record({"run_id": "x", "error": "e" * 10_000, "detail": "d" * 300}, 1024)
+    assert len(data) <= 1024 and b"[cut]" in data and b'"run_id": "x"' in data
+    assert b"d" * 300 in data  # shortened the longest first, and only as far as needed
+
+
+def test_unmatched_overrides_are_reported_on_tables_and_in_the_log(tmp_path, caplog):
+    mor_table(tmp_path / "orders")
+    config = tmp_path / "lakeward.yaml"
+    config.write_text(
+        f"""
+tables:
+  roots: [{{path: {tmp_path}, max_depth: 1}}]
+  refresh_interval_s: 3600
+policies:
+  overrides:
+    {tmp_path.name}.orders: {{compaction: {{enabled: false}}}}
+    {tmp_path.name}.ordres: {{compaction: {{enabled: false}}}}
+spark: {{engine: local}}
+log: {{format: text}}
+"""
+    )
+    daemon = Daemon(load_settings(config, env={}))
+    with caplog.at_level("WARNING"):
+        daemon.start()
+        wait_for(lambda: daemon.ready)
+    try:
+        response = TestClient(create_app(daemon)).get("/api/v1/tables")
+        assert [t["name"] for t in response.json()] == [f"{tmp_path.name}.orders"]
+        assert response.headers["X-Lakeward-Unmatched-Overrides"] == f"{tmp_path.name}.ordres"
+        assert f"policies.overrides name no discovered table: {tmp_path.name}.ordres" in caplog.text
+        server = ApiServer(daemon, port=0)
+        server.start()
+        try:
+            listed = CliRunner().invoke(cli_app, ["tables", "--url", f"http://127.0.0.1:{server.port}"])
+        finally:
+            server.stop()
+        assert listed.exit_code == 0 and f"warning: policies.overrides name no table: {tmp_path.name}.ordres" in (
+            listed.output
+        )
+    finally:
+        daemon.drain(2)
