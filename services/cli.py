@@ -553,6 +553,58 @@ def rollback(
     )
 
 
+def _worst(report: dict[str, Any]) -> str:
+    """The first (worst) finding of a health report as one cell; `-` without findings."""
+    if report.get("score") is None:
+        return f"not scored: {report.get('error')}"
+    findings = report.get("findings") or []
+    return f"{findings[0]['severity']}: {findings[0]['message']}" if findings else "-"
+
+
+def _print_health(report: dict[str, Any]) -> None:
+    if report.get("score") is None:
+        typer.echo(f"{report['table']}: not scored: {report.get('error')}")
+        return
+    typer.echo(f"{report['table']}: score {report['score']}/100 (as of {report.get('taken_at')})")
+    penalties = ", ".join(f"{k} {v:g}" for k, v in report.get("factors", {}).items() if v)
+    typer.echo(f"factor penalties: {penalties or 'none'}")
+    for f in report.get("findings") or []:
+        typer.echo(f"  [{f['severity']}] {f['code']}: {f['message']}\n      -> {f['action']}")
+    if not report.get("findings"):
+        typer.echo("  no findings")
+
+
+@app.command()
+def health(
+    table: str | None = typer.Argument(None, help="a table name known to the daemon, or a table path (read directly)"),
+    option: list[str] = typer.Option([], "--option", "-o", help="with a path: " + OPTION_HELP),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Table health: every table's score and worst finding, or one table's findings and suggested actions.
+
+    By name the daemon's report (its policy, as of its last discovery cycle); by path the
+    table is read directly with the default health policy.
+    """
+    if table is not None and _is_path(table):
+        from lakeward.core.health import table_health
+        from lakeward.services.discovery import TableHealth
+        from lakeward.services.model import TableRef
+
+        opened = _open(table, option)
+        report = TableHealth(TableRef(opened.name, table), _service(lambda: table_health(opened))).to_dict()
+    else:
+        report = _api(url, token, lambda c: c.health(table))
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    elif isinstance(report, list):
+        rows = [{"name": r["table"], "score": r.get("score"), "worst finding": _worst(r)} for r in report]
+        typer.echo(_grid(rows, ["name", "score", "worst finding"], "no tables"))
+    else:
+        _print_health(report)
+
+
 @app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""

@@ -98,5 +98,9 @@ class DaemonClient:
     def claims(self, limit: int = 10_000) -> dict[str, Any]:
         return dict(self._call("GET", f"{API_PREFIX}/claims", params={"limit": limit}))
 
+    def health(self, name: str | None = None) -> Any:
+        """One table's health report (a dict), or every table's (a list) without a name."""
+        return self._call("GET", f"{API_PREFIX}/tables/{name}/health" if name else f"{API_PREFIX}/health")
+
 
 __all__ = ["DEFAULT_URL", "TOKEN_ENV_VAR", "URL_ENV_VAR", "DaemonAPIError", "DaemonClient"]

@@ -34,7 +34,14 @@ from lakeward.core.locks.zk_client import SharedZooKeeperClient
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
-from lakeward.services.discovery import DiscoveryCache, DiscoveryResult, TableState, discover
+from lakeward.services.discovery import (
+    DiscoveryCache,
+    DiscoveryResult,
+    TableHealth,
+    TableState,
+    assess_health,
+    discover,
+)
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
 from lakeward.services.planning import instant_moment, plan_work, policy_from_settings
@@ -170,6 +177,8 @@ class Daemon:
         )
         self.cache = DiscoveryCache()
         self._last: DiscoveryResult | None = None
+        #: Table name -> its health as of the last cycle (`assess_health`).
+        self._health: dict[str, TableHealth] = {}
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
         #: not proposed again until the table has `_retry_gap` more (else an idle table would be
         #: retried every cycle, and a busy one would keep its slot on no-op runs).
@@ -427,6 +436,23 @@ class Daemon:
             started,
             result.seconds,
         )
+        self._assess_health(result)
+
+    def _assess_health(self, result: DiscoveryResult) -> None:
+        """Score every table of the cycle (after its work started: health reads are not urgent)."""
+        health = assess_health(
+            result.states,
+            self.table_options,
+            lambda name: self.settings.policy_for(name).health,
+            self.cache,
+            max_age_s=self.settings.tables.health_refresh_s,
+        )
+        for name, h in health.items():
+            if h.error is not None:
+                log.warning("health of table %s cannot be computed: %s", name, h.error)
+        self.metrics.observe_health({name: h.report for name, h in health.items()})
+        with self._lock:
+            self._health = health
 
     # -- on-call surface -----------------------------------------------------------------------
     def _known(self) -> dict[str, TableRef]:
@@ -465,6 +491,21 @@ class Daemon:
     def table(self, name: str) -> TableView:
         self.table_ref(name)
         return next(t for t in self.tables() if t.ref.name == name)
+
+    def health(self, name: str) -> TableHealth:
+        """A table's health as of the last discovery cycle (`error` says why there is no report)."""
+        ref = self.table_ref(name)
+        with self._lock:
+            found = self._health.get(name)
+            last = self._last
+        if found is not None:
+            return found
+        problem = next((p.error for p in last.problems if p.table.name == name), None) if last else None
+        return TableHealth(ref, None, problem or "not scored yet: no discovery cycle has read this table")
+
+    def healths(self) -> list[TableHealth]:
+        """The health of every known table (sorted by name), as of the last cycle."""
+        return [self.health(name) for name in sorted(self._known())]
 
     def runs(self) -> list[RunRecord]:
         return self.runner.runs() if self.runner else []

@@ -171,3 +171,77 @@ class CancelResult(BaseModel):
 class ReleaseResult(BaseModel):
     key: str
     released: bool
+
+
+# -------------------------------------------------------------------------------------------- health
+
+
+class HealthFindingInfo(BaseModel):
+    """One health finding: its factor, severity, a stable code, the numbers, and what to do."""
+
+    factor: str
+    severity: Literal["info", "warning", "critical"]
+    code: str
+    message: str
+    action: str
+
+
+class DistributionInfo(BaseModel):
+    """p50 / p99 / max of a per-file-group number."""
+
+    p50: float
+    p99: float
+    max: float
+
+
+class PendingPlanAge(BaseModel):
+    action: str
+    instant_time: str
+    state: str
+    age_seconds: float
+
+
+class PendingWriteHealth(BaseModel):
+    action: str
+    instant_time: str
+    age_seconds: float
+    heartbeat: Literal["live", "expired", "missing"]
+    heartbeat_age_seconds: float | None
+
+
+class TableHealthInfo(BaseModel):
+    """A table's health as of the daemon's last discovery cycle (docs/health.md).
+
+    `score` is None (and `error` says why) when the table could not be scored; the other
+    fields are then absent.
+    """
+
+    table: str
+    score: int | None = Field(description="0-100; None when the table could not be scored.")
+    error: str | None = None
+    table_name: str | None = None
+    table_path: str | None = None
+    table_version: int | None = None
+    table_type: str | None = None
+    services_writable: bool | None = None
+    taken_at: str | None = Field(default=None, description="When the snapshot was taken (ISO 8601).")
+    factors: dict[str, float] = Field(default_factory=dict, description="Factor -> penalty (0, 0.5 or 1).")
+    findings: list[HealthFindingInfo] = Field(default_factory=list, description="Worst first.")
+    log_files: DistributionInfo | None = None
+    log_bytes: DistributionInfo | None = None
+    small_files: int | None = None
+    small_file_share: float | None = None
+    small_file_limit: int | None = None
+    oldest_pending_plans: dict[str, PendingPlanAge] = Field(default_factory=dict)
+    pending_writes: list[PendingWriteHealth] = Field(default_factory=list)
+    seconds_since_last: dict[str, float | None] = Field(
+        default_factory=dict, description="Seconds since the last completed compaction, clean, clustering."
+    )
+    cleanable_files: int | None = None
+    cleaner_policy: str | None = None
+    cleaner_retention: str | None = None
+    live_files: int | None = None
+    active_commits: int | None = None
+    active_instants: int | None = None
+    keep_min_commits: int | None = None
+    keep_max_commits: int | None = None

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from lakeward.core.health.policy import HealthPolicy
 from lakeward.services.model import ServiceAction
 from lakeward.services.settings.base import Section, option_str, problems
 
@@ -125,6 +126,11 @@ class PolicySettings(Section):
     index_build: IndexBuildPolicy = Field(default_factory=IndexBuildPolicy)
     hoodie_options: dict[str, HoodieValue] = Field(
         default_factory=dict, description="Extra hoodie.* options passed to the table when it is opened."
+    )
+    health: HealthPolicy = Field(
+        default_factory=HealthPolicy,
+        description="Health score weights and finding thresholds (`weights.<factor>`, `thresholds.<key>`; "
+        "see docs/health.md). Ages are seconds or ISO 8601 durations.",
     )
 
     @field_validator("hoodie_options")
