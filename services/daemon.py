@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lakeward.core.engine.spark import python_worker_conf
-from lakeward.core.exceptions import LakewardError
+from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import SharedZooKeeperClient
 from lakeward.services import execution
@@ -41,10 +41,21 @@ from lakeward.services.discovery import (
     TableState,
     assess_health,
     discover,
+    load_state,
 )
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
-from lakeward.services.planning import instant_moment, plan_work, policy_from_settings
+from lakeward.services.planning import (
+    Decision,
+    Gate,
+    Policy,
+    admit,
+    decide,
+    instant_moment,
+    order_fairly,
+    plan_decisions,
+    policy_from_settings,
+)
 from lakeward.services.runner import TRIGGER_API, Runner, RunRecord, Submitted
 from lakeward.services.scheduler import CycleScheduler
 from lakeward.services.settings import DaemonSettings, SparkSettings
@@ -58,6 +69,10 @@ class UnknownTableError(KeyError):
 
 class TriggerError(ValueError):
     """A trigger that cannot be carried out as asked (bad mode for the action, no such plan...)."""
+
+
+class TableUnreadableError(TriggerError):
+    """A table the daemon looks after cannot be read now, so nothing can be explained or planned on it."""
 
 
 @dataclass(frozen=True)
@@ -413,20 +428,21 @@ class Daemon:
             self.metrics.quarantined.labels(table, action).set(n)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
-        policies = {
-            s.ref.name: policy_from_settings(self.settings.policy_for(s.ref.name), s.ref.name in paused)
-            for s in result.states
-        }
-        items = plan_work(result.states, policies, dt.datetime.now(dt.UTC), self.runner.running_keys())
-        by_name = {s.ref.name: s for s in result.states}
-        items = [i for i in items if self._proposable(i, by_name)]
+        policies = {s.ref.name: self._policy(s.ref.name, paused) for s in result.states}
+        decisions = plan_decisions(result.states, policies, dt.datetime.now(dt.UTC))
+        running = self.runner.running_keys()
+        by_key = {d.item.key: d for d in decisions if d.item is not None and d.item.key not in running}
+        items = order_fairly(d.item for d in by_key.values() if d.runs and d.item is not None)
+        gate = self._gate(quarantined, {s.ref.name: s for s in result.states}, probe=False)
         started = 0
         for item in items:
-            if item.action in execution.UNAVAILABLE_ACTIONS or item.key in quarantined:
-                continue
-            if not self.runner.has_capacity(item.table):
+            admitted = admit(by_key[item.key], gate)
+            if admitted.reasons:
+                log.info("not running due work %s", admitted.summary())
                 continue
             submitted = self.runner.submit(item, quarantined=set(quarantined))
+            if submitted.run is None:
+                log.info("not running due work %s: %s", item.key, submitted.reason)
             started += submitted.run is not None
         log.debug(
             "cycle: %d table(s), %d problem(s), %d item(s), %d started in %.2fs",
@@ -437,6 +453,90 @@ class Daemon:
             result.seconds,
         )
         self._assess_health(result)
+
+    def _policy(self, name: str, paused: dict[str, PauseEntry]) -> Policy:
+        """The planning policy of a table: its settings, and the on-call pause (who, when, why)."""
+        entry = paused.get(name)
+        note = ""
+        if entry is not None:
+            since = dt.datetime.fromtimestamp(entry.since, dt.UTC).isoformat()
+            note = f"paused by on-call via {entry.replica} since {since}: {entry.reason or 'no reason given'}"
+        overridden = name in self.settings.policies.overrides
+        return policy_from_settings(self.settings.policy_for(name), entry is not None, note, overridden)
+
+    def _gate(self, quarantined: dict[str, Any], states: dict[str, TableState], *, probe: bool) -> Gate:
+        """What stops planned work at claim time. `probe`: also look at live claims and the table
+        lock (explain does; the cycle leaves claims to `try_claim` and locks to the run)."""
+        assert self.runner is not None
+        runner = self.runner
+
+        def held_back(item: WorkItem) -> str | None:
+            if self._proposable(item, states):
+                return None
+            noted = self._not_due.get((item.table.name, item.action.value))
+            return (
+                f"its last run found nothing to do (at {noted} completed instant(s)); it is proposed again "
+                f"after {self._retry_gap(item.table.name, item.action)} more"
+            )
+
+        def unavailable(action: ServiceAction) -> str | None:
+            if action in execution.UNAVAILABLE_ACTIONS:
+                return f"{action.value} is not available in this version of lakeward"
+            return None
+
+        if not probe:
+            return Gate(quarantined, capacity=runner.refusal, unavailable=unavailable, held_back=held_back)
+        locks: dict[str, str | None] = {}  # one probe per table
+
+        def lock(ref: TableRef) -> str | None:
+            if ref.name not in locks:
+                locks[ref.name] = self._lock_holder(ref)
+            return locks[ref.name]
+
+        return Gate(
+            quarantined,
+            claimed=self.coordinator.claimed_by,
+            capacity=runner.refusal,
+            unavailable=unavailable,
+            lock=lock,
+            held_back=held_back,
+        )
+
+    def _lock_holder(self, ref: TableRef) -> str | None:
+        """Why the table lock cannot be taken now (another writer holds it), None when it is free.
+
+        Takes the lock without waiting and gives it back at once.
+        """
+        options = {k: v for k, v in self.table_options(ref).items() if k.startswith("hoodie.write.lock.")}
+        try:
+            provider = lock_provider_for(ref.path, ref.name, options)
+        except LakewardError as exc:
+            return f"the table lock is misconfigured: {exc}"
+        try:
+            provider.acquire(timeout_s=0)
+        except LockError as exc:
+            return f"the table lock is held by another writer: {exc}"
+        except Exception as exc:  # ZooKeeper unreachable: a run could not take it either
+            return f"the table lock cannot be taken: {type(exc).__name__}: {exc}"
+        else:
+            provider.release()
+        finally:
+            provider.close()
+        return None
+
+    def explain(self, name: str, action: ServiceAction | None = None) -> list[Decision]:
+        """For each action on a table (or one), what the daemon would plan or run now and, if not,
+        every reason why (the planner's and the claim-time checks'), from the table's current state."""
+        if self.runner is None:
+            raise TriggerError("the daemon is not started")
+        ref = self.table_ref(name)
+        try:
+            state = load_state(ref, self.cache)
+        except Exception as exc:
+            raise TableUnreadableError(f"{name} cannot be read: {type(exc).__name__}: {exc}") from None
+        decisions = decide(state, self._policy(name, self.control.paused()), dt.datetime.now(dt.UTC))
+        gate = self._gate(self.control.quarantined(), {name: state}, probe=True)
+        return [admit(d, gate) for d in decisions if action is None or d.action is action]
 
     def _assess_health(self, result: DiscoveryResult) -> None:
         """Score every table of the cycle (after its work started: health reads are not urgent)."""
@@ -572,6 +672,7 @@ class Daemon:
 
 __all__ = [
     "Daemon",
+    "TableUnreadableError",
     "TableView",
     "TriggerError",
     "UnknownTableError",

@@ -198,6 +198,11 @@ class Runner:
         with self._lock:
             return self._has_capacity(table)
 
+    def refusal(self, table: TableRef) -> str | None:
+        """Why a new run on `table` cannot start now (a concurrency limit, draining); None if it can."""
+        with self._lock:
+            return self._refusal(table)
+
     def _has_capacity(self, table: TableRef) -> bool:
         if len(self._running) >= self.concurrency.max_running:
             return False
