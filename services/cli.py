@@ -606,6 +606,30 @@ def health(
 
 
 @app.command()
+def explain(
+    table: str = typer.Argument(..., help="a table name known to the daemon"),
+    action: str | None = typer.Argument(None, help="only this action (compaction, clean, ...)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Why each action runs, or does not run, on a table now: every reason, in order, with evidence."""
+    found = _api(url, token, lambda c: c.explain(table, action))
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    for d in found["actions"]:
+        what = d["work"] or "nothing to do"
+        instant = f" {d['instant']}" if d["instant"] else ""
+        verdict = "WOULD RUN" if d["would_run"] else "not now"
+        typer.echo(f"{d['action']}{instant}: {verdict} ({what}{': ' + d['why'] if d['why'] else ''})")
+        for r in d["reasons"]:
+            typer.echo(f"  - {r['code']}: {r['message']}")
+    if not found["actions"]:
+        typer.echo("no such action on this table")
+
+
+@app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""
     import pyarrow as pa

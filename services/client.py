@@ -98,6 +98,10 @@ class DaemonClient:
     def claims(self, limit: int = 10_000) -> dict[str, Any]:
         return dict(self._call("GET", f"{API_PREFIX}/claims", params={"limit": limit}))
 
+    def explain(self, name: str, action: str | None = None) -> dict[str, Any]:
+        params = {"action": action} if action else {}
+        return dict(self._call("GET", f"{API_PREFIX}/tables/{name}/explain", params=params))
+
     def health(self, name: str | None = None) -> Any:
         """One table's health report (a dict), or every table's (a list) without a name."""
         return self._call("GET", f"{API_PREFIX}/tables/{name}/health" if name else f"{API_PREFIX}/health")

@@ -194,6 +194,8 @@ class Daemon:
         self._last: DiscoveryResult | None = None
         #: Table name -> its health as of the last cycle (`assess_health`).
         self._health: dict[str, TableHealth] = {}
+        #: Work item key -> why it was not run in the last cycle (logged when it changes).
+        self._skipped: dict[str, str] = {}
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
         #: not proposed again until the table has `_retry_gap` more (else an idle table would be
         #: retried every cycle, and a busy one would keep its slot on no-op runs).
@@ -434,16 +436,18 @@ class Daemon:
         by_key = {d.item.key: d for d in decisions if d.item is not None and d.item.key not in running}
         items = order_fairly(d.item for d in by_key.values() if d.runs and d.item is not None)
         gate = self._gate(quarantined, {s.ref.name: s for s in result.states}, probe=False)
+        skipped = {key: d for key, d in by_key.items() if not d.runs}  # due work the planner holds back
         started = 0
         for item in items:
             admitted = admit(by_key[item.key], gate)
             if admitted.reasons:
-                log.info("not running due work %s", admitted.summary())
+                skipped[item.key] = admitted
                 continue
             submitted = self.runner.submit(item, quarantined=set(quarantined))
             if submitted.run is None:
                 log.info("not running due work %s: %s", item.key, submitted.reason)
             started += submitted.run is not None
+        self._log_skipped(skipped)
         log.debug(
             "cycle: %d table(s), %d problem(s), %d item(s), %d started in %.2fs",
             len(result.states),
@@ -453,6 +457,14 @@ class Daemon:
             result.seconds,
         )
         self._assess_health(result)
+
+    def _log_skipped(self, skipped: dict[str, Decision]) -> None:
+        """Log each due work item that is not run, with every reason -- once, and again when they change."""
+        summaries = {key: d.summary() for key, d in skipped.items()}
+        for key, summary in summaries.items():
+            if self._skipped.get(key) != summary:
+                log.info("not running due work %s", summary)
+        self._skipped = summaries
 
     def _policy(self, name: str, paused: dict[str, PauseEntry]) -> Policy:
         """The planning policy of a table: its settings, and the on-call pause (who, when, why)."""

@@ -456,9 +456,6 @@ def decide(state: TableState, policy: Policy, now: dt.datetime) -> list[Decision
         out.append(Decision(state.ref, plan.action, item).adding(table))
     for consider in _CONSIDER:
         c = consider(state, policy, now)
-        pending_only = any(r.code is ReasonCode.BLOCKED and "pending_plans" in r.evidence for r in c.reasons)
-        if pending_only and any(d.action is c.action for d in out):
-            continue  # the pending plan's decision stands for the action
         item = WorkItem(ACTION_PRIORITY[c.action], c.since, state.ref, c.action, None, c.why) if c.why else None
         out.append(Decision(state.ref, c.action, item).adding([*c.reasons, *table]))
     return out

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from lakeward.services.api.access import access_for
 from lakeward.services.api.docs import mount_docs
 from lakeward.services.api.errors import install_error_handlers
-from lakeward.services.api.routes import health, plans, runs, table_health, tables, triggers
+from lakeward.services.api.routes import explain, health, plans, runs, table_health, tables, triggers
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
@@ -37,7 +37,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     install_error_handlers(app)
     access = access_for(daemon.settings.http)
     app.include_router(health.router(daemon))
-    for module in (tables, plans, runs, triggers, table_health):
+    for module in (tables, plans, runs, triggers, table_health, explain):
         app.include_router(module.router(daemon, access))
     return app
 

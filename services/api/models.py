@@ -6,7 +6,7 @@ Responses mirror the dictionaries the daemon builds (`TableView.to_dict`, `RunRe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -245,3 +245,45 @@ class TableHealthInfo(BaseModel):
     active_instants: int | None = None
     keep_min_commits: int | None = None
     keep_max_commits: int | None = None
+
+
+# ------------------------------------------------------------------------------------------- explain
+
+
+class ReasonInfo(BaseModel):
+    """One reason the work does not run now, with its evidence (instants, counts, config keys)."""
+
+    code: Literal[
+        "not_applicable",
+        "policy_disabled",
+        "not_due",
+        "paused",
+        "quarantined",
+        "claimed",
+        "blocked",
+        "locked",
+        "read_only",
+        "unavailable",
+        "concurrency_limit",
+    ]
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class DecisionInfo(BaseModel):
+    """What the daemon would do now for one action (one entry per pending plan, or the new plan)."""
+
+    action: ServiceAction
+    instant: str | None = Field(description="The pending plan it would run (None: a new plan).")
+    work: str | None = Field(description="`run pending plan`, `schedule and run a new plan`, or None: nothing due.")
+    why: str | None = Field(description="Why the planner proposes it (None when it proposes nothing).")
+    would_run: bool = Field(description="True: the daemon would plan or run it now.")
+    reasons: list[ReasonInfo] = Field(description="Every reason it does not run now, in the planner's order.")
+
+
+class ExplainInfo(BaseModel):
+    """Why each action runs, or does not run, on a table now (docs/health.md, "Explain")."""
+
+    table: str
+    at: str = Field(description="When the decision was made (ISO 8601, UTC).")
+    actions: list[DecisionInfo]

@@ -3,6 +3,7 @@ settings' health policy, cached per cycle, exported as metrics, served by the AP
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,11 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         customers.upsert(_rows([1, 2], ts))
     d = Daemon(_settings(tmp_path))
     d.start()
-    d.cycle()  # the scheduler's first cycle may still be running: one more, synchronously
+    deadline = time.monotonic() + 30
+    while d.health("orders").report is None:  # the scheduler's first cycle ends with the health
+        assert time.monotonic() < deadline, "no health after 30 s"
+        time.sleep(0.05)
+    d.cycle()  # and no other cycle runs (refresh_interval_s: 3600): the test's cycles are the only ones
     yield d
     d.drain(5)
 
