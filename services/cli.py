@@ -13,6 +13,7 @@ from __future__ import annotations
 # client (httpx), the settings (pydantic-settings) and the daemon (FastAPI, Spark glue) together took
 # ~1.8 s on an idle machine. Each command imports what it uses; only typer and the names of
 # `services/names.py` load at start (benchmarks/cli_startup.py measures it).
+import datetime as dt
 import json
 import logging
 import tempfile
@@ -627,6 +628,55 @@ def explain(
             typer.echo(f"  - {r['code']}: {r['message']}")
     if not found["actions"]:
         typer.echo("no such action on this table")
+
+
+def _duration(text: str) -> dt.timedelta:
+    """`24h`, `30m`, `2d`, `90s` or plain seconds as a timedelta (BadParameter otherwise)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    value = text.strip().lower()
+    try:
+        if value and value[-1] in units:
+            return dt.timedelta(seconds=float(value[:-1]) * units[value[-1]])
+        return dt.timedelta(seconds=float(value))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a duration such as 24h, 30m, 2d or 3600") from None
+
+
+@app.command()
+def orphans(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    older_than: str = typer.Option("24h", "--older-than", help="only files and instants older than this (24h, 2d)"),
+    dry_run: bool = typer.Option(True, "--dry-run/--delete", help="list only (default), or delete the orphans"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Files under the table that no completed or pending instant references: listed, or deleted with --delete.
+
+    Never files under .hoodie/, of pending instants, of instants newer than --older-than, or
+    kept by savepoints (docs/health.md, "Orphan files"). Every removal is printed.
+    """
+    from lakeward.core.orphans import remove_orphans
+
+    table = _open(path)
+    report = _service(lambda: remove_orphans(table, _duration(older_than), dry_run=dry_run))
+    if as_json:
+        typer.echo(json.dumps(report.to_json_dict(), indent=2))
+        return
+    done = {r.path: r for r in report.removals}
+    rows: list[dict[str, object]] = [
+        {
+            "path": o.path,
+            "size": o.size,
+            "instant": o.instant_time,
+            "reason": o.reason,
+            "removed": "dry run" if dry_run else ("yes" if done[o.path].removed else f"no: {done[o.path].error}"),
+        }
+        for o in report.orphans
+    ]
+    typer.echo(_grid(rows, ["path", "size", "instant", "reason", "removed"], "no orphan files"))
+    if rows:
+        verb = "would be removed (dry run; --delete removes them)" if dry_run else "removed"
+        count = len(rows) if dry_run else len(report.removed)
+        typer.echo(f"{count} orphan file(s), {report.orphan_bytes} bytes, {verb}")
 
 
 @app.command()

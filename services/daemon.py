@@ -483,6 +483,10 @@ class Daemon:
         runner = self.runner
 
         def held_back(item: WorkItem) -> str | None:
+            if item.action is ServiceAction.ORPHAN_CLEAN and item.instant is None:
+                spaced = self._orphan_clean_spacing(item.table.name)
+                if spaced is not None:
+                    return spaced
             if self._proposable(item, states):
                 return None
             noted = self._not_due.get((item.table.name, item.action.value))
@@ -512,6 +516,20 @@ class Daemon:
             unavailable=unavailable,
             lock=lock,
             held_back=held_back,
+        )
+
+    def _orphan_clean_spacing(self, table: str) -> str | None:
+        """Why an orphan search on `table` waits: its last run on this replica is recent (None: it is due)."""
+        interval = self.settings.policy_for(table).orphan_clean.interval_s
+        last = max(
+            (r.created_at for r in self.runs() if r.table.name == table and r.action is ServiceAction.ORPHAN_CLEAN),
+            default=None,
+        )
+        if last is None or time.time() - last >= interval:
+            return None
+        since = dt.datetime.fromtimestamp(last, dt.UTC).isoformat()
+        return (
+            f"the last orphan_clean run on this replica started at {since}, within orphan_clean.interval_s={interval:g}"
         )
 
     def _lock_holder(self, ref: TableRef) -> str | None:

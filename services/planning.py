@@ -68,6 +68,8 @@ class Policy:
     #: build secondary indexes of new base files, on tables with an index on one of these columns
     index_build_enabled: bool = _DEFAULTS.index_build.enabled
     index_build_columns: frozenset[str] = frozenset(_DEFAULTS.index_build.columns)
+    #: look for orphan files (the daemon spaces the runs by `orphan_clean.interval_s`)
+    orphan_clean_enabled: bool = _DEFAULTS.orphan_clean.enabled
     #: The table it applies to, when it comes from a per-table override (names config keys in reasons).
     table: str | None = None
     #: Who paused the table and why (explain shows it), when `paused`.
@@ -114,6 +116,7 @@ def policy_from_settings(
         archival_max_instants=settings.archival.keep_max_commits,
         index_build_enabled=settings.index_build.enabled,
         index_build_columns=frozenset(settings.index_build.columns),
+        orphan_clean_enabled=settings.orphan_clean.enabled,
     )
 
 
@@ -418,8 +421,15 @@ def _archival(state: TableState, policy: Policy, now: dt.datetime) -> _Considera
     return _Consideration(action, oldest, why, reasons)
 
 
+def _orphan_clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    """Orphan removal: due whenever enabled; the daemon spaces its runs (`orphan_clean.interval_s`)."""
+    action = ServiceAction.ORPHAN_CLEAN
+    reasons = _disabled(policy, action, policy.orphan_clean_enabled)
+    return _Consideration(action, state.last_completed or "", "look for orphan files (orphan_clean enabled)", reasons)
+
+
 #: How the planner considers a new plan of each action, in the order `plan_work` used to.
-_CONSIDER = (_compaction, _clean, _clustering, _change_tracking, _rollback, _index_build, _archival)
+_CONSIDER = (_compaction, _clean, _clustering, _change_tracking, _rollback, _index_build, _archival, _orphan_clean)
 
 
 def skip_reason(state: TableState) -> str | None:

@@ -97,6 +97,9 @@ class RunInfo(BaseModel):
     duration_s: float
     error: str | None
     detail: str
+    files: list[str] = Field(
+        default_factory=list, description="Files the run deleted, or would delete in a dry run (orphan removal)."
+    )
     records_written: int
     bytes_written: int
 

@@ -36,6 +36,7 @@ from lakeward.services.settings.policy import (
     CompactionPolicy,
     EffectivePolicy,
     IndexBuildPolicy,
+    OrphanCleanPolicy,
     PoliciesSettings,
     PolicySettings,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "HttpSettings",
     "IndexBuildPolicy",
     "LogSettings",
+    "OrphanCleanPolicy",
     "PoliciesSettings",
     "PolicySettings",
     "RetrySettings",
