@@ -303,11 +303,15 @@ def trigger(
     table: str = typer.Argument(..., help="table name (see `lakeward tables`)"),
     mode: str = typer.Option("schedule_and_run", help="schedule_and_run, schedule, or run (a pending plan)"),
     instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="change nothing: print what would be deleted or changed"),
     url: str = URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Schedule and/or run an action on a table now, through the daemon."""
-    run = _api(url, token, lambda c: c.trigger(table, action, mode, instant))
+    run = _api(url, token, lambda c: c.trigger(table, action, mode, instant, dry_run))
+    if dry_run:
+        _print_dry_run(run["detail"], run["files"])
+        return
     typer.echo(f"started run {run['run_id']}: {run['key']} ({run['mode']}); follow it with `lakeward runs`")
 
 
@@ -464,13 +468,30 @@ def cluster(
     )
 
 
+def _print_dry_run(detail: str, files: list[str] | tuple[str, ...]) -> None:
+    """A dry run's answer: one line, then each file it would delete (or instant file it would move)."""
+    typer.echo(detail)
+    for f in files:
+        typer.echo(f"  {f}")
+
+
+DRY_RUN_OPTION = typer.Option(False, "--dry-run", help="change nothing: print what would be deleted")
+
+
 @app.command()
 def clean(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Finish pending cleans, then plan and run a clean under hoodie.cleaner.policy."""
     table = _open(path, option)
+    if dry_run:
+        from lakeward.core.table_services.clean.execute import preview_clean
+
+        preview = _service(lambda: preview_clean(table.service_context()))
+        _print_dry_run(f"dry run: {len(preview.files)} file(s) would be deleted under {preview.policy}", preview.files)
+        return
     result = _service(table.clean)
     if result is None:
         typer.echo("nothing to clean")
@@ -530,9 +551,19 @@ def restore(
 def archive(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Move old completed instants to .hoodie/archived/ (hoodie.keep.min.commits / hoodie.keep.max.commits)."""
     table = _open(path, option)
+    if dry_run:
+        from lakeward.core.table_services.archival import archive as archive_instants
+
+        planned = _service(lambda: archive_instants(table.service_context(), dry_run=True))
+        archived = ", ".join(planned.archived) or "none"
+        _print_dry_run(
+            f"dry run: {len(planned.archived)} instant(s) would be archived: {archived}", planned.instant_files
+        )
+        return
     result = _service(table.archive)
     if not result.archived:
         typer.echo("nothing to archive")

@@ -73,9 +73,11 @@ class DaemonClient:
         return dict(self._call("GET", f"{API_PREFIX}/runs/{run_id}"))
 
     def trigger(
-        self, name: str, action: str, mode: str = "schedule_and_run", instant: str | None = None
+        self, name: str, action: str, mode: str = "schedule_and_run", instant: str | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"action": action, "mode": mode}
+        if dry_run:
+            body["dry_run"] = True
         if instant:
             body["instant"] = instant
         return dict(self._call("POST", f"{API_PREFIX}/tables/{name}/trigger", json=body))

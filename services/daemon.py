@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -653,13 +654,25 @@ class Daemon:
         return changed
 
     def trigger(
-        self, name: str, action: ServiceAction, mode: str = "schedule_and_run", instant: str | None = None
+        self,
+        name: str,
+        action: ServiceAction,
+        mode: str = "schedule_and_run",
+        instant: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> Submitted:
-        """Schedule and/or run `action` on a table now (an on-call trigger; compaction is forced)."""
+        """Schedule and/or run `action` on a table now (an on-call trigger; compaction is forced).
+
+        `dry_run`: change nothing; the answer is a finished run record (not kept, no claim taken)
+        whose `files` and `detail` say what the action would delete or change now.
+        """
         if self.runner is None:
             raise TriggerError("the daemon is not started")
         ref = self.table_ref(name)
         table = execution.open_table(ref, self.table_options(ref))
+        if dry_run:
+            return Submitted(self._dry_run(table, ref, action))
         if not table.version.writable:
             raise TriggerError(
                 f"{name} is read-only: {table.version} (lakeward runs table services on version 6 tables only)"
@@ -681,6 +694,19 @@ class Daemon:
             instant = pending[0]
         item = WorkItem(ACTION_PRIORITY[action], instant or "", ref, action, instant, "triggered from the API")
         return self.runner.submit(item, trigger=TRIGGER_API, mode=mode, force=True)
+
+    def _dry_run(self, table: Any, ref: TableRef, action: ServiceAction) -> RunRecord:
+        try:
+            report = execution.dry_run(table, action)
+        except execution.ActionUnavailableError as exc:
+            raise TriggerError(str(exc)) from None
+        item = WorkItem(ACTION_PRIORITY[action], "", ref, action, None, "dry run from the API")
+        run = RunRecord(uuid.uuid4().hex[:12], item, TRIGGER_API, "dry_run", False, self.replica_id)
+        run.state, run.phase, run.ended_at = "finished", "dry run", time.time()
+        run.outcome = Outcome.NOTHING_TO_DO if report.nothing_to_do else Outcome.SUCCEEDED
+        run.detail, run.files = report.detail, list(report.files)
+        log.info("dry run of %s on %s: %s", action.value, ref.name, report.detail)
+        return run
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run from the API: its instant stays inflight and the plan is quarantined until released."""

@@ -27,6 +27,11 @@ class TriggerBody(BaseModel):
         "run: run a pending plan (`instant`, default the oldest).",
     )
     instant: str | None = Field(default=None, description="The pending plan to run (mode run).")
+    dry_run: bool = Field(
+        default=False,
+        description="Change nothing: answer at once with a finished run whose `files` and `detail` say what "
+        "the action would delete or change now (clean, archival, orphan_clean).",
+    )
 
 
 class PauseBody(BaseModel):
