@@ -251,6 +251,15 @@ def _pending_writes(state: TableState, action: ServiceAction) -> list[Reason]:
     return [Reason(ReasonCode.BLOCKED, message, {"pending_writes": writes})]
 
 
+def _count_due(policy: Policy, n: int, every: int, key_path: str, what: str) -> tuple[str, list[Reason]]:
+    """`n` `what` against the threshold `every` (the setting `key_path`): (why it is due, []) or
+    ("", [the not-due reason with the numbers])."""
+    if n >= every:
+        return f"{n} {what} (every {every})", []
+    key = _key(policy, key_path)
+    return "", [_not_due(f"{n} {what}, fewer than {key}={every}", count=n, key=key, threshold=every)]
+
+
 @dataclass(frozen=True)
 class _Consideration:
     """A new plan of one action: due since `since` because of `why`, unless `reasons` say otherwise."""
@@ -312,18 +321,15 @@ def _clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideratio
                 rewrites=0,
             )
         )
-    elif n >= every:
-        why = f"{n} writes since the last clean (every {every})"
     else:
+        why, not_due = _count_due(policy, n, every, "clean.min_commits_between", "write(s) since the last clean")
         reference = state.last_clean or (state.timeline.instants[0].time if state.timeline.instants else None)
-        if policy.clean_interval is not None and reference is not None:
+        if not why and policy.clean_interval is not None and reference is not None:
             age = _aware(now) - instant_moment(reference, state.timeline_timezone)
             if age >= policy.clean_interval:
                 what = "last clean" if state.last_clean else "first instant"
-                why = f"{what} {reference} is older than {policy.clean_interval}"
-        if not why:
-            key = _key(policy, "clean.min_commits_between")
-            reasons.append(_not_due(f"{n} write(s) since the last clean, fewer than {key}={every}", writes=n, key=key))
+                why, not_due = f"{what} {reference} is older than {policy.clean_interval}", []
+        reasons += not_due
     reasons += _pending_plan(state, action)
     return _Consideration(action, since, why, reasons)
 
@@ -331,16 +337,14 @@ def _clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideratio
 def _clustering(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
     action = ServiceAction.CLUSTERING
     reasons = _disabled(policy, action, policy.clustering_enabled)
-    n, every = state.writes_since_replace, policy.clustering_every_commits
-    why = ""
-    if n >= every:
-        why = f"{n} writes since the last replacecommit (every {every})"
-    else:
-        key = _key(policy, "clustering.every_n_commits")
-        reasons.append(
-            _not_due(f"{n} write(s) since the last replacecommit, fewer than {key}={every}", writes=n, key=key)
-        )
-    reasons += _pending_plan(state, action) + _pending_writes(state, action)
+    why, not_due = _count_due(
+        policy,
+        state.writes_since_replace,
+        policy.clustering_every_commits,
+        "clustering.every_n_commits",
+        "write(s) since the last replacecommit",
+    )
+    reasons += not_due + _pending_plan(state, action) + _pending_writes(state, action)
     return _Consideration(action, _first_after(state, state.service_state.last_replace) or "", why, reasons)
 
 
@@ -350,14 +354,14 @@ def _change_tracking(state: TableState, policy: Policy, now: dt.datetime) -> _Co
         message = "change tracking applies to MERGE_ON_READ tables with hoodie.table.cdc.enabled=true"
         return _Consideration(action, "", "", [Reason(ReasonCode.NOT_APPLICABLE, message)])
     reasons = _disabled(policy, action, policy.change_tracking_enabled)
-    n, every = state.delta_commits_since_change_tracking, policy.change_tracking_every_commits
-    why = ""
-    if n >= every:
-        why = f"{n} delta commit(s) without persisted changes (every {every})"
-    else:
-        key = _key(policy, "change_tracking.every_n_commits")
-        reasons.append(_not_due(f"{n} delta commit(s) without persisted changes, fewer than {key}={every}", key=key))
-    reasons += _pending_plan(state, action)
+    why, not_due = _count_due(
+        policy,
+        state.delta_commits_since_change_tracking,
+        policy.change_tracking_every_commits,
+        "change_tracking.every_n_commits",
+        "delta commit(s) without persisted changes",
+    )
+    reasons += not_due + _pending_plan(state, action)
     since = _first_after(state, state.service_state.last_change_tracking, (Action.DELTA_COMMIT,)) or ""
     return _Consideration(action, since, why, reasons)
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeward.services.model import ServiceAction
+from lakeward.services.planning import ReasonCode
 
 # ------------------------------------------------------------------------------------------ requests
 
@@ -261,19 +262,7 @@ class TableHealthInfo(BaseModel):
 class ReasonInfo(BaseModel):
     """One reason the work does not run now, with its evidence (instants, counts, config keys)."""
 
-    code: Literal[
-        "not_applicable",
-        "policy_disabled",
-        "not_due",
-        "paused",
-        "quarantined",
-        "claimed",
-        "blocked",
-        "locked",
-        "read_only",
-        "unavailable",
-        "concurrency_limit",
-    ]
+    code: ReasonCode
     message: str
     evidence: dict[str, Any] = Field(default_factory=dict)
 

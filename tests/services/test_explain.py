@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -28,21 +27,12 @@ from lakeward.services.daemon import Daemon
 from lakeward.services.model import ServiceAction
 from lakeward.services.planning import REASON_ORDER, Decision
 from lakeward.services.settings import load_settings
+from tests.services.test_daemon import wait_for
 from tests.support.fixture_tables import unzip_table
 
 
 def _rows(ids: list[int], ts: int) -> pa.Table:
     return pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"v{ts}"] * len(ids)})
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ removal listed in the run's record, runs spaced by `orphan_clean.interval_s`."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +14,7 @@ from lakeward.services.daemon import Daemon
 from lakeward.services.model import ServiceAction
 from lakeward.services.settings import load_settings
 from tests.core.test_orphans import _hashes, _rows, _stray_copy, _table
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+from tests.services.test_daemon import wait_for
 
 
 def _daemon(path: Path, orphan_clean: str) -> Daemon:
