@@ -537,9 +537,21 @@ def delete_savepoint(
 def restore(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="the savepoint to restore the table to"),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Roll the table back to a savepoint: every later write and service is undone."""
     table = _open(path)
+    if dry_run:
+        from lakeward.core.table_services.savepoint import preview_restore
+
+        planned = _service(lambda: preview_restore(table.service_context(), instant))
+        undone = ", ".join(planned.rolled_back) or "none"
+        _print_dry_run(
+            f"dry run: {len(planned.rolled_back)} instant(s) would be rolled back ({undone}), "
+            f"{len(planned.deleted_files)} file(s) deleted",
+            planned.deleted_files,
+        )
+        return
     result = _service(lambda: table.restore(instant))
     typer.echo(
         f"restored to {result.savepoint_instant_time} with {result.restore_instant_time}: "
@@ -575,9 +587,18 @@ def archive(
 def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Undo a pending write or the latest completed write or service commit (a rollback instant)."""
     table = _open(path)
+    if dry_run:
+        planned = _service(lambda: table.preview_rollback(instant))
+        _print_dry_run(
+            f"dry run: instant {planned.rolled_back_instant_time} would be rolled back, "
+            f"{len(planned.deleted_files)} file(s) deleted",
+            planned.deleted_files,
+        )
+        return
     result = _service(lambda: table.rollback(instant))
     typer.echo(
         f"rolled back {result.rolled_back_instant_time} with {result.rollback_instant_time}: "

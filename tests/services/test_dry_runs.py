@@ -121,3 +121,42 @@ log: {{format: text}}
         assert gone == set(clean["files"])
     finally:
         daemon.drain(5)
+
+
+def test_cli_rollback_dry_run_lists_the_files_rollback_deletes(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, commits=2)
+    table.insert(pa.table({"id": [7, 8], "ts": [9, 9], "v": ["a", "b"]}))  # a new file group: files to delete
+    latest = table.timeline().completed()[-1].time
+    cli = CliRunner()
+    before = _hashes(path)
+    dry = cli.invoke(cli_app, ["rollback", str(path), latest, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert dry.output.startswith(f"dry run: instant {latest} would be rolled back, ")
+    listed = _listed(dry.output)
+    assert listed and _hashes(path) == before
+    refused = cli.invoke(cli_app, ["rollback", str(path), table.timeline().completed()[0].time, "--dry-run"])
+    assert refused.exit_code != 0 and "came after it" in refused.output
+    assert cli.invoke(cli_app, ["rollback", str(path), latest]).exit_code == 0
+    gone = {f for f in set(before) - set(_hashes(path)) if not f.startswith(".hoodie/")}
+    assert listed == gone
+
+
+def test_cli_restore_dry_run_lists_the_instants_and_files_restore_undoes(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, commits=2)
+    saved = table.timeline().completed()[-1].time
+    table.savepoint(saved)
+    for ts in (5, 6):
+        table.insert(pa.table({"id": [10 + ts], "ts": [ts], "v": ["x"]}))
+    undone = [i.time for i in table.timeline().completed() if i.time > saved]
+    cli = CliRunner()
+    before = _hashes(path)
+    dry = cli.invoke(cli_app, ["restore", str(path), saved, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert dry.output.startswith(f"dry run: 2 instant(s) would be rolled back ({', '.join(reversed(undone))})")
+    listed = _listed(dry.output)
+    assert len(listed) == 2 and _hashes(path) == before
+    assert cli.invoke(cli_app, ["restore", str(path), saved]).exit_code == 0
+    gone = {f for f in set(before) - set(_hashes(path)) if not f.startswith(".hoodie/")}
+    assert listed == gone
