@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from lakeward import Table
 from lakeward.services.api import create_app
+from lakeward.services.api.server import ApiServer
 from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
@@ -111,6 +112,18 @@ log: {{format: text}}
         refused = client.post("/api/v1/tables/t/trigger", json={"action": "rollback", "dry_run": True}, headers=AUTH)
         assert refused.status_code == 409 and "rollback has no dry run" in refused.json()["detail"]
         assert client.post("/api/v1/tables/t/trigger", json={"action": "clean", "dry_run": True}).status_code == 401
+        server = ApiServer(daemon, port=0)
+        server.start()
+        try:
+            url = f"http://127.0.0.1:{server.port}"
+            out = CliRunner().invoke(cli_app, ["trigger", "clean", "t", "--dry-run", "--url", url, "--token", TOKEN])
+            assert out.exit_code == 0, out.output
+            assert out.output.startswith("dry run: 3 file(s) would be deleted") and _listed(out.output) == set(
+                clean["files"]
+            )
+        finally:
+            server.stop()
+        assert _hashes(path) == before
 
         run = client.post("/api/v1/tables/t/trigger", json={"action": "clean"}, headers=AUTH).json()
         deadline = time.monotonic() + 60
