@@ -28,15 +28,15 @@ import datetime as dt
 import logging
 import posixpath
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow.fs as pafs
 
+from lakeward.core.config.table import TableConfig
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import PARTITION_METADATA_FILE, parse_base_file_name, parse_log_file_name
 from lakeward.core.instant_clock import aware, json_ready, moment_instant_time
 from lakeward.core.storage import Storage
-from lakeward.core.table import Table
 from lakeward.core.table_services.clean.plan import savepointed_file_names
 from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
@@ -194,7 +194,19 @@ def _orphan_reason(storage: Storage, f: _Listed, rules: _Rules) -> tuple[str | N
     return parsed.base_instant_time, f"log file of instant(s) {listed} that do not list it"
 
 
-def _cutoff(table: Table, now: dt.datetime | None, older_than: dt.timedelta) -> tuple[dt.datetime, str]:
+class TableLike(Protocol):
+    """What orphan finding reads: a `Table`, or a table service's `TableContext`."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def config(self) -> TableConfig: ...
+
+    def timeline(self) -> Timeline: ...
+
+
+def _cutoff(table: TableLike, now: dt.datetime | None, older_than: dt.timedelta) -> tuple[dt.datetime, str]:
     """The cutoff moment (UTC) and the same moment as an instant time in the timeline's zone."""
     if older_than < dt.timedelta(0):
         raise ValueError(f"older_than must not be negative, got {older_than}")
@@ -202,7 +214,9 @@ def _cutoff(table: Table, now: dt.datetime | None, older_than: dt.timedelta) -> 
     return moment.astimezone(dt.UTC), moment_instant_time(moment, table.config.timeline_timezone)
 
 
-def _find(table: Table, older_than: dt.timedelta, now: dt.datetime | None) -> tuple[list[OrphanFile], dt.datetime, str]:
+def _find(
+    table: TableLike, older_than: dt.timedelta, now: dt.datetime | None
+) -> tuple[list[OrphanFile], dt.datetime, str]:
     cutoff, cutoff_time = _cutoff(table, now, older_than)
     storage = table.storage
     rules = _Rules.of(storage, table.timeline(), cutoff_time)
@@ -217,7 +231,7 @@ def _find(table: Table, older_than: dt.timedelta, now: dt.datetime | None) -> tu
 
 
 def find_orphans(
-    table: Table, older_than: dt.timedelta = DEFAULT_OLDER_THAN, *, now: dt.datetime | None = None
+    table: TableLike, older_than: dt.timedelta = DEFAULT_OLDER_THAN, *, now: dt.datetime | None = None
 ) -> list[OrphanFile]:
     """The table's orphan files (see the module doc for the rules), by path; changes nothing.
 
@@ -228,7 +242,7 @@ def find_orphans(
 
 
 def remove_orphans(
-    table: Table,
+    table: TableLike,
     older_than: dt.timedelta = DEFAULT_OLDER_THAN,
     *,
     dry_run: bool = True,
@@ -241,8 +255,9 @@ def remove_orphans(
     recorded with its error and the others are still removed.
     """
     if not dry_run:
-        table.version.check_writable("remove orphan files")
+        table.config.version.check_writable("remove orphan files")
     orphans, cutoff, cutoff_time = _find(table, older_than, now)
+    path = table.storage.uri
     removals = []
     for orphan in orphans:
         if dry_run:
@@ -251,9 +266,9 @@ def remove_orphans(
         try:
             table.storage.delete_file(orphan.path, missing_ok=True)
         except OSError as exc:
-            log.warning("could not remove orphan %s of %s: %s", orphan.path, table.path, exc)
+            log.warning("could not remove orphan %s of %s: %s", orphan.path, path, exc)
             removals.append(OrphanRemoval(orphan.path, orphan.size, removed=False, error=str(exc)))
             continue
-        log.info("removed orphan %s (%d bytes) of %s: %s", orphan.path, orphan.size, table.path, orphan.reason)
+        log.info("removed orphan %s (%d bytes) of %s: %s", orphan.path, orphan.size, path, orphan.reason)
         removals.append(OrphanRemoval(orphan.path, orphan.size, removed=True))
-    return OrphanReport(table.path, dry_run, older_than, cutoff_time, cutoff, tuple(orphans), tuple(removals))
+    return OrphanReport(path, dry_run, older_than, cutoff_time, cutoff, tuple(orphans), tuple(removals))

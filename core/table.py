@@ -55,7 +55,12 @@ from lakeward.core.table_services.clustering import ClusteringResult
 from lakeward.core.table_services.compaction import CompactionResult
 from lakeward.core.table_services.index_build import rollback_index_build
 from lakeward.core.table_services.namespace import TableServices
-from lakeward.core.table_services.rollback import RollbackResult, rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_services.rollback import (
+    RollbackResult,
+    rollback_completed_instant,
+    rollback_files,
+    rollback_pending_instant,
+)
 from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
@@ -480,22 +485,38 @@ class Table:
         client = self._writer()
         with client.lock:
             timeline = client.roll_back_failed_writes()
-            tz = self.config.timeline_timezone
-            pending = [i for i in timeline.pending_writes() if i.time == instant]
-            if pending:
-                return rollback_pending_instant(self.storage, pending[0], new_instant_time(timeline.latest_time(), tz))
-            completed = [i for i in timeline.completed_writes() if i.time == instant]
-            if not completed:
-                raise InstantNotFoundError(f"no write instant {instant} to roll back in {self.storage.uri}")
-            later = sorted({i.time for i in timeline.instants if i.time > instant})
-            if later:
-                raise InstantExistsError(
-                    f"cannot roll back {instant}: instant(s) {later} came after it; roll those back first "
-                    "or restore a savepoint"
-                )
-            if instant in savepoint_service.savepoints(timeline):
-                raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
-            return rollback_completed_instant(self.storage, completed[0], new_instant_time(timeline.latest_time(), tz))
+            target = self._rollback_target(timeline, instant)
+            rollback_time = new_instant_time(timeline.latest_time(), self.config.timeline_timezone)
+            if not target.is_completed:
+                return rollback_pending_instant(self.storage, target, rollback_time)
+            return rollback_completed_instant(self.storage, target, rollback_time)
+
+    def preview_rollback(self, instant: str | Instant) -> RollbackResult:
+        """What `rollback(instant)` would delete now, changing nothing (a dry run; `rollback_instant_time`
+        is empty). Checked like the rollback itself, on the timeline as it is (a real rollback first
+        rolls back writes whose writer is gone)."""
+        instant = instant_time_of(instant)
+        self._writer()  # refused like the rollback on versions lakeward does not run services on
+        target = self._rollback_target(self.timeline(), instant)
+        return RollbackResult("", instant, tuple(rollback_files(self.storage, target)))
+
+    def _rollback_target(self, timeline: Timeline, instant: str) -> Instant:
+        """The instant `rollback(instant)` undoes: a pending write, or the latest completed write (checked)."""
+        pending = [i for i in timeline.pending_writes() if i.time == instant]
+        if pending:
+            return pending[0]
+        completed = [i for i in timeline.completed_writes() if i.time == instant]
+        if not completed:
+            raise InstantNotFoundError(f"no write instant {instant} to roll back in {self.storage.uri}")
+        later = sorted({i.time for i in timeline.instants if i.time > instant})
+        if later:
+            raise InstantExistsError(
+                f"cannot roll back {instant}: instant(s) {later} came after it; roll those back first "
+                "or restore a savepoint"
+            )
+        if instant in savepoint_service.savepoints(timeline):
+            raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
+        return completed[0]
 
     def repair(self) -> list[str]:
         """Finish interrupted rollbacks and roll back writes whose writer is gone; the instants rolled back.

@@ -183,6 +183,19 @@ class Coordinator(abc.ABC):
     def read_owner(self, item_key: str) -> OwnerInfo | None:
         """Who holds `item_key` (None if nobody)."""
 
+    def claimed_by(self, item_key: str) -> tuple[str, float | None] | None:
+        """Who holds `item_key` and since when (epoch seconds, None if unknown); None if nobody.
+
+        The time is that of this coordinator's claim log (claims it took); a ZooKeeper
+        coordinator reads the claim node's creation time.
+        """
+        owner = self.read_owner(item_key)
+        if owner is None:
+            return None
+        with self._mutex:
+            since = next((e.time for e in reversed(self._log) if e.key == item_key and e.event == "claimed"), None)
+        return owner.replica_id, since
+
     def held_claims(self) -> list[Claim]:
         """The claims this coordinator took and has not released (valid or not)."""
         with self._mutex:
@@ -541,6 +554,14 @@ class ZooKeeperCoordinator(Coordinator):
         except NoNodeError:
             return None
         return OwnerInfo.from_json(data)
+
+    def claimed_by(self, item_key: str) -> tuple[str, float | None] | None:
+        client = self._require_client()
+        try:
+            data, stat = client.get(self.path_of(item_key))
+        except NoNodeError:
+            return None
+        return OwnerInfo.from_json(data).replica_id, stat.ctime / 1000
 
 
 def _children(request: Any) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 # client (httpx), the settings (pydantic-settings) and the daemon (FastAPI, Spark glue) together took
 # ~1.8 s on an idle machine. Each command imports what it uses; only typer and the names of
 # `services/names.py` load at start (benchmarks/cli_startup.py measures it).
+import datetime as dt
 import json
 import logging
 import tempfile
@@ -352,6 +353,7 @@ def trigger(
     table: str = typer.Argument(..., help="table name (see `lakeward tables`)"),
     mode: str = typer.Option("schedule_and_run", help="schedule_and_run, schedule, or run (a pending plan)"),
     instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="change nothing: print what would be deleted or changed"),
     url: str = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     wait: bool = typer.Option(
@@ -363,8 +365,11 @@ def trigger(
     timeout_s: float | None = typer.Option(None, "--timeout", help="with --wait: give up after this many seconds"),
 ) -> None:
     """Schedule and/or run an action on a table now, through the daemon."""
-    if not wait:
-        run = _api(url, token, lambda c: c.trigger(table, action, mode, instant))
+    if dry_run or not wait:
+        run = _api(url, token, lambda c: c.trigger(table, action, mode, instant, dry_run))
+        if dry_run:
+            _print_dry_run(run["detail"], run["files"])
+            return
         typer.echo(f"started run {run['run_id']}: {run['key']} ({run['mode']}); follow it with `lakeward runs`")
         return
     from lakeward.services.client import DaemonAPIError
@@ -372,7 +377,7 @@ def trigger(
 
     def start_or_find(client: DaemonClient) -> dict[str, Any]:
         try:
-            return client.trigger(table, action, mode, instant)
+            return client.trigger(table, action, mode, instant, dry_run)
         except DaemonAPIError as exc:
             # The plan is claimed: another run (maybe on another replica) runs it now; follow that one.
             running = None
@@ -573,14 +578,31 @@ def cluster(
     )
 
 
+def _print_dry_run(detail: str, files: list[str] | tuple[str, ...]) -> None:
+    """A dry run's answer: one line, then each file it would delete (or instant file it would move)."""
+    typer.echo(detail)
+    for f in files:
+        typer.echo(f"  {f}")
+
+
+DRY_RUN_OPTION = typer.Option(False, "--dry-run", help="change nothing: print what would be deleted")
+
+
 @app.command()
 def clean(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
     config: str | None = TABLE_CONFIG_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Finish pending cleans, then plan and run a clean under hoodie.cleaner.policy."""
     table = _open(path, option, config)
+    if dry_run:
+        from lakeward.core.table_services.clean.execute import preview_clean
+
+        preview = _service(lambda: preview_clean(table.service_context()))
+        _print_dry_run(f"dry run: {len(preview.files)} file(s) would be deleted under {preview.policy}", preview.files)
+        return
     result = _service(table.clean)
     if result is None:
         typer.echo("nothing to clean")
@@ -626,9 +648,21 @@ def delete_savepoint(
 def restore(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="the savepoint to restore the table to"),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Roll the table back to a savepoint: every later write and service is undone."""
     table = _open(path)
+    if dry_run:
+        from lakeward.core.table_services.savepoint import preview_restore
+
+        planned = _service(lambda: preview_restore(table.service_context(), instant))
+        undone = ", ".join(planned.rolled_back) or "none"
+        _print_dry_run(
+            f"dry run: {len(planned.rolled_back)} instant(s) would be rolled back ({undone}), "
+            f"{len(planned.deleted_files)} file(s) deleted",
+            planned.deleted_files,
+        )
+        return
     result = _service(lambda: table.restore(instant))
     typer.echo(
         f"restored to {result.savepoint_instant_time} with {result.restore_instant_time}: "
@@ -640,9 +674,19 @@ def restore(
 def archive(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Move old completed instants to .hoodie/archived/ (hoodie.keep.min.commits / hoodie.keep.max.commits)."""
     table = _open(path, option)
+    if dry_run:
+        from lakeward.core.table_services.archival import archive as archive_instants
+
+        planned = _service(lambda: archive_instants(table.service_context(), dry_run=True))
+        archived = ", ".join(planned.archived) or "none"
+        _print_dry_run(
+            f"dry run: {len(planned.archived)} instant(s) would be archived: {archived}", planned.instant_files
+        )
+        return
     result = _service(table.archive)
     if not result.archived:
         typer.echo("nothing to archive")
@@ -655,14 +699,148 @@ def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),
     config: str | None = TABLE_CONFIG_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Undo a pending write or the latest completed write or service commit (a rollback instant)."""
     table = _open(path, config=config)
+    if dry_run:
+        planned = _service(lambda: table.preview_rollback(instant))
+        _print_dry_run(
+            f"dry run: instant {planned.rolled_back_instant_time} would be rolled back, "
+            f"{len(planned.deleted_files)} file(s) deleted",
+            planned.deleted_files,
+        )
+        return
     result = _service(lambda: table.rollback(instant))
     typer.echo(
         f"rolled back {result.rolled_back_instant_time} with {result.rollback_instant_time}: "
         f"{len(result.deleted_files)} file(s) deleted"
     )
+
+
+def _worst(report: dict[str, Any]) -> str:
+    """The first (worst) finding of a health report as one cell; `-` without findings."""
+    if report.get("score") is None:
+        return f"not scored: {report.get('error')}"
+    findings = report.get("findings") or []
+    return f"{findings[0]['severity']}: {findings[0]['message']}" if findings else "-"
+
+
+def _print_health(report: dict[str, Any]) -> None:
+    if report.get("score") is None:
+        typer.echo(f"{report['table']}: not scored: {report.get('error')}")
+        return
+    typer.echo(f"{report['table']}: score {report['score']}/100 (as of {report.get('taken_at')})")
+    penalties = ", ".join(f"{k} {v:g}" for k, v in report.get("factors", {}).items() if v)
+    typer.echo(f"factor penalties: {penalties or 'none'}")
+    for f in report.get("findings") or []:
+        typer.echo(f"  [{f['severity']}] {f['code']}: {f['message']}\n      -> {f['action']}")
+    if not report.get("findings"):
+        typer.echo("  no findings")
+
+
+@app.command()
+def health(
+    table: str | None = typer.Argument(None, help="a table name known to the daemon, or a table path (read directly)"),
+    option: list[str] = typer.Option([], "--option", "-o", help="with a path: " + OPTION_HELP),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Table health: every table's score and worst finding, or one table's findings and suggested actions.
+
+    By name the daemon's report (its policy, as of its last discovery cycle); by path the
+    table is read directly with the default health policy.
+    """
+    if table is not None and _is_path(table):
+        from lakeward.core.health import table_health
+        from lakeward.services.discovery import TableHealth
+        from lakeward.services.model import TableRef
+
+        opened = _open(table, option)
+        report = TableHealth(TableRef(opened.name, table), _service(lambda: table_health(opened))).to_dict()
+    else:
+        report = _api(url, token, lambda c: c.health(table))
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    elif isinstance(report, list):
+        rows = [{"name": r["table"], "score": r.get("score"), "worst finding": _worst(r)} for r in report]
+        typer.echo(_grid(rows, ["name", "score", "worst finding"], "no tables"))
+    else:
+        _print_health(report)
+
+
+@app.command()
+def explain(
+    table: str = typer.Argument(..., help="a table name known to the daemon"),
+    action: str | None = typer.Argument(None, help="only this action (compaction, clean, ...)"),
+    url: str = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Why each action runs, or does not run, on a table now: every reason, in order, with evidence."""
+    found = _api(url, token, lambda c: c.explain(table, action))
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    for d in found["actions"]:
+        what = d["work"] or "nothing to do"
+        instant = f" {d['instant']}" if d["instant"] else ""
+        verdict = "WOULD RUN" if d["would_run"] else "not now"
+        typer.echo(f"{d['action']}{instant}: {verdict} ({what}{': ' + d['why'] if d['why'] else ''})")
+        for r in d["reasons"]:
+            typer.echo(f"  - {r['code']}: {r['message']}")
+    if not found["actions"]:
+        typer.echo("no such action on this table")
+
+
+def _duration(text: str) -> dt.timedelta:
+    """`24h`, `30m`, `2d`, `90s` or plain seconds as a timedelta (BadParameter otherwise)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    value = text.strip().lower()
+    try:
+        if value and value[-1] in units:
+            return dt.timedelta(seconds=float(value[:-1]) * units[value[-1]])
+        return dt.timedelta(seconds=float(value))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a duration such as 24h, 30m, 2d or 3600") from None
+
+
+@app.command()
+def orphans(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    older_than: str = typer.Option("24h", "--older-than", help="only files and instants older than this (24h, 2d)"),
+    dry_run: bool = typer.Option(True, "--dry-run/--delete", help="list only (default), or delete the orphans"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Files under the table that no completed or pending instant references: listed, or deleted with --delete.
+
+    Never files under .hoodie/, of pending instants, of instants newer than --older-than, or
+    kept by savepoints (docs/health.md, "Orphan files"). Every removal is printed.
+    """
+    from lakeward.core.orphans import remove_orphans
+
+    table = _open(path)
+    report = _service(lambda: remove_orphans(table, _duration(older_than), dry_run=dry_run))
+    if as_json:
+        typer.echo(json.dumps(report.to_json_dict(), indent=2))
+        return
+    done = {r.path: r for r in report.removals}
+    rows: list[dict[str, object]] = [
+        {
+            "path": o.path,
+            "size": o.size,
+            "instant": o.instant_time,
+            "reason": o.reason,
+            "removed": "dry run" if dry_run else ("yes" if done[o.path].removed else f"no: {done[o.path].error}"),
+        }
+        for o in report.orphans
+    ]
+    typer.echo(_grid(rows, ["path", "size", "instant", "reason", "removed"], "no orphan files"))
+    if rows:
+        verb = "would be removed (dry run; --delete removes them)" if dry_run else "removed"
+        count = len(rows) if dry_run else len(report.removed)
+        typer.echo(f"{count} orphan file(s), {report.orphan_bytes} bytes, {verb}")
 
 
 @app.command()

@@ -76,9 +76,11 @@ class DaemonClient:
         return dict(self._call("GET", f"{API_PREFIX}/runs/{run_id}"))
 
     def trigger(
-        self, name: str, action: str, mode: str = "schedule_and_run", instant: str | None = None
+        self, name: str, action: str, mode: str = "schedule_and_run", instant: str | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"action": action, "mode": mode}
+        if dry_run:
+            body["dry_run"] = True
         if instant:
             body["instant"] = instant
         return dict(self._call("POST", f"{API_PREFIX}/tables/{name}/trigger", json=body))
@@ -108,6 +110,14 @@ class DaemonClient:
 
     def claims(self, limit: int = 10_000) -> dict[str, Any]:
         return dict(self._call("GET", f"{API_PREFIX}/claims", params={"limit": limit}))
+
+    def explain(self, name: str, action: str | None = None) -> dict[str, Any]:
+        params = {"action": action} if action else {}
+        return dict(self._call("GET", f"{API_PREFIX}/tables/{name}/explain", params=params))
+
+    def health(self, name: str | None = None) -> Any:
+        """One table's health report (a dict), or every table's (a list) without a name."""
+        return self._call("GET", f"{API_PREFIX}/tables/{name}/health" if name else f"{API_PREFIX}/health")
 
 
 __all__ = ["DEFAULT_URL", "TOKEN_ENV_VAR", "URL_ENV_VAR", "DaemonAPIError", "DaemonClient"]

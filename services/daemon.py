@@ -23,22 +23,41 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lakeward.core.engine.spark import SparkEngine, python_worker_conf
-from lakeward.core.exceptions import LakewardError
+from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import SharedZooKeeperClient
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
-from lakeward.services.discovery import DiscoveryCache, DiscoveryResult, TableState, discover
+from lakeward.services.discovery import (
+    DiscoveryCache,
+    DiscoveryResult,
+    TableHealth,
+    TableState,
+    assess_health,
+    discover,
+    load_state,
+)
 from lakeward.services.history import SharedHistory
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
-from lakeward.services.planning import instant_moment, plan_work, policy_from_settings
+from lakeward.services.planning import (
+    Decision,
+    Gate,
+    Policy,
+    admit,
+    decide,
+    instant_moment,
+    order_fairly,
+    plan_decisions,
+    policy_from_settings,
+)
 from lakeward.services.runner import TRIGGER_API, Runner, RunRecord, Submitted
 from lakeward.services.scheduler import CycleScheduler
 from lakeward.services.settings import DaemonSettings, SparkSettings
@@ -52,6 +71,10 @@ class UnknownTableError(KeyError):
 
 class TriggerError(ValueError):
     """A trigger that cannot be carried out as asked (bad mode for the action, no such plan...)."""
+
+
+class TableUnreadableError(TriggerError):
+    """A table the daemon looks after cannot be read now, so nothing can be explained or planned on it."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +213,10 @@ class Daemon:
         self._unmatched_overrides: list[str] | None = None
         self.cache = DiscoveryCache()
         self._last: DiscoveryResult | None = None
+        #: Table name -> its health as of the last cycle (`assess_health`).
+        self._health: dict[str, TableHealth] = {}
+        #: Work item key -> why it was not run in the last cycle (logged when it changes).
+        self._skipped: dict[str, str] = {}
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
         #: not proposed again until the table has `_retry_gap` more (else an idle table would be
         #: retried every cycle, and a busy one would keep its slot on no-op runs).
@@ -432,21 +459,24 @@ class Daemon:
             self.metrics.quarantined.labels(table, action).set(n)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
-        policies = {
-            s.ref.name: policy_from_settings(self.settings.policy_for(s.ref.name), s.ref.name in paused)
-            for s in result.states
-        }
-        items = plan_work(result.states, policies, dt.datetime.now(dt.UTC), self.runner.running_keys())
-        by_name = {s.ref.name: s for s in result.states}
-        items = [i for i in items if self._proposable(i, by_name)]
+        policies = {s.ref.name: self._policy(s.ref.name, paused) for s in result.states}
+        decisions = plan_decisions(result.states, policies, dt.datetime.now(dt.UTC))
+        running = self.runner.running_keys()
+        by_key = {d.item.key: d for d in decisions if d.item is not None and d.item.key not in running}
+        items = order_fairly(d.item for d in by_key.values() if d.runs and d.item is not None)
+        gate = self._gate(quarantined, {s.ref.name: s for s in result.states}, probe=False)
+        skipped = {key: d for key, d in by_key.items() if not d.runs}  # due work the planner holds back
         started = 0
         for item in items:
-            if item.action in execution.UNAVAILABLE_ACTIONS or item.key in quarantined:
-                continue
-            if not self.runner.has_capacity(item.table):
+            admitted = admit(by_key[item.key], gate)
+            if admitted.reasons:
+                skipped[item.key] = admitted
                 continue
             submitted = self.runner.submit(item, quarantined=set(quarantined))
+            if submitted.run is None:
+                log.info("not running due work %s: %s", item.key, submitted.reason)
             started += submitted.run is not None
+        self._log_skipped(skipped)
         log.debug(
             "cycle: %d table(s), %d problem(s), %d item(s), %d started in %.2fs",
             len(result.states),
@@ -455,6 +485,133 @@ class Daemon:
             started,
             result.seconds,
         )
+        self._assess_health(result)
+
+    def _log_skipped(self, skipped: dict[str, Decision]) -> None:
+        """Log each due work item that is not run, with every reason -- once, and again when they change."""
+        summaries = {key: d.summary() for key, d in skipped.items()}
+        for key, summary in summaries.items():
+            if self._skipped.get(key) != summary:
+                log.info("not running due work %s", summary)
+        self._skipped = summaries
+
+    def _policy(self, name: str, paused: dict[str, PauseEntry]) -> Policy:
+        """The planning policy of a table: its settings, and the on-call pause (who, when, why)."""
+        entry = paused.get(name)
+        note = ""
+        if entry is not None:
+            since = dt.datetime.fromtimestamp(entry.since, dt.UTC).isoformat()
+            note = f"paused by on-call via {entry.replica} since {since}: {entry.reason or 'no reason given'}"
+        overridden = name in self.settings.policies.overrides
+        return policy_from_settings(self.settings.policy_for(name), entry is not None, note, overridden)
+
+    def _gate(self, quarantined: dict[str, Any], states: dict[str, TableState], *, probe: bool) -> Gate:
+        """What stops planned work at claim time. `probe`: also look at live claims and the table
+        lock (explain does; the cycle leaves claims to `try_claim` and locks to the run)."""
+        assert self.runner is not None
+        runner = self.runner
+
+        def held_back(item: WorkItem) -> str | None:
+            if item.action is ServiceAction.ORPHAN_CLEAN and item.instant is None:
+                spaced = self._orphan_clean_spacing(item.table.name)
+                if spaced is not None:
+                    return spaced
+            if self._proposable(item, states):
+                return None
+            noted = self._not_due.get((item.table.name, item.action.value))
+            return (
+                f"its last run found nothing to do (at {noted} completed instant(s)); it is proposed again "
+                f"after {self._retry_gap(item.table.name, item.action)} more"
+            )
+
+        def unavailable(action: ServiceAction) -> str | None:
+            if action in execution.UNAVAILABLE_ACTIONS:
+                return f"{action.value} is not available in this version of lakeward"
+            return None
+
+        if not probe:
+            return Gate(quarantined, capacity=runner.refusal, unavailable=unavailable, held_back=held_back)
+        locks: dict[str, str | None] = {}  # one probe per table
+
+        def lock(ref: TableRef) -> str | None:
+            if ref.name not in locks:
+                locks[ref.name] = self._lock_holder(ref)
+            return locks[ref.name]
+
+        return Gate(
+            quarantined,
+            claimed=self.coordinator.claimed_by,
+            capacity=runner.refusal,
+            unavailable=unavailable,
+            lock=lock,
+            held_back=held_back,
+        )
+
+    def _orphan_clean_spacing(self, table: str) -> str | None:
+        """Why an orphan search on `table` waits: its last run on this replica is recent (None: it is due)."""
+        interval = self.settings.policy_for(table).orphan_clean.interval_s
+        last = max(
+            (r.created_at for r in self.runs() if r.table.name == table and r.action is ServiceAction.ORPHAN_CLEAN),
+            default=None,
+        )
+        if last is None or time.time() - last >= interval:
+            return None
+        since = dt.datetime.fromtimestamp(last, dt.UTC).isoformat()
+        return (
+            f"the last orphan_clean run on this replica started at {since}, within orphan_clean.interval_s={interval:g}"
+        )
+
+    def _lock_holder(self, ref: TableRef) -> str | None:
+        """Why the table lock cannot be taken now (another writer holds it), None when it is free.
+
+        Takes the lock without waiting and gives it back at once.
+        """
+        options = {k: v for k, v in self.table_options(ref).items() if k.startswith("hoodie.write.lock.")}
+        try:
+            provider = lock_provider_for(ref.path, ref.name, options)
+        except LakewardError as exc:
+            return f"the table lock is misconfigured: {exc}"
+        try:
+            provider.acquire(timeout_s=0)
+        except LockError as exc:
+            return f"the table lock is held by another writer: {exc}"
+        except Exception as exc:  # ZooKeeper unreachable: a run could not take it either
+            return f"the table lock cannot be taken: {type(exc).__name__}: {exc}"
+        else:
+            provider.release()
+        finally:
+            provider.close()
+        return None
+
+    def explain(self, name: str, action: ServiceAction | None = None) -> list[Decision]:
+        """For each action on a table (or one), what the daemon would plan or run now and, if not,
+        every reason why (the planner's and the claim-time checks'), from the table's current state."""
+        if self.runner is None:
+            raise TriggerError("the daemon is not started")
+        ref = self.table_ref(name)
+        try:
+            state = load_state(ref, self.cache)
+        except Exception as exc:
+            raise TableUnreadableError(f"{name} cannot be read: {type(exc).__name__}: {exc}") from None
+        decisions = decide(state, self._policy(name, self.control.paused()), dt.datetime.now(dt.UTC))
+        gate = self._gate(self.control.quarantined(), {name: state}, probe=True)
+        return [admit(d, gate) for d in decisions if action is None or d.action is action]
+
+    def _assess_health(self, result: DiscoveryResult) -> None:
+        """Score every table of the cycle (after its work started: health reads are not urgent)."""
+        health = assess_health(
+            result.states,
+            self.table_options,
+            lambda name: self.settings.policy_for(name).health,
+            self.cache,
+            max_age_s=self.settings.tables.health_refresh_s,
+        )
+        for name, h in health.items():
+            if h.error is not None:
+                log.warning("health of table %s cannot be computed: %s", name, h.error)
+        self.metrics.observe_health({name: h.report for name, h in health.items()})
+        with self._lock:
+            self._health = health
 
     def _check_overrides(self) -> None:
         """Warn (at the first cycle and whenever it changes) about overrides that name no table."""
@@ -511,6 +668,21 @@ class Daemon:
         self.table_ref(name)
         return next(t for t in self.tables() if t.ref.name == name)
 
+    def health(self, name: str) -> TableHealth:
+        """A table's health as of the last discovery cycle (`error` says why there is no report)."""
+        ref = self.table_ref(name)
+        with self._lock:
+            found = self._health.get(name)
+            last = self._last
+        if found is not None:
+            return found
+        problem = next((p.error for p in last.problems if p.table.name == name), None) if last else None
+        return TableHealth(ref, None, problem or "not scored yet: no discovery cycle has read this table")
+
+    def healths(self) -> list[TableHealth]:
+        """The health of every known table (sorted by name), as of the last cycle."""
+        return [self.health(name) for name in sorted(self._known())]
+
     def runs(self) -> list[RunRecord]:
         return self.runner.runs() if self.runner else []
 
@@ -554,13 +726,25 @@ class Daemon:
         return changed
 
     def trigger(
-        self, name: str, action: ServiceAction, mode: str = "schedule_and_run", instant: str | None = None
+        self,
+        name: str,
+        action: ServiceAction,
+        mode: str = "schedule_and_run",
+        instant: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> Submitted:
-        """Schedule and/or run `action` on a table now (an on-call trigger; compaction is forced)."""
+        """Schedule and/or run `action` on a table now (an on-call trigger; compaction is forced).
+
+        `dry_run`: change nothing; the answer is a finished run record (not kept, no claim taken)
+        whose `files` and `detail` say what the action would delete or change now.
+        """
         if self.runner is None:
             raise TriggerError("the daemon is not started")
         ref = self.table_ref(name)
         table = execution.open_table(ref, self.table_options(ref))
+        if dry_run:
+            return Submitted(self._dry_run(table, ref, action))
         if not table.version.writable:
             raise TriggerError(
                 f"{name} is read-only: {table.version} (lakeward runs table services on version 6 tables only)"
@@ -583,6 +767,19 @@ class Daemon:
         item = WorkItem(ACTION_PRIORITY[action], instant or "", ref, action, instant, "triggered from the API")
         return self.runner.submit(item, trigger=TRIGGER_API, mode=mode, force=True)
 
+    def _dry_run(self, table: Any, ref: TableRef, action: ServiceAction) -> RunRecord:
+        try:
+            report = execution.dry_run(table, action)
+        except execution.ActionUnavailableError as exc:
+            raise TriggerError(str(exc)) from None
+        item = WorkItem(ACTION_PRIORITY[action], "", ref, action, None, "dry run from the API")
+        run = RunRecord(uuid.uuid4().hex[:12], item, TRIGGER_API, "dry_run", False, self.replica_id)
+        run.state, run.phase, run.ended_at = "finished", "dry run", time.time()
+        run.outcome = Outcome.NOTHING_TO_DO if report.nothing_to_do else Outcome.SUCCEEDED
+        run.detail, run.files = report.detail, list(report.files)
+        log.info("dry run of %s on %s: %s", action.value, ref.name, report.detail)
+        return run
+
     def cancel(self, run_id: str) -> bool:
         """Cancel a run from the API: its instant stays inflight and the plan is quarantined until released."""
         if self.runner is None:
@@ -603,6 +800,7 @@ class Daemon:
 
 __all__ = [
     "Daemon",
+    "TableUnreadableError",
     "TableView",
     "TriggerError",
     "UnknownTableError",

@@ -16,19 +16,27 @@ version, and tables of versions lakeward only reads are marked `read_only`.
 
 A table that cannot be read (deleted, corrupt properties, permission) becomes a
 `TableProblem`; the other tables go on.
+
+`assess_health` scores the tables of a cycle (core's `take_snapshot` + `health_report`:
+one listing of the table's files, its plans and heartbeats, no data file). Tables are
+opened with the options the daemon gives them (so the small-file limit, cleaner retention
+and `hoodie.keep.*` it judges by are the configured ones); a snapshot is retaken when the
+table's state changed since the last one, else at most every `max_age_s`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lakeward.core.health import HealthPolicy, HealthReport, HealthSnapshot, health_report, take_snapshot
 from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
@@ -139,6 +147,8 @@ class DiscoveryCache:
     replace_kind: dict[tuple[str, str], bool] = field(default_factory=dict)
     #: table folders found under roots, so that known tables are not listed twice per cycle
     known_tables: set[str] = field(default_factory=set)
+    #: table path -> (the state, its health snapshot): reused while the state is the same object
+    health: dict[str, tuple[TableState, HealthSnapshot]] = field(default_factory=dict)
     listings: int = 0
     hits: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -146,6 +156,7 @@ class DiscoveryCache:
     def forget(self, path: str) -> None:
         with self._lock:
             self.entries.pop(path, None)
+            self.health.pop(path, None)
             self.known_tables.discard(path)
 
 
@@ -381,10 +392,77 @@ def discover(
     return DiscoveryResult(states, problems, time.perf_counter() - started)
 
 
+# -- health ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TableHealth:
+    """One table's health this cycle: its report, or why it could not be computed."""
+
+    table: TableRef
+    report: HealthReport | None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the API shows it: the report's numbers without the per-file-group lists (they grow with
+        the table), findings worst first, the oldest pending plan per action."""
+        out: dict[str, Any] = {"table": self.table.name, "score": None, "error": self.error}
+        if self.report is None:
+            return out
+        full = self.report.to_json_dict()
+        snapshot = {
+            k: v
+            for k, v in full.pop("snapshot").items()
+            if k not in ("log_files_per_group", "log_bytes_per_group", "base_file_sizes", "pending_plans")
+        }
+        return {**out, **snapshot, **full}
+
+
+def _snapshot(
+    state: TableState, options: Mapping[str, str], cache: DiscoveryCache, now: dt.datetime, max_age_s: float
+) -> HealthSnapshot:
+    """The table's health snapshot: the cached one while its state is unchanged and young enough."""
+    cached = cache.health.get(state.ref.path)
+    if cached is not None and cached[0] is state and (now - cached[1].taken_at).total_seconds() < max_age_s:
+        return cached[1]
+    snapshot = take_snapshot(Table.open(state.ref.path, options=dict(options)), now)
+    with cache._lock:
+        cache.health[state.ref.path] = (state, snapshot)
+    return snapshot
+
+
+def assess_health(
+    states: Sequence[TableState],
+    options_for: Callable[[TableRef], Mapping[str, str]],
+    policy_for: Callable[[str], HealthPolicy],
+    cache: DiscoveryCache,
+    *,
+    now: dt.datetime | None = None,
+    max_age_s: float = 300.0,
+    workers: int = 4,
+) -> dict[str, TableHealth]:
+    """The health of each table of a cycle, by table name (module doc); errors never stop the others."""
+    moment = now if now is not None else dt.datetime.now(dt.UTC)
+
+    def one(state: TableState) -> TableHealth:
+        try:
+            snapshot = _snapshot(state, options_for(state.ref), cache, moment, max_age_s)
+            return TableHealth(state.ref, health_report(snapshot, policy_for(state.ref.name)))
+        except Exception as exc:  # a table that lists badly this cycle: report it, score the others
+            return TableHealth(state.ref, None, _describe(exc))
+
+    if workers > 1 and len(states) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="health") as pool:
+            results = list(pool.map(one, states))
+    else:
+        results = [one(s) for s in states]
+    return {h.table.name: h for h in results}
+
+
 __all__ = [
     "DiscoveryCache",
     "DiscoveryResult",
+    "TableHealth",
     "TableState",
+    "assess_health",
     "discover",
     "load_state",
     "scan_root",

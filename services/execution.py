@@ -17,7 +17,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 from lakeward.core.exceptions import LakewardError
+from lakeward.core.orphans import remove_orphans
 from lakeward.core.table import Table
+from lakeward.core.table_services.archival import archive
+from lakeward.core.table_services.clean.execute import preview_clean
+from lakeward.core.table_services.orphan_clean import orphan_clean_settings
 from lakeward.core.table_services.registry import SERVICES
 from lakeward.core.table_services.service import ServiceReport
 from lakeward.services.model import ServiceAction, TableRef
@@ -76,6 +80,43 @@ def pending_of(table: Table, action: ServiceAction) -> list[str]:
     return table.services[action.value].pending()
 
 
+def _clean_dry_run(table: Table) -> Execution:
+    preview = preview_clean(table.service_context())
+    pending = f" (pending clean(s) {', '.join(preview.pending)} first)" if preview.pending else ""
+    detail = f"dry run: {len(preview.files)} file(s) would be deleted under {preview.policy}{pending}"
+    return Execution(None, nothing_to_do=not preview.files, detail=detail, files=preview.files)
+
+
+def _archival_dry_run(table: Table) -> Execution:
+    result = archive(table.service_context(), dry_run=True)
+    detail = f"dry run: {len(result.archived)} instant(s) would be archived: {', '.join(result.archived) or 'none'}"
+    return Execution(None, nothing_to_do=not result.archived, detail=detail, files=result.instant_files)
+
+
+def _orphan_clean_dry_run(table: Table) -> Execution:
+    older_than, _ = orphan_clean_settings(table.options)
+    return table.services[ServiceAction.ORPHAN_CLEAN.value].report(remove_orphans(table, older_than, dry_run=True))
+
+
+#: Actions that can show what they would delete or change without doing it (`dry_run`).
+DRY_RUNS: dict[ServiceAction, Callable[[Table], Execution]] = {
+    ServiceAction.CLEAN: _clean_dry_run,
+    ServiceAction.ARCHIVAL: _archival_dry_run,
+    ServiceAction.ORPHAN_CLEAN: _orphan_clean_dry_run,
+}
+
+
+def dry_run(table: Table, action: ServiceAction) -> Execution:
+    """What `action` would delete or change on the table now (`files`, `detail`), changing nothing."""
+    check_available(table, action)
+    run = DRY_RUNS.get(action)
+    if run is None:
+        raise ActionUnavailableError(
+            f"{action.value} has no dry run on the daemon; dry runs: {', '.join(a.value for a in DRY_RUNS)}"
+        )
+    return run(table)
+
+
 def execute(table: Table, action: ServiceAction, instant: str | None, engine: Any = None) -> Execution:
     """Run the pending plan `instant` of `action` (or the direct action) to completion."""
     check_available(table, action)
@@ -90,7 +131,9 @@ __all__ = [
     "UNAVAILABLE_ACTIONS",
     "ActionUnavailableError",
     "Execution",
+    "DRY_RUNS",
     "check_available",
+    "dry_run",
     "execute",
     "open_table",
     "pending_of",

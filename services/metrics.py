@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from lakeward.core.health import FACTORS, HealthReport, Severity
 from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TableProblem, TableRef
 
 #: Buckets for table-service run durations: seconds to hours.
@@ -84,6 +85,18 @@ class DaemonMetrics:
             registry=r,
         )
         self.ready = Gauge("lakeward_ready", "1 while the replica takes new work", registry=r)
+        self.health_score = Gauge(
+            "lakeward_table_health_score", "Health score of the table, 0-100 (docs/health.md)", ["table"], registry=r
+        )
+        self.health_penalty = Gauge(
+            "lakeward_table_health_factor_penalty",
+            "Penalty of one health factor: 0 (fine), 0.5 (warning) or 1 (critical)",
+            ["table", "factor"],
+            registry=r,
+        )
+        self.health_findings = Gauge(
+            "lakeward_table_health_findings", "Health findings by severity", ["table", "severity"], registry=r
+        )
 
     # -- updates ------------------------------------------------------------------------------
     def observe_discovery(
@@ -132,6 +145,20 @@ class DaemonMetrics:
         self.tables_by_version.clear()
         for (version, read_only), n in sorted(counts.items()):
             self.tables_by_version.labels(str(version), "true" if read_only else "false").set(n)
+
+    def observe_health(self, reports: dict[str, HealthReport | None]) -> None:
+        """One cycle's health reports by table name; a table without a report (it failed) has no series."""
+        for gauge in (self.health_score, self.health_penalty, self.health_findings):
+            gauge.clear()
+        for table, report in reports.items():
+            if report is None:
+                continue
+            self.health_score.labels(table).set(report.score)
+            for factor in FACTORS:
+                self.health_penalty.labels(table, factor).set(report.factors.get(factor, 0.0))
+            for severity in Severity:
+                n = sum(1 for f in report.findings if f.severity is severity)
+                self.health_findings.labels(table, severity.value).set(n)
 
     def observe_run(
         self,

@@ -20,6 +20,7 @@ class ServiceAction(str, enum.Enum):
     ARCHIVAL = "archival"
     CHANGE_TRACKING = "change_tracking"
     INDEX_BUILD = "index_build"
+    ORPHAN_CLEAN = "orphan_clean"
 
     @classmethod
     def parse(cls, value: str) -> ServiceAction:
@@ -39,6 +40,7 @@ ACTION_PRIORITY: dict[ServiceAction, int] = {
     ServiceAction.CLUSTERING: 4,
     ServiceAction.CHANGE_TRACKING: 5,
     ServiceAction.INDEX_BUILD: 6,
+    ServiceAction.ORPHAN_CLEAN: 7,
 }
 
 

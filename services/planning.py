@@ -18,12 +18,14 @@ of that action is pending on the table.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+import enum
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
-from lakeward.services.model import ACTION_PRIORITY, ServiceAction, WorkItem
+from lakeward.services.model import ACTION_PRIORITY, ServiceAction, TableRef, WorkItem
 from lakeward.services.settings import EffectivePolicy
 
 #: The settings' default policy: the planner's defaults are read from it, so there is one set of them.
@@ -66,6 +68,12 @@ class Policy:
     #: build secondary indexes of new base files, on tables with an index on one of these columns
     index_build_enabled: bool = _DEFAULTS.index_build.enabled
     index_build_columns: frozenset[str] = frozenset(_DEFAULTS.index_build.columns)
+    #: look for orphan files (the daemon spaces the runs by `orphan_clean.interval_s`)
+    orphan_clean_enabled: bool = _DEFAULTS.orphan_clean.enabled
+    #: The table it applies to, when it comes from a per-table override (names config keys in reasons).
+    table: str | None = None
+    #: Who paused the table and why (explain shows it), when `paused`.
+    pause_note: str = ""
 
     def __post_init__(self) -> None:
         for name in (
@@ -83,10 +91,18 @@ class Policy:
 DEFAULT_POLICY = Policy()
 
 
-def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Policy:
-    """The planning policy of a table from its effective settings (`paused`: paused by on-call)."""
+def policy_from_settings(
+    settings: EffectivePolicy, paused: bool = False, pause_note: str = "", overridden: bool = False
+) -> Policy:
+    """The planning policy of a table from its effective settings (`paused`: paused by on-call, as
+    `pause_note` says). `overridden`: the table has an override (config keys in reasons name it)."""
+    if settings.paused and not paused:
+        where = f"policies.overrides.{settings.table}" if overridden else "policies.defaults"
+        pause_note = f"paused by policy: {where}.paused=true"
     return Policy(
         paused=paused or settings.paused,
+        table=settings.table if overridden else None,
+        pause_note=pause_note,
         compaction_enabled=settings.compaction.enabled,
         compaction_delta_commits=settings.compaction.max_delta_commits,
         compaction_max_delta_age=_seconds(settings.compaction.max_delta_seconds),
@@ -100,6 +116,7 @@ def policy_from_settings(settings: EffectivePolicy, paused: bool = False) -> Pol
         archival_max_instants=settings.archival.keep_max_commits,
         index_build_enabled=settings.index_build.enabled,
         index_build_columns=frozenset(settings.index_build.columns),
+        orphan_clean_enabled=settings.orphan_clean.enabled,
     )
 
 
@@ -125,104 +142,298 @@ def _first_after(state: TableState, after: str | None, actions: Collection[Actio
     return None
 
 
-def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tuple[ServiceAction, str, str]]:
-    """(action, due since, reason) for every new plan the policy wants on this table."""
-    out: list[tuple[ServiceAction, str, str]] = []
-    pending = {p.action for p in state.pending_plans}
-    service = state.service_state
-    if (
-        policy.compaction_enabled
-        and state.is_merge_on_read
-        and ServiceAction.COMPACTION not in pending
-        and state.delta_commits_since_compaction > 0
-    ):
-        since = _first_after(state, service.last_compaction, (Action.DELTA_COMMIT,))
-        n = state.delta_commits_since_compaction
-        reason = None
-        if n >= policy.compaction_delta_commits:
-            reason = f"{n} delta commits since the last compaction (threshold {policy.compaction_delta_commits})"
-        elif policy.compaction_max_delta_age is not None and since is not None:
+# -- decisions and their reasons -------------------------------------------------------------
+class ReasonCode(str, enum.Enum):
+    """Why work is not planned or run now; `REASON_ORDER` is the order they are listed in."""
+
+    NOT_APPLICABLE = "not_applicable"
+    POLICY_DISABLED = "policy_disabled"
+    NOT_DUE = "not_due"
+    PAUSED = "paused"
+    QUARANTINED = "quarantined"
+    CLAIMED = "claimed"
+    BLOCKED = "blocked"
+    LOCKED = "locked"
+    READ_ONLY = "read_only"
+    UNAVAILABLE = "unavailable"
+    CONCURRENCY_LIMIT = "concurrency_limit"
+
+
+REASON_ORDER: tuple[ReasonCode, ...] = tuple(ReasonCode)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason, worded for on-call, with its evidence (instants, counts, config keys)."""
+
+    code: ReasonCode
+    message: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code.value, "message": self.message, "evidence": dict(self.evidence)}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the planner decided for one action on one table.
+
+    `item` is the work it proposes (a pending plan to run, or a new plan to schedule and
+    run); None when there is nothing to propose. `reasons` say why that work does not
+    run now (empty: it does), in `REASON_ORDER`.
+    """
+
+    table: TableRef
+    action: ServiceAction
+    item: WorkItem | None
+    reasons: tuple[Reason, ...] = ()
+
+    @property
+    def runs(self) -> bool:
+        return self.item is not None and not self.reasons
+
+    def adding(self, reasons: Iterable[Reason]) -> Decision:
+        """This decision with more reasons, kept in `REASON_ORDER`."""
+        merged = sorted((*self.reasons, *reasons), key=lambda r: REASON_ORDER.index(r.code))
+        return replace(self, reasons=tuple(merged))
+
+    def summary(self) -> str:
+        """One line for logs: the work, and every reason it does not run."""
+        what = self.item.key if self.item is not None else f"{self.table.name}/{self.action.value}"
+        return f"{what}: " + "; ".join(f"{r.code.value}: {r.message}" for r in self.reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        item = self.item
+        return {
+            "action": self.action.value,
+            "instant": item.instant if item else None,
+            "work": None if item is None else ("run pending plan" if item.instant else "schedule and run a new plan"),
+            "why": item.reason if item else None,
+            "would_run": self.runs,
+            "reasons": [r.to_dict() for r in self.reasons],
+        }
+
+
+def _key(policy: Policy, path: str) -> str:
+    """A policy setting's key as the settings name it (per-table overrides win over defaults)."""
+    where = f"policies.overrides.{policy.table}" if policy.table else "policies.defaults"
+    return f"{where}.{path}"
+
+
+def _disabled(policy: Policy, action: ServiceAction, enabled: bool) -> list[Reason]:
+    if enabled:
+        return []
+    key = _key(policy, f"{action.value}.enabled")
+    return [Reason(ReasonCode.POLICY_DISABLED, f"{key}=false: not scheduled by policy", {"key": key})]
+
+
+def _not_due(message: str, **evidence: Any) -> Reason:
+    return Reason(ReasonCode.NOT_DUE, message, evidence)
+
+
+def _pending_plan(state: TableState, action: ServiceAction) -> list[Reason]:
+    pending = [p.instant for p in state.pending_plans if p.action is action]
+    if not pending:
+        return []
+    message = f"{action.value} plan(s) {', '.join(pending)} pending: they run first, no new plan meanwhile"
+    return [Reason(ReasonCode.BLOCKED, message, {"pending_plans": pending})]
+
+
+def _pending_writes(state: TableState, action: ServiceAction) -> list[Reason]:
+    """A compaction or clustering plan is not written while a write is pending (core's schedulers)."""
+    writes = [i.time for i in state.pending_writes]
+    if not writes:
+        return []
+    message = (
+        f"write(s) {', '.join(writes)} pending: no {action.value} plan is written while a write is pending "
+        "(running, or failed and not rolled back yet)"
+    )
+    return [Reason(ReasonCode.BLOCKED, message, {"pending_writes": writes})]
+
+
+def _count_due(policy: Policy, n: int, every: int, key_path: str, what: str) -> tuple[str, list[Reason]]:
+    """`n` `what` against the threshold `every` (the setting `key_path`): (why it is due, []) or
+    ("", [the not-due reason with the numbers])."""
+    if n >= every:
+        return f"{n} {what} (every {every})", []
+    key = _key(policy, key_path)
+    return "", [_not_due(f"{n} {what}, fewer than {key}={every}", count=n, key=key, threshold=every)]
+
+
+@dataclass(frozen=True)
+class _Consideration:
+    """A new plan of one action: due since `since` because of `why`, unless `reasons` say otherwise."""
+
+    action: ServiceAction
+    since: str
+    why: str
+    reasons: list[Reason]
+
+
+def _compaction(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.COMPACTION
+    if not state.is_merge_on_read:
+        applies = Reason(
+            ReasonCode.NOT_APPLICABLE, f"compaction applies to MERGE_ON_READ tables, not {state.table_type}"
+        )
+        return _Consideration(action, "", "", [applies])
+    reasons = _disabled(policy, action, policy.compaction_enabled)
+    since = _first_after(state, state.service_state.last_compaction, (Action.DELTA_COMMIT,))
+    n, threshold = state.delta_commits_since_compaction, policy.compaction_delta_commits
+    why = ""
+    if n >= threshold:
+        why = f"{n} delta commits since the last compaction (threshold {threshold})"
+    elif n > 0 and policy.compaction_max_delta_age is not None and since is not None:
+        age = _aware(now) - instant_moment(since, state.timeline_timezone)
+        if age >= policy.compaction_max_delta_age:
+            why = f"delta commit {since} is older than {policy.compaction_max_delta_age}, not compacted yet"
+    if not why:
+        key = _key(policy, "compaction.max_delta_commits")
+        message = f"{n} delta commit(s) since the last compaction, fewer than {key}={threshold}"
+        evidence: dict[str, Any] = {"delta_commits": n, "key": key, "threshold": threshold, "oldest": since}
+        if policy.compaction_max_delta_age is not None and since is not None:
             age = _aware(now) - instant_moment(since, state.timeline_timezone)
-            if age >= policy.compaction_max_delta_age:
-                reason = f"delta commit {since} is older than {policy.compaction_max_delta_age}, not compacted yet"
-        if reason:
-            out.append((ServiceAction.COMPACTION, since or "", reason))
+            age_key = _key(policy, "compaction.max_delta_seconds")
+            message += f"; the oldest, {since}, is {age} old, under {age_key}={policy.compaction_max_delta_age}"
+            evidence.update(age_seconds=age.total_seconds(), age_key=age_key)
+        reasons.append(_not_due(message, **evidence))
+    reasons += _pending_plan(state, action) + _pending_writes(state, action)
+    return _Consideration(action, since or "", why, reasons)
+
+
+def _clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.CLEAN
+    reasons = _disabled(policy, action, policy.clean_enabled)
+    since = _first_after(state, state.last_clean) or ""
+    n, every = state.writes_since_clean, policy.clean_every_commits
+    why = ""
     # A merge-on-read table whose writes since the last clean are all delta commits has (almost)
     # no old file slice to delete: its clean waits for a compaction or clustering, else no-op cleans
     # would take the slots its compactions need.
-    can_clean = state.rewrites_since_clean > 0 or not state.is_merge_on_read
-    if policy.clean_enabled and ServiceAction.CLEAN not in pending and state.writes_since_clean > 0 and can_clean:
-        since = _first_after(state, state.last_clean) or ""
-        reason = None
-        if state.writes_since_clean >= policy.clean_every_commits:
-            reason = f"{state.writes_since_clean} writes since the last clean (every {policy.clean_every_commits})"
-        elif policy.clean_interval is not None:
-            reference = state.last_clean or (state.timeline.instants[0].time if state.timeline.instants else None)
-            if reference is not None:
-                age = _aware(now) - instant_moment(reference, state.timeline_timezone)
-                if age >= policy.clean_interval:
-                    what = "last clean" if state.last_clean else "first instant"
-                    reason = f"{what} {reference} is older than {policy.clean_interval}"
-        if reason:
-            out.append((ServiceAction.CLEAN, since, reason))
-    if (
-        policy.clustering_enabled
-        and ServiceAction.CLUSTERING not in pending
-        and state.writes_since_replace >= policy.clustering_every_commits
-    ):
-        since = _first_after(state, service.last_replace) or ""
-        out.append(
-            (
-                ServiceAction.CLUSTERING,
-                since,
-                f"{state.writes_since_replace} writes since the last replacecommit "
-                f"(every {policy.clustering_every_commits})",
+    if n == 0:
+        reasons.append(_not_due(f"no completed write since the last clean ({state.last_clean})", writes=0))
+    elif state.is_merge_on_read and state.rewrites_since_clean == 0:
+        reasons.append(
+            _not_due(
+                f"{n} write(s) since the last clean, all delta commits: no old file slice to delete "
+                "until a compaction or clustering",
+                writes=n,
+                rewrites=0,
             )
         )
-    untracked = state.delta_commits_since_change_tracking
-    if (
-        policy.change_tracking_enabled
-        and state.is_merge_on_read
-        and state.cdc_enabled
-        and ServiceAction.CHANGE_TRACKING not in pending
-        and untracked >= policy.change_tracking_every_commits
-    ):
-        since = _first_after(state, service.last_change_tracking, (Action.DELTA_COMMIT,)) or ""
-        reason = f"{untracked} delta commit(s) without persisted changes (every {policy.change_tracking_every_commits})"
-        out.append((ServiceAction.CHANGE_TRACKING, since, reason))
-    if policy.repair_after is not None and ServiceAction.ROLLBACK not in pending and state.pending_writes:
-        oldest_write = state.pending_writes[0].time
-        if _aware(now) - instant_moment(oldest_write, state.timeline_timezone) >= policy.repair_after:
-            out.append(
-                (
-                    ServiceAction.ROLLBACK,
-                    oldest_write,
-                    f"write {oldest_write} pending over {policy.repair_after}: roll it back if its writer is gone",
+    else:
+        why, not_due = _count_due(policy, n, every, "clean.min_commits_between", "write(s) since the last clean")
+        reference = state.last_clean or (state.timeline.instants[0].time if state.timeline.instants else None)
+        if not why and policy.clean_interval is not None and reference is not None:
+            age = _aware(now) - instant_moment(reference, state.timeline_timezone)
+            if age >= policy.clean_interval:
+                what = "last clean" if state.last_clean else "first instant"
+                why, not_due = f"{what} {reference} is older than {policy.clean_interval}", []
+        reasons += not_due
+    reasons += _pending_plan(state, action)
+    return _Consideration(action, since, why, reasons)
+
+
+def _clustering(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.CLUSTERING
+    reasons = _disabled(policy, action, policy.clustering_enabled)
+    why, not_due = _count_due(
+        policy,
+        state.writes_since_replace,
+        policy.clustering_every_commits,
+        "clustering.every_n_commits",
+        "write(s) since the last replacecommit",
+    )
+    reasons += not_due + _pending_plan(state, action) + _pending_writes(state, action)
+    return _Consideration(action, _first_after(state, state.service_state.last_replace) or "", why, reasons)
+
+
+def _change_tracking(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.CHANGE_TRACKING
+    if not (state.is_merge_on_read and state.cdc_enabled):
+        message = "change tracking applies to MERGE_ON_READ tables with hoodie.table.cdc.enabled=true"
+        return _Consideration(action, "", "", [Reason(ReasonCode.NOT_APPLICABLE, message)])
+    reasons = _disabled(policy, action, policy.change_tracking_enabled)
+    why, not_due = _count_due(
+        policy,
+        state.delta_commits_since_change_tracking,
+        policy.change_tracking_every_commits,
+        "change_tracking.every_n_commits",
+        "delta commit(s) without persisted changes",
+    )
+    reasons += not_due + _pending_plan(state, action)
+    since = _first_after(state, state.service_state.last_change_tracking, (Action.DELTA_COMMIT,)) or ""
+    return _Consideration(action, since, why, reasons)
+
+
+def _rollback(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.ROLLBACK
+    reasons: list[Reason] = []
+    if policy.repair_after is None:
+        reasons.append(Reason(ReasonCode.POLICY_DISABLED, "repair_after is off: pending writes are not rolled back"))
+    oldest = state.pending_writes[0].time if state.pending_writes else None
+    why = ""
+    if oldest is None:
+        reasons.append(_not_due("no pending write to roll back", pending_writes=0))
+    elif policy.repair_after is not None:
+        age = _aware(now) - instant_moment(oldest, state.timeline_timezone)
+        if age >= policy.repair_after:
+            why = f"write {oldest} pending over {policy.repair_after}: roll it back if its writer is gone"
+        else:
+            reasons.append(
+                _not_due(
+                    f"the oldest pending write, {oldest}, is {age} old, under repair_after={policy.repair_after}",
+                    instant=oldest,
+                    age_seconds=age.total_seconds(),
                 )
             )
+    reasons += _pending_plan(state, action)
+    return _Consideration(action, oldest or "", why, reasons)
+
+
+def _index_build(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.INDEX_BUILD
     indexed = state.index_columns & policy.index_build_columns
-    if policy.index_build_enabled and indexed and ServiceAction.INDEX_BUILD not in pending:
-        if state.writes_since_index_build > 0:
-            since = _first_after(state, service.last_index_build) or ""
-            out.append(
-                (
-                    ServiceAction.INDEX_BUILD,
-                    since,
-                    f"{state.writes_since_index_build} write(s) since the last index build "
-                    f"(indexed columns {sorted(indexed)})",
-                )
-            )
-    completed = state.completed_count
-    if policy.archival_enabled and completed > policy.archival_max_instants:
-        oldest = state.timeline.instants[0].time if state.timeline.instants else ""
-        out.append(
-            (
-                ServiceAction.ARCHIVAL,
-                oldest,
-                f"{completed} completed instants on the active timeline (more than {policy.archival_max_instants})",
-            )
+    if not indexed:
+        message = (
+            f"no secondary index on the policy's index_build.columns {sorted(policy.index_build_columns)} "
+            f"(the table's indexes cover {sorted(state.index_columns)})"
         )
-    return out
+        return _Consideration(action, "", "", [Reason(ReasonCode.NOT_APPLICABLE, message)])
+    reasons = _disabled(policy, action, policy.index_build_enabled)
+    n = state.writes_since_index_build
+    why = f"{n} write(s) since the last index build (indexed columns {sorted(indexed)})" if n > 0 else ""
+    if not why:
+        reasons.append(_not_due("no write since the last index build", writes=0))
+    reasons += _pending_plan(state, action)
+    return _Consideration(action, _first_after(state, state.service_state.last_index_build) or "", why, reasons)
+
+
+def _archival(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    action = ServiceAction.ARCHIVAL
+    reasons = _disabled(policy, action, policy.archival_enabled)
+    completed, limit = state.completed_count, policy.archival_max_instants
+    why = ""
+    if completed > limit:
+        why = f"{completed} completed instants on the active timeline (more than {limit})"
+    else:
+        key = _key(policy, "archival.keep_max_commits")
+        reasons.append(
+            _not_due(f"{completed} completed instant(s) on the active timeline, not more than {key}={limit}", key=key)
+        )
+    oldest = state.timeline.instants[0].time if state.timeline.instants else ""
+    return _Consideration(action, oldest, why, reasons)
+
+
+def _orphan_clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    """Orphan removal: due whenever enabled; the daemon spaces its runs (`orphan_clean.interval_s`)."""
+    action = ServiceAction.ORPHAN_CLEAN
+    reasons = _disabled(policy, action, policy.orphan_clean_enabled)
+    return _Consideration(action, state.last_completed or "", "look for orphan files (orphan_clean enabled)", reasons)
+
+
+#: How the planner considers a new plan of each action, in the order `plan_work` used to.
+_CONSIDER = (_compaction, _clean, _clustering, _change_tracking, _rollback, _index_build, _archival, _orphan_clean)
 
 
 def skip_reason(state: TableState) -> str | None:
@@ -237,6 +448,49 @@ def skip_reason(state: TableState) -> str | None:
     return None
 
 
+def _table_reasons(state: TableState, policy: Policy) -> list[Reason]:
+    """What stops every work item of the table: a pause, a table version lakeward only reads."""
+    reasons = []
+    if policy.paused:
+        reasons.append(Reason(ReasonCode.PAUSED, policy.pause_note or "the table is paused", {"paused": True}))
+    skip = skip_reason(state)
+    if skip is not None:
+        reasons.append(Reason(ReasonCode.READ_ONLY, skip, {"table_version": state.table_version}))
+    return reasons
+
+
+def decide(state: TableState, policy: Policy, now: dt.datetime) -> list[Decision]:
+    """The planner's decision for every action on one table: its pending plans (run them) and a new
+    plan per action (due or not, and why), each with every reason it does not run now."""
+    table = _table_reasons(state, policy)
+    out: list[Decision] = []
+    for plan in state.pending_plans:
+        why = f"pending {plan.action.value} plan ({plan.state})"
+        item = WorkItem(ACTION_PRIORITY[plan.action], plan.instant, state.ref, plan.action, plan.instant, why)
+        out.append(Decision(state.ref, plan.action, item).adding(table))
+    for consider in _CONSIDER:
+        c = consider(state, policy, now)
+        item = WorkItem(ACTION_PRIORITY[c.action], c.since, state.ref, c.action, None, c.why) if c.why else None
+        out.append(Decision(state.ref, c.action, item).adding([*c.reasons, *table]))
+    return out
+
+
+def _policy_of(policies: Mapping[str, Policy] | Policy | None, name: str) -> Policy:
+    if isinstance(policies, Policy):
+        return policies
+    return (policies or {}).get(name, DEFAULT_POLICY)
+
+
+def plan_decisions(
+    states: Iterable[TableState],
+    policies: Mapping[str, Policy] | Policy | None = None,
+    now: dt.datetime | None = None,
+) -> list[Decision]:
+    """`decide` for every table (policies as in `plan_work`)."""
+    moment = now if now is not None else dt.datetime.now(dt.UTC)
+    return [d for state in states for d in decide(state, _policy_of(policies, state.ref.name), moment)]
+
+
 def plan_work(
     states: Iterable[TableState],
     policies: Mapping[str, Policy] | Policy | None = None,
@@ -248,32 +502,67 @@ def plan_work(
     `policies`: one Policy for every table, or a mapping table name -> Policy (missing names
     get the default Policy). `now` decides time-based policies (default: the current time).
     `running_keys`: `WorkItem.key`s already running (claimed here or elsewhere), skipped.
+    These are the items of `plan_decisions` that run.
     """
-    now = now if now is not None else dt.datetime.now(dt.UTC)
     running = set(running_keys)
-    items: list[WorkItem] = []
-    for state in states:
-        if isinstance(policies, Policy):
-            policy = policies
-        else:
-            policy = (policies or {}).get(state.ref.name, DEFAULT_POLICY)
-        if policy.paused or skip_reason(state) is not None:
-            continue
-        for plan in state.pending_plans:
-            items.append(
-                WorkItem(
-                    ACTION_PRIORITY[plan.action],
-                    plan.instant,
-                    state.ref,
-                    plan.action,
-                    plan.instant,
-                    f"pending {plan.action.value} plan ({plan.state})",
-                )
-            )
-        for action, since, reason in _new_plans(state, policy, now):
-            items.append(WorkItem(ACTION_PRIORITY[action], since, state.ref, action, None, reason))
-    items = [i for i in items if i.key not in running]
-    return order_fairly(items)
+    items = [d.item for d in plan_decisions(states, policies, now) if d.runs and d.item is not None]
+    return order_fairly(i for i in items if i.key not in running)
+
+
+# -- admission: what the daemon knows beyond the table's state ---------------------------------
+@dataclass(frozen=True)
+class Gate:
+    """What stops a planned item at claim time (the daemon fills it in): every check is a lookup
+    returning the reason, or None when it does not apply."""
+
+    #: quarantined work item key -> (failures, why, since, replica)
+    quarantined: Mapping[str, Any] = field(default_factory=dict)
+    #: item key -> (replica, since as epoch seconds or None) of a live claim on it
+    claimed: Callable[[str], tuple[str, float | None] | None] = lambda key: None
+    #: why a new run on the table cannot start (concurrency limit, draining), None if it can
+    capacity: Callable[[TableRef], str | None] = lambda table: None
+    #: why the action cannot run in this version, None if it can
+    unavailable: Callable[[ServiceAction], str | None] = lambda action: None
+    #: why the table lock cannot be had now (explain probes it; the cycle does not)
+    lock: Callable[[TableRef], str | None] = lambda table: None
+    #: why a new plan found not due by its last run is held back, None if it is not
+    held_back: Callable[[WorkItem], str | None] = lambda item: None
+
+
+def admit(decision: Decision, gate: Gate) -> Decision:
+    """The decision with the reasons the daemon adds at claim time (in `REASON_ORDER`)."""
+    item = decision.item
+    if item is None:
+        return decision
+    reasons: list[Reason] = []
+    held = gate.held_back(item)
+    if held is not None:
+        reasons.append(_not_due(held))
+    entry = gate.quarantined.get(item.key)
+    if entry is not None:
+        since = dt.datetime.fromtimestamp(entry.since, dt.UTC).isoformat()
+        message = (
+            f"{item.key} is quarantined after {entry.failures} failure(s) since {since} (by {entry.replica}): "
+            f"{entry.reason}; release it with `lakeward release {item.key}`"
+        )
+        evidence = {"key": item.key, "failures": entry.failures, "error": entry.reason, "since": since}
+        reasons.append(Reason(ReasonCode.QUARANTINED, message, evidence))
+    claim = gate.claimed(item.key)
+    if claim is not None:
+        replica, at = claim
+        when = dt.datetime.fromtimestamp(at, dt.UTC).isoformat() if at is not None else None
+        message = f"{item.key} is claimed by replica {replica}" + (f" since {when}" if when else "")
+        reasons.append(Reason(ReasonCode.CLAIMED, message, {"key": item.key, "replica": replica, "since": when}))
+    locked = gate.lock(item.table)
+    if locked is not None:
+        reasons.append(Reason(ReasonCode.LOCKED, locked))
+    unavailable = gate.unavailable(item.action)
+    if unavailable is not None:
+        reasons.append(Reason(ReasonCode.UNAVAILABLE, unavailable))
+    limit = gate.capacity(item.table)
+    if limit is not None:
+        reasons.append(Reason(ReasonCode.CONCURRENCY_LIMIT, limit))
+    return decision.adding(reasons)
 
 
 def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
@@ -291,7 +580,15 @@ def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
 
 __all__ = [
     "DEFAULT_POLICY",
+    "REASON_ORDER",
+    "Decision",
+    "Gate",
     "Policy",
+    "Reason",
+    "ReasonCode",
+    "admit",
+    "decide",
+    "plan_decisions",
     "instant_moment",
     "order_fairly",
     "plan_work",

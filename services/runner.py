@@ -79,6 +79,8 @@ class RunRecord:
     ended_at: float | None = None
     error: str | None = None
     detail: str = ""
+    #: Files the run deleted, or would delete in a dry run (orphan removal).
+    files: list[str] = field(default_factory=list)
     records: int = 0
     bytes_written: int = 0
     stop: RunStopped | None = None
@@ -120,6 +122,7 @@ class RunRecord:
             "duration_s": round(now - self.created_at, 3),
             "error": self.error,
             "detail": self.detail,
+            "files": self.files,
             "records_written": self.records,
             "bytes_written": self.bytes_written,
         }
@@ -200,6 +203,11 @@ class Runner:
     def has_capacity(self, table: TableRef) -> bool:
         with self._lock:
             return self._has_capacity(table)
+
+    def refusal(self, table: TableRef) -> str | None:
+        """Why a new run on `table` cannot start now (a concurrency limit, draining); None if it can."""
+        with self._lock:
+            return self._refusal(table)
 
     def _has_capacity(self, table: TableRef) -> bool:
         if len(self._running) >= self.concurrency.max_running:
@@ -452,6 +460,7 @@ class Runner:
             if run.outcome is None:
                 run.outcome = Outcome.NOTHING_TO_DO if done.nothing_to_do else Outcome.SUCCEEDED
             run.detail = done.detail
+            run.files = list(done.files)
             run.records, run.bytes_written = done.records, done.bytes_written
             self.control.clear_failures(run.key)
             return

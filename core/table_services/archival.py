@@ -453,10 +453,18 @@ class ArchiveResult:
     archive_file: str | None
     num_entries: int
     seconds: float
+    #: The instant files deleted from the active timeline (relative paths), oldest instant first.
+    instant_files: tuple[str, ...] = ()
+    #: True: nothing was written or deleted; the result says what an archival would do now.
+    dry_run: bool = False
 
 
-def archive(table: HoldsTableContext) -> ArchiveResult:
-    """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock."""
+def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult:
+    """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock.
+
+    `dry_run`: decide the same way, write and delete nothing; the result lists the instants and
+    instant files a real archival would move now.
+    """
     ctx = table.table_context
     started = time.monotonic()
     storage, wc = ctx.storage, ctx.write_config
@@ -477,10 +485,16 @@ def archive(table: HoldsTableContext) -> ArchiveResult:
         state_files = [files.get((i.time, i.action.completed_action), [i]) for i in to_archive]
         entries = [entry_of(storage, f) for group in state_files for f in group]
         new_entries = [e for e in entries if e.key not in done]
+        archived = tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive)
+        if dry_run:
+            instant_files = tuple(instant_path(f) for group in state_files for f in group)
+            return ArchiveResult(archived, None, len(new_entries), time.monotonic() - started, instant_files, True)
         written = _write_archive_file(storage, folder, new_entries, wc.archival_batch) if new_entries else None
+        deleted: list[str] = []
         for group in state_files:  # oldest instant first, its completed file last
             for f in group:
-                storage.delete_file(instant_path(f))
+                deleted.append(instant_path(f))
+                storage.delete_file(deleted[-1])
     elapsed = time.monotonic() - started
     if to_archive:
         log.info(
@@ -492,9 +506,7 @@ def archive(table: HoldsTableContext) -> ArchiveResult:
             written,
             elapsed,
         )
-    return ArchiveResult(
-        tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive), written, len(new_entries), elapsed
-    )
+    return ArchiveResult(archived, written, len(new_entries), elapsed, tuple(deleted))
 
 
 class ArchivalService(DirectService[ArchiveResult]):

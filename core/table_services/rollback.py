@@ -137,7 +137,7 @@ def rollback_pending_instant(
     layout = instant.layout
     _abort_if_completed(storage, instant.time, instant.action, None, layout)
     started = time.monotonic()
-    files = _files_written(storage, instant)
+    files = rollback_files(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
         by_partition[posixpath.dirname(path)].append(path)
@@ -217,15 +217,13 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
 
 
-def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
-    """Undo a completed write or service commit: a rollback instant whose plan lists every file it wrote.
-
-    The plan is written first, so a rollback that dies part-way is finished by `resume_rollback`.
-    """
+def rollback_files(storage: Storage, instant: Instant) -> list[str]:
+    """The data files rolling back `instant` deletes, sorted: of a completed instant those its commit
+    metadata lists (log files only when they hold its blocks alone), of a pending one those it wrote."""
     if not instant.is_completed:
-        raise ValueError(f"{instant} is pending; use rollback_pending_instant")
+        return _files_written(storage, instant)
     stats = read_commit_metadata(storage, instant).write_stats()
-    files = sorted(
+    return sorted(
         {
             path
             for stat in stats
@@ -233,6 +231,16 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
             if _log_file(path) is None or log_file_written_by(storage, path, instant.time)
         }
     )
+
+
+def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
+    """Undo a completed write or service commit: a rollback instant whose plan lists every file it wrote.
+
+    The plan is written first, so a rollback that dies part-way is finished by `resume_rollback`.
+    """
+    if not instant.is_completed:
+        raise ValueError(f"{instant} is pending; use rollback_pending_instant")
+    files = rollback_files(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
         by_partition[posixpath.dirname(path)].append(path)

@@ -192,9 +192,7 @@ def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None) ->
     if savepoint_time is None:  # resumed: the savepoint is the latest one before the first rolled-back instant
         oldest = min((i["commitTime"] for i in infos), default=inflight.time)
         savepoint_time = max((t for t in savepoints(Timeline.load(storage)) if t < oldest), default="")
-    listing = [
-        e.path for e in storage.list_dir("", recursive=True) if not e.is_dir and not e.path.startswith(METAFOLDER + "/")
-    ]
+    listing = _data_listing(storage)
     rollbacks: dict[str, list[dict[str, Any] | None]] = {}
     deleted: list[str] = []
     for info in sorted(infos, key=lambda i: i["commitTime"], reverse=True):
@@ -232,11 +230,8 @@ def _timeline_files(time_: str, action: Action) -> tuple[Instant | None, list[In
     return Instant(time_, family, State.COMPLETED), pending
 
 
-def _roll_back(
-    storage: Storage, restore_time: str, info: dict[str, str], listing: list[str]
-) -> tuple[dict[str, Any], list[str]]:
-    """Undo one instant of a restore; returns its HoodieRollbackMetadata and the files deleted."""
-    started = time.monotonic()
+def _files_to_delete(storage: Storage, info: dict[str, str], listing: list[str]) -> list[str]:
+    """The data files undoing one instant of a restore deletes (those that exist), sorted; deletes nothing."""
     t = info["commitTime"]
     completed, pending = _timeline_files(t, Action(info["action"]))
     assert completed is not None
@@ -247,7 +242,6 @@ def _roll_back(
             for path in stat.files():
                 if parse_log_file_name(posixpath.basename(path)) is None or log_file_written_by(storage, path, t):
                     files.add(path)
-        storage.delete_file(instant_path(completed))  # readers now see the instant before it
     elif any(storage.exists(instant_path(p)) for p in pending) or list_markers(storage, t):
         state = next((p for p in pending if storage.exists(instant_path(p))), pending[0])
         files.update(_files_written(storage, state))
@@ -255,7 +249,50 @@ def _roll_back(
         parsed = parse_base_file_name(posixpath.basename(path))
         if parsed is not None and parsed.instant_time == t:
             files.add(path)
-    existing = sorted(p for p in files if storage.exists(p))
+    return sorted(p for p in files if storage.exists(p))
+
+
+def _data_listing(storage: Storage) -> list[str]:
+    """Every data file of the table (outside `.hoodie/`)."""
+    return [
+        e.path for e in storage.list_dir("", recursive=True) if not e.is_dir and not e.path.startswith(METAFOLDER + "/")
+    ]
+
+
+def preview_restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
+    """What `restore` to the savepoint would undo now, changing nothing (a dry run): the instants it
+    rolls back (newest first) and the data files it deletes; `restore_instant_time` is empty.
+
+    A pending restore is finished first by a real restore: its instants are not listed here.
+    """
+    ctx = table.table_context
+    storage = ctx.storage
+    timeline = Timeline.load(storage)
+    if savepoint_time not in savepoints(timeline):
+        raise InstantNotFoundError(
+            f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
+        )
+    infos = [_info(timeline, i) for i in instants_after(timeline, savepoint_time)]
+    listing = _data_listing(storage)
+    files = [
+        f
+        for info in sorted(infos, key=lambda i: i["commitTime"], reverse=True)
+        for f in _files_to_delete(storage, info, listing)
+    ]
+    return RestoreResult("", savepoint_time, tuple(i["commitTime"] for i in infos), tuple(files))
+
+
+def _roll_back(
+    storage: Storage, restore_time: str, info: dict[str, str], listing: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """Undo one instant of a restore; returns its HoodieRollbackMetadata and the files deleted."""
+    started = time.monotonic()
+    t = info["commitTime"]
+    completed, pending = _timeline_files(t, Action(info["action"]))
+    assert completed is not None
+    existing = _files_to_delete(storage, info, listing)
+    if storage.exists(instant_path(completed)):
+        storage.delete_file(instant_path(completed))  # readers now see the instant before it
     for path in existing:
         storage.delete_file(path)
     for p in pending:

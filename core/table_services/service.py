@@ -62,6 +62,8 @@ class ServiceReport:
     records: int = 0
     bytes_written: int = 0
     detail: str = ""
+    #: Files the run deleted (or, in a dry run, would delete), for services that remove files.
+    files: tuple[str, ...] = ()
 
 
 class TableService(Protocol[ResultT_co]):

@@ -22,7 +22,7 @@ from lakeward.services.api.access import access_for
 from lakeward.services.api.audit import install_audit
 from lakeward.services.api.docs import mount_docs
 from lakeward.services.api.errors import install_error_handlers
-from lakeward.services.api.routes import audit, health, plans, runs, tables, triggers
+from lakeward.services.api.routes import audit, explain, health, plans, runs, table_health, tables, triggers
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
@@ -41,7 +41,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     install_audit(app, daemon)
     access = access_for(daemon.settings.http)
     app.include_router(health.router(daemon))
-    for module in (tables, plans, runs, triggers, audit):
+    for module in (tables, plans, runs, triggers, audit, table_health, explain):
         app.include_router(module.router(daemon, access))
     return app
 

@@ -6,11 +6,12 @@ Responses mirror the dictionaries the daemon builds (`TableView.to_dict`, `RunRe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakeward.services.model import ServiceAction
+from lakeward.services.planning import ReasonCode
 
 # ------------------------------------------------------------------------------------------ requests
 
@@ -27,6 +28,11 @@ class TriggerBody(BaseModel):
         "run: run a pending plan (`instant`, default the oldest).",
     )
     instant: str | None = Field(default=None, description="The pending plan to run (mode run).")
+    dry_run: bool = Field(
+        default=False,
+        description="Change nothing: answer at once with a finished run whose `files` and `detail` say what "
+        "the action would delete or change now (clean, archival, orphan_clean).",
+    )
 
 
 class PauseBody(BaseModel):
@@ -101,6 +107,9 @@ class RunInfo(BaseModel):
     duration_s: float
     error: str | None
     detail: str
+    files: list[str] = Field(
+        default_factory=list, description="Files the run deleted, or would delete in a dry run (orphan removal)."
+    )
     records_written: int
     bytes_written: int
 
@@ -198,3 +207,107 @@ class CancelResult(BaseModel):
 class ReleaseResult(BaseModel):
     key: str
     released: bool
+
+
+# -------------------------------------------------------------------------------------------- health
+
+
+class HealthFindingInfo(BaseModel):
+    """One health finding: its factor, severity, a stable code, the numbers, and what to do."""
+
+    factor: str
+    severity: Literal["info", "warning", "critical"]
+    code: str
+    message: str
+    action: str
+
+
+class DistributionInfo(BaseModel):
+    """p50 / p99 / max of a per-file-group number."""
+
+    p50: float
+    p99: float
+    max: float
+
+
+class PendingPlanAge(BaseModel):
+    action: str
+    instant_time: str
+    state: str
+    age_seconds: float
+
+
+class PendingWriteHealth(BaseModel):
+    action: str
+    instant_time: str
+    age_seconds: float
+    heartbeat: Literal["live", "expired", "missing"]
+    heartbeat_age_seconds: float | None
+
+
+class TableHealthInfo(BaseModel):
+    """A table's health as of the daemon's last discovery cycle (docs/health.md).
+
+    `score` is None (and `error` says why) when the table could not be scored; the other
+    fields are then absent.
+    """
+
+    table: str
+    score: int | None = Field(description="0-100; None when the table could not be scored.")
+    error: str | None = None
+    table_name: str | None = None
+    table_path: str | None = None
+    table_version: int | None = None
+    table_type: str | None = None
+    services_writable: bool | None = None
+    taken_at: str | None = Field(default=None, description="When the snapshot was taken (ISO 8601).")
+    factors: dict[str, float] = Field(default_factory=dict, description="Factor -> penalty (0, 0.5 or 1).")
+    findings: list[HealthFindingInfo] = Field(default_factory=list, description="Worst first.")
+    log_files: DistributionInfo | None = None
+    log_bytes: DistributionInfo | None = None
+    small_files: int | None = None
+    small_file_share: float | None = None
+    small_file_limit: int | None = None
+    oldest_pending_plans: dict[str, PendingPlanAge] = Field(default_factory=dict)
+    pending_writes: list[PendingWriteHealth] = Field(default_factory=list)
+    seconds_since_last: dict[str, float | None] = Field(
+        default_factory=dict, description="Seconds since the last completed compaction, clean, clustering."
+    )
+    cleanable_files: int | None = None
+    cleaner_policy: str | None = None
+    cleaner_retention: str | None = None
+    live_files: int | None = None
+    active_commits: int | None = None
+    active_instants: int | None = None
+    keep_min_commits: int | None = None
+    keep_max_commits: int | None = None
+
+
+# ------------------------------------------------------------------------------------------- explain
+
+
+class ReasonInfo(BaseModel):
+    """One reason the work does not run now, with its evidence (instants, counts, config keys)."""
+
+    code: ReasonCode
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class DecisionInfo(BaseModel):
+    """What the daemon would do now for one action (one entry per pending plan, or the new plan)."""
+
+    action: ServiceAction
+    instant: str | None = Field(description="The pending plan it would run (None: a new plan).")
+    work: str | None = Field(description="`run pending plan`, `schedule and run a new plan`, or None: nothing due.")
+    why: str | None = Field(description="Why the planner proposes it (None when it proposes nothing).")
+    would_run: bool = Field(description="True: the daemon would plan or run it now.")
+    reasons: list[ReasonInfo] = Field(description="Every reason it does not run now, in the planner's order.")
+
+
+class ExplainInfo(BaseModel):
+    """Why each action runs, or does not run, on a table now (docs/health.md, "Explain")."""
+
+    table: str
+    at: str = Field(description="When the decision was made (ISO 8601, UTC).")
+    actions: list[DecisionInfo]

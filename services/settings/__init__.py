@@ -37,6 +37,7 @@ from lakeward.services.settings.policy import (
     CompactionPolicy,
     EffectivePolicy,
     IndexBuildPolicy,
+    OrphanCleanPolicy,
     PoliciesSettings,
     PolicySettings,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "HttpSettings",
     "IndexBuildPolicy",
     "LogSettings",
+    "OrphanCleanPolicy",
     "PoliciesSettings",
     "PolicySettings",
     "RetrySettings",

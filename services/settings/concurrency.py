@@ -18,6 +18,7 @@ class ActionTimeouts(Section):
     archival: float = Field(default=600, gt=0)
     change_tracking: float = Field(default=3600, gt=0)
     index_build: float = Field(default=7200, gt=0)
+    orphan_clean: float = Field(default=1800, gt=0)
 
     def for_action(self, action: ServiceAction) -> float:
         value: float = getattr(self, action.value)

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from lakeward.core.health.policy import HealthPolicy
+from lakeward.core.table_services.orphan_clean import DRY_RUN_KEY, OLDER_THAN_KEY
 from lakeward.services.model import ServiceAction
 from lakeward.services.settings.base import Section, option_str, problems
 
@@ -92,6 +94,21 @@ class IndexBuildPolicy(ActionPolicy):
     columns: list[str] = Field(default_factory=list, description="Columns to index (required when enabled).")
 
 
+class OrphanCleanPolicy(ActionPolicy):
+    """Removal of orphan files (files no instant references; docs/health.md, "Orphan files")."""
+
+    enabled: bool = Field(default=False, description="Look for orphan files by policy (off by default).")
+    dry_run: bool = Field(
+        default=True, description="Only list the orphans in the run's record; set false to delete them."
+    )
+    older_than_s: float = Field(
+        default=86400, gt=0, description="Only files (and instants) older than this are orphans."
+    )
+    interval_s: float = Field(
+        default=86400, gt=0, description="A table is searched again this long after its last run on this replica."
+    )
+
+
 #: hoodie.* keys that a policy field sets: give the policy field instead (one place for each knob).
 _POLICY_OWNED_KEYS: dict[str, str] = {
     "hoodie.compact.inline.max.delta.commits": "compaction.max_delta_commits",
@@ -123,8 +140,14 @@ class PolicySettings(Section):
     archival: ArchivalPolicy = Field(default_factory=ArchivalPolicy)
     change_tracking: ChangeTrackingPolicy = Field(default_factory=ChangeTrackingPolicy)
     index_build: IndexBuildPolicy = Field(default_factory=IndexBuildPolicy)
+    orphan_clean: OrphanCleanPolicy = Field(default_factory=OrphanCleanPolicy)
     hoodie_options: dict[str, HoodieValue] = Field(
         default_factory=dict, description="Extra hoodie.* options passed to the table when it is opened."
+    )
+    health: HealthPolicy = Field(
+        default_factory=HealthPolicy,
+        description="Health score weights and finding thresholds (`weights.<factor>`, `thresholds.<key>`; "
+        "see docs/health.md). Ages are seconds or ISO 8601 durations.",
     )
 
     @field_validator("hoodie_options")
@@ -166,7 +189,8 @@ class EffectivePolicy(PolicySettings):
         return not self.paused and section is not None and section.enabled
 
     def table_options(self) -> dict[str, str]:
-        """The ``hoodie.*`` options for the table: the policy's knobs, then ``hoodie_options``."""
+        """The options for the table: the policy's ``hoodie.*`` knobs and orphan removal's
+        ``lakeward.orphan_clean.*`` keys, then ``hoodie_options``."""
         opts: dict[str, Any] = {
             "hoodie.compact.inline.max.delta.commits": self.compaction.max_delta_commits,
             "hoodie.cleaner.policy": self.clean.policy,
@@ -179,6 +203,8 @@ class EffectivePolicy(PolicySettings):
             "hoodie.keep.min.commits": self.archival.keep_min_commits,
             "hoodie.keep.max.commits": self.archival.keep_max_commits,
         }
+        opts[OLDER_THAN_KEY] = self.orphan_clean.older_than_s
+        opts[DRY_RUN_KEY] = self.orphan_clean.dry_run
         if self.clustering.sort_columns:
             opts["hoodie.clustering.plan.strategy.sort.columns"] = ",".join(self.clustering.sort_columns)
         opts.update(self.hoodie_options)

@@ -63,6 +63,12 @@ class TablesSettings(Section):
     refresh_jitter: float = Field(
         default=0.1, ge=0, le=1, description="Random jitter of each cycle, as a fraction of `refresh_interval_s`."
     )
+    health_refresh_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="A table's health snapshot (a listing of its files) is retaken when its timeline changed, "
+        "else at most this often (0: every cycle).",
+    )
 
     @field_validator("static")
     @classmethod

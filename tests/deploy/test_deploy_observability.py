@@ -28,6 +28,8 @@ DASHBOARD_MUST_USE = {
     "lakeward_discovery_cycle_seconds_bucket",
     "lakeward_zookeeper_connected",
     "lakeward_quarantined_plans",
+    "lakeward_table_health_score",
+    "lakeward_table_health_factor_penalty",
 }
 #: Alert -> the metric it must watch (issue: old pending plan, repeated failures, quarantine,
 #: ZooKeeper disconnected, no successful discovery, replica not ready).
@@ -38,6 +40,7 @@ ALERTS = {
     "LakewardZooKeeperDisconnected": "lakeward_zookeeper_connected",
     "LakewardDiscoveryStalled": "lakeward_last_successful_discovery_timestamp_seconds",
     "LakewardReplicaNotReady": "lakeward_ready",
+    "LakewardTableUnhealthy": "lakeward_table_health_score",
 }
 
 
@@ -129,3 +132,11 @@ def test_runbook_covers_every_alert() -> None:
     rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
     for rule in (r for g in rules["groups"] for r in g["rules"]):
         assert f"\n### {rule['alert']}\n" in section, f"the runbook (docs/operations.md) lacks {rule['alert']}"
+
+
+def test_unhealthy_table_alert_fires_after_30_minutes_below_the_chart_default() -> None:
+    rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r["alert"] == "LakewardTableUnhealthy")
+    chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
+    assert rule["for"] == chart["healthScoreFor"] == "30m"
+    assert rule["expr"] == f"min by (table) (lakeward_table_health_score) < {chart['healthScoreBelow']}"

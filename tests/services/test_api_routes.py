@@ -27,6 +27,9 @@ ROUTES = {
     "/api/v1/tables/{name}/resume": {"post"},
     "/api/v1/runs/{run_id}/cancel": {"post"},
     "/api/v1/quarantine/release": {"post"},
+    "/api/v1/health": {"get"},
+    "/api/v1/tables/{name}/health": {"get"},
+    "/api/v1/tables/{name}/explain": {"get"},
 }
 
 
@@ -53,4 +56,6 @@ def test_every_json_route_documents_a_named_response_model(tmp_path: Path) -> No
             if "$ref" not in schema and "$ref" not in schema.get("items", {}):
                 untyped.append(f"{method.upper()} {path}: {schema}")
     assert not untyped, untyped
-    assert {"TableInfo", "TableDetail", "RunInfo", "PlanStatus", "Claims"} <= set(spec["components"]["schemas"])
+    assert {"TableInfo", "TableDetail", "RunInfo", "PlanStatus", "Claims", "TableHealthInfo", "ExplainInfo"} <= set(
+        spec["components"]["schemas"]
+    )

@@ -159,6 +159,25 @@ def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
         ),
         ({"policies": {"defaults": {"clean": {"policy": "KEEP_ALL"}}}}, {}, "policies.defaults.clean.policy: must be"),
         (
+            {"policies": {"defaults": {"health": {"weights": {"compaction": -1}}}}},
+            {},
+            "policies.defaults.health.weights.compaction: must be >= 0",
+        ),
+        (
+            {"policies": {"defaults": {"health": {"thresholds": {"max_log_file": 3}}}}},
+            {},
+            "policies.defaults.health.thresholds.max_log_file: unknown key",
+        ),
+        (
+            {
+                "tables": {"static": [{"path": "/a/t"}]},
+                "policies": {"overrides": {"t": {"health": {"thresholds": {"small_files_warning_share": 0.9}}}}},
+            },
+            {},
+            "policies.overrides.t.health.thresholds: thresholds.small_files_warning_share (0.9) must not exceed",
+        ),
+        ({"tables": {"health_refresh_s": -1}}, {}, "tables.health_refresh_s: must be >= 0"),
+        (
             {"concurrency": {"retries": {"backoff_base_s": 10, "backoff_max_s": 1}}},
             {},
             "concurrency.retries.backoff_max_s: must be >= backoff_base_s (10",

@@ -7,15 +7,17 @@ any point is finished by running the same plan again.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import posixpath
 import time
 from dataclasses import dataclass
 
 from lakeward.core.context import HoldsTableContext
+from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.storage import delete_index_files_of_base_files
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.clean.plan import CleanPlan, pending_cleans, schedule_clean
+from lakeward.core.table_services.clean.plan import CleanPlan, pending_cleans, plan_clean, schedule_clean
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.transitions import read_instant
@@ -111,6 +113,38 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
 
     def report(self, result: CleanResult) -> ServiceReport:
         return ServiceReport(result.instant_time, detail=f"{result.files_deleted} file(s) deleted")
+
+
+@dataclass(frozen=True)
+class CleanPreview:
+    """What `Table.clean()` would delete now, without changing anything (a dry run)."""
+
+    #: Pending clean plans (finished first by a real clean) -> the files each deletes.
+    pending: dict[str, tuple[str, ...]]
+    #: The files a new clean plan would delete now (none when a clean is pending).
+    planned: tuple[str, ...]
+    policy: str
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file the clean would delete, relative to the base path, sorted."""
+        return tuple(sorted({f for files in self.pending.values() for f in files} | set(self.planned)))
+
+
+def preview_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> CleanPreview:
+    """The files a clean would delete now: those of pending clean plans, else those of the plan
+    `schedule_clean` would write (the same planner); writes nothing and takes no lock."""
+    ctx = table.table_context
+    timeline = ctx.timeline()
+    service = CleanService(ctx)
+    pending = {
+        t: tuple(p for ps in service.load_plan(t)[1].files.values() for p in ps) for t in pending_cleans(timeline)
+    }
+    if pending:
+        return CleanPreview(pending, (), ctx.write_config.cleaner_policy)
+    view = FileSystemView.load(ctx.storage, timeline)
+    plan = plan_clean(ctx.storage, timeline, view, ctx.write_config, ctx.config.timeline_timezone, now)
+    return CleanPreview({}, tuple(sorted(p for ps in plan.files.values() for p in ps)), plan.policy)
 
 
 def run_clean(table: HoldsTableContext, instant_time: str) -> CleanResult:

@@ -26,8 +26,9 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.post("/tables/{name}/trigger", status_code=202, response_model=RunInfo)
     def trigger(name: str, body: TriggerBody) -> dict[str, Any]:
-        """Schedule and/or run an action on a table now (claims and limits apply)."""
-        submitted = daemon.trigger(name, body.action, body.mode, body.instant)
+        """Schedule and/or run an action on a table now (claims and limits apply); `dry_run` changes nothing
+        and answers with what the action would delete or change."""
+        submitted = daemon.trigger(name, body.action, body.mode, body.instant, dry_run=body.dry_run)
         if submitted.run is None:
             raise HTTPException(409, f"not started: {submitted.reason}")
         return daemon.run_dict(submitted.run)
