@@ -28,9 +28,9 @@ CORE_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"timeline", "file_group", "instant_clock"}),
     frozenset({"config", "keygen", "merge", "locks", "index", "cdc", "table_schema"}),
     frozenset({"context"}),
-    frozenset({"read", "write", "table_services", "metadata_table"}),
+    frozenset({"read", "write", "table_services", "metadata_table", "orphans"}),
     frozenset({"table"}),
-    frozenset({"spark", "health", "orphans"}),
+    frozenset({"spark", "health"}),
 )
 
 #: Imports that still point up the layers, by (importing module prefix, imported module prefix), each
