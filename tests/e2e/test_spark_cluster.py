@@ -156,7 +156,7 @@ class Model:
         self.rows: dict[int, dict[str, Any]] = {}
 
     def batch(self, ids: list[int], v: int, partitions: int) -> pa.Table:
-        rows = [{"id": i, "p": f"p{i % partitions}", "v": v, "ts": v} for i in ids]
+        rows: list[dict[str, Any]] = [{"id": i, "p": f"p{i % partitions}", "v": v, "ts": v} for i in ids]
         for row in rows:
             self.rows[row["id"]] = row
         return pa.Table.from_pylist(rows)

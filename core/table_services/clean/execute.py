@@ -46,6 +46,13 @@ def delete_file(storage: Storage, path: str) -> None:
     storage.delete_file(path)
 
 
+def delete_files(storage: Storage, paths: list[str]) -> int:
+    """The planned deletes of one partition (one engine task); how many."""
+    for path in paths:
+        delete_file(storage, path)
+    return len(paths)
+
+
 class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
     """Cleaning as a table service: plan the file slices nobody needs, then delete them."""
 
@@ -78,7 +85,7 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
         storage, instant_time, plan = run.storage, run.instant_time, run.plan[1]
         # One task per partition (as Hudi's parallel clean): on Spark, the executors delete.
         run.engine.map(
-            lambda paths: [delete_file(storage, path) for path in paths],
+            lambda paths: delete_files(storage, paths),
             [paths for _, paths in sorted(plan.files.items())],
             f"clean {instant_time}",
         )
