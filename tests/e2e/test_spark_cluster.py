@@ -31,6 +31,7 @@ from lakeward.core.timeline import Action
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table, project
 from tests.support.daemon_process import DaemonProcess
 from tests.support.spark_cluster import SparkCluster, get_json
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
@@ -94,24 +95,26 @@ class Driver:
         assert len(apps) == 1, f"expected the daemon's one Spark application, got {apps}"
         self.app_id: str = apps[0]["id"]
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, *, polling: bool = False) -> Any:
+        """A status page; no answer fails the test, unless `polling` (then None: ask again)."""
         found = get_json(f"{self.base}/{self.app_id}/{path}")
-        assert found is not None, f"Spark status API: no answer for {path}"
+        assert found is not None or polling, f"Spark status API: no answer for {path}"
         return found
 
     def executors(self) -> list[dict[str, Any]]:
         """Every executor the application had (dead ones too), without the driver."""
         return [e for e in self.get("allexecutors") if e["id"] != "driver"]
 
-    def jobs(self) -> list[dict[str, Any]]:
-        return list(self.get("jobs"))
+    def jobs(self, *, polling: bool = False) -> list[dict[str, Any]]:
+        return list(self.get("jobs", polling=polling) or [])
 
-    def tasks_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+    def tasks_of(self, job: dict[str, Any], *, polling: bool = False) -> list[dict[str, Any]]:
         """Every task attempt of the job's stages."""
         tasks: list[dict[str, Any]] = []
         for stage_id in job["stageIds"]:
-            for stage in self.get(f"stages/{stage_id}"):
-                tasks += self.get(f"stages/{stage_id}/{stage['attemptId']}/taskList?length=1000")
+            for stage in self.get(f"stages/{stage_id}", polling=polling) or []:
+                path = f"stages/{stage_id}/{stage['attemptId']}/taskList?length=1000"
+                tasks += self.get(path, polling=polling) or []
         return tasks
 
 
@@ -136,16 +139,6 @@ def start_daemon(
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{cluster.tails()}") from None
     return daemon
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, diagnostics: Callable[[], str]) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}\n{diagnostics()}")
 
 
 # -- tables and their model ------------------------------------------------------------------------
@@ -340,13 +333,14 @@ def test_sigkill_of_a_worker_in_a_compaction_retries_its_tasks_on_the_other(
     diagnostics = lambda: daemon.tail() + "\n" + spark_cluster.tails()  # noqa: E731
     driver = Driver(ui_port, diagnostics)
 
-    def compaction_job() -> dict[str, Any] | None:
-        jobs = [j for j in driver.jobs() if str(j.get("description", "")).startswith(JOB_PREFIXES["compaction"])]
-        return jobs[0] if jobs else None
+    def compaction_job(polling: bool = False) -> dict[str, Any] | None:
+        jobs = driver.jobs(polling=polling)
+        mine = [j for j in jobs if str(j.get("description", "")).startswith(JOB_PREFIXES["compaction"])]
+        return mine[0] if mine else None
 
     def running_task() -> dict[str, Any] | None:
-        job = compaction_job()
-        running = [t for t in driver.tasks_of(job) if t["status"] == "RUNNING"] if job else []
+        job = compaction_job(polling=True)
+        running = [t for t in driver.tasks_of(job, polling=True) if t["status"] == "RUNNING"] if job else []
         return running[0] if running else None
 
     first = wait_until(running_task, 120, "the compaction's first task to run", diagnostics)
