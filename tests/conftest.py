@@ -7,6 +7,7 @@ pytest_plugins = [
     "tests.support.seaweedfs",
     "tests.support.fixture_tables",
     "tests.support.spark",
+    "tests.support.spark_cluster",
 ]
 
 

@@ -47,6 +47,7 @@ from lakeward.services.daemon import table_lock_options
 from lakeward.services.settings import load_settings
 from tests.e2e import writer as workload
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table, same_rows
+from tests.support import waiting
 from tests.support.daemon_process import DaemonProcess
 from tests.support.zookeeper import free_port
 
@@ -187,13 +188,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, cluster: Cluster, step: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}\n{cluster.tails()}")
+    return waiting.wait_until(predicate, timeout_s, what, cluster.tails, step)
 
 
 # -- reading the outcome --------------------------------------------------------------------------

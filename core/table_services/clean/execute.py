@@ -1,5 +1,7 @@
 """Executing a clean plan: delete the planned files, then complete `<t>.clean` with `HoodieCleanMetadata`.
 
+The deletes run on the engine, one task per partition (Spark: on the executors).
+
 `<t>.clean.inflight` (holding the same plan, as Hudi) is written before the first delete.
 Every step is idempotent: a file already gone counts as deleted, so a clean killed at
 any point is finished by running the same plan again.
@@ -46,6 +48,13 @@ def delete_file(storage: Storage, path: str) -> None:
     storage.delete_file(path)
 
 
+def delete_files(storage: Storage, paths: list[str]) -> int:
+    """The planned deletes of one partition (one engine task); how many."""
+    for path in paths:
+        delete_file(storage, path)
+    return len(paths)
+
+
 class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
     """Cleaning as a table service: plan the file slices nobody needs, then delete them."""
 
@@ -76,9 +85,12 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
 
     def run(self, run: PlanRun[tuple[bytes, CleanPlan]]) -> Completion[CleanResult]:
         storage, instant_time, plan = run.storage, run.instant_time, run.plan[1]
-        for paths in plan.files.values():
-            for path in paths:
-                delete_file(storage, path)
+        # One task per partition (as Hudi's parallel clean): on Spark, the executors delete.
+        run.engine.map(
+            lambda paths: delete_files(storage, paths),
+            [paths for _, paths in sorted(plan.files.items())],
+            f"clean {instant_time}",
+        )
         delete_index_files_of_base_files(storage, [p for paths in plan.files.values() for p in paths])
         earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
         metadata = {
