@@ -19,8 +19,8 @@ from lakeward.core.config.table import (
     TableType,
 )
 from lakeward.core.config.values import parse_bool, parse_fields
-from lakeward.core.spark import changes, datasource
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.spark import changes, datasource
 from lakeward.core.table_version import table_version
 
 
