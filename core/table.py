@@ -257,7 +257,7 @@ class Table:
         return check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
-    def _writer(self, *, write: bool = False) -> WriteClient:
+    def _writer(self, *, write: bool = False, service: str | None = None) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
         `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
@@ -273,20 +273,21 @@ class Table:
         if write:
             self.version.check_writes("write to this table")
         else:
-            self.version.check_writable("run this on the table")
+            self.version.check_writable(f"run {service or 'this'} on the table", service)
         check_no_metadata_table(self.config.to_properties())
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
 
-    def service_context(self) -> TableContext:
+    def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).
 
-        Refused like every table service (ReadOnlyTableVersionError on versions whose services
-        lakeward does not run, MetadataTableError, TableClosedError): see `_writer`.
+        `service`: the one service asking (a registry action, `savepoint`, `restore`); None asks
+        for all of them. Refused like every table service (ReadOnlyTableVersionError on versions
+        where lakeward does not run that service, MetadataTableError, TableClosedError): see `_writer`.
         """
-        return self._writer().table_context
+        return self._writer(service=service).table_context
 
     def close(self) -> None:
         """Give back what the table holds: its lock provider's share of the ZooKeeper client.
@@ -452,7 +453,7 @@ class Table:
     def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
         instant = instant_time_of(instant)
-        return savepoint_service.savepoint(self.service_context(), instant, user, comment)
+        return savepoint_service.savepoint(self.service_context("savepoint"), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
@@ -460,12 +461,12 @@ class Table:
 
     def delete_savepoint(self, instant: str | Instant) -> None:
         instant = instant_time_of(instant)
-        savepoint_service.delete_savepoint(self.service_context(), instant)
+        savepoint_service.delete_savepoint(self.service_context("savepoint"), instant)
 
     def restore(self, savepoint_instant: str | Instant) -> savepoint_service.RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
-        return savepoint_service.restore(self.service_context(), savepoint_instant)
+        return savepoint_service.restore(self.service_context("restore"), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
     def rollback(self, instant: str | Instant) -> RollbackResult:
@@ -475,7 +476,7 @@ class Table:
         after it, and when it is not savepointed (use `restore` to go back further).
         """
         instant = instant_time_of(instant)
-        client = self._writer()
+        client = self._writer(service="rollback")
         with client.lock:
             timeline = client.roll_back_failed_writes()
             tz = self.config.timeline_timezone

@@ -39,7 +39,7 @@ class ServiceHost(Protocol):
 
     def timeline(self) -> Timeline: ...
 
-    def service_context(self) -> TableContext: ...
+    def service_context(self, service: str | None = None) -> TableContext: ...
 
 
 class ServiceNamespace(Generic[ResultT]):
@@ -64,7 +64,7 @@ class ServiceNamespace(Generic[ResultT]):
 
     def execute(self, instant: str | Instant | None = None, *, engine: Engine | str | None = None) -> ResultT:
         """Run the plan `instant` to completion (idempotent); direct services take no instant."""
-        ctx = self._host.service_context()
+        ctx = self._host.service_context(self.action)
         instant_time = instant_time_of(instant) if instant is not None else None
         return self._service(ctx).execute(instant_time, engine=resolve_engine(engine, default=ctx.engine))
 
@@ -81,7 +81,7 @@ class ServiceNamespace(Generic[ResultT]):
         return self._bound().report(result)
 
     def _bound(self) -> TableService[ResultT]:
-        return self._service(self._host.service_context())
+        return self._service(self._host.service_context(self.action))
 
 
 class TableServices:

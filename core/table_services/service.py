@@ -258,7 +258,8 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             )
         started = time.monotonic()
         plan = self.load_plan(instant_time)
-        inflight = self._claim(Instant(instant_time, self.timeline_action, State.REQUESTED), state, plan)
+        requested = Instant(instant_time, self.timeline_action, State.REQUESTED, layout=self.ctx.layout)
+        inflight = self._claim(requested, state, plan)
         schema = self.ctx.require_schema(timeline) if self.needs_schema else None
         run = PlanRun(self.ctx, instant_time, timeline, plan, schema, engine or self.ctx.engine, started)
         done = self.run(run)
@@ -278,7 +279,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
     def _complete(self, inflight: Instant, metadata: bytes) -> None:
         try:
             with self.ctx.lock if self.complete_under_lock else nullcontext():
-                complete(self.ctx.storage, inflight, metadata)
+                complete(self.ctx.storage, inflight, metadata, self.ctx.config.timeline_timezone)
         except InstantExistsError:
             if not self.tolerates_completed_by_other:
                 raise

@@ -116,7 +116,7 @@ def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple
     """(partition, file id) -> the oldest base instant a pending compaction reads in that group."""
     out: dict[tuple[str, str], str] = {}
     for instant in pending_compaction_instants(timeline):
-        for op in read_compaction_plan(storage, instant.time).operations:
+        for op in read_compaction_plan(storage, instant.time, timeline.layout).operations:
             key = (op.partition_path, op.file_id)
             base = op.base_instant_time or instant.time
             out[key] = min(out.get(key, base), base)

@@ -180,7 +180,11 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
         result = ClusteringResult(
             instant_time, len(plan.groups), len(plan.file_groups()), records, tuple(s.path for s in stats)
         )
-        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+        return Completion(
+            metadata.to_bytes(run.ctx.config.version.metadata_encoding),
+            result,
+            after=lambda: self._finished(run, result),
+        )
 
     def _finished(self, run: PlanRun[ClusteringPlan], result: ClusteringResult) -> None:
         """Once completed: remove what only the run needed, and log it."""
