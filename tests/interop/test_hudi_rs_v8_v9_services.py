@@ -17,7 +17,14 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.timeline import Action, State
-from tests.interop.compare import all_mismatches, fail_on
+from tests.interop.compare import (
+    all_mismatches,
+    fail_on,
+    incremental_mismatches,
+    incremental_ranges,
+    snapshot_mismatches,
+    write_instants,
+)
 from tests.support import crash
 
 PARTS = ["p1", "p2", "p3"]
@@ -82,6 +89,13 @@ def _scenario(path: Path, version: int, table_type: str, **options: str) -> Scen
     return s
 
 
+def all_mismatches_after(path: str, earliest: str) -> list[str]:
+    """`all_mismatches` over the instants a clean retained (older ones are no longer readable)."""
+    instants = [t for t in write_instants(Table.open(path)) if t >= earliest]
+    ranges = [(b, e) for b, e in incremental_ranges(instants) if b >= earliest]
+    return snapshot_mismatches(path, [None, *instants]) + incremental_mismatches(path, ranges)
+
+
 def _timeline_files(path: str) -> list[str]:
     return sorted(p.name for p in (Path(path) / ".hoodie" / "timeline").iterdir() if p.is_file())
 
@@ -119,3 +133,50 @@ def test_compaction_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path
     assert table.timeline().state_of(instant, Action.COMPACTION) is State.COMPLETED
     s.table = table
     s.check("the rerun compaction")
+
+
+# -- clean ---------------------------------------------------------------------------------
+CLEAN_OPTIONS = {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", "hoodie.cleaner.commits.retained": "2"}
+
+
+def _cleaned(path: Path, version: int, table_type: str) -> tuple[Scenario, str]:
+    """A table with old file slices, compacted on MOR, and a scheduled clean of them."""
+    s = _scenario(path, version, table_type, **CLEAN_OPTIONS)
+    if table_type == "MERGE_ON_READ":
+        instant = s.table.schedule_compaction(force=True)
+        assert instant is not None
+        s.table.run_compaction(instant)
+    s.upsert(range(0, 12, 3))
+    s.upsert([2, 4, 40])
+    clean = s.table.schedule_clean()
+    assert clean is not None
+    return s, clean
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_clean_on_a_v8_v9_table_matches_the_model_and_hudi_rs(tmp_path: Path, version: int, table_type: str) -> None:
+    s, clean = _cleaned(tmp_path / "t", version, table_type)
+    assert f"{clean}.clean.requested" in _timeline_files(s.path)
+    result = s.table.run_clean(clean)
+    assert result.files_deleted > 0
+    assert not any((Path(s.path) / f).exists() for f in result.deleted_files)
+    files = _timeline_files(s.path)
+    assert f"{clean}.clean.inflight" in files
+    assert [f for f in files if f.startswith(f"{clean}_") and f.endswith(".clean")], files
+    assert s.table.run_clean(clean).deleted_files == result.deleted_files, "a completed clean returns its record"
+    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in Table.open(s.path).read().to_pylist()}
+    assert got == s.model
+    fail_on(all_mismatches_after(s.path, result.earliest_commit_to_retain))
+
+
+def test_clean_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path: Path) -> None:
+    s, clean = _cleaned(tmp_path / "t", 9, "MERGE_ON_READ")
+    crash.run_and_kill("crash_cleaner.py", s.path, "clean_after_some_deletes", clean)
+    table = Table.open(s.path)
+    assert table.timeline().state_of(clean, Action.CLEAN) is State.INFLIGHT
+    result = table.run_clean(clean)
+    assert table.timeline().state_of(clean, Action.CLEAN) is State.COMPLETED
+    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in table.read().to_pylist()}
+    assert got == s.model
+    fail_on(all_mismatches_after(s.path, result.earliest_commit_to_retain))

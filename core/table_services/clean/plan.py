@@ -283,6 +283,6 @@ def schedule_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> 
             log.info("nothing to clean under %s", plan.policy)
             return None
         instant_time = ctx.new_instant_time(timeline)
-        create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage))
+        create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage), ctx.layout)
         log.info("scheduled clean %s of %d file(s) (%s)", instant_time, plan.file_count, plan.policy)
         return instant_time
