@@ -230,7 +230,9 @@ class Table:
         `writes_since_clean`, `pending(Action.CLUSTERING)`.
         """
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
-        return service_state(timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t) is not None)
+        return service_state(
+            timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t, timeline.layout) is not None
+        )
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""

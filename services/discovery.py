@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 PROPERTIES_FILE = "hoodie.properties"
 
 #: Pending timeline actions that are table-service plans, and the service that completes them.
-#: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write).
+#: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write);
+#: on table versions 8+ a pending clustering has its own `clustering` action.
 _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.COMPACTION: ServiceAction.COMPACTION,
     Action.LOG_COMPACTION: ServiceAction.COMPACTION,
@@ -52,9 +53,10 @@ _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.RESTORE: ServiceAction.ROLLBACK,  # a restore is a batch of rollbacks; the model has no RESTORE action
     Action.INDEXING: ServiceAction.INDEX_BUILD,
     Action.CHANGE_TRACKING: ServiceAction.CHANGE_TRACKING,
+    Action.CLUSTERING: ServiceAction.CLUSTERING,
 }
 #: The service of each `PendingServicePlan.action` (a clustering plan is `Action.CLUSTERING`).
-_SERVICE_OF: dict[Action, ServiceAction] = {**_PLAN_ACTIONS, Action.CLUSTERING: ServiceAction.CLUSTERING}
+_SERVICE_OF: dict[Action, ServiceAction] = _PLAN_ACTIONS
 
 
 @dataclass(frozen=True)

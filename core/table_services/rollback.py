@@ -214,7 +214,11 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     found = [i for i in timeline.pending_writes() if i.time not in exclude]
     if storage is None:
         return found
-    return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
+    return [
+        i
+        for i in found
+        if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time, timeline.layout) is None
+    ]
 
 
 def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:

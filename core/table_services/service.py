@@ -232,6 +232,10 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         """Executing a plan that completed already: InstantExistsError (clean returns its recorded result)."""
         raise InstantExistsError(f"{self.noun} {instant_time} is already completed")
 
+    def plan_action(self) -> Action:
+        """The action of the plan's requested and inflight files (clustering: by table version)."""
+        return self.timeline_action
+
     def inflight_content(self, plan: PlanT) -> bytes:
         """What the inflight instant file holds (Hudi: empty, or the plan again for some actions)."""
         return b""
@@ -258,7 +262,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             )
         started = time.monotonic()
         plan = self.load_plan(instant_time)
-        requested = Instant(instant_time, self.timeline_action, State.REQUESTED, layout=self.ctx.layout)
+        requested = Instant(instant_time, self.plan_action(), State.REQUESTED, layout=self.ctx.layout)
         inflight = self._claim(requested, state, plan)
         schema = self.ctx.require_schema(timeline) if self.needs_schema else None
         run = PlanRun(self.ctx, instant_time, timeline, plan, schema, engine or self.ctx.engine, started)

@@ -52,10 +52,10 @@ class Scenario:
     model: dict[str, Row] = field(default_factory=dict)
     ts: int = 0
 
-    def upsert(self, ids: range | list[int]) -> None:
+    def upsert(self, ids: range | list[int], operation: str = "upsert") -> None:
         self.ts += 1
         rows = {f"k{i:03d}": (PARTS[i % len(PARTS)], self.ts, i * 7 + self.ts) for i in ids}
-        self.table.upsert(_batch(rows))
+        getattr(self.table, operation)(_batch(rows))
         self.model |= rows
 
     def delete(self, ids: list[int]) -> None:
@@ -180,3 +180,50 @@ def test_clean_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path: Pat
     got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in table.read().to_pylist()}
     assert got == s.model
     fail_on(all_mismatches_after(s.path, result.earliest_commit_to_retain))
+
+
+# -- clustering ----------------------------------------------------------------------------
+def _clustered(path: Path, version: int, table_type: str) -> tuple[Scenario, str]:
+    """Small file groups (bulk inserts) and updates, and a scheduled clustering of them."""
+    s = _scenario(path, version, table_type)
+    s.upsert(range(50, 56), "bulk_insert")
+    s.upsert(range(60, 66), "bulk_insert")
+    s.upsert([50, 61, 2])
+    instant = s.table.schedule_clustering()
+    assert instant is not None
+    return s, instant
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_clustering_on_a_v8_v9_table_is_its_own_action_and_matches_hudi_rs(
+    tmp_path: Path, version: int, table_type: str
+) -> None:
+    s, instant = _clustered(tmp_path / "t", version, table_type)
+    files = _timeline_files(s.path)
+    assert f"{instant}.clustering.requested" in files
+    assert not [f for f in files if f.startswith(instant) and "replacecommit" in f], files
+    assert s.table.pending_clustering() == [instant]
+    assert s.table.service_state().pending(Action.CLUSTERING)[0].time == instant
+    s.check("the scheduled clustering (a pending plan, not a failed write)")
+    s.upsert([70])  # a writer does not roll the plan back
+    assert s.table.pending_clustering() == [instant]
+    groups_before = len({(sl.partition_path, sl.file_id) for sl in s.table.file_slices()})
+    s.table.run_clustering(instant)
+    files = _timeline_files(s.path)
+    assert f"{instant}.clustering.inflight" in files
+    assert [f for f in files if f.startswith(f"{instant}_") and f.endswith(".replacecommit")], files
+    assert s.table.pending_clustering() == []
+    assert len({(sl.partition_path, sl.file_id) for sl in s.table.file_slices()}) < groups_before
+    s.check("clustering")
+
+
+def test_clustering_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path: Path) -> None:
+    s, instant = _clustered(tmp_path / "t", 9, "MERGE_ON_READ")
+    crash.run_and_kill("crash_clusterer.py", s.path, "after_first_base_file", instant)
+    table = Table.open(s.path)
+    assert table.pending_clustering() == [instant]
+    s.check("the killed clustering")
+    table.run_clustering(instant)
+    assert table.pending_clustering() == []
+    s.check("the rerun clustering")

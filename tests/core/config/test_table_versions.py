@@ -149,7 +149,9 @@ def test_services_on_v8_v9_refuse_without_touching_the_timeline(fixture_table: C
         lambda: table.rollback(table.completed_instants()[-1].time),
     ]
     for attempt in attempts:
-        with pytest.raises(ReadOnlyTableVersionError, match=r"runs only \['clean', 'compaction'\] table services on it"):
+        with pytest.raises(
+            ReadOnlyTableVersionError, match=r"runs only \['clean', 'clustering', 'compaction'\] table services on it"
+        ):
             attempt()
     assert sorted(p.name for p in (Path(path) / ".hoodie").rglob("*")) == before
 
