@@ -272,11 +272,11 @@ class Table:
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
+        check_no_metadata_table(self.config.to_properties())  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")
         else:
             self.version.check_writable(f"run {service or 'this'} on the table", service)
-        check_no_metadata_table(self.config.to_properties())
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
@@ -484,7 +484,9 @@ class Table:
             tz = self.config.timeline_timezone
             pending = [i for i in timeline.pending_writes() if i.time == instant]
             if pending:
-                return rollback_pending_instant(self.storage, pending[0], new_instant_time(timeline.latest_time(), tz))
+                return rollback_pending_instant(
+                    self.storage, pending[0], new_instant_time(timeline.latest_time(), tz), tz
+                )
             completed = [i for i in timeline.completed_writes() if i.time == instant]
             if not completed:
                 raise InstantNotFoundError(f"no write instant {instant} to roll back in {self.storage.uri}")
@@ -496,7 +498,9 @@ class Table:
                 )
             if instant in savepoint_service.savepoints(timeline):
                 raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
-            return rollback_completed_instant(self.storage, completed[0], new_instant_time(timeline.latest_time(), tz))
+            return rollback_completed_instant(
+                self.storage, completed[0], new_instant_time(timeline.latest_time(), tz), tz
+            )
 
     def repair(self) -> list[str]:
         """Finish interrupted rollbacks and roll back writes whose writer is gone; the instants rolled back.

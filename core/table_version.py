@@ -158,7 +158,7 @@ class TableVersion:
 
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far.
-V8_SERVICES = frozenset({"compaction", "clean", "clustering"})
+V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore"})
 
 V6 = TableVersion(
     6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
 from lakeward.core.timeline import Action, State
+from tests.core.test_crash_recovery import run_and_kill as run_writer_and_kill
 from tests.interop.compare import (
     all_mismatches,
     fail_on,
@@ -227,3 +229,88 @@ def test_clustering_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path
     table.run_clustering(instant)
     assert table.pending_clustering() == []
     s.check("the rerun clustering")
+
+
+# -- rollback, savepoints and restore ------------------------------------------------------
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_rollback_of_a_completed_write_on_v8_v9_matches_hudi_rs(tmp_path: Path, version: int, table_type: str) -> None:
+    s = _scenario(tmp_path / "t", version, table_type)
+    before = dict(s.model)
+    s.upsert([0, 1, 2, 80])
+    last = s.table.completed_instants()[-1].time
+    s.table.rollback(last)
+    files = _timeline_files(s.path)
+    assert not [f for f in files if f.startswith(last)], "the rolled-back instant's timeline files are gone"
+    assert len([f for f in files if "_" in f and f.endswith(".rollback")]) == 1, files
+    s.model = before
+    s.check("the rollback")
+    s.upsert([0, 81])
+    s.check("a write after the rollback")
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_savepoint_and_restore_on_v8_v9_match_the_model_and_hudi_rs(
+    tmp_path: Path, version: int, table_type: str
+) -> None:
+    s = _scenario(tmp_path / "t", version, table_type)
+    saved = s.table.completed_instants()[-1].time
+    at_savepoint = dict(s.model)
+    s.table.savepoint(saved, user="test")
+    assert s.table.savepoints() == [saved]
+    assert [f for f in _timeline_files(s.path) if f.startswith(f"{saved}_") and f.endswith(".savepoint")]
+    s.upsert([0, 1, 90])
+    if table_type == "MERGE_ON_READ":
+        instant = s.table.schedule_compaction(force=True)
+        assert instant is not None
+        s.table.run_compaction(instant)
+    s.delete([2])
+    s.upsert(range(95, 98), "bulk_insert")
+    s.check("writes after the savepoint")
+    result = s.table.restore(saved)
+    assert result.savepoint_instant_time == saved and len(result.rolled_back) >= 3
+    files = _timeline_files(s.path)
+    assert [f for f in files if f.startswith(f"{result.restore_instant_time}_") and f.endswith(".restore")], files
+    s.model = at_savepoint
+    s.check("the restore")
+    s.upsert([0, 99])
+    s.check("a write after the restore")
+    s.table.delete_savepoint(saved)
+    assert s.table.savepoints() == []
+    assert not [f for f in _timeline_files(s.path) if f.endswith(".savepoint") or f.endswith(".savepoint.inflight")]
+
+
+def test_restore_on_v9_killed_and_rerun_ends_at_the_savepoint(tmp_path: Path) -> None:
+    s = _scenario(tmp_path / "t", 9, "MERGE_ON_READ")
+    saved = s.table.completed_instants()[-1].time
+    at_savepoint = dict(s.model)
+    s.table.savepoint(saved)
+    s.upsert([0, 1, 90])
+    s.upsert([3, 4, 91])
+    s.delete([5])
+    crash.run_and_kill("crash_cleaner.py", s.path, "restore_after_first_rollback", saved)
+    table = Table.open(s.path)
+    assert table.timeline().pending(Action.RESTORE), "the killed restore is pending"
+    table.restore(saved)
+    assert not table.timeline().pending()
+    s.table, s.model = table, at_savepoint
+    s.check("the rerun restore")
+
+
+def test_rollback_on_v9_killed_and_rerun_by_repair(tmp_path: Path) -> None:
+    s = _scenario(tmp_path / "t", 9, "MERGE_ON_READ")
+    batch_file = tmp_path / "crash.parquet"
+    pq.write_table(_batch({"k000": ("p1", 99, -1), "k100": ("p2", 99, -1)}), batch_file)
+    run_writer_and_kill(Path(s.path), "before_complete", batch_file)
+    failed = [i.time for i in Table.open(s.path).timeline().pending_writes()]
+    assert len(failed) == 1
+    run_writer_and_kill(Path(s.path), "rollback_before_complete", batch_file)
+    table = Table.open(s.path)
+    assert table.timeline().pending(Action.ROLLBACK), "the killed rollback is pending"
+    s.check("the killed rollback")
+    table.repair()
+    timeline = table.timeline()
+    assert not timeline.pending(Action.ROLLBACK) and not [i for i in timeline.instants if i.time in failed]
+    s.table = table
+    s.check("the finished rollback")
