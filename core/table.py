@@ -32,7 +32,7 @@ from lakeward.core.exceptions import (
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import IntegrityReport, check_table
-from lakeward.core.file_group.metadata_listing import check_no_metadata_table
+from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.read.changes import (
@@ -214,6 +214,10 @@ class Table:
     def version(self) -> TableVersion:
         """The table version's rules (`hoodie.table.version`: 6, 8 or 9)."""
         return self.config.version
+
+    def read_only_reason(self) -> str | None:
+        """Why lakeward runs no table service on this table (None: it runs them); `TableVersion.read_only_reason`."""
+        return self.version.read_only_reason(metadata_partitions(self.config.to_properties()))
 
     def timeline(self) -> Timeline:
         """The table's timeline: the active one, plus on table versions 8+ the instants archived

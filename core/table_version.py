@@ -13,8 +13,9 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
 - whether clustering has its own pending action (`clustering`) or uses `replacecommit`;
 - which `hoodie.properties` keys a table of the version carries (key generator, ordering
   field, merge mode, payload class, timeline paths);
-- whether lakeward writes data to the table (6, 8, 9) and whether it also runs table services
-  on it (6 only: services on Hudi 1.x tables are a later step of issue 16).
+- whether lakeward writes data to the table (6, 8, 9) and which table services it runs on it
+  (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints and
+  archival, on tables without a metadata table).
 
 This module imports nothing from lakeward but the exceptions, so that every layer (config,
 timeline, file groups, reads, the daemon) can ask it without import cycles.
@@ -23,6 +24,7 @@ timeline, file groups, reads, the daemon) can ask it without import cycles.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
@@ -144,6 +146,24 @@ class TableVersion:
                 SUPPORTED_VERSIONS,
             )
 
+    def read_only_reason(self, metadata_partitions: Sequence[str] = ()) -> str | None:
+        """Why the daemon serves no table service on a table of this version (None: it serves them).
+
+        `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
+        services lakeward runs only in part (8, 9) are served without a metadata table only:
+        lakeward does not maintain one, so every service on such a table is refused.
+        """
+        if self.writable:
+            return None
+        if not self.services:
+            return f"read-only: {self}"
+        if metadata_partitions:
+            return (
+                f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), which lakeward "
+                "does not maintain yet; drop it with hoodie.metadata.enable=false in a Hudi writer"
+            )
+        return None
+
     def check_writes(self, what: str = "write") -> None:
         """Raise ReadOnlyTableVersionError if lakeward must not write data to this version."""
         if not self.writes:
@@ -158,7 +178,7 @@ class TableVersion:
 
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far.
-V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore"})
+V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore", "archival"})
 
 V6 = TableVersion(
     6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True

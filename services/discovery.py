@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.state import ServiceState, service_state
@@ -243,7 +244,7 @@ def _build_state(
     return TableState(
         ref=ref,
         table_version=version.number,
-        read_only=None if version.writable else f"read-only: {version}",
+        read_only=version.read_only_reason(metadata_partitions(config.to_properties())),
         table_type=config.table_type.value,
         timeline_timezone=config.timeline_timezone,
         timeline=timeline,

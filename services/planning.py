@@ -21,6 +21,7 @@ import datetime as dt
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, WorkItem
@@ -228,9 +229,9 @@ def _new_plans(state: TableState, policy: Policy, now: dt.datetime) -> list[tupl
 def skip_reason(state: TableState) -> str | None:
     """Why planning proposes nothing on a table, whatever its policy; None when it plans normally.
 
-    A table of a version lakeward only reads (8, 9) gets no work at all: neither new plans
-    nor the pending plans Hudi scheduled on it (running them would write version-6 instants
-    into a Hudi 1.x table).
+    A table the daemon does not serve (`TableVersion.read_only_reason`: a Hudi 1.x table with
+    a metadata table) gets no work at all: neither new plans nor the pending plans Hudi
+    scheduled on it (running them would leave its metadata table stale).
     """
     if state.read_only is not None:
         return f"{state.read_only}: lakeward does not plan or run table services on it"
@@ -272,7 +273,9 @@ def plan_work(
             )
         for action, since, reason in _new_plans(state, policy, now):
             items.append(WorkItem(ACTION_PRIORITY[action], since, state.ref, action, None, reason))
-    items = [i for i in items if i.key not in running]
+    versions = {s.ref.name: table_version(s.table_version) for s in states}
+    # Services lakeward does not run on a table's version yet (8, 9: change tracking, index builds).
+    items = [i for i in items if i.key not in running and versions[i.table.name].runs_service(i.action.value)]
     return order_fairly(items)
 
 

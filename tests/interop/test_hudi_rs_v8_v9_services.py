@@ -9,6 +9,7 @@ Each service also has a SIGKILL-and-rerun test on version 9 (the crash scripts o
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from lakeward import Table
 from lakeward.core.timeline import Action, State
 from tests.core.test_crash_recovery import run_and_kill as run_writer_and_kill
 from tests.interop.compare import (
+    EPOCH_INSTANT,
     all_mismatches,
     fail_on,
     incremental_mismatches,
@@ -314,3 +316,99 @@ def test_rollback_on_v9_killed_and_rerun_by_repair(tmp_path: Path) -> None:
     assert not timeline.pending(Action.ROLLBACK) and not [i for i in timeline.instants if i.time in failed]
     s.table = table
     s.check("the finished rollback")
+
+
+# -- archival into the LSM history ---------------------------------------------------------
+ARCHIVE_OPTIONS = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
+
+
+def _long_timeline(path: Path, version: int, table_type: str) -> Scenario:
+    s = _scenario(path, version, table_type, **ARCHIVE_OPTIONS)
+    for k in range(4):
+        s.upsert([k, k + 1, 100 + k])
+    if table_type == "MERGE_ON_READ":
+        instant = s.table.schedule_compaction(force=True)
+        assert instant is not None
+        s.table.run_compaction(instant)
+        s.upsert([1, 2])
+    return s
+
+
+def _history_files(path: str) -> list[str]:
+    return sorted(p.name for p in (Path(path) / ".hoodie" / "timeline" / "history").iterdir())
+
+
+def _check_archived(s: Scenario, archived: list[str]) -> None:
+    """lakeward reads the archived instants back from the history; hudi-rs reads every snapshot.
+
+    hudi-rs does not read the LSM history (format reference §2.6): incremental ranges are
+    compared over the active timeline only; snapshots and time travel to every instant
+    (archived ones included: their files are older than the first active instant) are compared.
+    """
+    table = Table.open(s.path)
+    timeline = table.timeline()
+    assert sorted(i.time for i in timeline.completed() if i.is_archived) == sorted(archived)
+    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in table.read().to_pylist()}
+    assert got == s.model
+    instants = write_instants(table)
+    active = [t for t in instants if t not in archived]
+    ranges = [(b, e) for b, e in incremental_ranges(active) if b != EPOCH_INSTANT]  # (epoch, ..] reaches the history
+    fail_on(snapshot_mismatches(s.path, [None, *instants]) + incremental_mismatches(s.path, ranges))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_archival_on_v8_v9_writes_the_lsm_history_and_hudi_rs_still_reads(
+    tmp_path: Path, version: int, table_type: str
+) -> None:
+    s = _long_timeline(tmp_path / "t", version, table_type)
+    before = [i.time for i in s.table.completed_instants()]
+    result = s.table.archive()
+    archived = [a.split(".")[0] for a in result.archived]
+    assert archived and archived == before[: len(archived)]
+    assert result.archive_file is not None and result.archive_file.startswith(".hoodie/timeline/history/")
+    history = _history_files(s.path)
+    assert history == sorted([Path(result.archive_file).name, "_version_", "manifest_1"])
+    assert (Path(s.path) / ".hoodie" / "timeline" / "history" / "_version_").read_text() == "1"
+    assert not (Path(s.path) / ".hoodie" / "archived").exists() or not list(
+        (Path(s.path) / ".hoodie" / "archived").iterdir()
+    )
+    active = _timeline_files(s.path)
+    assert not [f for f in active if f.split("_")[0].split(".")[0] in archived], active
+    _check_archived(s, archived)
+    # The history's rows are Hudi's: the completed action and the completed file's bytes.
+    row = pq.read_table(Path(s.path) / result.archive_file).to_pylist()[0]
+    assert (row["instantTime"], row["version"]) == (archived[0], 1) and row["action"] in ("commit", "deltacommit")
+    assert row["completionTime"] > row["instantTime"] and row["metadata"][:4] == b"Obj\x01"
+    # A second archival appends a second layer-0 file and manifest.
+    for k in range(3):
+        s.upsert([k, 200 + k])
+    again = Table.open(s.path, options=ARCHIVE_OPTIONS).archive()
+    assert again.archived
+    assert "manifest_2" in _history_files(s.path)
+    _check_archived(s, archived + [a.split(".")[0] for a in again.archived])
+
+
+@pytest.mark.parametrize("point", ["after_history_file", "before_version_file", "after_some_deletes"])
+def test_archival_on_v9_killed_and_rerun_neither_duplicates_nor_loses(tmp_path: Path, point: str) -> None:
+    s = _long_timeline(tmp_path / "t", 9, "MERGE_ON_READ")
+    before = [i.time for i in s.table.completed_instants()]
+    crash.run_and_kill("crash_archiver.py", s.path, point, json.dumps(ARCHIVE_OPTIONS))
+    in_between = [i.time for i in Table.open(s.path).timeline().completed() if i.is_archived]
+    _check_archived(s, in_between)  # readers see a consistent table in between
+    Table.open(s.path, options=ARCHIVE_OPTIONS).archive()
+    archived = [i.time for i in Table.open(s.path).timeline().completed() if i.is_archived]
+    assert archived and archived == before[: len(archived)]
+    times = (
+        pq.read_table(
+            [
+                Path(s.path) / ".hoodie" / "timeline" / "history" / f
+                for f in _history_files(s.path)
+                if f.endswith(".parquet")
+            ][0]
+        )
+        .column("instantTime")
+        .to_pylist()
+    )
+    assert len(times) == len(set(times)), "no instant archived twice"
+    _check_archived(s, archived)
