@@ -31,22 +31,10 @@ from tests.interop.compare import (
     snapshot_mismatches,
     write_instants,
 )
+from tests.interop.test_hudi_rs_v8_v9_writes import PARTS, _batch, _lakeward_model
 from tests.support import crash
 
-PARTS = ["p1", "p2", "p3"]
 Row = tuple[str, int, int]
-
-
-def _batch(rows: dict[str, Row]) -> pa.Table:
-    ids = sorted(rows)
-    return pa.table(
-        {
-            "id": ids,
-            "part": [rows[i][0] for i in ids],
-            "ts": pa.array([rows[i][1] for i in ids], pa.int64()),
-            "val": pa.array([rows[i][2] for i in ids], pa.int64()),
-        }
-    )
 
 
 @dataclass
@@ -70,10 +58,16 @@ class Scenario:
         for k in keys:
             del self.model[k]
 
+    def compact(self) -> str:
+        """Schedule (forced) and run a compaction; its instant time."""
+        instant = self.table.schedule_compaction(force=True)
+        assert instant is not None
+        self.table.run_compaction(instant)
+        return instant
+
     def check(self, what: str) -> None:
         """lakeward reads the model's rows; hudi-rs reads lakeward's rows at every instant."""
-        got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in Table.open(self.path).read().to_pylist()}
-        assert got == self.model, f"after {what}"
+        assert _lakeward_model(self.path) == self.model, f"after {what}"
         fail_on(all_mismatches(self.path))
 
 
@@ -121,9 +115,7 @@ def test_compaction_on_a_v8_v9_table_matches_the_model_and_hudi_rs(tmp_path: Pat
     s.check("compaction")
     s.upsert([0, 1, 30])  # logs of the next delta commit join the compacted slices
     s.check("an upsert after the compaction")
-    again = s.table.schedule_compaction(force=True)
-    assert again is not None
-    s.table.run_compaction(again)
+    s.compact()
     s.check("a second compaction")
 
 
@@ -149,9 +141,7 @@ def _cleaned(path: Path, version: int, table_type: str) -> tuple[Scenario, str]:
     """A table with old file slices, compacted on MOR, and a scheduled clean of them."""
     s = _scenario(path, version, table_type, **CLEAN_OPTIONS)
     if table_type == "MERGE_ON_READ":
-        instant = s.table.schedule_compaction(force=True)
-        assert instant is not None
-        s.table.run_compaction(instant)
+        s.compact()
     s.upsert(range(0, 12, 3))
     s.upsert([2, 4, 40])
     clean = s.table.schedule_clean()
@@ -171,8 +161,7 @@ def test_clean_on_a_v8_v9_table_matches_the_model_and_hudi_rs(tmp_path: Path, ve
     assert f"{clean}.clean.inflight" in files
     assert [f for f in files if f.startswith(f"{clean}_") and f.endswith(".clean")], files
     assert s.table.run_clean(clean).deleted_files == result.deleted_files, "a completed clean returns its record"
-    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in Table.open(s.path).read().to_pylist()}
-    assert got == s.model
+    assert _lakeward_model(s.path) == s.model
     fail_on(all_mismatches_after(s.path, result.earliest_commit_to_retain))
 
 
@@ -183,8 +172,7 @@ def test_clean_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path: Pat
     assert table.timeline().state_of(clean, Action.CLEAN) is State.INFLIGHT
     result = table.run_clean(clean)
     assert table.timeline().state_of(clean, Action.CLEAN) is State.COMPLETED
-    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in table.read().to_pylist()}
-    assert got == s.model
+    assert _lakeward_model(s.path) == s.model
     fail_on(all_mismatches_after(s.path, result.earliest_commit_to_retain))
 
 
@@ -266,9 +254,7 @@ def test_savepoint_and_restore_on_v8_v9_match_the_model_and_hudi_rs(
     assert [f for f in _timeline_files(s.path) if f.startswith(f"{saved}_") and f.endswith(".savepoint")]
     s.upsert([0, 1, 90])
     if table_type == "MERGE_ON_READ":
-        instant = s.table.schedule_compaction(force=True)
-        assert instant is not None
-        s.table.run_compaction(instant)
+        s.compact()
     s.delete([2])
     s.upsert(range(95, 98), "bulk_insert")
     s.check("writes after the savepoint")
@@ -329,9 +315,7 @@ def _long_timeline(path: Path, version: int, table_type: str) -> Scenario:
     for k in range(4):
         s.upsert([k, k + 1, 100 + k])
     if table_type == "MERGE_ON_READ":
-        instant = s.table.schedule_compaction(force=True)
-        assert instant is not None
-        s.table.run_compaction(instant)
+        s.compact()
         s.upsert([1, 2])
     return s
 
@@ -350,8 +334,7 @@ def _check_archived(s: Scenario, archived: list[str]) -> None:
     table = Table.open(s.path)
     timeline = table.timeline()
     assert sorted(i.time for i in timeline.completed() if i.is_archived) == sorted(archived)
-    got = {r["id"]: (r["part"], r["ts"], r["val"]) for r in table.read().to_pylist()}
-    assert got == s.model
+    assert _lakeward_model(s.path) == s.model
     instants = write_instants(table)
     active = [t for t in instants if t not in archived]
     ranges = [(b, e) for b, e in incremental_ranges(active) if b != EPOCH_INSTANT]  # (epoch, ..] reaches the history
