@@ -408,8 +408,8 @@ class Table:
     def _compact_inline(self) -> None:
         """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it.
 
-        On a version whose services lakeward does not run (8, 9) that raises the service
-        gate's ReadOnlyTableVersionError after the write completed.
+        Inline compaction runs on every version lakeward compacts (6, 8, 9: see
+        `TableVersion.runs_service`).
         """
         client = self._writer(write=True)
         if self.config.table_type is not TableType.MERGE_ON_READ or not client.write_config.compact_inline:

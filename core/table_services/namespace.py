@@ -3,7 +3,8 @@
 Each namespace binds a registered service to its table: `schedule`, `execute`, `pending`
 (and `report`, the daemon's summary of a result). `pending` reads the timeline only, so it
 works on every table version; `schedule` and `execute` build the table's context through
-`Table.service_context()`, which refuses versions whose services lakeward does not run.
+`Table.service_context(action)`, which refuses a service lakeward does not run on the
+table's version (`TableVersion.runs_service`).
 The flat methods of `Table` (`schedule_compaction`, `run_compaction`, ...) are aliases of these.
 """
 

@@ -119,6 +119,18 @@ def test_compaction_on_a_v8_v9_table_matches_the_model_and_hudi_rs(tmp_path: Pat
     s.check("a second compaction")
 
 
+def test_inline_compaction_on_a_v9_table_matches_hudi_rs(tmp_path: Path) -> None:
+    s = _scenario(
+        tmp_path / "t",
+        9,
+        "MERGE_ON_READ",
+        **{"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"},
+    )
+    completed = [f for f in _timeline_files(s.path) if "_" in f and f.endswith(".commit")]
+    assert completed, "writes compacted inline"
+    s.check("inline compactions")
+
+
 def test_compaction_on_v9_killed_and_rerun_completes_with_the_same_rows(tmp_path: Path) -> None:
     s = _scenario(tmp_path / "t", 9, "MERGE_ON_READ")
     instant = s.table.schedule_compaction(force=True)
