@@ -300,6 +300,7 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
             "read": t_read,
             "data_files": files,
             "bytes": size,
+            "base_bytes": latest_base_bytes(Table.open(uri)),
             "codec": parquet_codec(path),
         }
 
@@ -324,6 +325,12 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
             t_read = ctx.read(LW_FILES, lambda: ds.dataset(paths, format="parquet").to_table())
             out[LW_FILES] = {"read": t_read, "data_files": len(paths)}
     return out
+
+
+def latest_base_bytes(table: Any) -> int:
+    """Bytes of the table's latest base files (what a snapshot read scans; no timeline,
+    no metadata table, no older file versions kept for time travel)."""
+    return sum(s.base_file.size for s in table.file_slices() if s.base_file is not None)
 
 
 def run_deltalake(ctx: Ctx) -> dict[str, dict[str, Any]]:
@@ -590,6 +597,20 @@ RATIOS: list[tuple[str, tuple[str, str], tuple[str, str], float | None]] = [
 ]
 
 
+#: Issue 19 target 6: lakeward's latest base files <= 1.2x raw pyarrow's bytes for the same rows.
+BYTES_TARGET = 1.2
+
+
+def bytes_on_disk(info: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Lakeward's latest base files against the raw pyarrow table of the same rows (None
+    unless both ran). Both hold the post-upsert rows, one file per partition for pyarrow,
+    meta columns and Hudi's footer (bloom filter, key range, Avro schema) for lakeward."""
+    lakeward, raw = info.get("lakeward", {}).get("base_bytes"), info.get("pyarrow", {}).get("bytes")
+    if not lakeward or not raw:
+        return None
+    return {"lakeward": lakeward, "pyarrow": raw, "ratio": lakeward / raw, "target": BYTES_TARGET}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -755,6 +776,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row:<24} {status[row]}")
 
     print()
+    on_disk = bytes_on_disk(info)
+    if on_disk is not None:
+        print(
+            f"bytes on disk: lakeward latest base files {on_disk['lakeward'] / 1e6:.1f} MB, raw pyarrow "
+            f"({codec}) of the same rows {on_disk['pyarrow'] / 1e6:.1f} MB, ratio {on_disk['ratio']:.2f} "
+            f"(target <= {BYTES_TARGET}: {'OK' if on_disk['ratio'] <= BYTES_TARGET else 'MISSED'})"
+        )
+        print()
     ratios: dict[str, dict[str, Any]] = {}
     for label, (nr, np_), (dr, dp), target in RATIOS:
         a, b = best.get(nr, {}).get(np_), best.get(dr, {}).get(dp)
@@ -793,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs": runs,
             "info": info,
             "ratios": ratios,
+            "bytes_on_disk": on_disk,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

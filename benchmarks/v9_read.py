@@ -1,6 +1,6 @@
 """Hudi 1.x read benchmark (issue 15): snapshot reads of table version 9 and list calls per read.
 
-Two measurements in one run:
+Three measurements in one run:
 
 (a) **Snapshot read time, lakeward vs hudi-rs, on the same v9 tables.** The standard data of
     ``upsert_and_read.py`` (``--rows``, default 2,000,000, in 4 partitions; an upsert of
@@ -23,14 +23,14 @@ Two measurements in one run:
     "folders" counts the folders those calls cover (a recursive call covers every folder it
     returns, plus its own), which is what a hierarchical store (HDFS, a local disk, a
     per-prefix listing of an object store) lists one by one. Both reads must give the same
-    rows. The 2M-row tables of (a) have no metadata table, so their count is the
-    without-metadata-table figure at 4 partitions.
+    rows.
 
-Why (a) has no metadata table: lakeward cannot write a metadata table yet (issue 17), and no
-writer that can (Java Hudi 1.x through Spark: no Maven / JVM package access on the benchmark
-machine; hudi-rs writes nothing) is available, so a 2M-row v9 table *with* a metadata table
-cannot be produced here. The metadata table changes only how files are listed, which (b)
-measures on the tables that have one; the time to read the rows is (a).
+(c) **The same 2M-row tables with a metadata table.** After (a) and (b), each table gets its
+    metadata table (``Table.initialize_metadata_table()``: the ``files`` partition from a
+    listing, as Hudi 1.x bootstraps it; its time is printed), then the reads of (a) are
+    repeated (lakeward's view confirms that the read lists through the metadata table; both
+    results are checked) and the list calls per read are counted again: with the metadata
+    table here, without it in (a), on the same table.
 
 Run ``--help`` for the flags; see benchmarks/README.md.
 """
@@ -122,6 +122,12 @@ def write_tables(root: Path, rows: int, upsert_rows: int, log_rounds: int) -> di
     return tables
 
 
+def initialize_metadata_table(path: str) -> Any:
+    from lakeward import Table
+
+    return Table.open(path).initialize_metadata_table()
+
+
 def describe(path: str) -> str:
     from lakeward import Table
 
@@ -142,6 +148,16 @@ def read_times(path: str, expected: dict[str, Any], repeat: int) -> dict[str, li
             times[name].append(t)
             del result
     return times
+
+
+def report_times(times: dict[str, list[float]]) -> None:
+    """Best and median of each reader, and their ratios."""
+    ours, theirs = min(times["lakeward"]), min(times["hudi-rs"])
+    med_ours, med_theirs = statistics.median(times["lakeward"]), statistics.median(times["hudi-rs"])
+    print(f"    lakeward  best {ours:.3f}s  median {med_ours:.3f}s")
+    print(f"    hudi-rs   best {theirs:.3f}s  median {med_theirs:.3f}s")
+    ratio, med_ratio = ours / theirs, med_ours / med_theirs
+    print(f"    lakeward / hudi-rs: {ratio:.2f}x best, {med_ratio:.2f}x median (target <= 1.0x)", flush=True)
 
 
 # --------------------------------------------------------------------------- (b) list calls
@@ -259,13 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         tables = write_tables(root / "bench", args.rows, args.upsert_rows, args.log_rounds)
         for kind, (path, expected) in tables.items():
             times = read_times(path, expected, args.read_repeat)
-            ours, theirs = min(times["lakeward"]), min(times["hudi-rs"])
-            med_ours, med_theirs = statistics.median(times["lakeward"]), statistics.median(times["hudi-rs"])
             print(f"  {kind} ({describe(path)}; {expected['rows']:,} rows):")
-            print(f"    lakeward  best {ours:.3f}s  median {med_ours:.3f}s")
-            print(f"    hudi-rs   best {theirs:.3f}s  median {med_theirs:.3f}s")
-            ratio, med_ratio = ours / theirs, med_ours / med_theirs
-            print(f"    lakeward / hudi-rs: {ratio:.2f}x best, {med_ratio:.2f}x median (target <= 1.0x)")
+            report_times(times)
             _, calls, _ = counted_read(path)
             print(
                 f"    list calls per read (no metadata table): {len(calls)} "
@@ -284,12 +295,20 @@ def main(argv: list[str] | None = None) -> int:
             "  and an object store pages through key by key (1,000 keys a request on S3); with the metadata\n"
             "  table a read lists 4 folders whatever the number of partitions and files)"
         )
-        print(
-            "note: the 2M-row tables of (a) have no metadata table: lakeward cannot write one yet (issue 17)\n"
-            "and no writer that can (Java Hudi 1.x; hudi-rs does not write) is available here, so the\n"
-            "2M-row-with-metadata-table case is measured as (a) read time + (b) list calls on real Hudi 1.1\n"
-            "tables that have one."
-        )
+        print("(c) the same tables with a metadata table (initialised by lakeward)", flush=True)
+        for kind, (path, expected) in tables.items():
+            t, init = timed(lambda path=path: initialize_metadata_table(path))
+            print(f"  {kind}: initialize_metadata_table {t:.2f}s ({init.partitions} partitions, {init.files} files)")
+            times = read_times(path, expected, args.read_repeat)
+            report_times(times)
+            _, calls, via_mdt = counted_read(path)
+            if not via_mdt:
+                raise AssertionError(f"{kind}: the read did not list through the metadata table")
+            print(
+                f"    list calls per read (with the metadata table): {len(calls)} "
+                f"covering {sum(c[2] for c in calls)} folders: {fmt_calls(calls)}"
+            )
+
     return status
 
 

@@ -35,6 +35,8 @@ from lakeward.core.file_group.integrity import IntegrityReport, check_table
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
+from lakeward.core.index.secondary.definitions import load_definitions
+from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
 from lakeward.core.read.changes import (
     Images,
 )
@@ -518,6 +520,17 @@ class Table:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
         return self.timeline().pending()
 
+    def initialize_metadata_table(self) -> MetadataTableInit:
+        """Create the metadata table with its `files` partition (table versions 8 and 9), from a
+        listing as of the latest completed instant, as Hudi 1.x does when it enables it on an
+        existing table (`lakeward.core.metadata_table.bootstrap`); readers then list files
+        through it. lakeward does not maintain it yet, so writes are refused afterwards."""
+        with self._writer(write=True).lock:
+            timeline = self._writer(write=True).roll_back_failed_writes()
+            result = initialize_metadata_table(self.storage, self.config, timeline=timeline)
+        self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
+        return result
+
     # -- change data capture ---------------------------------------------------------------
     def enable_cdc(self, mode: str | SupplementalLoggingMode = SupplementalLoggingMode.DATA_BEFORE_AFTER) -> None:
         """Switch change data capture on for an existing table (or change its logging mode).
@@ -612,8 +625,6 @@ class Table:
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
-        from lakeward.core.index.secondary.definitions import load_definitions
-
         return load_definitions(self.storage)
 
     def index_status(self) -> secondary_index.IndexStatus:

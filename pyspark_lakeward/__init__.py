@@ -9,7 +9,7 @@ by listing its Python path (`pkgutil.iter_modules`): a regular install is found,
 install (`pip install -e`) is only found when the checkout is on that Python path.
 """
 
-from lakeward.core.engine.spark.datasource import auto_data_source_class
+from lakeward.core.spark.datasource import auto_data_source_class
 
 DefaultSource = auto_data_source_class()
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 import lakeward
+from lakeward.core.exceptions import LakewardError
 from lakeward.services.names import CONFIG_ENV_VAR, DEFAULT_URL, TOKEN_ENV_VAR, URL_ENV_VAR
 
 if TYPE_CHECKING:
@@ -66,8 +67,7 @@ def _options(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _open(path: str, options: list[str] | None = None) -> Table:
-    from lakeward.core.exceptions import LakewardError
-    from lakeward.core.table import Table
+    from lakeward.core.table import Table  # lazy: Table loads pyarrow, polars, numpy (start-up, issue 23)
 
     try:
         return Table.open(path, options=_options(options))
@@ -79,7 +79,7 @@ def _open(path: str, options: list[str] | None = None) -> Table:
 def _timeline(path: str) -> Timeline:
     """The timeline of the table at `path`, without opening a Table: read-only listings (`timeline`,
     `plans PATH`, `savepoints`) then load storage and timeline only, not the whole library."""
-    from lakeward.core.exceptions import LakewardError
+    # lazy: storage and timeline load pyarrow (start-up, issue 23)
     from lakeward.core.storage import Storage
     from lakeward.core.timeline import METAFOLDER, Timeline
 
@@ -98,8 +98,6 @@ def _timeline(path: str) -> Timeline:
 
 def _service(fn: Callable[[], T]) -> T:
     """Run a table-service call; a lakeward error becomes `error: ...` on stderr and exit code 2."""
-    from lakeward.core.exceptions import LakewardError
-
     try:
         return fn()
     except LakewardError as exc:
@@ -196,7 +194,7 @@ JSON_OPTION = typer.Option(False, "--json", help="print JSON")
 
 def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
     """One API call; a daemon error becomes `error: ...` on stderr and exit code 2."""
-    from lakeward.services.client import DaemonAPIError, DaemonClient
+    from lakeward.services.client import DaemonAPIError, DaemonClient  # lazy: httpx (start-up, issue 23)
 
     with DaemonClient(url, token) as client:
         try:
@@ -373,6 +371,7 @@ def serve(
     ),
 ) -> None:
     """Run the table-services daemon (one replica) until SIGTERM or Ctrl-C, then drain and exit 0."""
+    # lazy: the daemon loads fastapi, pydantic-settings, kazoo and core (start-up, issue 23)
     from lakeward.services.api.server import serve as run_daemon
     from lakeward.services.settings import ConfigurationError, load_settings
 
@@ -383,7 +382,7 @@ def serve(
             raise typer.Exit(2)
         from pathlib import Path
 
-        from lakeward.services import demo
+        from lakeward.services import demo  # lazy: demo tables load core (start-up, issue 23)
 
         folder = Path(demo_dir).resolve()
         tables = demo.create_demo_tables(folder)
@@ -495,7 +494,7 @@ def savepoint(
 @app.command()
 def savepoints(path: str = typer.Argument(..., help="table base path or URI"), as_json: bool = JSON_OPTION) -> None:
     """List the table's savepoints, oldest first."""
-    from lakeward.core.timeline import Action
+    from lakeward.core.timeline import Action  # lazy: the timeline loads pyarrow (start-up, issue 23)
 
     found: list[dict[str, object]] = [{"instant": i.time} for i in _timeline(path).completed(Action.SAVEPOINT)]
     typer.echo(json.dumps(found, indent=2) if as_json else _grid(found, ["instant"], "no savepoints"))
@@ -557,9 +556,9 @@ def rollback(
 @app.command()
 def demo(path: str | None = typer.Argument(None, help="where to create the demo table (default: a temp dir)")) -> None:
     """Create a small table, upsert into it, and print snapshot, time-travel and incremental reads."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: heavy (start-up, issue 23)
 
-    from lakeward.core.table import Table
+    from lakeward.core.table import Table  # lazy: pyarrow, polars, numpy (start-up, issue 23)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = path or tempfile.mkdtemp(prefix="lakeward-demo-")

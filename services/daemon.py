@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakeward.core.engine.spark import python_worker_conf
+from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import SharedZooKeeperClient
@@ -118,6 +118,7 @@ def table_lock_options(settings: DaemonSettings) -> dict[str, str]:
 
 def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> Any:
     """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(spark.master).appName(spark.app_name)
@@ -205,7 +206,6 @@ class Daemon:
     def _engine(self) -> Any:
         if self.settings.spark.engine == "local":
             return "local"
-        from lakeward.core.engine.spark import SparkEngine
 
         if self._spark is None:
             self._spark = build_spark_session(self.settings.spark)

@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from lakeward.core.file_group.metadata_listing import metadata_partitions
+from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.state import ServiceState, service_state
@@ -219,8 +220,6 @@ def _is_clustering(storage: Storage, instant_time: str, cache: DiscoveryCache) -
 
 def _index_columns(storage: Storage) -> frozenset[str]:
     """Columns of the table's secondary index definitions (read only when `.hoodie/.index/` exists)."""
-    from lakeward.core.index.secondary.definitions import load_definitions
-
     return frozenset(c for d in load_definitions(storage) for c in d.columns)
 
 
@@ -268,8 +267,6 @@ def _build_state(
 
 
 def _definitions_size(storage: Storage) -> int:
-    from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH
-
     try:
         return storage.size(DEFINITIONS_PATH)
     except FileNotFoundError:

@@ -45,8 +45,8 @@ def test_generated_reference_pages_match_the_code() -> None:
 
 def test_every_option_has_a_description() -> None:
     from lakeward.core.config.write import TABLE_CREATE_KEYS, WriteConfig
-    from lakeward.core.engine.spark.datasource import READ_KEYS
     from lakeward.core.locks import LockConfig
+    from lakeward.core.spark.datasource import READ_KEYS
 
     keys = {str(f.alias) for model in (WriteConfig, LockConfig) for f in model.model_fields.values()}
     keys |= set(TABLE_CREATE_KEYS) | set(READ_KEYS)

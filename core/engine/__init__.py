@@ -1,7 +1,9 @@
-"""Engines run the per-file-group functions: locally (threads) or on Spark.
+"""Engines schedule the per-file-group tasks: locally (a thread pool) or as Spark tasks.
 
-Spark is imported only when the Spark engine is asked for, so the local engine works
-without PySpark installed.
+Task scheduling only: an engine decides where a plain Python function runs, never what it does.
+The Spark integration (data source, SQL functions, streaming) is `lakeward.core.spark`; the data
+planes of a write are `lakeward.core.write.plane`. PySpark is imported only when a Spark engine
+runs tasks, so the local engine works without PySpark installed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from lakeward.core.engine.base import Engine
 from lakeward.core.engine.local import LocalEngine
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 
 ENGINE_NAMES = ("local", "spark")
@@ -30,8 +33,6 @@ def resolve_engine(engine: Engine | str | None, data: Any = None, default: Engin
         return engine
     if engine is None:
         if is_spark_dataframe(data) and (default is None or default.name != "spark"):
-            from lakeward.core.engine.spark import SparkEngine
-
             return SparkEngine(data.sparkSession)
         return default or LocalEngine()
     name = str(engine).lower()
@@ -40,7 +41,6 @@ def resolve_engine(engine: Engine | str | None, data: Any = None, default: Engin
     if name == "spark":
         if default is not None and default.name == "spark":
             return default
-        from lakeward.core.engine.spark import SparkEngine
 
         return SparkEngine(data.sparkSession if is_spark_dataframe(data) else None)
     raise ConfigError(f"engine={engine!r} is not known; use one of {', '.join(ENGINE_NAMES)} or an Engine")

@@ -30,7 +30,12 @@ from lakeward.core.index.bloom_filter import (
 from lakeward.core.storage import Storage
 
 AVRO_SCHEMA_FOOTER_KEY = "parquet.avro.schema"
-_UNIQUE_COLUMNS = frozenset({"_hoodie_commit_seqno", "_hoodie_record_key"})
+#: Meta columns unique per record, whose neighbouring values share long prefixes
+#: (`<instant>_<partition>_<n>` sequence numbers; record keys, most of all when sorted or
+#: composite): DELTA_BYTE_ARRAY stores each value as (shared prefix length, suffix), which
+#: every Parquet reader Hudi uses decodes (parquet-mr, arrow-rs in hudi-rs, Arrow C++).
+#: Dictionary pages would only be built and thrown away for them.
+DELTA_ENCODED_COLUMNS = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,7 @@ def write_base_file(
             coerce_timestamps="us",
             allow_truncated_timestamps=True,
             write_statistics=True,
-            # Unique per record: dictionary pages would only be built and thrown away.
-            use_dictionary=[c for c in table.column_names if c not in _UNIQUE_COLUMNS],
+            **_encodings(table.schema),
         ) as writer,
     ):
         writer.write_table(table)
@@ -109,6 +113,25 @@ def write_base_file(
         FooterKeys(metadata.get(MIN_RECORD_KEY_FOOTER_KEY), metadata.get(MAX_RECORD_KEY_FOOTER_KEY), bloom_filter),
     )
     return storage.size(path)
+
+
+def _encodings(schema: pa.Schema) -> dict[str, object]:
+    """ParquetWriter arguments: DELTA_BYTE_ARRAY for the unique meta strings, dictionaries elsewhere.
+
+    Every other column keeps pyarrow's default (dictionary, falling back to PLAIN once a
+    column's dictionary page outgrows its limit), so the low-cardinality meta columns
+    (`_hoodie_commit_time`, `_hoodie_partition_path`, `_hoodie_file_name`) are one
+    dictionary entry and a run of indices per page.
+    """
+    delta = [name for name in DELTA_ENCODED_COLUMNS if name in schema.names and _is_text(schema.field(name).type)]
+    return {
+        "use_dictionary": [name for name in schema.names if name not in delta],
+        "column_encoding": dict.fromkeys(delta, "DELTA_BYTE_ARRAY"),
+    }
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
 
 def read_base_file(

@@ -50,6 +50,13 @@ class MetadataTableUnavailable(LakewardError):
     """The metadata table cannot serve a listing (missing, damaged, or not as expected)."""
 
 
+def metadata_storage(storage: Storage) -> Storage:
+    """The metadata table's own storage (base path `.hoodie/metadata`), of the same kind."""
+    return type(storage)(
+        storage.fs, storage.full_path(METADATA_FOLDER), storage.uri_of(METADATA_FOLDER), storage.options
+    )
+
+
 def uses_files_partition(props: Mapping[str, str]) -> bool:
     """True when `hoodie.table.metadata.partitions` lists a completed `files` partition."""
     return FILES_PARTITION in {p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",")}
@@ -119,8 +126,7 @@ class MetadataFileListing:
 
     def __init__(self, storage: Storage):
         self.storage = storage
-        root, uri = storage.full_path(METADATA_FOLDER), storage.uri_of(METADATA_FOLDER)
-        self.mdt = type(storage)(storage.fs, root, uri, storage.options)  # same kind of storage
+        self.mdt = metadata_storage(storage)
         try:
             self._files = self._load()
         except MetadataTableUnavailable:

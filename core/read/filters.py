@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
 
 Filters: TypeAlias = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
@@ -22,7 +23,6 @@ def to_expression(filters: Filters) -> pc.Expression | None:
         return filters
     if not filters:
         return None
-    from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
 
     try:
         return filters_to_expression(filters)

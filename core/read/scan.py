@@ -33,11 +33,13 @@ from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.api import IndexRead
 from lakeward.core.index.secondary.read import MERGE, SCAN, IndexReadExplain, SliceChoice, read_planned
+from lakeward.core.read import spark as spark_read
 from lakeward.core.read.changes import Images, collect_changes, folds_logs, format_changes
 from lakeward.core.read.filters import Filters, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
 from lakeward.core.read.ranges import change_range, incremental_range, resolve_as_of
+from lakeward.core.read.spark_changes import ChangeQuery, changes_dataframe
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.timeline import InstantTime, Timeline
@@ -303,13 +305,9 @@ class Scan:
     def to_spark(self, spark: SparkSession) -> DataFrame:
         """Run the scan as a Spark DataFrame: base-only slices through Spark's Parquet scan,
         merged slices and CDC splits as Python tasks (the filters are applied by Spark)."""
-        # The Spark surface sits above the scan and needs PySpark: imported only when asked for.
-        from lakeward.core.engine.spark import changes as spark_changes
-        from lakeward.core.engine.spark import read as spark_read
-
         plan = self._plan(verify=True, use_index=False)  # Spark applies the filters itself
         if plan.query_type is QueryType.CDC:
-            return spark_changes.changes_dataframe(spark, spark_changes.ChangeQuery.of(self, plan), plan.change_splits)
+            return changes_dataframe(spark, ChangeQuery.of(self, plan), plan.change_splits)
         condition = spark_read.dnf_to_column(self.filters)
         options: dict[str, Any] = {"instants": plan.instants, "merge": plan.merge}
         if plan.query_type is QueryType.INCREMENTAL:

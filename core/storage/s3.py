@@ -94,6 +94,7 @@ def _no_expect_continue(request: Any, **_: Any) -> None:
 
 def _holds(client: Any, bucket: str, key: str, data: bytes) -> bool:
     """True if the object at `key` has exactly the bytes `data`."""
+    # lazy: boto3 loads only for S3
     from botocore.exceptions import ClientError
 
     try:
@@ -115,6 +116,7 @@ def put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes
     retried. If an attempt may have written the object before failing (no answer), a
     later 412 is checked against the stored bytes: the same bytes mean this call won.
     """
+    # lazy: boto3 loads only for S3
     from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
     client = _client(tuple(sorted(_checked(options).items())))

@@ -74,11 +74,12 @@ from lakeward.core.write.heartbeat import (
     is_heartbeat_expired,
     read_heartbeat,
 )
-from lakeward.core.write.local_plane import LocalDataPlane, to_arrow
 from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
+from lakeward.core.write.plane.local import LocalDataPlane, to_arrow
+from lakeward.core.write.plane.spark import SparkDataPlane
 from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
 
 log = logging.getLogger(__name__)
@@ -215,8 +216,6 @@ class WriteClient:
 
     def _data_plane(self, engine: Engine) -> DataPlane:
         if engine.name == "spark":
-            from lakeward.core.engine.spark.write import SparkDataPlane
-
             return SparkDataPlane(self, engine)
         return LocalDataPlane(self, engine)
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakeward.core.write.client as client_mod
-import lakeward.core.write.local_plane as local_plane_mod
+import lakeward.core.write.plane.local as local_plane_mod
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.table import Table

@@ -276,6 +276,7 @@ def _decode_with_polars(content: bytes, count: int, schema_json: str, physical: 
     if count == 0 or any(f.type not in _FAST_TYPES for f in physical) or not _null_first_unions(schema_json):
         return None
     try:
+        # lazy: polars is slow to import
         import polars as pl
     except ImportError:  # pragma: no cover - polars is a dependency; stay correct without it
         return None

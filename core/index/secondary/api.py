@@ -26,7 +26,13 @@ from lakeward.core.index.secondary.definitions import (
 )
 from lakeward.core.index.secondary.predicates import parse_filters
 from lakeward.core.index.secondary.read import IndexReadExplain, SlicePlan, plan_read, read_planned
-from lakeward.core.index.secondary.storage import IndexCatalog, delete_index_files_named
+from lakeward.core.index.secondary.storage import (
+    IndexCatalog,
+    committed_instants,
+    delete_index_files_named,
+    list_index_files,
+    pending_index_builds,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
 
@@ -113,9 +119,6 @@ class IndexStatus:
 
 
 def index_status(storage: Storage, timeline: Timeline) -> IndexStatus:
-    from lakeward.core.index.secondary.storage import list_index_files
-    from lakeward.core.table_services.index_build import pending_index_builds
-
     definitions = load_definitions(storage)
     files = list_index_files(storage)
     catalog = IndexCatalog(files, _committed(timeline))
@@ -136,8 +139,6 @@ def index_status(storage: Storage, timeline: Timeline) -> IndexStatus:
 
 
 def _committed(timeline: Timeline) -> Any:
-    from lakeward.core.index.secondary.storage import committed_instants
-
     return committed_instants(timeline)
 
 

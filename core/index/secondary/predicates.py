@@ -154,6 +154,7 @@ def text_analyzer() -> Any:
     """
     analyzer = getattr(_local, "analyzer", None)
     if analyzer is None:
+        # lazy: tantivy loads only for text indexes
         import tantivy
 
         analyzer = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.lowercase()).build()

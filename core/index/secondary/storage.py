@@ -92,6 +92,11 @@ class CommittedInstants:
         )
 
 
+def pending_index_builds(timeline: Timeline) -> list[str]:
+    """Instant times of index builds planned (requested or inflight) but not completed, oldest first."""
+    return [i.time for i in timeline.pending() if i.action is Action.INDEXING]
+
+
 def committed_instants(timeline: Timeline) -> CommittedInstants:
     completed = frozenset(i.time for i in timeline.completed({Action.INDEXING, *WRITE_ACTIONS}))
     return CommittedInstants(completed, timeline.instants[0].time if timeline.instants else None)

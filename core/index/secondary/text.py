@@ -58,6 +58,7 @@ def _field_names(columns: Sequence[str]) -> dict[str, str]:
 
 
 def _schema(fields: Sequence[str]) -> Any:
+    # lazy: tantivy loads only for text indexes
     import tantivy
 
     builder = tantivy.SchemaBuilder()
@@ -71,6 +72,7 @@ def build_text_index(
     columns: pa.Table, row_group_rows: Sequence[int], definition_id: str, index_name: str, base_file: str
 ) -> bytes:
     """The packed text index of one base file: `columns` holds the indexed string columns, all rows, in file order."""
+    # lazy: tantivy loads only for text indexes
     import tantivy
 
     names = _field_names(columns.column_names)
@@ -123,6 +125,7 @@ class TextIndexFile:
     """An open text index file (unpacked in the local cache): answers predicates with row ids."""
 
     def __init__(self, source: Any, size: int, path: str = "", cache_key: str = ""):
+        # lazy: tantivy loads only for text indexes
         import tantivy
 
         self.path = path
@@ -172,6 +175,7 @@ class TextIndexFile:
         return BitMap(range(self.num_rows))
 
     def _query(self, p: ColumnPredicate) -> Any | None:
+        # lazy: tantivy loads only for text indexes
         import tantivy
 
         field = self._fields.get(p.column)

@@ -25,7 +25,7 @@ from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
 from lakeward.core.index.secondary.definitions import IndexDefinition, load_definitions
-from lakeward.core.index.secondary.storage import IndexCatalog, list_index_files
+from lakeward.core.index.secondary.storage import IndexCatalog, list_index_files, pending_index_builds
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.index_build.plan import (
     INDEX_PLAN,
@@ -55,11 +55,6 @@ class IndexBuildResult:
 
     def __str__(self) -> str:
         return self.instant_time
-
-
-def pending_index_builds(timeline: Timeline) -> list[str]:
-    """Instant times of index builds planned (requested or inflight) but not completed, oldest first."""
-    return [i.time for i in timeline.pending(Action.INDEXING)]
 
 
 def _select(

@@ -82,3 +82,51 @@ def test_the_footer_holds_hudis_metadata_once_and_the_file_reads_back(tmp_path: 
     back = read_base_file(storage, "f.parquet")
     assert back.schema.names == [*META_COLUMNS, "id", "ts"]
     assert back.equals(rows)
+
+
+def _encodings(path: Path) -> dict[str, set[str]]:
+    """Each column's encodings, over every row group, from the file's column chunk metadata."""
+    meta = pq.read_metadata(path)
+    found: dict[str, set[str]] = {}
+    for group in range(meta.num_row_groups):
+        for column in range(meta.num_columns):
+            chunk = meta.row_group(group).column(column)
+            found.setdefault(chunk.path_in_schema, set()).update(chunk.encodings)
+    return found
+
+
+def test_base_file_meta_columns_are_delta_and_dictionary_encoded_with_hudis_footer_intact(tmp_path: Path) -> None:
+    """Issue 19 target 6: unique meta strings as DELTA_BYTE_ARRAY, the repeated ones as dictionaries."""
+    storage = Storage.for_uri(str(tmp_path))
+    schema_json = avro_schema_json(DATA, "t", with_meta=True)
+    rows = _rows(5000)
+    write_base_file(storage, "f.parquet", rows, schema_json, BloomSettings())
+
+    encodings = _encodings(tmp_path / "f.parquet")
+    for unique in ("_hoodie_commit_seqno", "_hoodie_record_key"):
+        assert "DELTA_BYTE_ARRAY" in encodings[unique], (unique, encodings[unique])
+        assert not encodings[unique] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, (unique, encodings[unique])
+    for repeated in ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"):
+        assert "RLE_DICTIONARY" in encodings[repeated], (repeated, encodings[repeated])
+        assert "DELTA_BYTE_ARRAY" not in encodings[repeated], (repeated, encodings[repeated])
+
+    # Prefix sharing pays: 5,000 sequence numbers `20240101000000000_0_<n>` take a few bytes each.
+    meta = pq.read_metadata(tmp_path / "f.parquet")
+    seqno = next(
+        meta.row_group(0).column(c)
+        for c in range(meta.num_columns)
+        if meta.row_group(0).column(c).path_in_schema == "_hoodie_commit_seqno"
+    )
+    assert seqno.total_compressed_size < 5000 * 4
+
+    # Hudi's key-value metadata is intact: bloom filter (with every key), key range, Avro schema.
+    kv = meta.metadata
+    assert kv[AVRO_SCHEMA_FOOTER_KEY.encode()] == schema_json.encode()
+    assert (kv[MIN_RECORD_KEY_FOOTER_KEY.encode()], kv[MAX_RECORD_KEY_FOOTER_KEY.encode()]) == (
+        b"key-00000",
+        b"key-04999",
+    )
+    assert kv[BLOOM_TYPE_CODE_FOOTER_KEY.encode()] == b"DYNAMIC_V0"
+    keys = read_footer_keys(storage, "f.parquet")
+    assert keys.bloom is not None and keys.bloom.might_contain(rows.column("_hoodie_record_key")).all()
+    assert read_base_file(storage, "f.parquet").equals(rows)

@@ -19,7 +19,7 @@ from freeze_points import after, before  # a sibling module: scripts run with th
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.handles as handles_mod
-import lakeward.core.write.local_plane as local_plane_mod
+import lakeward.core.write.plane.local as local_plane_mod
 from lakeward.core.table import Table
 
 HOOKS: dict[str, Callable[[str], None]] = {

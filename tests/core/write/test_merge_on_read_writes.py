@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 import lakeward.core.write.client as client_mod
-import lakeward.core.write.local_plane as local_plane_mod
+import lakeward.core.write.plane.local as local_plane_mod
 from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig, TableType
 from lakeward.core.exceptions import ConcurrentWriteError
 from lakeward.core.file_group.log_file import (

@@ -55,6 +55,7 @@ def to_dnf(filters: Iterable[Any]) -> list[tuple[str, str, Any]]:
 
     Each tuple keeps at least the rows Spark's filter keeps (Spark filters the rows again).
     """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import datasource as sds
 
     simple = {

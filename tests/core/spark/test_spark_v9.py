@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import hudi
+import pyarrow as pa
 import pytest
 from pyspark.sql.readwriter import DataFrameReader
 
@@ -95,3 +96,24 @@ def test_an_incremental_range_returns_the_write_that_completed_in_it(lakeward_sp
     for how, got in _both_paths(lakeward_spark, v9_mor, options):
         times = set(got.column("_hoodie_commit_time").to_pylist())
         assert times == {first.time}, how
+
+
+def test_data_source_writes_to_a_version_9_table_as_table_does(lakeward_spark, tmp_path):
+    """`df.write.format("lakeward")` writes through Table's write methods, so it takes a version-9 table as
+    `Table.upsert` does (data writes: yes; table services: refused), and hudi-rs reads the result."""
+    path = str(tmp_path / "v9")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table.upsert(pa.table({"id": [1, 2, 3], "part": ["a", "b", "a"], "ts": [1, 1, 1], "v": ["x", "y", "z"]}))
+    before = write_instants(table)
+    update = pa.table({"id": [2, 4], "part": ["b", "b"], "ts": [2, 2], "v": ["y2", "w"]})
+    lakeward_spark.createDataFrame(update).write.format(FORMAT).mode("append").save(path)
+    after = write_instants(Table.open(path))
+    assert after[:-1] == before and len(after) == len(before) + 1, "one new write instant"
+    ours = Table.open(path).read()
+    assert sorted(zip(ours.column("id").to_pylist(), ours.column("v").to_pylist())) == [
+        (1, "x"),
+        (2, "y2"),
+        (3, "z"),
+        (4, "w"),
+    ]
+    fail_on([p for p in [_diff("after a data-source upsert", ours, hudi_snapshot(hudi_table(path)))] if p])

@@ -18,6 +18,7 @@ import pyarrow as pa
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
 from lakeward.core.file_group.reader import read_file_slices
+from lakeward.core.index.secondary.predicates import text_mask
 from lakeward.core.schema import META_SCHEMA, with_meta
 from lakeward.core.storage import Storage
 
@@ -37,6 +38,7 @@ def spark_path(storage: Storage, rel: str) -> str:
 
 def spark_schema(schema: pa.Schema) -> StructType:
     """The Spark schema of an Arrow schema (Arrow dictionaries read as their value type)."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(without_dictionaries(schema))
@@ -48,6 +50,7 @@ def arrow_schema(struct: StructType) -> pa.Schema:
     (PySpark's converter needs a time zone for TIMESTAMP; the table keeps UTC-adjusted
     timestamps whatever the session's time zone, and Arrow casts between zones losslessly.)
     """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(struct, timezone="UTC")
@@ -151,12 +154,11 @@ def slice_from_json(text: str) -> FileSlice:
 
 def _text_udf(phrase: bool, query: str) -> Any:
     """`match` / `phrase` as a Spark UDF with the text index's words (case-insensitive)."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
     def matches(value):  # type: ignore[no-untyped-def]  # no hints: Spark would read them as an Arrow UDF's
-        from lakeward.core.index.secondary.predicates import text_mask
-
         return None if value is None else bool(text_mask(pa.array([value], pa.string()), query, phrase)[0].as_py())
 
     return F.udf(matches, BooleanType())
@@ -164,6 +166,7 @@ def _text_udf(phrase: bool, query: str) -> Any:
 
 def dnf_to_column(filters: Any) -> Column | None:
     """DNF filter tuples (as Table.read takes them) as a Spark Column."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
 
     if filters is None or (isinstance(filters, list | tuple) and not filters):

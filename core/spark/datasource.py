@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -40,8 +39,15 @@ from lakeward.core.config.table import (
 from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
-from lakeward.core.engine.spark import changes as cdc
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
+from lakeward.core.keygen import partition_paths
+from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
+from lakeward.core.schema import META_COLUMNS, with_meta
+from lakeward.core.spark import changes as cdc
+from lakeward.core.spark.index_pushdown import to_dnf
+from lakeward.core.spark.slices import ReadPlan, plan_read, read_slice
+from lakeward.core.table import Table
+from lakeward.core.write.client import WriteResult
 from lakeward.core.write.operation import WriteOperation
 
 if TYPE_CHECKING:
@@ -143,6 +149,18 @@ def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> Non
             )
 
 
+#: The `Table` method of each operation: the data source writes as `Table` does, so what follows a
+#: write there (inline compaction) follows a Spark write too.
+_TABLE_WRITES: dict[WriteOperation, Callable[..., WriteResult]] = {
+    WriteOperation.UPSERT: Table.upsert,
+    WriteOperation.INSERT: Table.insert,
+    WriteOperation.BULK_INSERT: Table.bulk_insert,
+    WriteOperation.DELETE: Table.delete,
+    WriteOperation.INSERT_OVERWRITE: Table.insert_overwrite,
+    WriteOperation.INSERT_OVERWRITE_TABLE: Table.insert_overwrite_table,
+}
+
+
 def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, Any]) -> None:
     """`df.write.format("lakeward").mode(mode).options(...).save(path)` on the Spark engine.
 
@@ -151,8 +169,6 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
     `append` writes with the chosen operation and creates the table when missing;
     `error`/`errorifexists` (Spark's default) and `ignore` act on an existing table.
     """
-    from lakeward.core.table import Table
-
     save_mode = (mode or "errorifexists").lower()
     if save_mode not in SAVE_MODES:
         raise ConfigError(f"save mode {mode!r} is not one of {', '.join(SAVE_MODES)}")
@@ -173,22 +189,17 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         log.info("table %s exists; mode('ignore') writes nothing", path)
         return
     if not exists:
-        from lakeward.core.engine.spark.read import arrow_schema
-
         schema = arrow_schema(df.schema)
         table = Table.create(path, options=table_options, engine=engine, schema=_data_schema(schema))
     if exists and save_mode == "overwrite" and operation not in (WriteOperation.INSERT_OVERWRITE_TABLE,):
         operation = WriteOperation.INSERT_OVERWRITE_TABLE
     if operation is WriteOperation.DELETE_PARTITION:
-        partitions = _partitions_to_delete(table, df, opts)
-        table._writer().write(None, operation, partitions=partitions, engine=engine)
+        table.delete_partition(_partitions_to_delete(table, df, opts), engine=engine)
         return
-    table._writer().write(df, operation, engine=engine)
+    _TABLE_WRITES[operation](table, df, engine=engine)
 
 
 def _data_schema(schema: pa.Schema) -> pa.Schema:
-    from lakeward.core.schema import META_COLUMNS
-
     return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
 
@@ -196,7 +207,6 @@ def _partitions_to_delete(table: Any, df: DataFrame, options: Mapping[str, Any])
     listed = options.get(PARTITIONS_TO_DELETE)
     if listed:
         return list(parse_fields(str(listed)))
-    from lakeward.core.keygen import partition_paths
 
     config = table.config
     fields = list(config.partition_fields)
@@ -209,8 +219,6 @@ def _partitions_to_delete(table: Any, df: DataFrame, options: Mapping[str, Any])
 
 def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
     """`spark.read.format("lakeward").options(...).load(path)` on the Spark engine."""
-    from lakeward.core.table import Table
-
     opts = {str(k): v for k, v in options.items()}
     _check_option_names(opts, READ_KEYS, "read")
     query = str(opts.get(QUERY_TYPE, "snapshot")).lower()
@@ -249,6 +257,7 @@ def _data_source_class(pushdown: bool = True) -> type:
     """Format `lakeward`. With `pushdown`, its reader pushes filters to secondary indexes, which needs
     `spark.sql.python.filterPushdown.enabled` (set by `register`): PySpark refuses such a reader without it.
     """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class LakewardReader(DataSourceReader):  # type: ignore[misc]
@@ -259,24 +268,18 @@ def _data_source_class(pushdown: bool = True) -> type:
 
         def partitions(self) -> Sequence[InputPartition]:
             """One partition per file slice; the query is resolved once, here (timeline, instants, schema)."""
-            from lakeward.core.engine.spark.read import slice_to_json
-
             plan = _plan_read(self.path, self.options, self.pushed)
             return [InputPartition((slice_to_json(s), plan)) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-            from lakeward.core.engine.spark.read import slice_from_json
-
             if partition is None or partition.value is None:
                 return  # no file slices (e.g. an empty incremental range): Spark still reads one empty partition
             text, plan = partition.value
-            yield from _read_slice(self.path, plan, slice_from_json(text))
+            yield from read_slice(self.path, plan, slice_from_json(text))
 
     class LakewardPushdownReader(LakewardReader):
         def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
             """Filters become index predicates; all of them go back to Spark, which applies them again."""
-            from lakeward.core.engine.spark.index_pushdown import to_dnf
-
             if parse_bool(self.options.get(DATA_SKIPPING, True), DATA_SKIPPING):
                 self.pushed = to_dnf(filters)
             yield from filters
@@ -293,10 +296,6 @@ def _data_source_class(pushdown: bool = True) -> type:
             return str(path)
 
         def schema(self) -> Any:
-            from lakeward.core.engine.spark.read import spark_schema
-            from lakeward.core.schema import with_meta
-            from lakeward.core.table import Table
-
             if cdc.is_cdc_query(self.options):
                 return cdc.spark_change_schema(self._path(), self.options)
             schema = Table.open(self._path()).schema()
@@ -326,62 +325,17 @@ def _data_source_class(pushdown: bool = True) -> type:
     return LakewardDataSource
 
 
-@dataclass
-class _ReadPlan:
-    """A data-source read resolved on the driver: the slices, the schema and how to read each slice."""
-
-    slices: list[Any]
-    schema: pa.Schema | None
-    merge_options: dict[str, Any]
-    #: Incremental queries: the (begin, end] range, resolved by Table.incremental_range (an IncrementalRange).
-    window: Any = None
-    #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
-    index: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["slices"] = []  # each partition carries its own slice
-        return state
-
-
-def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> _ReadPlan:
-    """The slices a data-source read covers (planned by a `Scan`), and the keyword arguments to read each one."""
-    from lakeward.core.engine.spark.index_pushdown import IndexReadContext
-    from lakeward.core.read.scan import QueryType
-    from lakeward.core.table import Table
-
-    table = Table.open(path)
-    query = str(options.get(QUERY_TYPE, "snapshot")).lower()
-    if query == "incremental":
-        end = options.get(END)
-        scan = table.scan(query_type=QueryType.INCREMENTAL, begin=str(options[BEGIN]), end=str(end) if end else None)
-        plan = scan.plan()
-        # a table written without meta fields has no commit times to filter by (as Table.read_incremental)
-        rows = plan.window if table.config.populate_meta_fields else None
-        return _ReadPlan(list(plan.slices), plan.schema, {"instants": plan.instants, "merge": plan.merge}, rows)
-    read_optimized = query == "read_optimized"
-    kind = QueryType.READ_OPTIMIZED if read_optimized else None
-    plan = table.scan(query_type=kind, as_of=options.get(AS_OF), use_index=False).plan()
-    return _ReadPlan(
-        list(plan.slices),
-        plan.schema,
-        {"instants": plan.instants, "merge": plan.merge, "read_optimized": read_optimized},
-        index=IndexReadContext.for_table(table.storage, plan.timeline, list(pushed)),
+def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()) -> ReadPlan:
+    """The data-source read of `options`, resolved on the driver."""
+    end = options.get(END)
+    return plan_read(
+        path,
+        str(options.get(QUERY_TYPE, "snapshot")).lower(),
+        begin=options.get(BEGIN),
+        end=str(end) if end else None,
+        as_of=options.get(AS_OF),
+        pushed=pushed,
     )
-
-
-def _read_slice(path: str, plan: _ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
-    from lakeward.core.engine.spark.read import without_dictionaries
-    from lakeward.core.file_group.reader import read_file_slices
-    from lakeward.core.storage import Storage
-
-    storage = Storage.for_uri(path)
-    condition = plan.window.row_filter() if plan.window is not None else None
-    if plan.index is not None:
-        rows = plan.index.read_slice(storage, file_slice, plan.schema, plan.merge_options)
-    else:
-        rows = read_file_slices(storage, [file_slice], plan.schema, None, condition, **plan.merge_options)
-    yield from rows.cast(without_dictionaries(rows.schema)).to_batches()
 
 
 # -- hooks on DataFrameWriter / DataFrameReader ------------------------------------------------
@@ -399,6 +353,7 @@ def _state(obj: Any) -> dict[str, Any]:
 
 
 def _install_hooks() -> None:
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 
     if getattr(DataFrameWriter, "_lakeward_hooked", False):

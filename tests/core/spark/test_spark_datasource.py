@@ -160,6 +160,36 @@ def test_append_creates_a_missing_table(lakeward_spark, tmp_path: Path) -> None:
     assert sorted_rows(read_back) == sorted_rows(table.read())
 
 
+def test_inline_compaction_runs_after_data_source_writes(lakeward_spark, tmp_path: Path) -> None:
+    """`hoodie.compact.inline=true` compacts after a Spark write as after `Table.upsert`."""
+    path = str(tmp_path / "mor")
+    options = hudi_options(
+        "mor",
+        **{
+            "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+            "hoodie.compact.inline": "true",
+            "hoodie.compact.inline.max.delta.commits": "2",
+        },
+    )
+    model = ExpectedTable("id", "part", "ts")
+    for mode, op, batch in [
+        ("overwrite", "insert", rows(range(30), abc, 1)),
+        ("append", "upsert", rows(range(0, 30, 2), abc, 2, deleted=[4])),
+    ]:
+        _df(lakeward_spark, batch).write.format(FORMAT).options(**options).option(OPERATION, op).mode(mode).save(path)
+        model.apply(op, batch)
+    table = Table.open(path)
+    hoodie = Path(path) / ".hoodie"
+    [compaction] = sorted(p.name.split(".")[0] for p in hoodie.glob("*.compaction.requested"))
+    assert (hoodie / f"{compaction}.commit").exists(), "the inline compaction completed"
+    assert commit_of(path, compaction)[1]["operationType"] == "COMPACT"
+    assert table.pending_compactions() == []
+    instants = [i for i in write_instants(table) if i != compaction]
+    want = model.expected(COLUMNS)
+    assert as_steps(arrow_rows(table.read(read_optimized=True)), instants, COLUMNS) == want, "compacted base files"
+    assert as_steps(arrow_rows(hudi_snapshot(hudi_table(path))), instants, COLUMNS) == want, "hudi-rs"
+
+
 @pytest.fixture
 def existing(tmp_path: Path) -> tuple[str, str, list[Row]]:
     """A table written by the local engine: (path, its instant, its rows)."""

@@ -19,17 +19,14 @@
 from __future__ import annotations
 
 import functools
-import pickle
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.cdc.changes import TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, split_changes
+from lakeward.core.cdc.extract import ChangeSplit
 from lakeward.core.config.read import (
     AS_OF_INSTANT,
     CDC,
@@ -43,18 +40,20 @@ from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import CDC_IMAGES as IMAGES
 from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.exceptions import ConfigError
-from lakeward.core.file_group.reader import MergeSettings
-from lakeward.core.read.changes import Images, check_change_range, format_changes, is_earliest
+from lakeward.core.read.changes import Images, check_change_range, is_earliest
 from lakeward.core.read.incremental import stable_end
-from lakeward.core.read.scan import QueryType, Scan, ScanPlan
-from lakeward.core.schema import with_meta
-from lakeward.core.storage import Storage
+from lakeward.core.read.scan import QueryType
+from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
+from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes_dataframe
+from lakeward.core.spark.slices import plan_read, read_slice
+from lakeward.core.table import Table
+from lakeward.core.table_services.clean import check_incremental_retained
+from lakeward.core.timeline import normalize_instant_time
+from lakeward.core.timeline.archived import has_archived_timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-    from lakeward.core.table import Table
 
 SQL_FUNCTION = "hudi_table_changes"
 #: Session conf prefix under which the driver leaves the location of a catalog table named in
@@ -108,50 +107,6 @@ def check_batch_options(options: Mapping[str, Any]) -> None:
         )
 
 
-# -- a CDC query, resolved on the driver ----------------------------------------------------------
-@dataclass(frozen=True)
-class ChangeQuery:
-    """What each split's task needs: the table's storage, the checked range and the images wanted."""
-
-    storage_uri: str
-    storage_options: tuple[tuple[str, str], ...]
-    begin: str
-    end: str | None
-    schema: pa.Schema | None
-    settings: MergeSettings
-    images: Images
-
-    @classmethod
-    def of(cls, scan: Scan, plan: ScanPlan) -> ChangeQuery:
-        """The query of a planned CDC scan."""
-        storage = scan.storage
-        assert plan.begin is not None
-        options = tuple(sorted(storage.options.items()))
-        return cls(storage.uri, options, plan.begin, plan.end, plan.schema, plan.merge, scan.images)
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
-        return change_schema(self.schema, self.images)
-
-    def rows(self, split: ChangeSplit) -> pa.Table:
-        """The changes of one split in (begin, end], formatted."""
-        storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
-        assert self.schema is not None
-        changes = split_changes(storage, split, with_meta(self.schema), self.settings)
-        in_range = pc.greater(changes.column(TS), self.begin)
-        if self.end is not None:
-            in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), self.end))
-        changes = changes.filter(in_range)
-        return format_changes(changes, self.images).cast(self.output_schema)
-
-
-def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
-    """The Arrow schema of a CDC result for a table of `schema` (None: a table without data yet)."""
-    full = with_meta(schema) if schema is not None else pa.schema([])
-    return format_changes(empty_changes(full), images).schema
-
-
 def plan_changes(table: Table, begin: str, end: str | None, images: Images) -> tuple[ChangeQuery, list[ChangeSplit]]:
     """Plan a CDC query as `Table.read_changes` does (a CDC `Scan`): the query and its splits."""
     scan = table.scan(query_type=QueryType.CDC, begin=begin, end=end, images=images)
@@ -191,8 +146,6 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
     order, with a delete of a key before its insert in the same commit (insert_overwrite).
     """
-    from lakeward.core.table import Table
-
     check_batch_options(options)
     end = options.get(END)
     query, splits = plan_changes(
@@ -201,38 +154,19 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     return changes_dataframe(spark, query, splits)
 
 
-def changes_dataframe(spark: SparkSession, query: ChangeQuery, splits: Sequence[ChangeSplit]) -> DataFrame:
-    """The rows of a planned CDC query as a DataFrame: one Spark task per split, in no particular order."""
-    from lakeward.core.engine.spark.read import spark_schema
-
-    schema = spark_schema(query.output_schema)
-    if not splits:
-        return spark.createDataFrame([], schema)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from query.rows(pickle.loads(blob)).to_batches()
-
-    payload = [(pickle.dumps(s),) for s in splits]
-    tasks = spark.createDataFrame(payload, "split binary").repartition(len(payload))
-    return tasks.mapInArrow(run, schema)
-
-
 # -- the registered Python data source: batch and streaming readers --------------------------------
 def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
     """The Spark schema of a CDC read of the table at `path`."""
-    from lakeward.core.engine.spark.read import spark_schema
-    from lakeward.core.table import Table
-
     return spark_schema(change_schema(Table.open(path).schema(), images_option(options)))
 
 
 @functools.cache
 def _reader_classes() -> tuple[type, type]:
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
     try:  # PySpark 4.2+: Trigger.AvailableNow stops at the latest offset seen when the query starts
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
     except ImportError:  # pragma: no cover - older PySpark wraps the source itself
         SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # noqa: N806
@@ -241,8 +175,6 @@ def _reader_classes() -> tuple[type, type]:
         """A batch CDC read: one partition per split."""
 
         def __init__(self, path: str, options: Mapping[str, Any]):
-            from lakeward.core.table import Table
-
             check_batch_options(options)
             end = options.get(END)
             self.query, self.splits = plan_changes(
@@ -262,8 +194,6 @@ def _reader_classes() -> tuple[type, type]:
         """Incremental reads of (start, end] per micro-batch; offsets are instant times."""
 
         def __init__(self, path: str, options: Mapping[str, Any], schema: StructType):
-            from lakeward.core.engine.spark.read import arrow_schema
-
             self.path = path
             self.options = dict(options)
             self.format = check_stream_options(self.options)
@@ -272,8 +202,6 @@ def _reader_classes() -> tuple[type, type]:
             self.target: str | None = None
 
         def _table(self) -> Table:
-            from lakeward.core.table import Table
-
             return Table.open(self.path)
 
         def initialOffset(self) -> dict[str, str]:
@@ -290,10 +218,6 @@ def _reader_classes() -> tuple[type, type]:
             self.target = latest_stable_instant(self._table().timeline(), _ZERO)
 
         def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-            from lakeward.core.engine.spark.datasource import _plan_read
-            from lakeward.core.engine.spark.read import slice_to_json
-            from lakeward.core.table_services.clean import check_incremental_retained
-
             begin, stop = start[OFFSET], end[OFFSET]
             if stop <= begin:
                 return []
@@ -302,18 +226,15 @@ def _reader_classes() -> tuple[type, type]:
                 return [InputPartition((CDC, query, s)) for s in splits]
             table = self._table()  # a stream that fell behind the cleaner fails rather than skip changes
             check_incremental_retained(table.storage, table.timeline(), begin, stop)
-            plan = _plan_read(self.path, {QUERY_TYPE: "incremental", BEGIN: begin, END: stop})
+            plan = plan_read(self.path, "incremental", begin=begin, end=stop)
             return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-            from lakeward.core.engine.spark.datasource import _read_slice
-            from lakeward.core.engine.spark.read import slice_from_json
-
             kind, plan, item = partition.value
             if kind == CDC:
                 yield from conform(plan.rows(item), self.schema).to_batches()
             else:
-                yield from _read_slice(self.path, plan, slice_from_json(item))
+                yield from read_slice(self.path, plan, slice_from_json(item))
 
         def commit(self, end: dict[str, str]) -> None:
             """Nothing to release: commits stay on the timeline until cleaned."""
@@ -359,9 +280,6 @@ def latest_stable_instant(timeline: Any, begin: str) -> str:
 
 def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     """Where a new stream starts: `startOffset`, else the begin option, else the earliest instant."""
-    from lakeward.core.timeline import normalize_instant_time
-    from lakeward.core.timeline.archived import has_archived_timeline
-
     begin = str(options.get(STREAM_START) or options.get(BEGIN) or "earliest").strip()
     timeline = table.timeline()
     if begin.lower() == "latest":
@@ -388,6 +306,7 @@ def resolve_table_location(name_or_path: str) -> str:
         raise ConfigError(f"{SQL_FUNCTION} needs a table path or a catalog table name as its first argument")
     if _looks_like_path(value):
         return value
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -403,8 +322,6 @@ def resolve_table_location(name_or_path: str) -> str:
 
 def table_changes(table: str, first: str, second: str | None = None, third: str | None = None) -> pa.Table:
     """The rows of `hudi_table_changes(table, begin[, end])` or `(table, 'cdc', begin[, end])`."""
-    from lakeward.core.table import Table
-
     if first is not None and str(first).strip().lower() in INCREMENTAL_FORMATS:
         if str(first).strip().lower() != CDC:
             raise ConfigError(
@@ -437,6 +354,7 @@ def _udtf_class() -> type:
 
 def register_sql_function(spark: SparkSession) -> None:
     """Register `hudi_table_changes` in this session, and let its table names resolve through the catalog."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.functions import udtf
 
     function = udtf(_udtf_class(), returnType="op string, ts_ms string, before string, after string")
@@ -474,6 +392,7 @@ def _install_sql_hook() -> None:
     """Before `spark.sql(...)` runs a statement naming a table in `hudi_table_changes`, put the
     table's catalog location in the session conf, which Spark passes to the function's task
     (a Python UDTF has no access to the catalog)."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql.session import SparkSession
 
     if getattr(SparkSession, "_lakeward_sql_hooked", False):

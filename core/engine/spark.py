@@ -13,15 +13,14 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from lakeward.core import exceptions
 from lakeward.core.engine.base import Engine
 from lakeward.core.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from lakeward.core.timeline import WriteStat
 
 #: The Python that Spark's Python workers run (the `PYSPARK_PYTHON` environment variable is the fallback).
 PYTHON_CONF = "spark.pyspark.python"
@@ -30,14 +29,16 @@ T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger(__name__)
 
-#: Called inside the Spark task after each file group's files are written (and before the
-#: task reports back). For fault-injection tests of task retries; must be picklable.
-AfterFileGroupHook = Callable[["WriteStat"], None]
+#: Called inside the Spark task with each file group's write stat (a `lakeward.core.timeline.WriteStat`)
+#: after its files are written (and before the task reports back). For fault-injection tests of task
+#: retries; must be picklable. The engine only carries it: the Spark data plane calls it.
+AfterFileGroupHook = Callable[[Any], None]
 
 
 def active_session() -> SparkSession:
     """The active SparkSession, or a clear error when there is none."""
     try:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ConfigError("engine='spark' needs PySpark: pip install 'lakeward[spark]'") from exc
@@ -118,8 +119,6 @@ def unwrap_task_error(exc: BaseException) -> BaseException:
     PySpark wraps task failures in a PythonException whose text holds the remote
     traceback; users should see the same specific error as with the local engine.
     """
-    from lakeward.core import exceptions
-
     missing = worker_import_error(exc)
     if missing is not None:
         return missing

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
-from lakeward.core.engine.spark.read import arrow_schema, spark_path
 from lakeward.core.exceptions import SchemaError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
@@ -37,14 +36,15 @@ from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index.base import read_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.read.spark import arrow_schema, spark_path
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
-from lakeward.core.write.local_plane import IS_DELETED, to_arrow
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
+from lakeward.core.write.plane.local import IS_DELETED, to_arrow
 from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class SparkDataPlane:
     def prepare(
         self, data: Any, operation: WriteOperation, timeline: Timeline, partitions: Sequence[str] | None
     ) -> Prepared:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark import StorageLevel
         from pyspark.sql.types import StringType, StructField, StructType
 
@@ -179,6 +180,7 @@ class SparkDataPlane:
     def plan(
         self, prepared: Prepared, operation: WriteOperation, view: FileSystemView, partitions: Sequence[str] | None
     ) -> WritePlan:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -308,6 +310,7 @@ class SparkDataPlane:
         file's name); slices with logs by Python tasks, one per slice, that run the same
         per-slice key function as the local engine.
         """
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
@@ -348,6 +351,7 @@ class SparkDataPlane:
 
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
         """LOCATION = the file group of each key's bucket; keys of new buckets get new file groups."""
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
@@ -390,6 +394,7 @@ class SparkDataPlane:
     # -- assignment and writing -------------------------------------------------------------
     def _route_inserts(self, tagged: DataFrame, targets: dict[str, list[InsertTarget]]) -> DataFrame:
         """Give every new record a file group, spread by key hash in proportion to the planned counts."""
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
         ranges = {
@@ -435,6 +440,7 @@ class SparkDataPlane:
         data_columns = [c for c in routed.columns if c not in _HELPER_COLUMNS]
 
         def write_group(table: pa.Table) -> pa.Table:
+            # lazy: PySpark is optional (lakeward[spark]) and slow to import
             from pyspark import TaskContext
 
             context = TaskContext.get()

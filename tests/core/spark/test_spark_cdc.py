@@ -190,7 +190,7 @@ def test_stream_resumes_from_its_checkpoint_without_loss_or_duplicates(lakeward_
 
 def test_stream_offsets_stop_before_a_write_in_flight(lakeward_spark, tmp_path: Path) -> None:
     """A commit completing after an earlier instant still in flight is read only once that one is done."""
-    from lakeward.core.engine.spark.changes import spark_change_schema, stream_reader
+    from lakeward.core.spark.changes import spark_change_schema, stream_reader
     from lakeward.core.timeline import Action, new_instant_time
     from lakeward.core.timeline.transitions import create_requested
     from lakeward.core.write import active
@@ -283,7 +283,7 @@ def test_cdc_on_a_table_without_cdc_fails_on_every_surface(lakeward_spark, tmp_p
 
 
 def test_bad_stream_options_fail_naming_the_option() -> None:
-    from lakeward.core.engine.spark.changes import check_stream_options
+    from lakeward.core.spark.changes import check_stream_options
 
     for options, needle in (
         ({QUERY: "snapshot"}, QUERY),
@@ -296,7 +296,7 @@ def test_bad_stream_options_fail_naming_the_option() -> None:
 
 def test_a_stream_keeps_its_declared_image_schema_across_a_schema_change() -> None:
     """Struct images of rows written after a column was added (or with a wider type) fit the stream's schema."""
-    from lakeward.core.engine.spark.changes import conform
+    from lakeward.core.spark.changes import conform
 
     image = pa.struct([("id", pa.int64()), ("v", pa.string()), ("gone", pa.int32())])
     target = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", image), ("after", image)])
@@ -310,7 +310,7 @@ def test_a_stream_keeps_its_declared_image_schema_across_a_schema_change() -> No
 
 
 def test_sql_statements_name_their_catalog_tables() -> None:
-    from lakeward.core.engine.spark.changes import named_tables
+    from lakeward.core.spark.changes import named_tables
 
     sql = """select * from HUDI_TABLE_CHANGES( 'db.trips', 'earliest')
              union all select * from hudi_table_changes("/data/t", '1') union all

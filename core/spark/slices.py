@@ -1,0 +1,79 @@
+"""A read of the registered data source, resolved once on the driver and then read slice by slice.
+
+The driver plans the read (timeline, instants, schema, file slices, the secondary indexes that can
+answer the pushed filters); each Spark partition then reads one file slice in a Python task. The
+batch reader (`datasource`) and the stream reader of format `latest_state` (`changes`) share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakeward.core.file_group.reader import read_file_slices
+from lakeward.core.read.scan import QueryType
+from lakeward.core.read.spark import without_dictionaries
+from lakeward.core.spark.index_pushdown import IndexReadContext
+from lakeward.core.storage import Storage
+from lakeward.core.table import Table
+
+
+@dataclass
+class ReadPlan:
+    """A data-source read resolved on the driver: the slices, the schema and how to read each slice."""
+
+    slices: list[Any]
+    schema: pa.Schema | None
+    merge_options: dict[str, Any]
+    #: Incremental queries: the (begin, end] range, resolved by Table.incremental_range (an IncrementalRange).
+    window: Any = None
+    #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
+    index: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["slices"] = []  # each partition carries its own slice
+        return state
+
+
+def plan_read(
+    path: str,
+    query: str,
+    *,
+    begin: str | None = None,
+    end: str | None = None,
+    as_of: str | None = None,
+    pushed: Sequence[Any] = (),
+) -> ReadPlan:
+    """The slices a read of `query` (snapshot, read_optimized, incremental) covers (planned by a `Scan`),
+    and how to read each one."""
+    table = Table.open(path)
+    if query == "incremental":
+        scan = table.scan(query_type=QueryType.INCREMENTAL, begin=str(begin), end=end)
+        plan = scan.plan()
+        # a table written without meta fields has no commit times to filter by (as Table.read_incremental)
+        rows = plan.window if table.config.populate_meta_fields else None
+        return ReadPlan(list(plan.slices), plan.schema, {"instants": plan.instants, "merge": plan.merge}, rows)
+    read_optimized = query == "read_optimized"
+    kind = QueryType.READ_OPTIMIZED if read_optimized else None
+    plan = table.scan(query_type=kind, as_of=as_of, use_index=False).plan()
+    return ReadPlan(
+        list(plan.slices),
+        plan.schema,
+        {"instants": plan.instants, "merge": plan.merge, "read_optimized": read_optimized},
+        index=IndexReadContext.for_table(table.storage, plan.timeline, list(pushed)),
+    )
+
+
+def read_slice(path: str, plan: ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
+    """The rows of one file slice of `plan` (in a Spark task), as Spark takes them (no dictionaries)."""
+    storage = Storage.for_uri(path)
+    condition = plan.window.row_filter() if plan.window is not None else None
+    if plan.index is not None:
+        rows = plan.index.read_slice(storage, file_slice, plan.schema, plan.merge_options)
+    else:
+        rows = read_file_slices(storage, [file_slice], plan.schema, None, condition, **plan.merge_options)
+    yield from rows.cast(without_dictionaries(rows.schema)).to_batches()
