@@ -300,6 +300,23 @@ def test_restore_on_v9_killed_and_rerun_ends_at_the_savepoint(tmp_path: Path) ->
     s.check("the rerun restore")
 
 
+def test_savepoint_on_v9_killed_and_rerun_then_restored_to(tmp_path: Path) -> None:
+    s = _scenario(tmp_path / "t", 9, "MERGE_ON_READ")
+    saved = s.table.completed_instants()[-1].time
+    at_savepoint = dict(s.model)
+    crash.run_and_kill("crash_cleaner.py", s.path, "savepoint_before_complete", saved)
+    table = Table.open(s.path)
+    assert f"{saved}.savepoint.inflight" in _timeline_files(s.path) and table.savepoints() == []
+    s.check("the killed savepoint")
+    table.savepoint(saved)
+    assert table.savepoints() == [saved]
+    s.table = table
+    s.upsert([0, 1, 90])
+    table.restore(saved)
+    s.model = at_savepoint
+    s.check("a restore to the rerun savepoint")
+
+
 def test_rollback_on_v9_killed_and_rerun_by_repair(tmp_path: Path) -> None:
     s = _scenario(tmp_path / "t", 9, "MERGE_ON_READ")
     batch_file = tmp_path / "crash.parquet"
