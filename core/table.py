@@ -32,7 +32,7 @@ from lakeward.core.exceptions import (
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import IntegrityReport, check_table
-from lakeward.core.file_group.metadata_listing import check_no_metadata_table
+from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.index.secondary.definitions import load_definitions
@@ -222,6 +222,10 @@ class Table:
         """The table version's rules (`hoodie.table.version`: 6, 8 or 9)."""
         return self.config.version
 
+    def read_only_reason(self) -> str | None:
+        """Why lakeward runs no table service on this table (None: it runs them); `TableVersion.read_only_reason`."""
+        return self.version.read_only_reason(metadata_partitions(self.config.to_properties()))
+
     def timeline(self) -> Timeline:
         """The table's timeline: the active one, plus on table versions 8+ the instants archived
         into the LSM history (`.hoodie/timeline/history/`), so that time travel and incremental
@@ -237,7 +241,9 @@ class Table:
         `writes_since_clean`, `pending(Action.CLUSTERING)`.
         """
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
-        return service_state(timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t) is not None)
+        return service_state(
+            timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t, timeline.layout) is not None
+        )
 
     def completed_instants(self) -> list[Instant]:
         """Completed instants of every action, oldest first."""
@@ -264,7 +270,7 @@ class Table:
         return check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
-    def _writer(self, *, write: bool = False) -> WriteClient:
+    def _writer(self, *, write: bool = False, service: str | None = None) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
         `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
@@ -277,23 +283,24 @@ class Table:
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
+        check_no_metadata_table(self.config.to_properties())  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")
         else:
-            self.version.check_writable("run this on the table")
-        check_no_metadata_table(self.config.to_properties())
+            self.version.check_writable(f"run {service or 'this'} on the table", service)
         if self._client is None:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
 
-    def service_context(self) -> TableContext:
+    def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).
 
-        Refused like every table service (ReadOnlyTableVersionError on versions whose services
-        lakeward does not run, MetadataTableError, TableClosedError): see `_writer`.
+        `service`: the one service asking (a registry action, `savepoint`, `restore`); None asks
+        for all of them. Refused like every table service (ReadOnlyTableVersionError on versions
+        where lakeward does not run that service, MetadataTableError, TableClosedError): see `_writer`.
         """
-        return self._writer().table_context
+        return self._writer(service=service).table_context
 
     def close(self) -> None:
         """Give back what the table holds: its lock provider's share of the ZooKeeper client.
@@ -408,8 +415,8 @@ class Table:
     def _compact_inline(self) -> None:
         """`hoodie.compact.inline=true`: after a write, schedule a compaction when due and run it.
 
-        On a version whose services lakeward does not run (8, 9) that raises the service
-        gate's ReadOnlyTableVersionError after the write completed.
+        Inline compaction runs on every version lakeward compacts (6, 8, 9: see
+        `TableVersion.runs_service`).
         """
         client = self._writer(write=True)
         if self.config.table_type is not TableType.MERGE_ON_READ or not client.write_config.compact_inline:
@@ -459,7 +466,7 @@ class Table:
     def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
         instant = instant_time_of(instant)
-        return savepoint_service.savepoint(self.service_context(), instant, user, comment)
+        return savepoint_service.savepoint(self.service_context("savepoint"), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
@@ -467,12 +474,12 @@ class Table:
 
     def delete_savepoint(self, instant: str | Instant) -> None:
         instant = instant_time_of(instant)
-        savepoint_service.delete_savepoint(self.service_context(), instant)
+        savepoint_service.delete_savepoint(self.service_context("savepoint"), instant)
 
     def restore(self, savepoint_instant: str | Instant) -> savepoint_service.RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
-        return savepoint_service.restore(self.service_context(), savepoint_instant)
+        return savepoint_service.restore(self.service_context("restore"), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
     def rollback(self, instant: str | Instant) -> RollbackResult:
@@ -482,21 +489,22 @@ class Table:
         after it, and when it is not savepointed (use `restore` to go back further).
         """
         instant = instant_time_of(instant)
-        client = self._writer()
+        client = self._writer(service="rollback")
         with client.lock:
             timeline = client.roll_back_failed_writes()
             target = self._rollback_target(timeline, instant)
-            rollback_time = new_instant_time(timeline.latest_time(), self.config.timeline_timezone)
+            tz = self.config.timeline_timezone
+            rollback_time = new_instant_time(timeline.latest_time(), tz)
             if not target.is_completed:
-                return rollback_pending_instant(self.storage, target, rollback_time)
-            return rollback_completed_instant(self.storage, target, rollback_time)
+                return rollback_pending_instant(self.storage, target, rollback_time, tz)
+            return rollback_completed_instant(self.storage, target, rollback_time, tz)
 
     def preview_rollback(self, instant: str | Instant) -> RollbackResult:
         """What `rollback(instant)` would delete now, changing nothing (a dry run; `rollback_instant_time`
         is empty). Checked like the rollback itself, on the timeline as it is (a real rollback first
         rolls back writes whose writer is gone)."""
         instant = instant_time_of(instant)
-        self._writer()  # refused like the rollback on versions lakeward does not run services on
+        self._writer(service="rollback")  # refused like the rollback on versions lakeward does not run services on
         target = self._rollback_target(self.timeline(), instant)
         return RollbackResult("", instant, tuple(rollback_files(self.storage, target)))
 

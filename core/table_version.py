@@ -13,8 +13,9 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
 - whether clustering has its own pending action (`clustering`) or uses `replacecommit`;
 - which `hoodie.properties` keys a table of the version carries (key generator, ordering
   field, merge mode, payload class, timeline paths);
-- whether lakeward writes data to the table (6, 8, 9) and whether it also runs table services
-  on it (6 only: services on Hudi 1.x tables are a later step of issue 16).
+- whether lakeward writes data to the table (6, 8, 9) and which table services it runs on it
+  (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints and
+  archival, on tables without a metadata table).
 
 This module imports nothing from lakeward but the exceptions, so that every layer (config,
 timeline, file groups, reads, the daemon) can ask it without import cycles.
@@ -23,6 +24,7 @@ timeline, file groups, reads, the daemon) can ask it without import cycles.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
@@ -88,13 +90,17 @@ class TableVersion:
     clustering_action: bool
     #: Archived instants: `.hoodie/<archive folder>/` log files (False) or the LSM tree (True).
     lsm_history: bool
-    #: lakeward writes and runs table services on this version (everything, as on v6).
+    #: lakeward writes and runs every table service on this version (everything, as on v6).
     writable: bool
     #: Readers list files from the metadata table's `files` partition when it exists.
     metadata_table_listing: bool = False
     #: lakeward writes data (insert, upsert, bulk_insert, delete, insert_overwrite(_table),
     #: delete_partition) to tables of this version, even where it does not run services yet.
     writes: bool = True
+    #: The table services lakeward runs on this version although it is not `writable` (not yet
+    #: all of them): registry actions (`compaction`, `clean`, ...) and `savepoint`, `restore`,
+    #: `rollback`. Every other service is refused with ReadOnlyTableVersionError.
+    services: frozenset[str] = frozenset()
     #: `hoodie.properties` key of the key generator: its class (v6) or its type name (v8+).
     keygen_property: str = "hoodie.table.keygenerator.class"
     #: `hoodie.properties` key of the ordering field: `precombine.field` (v6, v8) or
@@ -118,23 +124,45 @@ class TableVersion:
         """The LSM archived timeline folder (layout 2), relative to the base path."""
         return posixpath.join(self.timeline_folder, "history") if self.lsm_history else None
 
-    def check_writable(self, what: str = "write") -> None:
-        """Raise ReadOnlyTableVersionError if lakeward must not run table services on this version.
+    def runs_service(self, service: str | None) -> bool:
+        """Whether lakeward runs table service `service` on this version (None: any service, all of them)."""
+        return self.writable or (service is not None and service in self.services)
 
-        Services on v8/v9 have their own format rules (clean and compaction plans, the LSM
-        archive, rollback instants of completed writes); until they follow them, they are
-        refused outright rather than writing a v6-shaped instant into a Hudi 1.x table.
+    def check_writable(self, what: str = "write", service: str | None = None) -> None:
+        """Raise ReadOnlyTableVersionError if lakeward must not run table service `service` on this version.
+
+        `service` None asks for every service (repairs, index and CDC changes). Services on
+        v8/v9 follow their own format rules (clean and compaction plans, the clustering
+        action, the LSM archive); a service that does not follow them yet is refused outright
+        rather than writing a v6-shaped instant into a Hudi 1.x table.
         """
-        if not self.writable:
+        if not self.runs_service(service):
             raise ReadOnlyTableVersionError(
-                f"cannot {what}: lakeward writes data to table version {self.number} but does not "
-                f"run table services on it yet (compaction, log compaction, clustering, clean, "
-                f"rollback/restore, savepoints, archival, change tracking and index builds run on "
+                f"cannot {what}: lakeward writes data to table version {self.number} but runs only "
+                f"{sorted(self.services) or 'no'} table services on it (every other service runs on "
                 f"table versions {list(WRITABLE_VERSIONS)} only; they are the next step of Hudi 1.x "
                 f"support)",
                 self.number,
                 SUPPORTED_VERSIONS,
             )
+
+    def read_only_reason(self, metadata_partitions: Sequence[str] = ()) -> str | None:
+        """Why the daemon serves no table service on a table of this version (None: it serves them).
+
+        `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
+        services lakeward runs only in part (8, 9) are served without a metadata table only:
+        lakeward does not maintain one, so every service on such a table is refused.
+        """
+        if self.writable:
+            return None
+        if not self.services:
+            return f"read-only: {self}"
+        if metadata_partitions:
+            return (
+                f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), which lakeward "
+                "does not maintain yet; drop it with hoodie.metadata.enable=false in a Hudi writer"
+            )
+        return None
 
     def check_writes(self, what: str = "write") -> None:
         """Raise ReadOnlyTableVersionError if lakeward must not write data to this version."""
@@ -149,6 +177,9 @@ class TableVersion:
         return f"table version {self.number}"
 
 
+#: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far.
+V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore", "archival"})
+
 V6 = TableVersion(
     6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True
 )
@@ -160,6 +191,7 @@ V8 = TableVersion(
     True,
     lsm_history=True,
     writable=False,
+    services=V8_SERVICES,
     metadata_table_listing=True,
     keygen_property="hoodie.table.keygenerator.type",
     merge_mode_property=True,
@@ -173,6 +205,7 @@ V9 = TableVersion(
     True,
     lsm_history=True,
     writable=False,
+    services=V8_SERVICES,
     metadata_table_listing=True,
     keygen_property="hoodie.table.keygenerator.type",
     ordering_property="hoodie.table.ordering.fields",

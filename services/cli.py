@@ -178,12 +178,13 @@ def show(
             typer.echo(str(report))
         raise typer.Exit(0 if report.ok else 1)
     slices = table.file_slices()
+    read_only = table.read_only_reason()
     if as_json:
         typer.echo(
             json.dumps(
                 {
                     "properties": table.config.to_properties(),
-                    "read_only": None if table.version.writable else str(table.version),
+                    "read_only": read_only.removeprefix("read-only: ") if read_only else None,
                     "file_groups": [
                         {
                             "partition": s.partition_path,
@@ -200,8 +201,8 @@ def show(
         )
         return
     typer.echo(f"table {table.name} at {table.path}")
-    if not table.version.writable:
-        typer.echo(f"  read-only: {table.version}")
+    if read_only is not None:
+        typer.echo(f"  {read_only}")
     for key, value in table.config.to_properties().items():
         if key != "hoodie.table.create.schema":
             typer.echo(f"  {key} = {value}")

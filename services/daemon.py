@@ -745,10 +745,11 @@ class Daemon:
         table = execution.open_table(ref, self.table_options(ref))
         if dry_run:
             return Submitted(self._dry_run(table, ref, action))
-        if not table.version.writable:
-            raise TriggerError(
-                f"{name} is read-only: {table.version} (lakeward runs table services on version 6 tables only)"
-            )
+        read_only = table.read_only_reason()
+        if read_only is not None:
+            raise TriggerError(f"{name} is {read_only} (lakeward does not run table services on it)")
+        if not table.version.runs_service(action.value):
+            raise TriggerError(f"lakeward does not run {action.value} on {table.version} tables yet ({name})")
         execution.check_available(table, action)
         planned = action in execution.PLANNED_ACTIONS
         if not planned and (mode == "schedule" or instant is not None):

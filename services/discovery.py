@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.health import HealthPolicy, HealthReport, HealthSnapshot, health_report, take_snapshot
 from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
 from lakeward.core.storage import Storage
@@ -52,7 +53,8 @@ if TYPE_CHECKING:
 PROPERTIES_FILE = "hoodie.properties"
 
 #: Pending timeline actions that are table-service plans, and the service that completes them.
-#: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write).
+#: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write);
+#: on table versions 8+ a pending clustering has its own `clustering` action.
 _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.COMPACTION: ServiceAction.COMPACTION,
     Action.LOG_COMPACTION: ServiceAction.COMPACTION,
@@ -61,9 +63,10 @@ _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.RESTORE: ServiceAction.ROLLBACK,  # a restore is a batch of rollbacks; the model has no RESTORE action
     Action.INDEXING: ServiceAction.INDEX_BUILD,
     Action.CHANGE_TRACKING: ServiceAction.CHANGE_TRACKING,
+    Action.CLUSTERING: ServiceAction.CLUSTERING,
 }
 #: The service of each `PendingServicePlan.action` (a clustering plan is `Action.CLUSTERING`).
-_SERVICE_OF: dict[Action, ServiceAction] = {**_PLAN_ACTIONS, Action.CLUSTERING: ServiceAction.CLUSTERING}
+_SERVICE_OF: dict[Action, ServiceAction] = _PLAN_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ def _build_state(
     return TableState(
         ref=ref,
         table_version=version.number,
-        read_only=None if version.writable else f"read-only: {version}",
+        read_only=version.read_only_reason(metadata_partitions(config.to_properties())),
         table_type=config.table_type.value,
         timeline_timezone=config.timeline_timezone,
         timeline=timeline,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, TableRef, WorkItem
@@ -439,9 +440,9 @@ _CONSIDER = (_compaction, _clean, _clustering, _change_tracking, _rollback, _ind
 def skip_reason(state: TableState) -> str | None:
     """Why planning proposes nothing on a table, whatever its policy; None when it plans normally.
 
-    A table of a version lakeward only reads (8, 9) gets no work at all: neither new plans
-    nor the pending plans Hudi scheduled on it (running them would write version-6 instants
-    into a Hudi 1.x table).
+    A table the daemon does not serve (`TableVersion.read_only_reason`: a Hudi 1.x table with
+    a metadata table) gets no work at all: neither new plans nor the pending plans Hudi
+    scheduled on it (running them would leave its metadata table stale).
     """
     if state.read_only is not None:
         return f"{state.read_only}: lakeward does not plan or run table services on it"
@@ -506,7 +507,11 @@ def plan_work(
     """
     running = set(running_keys)
     items = [d.item for d in plan_decisions(states, policies, now) if d.runs and d.item is not None]
-    return order_fairly(i for i in items if i.key not in running)
+    versions = {s.ref.name: table_version(s.table_version) for s in states}
+    # Services lakeward does not run on a table's version yet (8, 9: change tracking, index builds).
+    return order_fairly(
+        i for i in items if i.key not in running and versions[i.table.name].runs_service(i.action.value)
+    )
 
 
 # -- admission: what the daemon knows beyond the table's state ---------------------------------

@@ -28,6 +28,10 @@ as Hudi does on storage without append). Each block's writer schema lists the en
 fixed fields and the metadata fields its records use (readers resolve by name; absent
 fields read as null).
 
+On table versions 8+ (timeline layout 2) the same instants go to the LSM history in
+`.hoodie/timeline/history/` instead, one row per instant (`lsm_writer.py`, as Hudi 1.x's
+`LSMTimelineWriter`): a layer-0 parquet file, then the next manifest and `_version_`.
+
 Crash safety: the archive file is written first (one atomic create), then the archived
 instants' timeline files are deleted, oldest instant first and each instant's completed
 file last, so the active timeline is always a suffix of the full one. A re-run after a
@@ -57,7 +61,9 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
-from lakeward.core.timeline.transitions import instant_path, read_instant
+from lakeward.core.timeline.lsm_history import load_archived_instants
+from lakeward.core.timeline.lsm_writer import append_history_file, history_row
+from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
 
 if TYPE_CHECKING:
     from lakeward.core.context import HoldsTableContext
@@ -387,8 +393,8 @@ def _latest_clean_retain(storage: Storage, timeline: Timeline) -> str | None:
 
 
 def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[str, set[str]]) -> bool:
-    raw = _json(read_instant(storage, instant)) or {}
-    for partition, ids in (raw.get("partitionToReplaceFileIds") or {}).items():
+    replaced = read_commit_metadata(storage, instant).partitionToReplaceFileIds or {}
+    for partition, ids in replaced.items():
         if partition not in listings:
             names = set()
             for e in storage.list_dir(partition):
@@ -435,7 +441,7 @@ def _files_by_instant(timeline: Timeline) -> dict[tuple[str, Action], list[Insta
     """Every timeline file, grouped by (time, completed action), requested first and completed last."""
     grouped: dict[tuple[str, Action], list[Instant]] = {}
     for name in timeline.files:
-        parsed = Instant.parse(name)
+        parsed = Instant.parse(name, timeline.layout)
         if parsed is not None:
             grouped.setdefault((parsed.time, parsed.action.completed_action), []).append(parsed)
     for files in grouped.values():
@@ -469,27 +475,44 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
     started = time.monotonic()
     storage, wc = ctx.storage, ctx.write_config
     folder = ctx.config.archive_folder
+    history = ctx.config.version.history_folder
     with ctx.lock:
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
-        existing = read_archived_entries(storage, folder)
-        done = {(str(r.get("commitTime")), str(r.get("actionType")), str(r.get("actionState"))) for r in existing}
+        if history is not None:
+            archived = {(i.time, i.action.value) for i in load_archived_instants(storage, history)}
+        else:
+            existing = read_archived_entries(storage, folder)
+            done = {(str(r.get("commitTime")), str(r.get("actionType")), str(r.get("actionState"))) for r in existing}
+            archived = {(t, a) for t, a, s in done if s == State.COMPLETED.name}
         # Instants a crashed run archived but did not delete (their completed entry is archived).
         leftover = [
             i
             for i in timeline.completed()
-            if (i.time, i.action.completed_action.value, State.COMPLETED.name) in done and i not in planned
+            if (i.time, i.action.completed_action.value) in archived and i not in planned
         ]
         to_archive = sorted(set(planned) | set(leftover), key=Instant.sort_key)
         files = _files_by_instant(timeline)
         state_files = [files.get((i.time, i.action.completed_action), [i]) for i in to_archive]
-        entries = [entry_of(storage, f) for group in state_files for f in group]
-        new_entries = [e for e in entries if e.key not in done]
-        archived = tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive)
+        names = tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive)
+        if history is not None:
+            rows = [
+                history_row(storage, group)
+                for i, group in zip(to_archive, state_files, strict=True)
+                if (i.time, i.action.completed_action.value) not in archived
+            ]
+            new_count = len(rows)
+        else:
+            entries = [entry_of(storage, f) for group in state_files for f in group]
+            new_entries = [e for e in entries if e.key not in done]
+            new_count = len(new_entries)
         if dry_run:
             instant_files = tuple(instant_path(f) for group in state_files for f in group)
-            return ArchiveResult(archived, None, len(new_entries), time.monotonic() - started, instant_files, True)
-        written = _write_archive_file(storage, folder, new_entries, wc.archival_batch) if new_entries else None
+            return ArchiveResult(names, None, new_count, time.monotonic() - started, instant_files, True)
+        if history is not None:
+            written = append_history_file(storage, history, rows) if rows else None
+        else:
+            written = _write_archive_file(storage, folder, new_entries, wc.archival_batch) if new_entries else None
         deleted: list[str] = []
         for group in state_files:  # oldest instant first, its completed file last
             for f in group:
@@ -502,11 +525,11 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
             len(to_archive),
             to_archive[0].time,
             to_archive[-1].time,
-            len(new_entries),
+            new_count,
             written,
             elapsed,
         )
-    return ArchiveResult(archived, written, len(new_entries), elapsed, tuple(deleted))
+    return ArchiveResult(names, written, new_count, elapsed, tuple(deleted))
 
 
 class ArchivalService(DirectService[ArchiveResult]):

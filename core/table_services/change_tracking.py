@@ -291,7 +291,11 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
             sum(s.totalWriteBytes for s in stats),
             tuple(sorted(persisted)),
         )
-        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+        return Completion(
+            metadata.to_bytes(run.ctx.config.version.metadata_encoding),
+            result,
+            after=lambda: self._finished(run, result),
+        )
 
     def _finished(self, run: PlanRun[list[TrackingOperation]], result: ChangeTrackingResult) -> None:
         """Once completed: remove what only the run needed, and log it."""

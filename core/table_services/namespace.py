@@ -3,7 +3,8 @@
 Each namespace binds a registered service to its table: `schedule`, `execute`, `pending`
 (and `report`, the daemon's summary of a result). `pending` reads the timeline only, so it
 works on every table version; `schedule` and `execute` build the table's context through
-`Table.service_context()`, which refuses versions whose services lakeward does not run.
+`Table.service_context(action)`, which refuses a service lakeward does not run on the
+table's version (`TableVersion.runs_service`).
 The flat methods of `Table` (`schedule_compaction`, `run_compaction`, ...) are aliases of these.
 """
 
@@ -39,7 +40,7 @@ class ServiceHost(Protocol):
 
     def timeline(self) -> Timeline: ...
 
-    def service_context(self) -> TableContext: ...
+    def service_context(self, service: str | None = None) -> TableContext: ...
 
 
 class ServiceNamespace(Generic[ResultT]):
@@ -64,7 +65,7 @@ class ServiceNamespace(Generic[ResultT]):
 
     def execute(self, instant: str | Instant | None = None, *, engine: Engine | str | None = None) -> ResultT:
         """Run the plan `instant` to completion (idempotent); direct services take no instant."""
-        ctx = self._host.service_context()
+        ctx = self._host.service_context(self.action)
         instant_time = instant_time_of(instant) if instant is not None else None
         return self._service(ctx).execute(instant_time, engine=resolve_engine(engine, default=ctx.engine))
 
@@ -81,7 +82,7 @@ class ServiceNamespace(Generic[ResultT]):
         return self._bound().report(result)
 
     def _bound(self) -> TableService[ResultT]:
-        return self._service(self._host.service_context())
+        return self._service(self._host.service_context(self.action))
 
 
 class TableServices:

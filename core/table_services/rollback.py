@@ -37,7 +37,7 @@ from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, p
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
@@ -214,7 +214,11 @@ def failed_writes(timeline: Timeline, exclude: set[str] | None = None, storage: 
     found = [i for i in timeline.pending_writes() if i.time not in exclude]
     if storage is None:
         return found
-    return [i for i in found if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time) is None]
+    return [
+        i
+        for i in found
+        if i.action is not Action.REPLACE_COMMIT or clustering_plan_of(storage, i.time, timeline.layout) is None
+    ]
 
 
 def rollback_files(storage: Storage, instant: Instant) -> list[str]:
@@ -233,10 +237,13 @@ def rollback_files(storage: Storage, instant: Instant) -> list[str]:
     )
 
 
-def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time: str) -> RollbackResult:
+def rollback_completed_instant(
+    storage: Storage, instant: Instant, rollback_time: str, timezone: str = "LOCAL"
+) -> RollbackResult:
     """Undo a completed write or service commit: a rollback instant whose plan lists every file it wrote.
 
     The plan is written first, so a rollback that dies part-way is finished by `resume_rollback`.
+    `timezone`: the table's timeline time zone, for the completion time on layout 2.
     """
     if not instant.is_completed:
         raise ValueError(f"{instant} is pending; use rollback_pending_instant")
@@ -252,7 +259,7 @@ def rollback_completed_instant(storage: Storage, instant: Instant, rollback_time
     requested = create_requested(
         storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan), instant.layout
     )
-    return resume_rollback(storage, requested, completed_target=True)
+    return resume_rollback(storage, requested, completed_target=True, timezone=timezone)
 
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:
@@ -306,6 +313,8 @@ def resume_rollback(
     delete_pending_files(storage, target["commitTime"], target_action, layout)
     if target_action is Action.COMMIT:  # a completed compaction's requested and inflight files
         delete_pending_files(storage, target["commitTime"], Action.COMPACTION, layout)
+    if target_action is Action.REPLACE_COMMIT and rules_for_layout(layout).clustering_action:
+        delete_pending_files(storage, target["commitTime"], Action.CLUSTERING, layout)  # a completed clustering's
     inflight = rollback.with_state(State.INFLIGHT)
     if rollback.state is State.REQUESTED:
         inflight = transition_to_inflight(storage, requested)

@@ -14,6 +14,10 @@
   as rollback instants. Every step is idempotent; a killed restore is finished by running it again.
   Savepoints after the restored one are deleted (their instants are gone).
 - `delete_savepoint`: removes `<t>.savepoint` and its inflight file.
+
+On table versions 8+ every instant is in `.hoodie/timeline/` and completed ones are named
+`<t>_<c>.<action>` (timeline layout 2): the instants are taken from the loaded timeline, and a
+restore also rolls back pending clusterings (their own `clustering` action there).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ def savepoint(table: HoldsTableContext, instant_time: str, user: str | None = No
     ctx = table.table_context
     storage = ctx.storage
     with ctx.lock:
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         if instant_time not in timeline.completed_write_times():
             raise InstantNotFoundError(f"cannot savepoint {instant_time}: it is not a completed write of {storage.uri}")
         if instant_time in savepoints(timeline):
@@ -90,9 +94,10 @@ def savepoint(table: HoldsTableContext, instant_time: str, user: str | None = No
             },
             "version": 1,
         }
-        inflight = Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT)
+        inflight = Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT, layout=ctx.layout)
         storage.write_bytes(instant_path(inflight), b"")
-        complete(storage, inflight, avro_plans.serialize(avro_plans.SAVEPOINT_METADATA, metadata))
+        content = avro_plans.serialize(avro_plans.SAVEPOINT_METADATA, metadata)
+        complete(storage, inflight, content, ctx.config.timeline_timezone)
         log.info("savepointed %s (%d file(s))", instant_time, sum(len(v) for v in files.values()))
         return instant_time
 
@@ -101,16 +106,19 @@ def delete_savepoint(table: HoldsTableContext, instant_time: str) -> None:
     ctx = table.table_context
     storage = ctx.storage
     with ctx.lock:
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         if timeline.state_of(instant_time, Action.SAVEPOINT) is None:
             raise InstantNotFoundError(f"no savepoint at {instant_time} in {storage.uri}")
-        _drop_savepoint(storage, instant_time)
+        _drop_savepoint(storage, timeline, instant_time)
         log.info("deleted savepoint %s", instant_time)
 
 
-def _drop_savepoint(storage: Storage, instant_time: str) -> None:
-    for state in (State.COMPLETED, State.INFLIGHT):
-        storage.delete_file(instant_path(Instant(instant_time, Action.SAVEPOINT, state)))
+def _drop_savepoint(storage: Storage, timeline: Timeline, instant_time: str) -> None:
+    """Delete savepoint `instant_time`'s completed file (named as `timeline` lists it), then its inflight file."""
+    for instant in timeline.find(instant_time):
+        if instant.action is Action.SAVEPOINT and instant.is_completed:
+            storage.delete_file(instant_path(instant))
+    storage.delete_file(instant_path(Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT, layout=timeline.layout)))
 
 
 # -- restore ----------------------------------------------------------------------------------
@@ -153,12 +161,13 @@ def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
     """Roll the table back to the savepoint at `savepoint_time` (a pending restore is finished first)."""
     ctx = table.table_context
     storage, config = ctx.storage, ctx.config
+    timezone = config.timeline_timezone
     with ctx.lock:
-        timeline = Timeline.load(storage)
+        timeline = ctx.timeline()
         resumed = None
         for interrupted in pending_restores(timeline):
-            resumed = resume_restore(storage, interrupted)
-            timeline = Timeline.load(storage)
+            resumed = resume_restore(storage, interrupted, timezone)
+            timeline = ctx.timeline()
         if savepoint_time not in savepoints(timeline):
             raise InstantNotFoundError(
                 f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
@@ -167,41 +176,47 @@ def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
         if not targets and resumed is not None and resumed.savepoint_instant_time == savepoint_time:
             return resumed  # the interrupted restore was this one
         plan = {"instantsToRollback": [_info(timeline, i) for i in targets], "version": 1}
-        restore_time = _new_instant_time(timeline.latest_time(), config.timeline_timezone)
+        restore_time = _new_instant_time(timeline.latest_time(), timezone)
         requested = create_requested(
-            storage, restore_time, Action.RESTORE, avro_plans.serialize(avro_plans.RESTORE_PLAN, plan)
+            storage, restore_time, Action.RESTORE, avro_plans.serialize(avro_plans.RESTORE_PLAN, plan), ctx.layout
         )
         inflight = transition_to_inflight(storage, requested)
-        return _execute(storage, inflight, savepoint_time)
+        return _execute(storage, inflight, savepoint_time, timezone)
 
 
-def resume_restore(storage: Storage, restore_instant: Instant) -> RestoreResult:
-    """Finish an interrupted restore from its plan (each rollback step is idempotent)."""
+def resume_restore(storage: Storage, restore_instant: Instant, timezone: str = "LOCAL") -> RestoreResult:
+    """Finish an interrupted restore from its plan (each rollback step is idempotent).
+
+    `timezone`: the table's timeline time zone, for the completion time on layout 2.
+    """
     requested = restore_instant.with_state(State.REQUESTED)
     inflight = restore_instant.with_state(State.INFLIGHT)
     if restore_instant.state is State.REQUESTED:
         inflight = transition_to_inflight(storage, requested)
-    return _execute(storage, inflight, None)
+    return _execute(storage, inflight, None, timezone)
 
 
-def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None) -> RestoreResult:
+def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None, timezone: str) -> RestoreResult:
     started = time.monotonic()
+    layout = inflight.layout
+    timeline = Timeline.load(storage, layout)
     requested = inflight.with_state(State.REQUESTED)
     plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
     infos: list[dict[str, str]] = list(plan.get("instantsToRollback") or [])
     if savepoint_time is None:  # resumed: the savepoint is the latest one before the first rolled-back instant
         oldest = min((i["commitTime"] for i in infos), default=inflight.time)
-        savepoint_time = max((t for t in savepoints(Timeline.load(storage)) if t < oldest), default="")
+        savepoint_time = max((t for t in savepoints(timeline) if t < oldest), default="")
     listing = _data_listing(storage)
     rollbacks: dict[str, list[dict[str, Any] | None]] = {}
     deleted: list[str] = []
     for info in sorted(infos, key=lambda i: i["commitTime"], reverse=True):
-        metadata, files = _roll_back(storage, inflight.time, info, listing)
+        metadata, files = _roll_back(storage, inflight.time, info, listing, timeline)
         rollbacks[info["commitTime"]] = [metadata]
         deleted.extend(files)
-    for later in savepoints(Timeline.load(storage)):
+    timeline = Timeline.load(storage, layout)
+    for later in savepoints(timeline):
         if savepoint_time and later > savepoint_time:
-            _drop_savepoint(storage, later)
+            _drop_savepoint(storage, timeline, later)
     metadata = {
         "startRestoreTime": inflight.time,
         "timeTakenInMillis": int((time.monotonic() - started) * 1000),
@@ -211,30 +226,35 @@ def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None) ->
         "restoreInstantInfo": infos,
     }
     try:
-        complete(storage, inflight, avro_plans.serialize(avro_plans.RESTORE_METADATA, metadata))
+        complete(storage, inflight, avro_plans.serialize(avro_plans.RESTORE_METADATA, metadata), timezone)
     except InstantExistsError:
         pass
     log.info("restore %s rolled back %d instant(s), %d file(s)", inflight.time, len(infos), len(deleted))
     return RestoreResult(inflight.time, savepoint_time or "", tuple(i["commitTime"] for i in infos), tuple(deleted))
 
 
-def _timeline_files(time_: str, action: Action) -> tuple[Instant | None, list[Instant]]:
-    """The completed instant (if the action completes under its own name) and the pending ones."""
+#: The pending actions that complete as each rolled-back action (services completing as writes).
+_PENDING_AS = {
+    Action.COMMIT: (Action.COMPACTION,),
+    Action.DELTA_COMMIT: (Action.LOG_COMPACTION,),
+    Action.REPLACE_COMMIT: (Action.CLUSTERING,),
+}
+
+
+def _timeline_files(time_: str, action: Action, timeline: Timeline) -> tuple[Instant, list[Instant]]:
+    """The completed instant of `time_` (named as `timeline` lists it on layout 2) and the pending ones."""
     family = action.completed_action
-    pending_actions = {family}
-    if family is Action.COMMIT:
-        pending_actions.add(Action.COMPACTION)
-    if family is Action.DELTA_COMMIT:
-        pending_actions.add(Action.LOG_COMPACTION)
-    pending = [Instant(time_, a, s) for a in pending_actions for s in (State.INFLIGHT, State.REQUESTED)]
-    return Instant(time_, family, State.COMPLETED), pending
+    layout = timeline.layout
+    pending_actions = {family, *_PENDING_AS.get(family, ())}
+    pending = [Instant(time_, a, s, layout=layout) for a in pending_actions for s in (State.INFLIGHT, State.REQUESTED)]
+    listed = [i for i in timeline.find(time_) if i.is_completed and i.action is family]
+    return (listed[0] if listed else Instant(time_, family, State.COMPLETED, layout=layout)), pending
 
 
-def _files_to_delete(storage: Storage, info: dict[str, str], listing: list[str]) -> list[str]:
+def _files_to_delete(storage: Storage, info: dict[str, str], listing: list[str], timeline: Timeline) -> list[str]:
     """The data files undoing one instant of a restore deletes (those that exist), sorted; deletes nothing."""
     t = info["commitTime"]
-    completed, pending = _timeline_files(t, Action(info["action"]))
-    assert completed is not None
+    completed, pending = _timeline_files(t, Action(info["action"]), timeline)
     files: set[str] = set()
     if storage.exists(instant_path(completed)):
         meta = CommitMetadata.from_bytes(read_instant(storage, completed), completed.file_name)
@@ -267,7 +287,7 @@ def preview_restore(table: HoldsTableContext, savepoint_time: str) -> RestoreRes
     """
     ctx = table.table_context
     storage = ctx.storage
-    timeline = Timeline.load(storage)
+    timeline = ctx.timeline()
     if savepoint_time not in savepoints(timeline):
         raise InstantNotFoundError(
             f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
@@ -277,20 +297,19 @@ def preview_restore(table: HoldsTableContext, savepoint_time: str) -> RestoreRes
     files = [
         f
         for info in sorted(infos, key=lambda i: i["commitTime"], reverse=True)
-        for f in _files_to_delete(storage, info, listing)
+        for f in _files_to_delete(storage, info, listing, timeline)
     ]
     return RestoreResult("", savepoint_time, tuple(i["commitTime"] for i in infos), tuple(files))
 
 
 def _roll_back(
-    storage: Storage, restore_time: str, info: dict[str, str], listing: list[str]
+    storage: Storage, restore_time: str, info: dict[str, str], listing: list[str], timeline: Timeline
 ) -> tuple[dict[str, Any], list[str]]:
     """Undo one instant of a restore; returns its HoodieRollbackMetadata and the files deleted."""
     started = time.monotonic()
     t = info["commitTime"]
-    completed, pending = _timeline_files(t, Action(info["action"]))
-    assert completed is not None
-    existing = _files_to_delete(storage, info, listing)
+    completed, pending = _timeline_files(t, Action(info["action"]), timeline)
+    existing = _files_to_delete(storage, info, listing, timeline)
     if storage.exists(instant_path(completed)):
         storage.delete_file(instant_path(completed))  # readers now see the instant before it
     for path in existing:

@@ -234,6 +234,10 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         """Executing a plan that completed already: InstantExistsError (clean returns its recorded result)."""
         raise InstantExistsError(f"{self.noun} {instant_time} is already completed")
 
+    def plan_action(self) -> Action:
+        """The action of the plan's requested and inflight files (clustering: by table version)."""
+        return self.timeline_action
+
     def inflight_content(self, plan: PlanT) -> bytes:
         """What the inflight instant file holds (Hudi: empty, or the plan again for some actions)."""
         return b""
@@ -260,7 +264,8 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             )
         started = time.monotonic()
         plan = self.load_plan(instant_time)
-        inflight = self._claim(Instant(instant_time, self.timeline_action, State.REQUESTED), state, plan)
+        requested = Instant(instant_time, self.plan_action(), State.REQUESTED, layout=self.ctx.layout)
+        inflight = self._claim(requested, state, plan)
         schema = self.ctx.require_schema(timeline) if self.needs_schema else None
         run = PlanRun(self.ctx, instant_time, timeline, plan, schema, engine or self.ctx.engine, started)
         done = self.run(run)
@@ -280,7 +285,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
     def _complete(self, inflight: Instant, metadata: bytes) -> None:
         try:
             with self.ctx.lock if self.complete_under_lock else nullcontext():
-                complete(self.ctx.storage, inflight, metadata)
+                complete(self.ctx.storage, inflight, metadata, self.ctx.config.timeline_timezone)
         except InstantExistsError:
             if not self.tolerates_completed_by_other:
                 raise

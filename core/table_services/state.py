@@ -35,6 +35,8 @@ PLAN_ACTIONS = frozenset(
         Action.RESTORE,
         Action.INDEXING,
         Action.CHANGE_TRACKING,
+        #: Pending clustering on table versions 8+ (its own action there).
+        Action.CLUSTERING,
     }
 )
 _WRITES = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
@@ -45,7 +47,7 @@ class PendingServicePlan:
     """A requested or inflight table-service plan on the timeline.
 
     `action` is the plan's action (`compaction`, `clean`, ...); a clustering plan (a pending
-    replacecommit on table version 6) is `Action.CLUSTERING`.
+    replacecommit on table version 6, a `clustering` instant on 8+) is `Action.CLUSTERING`.
     """
 
     action: Action

@@ -1,4 +1,6 @@
-"""Clustering plans: `HoodieRequestedReplaceMetadata` with operationType CLUSTER in `<t>.replacecommit.requested`.
+"""Clustering plans: `HoodieRequestedReplaceMetadata` with operationType CLUSTER in `<t>.replacecommit.requested`
+(table version 6) or `<t>.clustering.requested` (versions 8+: clustering's own pending action,
+completing as `<t>_<c>.replacecommit`, as Hudi 1.x writes it).
 
 A clustering plan lists input groups of file slices (base file and log files, by path);
 each group is rewritten into `numOutputFileGroups` new file groups and the replacecommit
@@ -18,6 +20,7 @@ from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import avro_plans
 from lakeward.core.timeline.compaction_plan import CompactionOperation
 from lakeward.core.timeline.instant import Action, Instant, State
@@ -135,9 +138,18 @@ def _operation(info: dict[str, object], what: str) -> CompactionOperation:
     return CompactionOperation(partition, file_id, base_instant, base, logs)
 
 
-def _clustering_plan_record(storage: Storage, time: str) -> dict[str, Any] | None:
-    """The `clusteringPlan` record of replacecommit `time`'s requested file; None when it is not a clustering."""
-    requested = Instant(time, Action.REPLACE_COMMIT, State.REQUESTED)
+def clustering_action(layout: TimelineLayout) -> Action:
+    """The action of a pending clustering: `replacecommit` (layout 1) or `clustering` (layout 2)."""
+    return Action.CLUSTERING if rules_for_layout(layout).clustering_action else Action.REPLACE_COMMIT
+
+
+def _requested(time: str, layout: TimelineLayout) -> Instant:
+    return Instant(time, clustering_action(layout), State.REQUESTED, layout=layout)
+
+
+def _clustering_plan_record(storage: Storage, time: str, layout: TimelineLayout) -> dict[str, Any] | None:
+    """The `clusteringPlan` record of clustering `time`'s requested file; None when it is not a clustering."""
+    requested = _requested(time, layout)
     try:
         data = read_instant(storage, requested)
     except (FileNotFoundError, OSError):
@@ -151,20 +163,23 @@ def _clustering_plan_record(storage: Storage, time: str) -> dict[str, Any] | Non
     return plan
 
 
-def clustering_plan_of(storage: Storage, time: str) -> ClusteringPlan | None:
-    """The clustering plan of replacecommit `time`, or None when it is not a clustering (or has no requested file)."""
-    plan = _clustering_plan_record(storage, time)
+def clustering_plan_of(
+    storage: Storage, time: str, layout: TimelineLayout = TimelineLayout.V1
+) -> ClusteringPlan | None:
+    """The clustering plan of instant `time` in the `layout` timeline, or None when it is not a clustering
+    (a replacecommit of insert_overwrite) or has no requested file."""
+    plan = _clustering_plan_record(storage, time, layout)
     if plan is None:
         return None
-    return ClusteringPlan.from_record(plan, Instant(time, Action.REPLACE_COMMIT, State.REQUESTED).file_name)
+    return ClusteringPlan.from_record(plan, _requested(time, layout).file_name)
 
 
 def pending_clustering_plans(storage: Storage, timeline: Timeline) -> dict[str, ClusteringPlan]:
     """Pending (requested or inflight) clusterings, by instant time, oldest first."""
     out: dict[str, ClusteringPlan] = {}
-    for instant in timeline.pending(Action.REPLACE_COMMIT):
+    for instant in timeline.pending(clustering_action(timeline.layout)):
         if instant.time not in out:
-            plan = clustering_plan_of(storage, instant.time)
+            plan = clustering_plan_of(storage, instant.time, timeline.layout)
             if plan is not None:
                 out[instant.time] = plan
     return dict(sorted(out.items()))
@@ -177,8 +192,8 @@ def pending_clustering_file_groups(storage: Storage, timeline: Timeline) -> dict
     be parsed still protects its file group (from writers, cleaning and other clusterings).
     """
     out: dict[tuple[str, str], str] = {}
-    for instant in timeline.pending(Action.REPLACE_COMMIT):
-        plan = _clustering_plan_record(storage, instant.time)
+    for instant in timeline.pending(clustering_action(timeline.layout)):
+        plan = _clustering_plan_record(storage, instant.time, timeline.layout)
         for group in (plan or {}).get("inputGroups") or []:
             for s in group.get("slices") or []:
                 out.setdefault((str(s.get("partitionPath") or ""), str(s.get("fileId") or "")), instant.time)

@@ -14,6 +14,7 @@ from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import avro_plans
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.timeline import Timeline
@@ -125,8 +126,9 @@ def pending_compaction_instants(timeline: Timeline) -> list[Instant]:
     return timeline.pending(Action.COMPACTION)
 
 
-def read_compaction_plan(storage: Storage, time: str) -> CompactionPlan:
-    requested = Instant(time, Action.COMPACTION, State.REQUESTED)
+def read_compaction_plan(storage: Storage, time: str, layout: TimelineLayout = TimelineLayout.V1) -> CompactionPlan:
+    """The plan of compaction `time`, from its requested file in the `layout` timeline folder."""
+    requested = Instant(time, Action.COMPACTION, State.REQUESTED, layout=layout)
     return CompactionPlan.from_bytes(read_instant(storage, requested), requested.file_name)
 
 
@@ -134,6 +136,6 @@ def pending_compaction_file_groups(storage: Storage, timeline: Timeline) -> dict
     """(partition, file id) -> instant time of the pending compaction that will rewrite it."""
     out: dict[tuple[str, str], str] = {}
     for instant in pending_compaction_instants(timeline):
-        for key in read_compaction_plan(storage, instant.time).file_groups():
+        for key in read_compaction_plan(storage, instant.time, timeline.layout).file_groups():
             out[key] = instant.time
     return out

@@ -1,10 +1,12 @@
-"""The daemon with Hudi 1.x tables (versions 8 and 9), which lakeward reads but does not write.
+"""The daemon with Hudi 1.x tables (versions 8 and 9): served without a metadata table, read-only with one.
 
-Discovery reads their timeline from `.hoodie/timeline/` and reports each table's version;
-`/tables` and the CLI show them as `read-only: table version N`; a metric counts tables
-per version; planning proposes nothing on them (not even the plans Hudi left pending), so
-no run ever touches them. A real daemon (in-process coordinator, local engine) over real
-fixture tables written by Hudi 1.x, next to a version 6 table lakeward writes.
+Discovery reads their timeline from `.hoodie/timeline/` and reports each table's version.
+A v8/v9 table without a metadata table is served like a version 6 one (the v8 fixture);
+one with a metadata table (the v9 fixture) stays read-only with the reason: `/tables` and
+the CLI show `read-only: table version 9 with a metadata table (...)`, a metric counts
+tables per version, and planning proposes nothing on it (not even the plans Hudi left
+pending), so no run ever touches it. A real daemon (in-process coordinator, local engine)
+over real fixture tables written by Hudi 1.x, next to a version 6 table lakeward writes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lakeward.services.discovery import DiscoveryCache, discover
 from lakeward.services.model import TableRef
 from lakeward.services.planning import Policy, plan_work, skip_reason
 from lakeward.services.settings import load_settings
+from tests.interop.compare import fail_on, snapshot_mismatches
 from tests.support.fixture_tables import unzip_table
 
 TOKEN = "s3cret-token"
@@ -73,8 +76,10 @@ def test_discovery_reports_versions_and_reads_the_layout_2_timeline(tables):
     states = {s.ref.name: s for s in result.states}
     assert {n: s.table_version for n, s in states.items()} == {"orders": 6, "v9_txns": 9, "v8_cow": 8}
     assert states["orders"].read_only is None
-    assert states["v9_txns"].read_only == "read-only: table version 9"
-    assert states["v8_cow"].read_only == "read-only: table version 8"
+    assert states["v9_txns"].read_only is not None
+    assert states["v9_txns"].read_only.startswith("read-only: table version 9 with a metadata table (column_stats,")
+    assert "hoodie.metadata.enable=false" in states["v9_txns"].read_only
+    assert states["v8_cow"].read_only is None
     for name in ("v9_txns", "v8_cow"):
         active = Table.open(str(tables[name])).timeline().active()
         assert states[name].completed_count == sum(1 for i in active if i.is_completed) > 0
@@ -102,12 +107,13 @@ def test_planning_skips_read_only_tables_with_a_reason(tables):
     refs = [TableRef(name, str(path)) for name, path in tables.items()]
     states = discover(refs, workers=1).states
     items = plan_work(states, EAGER, dt.datetime.now(dt.UTC))
-    assert {i.table.name for i in items} == {"orders"}, items
+    assert {i.table.name for i in items} == {"orders", "v8_cow"}, items
     by_name = {s.ref.name: s for s in states}
     assert skip_reason(by_name["orders"]) is None
-    assert skip_reason(by_name["v9_txns"]) == (
-        "read-only: table version 9: lakeward does not plan or run table services on it"
-    )
+    assert skip_reason(by_name["v8_cow"]) is None
+    reason = skip_reason(by_name["v9_txns"])
+    assert reason is not None and reason.startswith("read-only: table version 9 with a metadata table")
+    assert reason.endswith(": lakeward does not plan or run table services on it")
 
 
 def _settings(root: Path, tables: dict[str, Path]) -> Any:
@@ -141,28 +147,34 @@ def daemon(tmp_path: Path, tables: dict[str, Path]) -> Iterator[Daemon]:
     d.drain(5)
 
 
-def test_the_daemon_shows_them_read_only_counts_them_and_never_runs_on_them(daemon, tables):
-    before = {name: _files(tables[name]) for name in ("v9_txns", "v8_cow")}
+def test_the_daemon_serves_v8_without_and_never_runs_on_v9_with_a_metadata_table(daemon, tables):
+    before = {name: _files(tables[name]) for name in ("v9_txns",)}
     for _ in range(3):
         daemon.cycle()
     wait_for(lambda: daemon.runner is not None and not daemon.runner.running_keys())
     client = TestClient(create_app(daemon))
     shown = {t["name"]: t for t in client.get("/api/v1/tables").json()}
-    assert shown["v9_txns"]["read_only"] == "read-only: table version 9" and shown["v9_txns"]["table_version"] == 9
-    assert shown["v8_cow"]["read_only"] == "read-only: table version 8"
+    assert shown["v9_txns"]["read_only"].startswith("read-only: table version 9 with a metadata table")
+    assert shown["v9_txns"]["table_version"] == 9
+    assert shown["v8_cow"]["read_only"] is None and shown["v8_cow"]["table_version"] == 8
     assert shown["orders"]["read_only"] is None and shown["orders"]["table_version"] == 6
     assert shown["v9_txns"]["healthy"] and shown["v9_txns"]["completed_instants"] > 0
     assert [p["action"] for p in shown["v9_txns"]["pending_plans"]] == ["compaction"]
 
     metrics = client.get("/metrics").text
     assert 'lakeward_tables_by_version{read_only="true",version="9"} 1.0' in metrics
-    assert 'lakeward_tables_by_version{read_only="true",version="8"} 1.0' in metrics
+    assert 'lakeward_tables_by_version{read_only="false",version="8"} 1.0' in metrics
     assert 'lakeward_tables_by_version{read_only="false",version="6"} 1.0' in metrics
 
     runs = client.get("/api/v1/runs").json()
-    assert {r["table"] for r in runs} <= {"orders"}, runs
+    assert {r["table"] for r in runs} <= {"orders", "v8_cow"}, runs
     assert any(r["table"] == "orders" for r in runs), "the eager policy should have run something on orders"
-    assert {name: _files(tables[name]) for name in ("v9_txns", "v8_cow")} == before
+    assert any(r["table"] == "v8_cow" for r in runs), "the eager policy should have run something on v8_cow"
+    assert {r["outcome"] for r in runs if r["table"] == "v8_cow"} <= {"succeeded", "nothing_to_do"}, runs
+    assert {name: _files(tables[name]) for name in ("v9_txns",)} == before
+    v8_rows = Table.open(str(tables["v8_cow"])).read()
+    fail_on(snapshot_mismatches(str(tables["v8_cow"])))
+    assert v8_rows.num_rows > 0
 
     refused = client.post(
         "/api/v1/tables/v9_txns/trigger",
@@ -170,7 +182,7 @@ def test_the_daemon_shows_them_read_only_counts_them_and_never_runs_on_them(daem
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     assert refused.status_code in (400, 409, 422), refused.text
-    assert "read-only: table version 9" in refused.text
+    assert "read-only: table version 9 with a metadata table" in refused.text
 
 
 def test_cli_tables_shows_read_only(daemon, monkeypatch):
@@ -181,8 +193,8 @@ def test_cli_tables_shows_read_only(daemon, monkeypatch):
         result = CliRunner().invoke(cli_app, ["tables"])
         assert result.exit_code == 0, result.output
         lines = {line.split()[0]: line for line in result.output.splitlines()[1:]}
-        assert "read-only: table version 9" in lines["v9_txns"]
-        assert "read-only: table version 8" in lines["v8_cow"]
+        assert "read-only: table version 9 with a metadata table" in lines["v9_txns"]
+        assert "read-only" not in lines["v8_cow"]
         assert "read-only" not in lines["orders"]
     finally:
         server.stop()

@@ -37,30 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-LSM_INSTANT_AVRO_SCHEMA = {
-    "type": "record",
-    "name": "HoodieLSMTimelineInstant",
-    "namespace": "org.apache.hudi.avro.model",
-    "fields": [
-        {"name": "instantTime", "type": ["null", "string"], "default": None},
-        {"name": "completionTime", "type": ["null", "string"], "default": None},
-        {"name": "action", "type": ["null", "string"], "default": None},
-        {"name": "metadata", "type": ["null", "bytes"], "default": None},
-        {"name": "plan", "type": ["null", "bytes"], "default": None},
-        {"name": "version", "type": "int", "default": 1},
-    ],
-}
-LSM_INSTANT_SCHEMA = pa.schema(
-    [
-        pa.field("instantTime", pa.string()),
-        pa.field("completionTime", pa.string()),
-        pa.field("action", pa.string()),
-        pa.field("metadata", pa.binary()),
-        pa.field("plan", pa.binary()),
-        pa.field("version", pa.int32(), nullable=False),
-    ],
-    metadata={"parquet.avro.schema": json.dumps(LSM_INSTANT_AVRO_SCHEMA), "writer.model.name": "avro"},
-)
+from lakeward.core.timeline.lsm_writer import LSM_INSTANT_SCHEMA
 
 _COMPLETED = re.compile(r"^(\d{17})_(\d{17})\.([a-z]+)$")
 _PENDING = re.compile(r"^(\d{17})\.(?:([a-z]+)\.)?(requested|inflight)$")

@@ -73,10 +73,11 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
 
     def completed(self, instant_time: str) -> CleanResult:
         """A completed clean returns its recorded result (cleaning is safe to ask for twice)."""
-        return _recorded(self.ctx.storage, Instant(instant_time, Action.CLEAN, State.COMPLETED))
+        found = [i for i in self.ctx.timeline().completed(Action.CLEAN) if i.time == instant_time]
+        return _recorded(self.ctx.storage, found[0])
 
     def load_plan(self, instant_time: str) -> tuple[bytes, CleanPlan]:
-        requested = Instant(instant_time, Action.CLEAN, State.REQUESTED)
+        requested = Instant(instant_time, Action.CLEAN, State.REQUESTED, layout=self.ctx.layout)
         data = read_instant(self.ctx.storage, requested)
         return data, CleanPlan.from_bytes(data, self.ctx.storage, requested.file_name)
 

@@ -116,7 +116,7 @@ def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple
     """(partition, file id) -> the oldest base instant a pending compaction reads in that group."""
     out: dict[tuple[str, str], str] = {}
     for instant in pending_compaction_instants(timeline):
-        for op in read_compaction_plan(storage, instant.time).operations:
+        for op in read_compaction_plan(storage, instant.time, timeline.layout).operations:
             key = (op.partition_path, op.file_id)
             base = op.base_instant_time or instant.time
             out[key] = min(out.get(key, base), base)
@@ -283,6 +283,6 @@ def schedule_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> 
             log.info("nothing to clean under %s", plan.policy)
             return None
         instant_time = ctx.new_instant_time(timeline)
-        create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage))
+        create_requested(storage, instant_time, Action.CLEAN, plan.to_bytes(storage), ctx.layout)
         log.info("scheduled clean %s of %d file(s) (%s)", instant_time, plan.file_count, plan.policy)
         return instant_time

@@ -31,6 +31,7 @@ from lakeward.core.timeline.clustering_plan import (
     CLUSTER,
     ClusteringGroup,
     ClusteringPlan,
+    clustering_action,
     clustering_plan_of,
 )
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
@@ -144,10 +145,16 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
     def state_of(self, timeline: Timeline, instant_time: str) -> State | None:
         # A replacecommit without a clustering plan (insert_overwrite) is no clustering plan.
         state = super().state_of(timeline, instant_time)
-        return state if state is not None and clustering_plan_of(self.ctx.storage, instant_time) else None
+        return (
+            state if state is not None and clustering_plan_of(self.ctx.storage, instant_time, self.ctx.layout) else None
+        )
+
+    def plan_action(self) -> Action:
+        """`replacecommit` on table version 6, `clustering` on 8+ (it completes as a replacecommit)."""
+        return clustering_action(self.ctx.layout)
 
     def load_plan(self, instant_time: str) -> ClusteringPlan:
-        plan = clustering_plan_of(self.ctx.storage, instant_time)
+        plan = clustering_plan_of(self.ctx.storage, instant_time, self.ctx.layout)
         assert plan is not None  # state_of found it
         return plan
 
@@ -180,7 +187,11 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
         result = ClusteringResult(
             instant_time, len(plan.groups), len(plan.file_groups()), records, tuple(s.path for s in stats)
         )
-        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+        return Completion(
+            metadata.to_bytes(run.ctx.config.version.metadata_encoding),
+            result,
+            after=lambda: self._finished(run, result),
+        )
 
     def _finished(self, run: PlanRun[ClusteringPlan], result: ClusteringResult) -> None:
         """Once completed: remove what only the run needed, and log it."""

@@ -14,10 +14,11 @@ from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline import Timeline
 from lakeward.core.timeline.clustering_plan import (
     ClusteringGroup,
     ClusteringPlan,
+    clustering_action,
     pending_clustering_file_groups,
     pending_clustering_plans,
     slice_operation,
@@ -152,7 +153,7 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
             if bucketed
             else ClusteringPlan(tuple(groups), sort_columns)
         )
-        create_requested(storage, instant_time, Action.REPLACE_COMMIT, plan.to_bytes(storage))
+        create_requested(storage, instant_time, clustering_action(ctx.layout), plan.to_bytes(storage), ctx.layout)
         log.info(
             "scheduled clustering %s: %d group(s), %d file slice(s)",
             instant_time,

@@ -134,7 +134,7 @@ class CompactionService(PlannedService[CompactionPlan, CompactionResult]):
         return super().state_of(timeline, instant_time) if timeline.was_compaction(instant_time) else None
 
     def load_plan(self, instant_time: str) -> CompactionPlan:
-        return read_compaction_plan(self.ctx.storage, instant_time)
+        return read_compaction_plan(self.ctx.storage, instant_time, self.ctx.layout)
 
     def run(self, run: PlanRun[CompactionPlan]) -> Completion[CompactionResult]:
         storage, config, instant_time = run.storage, self.ctx.config, run.instant_time
@@ -174,7 +174,11 @@ class CompactionService(PlannedService[CompactionPlan, CompactionResult]):
             metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
         records = sum(s.numWrites for s in stats)
         result = CompactionResult(instant_time, len(stats), records, tuple(s.path for s in stats))
-        return Completion(metadata.to_bytes(), result, after=lambda: self._finished(run, result))
+        return Completion(
+            metadata.to_bytes(run.ctx.config.version.metadata_encoding),
+            result,
+            after=lambda: self._finished(run, result),
+        )
 
     def _finished(self, run: PlanRun[CompactionPlan], result: CompactionResult) -> None:
         """Once completed: remove what only the run needed, and log it."""

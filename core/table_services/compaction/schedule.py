@@ -81,6 +81,6 @@ def schedule_compaction(table: HoldsTableContext, force: bool = False) -> str | 
         plan = CompactionPlan(
             tuple(CompactionOperation.of_slice(s) for s in chosen), f"{STRATEGY_PACKAGE}.{wc.compaction_strategy}"
         )
-        create_requested(storage, instant_time, Action.COMPACTION, plan.to_bytes())
+        create_requested(storage, instant_time, Action.COMPACTION, plan.to_bytes(), ctx.layout)
         log.info("scheduled compaction %s of %d file slice(s)", instant_time, len(chosen))
         return instant_time

@@ -16,7 +16,7 @@ from lakeward.core.config.table import table_checksum
 from lakeward.core.exceptions import (
     CorruptTableError,
     LakewardError,
-    ReadOnlyTableVersionError,
+    MetadataTableError,
     UnsupportedTableVersionError,
 )
 from lakeward.core.table_version import (
@@ -139,21 +139,41 @@ def test_every_fixture_opens_with_its_checksum_and_version(
     assert table.version.number == expected
 
 
-# -- table services on v8/v9 are refused ------------------------------------------------------
-@pytest.mark.parametrize("name", ["v8_trips_8i1u", "v9_txns_simple_meta"])
-def test_services_on_v8_v9_refuse_without_touching_the_timeline(fixture_table: Callable[[str, str], str], name: str):
-    path = fixture_table("mor/avro", name)
-    table = Table.open(path)
-    before = sorted(p.name for p in (Path(path) / ".hoodie").rglob("*"))
-    attempts: list[Callable[[], object]] = [
+# -- table services on v8/v9: refused on a table with a metadata table -------------------------
+def _service_attempts(table: Table) -> list[Callable[[], object]]:
+    last = table.completed_instants()[-1].time
+    return [
         lambda: table.schedule_compaction(force=True),
+        lambda: table.schedule_clustering(),
         lambda: table.clean(),
-        lambda: table.rollback(table.completed_instants()[-1].time),
+        lambda: table.rollback(last),
+        lambda: table.savepoint(last),
+        lambda: table.archive(),
     ]
-    for attempt in attempts:
-        with pytest.raises(ReadOnlyTableVersionError, match=r"does not run table services on it yet"):
+
+
+def test_services_on_a_v9_table_with_a_metadata_table_refuse_without_touching_it(
+    fixture_table: Callable[[str, str], str],
+):
+    path = fixture_table("mor/avro", "v9_txns_simple_meta")
+    table = Table.open(path)
+    before = sorted((p.name, p.stat().st_size) for p in Path(path).rglob("*") if p.is_file())
+    for attempt in _service_attempts(table):
+        with pytest.raises(MetadataTableError, match=r"hoodie\.metadata\.enable=false"):
             attempt()
-    assert sorted(p.name for p in (Path(path) / ".hoodie").rglob("*")) == before
+    assert sorted((p.name, p.stat().st_size) for p in Path(path).rglob("*") if p.is_file()) == before
+
+
+def test_services_on_a_v8_table_without_a_metadata_table_run(fixture_table: Callable[[str, str], str]):
+    path = fixture_table("mor/avro", "v8_trips_8i1u")
+    table = Table.open(path)
+    rows = table.read().num_rows
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    table.run_compaction(instant)
+    table.savepoint(instant)
+    assert table.savepoints() == [instant]
+    assert table.read().num_rows == rows
 
 
 def test_a_truncated_v8_timeline_file_is_a_clear_error(fixture_table: Callable[[str, str], str]):

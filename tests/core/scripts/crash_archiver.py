@@ -3,7 +3,10 @@
 Usage: python crash_archiver.py <table path> <point> <options json>
 
 Points: `after_archive_file` (the archive file is written, no timeline file deleted yet),
-`after_some_deletes` (a few of the archived instants' timeline files are deleted). The
+`after_some_deletes` (a few of the archived instants' timeline files are deleted); on table
+versions 8+ (the LSM history): `after_history_file` (data file, manifest and `_version_`
+written, no timeline file deleted), `before_version_file` (data file and manifest written,
+`_version_` still naming the previous snapshot). The
 script prints `REACHED <point>` and sleeps until the parent kills it; `FINISHED` (exit 3)
 if the archival ended without reaching the point.
 """
@@ -14,9 +17,10 @@ import json
 import sys
 from typing import Any
 
-from freeze_points import after, freeze  # a sibling module: scripts run with this folder on sys.path
+from freeze_points import after, before, freeze  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.archival as archival_mod
+import lakeward.core.timeline.lsm_writer as lsm_writer_mod
 from lakeward.core.table import Table
 
 
@@ -37,6 +41,10 @@ def main() -> int:
     path, point, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     if point == "after_archive_file":
         archival_mod._write_archive_file = after(point, archival_mod._write_archive_file)  # type: ignore[assignment]
+    elif point == "after_history_file":
+        archival_mod.append_history_file = after(point, archival_mod.append_history_file)  # type: ignore[assignment]
+    elif point == "before_version_file":
+        lsm_writer_mod.publish_version = before(point, lsm_writer_mod.publish_version)  # type: ignore[assignment]
     elif point == "after_some_deletes":
         _deleting(point, 5)
     else:

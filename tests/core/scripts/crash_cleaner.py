@@ -1,10 +1,11 @@
-"""Run a planned clean or a restore and freeze at a chosen point, for a SIGKILL test.
+"""Run a planned clean, a restore or a savepoint and freeze at a chosen point, for a SIGKILL test.
 
 Usage: python crash_cleaner.py <table path> <point> <clean instant | savepoint instant>
 
 Points `clean_*` run `Table.run_clean(<instant>)`, points `restore_*` run
-`Table.restore(<savepoint>)`. When the run reaches `<point>` the script prints
-`REACHED <point>` and sleeps until the parent test kills it with SIGKILL.
+`Table.restore(<savepoint>)`, points `savepoint_*` run `Table.savepoint(<instant>)`. When
+the run reaches `<point>` the script prints `REACHED <point>` and sleeps until the parent
+test kills it with SIGKILL.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ HOOKS: dict[str, Callable[[str], None]] = {
     ),
     # the newest instant after the savepoint rolled back, the others not
     "restore_after_first_rollback": lambda p: setattr(savepoint_mod, "_roll_back", after(p, savepoint_mod._roll_back)),
+    # `<t>.savepoint.inflight` written, the completed savepoint not published
+    "savepoint_before_complete": lambda p: setattr(savepoint_mod, "complete", before(p, savepoint_mod.complete)),
     # everything rolled back, `<r>.restore` not published
     "restore_before_complete": lambda p: setattr(savepoint_mod, "complete", before(p, savepoint_mod.complete)),
 }
@@ -45,6 +48,8 @@ def main() -> int:
     table = Table.open(path)
     if point.startswith("clean_"):
         table.run_clean(instant)
+    elif point.startswith("savepoint_"):
+        table.savepoint(instant)
     else:
         table.restore(instant)
     sys.stdout.write("FINISHED\n")
