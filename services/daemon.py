@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,6 +216,8 @@ class Daemon:
         self._last: DiscoveryResult | None = None
         #: Table name -> its health as of the last cycle (`assess_health`).
         self._health: dict[str, TableHealth] = {}
+        #: Scores the tables of each cycle; its few threads live with the daemon (no churn per cycle).
+        self._health_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
@@ -413,6 +416,7 @@ class Daemon:
                 log.warning("drain time over: cancelled %d run(s); their instants stay inflight", n)
                 self.runner.wait_idle(30)
             self.runner.close()
+        self._health_pool.shutdown(wait=True)
         self.coordinator.close()
         if self._owns_spark and self._spark is not None:
             try:
@@ -605,6 +609,7 @@ class Daemon:
             lambda name: self.settings.policy_for(name).health,
             self.cache,
             max_age_s=self.settings.tables.health_refresh_s,
+            pool=self._health_pool,
         )
         for name, h in health.items():
             if h.error is not None:

@@ -31,7 +31,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -441,8 +441,13 @@ def assess_health(
     now: dt.datetime | None = None,
     max_age_s: float = 300.0,
     workers: int = 4,
+    pool: Executor | None = None,
 ) -> dict[str, TableHealth]:
-    """The health of each table of a cycle, by table name (module doc); errors never stop the others."""
+    """The health of each table of a cycle, by table name (module doc); errors never stop the others.
+
+    `pool`: a long-lived executor to score the tables on (the daemon's: no threads started and
+    stopped every cycle); without one, a pool of `workers` threads for this call.
+    """
     moment = now if now is not None else dt.datetime.now(dt.UTC)
 
     def one(state: TableState) -> TableHealth:
@@ -452,7 +457,9 @@ def assess_health(
         except Exception as exc:  # a table that lists badly this cycle: report it, score the others
             return TableHealth(state.ref, None, _describe(exc))
 
-    if workers > 1 and len(states) > 1:
+    if pool is not None and len(states) > 1:
+        results = list(pool.map(one, states))
+    elif workers > 1 and len(states) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="health") as pool:
             results = list(pool.map(one, states))
     else:
