@@ -514,6 +514,7 @@ def serve(
             base = f"http://{settings.http.host}:{api.port}"
             typer.echo(
                 f"\nlakeward demo: tables under {demo_dir}, config {config}\n"
+                f"  web UI:   {base}/ui  (API token: demo-token)\n"
                 f"  metrics:  curl {base}/metrics\n"
                 f"  tables:   lakeward tables --url {base}\n"
                 f"  runs:     lakeward runs --url {base}\n"

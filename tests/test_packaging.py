@@ -27,3 +27,15 @@ def test_every_package_folder_is_listed_in_pyproject():
 def test_console_script_is_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"lakeward": "lakeward.services.cli:main"}
+
+
+def test_every_web_ui_file_is_package_data() -> None:
+    """The web UI's templates and static files ship in the wheel (they are not Python modules)."""
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "lakeward.services.api"
+    ]
+    api = ROOT / "services" / "api"
+    files = [p for folder in ("templates", "static") for p in (api / folder).rglob("*") if p.is_file()]
+    assert files
+    missing = [str(p.relative_to(api)) for p in files if not any(p.relative_to(api).match(g) for g in globs)]
+    assert missing == []

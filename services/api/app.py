@@ -7,6 +7,7 @@
   of `http.api_tokens`.
 - Every mutating call is recorded in the audit log (`GET /api/v1/audit`), with its token's name.
 - Runs, claims, plans and quarantine are the deployment's, whichever replica answers.
+- The web UI (`/ui`, module `ui`) shows the same reads as pages; its buttons call the API with a token.
 - Tables are named as the daemon names them (`GET /api/v1/tables`); a name or a path that
   is not one of its tables is refused with 404, so the API cannot reach other data.
 
@@ -23,6 +24,7 @@ from lakeward.services.api.audit import install_audit
 from lakeward.services.api.docs import mount_docs
 from lakeward.services.api.errors import install_error_handlers
 from lakeward.services.api.routes import audit, explain, health, plans, runs, table_health, tables, triggers
+from lakeward.services.api.ui import mount_ui
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
@@ -43,6 +45,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     app.include_router(health.router(daemon))
     for module in (tables, plans, runs, triggers, audit, table_health, explain):
         app.include_router(module.router(daemon, access))
+    mount_ui(app, daemon)
     return app
 
 

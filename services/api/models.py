@@ -311,3 +311,12 @@ class ExplainInfo(BaseModel):
     table: str
     at: str = Field(description="When the decision was made (ISO 8601, UTC).")
     actions: list[DecisionInfo]
+
+
+class TimelineInstant(BaseModel):
+    """One instant of a table's active timeline."""
+
+    instant: str = Field(description="The instant time.")
+    action: str = Field(description="commit, deltacommit, compaction, clean, replacecommit, rollback, ...")
+    state: Literal["requested", "inflight", "completed"]
+    completion_time: str | None = Field(description="When it completed (table versions 8+; None on version 6).")

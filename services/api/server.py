@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 
 from lakeward.services.api.app import create_app
+from lakeward.services.api.ui import UI_PREFIX
 from lakeward.services.daemon import Daemon
 from lakeward.services.logs import configure_logging
 from lakeward.services.settings import DaemonSettings
@@ -69,7 +70,8 @@ def serve(
     # The HTTP server comes first: /healthz answers (and /readyz says 503) while Spark starts.
     api = ApiServer(daemon)
     api.start()
-    log.info("API on http://%s:%d (replica %s)", settings.http.host, api.port, daemon.replica_id)
+    base = f"http://{settings.http.host}:{api.port}"
+    log.info("API on %s (replica %s); web UI on %s%s", base, daemon.replica_id, base, UI_PREFIX)
 
     def on_signal(signum: int, frame: object) -> None:
         log.info("received %s: draining", signal.Signals(signum).name)

@@ -30,6 +30,7 @@ ROUTES = {
     "/api/v1/health": {"get"},
     "/api/v1/tables/{name}/health": {"get"},
     "/api/v1/tables/{name}/explain": {"get"},
+    "/api/v1/tables/{name}/timeline": {"get"},
 }
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from fastapi import APIRouter, Query
 
+from lakeward.services.api import reads
 from lakeward.services.api.access import Access
 from lakeward.services.api.models import ExplainInfo
 from lakeward.services.daemon import Daemon
@@ -25,7 +25,6 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         """For each action: whether the daemon would plan or run it now and, if not, every reason, in order
         (policy disabled, not due, paused, quarantined, claimed, blocked, lock held, read-only, concurrency
         limit), with the evidence. Read from the table's current timeline."""
-        at = dt.datetime.now(dt.UTC).isoformat()
-        return {"table": name, "at": at, "actions": [d.to_dict() for d in daemon.explain(name, action)]}
+        return reads.explain(daemon, name, action)
 
     return routes

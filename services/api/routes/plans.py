@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from lakeward.services.api import reads
 from lakeward.services.api.access import Access
 from lakeward.services.api.models import PlanStatus, QuarantineInfo
-from lakeward.services.daemon import Daemon, plan_dict
+from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
 
@@ -16,42 +17,19 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     """The plan reads of one replica."""
     routes = APIRouter(prefix=API_PREFIX, tags=["plans"], dependencies=[access.read])
 
-    def plans_of(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        quarantined = daemon.control.quarantined()
-        running = {r.key: r.run_id for r in daemon.runs() if r.state != "finished"}
-        anywhere = {
-            r["key"]: r
-            for r in daemon.deployment_runs(daemon.RUNS_SCANNED)
-            if r["state"] in ("running", "waiting_retry")
-        }
-        return [
-            {
-                **p,
-                "quarantined": p["key"] in quarantined,
-                "running_here": running.get(p["key"]),
-                "run_id": anywhere[p["key"]]["run_id"] if p["key"] in anywhere else None,
-                "running_on": anywhere[p["key"]]["replica"] if p["key"] in anywhere else None,
-            }
-            for p in found
-        ]
-
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
     async def table_plans(name: str) -> list[dict[str, Any]]:
         """Pending plans of one table, oldest first, with their quarantine state."""
-        return plans_of(daemon.table(name).to_dict()["pending_plans"])
+        return reads.table_plans(daemon, name)
 
     @routes.get("/plans", response_model=list[PlanStatus])
     async def all_plans() -> list[dict[str, Any]]:
         """Pending plans of every table, oldest first, with their quarantine state."""
-        found: list[dict[str, Any]] = []
-        for view in daemon.tables():
-            if view.state is not None:
-                found.extend(plan_dict(p) for p in view.state.pending_plans)
-        return plans_of(found)
+        return reads.all_plans(daemon)
 
     @routes.get("/quarantine", response_model=list[QuarantineInfo])
     async def quarantine() -> list[dict[str, Any]]:
         """Work items held back after repeated failures or an on-call cancel."""
-        return [vars(q) for q in sorted(daemon.control.quarantined().values(), key=lambda q: q.since)]
+        return reads.quarantine(daemon)
 
     return routes

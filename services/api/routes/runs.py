@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from lakeward.services.api import reads
 from lakeward.services.api.access import Access
 from lakeward.services.api.models import Claims, RunInfo
 from lakeward.services.daemon import Daemon
-from lakeward.services.history import LOST
 from lakeward.services.names import API_PREFIX
-
-#: The run states each `state` filter of `GET /runs` selects.
-_STATES = {"running": {"running", "waiting_retry"}, "finished": {"finished"}, "lost": {LOST}}
 
 
 def router(daemon: Daemon, access: Access) -> APIRouter:
@@ -22,22 +19,13 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/runs", response_model=list[RunInfo])
     async def runs(
-        state: Annotated[Literal["running", "finished", "lost", "all"], Query()] = "all",
+        state: Annotated[reads.RunState, Query()] = "all",
         table: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
         """Runs of every replica (each with the replica that ran it): running ones first, then the
         others, newest first. A run whose replica died while running it shows with state `lost`."""
-        if table is not None:
-            daemon.table_ref(table)
-        filtered = state != "all" or table is not None
-        found = daemon.deployment_runs(daemon.settings.history.runs_max_count if filtered else limit)
-        selected = [
-            r
-            for r in found
-            if (state == "all" or r["state"] in _STATES[state]) and (table is None or r["table"] == table)
-        ]
-        return selected[:limit]
+        return reads.runs(daemon, state, table, limit)
 
     @routes.get("/runs/{run_id}", response_model=RunInfo)
     async def run(run_id: str) -> dict[str, Any]:

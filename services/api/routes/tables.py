@@ -1,13 +1,14 @@
-"""`GET /api/v1/tables` and `GET /api/v1/tables/{name}`: the tables the daemon looks after, with their state."""
+"""`GET /api/v1/tables`, `GET /api/v1/tables/{name}` and `.../timeline`: the tables the daemon looks after."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
+from lakeward.services.api import reads
 from lakeward.services.api.access import Access
-from lakeward.services.api.models import TableDetail, TableInfo
+from lakeward.services.api.models import TableDetail, TableInfo, TimelineInstant
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
 
@@ -46,9 +47,11 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     @routes.get("/tables/{name}", response_model=TableDetail)
     async def table(name: str) -> dict[str, Any]:
         """One table with its state and its recent runs on any replica (newest first, at most 20)."""
-        view = daemon.table(name).to_dict()
-        recent = daemon.deployment_runs(daemon.RUNS_SCANNED)
-        view["runs"] = [r for r in recent if r["table"] == name][:20]
-        return view
+        return reads.table_detail(daemon, name)
+
+    @routes.get("/tables/{name}/timeline", response_model=list[TimelineInstant])
+    async def timeline(name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> list[dict[str, Any]]:
+        """The newest instants of the table's active timeline (newest first), as of the last discovery cycle."""
+        return reads.timeline(daemon, name, limit)
 
     return routes

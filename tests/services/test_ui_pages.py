@@ -1,0 +1,95 @@
+"""The web UI's pages over a started daemon (no browser: tests/e2e/test_web_ui.py drives Chromium),
+the timeline route they show, and the sparkline of a table's last runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from lakeward import Table
+from lakeward.services.api import create_app
+from lakeward.services.api.ui import SPARK_RUNS, sparkline
+from lakeward.services.daemon import Daemon
+from tests.services.test_api import make_tables, settings_for, wait_for
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    make_tables(tmp_path)
+    started = Daemon(settings_for(tmp_path))
+    started.start()
+    wait_for(lambda: started.ready)
+    yield started
+    started.drain(5)
+
+
+@pytest.fixture
+def client(daemon: Daemon) -> TestClient:
+    return TestClient(create_app(daemon))
+
+
+def test_timeline_route_lists_the_newest_instants_first_as_of_the_last_cycle(client, daemon, tmp_path):
+    orders = Table.open(str(tmp_path / "orders"))
+    plan = orders.schedule_compaction(force=True)
+    daemon.set_paused("orders", True)  # the plan stays pending
+    daemon.cycle()
+    found = client.get("/api/v1/tables/orders/timeline").json()
+    expected = sorted(orders.timeline(), key=lambda i: i.time, reverse=True)
+    assert [(i["instant"], i["action"], i["state"]) for i in found] == [
+        (i.time, i.action.value, i.state.value) for i in expected
+    ]
+    assert found[0] == {"instant": plan, "action": "compaction", "state": "requested", "completion_time": None}
+    assert len(client.get("/api/v1/tables/orders/timeline?limit=1").json()) == 1
+    assert client.get("/api/v1/tables/nope/timeline").status_code == 404
+
+
+def test_pages_render_the_api_numbers_and_unknown_tables_are_404(client, daemon):
+    daemon.cycle()
+    tables = client.get("/ui")
+    assert tables.status_code == 200 and tables.headers["content-type"].startswith("text/html")
+    assert 'href="/ui/tables/orders"' in tables.text and 'data-table="gone"' in tables.text
+    page = client.get("/ui/tables/orders").text
+    detail = client.get("/api/v1/tables/orders").json()
+    assert f'<dd class="mono" id="last-completed">{detail["last_completed_instant"]}</dd>' in page
+    assert f'<dd id="completed-instants">{detail["completed_instants"]}</dd>' in page
+    assert client.get("/ui/tables/nope").status_code == 404
+    assert client.get("/ui/runs?state=bogus").status_code == 422
+    for url in ("/ui/runs", "/ui/quarantine", "/ui/static/ui.js", "/ui/static/ui.css"):
+        assert client.get(url).status_code == 200, url
+    assert client.get("/", follow_redirects=False).headers["location"] == "/ui"
+
+
+def test_pages_are_off_while_reads_are_protected(tmp_path: Path) -> None:
+    make_tables(tmp_path)
+    protected = Daemon(settings_for(tmp_path, protect_reads=True))
+    protected.start()
+    try:
+        wait_for(lambda: protected.ready)
+        answer = TestClient(create_app(protected)).get("/ui")
+        assert answer.status_code == 403 and "http.protect_reads" in answer.json()["detail"]
+    finally:
+        protected.drain(5)
+
+
+def _run(started_at: float, duration_s: float, outcome: str | None, state: str = "finished") -> dict:
+    return {
+        "started_at": started_at,
+        "duration_s": duration_s,
+        "outcome": outcome,
+        "state": state,
+        "action": "compaction",
+        "instant": "20260101000000000",
+    }
+
+
+def test_sparkline_draws_the_newest_runs_oldest_left_height_by_duration_colour_by_outcome() -> None:
+    newest_first = [_run(30, 0.0, None, "running"), _run(20, 1.0, "failed"), _run(10, 4.0, "succeeded")]
+    bars = sparkline(newest_first, height=20, width=5)
+    assert [(b.x, b.height, b.outcome) for b in bars] == [(0, 20, "succeeded"), (6, 5, "failed"), (12, 3, "running")]
+    assert "failed in 1.0s" in bars[1].title
+    many = [_run(100 - i, 1.0, "succeeded") for i in range(SPARK_RUNS + 5)]
+    assert len(sparkline(many)) == SPARK_RUNS
+    assert sparkline([]) == []
