@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run the main job: the table-services daemon on the embedded default -- local Spark, two
-# demo tables that a demo writer keeps updating, the in-process coordinator -- with its API and metrics
-# on http://127.0.0.1:8080. Ctrl-C drains and stops.
+# demo tables that a demo writer keeps updating, the in-process coordinator -- with its web UI on
+# http://127.0.0.1:8080/ui and its API and metrics on http://127.0.0.1:8080. Ctrl-C drains and stops.
 #
 # Set-up (scripts/setup.sh): checks Java 17, creates and uses the virtualenv .venv in this checkout
 # unless one is active, and installs lakeward with PySpark into it.
@@ -24,6 +24,7 @@ case "$demo_dir" in
   *) demo_dir="$PWD/${demo_dir#./}" ;;
 esac
 lakeward_say "demo tables in $demo_dir (reset the demo: stop the daemon, then rm -rf '$demo_dir')"
+lakeward_say "web UI: open http://127.0.0.1:8080/ui once it has started (API token for its buttons: demo-token)"
 lakeward_say "in another shell: . $LAKEWARD_BIN/activate, then e.g. lakeward tables, lakeward runs"
 lakeward_say "starting: lakeward serve --demo $demo_dir $*"
 exec "$LAKEWARD_BIN/lakeward" serve --demo "$demo_dir" "$@"

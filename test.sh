@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs and run it all: Java 17 check, the Debian package zookeeper
-# (a real ZooKeeper for the tests), the virtualenv .venv in this checkout unless one is active, the
-# Python test extras; then ruff, ruff format --check, mypy and pytest.
+# Set up everything the test suite needs and run it all: Java 17 check, the Debian packages zookeeper
+# (a real ZooKeeper for the tests) and chromium (the web UI's browser test), the virtualenv .venv in
+# this checkout unless one is active, the Python test extras; then ruff, ruff format --check, mypy
+# and pytest.
 #   ./test.sh [pytest arguments]    e.g. ./test.sh -m "not slow" (the fast loop), ./test.sh tests/core
 #   ./test.sh --setup-only          set up only
 # CI (.ci/run) runs ./test.sh without arguments: every test, slow ones included.
@@ -10,14 +11,26 @@ cd "$(dirname "$0")"
 # shellcheck source=scripts/setup.sh
 . scripts/setup.sh
 lakeward_check_java
+# Debian packages: zookeeper (a real ZooKeeper for the tests) and chromium (the browser the web UI's
+# test drives through Playwright; Playwright's own browser download is never used).
+debs=""
 if [ ! -f /usr/share/java/zookeeper.jar ]; then
-  lakeward_say "installing the Debian package zookeeper (a real ZooKeeper for the tests)"
+  debs="zookeeper"
+else
+  lakeward_say "ZooKeeper: /usr/share/java/zookeeper.jar"
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  debs="$debs chromium"
+else
+  lakeward_say "Chromium: /usr/bin/chromium"
+fi
+if [ -n "$debs" ]; then
+  lakeward_say "installing Debian packages for the tests:$debs"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper >/dev/null
-else
-  lakeward_say "ZooKeeper: /usr/share/java/zookeeper.jar"
+  # shellcheck disable=SC2086  # one word per package
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $debs >/dev/null
 fi
 lakeward_python_env
 lakeward_install test

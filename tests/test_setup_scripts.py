@@ -138,6 +138,7 @@ def test_scripts_set_up_a_virtualenv_with_an_externally_managed_python(tmp_path:
     demo = _run(checkout, "run.sh", python, tools, {**options, "LAKEWARD_DEMO_DIR": "my-demo"}, ("--help",))
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert f"demo tables in {checkout}/my-demo (reset the demo: stop the daemon, then rm -rf" in demo.stdout
+    assert "web UI: open http://127.0.0.1:8080/ui" in demo.stdout
     assert "Run the table-services daemon" in demo.stdout and not (checkout / "my-demo").exists()
 
 
