@@ -2,16 +2,18 @@
 `chromium`, driven by Playwright) against a running `lakeward serve` on the demo tables.
 
 The daemon is a real process (`tests/support/daemon_process.py`) serving the two tables of
-`lakeward serve --demo` (`orders`, merge-on-read with log files to compact, and `customers`),
-with the demo's token, on the local engine and with scheduled work off, so that the numbers on
-the pages hold still while they are compared with the JSON API and the tables themselves; the
-demo's writer is not started for the same reason. One browser serves the module; each test has
-a fresh browser context (its own local storage: no token kept).
+`lakeward serve --demo` (`orders`, merge-on-read with log files to compact, and `customers`)
+and a `broken` table whose pending compaction lost its log file, with the demo's token, on the
+local engine and with scheduled work off, so that the numbers on the pages hold still while
+they are compared with the JSON API and the tables themselves; the demo's writer is not
+started for the same reason. One browser serves the module; each test has a fresh browser
+context (its own local storage: no token kept).
 
 Checked: the pages show the API's numbers (health score, findings, pending plans, instants,
 timeline, file-group numbers, explain); a trigger from the table page starts a run that then
 shows as succeeded (and the screenshot of that page goes to docs/images/ for the README); a
-wrong token shows the API's 403 and changes nothing; pause and resume from the page.
+wrong token shows the API's 403 and changes nothing; pause and resume from the page; the
+broken table's plan fails, is quarantined, shows with its error and is released from the page.
 """
 
 from __future__ import annotations
@@ -50,6 +52,20 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "web-ui-t
 DELTA_COMMITS = 2  # upserts into orders before the daemon starts: log files for a compaction
 
 
+def make_broken_table(path: Path) -> str:
+    """A merge-on-read table with a pending compaction plan whose log file is gone (lost by storage):
+    the daemon runs the plan, which fails, and quarantines it at once (`quarantine_after_failures: 1`)."""
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.bulk_insert(pa.table({"id": list(range(10)), "v": [0] * 10, "ts": [0] * 10}))
+    table.upsert(pa.table({"id": [1, 2], "v": [1, 1], "ts": [1, 1]}))
+    instant = table.schedule_compaction(force=True)
+    logs = list(path.rglob(".*.log.*"))
+    assert instant is not None and logs
+    for log in logs:
+        log.unlink()
+    return instant
+
+
 class Served:
     """The running daemon: its URL, the JSON API, the demo tables' paths, its log."""
 
@@ -80,8 +96,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 }
             )
         )
+    make_broken_table(folder / "broken")
     config = demo.demo_config(folder, free_port())
     config["tables"]["refresh_interval_s"] = 1
+    config["tables"]["static"].append({"path": str(folder / "broken")})
+    config["concurrency"] = {"max_running": 2, "retries": {"max_attempts": 1}, "quarantine_after_failures": 1}
     config["spark"] = {"engine": "local"}
     config["policies"] = {
         "defaults": {action: {"enabled": False} for action in ("compaction", "clean", "archival", "clustering")}
@@ -177,10 +196,10 @@ def test_tables_page_shows_each_tables_health_and_state_as_the_api(served: Serve
         }
 
     shown = same(from_api, from_page)
-    assert set(shown) == {"orders", "customers"}
+    assert set(shown) == {"orders", "customers", "broken"}
     for name in shown:  # and the tables themselves agree
         assert shown[name][4] == Table.open(str(served.folder / name)).timeline().completed()[-1].time
-    assert page.locator("tr[data-table] svg.sparkline").count() == 2
+    assert page.locator("tr[data-table] svg.sparkline").count() == 3
 
 
 def test_table_page_shows_timeline_file_groups_and_explain_as_the_api(served: Served, page: Page) -> None:
@@ -276,9 +295,28 @@ def test_pause_and_resume_from_the_page(served: Served, page: Page) -> None:
     assert served.api("/tables/customers")["paused"] is False
 
 
-def test_quarantine_page_lists_what_the_api_lists(served: Served, page: Page) -> None:
+def test_quarantine_page_lists_the_failed_plan_and_release_from_the_page(served: Served, page: Page) -> None:
+    quarantined = wait_until(lambda: served.api("/quarantine"), 60, "the broken plan quarantined", served.process.tail)
+    assert [q["key"].split("/")[:2] for q in quarantined] == [["broken", "compaction"]]
+    key = quarantined[0]["key"]
+
+    def from_page() -> list[tuple[str, str]]:
+        open_page(page, f"{served.url}/ui/quarantine")
+        return [
+            (row.get_attribute("data-key"), row.locator("td:nth-child(3)").inner_text().strip())
+            for row in page.locator("tr[data-key]").all()
+        ]
+
+    assert same(lambda: [(q["key"], str(q["failures"])) for q in served.api("/quarantine")], from_page) == [(key, "1")]
+    # The failed run shows its error on the table page, and the plan is marked quarantined there.
+    open_page(page, f"{served.url}/ui/tables/broken")
+    assert "quarantined" in page.inner_text(f"#plans tr[data-key='{key}']")
+    assert page.locator("#recent-runs pre.error").first.inner_text().strip() != ""
+    assert page.locator("#recent-runs td.state").first.inner_text().strip() == "failed"
     open_page(page, f"{served.url}/ui/quarantine")
-    keys = [k.strip() for k in page.locator("tr[data-key] td:first-child").all_inner_texts()]
-    assert keys == [q["key"] for q in served.api("/quarantine")]
-    if not keys:
-        assert page.inner_text("p.empty") == "Nothing is quarantined."
+    page.once("dialog", lambda dialog: dialog.accept(demo.DEMO_TOKEN))
+    page.click(f"tr[data-key='{key}'] button")
+    status, body = answer(page)
+    assert status == "POST /api/v1/quarantine/release: 200" and body == {"key": key, "released": True}
+    audit = httpx.get(f"{served.url}/api/v1/audit", params={"target": key}, timeout=10).json()
+    assert [(a["path"], a["status"]) for a in audit] == [("/api/v1/quarantine/release", 200)]
