@@ -3,7 +3,6 @@ the timeline route they show, and the sparkline of a table's last runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,25 +12,15 @@ from lakeward import Table
 from lakeward.services.api import create_app
 from lakeward.services.api.ui import SPARK_RUNS, sparkline
 from lakeward.services.daemon import Daemon
-from tests.services.test_api import make_tables, settings_for, wait_for
+from tests.services.test_api import daemon, make_tables, settings_for, wait_for  # noqa: F401 (the daemon fixture)
 
 
 @pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[Daemon]:
-    make_tables(tmp_path)
-    started = Daemon(settings_for(tmp_path))
-    started.start()
-    wait_for(lambda: started.ready)
-    yield started
-    started.drain(5)
-
-
-@pytest.fixture
-def client(daemon: Daemon) -> TestClient:
+def client(daemon: Daemon) -> TestClient:  # noqa: F811
     return TestClient(create_app(daemon))
 
 
-def test_timeline_route_lists_the_newest_instants_first_as_of_the_last_cycle(client, daemon, tmp_path):
+def test_timeline_route_lists_the_newest_instants_first_as_of_the_last_cycle(client, daemon, tmp_path):  # noqa: F811
     orders = Table.open(str(tmp_path / "orders"))
     plan = orders.schedule_compaction(force=True)
     daemon.set_paused("orders", True)  # the plan stays pending
@@ -46,7 +35,7 @@ def test_timeline_route_lists_the_newest_instants_first_as_of_the_last_cycle(cli
     assert client.get("/api/v1/tables/nope/timeline").status_code == 404
 
 
-def test_pages_render_the_api_numbers_and_unknown_tables_are_404(client, daemon):
+def test_pages_render_the_api_numbers_and_unknown_tables_are_404(client, daemon):  # noqa: F811
     daemon.cycle()
     tables = client.get("/ui")
     assert tables.status_code == 200 and tables.headers["content-type"].startswith("text/html")
