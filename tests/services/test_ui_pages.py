@@ -82,3 +82,13 @@ def test_sparkline_draws_the_newest_runs_oldest_left_height_by_duration_colour_b
     many = [_run(100 - i, 1.0, "succeeded") for i in range(SPARK_RUNS + 5)]
     assert len(sparkline(many)) == SPARK_RUNS
     assert sparkline([]) == []
+
+
+def test_table_page_of_an_unreadable_table_says_why_and_pages_escape_what_they_show(client, daemon):  # noqa: F811
+    daemon.cycle()
+    gone = client.get("/ui/tables/gone")
+    assert gone.status_code == 200
+    assert "not a table" in gone.text and "cannot be read" in gone.text  # the problem, and explain's refusal
+    daemon.set_paused("customers", True, "<script>alert(1)</script>")
+    page = client.get("/ui/tables/customers").text
+    assert "paused by on-call: &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
