@@ -11,7 +11,8 @@ context (its own local storage: no token kept).
 
 Checked: the pages show the API's numbers (health score, findings, pending plans, instants,
 timeline, file-group numbers, explain); a trigger from the table page starts a run that then
-shows as succeeded (and the screenshot of that page goes to docs/images/ for the README); a
+shows as succeeded (and a screenshot of that page is saved: build/web-ui-table.png, or the
+path in LAKEWARD_UI_SCREENSHOT, e.g. docs/images/web-ui-table.png to refresh the README's); a
 wrong token shows the API's 403 and changes nothing; pause and resume from the page; the
 broken table's plan fails, is quarantined, shows with its error and is released from the page.
 """
@@ -19,6 +20,7 @@ broken table's plan fails, is quarantined, shows with its error and is released 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,7 +50,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "web-ui-table.png"
+# Saved outside tracked files unless asked: a test run must not change the checkout.
+SCREENSHOT = Path(
+    os.environ.get(
+        "LAKEWARD_UI_SCREENSHOT",
+        Path(__file__).resolve().parents[2] / "build" / "web-ui-table.png",
+    )
+)
 DELTA_COMMITS = 2  # upserts into orders before the daemon starts: log files for a compaction
 
 
