@@ -11,12 +11,13 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
+from lakeward.services.claims import InProcessCoordinator, OwnerInfo
 from lakeward.services.daemon import Daemon
 from lakeward.services.fairness import FairShareLedger, Served, Share, order_fairly
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, TableRef, WorkItem
 from lakeward.services.settings import ConfigurationError, load_settings
 from tests.services.test_daemon import wait_for
-from tests.services.test_runner import GatedEngine
+from tests.services.test_runner import GatedEngine, concurrency, item, make_runner, mor_table
 
 
 def _item(table: str, since: str = "20260101000000000", action: ServiceAction = ServiceAction.COMPACTION) -> WorkItem:
@@ -109,6 +110,41 @@ def test_scheduling_settings_are_validated(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError) as err:
             load_settings(env=env)
         assert any(p.startswith(problem) for p in err.value.problems), (problem, err.value.problems)
+
+
+def test_runner_applies_the_table_and_group_limits_of_each_share(tmp_path: Path) -> None:
+    one, two, other = (mor_table(tmp_path / n) for n in ("one", "two", "other"))
+    key = "policies.overrides.one.scheduling.max_concurrent_runs"
+    shares = {
+        "one": Share(group="g", group_max_runs=1, max_runs=1, max_runs_key=key),
+        "two": Share(group="g", group_max_runs=1),
+        "other": Share(group="h"),
+    }
+    coordinator = InProcessCoordinator([str(tmp_path)], lock_dir=tmp_path / "locks", owner=OwnerInfo.current("r1"))
+    coordinator.start()
+    engine = GatedEngine()
+    runner = make_runner(
+        coordinator,
+        engine,
+        settings=concurrency(max_running=4, max_running_per_table=2),
+        share_of=lambda ref: shares[ref.name],
+    )
+    try:
+        first = runner.submit(item(one), force=True)
+        assert first.run is not None and engine.arrived.wait(20)
+        # the table's own limit (1), though max_running_per_table allows 2
+        again = runner.submit(item(one, ServiceAction.CLEAN))
+        assert again.run is None and f"({key}=1) on one" in again.reason
+        # the group's limit: one run of group g at a time, whichever table
+        grouped = runner.submit(item(two), force=True)
+        assert grouped.run is None and grouped.reason.startswith("group concurrency limit reached: group g of two")
+        assert "scheduling.groups.g.max_concurrent_runs=1" in grouped.reason and first.run.run_id in grouped.reason
+        assert runner.submit(item(other), force=True).run is not None  # another group: free
+    finally:
+        engine.gate.set()
+        assert runner.wait_idle(60)
+        runner.close()
+        coordinator.close()
 
 
 # -- the daemon ------------------------------------------------------------------------------
