@@ -45,6 +45,7 @@ from lakeward.services.discovery import (
     discover,
     load_state,
 )
+from lakeward.services.fairness import FairShareLedger, Share, order_fairly, shares_for
 from lakeward.services.history import SharedHistory
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
@@ -55,7 +56,6 @@ from lakeward.services.planning import (
     admit,
     decide,
     instant_moment,
-    order_fairly,
     plan_decisions,
     policy_from_settings,
 )
@@ -224,6 +224,10 @@ class Daemon:
         #: not proposed again until the table has `_retry_gap` more (else an idle table would be
         #: retried every cycle, and a busy one would keep its slot on no-op runs).
         self._not_due: dict[tuple[str, str], int] = {}
+        #: Runs started per group and table (the fair share of `services/fairness.py`).
+        self.ledger = FairShareLedger()
+        #: Table name -> its group, priority and limits, as of the last cycle.
+        self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
         self._started = False
         self._draining = False
@@ -291,7 +295,8 @@ class Daemon:
             spark=self._spark if self.settings.spark.engine == "spark" else None,
             pool_for=self.settings.spark.pool_for,
             on_finished=self._run_finished,
-            on_started=self._record_run,
+            on_started=self._run_started,
+            share_of=self.share_of,
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
@@ -307,6 +312,19 @@ class Daemon:
             self.history.record_run(run.to_dict())
         except Exception:
             log.warning("could not write run %s to the shared history", run.run_id, exc_info=True)
+
+    def share_of(self, ref: TableRef) -> Share:
+        """A table's group, priority and limits (those of the last cycle; from the settings for a table
+        the last cycle did not see)."""
+        found = self._shares.get(ref.name)
+        if found is not None:
+            return found
+        last = self._last
+        return shares_for(self.settings, [ref], last.found_under if last else {})[ref.name]
+
+    def _run_started(self, run: RunRecord) -> None:
+        self.ledger.started(run.table.name, self.share_of(run.table))
+        self._record_run(run)
 
     def _run_finished(self, run: RunRecord) -> None:
         self._record_run(run)
@@ -467,7 +485,7 @@ class Daemon:
         decisions = plan_decisions(result.states, policies, dt.datetime.now(dt.UTC))
         running = self.runner.running_keys()
         by_key = {d.item.key: d for d in decisions if d.item is not None and d.item.key not in running}
-        items = order_fairly(d.item for d in by_key.values() if d.runs and d.item is not None)
+        items = self._queue([d.item for d in by_key.values() if d.runs and d.item is not None], result)
         gate = self._gate(quarantined, {s.ref.name: s for s in result.states}, probe=False)
         skipped = {key: d for key, d in by_key.items() if not d.runs}  # due work the planner holds back
         started = 0
@@ -490,6 +508,16 @@ class Daemon:
             result.seconds,
         )
         self._assess_health(result)
+
+    def _queue(self, due: list[WorkItem], result: DiscoveryResult) -> list[WorkItem]:
+        """The cycle's due work in the order to take it (`services/fairness.py`): starving tables
+        (by the last cycle's health scores) first, then groups by their fair share."""
+        shares = shares_for(self.settings, [s.ref for s in result.states], result.found_under)
+        self._shares = shares
+        served = self.ledger.served({shares[i.table.name].group for i in due}, {i.table.name for i in due})
+        with self._lock:
+            scores = {name: float(h.report.score) for name, h in self._health.items() if h.report is not None}
+        return order_fairly(due, shares, served, scores, self.settings.scheduling.starving_score)
 
     def _log_skipped(self, skipped: dict[str, Decision]) -> None:
         """Log each due work item that is not run, with every reason -- once, and again when they change."""

@@ -27,7 +27,6 @@ table's state changed since the last one, else at most every `max_age_s`.
 from __future__ import annotations
 
 import datetime as dt
-import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,7 +44,7 @@ from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
-from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef
+from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name
 
 if TYPE_CHECKING:
     from lakeward.core.config.table import TableConfig
@@ -168,13 +167,15 @@ class DiscoveryResult:
     states: list[TableState]
     problems: list[TableProblem]
     seconds: float
+    #: Table name -> the root it was found under (tables of the static list are not in it).
+    found_under: dict[str, str] = field(default_factory=dict)
 
 
 # -- which tables ------------------------------------------------------------------------
 def table_name_for(root: str, rel: str) -> str:
     """A discovered table's name: the root folder's last segment, then the table's folders below
     the root, joined by dots (`/lake/ingest` + `eu/orders` -> `ingest.eu.orders`)."""
-    base = posixpath.basename(root.rstrip("/")) or "root"
+    base = root_name(root)
     return f"{base}.{rel.replace('/', '.')}" if rel else base
 
 
@@ -356,8 +357,9 @@ def discover(
     tables: list[tuple[TableRef, bool]] = []
     seen_paths: set[str] = set()
     used_names: set[str] = set()
+    found_under: dict[str, str] = {}
 
-    def add(ref: TableRef, from_root: bool) -> None:
+    def add(ref: TableRef, root: str | None) -> None:
         path = ref.path.rstrip("/") or ref.path
         if path in seen_paths:
             return
@@ -366,15 +368,17 @@ def discover(
             name, n = f"{ref.name}-{n}", n + 1
         seen_paths.add(path)
         used_names.add(name)
-        tables.append((TableRef(name, ref.path), from_root))
+        tables.append((TableRef(name, ref.path), root is not None))
+        if root is not None:
+            found_under[name] = root
 
     for ref in refs:
-        add(ref, False)
+        add(ref, None)
     for root in roots:
         found, errors = scan_root(root, max_depth, cache)
         problems.extend(TableProblem(TableRef(table_name_for(root, ""), root), e) for e in errors)
         for ref in found:
-            add(ref, True)
+            add(ref, root)
 
     def one(item: tuple[TableRef, bool]) -> TableState | TableProblem | None:
         ref, from_root = item
@@ -392,7 +396,7 @@ def discover(
         results = [one(t) for t in tables]
     states = [r for r in results if isinstance(r, TableState)]
     problems.extend(r for r in results if isinstance(r, TableProblem))
-    return DiscoveryResult(states, problems, time.perf_counter() - started)
+    return DiscoveryResult(states, problems, time.perf_counter() - started, found_under)
 
 
 # -- health ------------------------------------------------------------------------------

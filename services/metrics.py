@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from lakeward.core.health import FACTORS, HealthReport, Severity
+from lakeward.core.health import HealthReport, Severity
 from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TableProblem, TableRef
 
 #: Buckets for table-service run durations: seconds to hours.
@@ -97,6 +97,18 @@ class DaemonMetrics:
         self.health_findings = Gauge(
             "lakeward_table_health_findings", "Health findings by severity", ["table", "severity"], registry=r
         )
+        self.metadata_lag = Gauge(
+            "lakeward_table_metadata_lag_instants",
+            "Completed data-table instants the table's metadata table does not reflect (tables with one)",
+            ["table"],
+            registry=r,
+        )
+        self.metadata_lag_age = Gauge(
+            "lakeward_table_metadata_lag_seconds",
+            "Seconds since the oldest data-table instant the metadata table does not reflect completed (0: no lag)",
+            ["table"],
+            registry=r,
+        )
 
     # -- updates ------------------------------------------------------------------------------
     def observe_discovery(
@@ -148,17 +160,27 @@ class DaemonMetrics:
 
     def observe_health(self, reports: dict[str, HealthReport | None]) -> None:
         """One cycle's health reports by table name; a table without a report (it failed) has no series."""
-        for gauge in (self.health_score, self.health_penalty, self.health_findings):
+        for gauge in (
+            self.health_score,
+            self.health_penalty,
+            self.health_findings,
+            self.metadata_lag,
+            self.metadata_lag_age,
+        ):
             gauge.clear()
         for table, report in reports.items():
             if report is None:
                 continue
             self.health_score.labels(table).set(report.score)
-            for factor in FACTORS:
-                self.health_penalty.labels(table, factor).set(report.factors.get(factor, 0.0))
+            for factor, penalty in report.factors.items():
+                self.health_penalty.labels(table, factor).set(penalty)
             for severity in Severity:
                 n = sum(1 for f in report.findings if f.severity is severity)
                 self.health_findings.labels(table, severity.value).set(n)
+            snapshot = report.snapshot
+            if snapshot.metadata_lag_instants is not None:
+                self.metadata_lag.labels(table).set(snapshot.metadata_lag_instants)
+                self.metadata_lag_age.labels(table).set(snapshot.metadata_lag_seconds or 0.0)
 
     def observe_run(
         self,

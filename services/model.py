@@ -7,6 +7,7 @@ the API, so that each of those modules can be tested alone.
 from __future__ import annotations
 
 import enum
+import posixpath
 from dataclasses import dataclass, field
 
 
@@ -50,6 +51,12 @@ class TableRef:
 
     name: str
     path: str
+
+
+def root_name(root: str) -> str:
+    """A discovery root's name: its folder's last segment (the first part of its tables' names, and
+    their scheduling group by default)."""
+    return posixpath.basename(root.rstrip("/")) or "root"
 
 
 @dataclass(frozen=True)
@@ -118,4 +125,5 @@ __all__ = [
     "TableProblem",
     "TableRef",
     "WorkItem",
+    "root_name",
 ]

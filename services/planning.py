@@ -1,14 +1,10 @@
 """What to do next: pending plans to run and, by policy, new plans to schedule. Pure.
 
 `plan_work` turns discovered `TableState`s into `WorkItem`s, ordered so that a replica
-taking them in order is fair:
-
-1. by `ACTION_PRIORITY` (rollbacks and cleans before long compactions);
-2. oldest first: a pending plan by its instant time, a new plan by the instant it has
-   been due since (e.g. the first delta commit since the last compaction);
-3. round-robin across tables when ages tie (a table's second item waits behind every
-   other table's first);
-4. table name, for a stable order.
+taking them in order is fair (`services/fairness.py`, the queue discipline: starving tables
+first, groups of tables by weighted fair share, then within a group rollbacks and cleans
+before long compactions, round-robin across tables, oldest first -- a pending plan by its
+instant time, a new plan by the instant it has been due since).
 
 Paused tables and tables lakeward only reads (`skip_reason`) produce nothing; items whose
 key is already running are skipped; a new plan of an action is not proposed while a plan
@@ -26,6 +22,7 @@ from typing import Any
 from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
+from lakeward.services.fairness import order_fairly
 from lakeward.services.model import ACTION_PRIORITY, ServiceAction, TableRef, WorkItem
 from lakeward.services.settings import EffectivePolicy
 
@@ -568,19 +565,6 @@ def admit(decision: Decision, gate: Gate) -> Decision:
     if limit is not None:
         reasons.append(Reason(ReasonCode.CONCURRENCY_LIMIT, limit))
     return decision.adding(reasons)
-
-
-def order_fairly(items: Iterable[WorkItem]) -> list[WorkItem]:
-    """Sort by (priority, age), then round-robin across tables on ties, then by table name."""
-    by_age = sorted(items, key=lambda i: (i.priority, i.sort_instant, i.table.name))
-    ordinal: dict[str, int] = {}
-    keyed = []
-    for item in by_age:
-        n = ordinal.get(item.table.name, 0)
-        ordinal[item.table.name] = n + 1
-        keyed.append(((item.priority, item.sort_instant, n, item.table.name), item))
-    keyed.sort(key=lambda pair: pair[0])
-    return [item for _, item in keyed]
 
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 For every item it takes, the runner:
 
-1. checks the limits (`max_running` on this replica, `max_running_per_table`) and the
+1. checks the limits (`max_running` on this replica, the table's `max_concurrent_runs` or
+   `max_running_per_table`, its group's `max_concurrent_runs`: `services/fairness.py`) and the
    quarantine, then claims the item (a replica that cannot claim it skips it);
 2. runs it in its own thread, under its own Spark job group (the run id) and fair-scheduler
    pool (named after the action), with every log line carrying the run's context;
@@ -37,6 +38,7 @@ from lakeward.core.exceptions import InstantExistsError
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, SessionEvent
 from lakeward.services.control import ControlStore
+from lakeward.services.fairness import DEFAULT_SHARE, Share
 from lakeward.services.logs import run_context
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import Claim, Outcome, ServiceAction, TableRef, WorkItem
@@ -152,6 +154,7 @@ class Runner:
         pool_for: Callable[[ServiceAction], str] = lambda action: action.value,
         on_finished: Callable[[RunRecord], None] | None = None,
         on_started: Callable[[RunRecord], None] | None = None,
+        share_of: Callable[[TableRef], Share] = lambda ref: DEFAULT_SHARE,
         recent_runs: int = 500,
         progress_interval_s: float = 30.0,
     ):
@@ -166,6 +169,8 @@ class Runner:
         self.on_finished = on_finished
         #: Called (in `submit`, before the run's thread starts) with every run that starts.
         self.on_started = on_started
+        #: The table's group and limits (called under the runner's lock: it must not call back into the runner).
+        self.share_of = share_of
         self.replica = coordinator.replica_id
         self._lock = threading.Lock()
         self._running: dict[str, RunRecord] = {}
@@ -210,19 +215,17 @@ class Runner:
             return self._refusal(table)
 
     def _has_capacity(self, table: TableRef) -> bool:
-        if len(self._running) >= self.concurrency.max_running:
-            return False
-        on_table = sum(1 for r in self._running.values() if r.table.name == table.name)
-        return on_table < self.concurrency.max_running_per_table
+        return self._limit_reason(table) is None
 
     def _refusal(self, table: TableRef) -> str | None:
         """Why a new run on `table` cannot start now, None if it can (call under the lock)."""
         if not self._accepting:
             return "the replica is draining: it takes no new work"
-        return None if self._has_capacity(table) else self._limit_reason(table)
+        return self._limit_reason(table)
 
-    def _limit_reason(self, table: TableRef) -> str:
-        """Which limit stops a new run on `table`, naming the runs that hold the slots (call under the lock)."""
+    def _limit_reason(self, table: TableRef) -> str | None:
+        """Which limit stops a new run on `table`, naming the runs that hold the slots; None when
+        none does (call under the lock)."""
 
         def names(runs: list[RunRecord]) -> str:
             return ", ".join(f"run {r.run_id} ({r.key})" for r in runs)
@@ -233,11 +236,24 @@ class Runner:
                 f"at the concurrency limit of this replica (max_running={self.concurrency.max_running}), "
                 f"held by {names(running)}; try again when a run finishes"
             )
+        share = self.share_of(table)
+        per_table = share.max_runs or self.concurrency.max_running_per_table
         on_table = [r for r in running if r.table.name == table.name]
-        return (
-            f"at the per-table concurrency limit (max_running_per_table={self.concurrency.max_running_per_table}) "
-            f"on {table.name}, held by {names(on_table)}; try again when a run finishes"
-        )
+        if len(on_table) >= per_table:
+            key = share.max_runs_key if share.max_runs is not None else "max_running_per_table"
+            return (
+                f"at the per-table concurrency limit ({key}={per_table}) "
+                f"on {table.name}, held by {names(on_table)}; try again when a run finishes"
+            )
+        if share.group_max_runs is not None:
+            in_group = [r for r in running if self.share_of(r.table).group == share.group]
+            if len(in_group) >= share.group_max_runs:
+                return (
+                    f"group concurrency limit reached: group {share.group} of {table.name} runs "
+                    f"{len(in_group)} (scheduling.groups.{share.group}.max_concurrent_runs={share.group_max_runs}), "
+                    f"held by {names(in_group)}; try again when one of them finishes"
+                )
+        return None
 
     def progress_of(self, run: RunRecord) -> str:
         """The run's phase, with Spark task counts while its jobs run."""

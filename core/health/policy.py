@@ -16,14 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from lakeward.core.exceptions import ConfigError
 
 #: The health factors, in the order reports list them.
-FACTORS = ("compaction", "small_files", "pending_plans", "pending_writes", "cleaner", "archival")
+FACTORS = ("compaction", "small_files", "pending_plans", "pending_writes", "cleaner", "archival", "metadata_table")
+
+#: Factors that count only on tables they apply to (the metadata table's lag: tables that have one).
+CONDITIONAL_FACTORS = frozenset({"metadata_table"})
 
 
 class HealthWeights(BaseModel):
     """Relative weight of each factor in the score; a factor with weight 0 does not count.
 
     The score is `100 * (1 - sum(weight * penalty) / sum(weights))`, a factor's penalty
-    being 0 (no finding), 0.5 (a warning) or 1 (a critical finding).
+    being 0 (no finding), 0.5 (a warning) or 1 (a critical finding). `metadata_table` counts
+    only on tables with a metadata table (the others' scores are as without it).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -34,10 +38,11 @@ class HealthWeights(BaseModel):
     pending_writes: float = Field(default=15, ge=0)
     cleaner: float = Field(default=15, ge=0)
     archival: float = Field(default=15, ge=0)
+    metadata_table: float = Field(default=20, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> HealthWeights:
-        if not sum(self.of(f) for f in FACTORS) > 0:
+        if not sum(self.of(f) for f in FACTORS if f not in CONDITIONAL_FACTORS) > 0:
             raise ValueError("at least one weight must be above 0")
         return self
 
@@ -70,6 +75,9 @@ class HealthThresholds(BaseModel):
     #: Completed commits on the active timeline per `hoodie.keep.max.commits`: warning above
     #: 1 (archival is due and has not run), critical from this ratio.
     archival_critical_ratio: float = Field(default=2.0, gt=1)
+    #: The metadata table misses completed data instants: a warning, critical once the oldest
+    #: of them completed this long ago (a writer that maintains it repairs it on its next commit).
+    metadata_lag_critical_age: dt.timedelta = dt.timedelta(minutes=15)
 
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:

@@ -2,7 +2,8 @@
 
 Each finding belongs to one factor (`FACTORS`); a factor's penalty is that of its worst
 finding (warning 0.5, critical 1, info 0), and the score is
-`round(100 * (1 - sum(weight * penalty) / sum(weights)))`. The rules and defaults are
+`round(100 * (1 - sum(weight * penalty) / sum(weights)))` over the factors that apply to the
+table (`metadata_table` only where there is a metadata table). The rules and defaults are
 listed in docs/health.md.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from lakeward.core.health.policy import FACTORS, HealthPolicy, HealthThresholds
+from lakeward.core.health.policy import CONDITIONAL_FACTORS, FACTORS, HealthPolicy, HealthThresholds
 from lakeward.core.health.snapshot import HealthSnapshot, HeartbeatState, PendingPlan, is_merge_on_read
 from lakeward.core.instant_clock import json_ready
 
@@ -69,7 +70,8 @@ class HealthReport:
 
     snapshot: HealthSnapshot
     score: int
-    #: Factor -> penalty (0, 0.5 or 1), in `FACTORS` order.
+    #: Factor -> penalty (0, 0.5 or 1), in `FACTORS` order; only the factors that apply to the table
+    #: (`metadata_table` on tables with a metadata table).
     factors: dict[str, float]
     findings: tuple[Finding, ...]
     log_files: Distribution
@@ -219,6 +221,28 @@ def _archival(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
     return [_graded("archival", "archival_backlog", ratio >= t.archival_critical_ratio, message, fix)]
 
 
+def _metadata_table(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
+    if not s.metadata_lag_instants:
+        return []
+    age = s.metadata_lag_seconds or 0.0
+    message = (
+        f"metadata table is {s.metadata_lag_instants} instant(s) behind since {s.metadata_lag_oldest} "
+        f"(completed {format_age(age)} ago): readers that list through it miss files"
+    )
+    fix = (
+        "find the writer that does not maintain the metadata table and configure it to; then rebuild the "
+        "metadata table (disable it with hoodie.metadata.enable=false in a Hudi writer, and enable it again)"
+    )
+    critical = age >= t.metadata_lag_critical_age.total_seconds()
+    return [_graded("metadata_table", "metadata_table_lag", critical, message, fix)]
+
+
+def applicable_factors(snapshot: HealthSnapshot) -> tuple[str, ...]:
+    """The factors that count for this table: every one but `metadata_table` on tables without one."""
+    has_mdt = snapshot.metadata_lag_instants is not None
+    return tuple(f for f in FACTORS if f not in CONDITIONAL_FACTORS or has_mdt)
+
+
 def _version(s: HealthSnapshot) -> list[Finding]:
     if s.services_writable:
         return []
@@ -238,11 +262,13 @@ def health_report(snapshot: HealthSnapshot, policy: HealthPolicy | None = None) 
         *_pending_writes(snapshot, t),
         *_cleaner(snapshot, t),
         *_archival(snapshot, t),
+        *_metadata_table(snapshot, t),
         *_version(snapshot),
     ]
-    factors = {f: max((x.severity.penalty for x in findings if x.factor == f), default=0.0) for f in FACTORS}
+    counted = applicable_factors(snapshot)
+    factors = {f: max((x.severity.penalty for x in findings if x.factor == f), default=0.0) for f in counted}
     weights = policy.weights
-    total = sum(weights.of(f) for f in FACTORS)
+    total = sum(weights.of(f) for f in counted)
     lost = sum(weights.of(f) * p for f, p in factors.items())
     small = sum(1 for size in snapshot.base_file_sizes if size < snapshot.small_file_limit)
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}

@@ -1,9 +1,9 @@
 """The health snapshot: what a health report needs from a table, taken without reading data files.
 
 `take_snapshot(table, now)` lists the table once (the file-system view), reads the
-timeline, the plans of pending instants, the commit metadata the view and the cleaner's
-planner read anyway, and the heartbeat files of pending writes. It never opens a base or
-log file. The snapshot is small and plain (numbers, instant times, ages), so that the
+timeline (and the metadata table's, for its lag), the plans of pending instants, the commit
+metadata the view and the cleaner's planner read anyway, and the heartbeat files of pending
+writes. It never opens a base or log file. The snapshot is small and plain (numbers, instant times, ages), so that the
 daemon can take it at discovery and score it with any policy (`health_report`).
 """
 
@@ -18,9 +18,11 @@ import pyarrow.fs as pafs
 
 from lakeward.core.config.table import TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.instant_clock import aware, in_timeline_zone, instant_moment
 from lakeward.core.locks import LOCK_OPTION_KEYS
+from lakeward.core.metadata_table.lag import metadata_table_lag
 from lakeward.core.table_services.clean import plan_clean
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import CLUSTER, pending_clustering_plans
@@ -99,6 +101,12 @@ class HealthSnapshot:
     active_instants: int
     keep_min_commits: int
     keep_max_commits: int
+    #: Completed data-table instants the metadata table does not reflect (`core/metadata_table/lag.py`);
+    #: None: the table has no metadata table.
+    metadata_lag_instants: int | None = None
+    #: The oldest of them, and seconds since it completed.
+    metadata_lag_oldest: str | None = None
+    metadata_lag_seconds: float | None = None
 
 
 def table_write_config(table: Table) -> WriteConfig:
@@ -203,6 +211,8 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
         plan = plan_clean(storage, timeline, view, wc, config.timeline_timezone, in_zone)
         cleanable = plan.file_count
     active = timeline.active()
+    lag = metadata_table_lag(storage, timeline) if metadata_partitions(config.to_properties()) else None
+    oldest = lag.oldest if lag is not None else None
     return HealthSnapshot(
         table_name=table.name,
         table_path=table.path,
@@ -225,6 +235,9 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
         active_instants=len(active),
         keep_min_commits=wc.keep_min_commits,
         keep_max_commits=wc.keep_max_commits,
+        metadata_lag_instants=lag.instants if lag is not None else None,
+        metadata_lag_oldest=oldest.time if oldest is not None else None,
+        metadata_lag_seconds=_completed_at(storage, oldest, age) if oldest is not None else None,
     )
 
 

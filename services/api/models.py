@@ -281,6 +281,12 @@ class TableHealthInfo(BaseModel):
     active_instants: int | None = None
     keep_min_commits: int | None = None
     keep_max_commits: int | None = None
+    metadata_lag_instants: int | None = Field(
+        default=None,
+        description="Completed data-table instants the metadata table does not reflect; None: no metadata table.",
+    )
+    metadata_lag_oldest: str | None = Field(default=None, description="The oldest of them (instant time).")
+    metadata_lag_seconds: float | None = Field(default=None, description="Seconds since the oldest of them completed.")
 
 
 # ------------------------------------------------------------------------------------------- explain

@@ -14,7 +14,7 @@ keeps the others. Everything is validated at start; :class:`ConfigurationError` 
 problem with the key it is about (``zookeeper.session_timeout_s: must be > 0``). Unknown keys are
 errors (typos must not pass silently).
 
-One module per section of the file (``tables``, ``policy``, ``concurrency``, ``zookeeper``,
+One module per section of the file (``tables``, ``policy``, ``concurrency``, ``scheduling``, ``zookeeper``,
 ``spark``, ``http``, ``log``, ``history``), the root model in ``daemon``, and loading in ``loading`` (with the
 sources it reads in ``sources``). Import the names from this package.
 """
@@ -41,12 +41,14 @@ from lakeward.services.settings.policy import (
     PoliciesSettings,
     PolicySettings,
 )
+from lakeward.services.settings.scheduling import DEFAULT_GROUP, GroupSettings, SchedulingSettings, TableScheduling
 from lakeward.services.settings.spark import SparkSettings
 from lakeward.services.settings.tables import DiscoveryRoot, StaticTable, TablesSettings
 from lakeward.services.settings.zookeeper import ZooKeeperSettings
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "DEFAULT_GROUP",
     "ENV_PREFIX",
     "EXAMPLE_YAML",
     "ActionPolicy",
@@ -62,6 +64,7 @@ __all__ = [
     "DaemonSettings",
     "DiscoveryRoot",
     "EffectivePolicy",
+    "GroupSettings",
     "HistorySettings",
     "HttpSettings",
     "IndexBuildPolicy",
@@ -70,8 +73,10 @@ __all__ = [
     "PoliciesSettings",
     "PolicySettings",
     "RetrySettings",
+    "SchedulingSettings",
     "SparkSettings",
     "StaticTable",
+    "TableScheduling",
     "TablesSettings",
     "ZooKeeperSettings",
     "load_settings",

@@ -13,6 +13,7 @@ from lakeward.services.settings.history import HistorySettings
 from lakeward.services.settings.http import HttpSettings
 from lakeward.services.settings.log import LogSettings
 from lakeward.services.settings.policy import EffectivePolicy, PoliciesSettings
+from lakeward.services.settings.scheduling import SchedulingSettings
 from lakeward.services.settings.sources import LOAD, MappingEnvSource, YamlSource
 from lakeward.services.settings.spark import SparkSettings
 from lakeward.services.settings.tables import TablesSettings
@@ -33,6 +34,7 @@ class DaemonSettings(BaseSettings):
     tables: TablesSettings = Field(default_factory=TablesSettings)
     policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
     concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
+    scheduling: SchedulingSettings = Field(default_factory=SchedulingSettings)
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -61,6 +63,20 @@ class DaemonSettings(BaseSettings):
         if ctx is None:
             return (init_settings, env_settings)
         return (init_settings, MappingEnvSource(settings_cls, ctx.env), YamlSource(settings_cls, ctx.yaml_data))
+
+    @model_validator(mode="after")
+    def _limits_within_max_running(self) -> DaemonSettings:
+        most = self.concurrency.max_running
+        limits = [(f"scheduling.groups.{n}", g.max_concurrent_runs) for n, g in self.scheduling.groups.items()]
+        limits += [("policies.defaults.scheduling", self.policies.defaults.scheduling.max_concurrent_runs)]
+        limits += [
+            (f"policies.overrides.{n}.scheduling", p.scheduling.max_concurrent_runs)
+            for n, p in self.policies.overrides.items()
+        ]
+        for where, limit in limits:
+            if limit is not None and limit > most:
+                raise ValueError(f"{where}.max_concurrent_runs: must be <= concurrency.max_running ({most})")
+        return self
 
     @model_validator(mode="after")
     def _overrides_name_tables(self) -> DaemonSettings:

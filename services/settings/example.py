@@ -13,6 +13,7 @@ tables:
   roots:                       # directories scanned for tables (folders with .hoodie/)
     - path: /data/lake/ingest
       max_depth: 2
+      # group: ingest            # scheduling group of its tables (default: the folder's name)
   refresh_interval_s: 30       # one discovery cycle every 30 s ...
   refresh_jitter: 0.1          # ... give or take 10%
 
@@ -46,6 +47,7 @@ policies:
       clustering:
         enabled: true
         sort_columns: [customer_id]
+      scheduling: {group: ingest, priority: 2}   # in the ingest group, twice a table's share of its runs
     events:
       paused: true
 
@@ -60,6 +62,11 @@ concurrency:
     backoff_base_s: 5
     backoff_max_s: 300
   quarantine_after_failures: 3 # then it waits for `lakeward release`
+
+scheduling:                    # priorities and fairness (docs/daemon.md, "Priorities and fairness")
+  starving_score: 50           # a table whose health score is below this is scheduled first (null: off)
+  groups:                      # per group: a discovery root's, or a policy's scheduling.group
+    ingest: {priority: 3, max_concurrent_runs: 2}   # 3 runs for each run of a priority-1 group
 
 zookeeper:
   hosts: null                  # null: in-process coordinator (one replica only); else "zk1:2181,zk2:2181"

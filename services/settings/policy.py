@@ -15,6 +15,7 @@ from lakeward.core.health.policy import HealthPolicy
 from lakeward.core.table_services.orphan_clean import DRY_RUN_KEY, OLDER_THAN_KEY
 from lakeward.services.model import ServiceAction
 from lakeward.services.settings.base import Section, option_str, problems
+from lakeward.services.settings.scheduling import TableScheduling
 
 
 class ActionPolicy(Section):
@@ -143,6 +144,10 @@ class PolicySettings(Section):
     orphan_clean: OrphanCleanPolicy = Field(default_factory=OrphanCleanPolicy)
     hoodie_options: dict[str, HoodieValue] = Field(
         default_factory=dict, description="Extra hoodie.* options passed to the table when it is opened."
+    )
+    scheduling: TableScheduling = Field(
+        default_factory=TableScheduling,
+        description="The table's group, priority and max_concurrent_runs (docs/daemon.md, 'Priorities and fairness').",
     )
     health: HealthPolicy = Field(
         default_factory=HealthPolicy,

@@ -6,8 +6,9 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from lakeward.services.model import TableRef
+from lakeward.services.model import TableRef, root_name
 from lakeward.services.settings.base import Section
+from lakeward.services.settings.scheduling import check_group_name
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -52,6 +53,19 @@ class DiscoveryRoot(Section):
     max_depth: int = Field(
         default=3, ge=1, le=32, description="How many folder levels below `path` are scanned (1: children)."
     )
+    group: str | None = Field(
+        default=None,
+        description="The scheduling group of the tables found here (null: the folder's name, as in their names).",
+    )
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, value: str | None) -> str | None:
+        return None if value is None else check_group_name(value)
+
+    def group_name(self) -> str:
+        """The scheduling group of the tables found under this root."""
+        return self.group or root_name(self.path)
 
 
 class TablesSettings(Section):

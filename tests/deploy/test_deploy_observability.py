@@ -30,6 +30,8 @@ DASHBOARD_MUST_USE = {
     "lakeward_quarantined_plans",
     "lakeward_table_health_score",
     "lakeward_table_health_factor_penalty",
+    "lakeward_table_metadata_lag_instants",
+    "lakeward_table_metadata_lag_seconds",
 }
 #: Alert -> the metric it must watch (issue: old pending plan, repeated failures, quarantine,
 #: ZooKeeper disconnected, no successful discovery, replica not ready).
@@ -41,6 +43,7 @@ ALERTS = {
     "LakewardDiscoveryStalled": "lakeward_last_successful_discovery_timestamp_seconds",
     "LakewardReplicaNotReady": "lakeward_ready",
     "LakewardTableUnhealthy": "lakeward_table_health_score",
+    "LakewardMetadataTableLagging": "lakeward_table_metadata_lag_instants",
 }
 
 
@@ -140,3 +143,11 @@ def test_unhealthy_table_alert_fires_after_30_minutes_below_the_chart_default() 
     chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
     assert rule["for"] == chart["healthScoreFor"] == "30m"
     assert rule["expr"] == f"min by (table) (lakeward_table_health_score) < {chart['healthScoreBelow']}"
+
+
+def test_metadata_table_lag_alert_fires_after_the_chart_default() -> None:
+    rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r["alert"] == "LakewardMetadataTableLagging")
+    chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
+    assert rule["for"] == chart["metadataLagFor"] == "15m"
+    assert rule["expr"] == "max by (table) (lakeward_table_metadata_lag_instants) > 0"

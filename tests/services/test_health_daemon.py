@@ -19,6 +19,7 @@ from lakeward.services.api.server import ApiServer
 from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
+from tests.core.metadata_table.test_lag import lagging_table
 
 
 def _rows(ids: list[int], ts: int) -> pa.Table:
@@ -152,3 +153,27 @@ def test_health_cli_by_name_all_and_by_path(daemon: Daemon, tmp_path: Path, monk
     )
     assert by_path.exit_code == 0, by_path.output
     assert "orders: score 100/100" in by_path.output and "no findings" in by_path.output  # default policy: 10 logs
+
+
+def test_health_daemon_serves_the_metadata_table_lag(tmp_path: Path) -> None:
+    table, missed = lagging_table(tmp_path / "lagging", 9)
+    config = tmp_path / "lag.yaml"
+    config.write_text(
+        f"tables: {{static: [{{path: {table.path}}}], refresh_interval_s: 3600}}\n"
+        "spark: {engine: local}\nhttp: {port: 0}\nlog: {format: text}\n"
+    )
+    d = Daemon(load_settings(config, env={}))
+    d.start()
+    try:
+        deadline = time.monotonic() + 30
+        while d.health("lagging").report is None:
+            assert time.monotonic() < deadline, "no health after 30 s"
+            time.sleep(0.05)
+        client = TestClient(create_app(d))
+        body = client.get("/api/v1/tables/lagging/health").json()
+        assert body["metadata_lag_instants"] == 2 and body["metadata_lag_oldest"] == missed[0]
+        assert body["factors"]["metadata_table"] == 0.5
+        assert any(f["code"] == "metadata_table_lag" for f in body["findings"])
+        assert 'lakeward_table_metadata_lag_instants{table="lagging"} 2.0' in client.get("/metrics").text
+    finally:
+        d.drain(5)

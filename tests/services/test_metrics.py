@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client.parser import text_string_to_metric_families
 
+from lakeward import Table
+from lakeward.core.health import table_health
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TableProblem, TableRef
+from tests.core.metadata_table.test_lag import lagging_table
 
 A, B = TableRef("a", "/t/a"), TableRef("b", "/t/b")
 
@@ -64,3 +69,18 @@ def test_each_daemon_has_its_own_registry() -> None:
     first, second = DaemonMetrics(), DaemonMetrics()
     first.observe_claim(True)
     assert ("lakeward_claim_attempts_total", (("result", "won"),)) not in _samples(second)
+
+
+def test_health_exports_the_metadata_table_lag_of_tables_with_one(tmp_path: Path) -> None:
+    lagging = table_health(lagging_table(tmp_path / "lagging", 9)[0])
+    plain = Table.create(str(tmp_path / "plain"), record_key="id", table_version=9)
+    metrics = DaemonMetrics()
+    metrics.observe_health({"lagging": lagging, "plain": table_health(plain)})
+    s = _samples(metrics)
+    assert s[("lakeward_table_metadata_lag_instants", (("table", "lagging"),))] == 2
+    age = s[("lakeward_table_metadata_lag_seconds", (("table", "lagging"),))]
+    assert age == lagging.snapshot.metadata_lag_seconds and age >= 0
+    penalty = ("lakeward_table_health_factor_penalty", (("factor", "metadata_table"), ("table", "lagging")))
+    assert s[penalty] == 0.5
+    # a table without a metadata table: no lag series, no metadata_table factor
+    assert not [k for k in s if dict(k[1]).get("table") == "plain" and "metadata" in k[0] + str(k[1])]
