@@ -32,7 +32,9 @@ if TYPE_CHECKING:
         TableClosedError,
         TableExistsError,
         TableNotFoundError,
+        TableVersionChangedError,
         UnsupportedTableVersionError,
+        UpgradeError,
     )
     from lakeward.core.table import Table
     from lakeward.core.table_services.archival import ArchiveResult
@@ -88,6 +90,8 @@ _LAZY = {
     "ReadOnlyTableVersionError": _EXCEPTIONS,
     "MetadataTableError": _EXCEPTIONS,
     "RollbackAbortedError": _EXCEPTIONS,
+    "UpgradeError": _EXCEPTIONS,
+    "TableVersionChangedError": _EXCEPTIONS,
 }
 
 __all__ = [
@@ -122,7 +126,9 @@ __all__ = [
     "TableClosedError",
     "TableExistsError",
     "TableNotFoundError",
+    "TableVersionChangedError",
     "UnsupportedTableVersionError",
+    "UpgradeError",
     "WriteOperation",
     "WriteResult",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core import upgrade as table_upgrade
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.config.table import (
@@ -73,6 +75,7 @@ from lakeward.core.timeline import (
     new_instant_time,
 )
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.core.upgrade import UpgradeResult
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
 
@@ -80,6 +83,8 @@ if TYPE_CHECKING:
     from lakeward.core.index.secondary.definitions import IndexDefinition
     from lakeward.core.table_services.archival import ArchiveResult
     from lakeward.core.table_services.index_build import IndexBuildResult
+
+log = logging.getLogger(__name__)
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
@@ -548,6 +553,45 @@ class Table:
             result = initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
         return result
+
+    # -- table version ---------------------------------------------------------------------
+    def upgrade(self, to: int) -> UpgradeResult:
+        """Upgrade the table to version `to` (8 or 9) as Apache Hudi's upgrade handlers do
+        (`lakeward.core.upgrade`), under the table lock; lakeward never changes a version by itself.
+
+        First, as Hudi: failed writes are rolled back and on merge-on-read tables every file slice
+        with log files is compacted (an `UnBoundedCompactionStrategy` compaction); pending compaction,
+        clustering and clean plans are run to completion first, since their plans were made under the
+        old version's rules. A write still in flight, or another pending action (restore, index
+        build, change tracking), refuses the upgrade (UpgradeError) before anything is written, as
+        does a downgrade, version 7, CDC or lakeward secondary indexes (not written on 8/9 yet).
+        A table with a metadata table is refused (MetadataTableError) unless the table was opened with
+        `hoodie.metadata.enable=false`, which deletes it first.
+
+        Crash-safe and resumable: run it again after a crash and it finishes the job; readers see the
+        old version until the one atomic switch of `hoodie.properties`. Upgrading to the version the
+        table has is a no-op (it only removes version 6 timeline files a crashed run left behind).
+        """
+        table_upgrade.check_target(self.version.number, to)
+        client = self._writer(write=True)
+        with client.lock:
+            on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+            current = on_disk.table_version
+            table_upgrade.check_target(current, to)
+            if current == to:  # done, perhaps by a run that crashed before removing the version 6 files
+                removed = table_upgrade.remove_layout1_files(self.storage) if on_disk.version.lsm_history else 0
+                result = UpgradeResult(current, to, leftovers_removed=removed)
+            else:
+                result = table_upgrade.upgrade_locked(client, self.services, on_disk, to)
+        self._reload()
+        return result
+
+    def _reload(self) -> None:
+        """Read `hoodie.properties` again and drop the write client (it holds the old version's rules)."""
+        self.config = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+        client, self._client = self._client, None
+        if client is not None:
+            client.lock.close()
 
     # -- change data capture ---------------------------------------------------------------
     def enable_cdc(self, mode: str | SupplementalLoggingMode = SupplementalLoggingMode.DATA_BEFORE_AFTER) -> None:
