@@ -21,19 +21,18 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from lakeward.core.config.properties import parse_properties
-from lakeward.core.config.table import TableConfig, TableType
+from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
 from lakeward.core.exceptions import SchemaError, TableVersionChangedError
 from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.table_version import METAFOLDER, TimelineLayout
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Timeline, new_instant_time
 
 #: The error every service raises when a plan needs the table's schema and no write ever set one.
 NO_SCHEMA_MESSAGE = "the table has no schema: nothing was ever written"
-PROPERTIES_FILE = f"{METAFOLDER}/hoodie.properties"
 
 
 class WriteRecovery(Protocol):
@@ -147,7 +146,7 @@ class TableContext:
 
     def storage_version(self) -> int:
         """`hoodie.table.version` as `hoodie.properties` says now (6 when absent, as Hudi reads it)."""
-        props = parse_properties(self.storage.read_bytes(PROPERTIES_FILE).decode("utf-8"))
+        props = parse_properties(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
         return int(props.get("hoodie.table.version", "6").strip())
 
     def check_completion(self, instant_time: str) -> None:

@@ -39,6 +39,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
+from lakeward.core.metadata_table.disable import delete_metadata_table, metadata_table_disabled
 from lakeward.core.read.changes import (
     Images,
 )
@@ -288,7 +289,7 @@ class Table:
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        check_no_metadata_table(self.config.to_properties())  # first: the fix a user needs on any version
+        self._metadata_table_gate()  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")
         else:
@@ -297,6 +298,20 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
+
+    def _metadata_table_gate(self) -> None:
+        """The write path's one metadata-table check. A table with a metadata table is refused
+        (MetadataTableError naming `hoodie.metadata.enable=false`), unless the table was opened with that
+        option: then the metadata table is deleted first, under the table lock, as Hudi's writer does
+        (`lakeward.core.metadata_table.disable`)."""
+        if not metadata_partitions(self.config.to_properties()):
+            return
+        if not metadata_table_disabled(self.options):
+            check_no_metadata_table(self.config.to_properties())
+        self._client = self._client or WriteClient(self.storage, self.config, self.options, self.engine)
+        with self._client.lock:
+            delete_metadata_table(self.storage)
+        self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).

@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lakeward.core.config.properties import format_properties, parse_properties
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.config.table import (
     COMMIT_TIME_STRATEGY_ID,
     DEFAULT_PAYLOAD,
@@ -55,9 +54,11 @@ from lakeward.core.config.table import (
     INITIAL_VERSION_KEY,
     MERGE_MODE_KEY,
     MERGE_STRATEGY_ID_KEY,
+    PROPERTIES_PATH,
     KeyGeneratorType,
     TableConfig,
     table_checksum,
+    update_table_properties,
 )
 from lakeward.core.exceptions import UpgradeError
 from lakeward.core.index.secondary.definitions import load_definitions
@@ -78,7 +79,6 @@ from lakeward.core.write.client import WriteClient
 
 log = logging.getLogger(__name__)
 
-PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 #: Versions `Table.upgrade(to=)` takes.
 UPGRADE_TARGETS = (8, 9)
 LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
@@ -174,18 +174,6 @@ def _eight_to_nine(props: dict[str, str]) -> None:
     ordering = props.pop("hoodie.table.precombine.field", None)
     if ordering:
         props["hoodie.table.ordering.fields"] = ordering
-
-
-def store_properties(storage: Storage, props: Mapping[str, str]) -> TableConfig:
-    """Replace `hoodie.properties` as Hudi's `HoodieTableConfig.update` does: a backup copy, one atomic
-    replace, the backup deleted. Checked first: the new properties must open (TableConfig)."""
-    text = format_properties(dict(props), "Updated at " + dt.datetime.now(dt.UTC).isoformat())
-    config = TableConfig.from_text(text)
-    backup = PROPERTIES_PATH + ".backup"
-    storage.write_bytes(backup, storage.read_bytes(PROPERTIES_PATH))
-    storage.write_bytes(PROPERTIES_PATH, text.encode())
-    storage.delete_file(backup)
-    return config
 
 
 # -- active timeline (layout 1 -> 2) ------------------------------------------------------------
@@ -331,9 +319,12 @@ def convert_timeline(storage: Storage, config: TableConfig, target: int) -> tupl
 
 
 def switch_version(storage: Storage, target: int) -> TableConfig:
-    """The switch: `hoodie.properties` of `target`, from the properties on storage now."""
+    """The switch: `hoodie.properties` of `target` (`HoodieTableConfig.update`), from the properties on storage now."""
     props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-    return store_properties(storage, upgraded_properties(props, target))
+    new = upgraded_properties(props, target)
+    TableConfig.from_properties(new)  # the new properties must open before they replace the old ones
+    written = update_table_properties(storage, new, remove=[k for k in props if k not in new])
+    return TableConfig.from_properties(written)
 
 
 # -- what Hudi requires first -------------------------------------------------------------------
@@ -419,7 +410,6 @@ __all__ = [
     "check_upgradable",
     "prepare",
     "remove_layout1_files",
-    "store_properties",
     "switch_version",
     "upgrade_locked",
     "upgraded_properties",
