@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
-from lakeward.core.exceptions import TableVersionChangedError, UpgradeError
+from lakeward.core.exceptions import MetadataTableError, TableVersionChangedError, UpgradeError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER
 from lakeward.core.upgrade import layout1_files, upgraded_properties
@@ -32,7 +32,7 @@ from tests.interop.compare import (
     snapshot_mismatches,
 )
 from tests.support.crash import run_and_kill
-from tests.support.fixture_tables import FIXTURE_KINDS, _names
+from tests.support.fixture_tables import FIXTURE_KINDS, _names, v8_v9_fixture_tables_dir
 
 V6_FIXTURES = [(kind, name) for kind in FIXTURE_KINDS for name in _names(kind)]
 CRASH_POINTS = ["prepared", "timeline_copied", "switched"]
@@ -277,3 +277,51 @@ def test_upgraded_properties_follow_hudis_handlers():
     assert v9["hoodie.table.ordering.fields"] == "ts" and "hoodie.table.precombine.field" not in v9
     assert v9["hoodie.table.legacy.payload.class"] == v6["hoodie.compaction.payload.class"]
     assert "hoodie.compaction.payload.class" not in v9 and "hoodie.record.merge.strategy.id" not in v9
+
+
+V8_FIXTURES = [
+    (kind, name)
+    for kind in ("cow", "mor/avro")
+    for name in _names(kind, v8_v9_fixture_tables_dir())
+    if name.startswith("v8_")
+]
+
+
+@pytest.mark.parametrize(("kind", "name"), V8_FIXTURES)
+def test_upgrade_v8_fixture_to_9_keeps_its_rows(fixture_table: Callable[[str, str], str], kind: str, name: str):
+    path = fixture_table(kind, name)
+    instants = [i.time for i in Table.open(path).completed_instants()]
+    before = _reads(path, instants)
+    timeline_before = sorted(p.name for p in (Path(path) / METAFOLDER / "timeline").iterdir() if p.is_file())
+
+    result = Table.open(path).upgrade(to=9)
+
+    assert (result.from_version, result.to_version, result.timeline_files) == (8, 9, 0)
+    props = _props(path)
+    assert props["hoodie.table.version"] == "9" and props["hoodie.table.initial.version"] == "8"
+    assert "hoodie.table.precombine.field" not in props and props["hoodie.table.ordering.fields"]
+    timeline_after = {p.name for p in (Path(path) / METAFOLDER / "timeline").iterdir() if p.is_file()}
+    assert set(timeline_before) <= timeline_after, "the layout-2 timeline is kept as it is"
+    assert _reads(path, instants) == before
+    hudi = hudi_table(path)
+    for as_of in [None, *instants]:
+        assert _data_rows(hudi_snapshot(hudi, as_of)) == before[as_of]
+
+
+def test_upgrade_of_a_table_with_a_metadata_table_needs_metadata_disabled(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", table_version=8)
+    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "q"], "v": [1, 2]}))
+    table.initialize_metadata_table()
+    hashes = _hashes(path)
+
+    with pytest.raises(MetadataTableError, match="hoodie.metadata.enable=false"):
+        Table.open(path).upgrade(to=9)
+    assert _hashes(path) == hashes
+
+    result = Table.open(path, options={"hoodie.metadata.enable": "false"}).upgrade(to=9)
+
+    assert result.to_version == 9
+    assert _props(path)["hoodie.table.metadata.partitions"] == ""
+    assert not (Path(path) / METAFOLDER / "metadata").exists()
+    fail_on(all_mismatches(path))
