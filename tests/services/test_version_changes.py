@@ -7,10 +7,7 @@ Real tables upgraded with `Table.upgrade`, the in-process coordinator, the real 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -23,6 +20,7 @@ from lakeward.services.model import ACTION_PRIORITY, Outcome, ServiceAction, Tab
 from lakeward.services.settings import load_settings
 from tests.services.test_runner import in_process, make_runner, sample  # noqa: F401 (fixture)
 from tests.support.crash import run_and_kill
+from tests.support.waiting import wait_until
 
 
 def _mor(path: Path) -> Table:
@@ -30,16 +28,6 @@ def _mor(path: Path) -> Table:
     table.bulk_insert(pa.table({"id": list(range(20)), "v": [0] * 20, "ts": [0] * 20}))
     table.upsert(pa.table({"id": [1, 2], "v": [1, 1], "ts": [1, 1]}))
     return table
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_version_changes_lists_tables_read_in_both_cycles_whose_version_differs():
@@ -117,7 +105,7 @@ log: {{format: text}}
     daemon = Daemon(load_settings(config, env={}))
     daemon.start()
     try:
-        wait_for(lambda: daemon.ready)
+        wait_until(lambda: daemon.ready, 30, "the daemon to be ready")
         daemon.cycle()
         metric = daemon.metrics.registry.get_sample_value
         assert metric("lakeward_table_version", {"table": "orders"}) == 6
