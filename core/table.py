@@ -588,16 +588,28 @@ class Table:
         table has is a no-op (it only removes version 6 timeline files a crashed run left behind).
         """
         table_upgrade.check_target(self.version.number, to)
+        return self._change_version(
+            lambda client, config: table_upgrade.upgrade_locked(client, self.services, config, to)
+        )
+
+    def downgrade(self, to: int) -> UpgradeResult:
+        """Downgrade the table to version `to` where lakeward runs Apache Hudi's downgrade handler: 9 -> 8
+        (`NineToEightDowngradeHandler`: failed writes rolled back and log files compacted first, then the
+        payload class and `hoodie.table.precombine.field` back in `hoodie.properties`, one atomic switch).
+        Other downgrades are refused (UpgradeError naming Hudi's handlers for them) before anything is written.
+        """
+        table_upgrade.check_downgrade(self.version.number, to)
+        return self._change_version(
+            lambda client, config: table_upgrade.downgrade_locked(client, self.services, config, to)
+        )
+
+    def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
+        """Run an upgrade or downgrade under the table lock, on the properties as they are on storage
+        then (another process may have changed the version meanwhile); this handle reloads afterwards."""
         client = self._writer(write=True)
         with client.lock:
             on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-            current = on_disk.table_version
-            table_upgrade.check_target(current, to)
-            if current == to:  # done, perhaps by a run that crashed before removing the version 6 files
-                removed = table_upgrade.remove_layout1_files(self.storage) if on_disk.version.lsm_history else 0
-                result = UpgradeResult(current, to, leftovers_removed=removed)
-            else:
-                result = table_upgrade.upgrade_locked(client, self.services, on_disk, to)
+            result = change(client, on_disk)
         self._reload()
         return result
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -84,9 +84,14 @@ UPGRADE_TARGETS = (8, 9)
 LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
 PAYLOAD_KEY = "hoodie.compaction.payload.class"
 
-#: Downgrades Apache Hudi runs (`NineToEightDowngradeHandler`; `EightToSevenDowngradeHandler` then
-#: `SevenToSixDowngradeHandler`), which lakeward does not: named in the refusal.
-HUDI_DOWNGRADES = {(9, 8): "NineToEightDowngradeHandler", (8, 6): "EightToSevenDowngradeHandler + SevenToSix"}
+#: Apache Hudi's downgrade handlers, one step each (`UpgradeDowngrade.downgrade` chains them: 9 -> 8 -> 7 -> 6).
+HUDI_DOWNGRADE_STEPS = {
+    (9, 8): "NineToEightDowngradeHandler",
+    (8, 7): "EightToSevenDowngradeHandler",
+    (7, 6): "SevenToSixDowngradeHandler",
+}
+#: The downgrades lakeward runs (`Table.downgrade`); the others are refused, naming Hudi's handlers.
+DOWNGRADES = frozenset({(9, 8)})
 
 
 @dataclass(frozen=True)
@@ -123,16 +128,33 @@ def check_target(current: int, target: int) -> None:
     if target not in SUPPORTED_VERSIONS:
         raise UpgradeError(f"cannot upgrade to table version {target}: lakeward upgrades to {list(UPGRADE_TARGETS)}")
     if target < current:
-        hudi = HUDI_DOWNGRADES.get((current, target))
-        how = (
-            f"Apache Hudi supports this downgrade ({hudi}: set hoodie.write.table.version={target} in a Hudi writer, "
-            "or `hudi-cli downgrade table --toVersion`)"
-            if hudi
-            else f"Apache Hudi does not downgrade {current} -> {target} in one step either"
-        )
+        check_downgrade(current, target)
         raise UpgradeError(
-            f"cannot downgrade table version {current} to {target}: lakeward never downgrades a table. {how}"
+            f"cannot upgrade table version {current} to {target}: that is a downgrade; run "
+            f"Table.downgrade(to={target}) (CLI `lakeward downgrade PATH --to {target}`)"
         )
+
+
+def check_downgrade(current: int, target: int) -> None:
+    """Refuse (UpgradeError) a downgrade lakeward does not run, naming the Hudi handlers that would."""
+    if target > current:
+        raise UpgradeError(
+            f"cannot downgrade table version {current} to {target}: that is an upgrade; run Table.upgrade(to={target})"
+        )
+    if target == current or (current, target) in DOWNGRADES:
+        return
+    steps = [HUDI_DOWNGRADE_STEPS[(v, v - 1)] for v in range(current, target, -1) if (v, v - 1) in HUDI_DOWNGRADE_STEPS]
+    hudi = (
+        f"Apache Hudi runs it ({' then '.join(steps)}: hoodie.write.table.version={target} on a Hudi writer, or "
+        "hudi-cli `downgrade table --toVersion`)"
+        if len(steps) == current - target
+        else f"Apache Hudi does not downgrade {current} -> {target} either"
+    )
+    raise UpgradeError(
+        f"cannot downgrade table version {current} to {target}: lakeward downgrades "
+        f"{', '.join(f'{a} -> {b}' for a, b in sorted(DOWNGRADES))} only (back to version 6 the timeline would "
+        f"have to return to layout 1 and the LSM history to the version 6 archive). {hudi}. Nothing was changed"
+    )
 
 
 # -- table properties -------------------------------------------------------------------------
@@ -149,6 +171,22 @@ def upgraded_properties(props: Mapping[str, str], target: int) -> dict[str, str]
         _eight_to_nine(out)
     out["hoodie.table.version"] = str(target)
     out["hoodie.table.checksum"] = str(table_checksum(out.get("hoodie.database.name", ""), out["hoodie.table.name"]))
+    return out
+
+
+def downgraded_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """`hoodie.properties` after Hudi's `NineToEightDowngradeHandler` (9 -> 8): the payload class back from
+    `hoodie.table.legacy.payload.class`, `hoodie.table.ordering.fields` back to
+    `hoodie.table.precombine.field`, `hoodie.table.partial.update.mode` dropped."""
+    out = dict(props)
+    out.pop("hoodie.table.partial.update.mode", None)
+    legacy = out.pop(LEGACY_PAYLOAD_KEY, None)
+    if legacy:
+        out[PAYLOAD_KEY] = legacy  # lakeward's payloads (event or commit time) keep their built-in merge mode
+    ordering = out.pop("hoodie.table.ordering.fields", None)
+    if ordering:
+        out["hoodie.table.precombine.field"] = ordering
+    out["hoodie.table.version"] = "8"
     return out
 
 
@@ -320,11 +358,15 @@ def convert_timeline(storage: Storage, config: TableConfig, target: int) -> tupl
 
 def switch_version(storage: Storage, target: int) -> TableConfig:
     """The switch: `hoodie.properties` of `target` (`HoodieTableConfig.update`), from the properties on storage now."""
+    return _rewrite_properties(storage, lambda props: upgraded_properties(props, target))
+
+
+def _rewrite_properties(storage: Storage, change: Callable[[dict[str, str]], dict[str, str]]) -> TableConfig:
+    """Replace `hoodie.properties` by `change(current properties)`, checked first: the new ones must open."""
     props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-    new = upgraded_properties(props, target)
-    TableConfig.from_properties(new)  # the new properties must open before they replace the old ones
-    written = update_table_properties(storage, new, remove=[k for k in props if k not in new])
-    return TableConfig.from_properties(written)
+    new = change(props)
+    TableConfig.from_properties(new)
+    return TableConfig.from_properties(update_table_properties(storage, new, remove=[k for k in props if k not in new]))
 
 
 # -- what Hudi requires first -------------------------------------------------------------------
@@ -382,6 +424,19 @@ def prepare(client: WriteClient, services: TableServices) -> tuple[tuple[str, ..
     return rolled_back, tuple(finished), compaction
 
 
+def downgrade_locked(client: WriteClient, services: TableServices, config: TableConfig, target: int) -> UpgradeResult:
+    """9 -> 8 as Hudi runs it (`UpgradeDowngrade`: failed writes rolled back and log files compacted first,
+    then `NineToEightDowngradeHandler`'s properties, one atomic switch); call under the table lock."""
+    check_downgrade(config.table_version, target)
+    if config.table_version == target:
+        return UpgradeResult(target, target)
+    storage = client.table_context.storage
+    rolled_back, finished, compaction = prepare(client, services)
+    _rewrite_properties(storage, downgraded_properties)
+    log.info("downgraded table %s from table version %d to %d", storage.uri, config.table_version, target)
+    return UpgradeResult(config.table_version, target, rolled_back, finished, compaction)
+
+
 def upgrade_locked(client: WriteClient, services: TableServices, config: TableConfig, target: int) -> UpgradeResult:
     """The upgrade of a table at `config`'s version (read under the lock) to `target`; call under the table lock.
 
@@ -389,6 +444,10 @@ def upgrade_locked(client: WriteClient, services: TableServices, config: TableCo
     timeline, the switch of `hoodie.properties`, then the removal of the version 6 timeline files.
     """
     storage = client.table_context.storage
+    check_target(config.table_version, target)
+    if config.table_version == target:  # done, perhaps by a run that crashed before removing the version 6 files
+        removed = remove_layout1_files(storage) if config.version.lsm_history else 0
+        return UpgradeResult(target, target, leftovers_removed=removed)
     check_upgradable(storage, config)
     rolled_back, finished, compaction = prepare(client, services)
     files, archived = convert_timeline(storage, config, target)
@@ -399,13 +458,17 @@ def upgrade_locked(client: WriteClient, services: TableServices, config: TableCo
 
 
 __all__ = [
-    "HUDI_DOWNGRADES",
+    "DOWNGRADES",
+    "HUDI_DOWNGRADE_STEPS",
     "UPGRADE_TARGETS",
     "UpgradeResult",
+    "check_downgrade",
     "check_target",
     "convert_timeline",
     "copy_active_timeline",
     "copy_archived_timeline",
+    "downgrade_locked",
+    "downgraded_properties",
     "layout1_files",
     "check_upgradable",
     "prepare",

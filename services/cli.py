@@ -725,6 +725,22 @@ def upgrade(
 
 
 @app.command()
+def downgrade(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    to: int = typer.Option(..., "--to", help="the table version to downgrade to: 8 (from 9)"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+) -> None:
+    """Downgrade a version 9 table to 8 as Apache Hudi does (other downgrades are refused, naming Hudi's)."""
+    table = _open(path, option)
+    result = _service(lambda: table.downgrade(to=to))
+    if not result.changed:
+        typer.echo(f"table {path} is at table version {result.to_version} already")
+        return
+    compacted = f" (log files compacted by {result.compaction})" if result.compaction else ""
+    typer.echo(f"downgraded {path} from table version {result.from_version} to {result.to_version}{compacted}")
+
+
+@app.command()
 def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),

@@ -195,29 +195,65 @@ def test_upgrade_runs_pending_compaction_first(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    ("start", "to", "message"),
+    ("start", "to", "command", "message"),
     [
-        (6, 7, "table version 7 is the Hudi 0.16 bridge version"),
-        (9, 8, "NineToEightDowngradeHandler"),
-        (8, 6, "EightToSevenDowngradeHandler"),
-        (9, 6, "does not downgrade 9 -> 6 in one step"),
-        (6, 10, "lakeward upgrades to [8, 9]"),
+        (6, 7, "upgrade", "table version 7 is the Hudi 0.16 bridge version"),
+        (6, 10, "upgrade", "lakeward upgrades to [8, 9]"),
+        (9, 8, "upgrade", "that is a downgrade; run Table.downgrade(to=8)"),
+        (8, 6, "downgrade", "Apache Hudi runs it (EightToSevenDowngradeHandler then SevenToSixDowngradeHandler"),
+        (9, 6, "downgrade", "(NineToEightDowngradeHandler then EightToSevenDowngradeHandler then SevenToSix"),
+        (8, 9, "downgrade", "that is an upgrade"),
     ],
 )
-def test_upgrade_to_7_and_downgrades_are_refused_and_change_nothing(tmp_path: Path, start: int, to: int, message: str):
+def test_upgrade_to_7_and_unsupported_downgrades_are_refused_and_change_nothing(
+    tmp_path: Path, start: int, to: int, command: str, message: str
+):
     path = str(tmp_path / "t")
     table = Table.create(path, record_key="id", table_version=start)
     table.upsert(pa.table({"id": ["a"], "v": [1]}))
     hashes = _hashes(path)
 
-    with pytest.raises(UpgradeError, match="downgrade|version 7|upgrades to") as err:
-        table.upgrade(to=to)
+    with pytest.raises(UpgradeError) as err:
+        getattr(table, command)(to=to)
 
     assert message in str(err.value)
     assert _hashes(path) == hashes
-    cli = CliRunner().invoke(app, ["upgrade", path, "--to", str(to)])
-    assert cli.exit_code == 2 and message in cli.output
+    cli = CliRunner().invoke(app, [command, path, "--to", str(to)])
+    assert cli.exit_code == 2 and message in " ".join(cli.output.split())
     assert _hashes(path) == hashes
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_downgrade_9_to_8_as_hudi_keeps_rows_and_hudi_rs_reads_it(
+    fixture_table: Callable[[str, str], str], table_type: str
+):
+    kind, name = (
+        ("cow", "v6_simplekeygen_nonhivestyle") if table_type == "COPY_ON_WRITE" else ("mor/avro", "v6_trips_8i3d")
+    )
+    path = fixture_table(kind, name)
+    Table.open(path).upgrade(to=9)
+    table = Table.open(path)
+    row = table.read().drop_columns([c for c in table.read().column_names if c.startswith("_hoodie")]).slice(0, 1)
+    table.upsert(row)  # a log file on merge-on-read: compacted by the downgrade, as Hudi requires
+    instants = [i.time for i in Table.open(path).completed_instants()]
+    before = _reads(path, instants)
+    v9 = _props(path)
+
+    result = CliRunner().invoke(app, ["downgrade", path, "--to", "8"])
+
+    assert result.exit_code == 0 and "from table version 9 to 8" in result.output, result.output
+    props = _props(path)
+    assert props["hoodie.table.version"] == "8"
+    assert props.get("hoodie.table.precombine.field") == v9.get("hoodie.table.ordering.fields")
+    assert props.get("hoodie.compaction.payload.class") == v9.get("hoodie.table.legacy.payload.class")
+    assert "hoodie.table.ordering.fields" not in props and "hoodie.table.legacy.payload.class" not in props
+    downgraded = Table.open(path)
+    assert downgraded.version.number == 8 and downgraded.timeline().pending() == []
+    if table_type == "MERGE_ON_READ":
+        assert all(not s.log_files for s in downgraded.file_slices())
+    assert _reads(path, instants) == before
+    downgraded.upsert(row)
+    fail_on(snapshot_mismatches(path, [None, *instants]))
 
 
 def test_upgrade_cli_upgrades_and_a_second_run_is_a_no_op(fixture_table: Callable[[str, str], str]):
