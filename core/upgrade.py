@@ -96,7 +96,7 @@ DOWNGRADES = frozenset({(9, 8)})
 
 @dataclass(frozen=True)
 class UpgradeResult:
-    """What one `Table.upgrade` did."""
+    """What one `Table.upgrade` (or `Table.downgrade`) did."""
 
     from_version: int
     to_version: int
