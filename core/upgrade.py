@@ -27,9 +27,9 @@ properties, so a Hudi upgrade killed half-way leaves a timeline no reader can us
 
 - the layout-2 timeline and the LSM history are written as *copies*; the version 6 files stay
   where they are until `hoodie.properties` says the new version. Until then every reader reads
-  the version 6 table; a crash leaves `.hoodie/timeline/` behind, which the next run writes
-  again (the completion times come from the version 6 files, which are still there, so the
-  rerun writes the same names);
+  the version 6 table; a crash leaves `.hoodie/timeline/` behind, which the next run deletes and
+  writes again from the version 6 timeline as it is then (the completion times come from the
+  version 6 files, which are still there, so the rerun writes the same names);
 - `hoodie.properties` is replaced in one atomic step (a backup first): this is the switch;
 - afterwards the version 6 instant files are deleted from `.hoodie/`; a crash in between
   leaves unused files that the next `upgrade` (a no-op otherwise) deletes. The one unsafe
@@ -347,8 +347,12 @@ def convert_timeline(storage: Storage, config: TableConfig, target: int) -> tupl
     """6 -> 8+: the layout-2 copy of the active and archived timelines (before the switch); the counts."""
     if config.version.timeline_layout is not TimelineLayout.V1:
         return 0, 0
-    history = table_version(target).history_folder
+    rules = table_version(target)
+    history = rules.history_folder
     assert history is not None
+    # Whatever is in `.hoodie/timeline/` of a version 6 table is a copy an interrupted upgrade left: the
+    # table may have changed since (a restore, a rollback), so the copy is made anew, never completed.
+    storage.delete_dir(rules.timeline_folder)
     if storage.is_local:
         storage.make_dirs(history)
     files = copy_active_timeline(storage, config.timeline_timezone)

@@ -361,3 +361,20 @@ def test_upgrade_of_a_table_with_a_metadata_table_needs_metadata_disabled(tmp_pa
     assert _props(path)["hoodie.table.metadata.partitions"] == ""
     assert not (Path(path) / METAFOLDER / "metadata").exists()
     fail_on(all_mismatches(path))
+
+
+def test_a_rerun_copies_the_timeline_anew_after_the_table_changed(fixture_table: Callable[[str, str], str]):
+    path = fixture_table("cow", "v6_nonpartitioned")
+    first, latest = [i.time for i in Table.open(path).completed_instants()]
+    run_and_kill("crash_upgrader.py", path, "timeline_copied", "9")  # copies of both commits in .hoodie/timeline/
+    Table.open(path).rollback(latest)  # the table, still at version 6, changes before the rerun
+    before = _data_rows(Table.open(path).read())
+
+    Table.open(path).upgrade(to=9)
+
+    upgraded = Table.open(path)
+    assert [i.time for i in upgraded.timeline().completed_writes()] == [first], (
+        "no stale copy of the rolled-back commit"
+    )
+    assert _data_rows(upgraded.read()) == before
+    fail_on(snapshot_mismatches(path))
