@@ -32,7 +32,9 @@ if TYPE_CHECKING:
         TableClosedError,
         TableExistsError,
         TableNotFoundError,
+        TableVersionChangedError,
         UnsupportedTableVersionError,
+        UpgradeError,
     )
     from lakeward.core.table import Table
     from lakeward.core.table_services.archival import ArchiveResult
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from lakeward.core.table_services.rollback import RollbackResult
     from lakeward.core.table_services.savepoint import RestoreResult
     from lakeward.core.table_services.state import ServiceState
+    from lakeward.core.upgrade import UpgradeResult
     from lakeward.core.write.client import WriteResult
     from lakeward.core.write.operation import WriteOperation
 
@@ -59,6 +62,7 @@ _LAZY = {
     "CompactionResult": "lakeward.core.table_services.compaction.execute",
     "ClusteringResult": "lakeward.core.table_services.clustering.execute",
     "CleanResult": "lakeward.core.table_services.clean.execute",
+    "UpgradeResult": "lakeward.core.upgrade",
     "RollbackResult": "lakeward.core.table_services.rollback",
     "RestoreResult": "lakeward.core.table_services.savepoint",
     "ArchiveResult": "lakeward.core.table_services.archival",
@@ -88,6 +92,8 @@ _LAZY = {
     "ReadOnlyTableVersionError": _EXCEPTIONS,
     "MetadataTableError": _EXCEPTIONS,
     "RollbackAbortedError": _EXCEPTIONS,
+    "UpgradeError": _EXCEPTIONS,
+    "TableVersionChangedError": _EXCEPTIONS,
 }
 
 __all__ = [
@@ -122,7 +128,10 @@ __all__ = [
     "TableClosedError",
     "TableExistsError",
     "TableNotFoundError",
+    "TableVersionChangedError",
     "UnsupportedTableVersionError",
+    "UpgradeError",
+    "UpgradeResult",
     "WriteOperation",
     "WriteResult",
 ]

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from lakeward.core.config.table import TableConfig, TableType
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
-from lakeward.core.exceptions import SchemaError
+from lakeward.core.exceptions import SchemaError, TableVersionChangedError
 from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -127,6 +128,26 @@ class TableContext:
         if schema is None:
             raise SchemaError(NO_SCHEMA_MESSAGE)
         return schema
+
+    def check_version(self, what: str) -> None:
+        """Refuse (TableVersionChangedError) `what` when `hoodie.table.version` on storage is no longer the
+        version this context was opened with: the table was upgraded meanwhile, and a write or plan prepared
+        under the old version's rules (timeline folder, file naming) must not run against the new one."""
+        found = self.storage_version()
+        expected = self.config.table_version
+        if found != expected:
+            raise TableVersionChangedError(
+                f"cannot {what}: it was prepared under table version {expected}, but the table at "
+                f"{self.storage.uri} is now at table version {found} (upgraded meanwhile); nothing was written. "
+                "Open the table again (and plan again) to work under the new version's rules",
+                expected,
+                found,
+            )
+
+    def storage_version(self) -> int:
+        """`hoodie.table.version` as `hoodie.properties` says now (6 when absent, as Hudi reads it)."""
+        props = parse_properties(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+        return int(props.get("hoodie.table.version", "6").strip())
 
     def check_completion(self, instant_time: str) -> None:
         """Run the fencing hook (if any) for a table service about to complete `instant_time`."""

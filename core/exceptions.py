@@ -88,6 +88,21 @@ class MetadataTableError(LakewardError):
     which lakeward does not maintain yet: refused before anything is written."""
 
 
+class UpgradeError(LakewardError):
+    """A table-version upgrade lakeward refuses (a downgrade, version 7, a table it cannot carry over):
+    raised before anything is written."""
+
+
+class TableVersionChangedError(LakewardError):
+    """The table's version changed (an upgrade) after this handle read it: a write or a plan prepared
+    under the old version is refused before it writes anything under the new one. Open the table again."""
+
+    def __init__(self, message: str, expected: int, found: int):
+        super().__init__(message)
+        self.expected = expected
+        self.found = found
+
+
 class CorruptFileError(CorruptTableError):
     """A data file (base or log) a completed instant wrote is damaged: unreadable, truncated or
     torn. `path` is the file's URI, `instant` the completed instant that wrote it (None if unknown)."""

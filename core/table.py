@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core import upgrade as table_upgrade
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.config.table import (
@@ -37,6 +39,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
+from lakeward.core.metadata_table.disable import delete_metadata_table, metadata_table_disabled
 from lakeward.core.read.changes import (
     Images,
 )
@@ -73,6 +76,7 @@ from lakeward.core.timeline import (
     new_instant_time,
 )
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.core.upgrade import UpgradeResult
 from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
 
@@ -80,6 +84,8 @@ if TYPE_CHECKING:
     from lakeward.core.index.secondary.definitions import IndexDefinition
     from lakeward.core.table_services.archival import ArchiveResult
     from lakeward.core.table_services.index_build import IndexBuildResult
+
+log = logging.getLogger(__name__)
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
@@ -283,7 +289,7 @@ class Table:
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        check_no_metadata_table(self.config.to_properties())  # first: the fix a user needs on any version
+        self._metadata_table_gate()  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")
         else:
@@ -292,6 +298,20 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
+
+    def _metadata_table_gate(self) -> None:
+        """The write path's one metadata-table check. A table with a metadata table is refused
+        (MetadataTableError naming `hoodie.metadata.enable=false`), unless the table was opened with that
+        option: then the metadata table is deleted first, under the table lock, as Hudi's writer does
+        (`lakeward.core.metadata_table.disable`)."""
+        if not metadata_partitions(self.config.to_properties()):
+            return
+        if not metadata_table_disabled(self.options):
+            check_no_metadata_table(self.config.to_properties())
+        self._client = self._client or WriteClient(self.storage, self.config, self.options, self.engine)
+        with self._client.lock:
+            delete_metadata_table(self.storage)
+        self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).
@@ -548,6 +568,57 @@ class Table:
             result = initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
         return result
+
+    # -- table version ---------------------------------------------------------------------
+    def upgrade(self, to: int) -> UpgradeResult:
+        """Upgrade the table to version `to` (8 or 9) as Apache Hudi's upgrade handlers do
+        (`lakeward.core.upgrade`), under the table lock; lakeward never changes a version by itself.
+
+        First, as Hudi: failed writes are rolled back and on merge-on-read tables every file slice
+        with log files is compacted (an `UnBoundedCompactionStrategy` compaction); pending compaction,
+        clustering and clean plans are run to completion first, since their plans were made under the
+        old version's rules. A write still in flight, or another pending action (restore, index
+        build, change tracking), refuses the upgrade (UpgradeError) before anything is written, as
+        does a downgrade, version 7, CDC or lakeward secondary indexes (not written on 8/9 yet).
+        A table with a metadata table is refused (MetadataTableError) unless the table was opened with
+        `hoodie.metadata.enable=false`, which deletes it first.
+
+        Crash-safe and resumable: run it again after a crash and it finishes the job; readers see the
+        old version until the one atomic switch of `hoodie.properties`. Upgrading to the version the
+        table has is a no-op (it only removes version 6 timeline files a crashed run left behind).
+        """
+        table_upgrade.check_target(self.version.number, to)
+        return self._change_version(
+            lambda client, config: table_upgrade.upgrade_locked(client, self.services, config, to)
+        )
+
+    def downgrade(self, to: int) -> UpgradeResult:
+        """Downgrade the table to version `to` where lakeward runs Apache Hudi's downgrade handler: 9 -> 8
+        (`NineToEightDowngradeHandler`: failed writes rolled back and log files compacted first, then the
+        payload class and `hoodie.table.precombine.field` back in `hoodie.properties`, one atomic switch).
+        Other downgrades are refused (UpgradeError naming Hudi's handlers for them) before anything is written.
+        """
+        table_upgrade.check_downgrade(self.version.number, to)
+        return self._change_version(
+            lambda client, config: table_upgrade.downgrade_locked(client, self.services, config, to)
+        )
+
+    def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
+        """Run an upgrade or downgrade under the table lock, on the properties as they are on storage
+        then (another process may have changed the version meanwhile); this handle reloads afterwards."""
+        client = self._writer(write=True)
+        with client.lock:
+            on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+            result = change(client, on_disk)
+        self._reload()
+        return result
+
+    def _reload(self) -> None:
+        """Read `hoodie.properties` again and drop the write client (it holds the old version's rules)."""
+        self.config = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+        client, self._client = self._client, None
+        if client is not None:
+            client.lock.close()
 
     # -- change data capture ---------------------------------------------------------------
     def enable_cdc(self, mode: str | SupplementalLoggingMode = SupplementalLoggingMode.DATA_BEFORE_AFTER) -> None:

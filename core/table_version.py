@@ -160,7 +160,8 @@ class TableVersion:
         if metadata_partitions:
             return (
                 f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), which lakeward "
-                "does not maintain yet; drop it with hoodie.metadata.enable=false in a Hudi writer"
+                "does not maintain yet; drop it with the write option hoodie.metadata.enable=false (lakeward or a "
+                "Hudi writer)"
             )
         return None
 

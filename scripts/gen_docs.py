@@ -95,6 +95,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.keygen.timebased.timestamp.type": "`UNIX_TIMESTAMP`, `EPOCHMILLISECONDS`, `EPOCHMICROSECONDS`, `SCALAR`, `DATE_STRING`",
     "hoodie.keygen.timebased.timezone": "time zone of the time-based key generator",
     "hoodie.logfile.data.block.format": "merge-on-read log data blocks: `avro` or `parquet` (Parquet blocks use `hoodie.parquet.compression.codec`)",
+    "hoodie.metadata.enable": "`false`: a write (or table service, upgrade) first deletes the table's metadata "
+    "table and clears `hoodie.table.metadata.partitions`, as Hudi's writer does with this option; unset or "
+    "`true`: a table with a metadata table is refused (lakeward does not maintain it yet)",
     "hoodie.logfile.max.size": "merge-on-read: a write's log blocks roll over to the next log file version past this size",
     "hoodie.parquet.compression.codec": "`snappy`, `gzip`, `zstd`, `lz4`, `brotli`, `none`",
     "hoodie.parquet.max.file.size": "upper bound of a base file",

@@ -697,6 +697,51 @@ def archive(
 
 
 @app.command()
+def upgrade(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    to: int = typer.Option(..., "--to", help="the table version to upgrade to: 8 (Hudi 1.0) or 9 (Hudi 1.1)"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+) -> None:
+    """Upgrade the table to version 8 or 9 as Apache Hudi does (re-run it after a crash to finish it)."""
+    table = _open(path, option)
+    result = _service(lambda: table.upgrade(to=to))
+    if not result.changed:
+        typer.echo(f"table {path} is at table version {result.to_version} already")
+        return
+    done = [
+        f"{len(result.rolled_back)} failed write(s) rolled back" if result.rolled_back else "",
+        f"plans finished first: {', '.join(result.finished_plans)}" if result.finished_plans else "",
+        f"log files compacted by {result.compaction}" if result.compaction else "",
+        f"{result.timeline_files} timeline file(s) moved" if result.timeline_files else "",
+        f"{result.archived_instants} archived instant(s) written to the LSM history"
+        if result.archived_instants
+        else "",
+        f"{result.leftovers_removed} version 6 timeline file(s) removed" if result.leftovers_removed else "",
+    ]
+    detail = "; ".join(d for d in done if d)
+    typer.echo(
+        f"upgraded {path} from table version {result.from_version} to {result.to_version}"
+        + (f" ({detail})" if detail else "")
+    )
+
+
+@app.command()
+def downgrade(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    to: int = typer.Option(..., "--to", help="the table version to downgrade to: 8 (from 9)"),
+    option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+) -> None:
+    """Downgrade a version 9 table to 8 as Apache Hudi does (other downgrades are refused, naming Hudi's)."""
+    table = _open(path, option)
+    result = _service(lambda: table.downgrade(to=to))
+    if not result.changed:
+        typer.echo(f"table {path} is at table version {result.to_version} already")
+        return
+    compacted = f" (log files compacted by {result.compaction})" if result.compaction else ""
+    typer.echo(f"downgraded {path} from table version {result.from_version} to {result.to_version}{compacted}")
+
+
+@app.command()
 def rollback(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a pending write, or the latest completed instant"),

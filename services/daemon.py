@@ -48,7 +48,15 @@ from lakeward.services.discovery import (
 from lakeward.services.fairness import FairShareLedger, Share, order_fairly, shares_for
 from lakeward.services.history import SharedHistory
 from lakeward.services.metrics import DaemonMetrics
-from lakeward.services.model import ACTION_PRIORITY, Outcome, PendingPlan, ServiceAction, TableRef, WorkItem
+from lakeward.services.model import (
+    ACTION_PRIORITY,
+    Outcome,
+    PendingPlan,
+    ServiceAction,
+    TableRef,
+    WorkItem,
+    version_changes,
+)
 from lakeward.services.planning import (
     Decision,
     Gate,
@@ -214,6 +222,8 @@ class Daemon:
         self._unmatched_overrides: list[str] | None = None
         self.cache = DiscoveryCache()
         self._last: DiscoveryResult | None = None
+        #: Each table's `hoodie.table.version` in the last discovery cycle (to see it change).
+        self._versions: dict[str, int] = {}
         #: Table name -> its health as of the last cycle (`assess_health`).
         self._health: dict[str, TableHealth] = {}
         #: Scores the tables of each cycle; its few threads live with the daemon (no churn per cycle).
@@ -445,6 +455,25 @@ class Daemon:
         log.info("stopped")
 
     # -- the cycle ---------------------------------------------------------------------------------
+    def _watch_versions(self, result: DiscoveryResult) -> None:
+        """Alert (metric and log line) when a table's version changed since the last cycle: lakeward never
+        changes one by itself, so it was upgraded (or downgraded) by `lakeward upgrade` or a Hudi writer.
+        Plans found under the old version are not run (the runner checks `WorkItem.table_version`)."""
+        versions = {s.ref.name: s.table_version for s in result.states}
+        changes = version_changes(self._versions, versions)
+        for change in changes:
+            log.warning(
+                "table %s changed from table version %d to %d since the last discovery cycle; plans made "
+                "under version %d will not run, new ones follow version %d's rules",
+                change.table,
+                change.before,
+                change.after,
+                change.before,
+                change.after,
+            )
+        self.metrics.observe_versions_by_table(versions, (c.table for c in changes))
+        self._versions = {**self._versions, **versions}
+
     def cycle(self) -> None:
         """One discovery cycle, then claim and start as much due work as the limits allow."""
         if self._draining or self.runner is None:
@@ -465,6 +494,7 @@ class Daemon:
         refs = [s.ref for s in result.states] + [p.table for p in result.problems]
         self.metrics.observe_discovery(refs, pending, result.problems, result.seconds, now, ages)
         self.metrics.observe_table_versions((s.table_version, s.read_only is not None) for s in result.states)
+        self._watch_versions(result)
         for problem in result.problems:
             log.warning("table %s cannot be read: %s", problem.table.name, problem.error)
         with self._lock:

@@ -323,10 +323,14 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
         config = entry.config
     else:
         config = Table.open(ref.path).config
-    if layout is TimelineLayout.V1:
-        timeline = Timeline.from_file_names(names)
+    # The table's version decides the layout; the listing only guesses it. They differ while an upgrade
+    # is under way: `.hoodie/timeline/` is written before `hoodie.properties` switches to version 8+.
+    if config.version.timeline_layout is TimelineLayout.V1:
+        timeline = Timeline.from_file_names(e.name for e in entries if not e.is_dir)
     else:
-        timeline = Timeline.from_file_names(timeline_names, layout)
+        if layout is TimelineLayout.V1:
+            timeline_names = frozenset(e.name for e in storage.list_dir(config.version.timeline_folder) if not e.is_dir)
+        timeline = Timeline.from_file_names(timeline_names, TimelineLayout.V2)
     state = _build_state(ref, config, storage, timeline, cache, has_index_folder)
     with cache._lock:
         cache.entries[storage.uri] = _Entry(names, props[0].size, config, state)

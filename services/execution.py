@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
-from lakeward.core.exceptions import LakewardError
+from lakeward.core.exceptions import LakewardError, TableVersionChangedError
 from lakeward.core.orphans import remove_orphans
 from lakeward.core.table import Table
 from lakeward.core.table_services.archival import archive
@@ -50,6 +50,19 @@ def open_table(
     table = Table.open(ref.path, options=dict(options), engine=engine)
     table.completion_check = completion_check
     return table
+
+
+def check_planned_version(table: Table, planned_under: int | None) -> None:
+    """Raise TableVersionChangedError when the table is no longer at the version its work was planned under
+    (`WorkItem.table_version`): the table was upgraded between discovery and the run, and a plan (or a
+    decision to schedule one) made under one version's rules must not run against another's."""
+    if planned_under is not None and table.version.number != planned_under:
+        raise TableVersionChangedError(
+            f"not run: planned under table version {planned_under}, but the table is now at table version "
+            f"{table.version.number} (upgraded meanwhile); the next discovery cycle plans under the new version",
+            planned_under,
+            table.version.number,
+        )
 
 
 def check_available(table: Table, action: ServiceAction) -> None:
@@ -133,6 +146,7 @@ __all__ = [
     "Execution",
     "DRY_RUNS",
     "check_available",
+    "check_planned_version",
     "dry_run",
     "execute",
     "open_table",

@@ -65,6 +65,15 @@ class DaemonMetrics:
             ["version", "read_only"],
             registry=r,
         )
+        self.table_version = Gauge(
+            "lakeward_table_version", "hoodie.table.version of each table read in the last cycle", ["table"], registry=r
+        )
+        self.table_version_changes = Counter(
+            "lakeward_table_version_changes",
+            "Changes of a table's hoodie.table.version seen between two discovery cycles (an upgrade or downgrade)",
+            ["table"],
+            registry=r,
+        )
         self.tables_failing = Gauge(
             "lakeward_tables_failing_discovery", "Tables that could not be read in the last cycle", registry=r
         )
@@ -157,6 +166,14 @@ class DaemonMetrics:
         self.tables_by_version.clear()
         for (version, read_only), n in sorted(counts.items()):
             self.tables_by_version.labels(str(version), "true" if read_only else "false").set(n)
+
+    def observe_versions_by_table(self, versions: dict[str, int], changed: Iterable[str]) -> None:
+        """Each table's version from one discovery cycle, and the tables whose version changed since the last."""
+        self.table_version.clear()
+        for table, version in sorted(versions.items()):
+            self.table_version.labels(table).set(version)
+        for table in changed:
+            self.table_version_changes.labels(table).inc()
 
     def observe_health(self, reports: dict[str, HealthReport | None]) -> None:
         """One cycle's health reports by table name; a table without a report (it failed) has no series."""

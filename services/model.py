@@ -82,6 +82,8 @@ class WorkItem:
     action: ServiceAction = field(compare=False)
     instant: str | None = field(default=None, compare=False)
     reason: str = field(default="", compare=False)
+    #: `hoodie.table.version` the work was planned under (discovery's view); None: not recorded (a trigger).
+    table_version: int | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -109,6 +111,24 @@ class Outcome(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class VersionChange:
+    """A table whose `hoodie.table.version` differs from the previous discovery cycle's."""
+
+    table: str
+    before: int
+    after: int
+
+
+def version_changes(previous: dict[str, int], current: dict[str, int]) -> list[VersionChange]:
+    """Tables (by name) read in both cycles whose version changed, by table name."""
+    return [
+        VersionChange(name, previous[name], version)
+        for name, version in sorted(current.items())
+        if name in previous and previous[name] != version
+    ]
+
+
+@dataclass(frozen=True)
 class TableProblem:
     """A table that could not be read this cycle (deleted, corrupt properties, permission)."""
 
@@ -124,6 +144,8 @@ __all__ = [
     "ServiceAction",
     "TableProblem",
     "TableRef",
+    "VersionChange",
     "WorkItem",
     "root_name",
+    "version_changes",
 ]

@@ -464,11 +464,17 @@ def decide(state: TableState, policy: Policy, now: dt.datetime) -> list[Decision
     out: list[Decision] = []
     for plan in state.pending_plans:
         why = f"pending {plan.action.value} plan ({plan.state})"
-        item = WorkItem(ACTION_PRIORITY[plan.action], plan.instant, state.ref, plan.action, plan.instant, why)
+        item = WorkItem(
+            ACTION_PRIORITY[plan.action], plan.instant, state.ref, plan.action, plan.instant, why, state.table_version
+        )
         out.append(Decision(state.ref, plan.action, item).adding(table))
     for consider in _CONSIDER:
         c = consider(state, policy, now)
-        item = WorkItem(ACTION_PRIORITY[c.action], c.since, state.ref, c.action, None, c.why) if c.why else None
+        item = (
+            WorkItem(ACTION_PRIORITY[c.action], c.since, state.ref, c.action, None, c.why, state.table_version)
+            if c.why
+            else None
+        )
         out.append(Decision(state.ref, c.action, item).adding([*c.reasons, *table]))
     return out
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeward.core.exceptions import InstantExistsError
+from lakeward.core.exceptions import InstantExistsError, TableVersionChangedError
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, SessionEvent
 from lakeward.services.control import ControlStore
@@ -455,6 +455,10 @@ class Runner:
             except RunStopped as stopped:
                 self._stopped(run, stopped)
                 return
+            except TableVersionChangedError as exc:  # no retry: the next cycle plans under the new version
+                log.warning("%s", exc)
+                self._finish(run, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+                return
             except Exception as exc:
                 if run.stop is not None:  # the Spark job failed because the run was stopped
                     self._stopped(run, run.stop)
@@ -506,6 +510,7 @@ class Runner:
         table = execution.open_table(
             item.table, self.table_options(item.table), self.engine, self._completion_check(run)
         )
+        execution.check_planned_version(table, item.table_version)
         # The table is not closed: its lock keeps a share of the process's shared ZooKeeper client,
         # so the client (one connection per ensemble) lives as long as the daemon and /readyz can
         # watch it; closing would end the session after every run and reconnect for the next.

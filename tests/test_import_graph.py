@@ -28,7 +28,7 @@ CORE_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"timeline", "file_group", "instant_clock"}),
     frozenset({"config", "keygen", "merge", "locks", "index", "cdc", "table_schema"}),
     frozenset({"context"}),
-    frozenset({"read", "write", "table_services", "metadata_table", "orphans"}),
+    frozenset({"read", "write", "table_services", "metadata_table", "orphans", "upgrade"}),
     frozenset({"table"}),
     frozenset({"spark", "health"}),
 )

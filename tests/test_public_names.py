@@ -21,6 +21,7 @@ RESULTS = [
     "ArchiveResult",
     "ChangeTrackingResult",
     "IndexBuildResult",
+    "UpgradeResult",
     "ServiceState",
 ]
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,8 @@ from lakeward.core.config.properties import format_properties, parse_properties
 from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.exceptions import ConfigError, CorruptTableError
 from lakeward.core.schema import avro_schema_json
-from lakeward.core.table_version import CURRENT, TableVersion, table_version
+from lakeward.core.storage import Storage
+from lakeward.core.table_version import CURRENT, METAFOLDER, TableVersion, table_version
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 TABLE_VERSION = CURRENT.number
 TIMELINE_LAYOUT_VERSION = int(CURRENT.timeline_layout)
 CHECKSUM_KEY = "hoodie.table.checksum"
+#: The table's properties file, relative to its base path.
+PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 #: Merge modes of table versions 8+ (`hoodie.record.merge.mode`) and the payload class with
 #: the same semantics, which is what lakeward merges by.
 MERGE_MODE_KEY = "hoodie.record.merge.mode"
@@ -123,6 +127,29 @@ def validate_checksum(props: Mapping[str, str], source: str = "hoodie.properties
             f"(CRC-32 of {props.get('hoodie.database.name', '')!r}.{props.get('hoodie.table.name', '')!r} "
             f"is {expected}); the file was modified or is damaged"
         )
+
+
+def update_table_properties(storage: Storage, updates: Mapping[str, str], remove: Iterable[str] = ()) -> dict[str, str]:
+    """Set `updates` (and drop the keys `remove`) in the table's `hoodie.properties`, keeping every other
+    key as it is; the new properties.
+
+    As Hudi's `HoodieTableConfig.modify`/`update`: the current file is saved as
+    `hoodie.properties.backup` first (readers fall back to it), then the file is replaced in one step
+    (an atomic rename on local disks, one PUT on object stores, so readers see the old or the new
+    file), then the backup is deleted.
+    """
+    current = storage.read_bytes(PROPERTIES_PATH)
+    props = parse_properties(current.decode("utf-8"))
+    validate_checksum(props)
+    props.update(updates)
+    for key in remove:
+        props.pop(key, None)
+    backup = PROPERTIES_PATH + ".backup"
+    storage.write_bytes(backup, current)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    storage.write_bytes(PROPERTIES_PATH, format_properties(props, f"Updated at {now}").encode())
+    storage.delete_file(backup)
+    return props
 
 
 def _payload_for(props: Mapping[str, str]) -> str:

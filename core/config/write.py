@@ -47,6 +47,8 @@ class WriteConfig(BaseModel):
     # defer_build: the validator is built on first use, not at import (CLI start-up time)
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
+    #: `false`: delete the table's metadata table before writing, as Hudi's writer does (unset: refused).
+    metadata_enable: bool | None = Field(None, alias="hoodie.metadata.enable")
     index_type: Literal["BLOOM", "SIMPLE", "BUCKET"] = Field("BLOOM", alias="hoodie.index.type")
     bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0)
     bucket_hash_field: str | None = Field(None, alias="hoodie.bucket.index.hash.field")

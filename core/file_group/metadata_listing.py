@@ -44,6 +44,9 @@ FILES_PARTITION = "files"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED_KEY = "."
 METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
+INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
+#: The write option that drops the metadata table (`core/metadata_table/disable.py`), as Hudi's writer does.
+METADATA_ENABLE_KEY = "hoodie.metadata.enable"
 
 
 class MetadataTableUnavailable(LakewardError):
@@ -72,9 +75,10 @@ def check_no_metadata_table(props: Mapping[str, str]) -> None:
 
     lakeward does not maintain the metadata table yet. A commit it does not record there
     stays invisible to readers that list files through it (Hudi 1.x, hudi-rs) and breaks
-    record-index lookups, so the write must not happen: the user either disables the
-    metadata table (`hoodie.metadata.enable=false` in a Hudi writer, which deletes it and
-    clears the property) or waits for lakeward's metadata-table support.
+    record-index lookups, so the write must not happen: the user either passes lakeward the
+    write option `hoodie.metadata.enable=false`, which deletes the metadata table and clears
+    the property as a Hudi writer with that option does, or waits for lakeward's
+    metadata-table support.
     """
     partitions = metadata_partitions(props)
     if partitions:
@@ -82,8 +86,10 @@ def check_no_metadata_table(props: Mapping[str, str]) -> None:
             f"the table has a metadata table ({METADATA_PARTITIONS_KEY}={','.join(partitions)}), which "
             "lakeward does not maintain yet (metadata-table maintenance is not supported); writing around "
             "it would leave it stale and hide the write from Hudi and hudi-rs readers. Nothing was written. "
-            "Either disable it first with hoodie.metadata.enable=false (as a Hudi 1.x writer does: it deletes "
-            f"{METADATA_FOLDER}/ and clears {METADATA_PARTITIONS_KEY}), or wait for metadata-table support"
+            f"Either pass the write option {METADATA_ENABLE_KEY}=false to lakeward (Table.open(path, "
+            f"options={{'{METADATA_ENABLE_KEY}': 'false'}}), the data source or `-o` of the CLI), which deletes "
+            f"{METADATA_FOLDER}/ and clears {METADATA_PARTITIONS_KEY} first, as Apache Hudi's writer does with "
+            "that option, or wait for metadata-table support"
         )
 
 

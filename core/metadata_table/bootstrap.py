@@ -26,17 +26,17 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakeward.core.config.properties import format_properties, parse_properties
-from lakeward.core.config.table import TableConfig, table_checksum, validate_checksum
+from lakeward.core.config.table import TableConfig, table_checksum, update_table_properties
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.hfile_writer import write_base_hfile
 from lakeward.core.file_group.log_file.log_block import DeleteBlock, HeaderKey
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     FILES_PARTITION,
+    INFLIGHT_PARTITIONS_KEY,
     METADATA_FOLDER,
     METADATA_PARTITIONS_KEY,
     metadata_partitions,
@@ -58,7 +58,6 @@ from lakeward.core.timeline.transitions import complete, create_requested, trans
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 #: `hoodie.table.metadata.partitions.inflight`: metadata partitions being built (none here).
-INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
 #: The metadata-table instant that initialises its first partition (`files`): Hudi's reserved
 #: `SOLO_COMMIT_TIMESTAMP` (14 zeros) plus a 3-digit offset 000.
 FILES_INIT_INSTANT = "00000000000000000"
@@ -111,25 +110,6 @@ def _metadata_table_properties(config: TableConfig) -> dict[str, str]:
 
 def _iso_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def update_table_properties(storage: Storage, updates: Mapping[str, str]) -> dict[str, str]:
-    """Set `updates` in the data table's `hoodie.properties`, keeping every other key as it is.
-
-    As Hudi's `HoodieTableConfig.modify`: the current file is saved as `hoodie.properties.backup`
-    first (readers fall back to it), then the file is replaced in one step (an atomic rename
-    on local disks, one PUT on object stores, so readers see the old or the new file), then
-    the backup is deleted. Returns the new properties.
-    """
-    current = storage.read_bytes(PROPERTIES_PATH)
-    props = parse_properties(current.decode("utf-8"))
-    validate_checksum(props)
-    props.update(updates)
-    backup = PROPERTIES_PATH + ".backup"
-    storage.write_bytes(backup, current)
-    storage.write_bytes(PROPERTIES_PATH, format_properties(props, f"Updated at {_iso_now()}").encode())
-    storage.delete_file(backup)
-    return props
 
 
 def _check_can_initialize(storage: Storage, config: TableConfig, timeline: Timeline) -> None:

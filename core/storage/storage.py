@@ -10,6 +10,7 @@ lock; a warning says so.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import posixpath
@@ -104,6 +105,14 @@ class Storage:
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(self.uri_of(rel))
         return int(info.size or 0)
+
+    def modified_time(self, rel: str) -> dt.datetime:
+        """When `rel` was last written (an aware datetime); FileNotFoundError when it does not exist."""
+        info = self.fs.get_file_info(self.full_path(rel))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            raise FileNotFoundError(self.uri_of(rel))
+        moment = info.mtime
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
     def list_dir(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
         """Entries under `rel` (missing directory: empty list), paths relative to the base."""

@@ -249,6 +249,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
     def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> ResultT:
         """Run the plan `instant_time` to completion (again, if an earlier run died): the template."""
         self.check_applies()
+        self.ctx.check_version(f"run {self.noun} {instant_time}")  # planned under this handle's version?
         storage = self.ctx.storage
         timeline = self.ctx.timeline()
         if instant_time is None:

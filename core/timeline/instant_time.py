@@ -32,11 +32,14 @@ def _now(timezone: str) -> dt.datetime:
     return dt.datetime.now()
 
 
-def _bump(instant_time: str) -> str:
-    moment = dt.datetime.strptime(instant_time[:14], _FORMAT).replace(
-        microsecond=int(instant_time[14:17] or "0") * 1000
-    )
-    return format_instant_time(moment + dt.timedelta(milliseconds=1))
+def parse_instant_time(instant_time: str) -> dt.datetime:
+    """The naive date-time of an instant time `yyyyMMddHHmmss[SSS]` (in the timeline's time zone)."""
+    return dt.datetime.strptime(instant_time[:14], _FORMAT).replace(microsecond=int(instant_time[14:17] or "0") * 1000)
+
+
+def next_instant_time(instant_time: str) -> str:
+    """The instant time one millisecond after `instant_time`."""
+    return format_instant_time(parse_instant_time(instant_time) + dt.timedelta(milliseconds=1))
 
 
 def new_instant_time(after: str | None = None, timezone: str = "LOCAL") -> str:
@@ -46,7 +49,7 @@ def new_instant_time(after: str | None = None, timezone: str = "LOCAL") -> str:
         candidate = format_instant_time(_now(timezone))
         floor = max(_last_issued, after or "")
         if floor and candidate <= floor:
-            candidate = _bump(floor.ljust(17, "9") if len(floor) == 14 else floor)
+            candidate = next_instant_time(floor.ljust(17, "9") if len(floor) == 14 else floor)
         _last_issued = candidate
         return candidate
 

@@ -417,6 +417,7 @@ class WriteClient:
     def _start(self, timeline: Timeline, operation: WriteOperation) -> Instant:
         """Under the table lock: roll back failed writes, then take a new instant time."""
         with self.lock:
+            self.table_context.check_version(f"{operation.value.lower()} into the table")
             current = self.roll_back_failed_writes()
             instant_time = new_instant_time(current.latest_time(), self.config.timeline_timezone)
             content = b""

@@ -1,0 +1,66 @@
+"""`hoodie.metadata.enable=false`: drop the metadata table, as a Hudi writer with the metadata table disabled does.
+
+Hudi's `HoodieTable.maybeDeleteMetadataTable` runs when a writer of the data table has
+`hoodie.metadata.enable=false` and `hoodie.table.metadata.partitions` is not empty;
+`HoodieTableMetadataUtil.deleteMetadataTable` then, in this order:
+
+1. clears `hoodie.table.metadata.partitions` and `hoodie.table.metadata.partitions.inflight` (both set to
+   the empty string, `HoodieTableConfig.clearMetadataPartitions`) through the backup protocol of
+   `hoodie.properties` — from here on no reader lists files through the metadata table;
+2. deletes `.hoodie/metadata/` recursively (no backup copy on this path).
+
+Index definitions (`hoodie.table.index.defs.path`) are left as they are, as Hudi leaves them. A crash
+between 1 and 2 leaves an unused `.hoodie/metadata/` that no reader looks at (the properties no longer
+list it); a Hudi writer enabling the metadata table again builds it anew, and
+`Table.initialize_metadata_table()` deletes it first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.config.table import PROPERTIES_PATH, update_table_properties
+from lakeward.core.config.values import parse_bool
+from lakeward.core.file_group.metadata_listing import (
+    INFLIGHT_PARTITIONS_KEY,
+    METADATA_ENABLE_KEY,
+    METADATA_FOLDER,
+    METADATA_PARTITIONS_KEY,
+    metadata_partitions,
+)
+from lakeward.core.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+def metadata_table_disabled(options: Mapping[str, Any]) -> bool:
+    """Whether the writer's options say `hoodie.metadata.enable=false` (unset: not disabled)."""
+    value = options.get(METADATA_ENABLE_KEY)
+    return value is not None and not parse_bool(value, METADATA_ENABLE_KEY)
+
+
+def delete_metadata_table(storage: Storage) -> list[str]:
+    """Drop the metadata table: clear the properties that list it, then delete `.hoodie/metadata/`.
+
+    Call under the table lock. Returns the metadata partitions the properties listed (none: nothing
+    was done, as Hudi does nothing then).
+    """
+    partitions = metadata_partitions(parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")))
+    if not partitions:
+        return []
+    update_table_properties(storage, {METADATA_PARTITIONS_KEY: "", INFLIGHT_PARTITIONS_KEY: ""})
+    storage.delete_dir(METADATA_FOLDER)
+    log.warning(
+        "deleted the metadata table of %s (partitions %s) because the writer has %s=false, as Apache Hudi's "
+        "writer does; readers list files from storage from now on",
+        storage.uri,
+        ",".join(partitions),
+        METADATA_ENABLE_KEY,
+    )
+    return partitions
+
+
+__all__ = ["delete_metadata_table", "metadata_table_disabled"]
