@@ -11,7 +11,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakeward.core import file_group, index, metadata_table, read, table_services
 from lakeward.core import write as write_path
@@ -382,6 +381,10 @@ class Table:
             return pa.table({f: pa.array([], pa.string()) for f in fields})
         current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields], engine="local")
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
+        # lazy, and already loaded by the read above: opening a table needs no pyarrow.compute (~25 ms of
+        # `lakeward show`'s start-up, issue 23)
+        import pyarrow.compute as pc
+
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
 
     # -- archival --------------------------------------------------------------------------
