@@ -1,9 +1,11 @@
-"""CLI start-up benchmark: wall time of `lakeward` commands that should answer at once (issue 23).
+"""CLI start-up benchmark: wall and CPU time of `lakeward` commands that should answer at once (issue 23).
 
 Creates a small copy-on-write table in a temporary folder, then runs each command `--repeat` times
 as a fresh process (the `lakeward` console script next to this interpreter, else
-`python -m lakeward.services.cli`) and prints min / median / max wall seconds per command, plus the
-heaviest top-level packages the `--help` and `show PATH` processes imported (`-X importtime`).
+`python -m lakeward.services.cli`) and prints min / median / max wall seconds per command and the
+min / median CPU seconds (user + system) of the process, plus the heaviest top-level packages the
+`--help` and `show PATH` processes imported (`-X importtime`). On a shared machine the CPU time is
+the steadier figure: waiting for a core counts in wall time only.
 
     python benchmarks/cli_startup.py [--repeat 7]
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,17 +49,23 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _time(args: list[str], repeat: int) -> list[float] | None:
-    """Wall seconds of each run, after one untimed run; None when the command fails (e.g. one this
-    version lacks)."""
-    times = []
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(args: list[str], repeat: int) -> tuple[list[float], list[float]] | None:
+    """Wall and CPU (user + system) seconds of each run, after one untimed run; None when the command
+    fails (e.g. one this version lacks)."""
+    walls, cpus = [], []
     for _ in range(repeat + 1):
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), _cpu_of_children()
         done = subprocess.run([*_command(), *args], capture_output=True, text=True, timeout=120, env=_env())
-        times.append(time.perf_counter() - started)
+        walls.append(time.perf_counter() - started)
+        cpus.append(_cpu_of_children() - cpu_before)
         if done.returncode != 0:
             return None
-    return times[1:]
+    return walls[1:], cpus[1:]
 
 
 def _heaviest_imports(args: list[str], top: int) -> list[tuple[str, float]]:
@@ -95,15 +104,19 @@ def main() -> None:
         }
         load = os.getloadavg()[0]
         print(f"lakeward CLI start-up, {args.repeat} runs each ({' '.join(_command())}), load average {load:.1f}")
-        print(f"{'command':<18}{'min s':>8}{'median s':>10}{'max s':>8}")
+        print(f"{'command':<18}{'min s':>8}{'median s':>10}{'max s':>8}{'min CPU s':>11}{'median CPU s':>14}")
         for label, argv in commands.items():
-            times = _time(argv, args.repeat)
-            if times is None:
+            timed = _time(argv, args.repeat)
+            if timed is None:
                 print(f"{label:<18}   fails")
                 continue
+            times, cpus = timed
             median = statistics.median(times)
             over = f"  over the {TARGET_S} s target" if median >= TARGET_S else ""
-            print(f"{label:<18}{min(times):>8.2f}{median:>10.2f}{max(times):>8.2f}{over}")
+            print(
+                f"{label:<18}{min(times):>8.2f}{median:>10.2f}{max(times):>8.2f}"
+                f"{min(cpus):>11.2f}{statistics.median(cpus):>14.2f}{over}"
+            )
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         for label in ("--help", "show PATH"):
             print(f"\nheaviest imports of `{label}` (self time, s, by top-level package):")

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from lakeward.core.table_services.rollback import RollbackResult
     from lakeward.core.table_services.savepoint import RestoreResult
     from lakeward.core.table_services.state import ServiceState
-    from lakeward.core.upgrade import UpgradeResult
+    from lakeward.core.table_services.upgrade import UpgradeResult
     from lakeward.core.write.client import WriteResult
     from lakeward.core.write.operation import WriteOperation
 
@@ -62,7 +62,7 @@ _LAZY = {
     "CompactionResult": "lakeward.core.table_services.compaction.execute",
     "ClusteringResult": "lakeward.core.table_services.clustering.execute",
     "CleanResult": "lakeward.core.table_services.clean.execute",
-    "UpgradeResult": "lakeward.core.upgrade",
+    "UpgradeResult": "lakeward.core.table_services.upgrade",
     "RollbackResult": "lakeward.core.table_services.rollback",
     "RestoreResult": "lakeward.core.table_services.savepoint",
     "ArchiveResult": "lakeward.core.table_services.archival",

@@ -20,12 +20,13 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from lakeward.core import locks  # its ZooKeeper lock (kazoo) loads when a table first needs it
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.engine import Engine, LocalEngine, resolve_engine
 from lakeward.core.exceptions import SchemaError, TableVersionChangedError
-from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider, lock_provider_for
+from lakeward.core.locks import LOCK_OPTION_KEYS, LockProvider
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_version import TimelineLayout
@@ -91,7 +92,7 @@ class TableContext:
             storage=storage,
             config=config,
             write_config=write_config,
-            lock=lock or lock_provider_for(storage.uri, config.name, opts),
+            lock=lock or locks.lock_provider_for(storage.uri, config.name, opts),
             engine=resolve_engine(engine, default=LocalEngine(write_config.parallelism)),
             options=opts,
         )

@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakeward.core.exceptions import SchemaError
 
@@ -335,7 +334,7 @@ def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_
         column = table.column(f.name)
         if column.type != f.type:
             try:
-                column = pc.cast(column, f.type, safe=True)
+                column = column.cast(f.type, safe=True)  # Arrow's cast (pyarrow.compute loads on first use)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as e:
                 raise SchemaError(f"column '{f.name}' cannot be cast from {column.type} to {f.type}: {e}") from e
         columns.append(column)

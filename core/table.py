@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lakeward.core import upgrade as table_upgrade
+from lakeward.core import file_group, index, metadata_table, read, table_services
+from lakeward.core import write as write_path
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.config.table import (
@@ -33,38 +33,10 @@ from lakeward.core.exceptions import (
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.integrity import IntegrityReport, check_table
 from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.index.secondary import api as secondary_index
-from lakeward.core.index.secondary.definitions import load_definitions
-from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
-from lakeward.core.metadata_table.disable import delete_metadata_table, metadata_table_disabled
-from lakeward.core.read.changes import (
-    Images,
-)
-from lakeward.core.read.filters import Filters
-from lakeward.core.read.incremental import IncrementalRange
-from lakeward.core.read.ranges import change_range, incremental_range, resolve_as_of
-from lakeward.core.read.scan import QueryType, Scan, ScanExplain
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.table_services import savepoint as savepoint_service
-from lakeward.core.table_services.change_tracking import (
-    ChangeTrackingResult,
-)
-from lakeward.core.table_services.clean import CleanResult
-from lakeward.core.table_services.clustering import ClusteringResult
-from lakeward.core.table_services.compaction import CompactionResult
-from lakeward.core.table_services.index_build import rollback_index_build
-from lakeward.core.table_services.namespace import TableServices
-from lakeward.core.table_services.rollback import (
-    RollbackResult,
-    rollback_completed_instant,
-    rollback_files,
-    rollback_pending_instant,
-)
-from lakeward.core.table_services.state import ServiceState, service_state
 from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
 from lakeward.core.timeline import (
@@ -76,16 +48,33 @@ from lakeward.core.timeline import (
     new_instant_time,
 )
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
-from lakeward.core.upgrade import UpgradeResult
-from lakeward.core.write.client import WriteClient, WriteResult
 from lakeward.core.write.operation import WriteOperation
 
+# Opening a table and listing its timeline and file slices (`lakeward show`, `timeline`) needs none of
+# the write path, table services, indexes, CDC reads or the metadata-table bootstrap: those packages'
+# modules load when a method first uses them (`package.module.name`, `lakeward.core.lazy`), and their
+# names below are for type checkers only (start-up time, issue 23).
 if TYPE_CHECKING:
+    from lakeward.core.file_group.integrity import IntegrityReport
+    from lakeward.core.index.secondary.api import IndexStatus
     from lakeward.core.index.secondary.definitions import IndexDefinition
+    from lakeward.core.metadata_table.bootstrap import MetadataTableInit
+    from lakeward.core.read.changes import Images
+    from lakeward.core.read.filters import Filters
+    from lakeward.core.read.incremental import IncrementalRange
+    from lakeward.core.read.scan import QueryType, Scan, ScanExplain
     from lakeward.core.table_services.archival import ArchiveResult
+    from lakeward.core.table_services.change_tracking import ChangeTrackingResult
+    from lakeward.core.table_services.clean import CleanResult
+    from lakeward.core.table_services.clustering import ClusteringResult
+    from lakeward.core.table_services.compaction import CompactionResult
     from lakeward.core.table_services.index_build import IndexBuildResult
-
-log = logging.getLogger(__name__)
+    from lakeward.core.table_services.namespace import TableServices
+    from lakeward.core.table_services.rollback import RollbackResult
+    from lakeward.core.table_services.savepoint import RestoreResult
+    from lakeward.core.table_services.state import ServiceState
+    from lakeward.core.table_services.upgrade import UpgradeResult
+    from lakeward.core.write.client import WriteClient, WriteResult
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
@@ -122,14 +111,18 @@ class Table:
         self.engine = engine
         _validate_options(self.options)
         self._client: WriteClient | None = None
-        #: The table services as namespaces: `table.services.compaction.schedule()`, `.execute(t)`,
-        #: `.pending()` (compaction, clustering, clean, change_tracking, index_build, archival,
-        #: rollback). The flat methods (`schedule_compaction`, `run_compaction`, ...) are aliases.
-        self.services = TableServices(self)
         #: Called with the instant time right before a table service (compaction, clustering,
         #: clean) completes; an exception stops the completion and the instant stays inflight,
         #: to be run again later. The daemon sets it to check that its claim still holds.
         self.completion_check: Callable[[str], None] | None = None
+
+    @cached_property
+    def services(self) -> TableServices:
+        """The table services as namespaces: `table.services.compaction.schedule()`, `.execute(t)`,
+        `.pending()` (compaction, clustering, clean, change_tracking, index_build, archival,
+        rollback). The flat methods (`schedule_compaction`, `run_compaction`, ...) are aliases.
+        Built on first use: the services' modules load then, not when a table opens."""
+        return table_services.namespace.TableServices(self)
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -247,7 +240,7 @@ class Table:
         `writes_since_clean`, `pending(Action.CLUSTERING)`.
         """
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
-        return service_state(
+        return table_services.state.service_state(
             timeline, self.version.number, lambda t: clustering_plan_of(self.storage, t, timeline.layout) is not None
         )
 
@@ -261,7 +254,8 @@ class Table:
 
     def file_slices(self, as_of: InstantTime | None = None) -> list[FileSlice]:
         timeline = self.timeline()
-        instant = resolve_as_of(self.storage, self.config, timeline, as_of)
+        # the latest slices need no as-of checks, and so not the read modules (`lakeward show`'s start-up)
+        instant = None if as_of is None else read.ranges.resolve_as_of(self.storage, self.config, timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
         return view.latest_file_slices(as_of=instant)
 
@@ -273,7 +267,7 @@ class Table:
         (blocks of completed instants that are torn or undecodable). Reads and writes stop
         at the first such problem with a CorruptFileError; this reports them all.
         """
-        return check_table(self.storage, self.timeline())
+        return file_group.integrity.check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(self, *, write: bool = False, service: str | None = None) -> WriteClient:
@@ -295,7 +289,7 @@ class Table:
         else:
             self.version.check_writable(f"run {service or 'this'} on the table", service)
         if self._client is None:
-            self._client = WriteClient(self.storage, self.config, self.options, self.engine)
+            self._client = write_path.client.WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
 
@@ -306,11 +300,13 @@ class Table:
         (`lakeward.core.metadata_table.disable`)."""
         if not metadata_partitions(self.config.to_properties()):
             return
-        if not metadata_table_disabled(self.options):
+        if not metadata_table.disable.metadata_table_disabled(self.options):
             check_no_metadata_table(self.config.to_properties())
-        self._client = self._client or WriteClient(self.storage, self.config, self.options, self.engine)
+        self._client = self._client or write_path.client.WriteClient(
+            self.storage, self.config, self.options, self.engine
+        )
         with self._client.lock:
-            delete_metadata_table(self.storage)
+            metadata_table.disable.delete_metadata_table(self.storage)
         self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:
@@ -402,6 +398,10 @@ class Table:
             return pa.table({f: pa.array([], pa.string()) for f in fields})
         current = self.read(columns=[self.config.record_key_fields[0], *self.config.partition_fields], engine="local")
         wanted = pa.array(list(keys)).cast(current.schema.field(0).type)
+        # lazy, and already loaded by the read above: opening a table needs no pyarrow.compute (~25 ms of
+        # `lakeward show`'s start-up, issue 23)
+        import pyarrow.compute as pc
+
         return current.filter(pc.is_in(current.column(0), value_set=wanted))
 
     # -- archival --------------------------------------------------------------------------
@@ -486,20 +486,20 @@ class Table:
     def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
         instant = instant_time_of(instant)
-        return savepoint_service.savepoint(self.service_context("savepoint"), instant, user, comment)
+        return table_services.savepoint.savepoint(self.service_context("savepoint"), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
-        return savepoint_service.savepoints(self.timeline())
+        return table_services.savepoint.savepoints(self.timeline())
 
     def delete_savepoint(self, instant: str | Instant) -> None:
         instant = instant_time_of(instant)
-        savepoint_service.delete_savepoint(self.service_context("savepoint"), instant)
+        table_services.savepoint.delete_savepoint(self.service_context("savepoint"), instant)
 
-    def restore(self, savepoint_instant: str | Instant) -> savepoint_service.RestoreResult:
+    def restore(self, savepoint_instant: str | Instant) -> RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
-        return savepoint_service.restore(self.service_context("restore"), savepoint_instant)
+        return table_services.savepoint.restore(self.service_context("restore"), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
     def rollback(self, instant: str | Instant) -> RollbackResult:
@@ -516,8 +516,8 @@ class Table:
             tz = self.config.timeline_timezone
             rollback_time = new_instant_time(timeline.latest_time(), tz)
             if not target.is_completed:
-                return rollback_pending_instant(self.storage, target, rollback_time, tz)
-            return rollback_completed_instant(self.storage, target, rollback_time, tz)
+                return table_services.rollback.rollback_pending_instant(self.storage, target, rollback_time, tz)
+            return table_services.rollback.rollback_completed_instant(self.storage, target, rollback_time, tz)
 
     def preview_rollback(self, instant: str | Instant) -> RollbackResult:
         """What `rollback(instant)` would delete now, changing nothing (a dry run; `rollback_instant_time`
@@ -526,7 +526,9 @@ class Table:
         instant = instant_time_of(instant)
         self._writer(service="rollback")  # refused like the rollback on versions lakeward does not run services on
         target = self._rollback_target(self.timeline(), instant)
-        return RollbackResult("", instant, tuple(rollback_files(self.storage, target)))
+        return table_services.rollback.RollbackResult(
+            "", instant, tuple(table_services.rollback.rollback_files(self.storage, target))
+        )
 
     def _rollback_target(self, timeline: Timeline, instant: str) -> Instant:
         """The instant `rollback(instant)` undoes: a pending write, or the latest completed write (checked)."""
@@ -542,7 +544,7 @@ class Table:
                 f"cannot roll back {instant}: instant(s) {later} came after it; roll those back first "
                 "or restore a savepoint"
             )
-        if instant in savepoint_service.savepoints(timeline):
+        if instant in table_services.savepoint.savepoints(timeline):
             raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
         return completed[0]
 
@@ -565,14 +567,14 @@ class Table:
         through it. lakeward does not maintain it yet, so writes are refused afterwards."""
         with self._writer(write=True).lock:
             timeline = self._writer(write=True).roll_back_failed_writes()
-            result = initialize_metadata_table(self.storage, self.config, timeline=timeline)
+            result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
         return result
 
     # -- table version ---------------------------------------------------------------------
     def upgrade(self, to: int) -> UpgradeResult:
         """Upgrade the table to version `to` (8 or 9) as Apache Hudi's upgrade handlers do
-        (`lakeward.core.upgrade`), under the table lock; lakeward never changes a version by itself.
+        (`lakeward.core.table_services.upgrade`), under the table lock; lakeward never changes a version by itself.
 
         First, as Hudi: failed writes are rolled back and on merge-on-read tables every file slice
         with log files is compacted (an `UnBoundedCompactionStrategy` compaction); pending compaction,
@@ -587,9 +589,9 @@ class Table:
         old version until the one atomic switch of `hoodie.properties`. Upgrading to the version the
         table has is a no-op (it only removes version 6 timeline files a crashed run left behind).
         """
-        table_upgrade.check_target(self.version.number, to)
+        table_services.upgrade.check_target(self.version.number, to)
         return self._change_version(
-            lambda client, config: table_upgrade.upgrade_locked(client, self.services, config, to)
+            lambda client, config: table_services.upgrade.upgrade_locked(client, self.services, config, to)
         )
 
     def downgrade(self, to: int) -> UpgradeResult:
@@ -598,9 +600,9 @@ class Table:
         payload class and `hoodie.table.precombine.field` back in `hoodie.properties`, one atomic switch).
         Other downgrades are refused (UpgradeError naming Hudi's handlers for them) before anything is written.
         """
-        table_upgrade.check_downgrade(self.version.number, to)
+        table_services.upgrade.check_downgrade(self.version.number, to)
         return self._change_version(
-            lambda client, config: table_upgrade.downgrade_locked(client, self.services, config, to)
+            lambda client, config: table_services.upgrade.downgrade_locked(client, self.services, config, to)
         )
 
     def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
@@ -660,7 +662,9 @@ class Table:
         (also "000"); `end` defaults to the latest completed instant. The per-file-group
         work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
         """
-        return self.scan(query_type=QueryType.CDC, begin=begin, end=end, images=images, engine=engine).to_arrow()
+        return self.scan(
+            query_type=read.scan.QueryType.CDC, begin=begin, end=end, images=images, engine=engine
+        ).to_arrow()
 
     def change_range(
         self, begin: InstantTime | None, end: InstantTime | None = None
@@ -671,7 +675,7 @@ class Table:
         ConfigError / InstantNotFoundError naming the problem (see `read_changes`).
         """
         timeline = self.timeline()
-        start, stop = change_range(self.storage, self.config, timeline, begin, end)
+        start, stop = read.ranges.change_range(self.storage, self.config, timeline, begin, end)
         return timeline, start, stop, resolve_table_schema(self.storage, timeline, self.config)
 
     def schedule_change_tracking(self) -> str | None:
@@ -706,19 +710,21 @@ class Table:
         `max_selectivity`, `max_in_values`. The index files are written by index builds
         (`schedule_index_build` + `run_index_build`); until then reads scan as before.
         """
-        return secondary_index.create_index(self.service_context(), self.schema(), name, columns, index_type, options)
+        return index.secondary.api.create_index(
+            self.service_context(), self.schema(), name, columns, index_type, options
+        )
 
     def drop_index(self, name: str) -> list[str]:
         """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
-        return secondary_index.drop_index(self.service_context(), name)
+        return index.secondary.api.drop_index(self.service_context(), name)
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
-        return load_definitions(self.storage)
+        return index.secondary.definitions.load_definitions(self.storage)
 
-    def index_status(self) -> secondary_index.IndexStatus:
+    def index_status(self) -> IndexStatus:
         """Which latest base files each index covers, which not yet, pending builds and index sizes."""
-        return secondary_index.index_status(self.storage, self.timeline())
+        return index.secondary.api.index_status(self.storage, self.timeline())
 
     def schedule_index_build(self, strategy: str = "INCREMENTAL", indexes: Sequence[str] | None = None) -> str | None:
         """Plan an index build (`<t>.indexing.requested`); None when every base file is indexed.
@@ -744,7 +750,7 @@ class Table:
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
-        return rollback_index_build(self.service_context(), instant_time_of(instant))
+        return table_services.index_build.rollback_index_build(self.service_context(), instant_time_of(instant))
 
     def explain(
         self,
@@ -755,7 +761,7 @@ class Table:
     ) -> ScanExplain:
         """How `read(filters=...)` would read each file slice: through an index or by scanning, and why
         (and which slices partition pruning rules out)."""
-        query = QueryType.READ_OPTIMIZED if read_optimized else None
+        query = read.scan.QueryType.READ_OPTIMIZED if read_optimized else None
         return self.scan(query_type=query, filters=filters, as_of=as_of).explain()
 
     # -- reads ----------------------------------------------------------------------------
@@ -779,8 +785,8 @@ class Table:
         (`begin`, `end`, `images`). The scan sees the timeline as it is now.
         """
         chosen = self._read_engine(engine)
-        query = QueryType.parse(query_type) if query_type is not None else QueryType.SNAPSHOT
-        return Scan(
+        query = read.scan.QueryType.parse(query_type) if query_type is not None else read.scan.QueryType.SNAPSHOT
+        return read.scan.Scan(
             self.storage,
             self.config,
             self.timeline(),
@@ -819,7 +825,7 @@ class Table:
         A pyarrow Table on the local engine; a Spark DataFrame on the Spark engine.
         `read_optimized=True` reads base files only (merge-on-read tables: no log merging).
         """
-        query = QueryType.READ_OPTIMIZED if read_optimized else None
+        query = read.scan.QueryType.READ_OPTIMIZED if read_optimized else None
         return self._run(self.scan(query_type=query, as_of=as_of, columns=columns, filters=filters, engine=engine))
 
     def incremental_range(
@@ -832,7 +838,7 @@ class Table:
         against what cleans retained; on table versions 8+ the range is in completion time.
         """
         timeline = self.timeline()
-        return timeline, incremental_range(self.storage, self.config, timeline, begin, end)
+        return timeline, read.ranges.incremental_range(self.storage, self.config, timeline, begin, end)
 
     def read_incremental(
         self,
@@ -849,6 +855,11 @@ class Table:
         it), as in Hudi 1.x; on version 6 in commit time.
         """
         scan = self.scan(
-            query_type=QueryType.INCREMENTAL, begin=begin, end=end, columns=columns, filters=filters, engine=engine
+            query_type=read.scan.QueryType.INCREMENTAL,
+            begin=begin,
+            end=end,
+            columns=columns,
+            filters=filters,
+            engine=engine,
         )
         return self._run(scan)

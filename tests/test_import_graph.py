@@ -24,11 +24,11 @@ PACKAGES = {"core": "lakeward.core", "services": "lakeward.services"}
 #: module). A module may import modules of its own layer and of the layers below, never above.
 #: `lakeward.core` itself (the lazy facade) sits on top; services above all of core.
 CORE_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"exceptions", "schema", "table_version", "storage", "engine"}),
+    frozenset({"exceptions", "schema", "table_version", "storage", "engine", "lazy"}),
     frozenset({"timeline", "file_group", "instant_clock"}),
     frozenset({"config", "keygen", "merge", "locks", "index", "cdc", "table_schema"}),
     frozenset({"context"}),
-    frozenset({"read", "write", "table_services", "metadata_table", "orphans", "upgrade"}),
+    frozenset({"read", "write", "table_services", "metadata_table", "orphans"}),
     frozenset({"table"}),
     frozenset({"spark", "health"}),
 )

@@ -26,12 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import fastavro
-
 from lakeward.core.exceptions import LakewardError, MetadataTableError
+from lakeward.core.file_group import log_file  # its modules load when a metadata table is read (issue 23)
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey
-from lakeward.core.file_group.log_file.log_format import CorruptBlock, scan_blocks
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.table_version import METAFOLDER, TimelineLayout
@@ -121,6 +118,10 @@ def _apply_hfile(merged: dict[str, dict[str, _FileInfo]], data: bytes, name: str
     schema_text = reader.avro_schema or schema_json
     if not schema_text:
         raise MetadataTableUnavailable(f"{name}: no Avro schema for the metadata records")
+    # lazy: only tables with a metadata table need fastavro; opening any other table does not (start-up
+    # time of `lakeward show`, issue 23)
+    import fastavro
+
     schema = fastavro.parse_schema(json.loads(schema_text))
     for key, value in reader.items():
         record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
@@ -165,13 +166,13 @@ class MetadataFileListing:
         merged: dict[str, dict[str, _FileInfo]] = {}
         _apply_hfile(merged, self.mdt.read_bytes(base.path), base.path, None)
         for _, _, _, entry in sorted(logs, key=lambda x: x[:3]):
-            for block in scan_blocks(self.mdt.read_bytes(entry.path)):
-                if isinstance(block, CorruptBlock):
+            for block in log_file.scan_blocks(self.mdt.read_bytes(entry.path)):
+                if isinstance(block, log_file.CorruptBlock):
                     raise MetadataTableUnavailable(f"{entry.path}: damaged log block ({block.reason})")
                 if block.instant_time not in completion:
                     continue
-                if block.block_type is BlockType.HFILE_DATA:
-                    _apply_hfile(merged, block.content, entry.path, block.header.get(HeaderKey.SCHEMA))
+                if block.block_type is log_file.BlockType.HFILE_DATA:
+                    _apply_hfile(merged, block.content, entry.path, block.header.get(log_file.HeaderKey.SCHEMA))
         return merged
 
     def partitions(self) -> list[str]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import fastavro
-
 from lakeward.core.exceptions import CorruptTableError
 
 NS = "org.apache.hudi.avro.model"
@@ -410,7 +408,13 @@ REPLACE_COMMIT_METADATA = {
 _PARSED: dict[str, Any] = {}
 
 
+# fastavro is imported by the functions that use it: table version 6 keeps commit metadata as JSON, so
+# opening a table and listing its timeline (`lakeward show`, `timeline`) need no Avro (start-up, issue 23).
+
+
 def _parsed(schema: dict[str, Any]) -> Any:
+    import fastavro  # lazy: see above
+
     name = schema["name"]
     if name not in _PARSED:
         _PARSED[name] = fastavro.parse_schema(schema)
@@ -419,6 +423,8 @@ def _parsed(schema: dict[str, Any]) -> Any:
 
 def serialize(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
     """One record in an Avro object container (null codec), as Hudi's timeline stores it."""
+    import fastavro  # lazy: see _parsed
+
     buf = io.BytesIO()
     fastavro.writer(buf, _parsed(schema), [record], codec="null")
     return buf.getvalue()
@@ -426,6 +432,8 @@ def serialize(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
 
 def deserialize(data: bytes, what: str = "timeline file") -> dict[str, Any]:
     """The single record of an Avro container written by lakeward or Apache Hudi."""
+    import fastavro  # lazy: see _parsed
+
     try:
         records = list(fastavro.reader(io.BytesIO(data)))
     except Exception as exc:  # fastavro raises several unrelated types on bad input

@@ -30,7 +30,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.storage import Storage
@@ -101,6 +100,10 @@ def manifest_files(storage: Storage, folder: str, version: int) -> list[HistoryF
 
 
 def _read_columns(storage: Storage, path: str, columns: tuple[str, ...]) -> pa.Table:
+    # lazy: only tables with an archived (LSM) timeline read Parquet here; listing a timeline does not
+    # (start-up time of `lakeward show` and `timeline`, issue 23)
+    import pyarrow.parquet as pq
+
     try:
         data = storage.read_bytes(path)
     except FileNotFoundError:

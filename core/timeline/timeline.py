@@ -8,8 +8,8 @@ from typing import TypeAlias
 
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import METAFOLDER, TimelineLayout, layout_from_listing
-from lakeward.core.timeline.archived import load_archived_instants
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from lakeward.core.timeline.lsm_history import load_archived_instants
 
 __all__ = ["METAFOLDER", "ActionFilter", "Timeline"]
 

@@ -12,9 +12,9 @@ import posixpath
 from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
-from lakeward.core.timeline.archived import read_archived_content
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.instant_time import new_instant_time
+from lakeward.core.timeline.lsm_history import read_archived_content
 from lakeward.core.timeline.metadata import CommitMetadata
 from lakeward.core.timeline.timeline import Timeline
 

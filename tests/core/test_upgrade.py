@@ -20,8 +20,8 @@ from lakeward import Table
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import MetadataTableError, TableVersionChangedError, UpgradeError
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.upgrade import layout1_files, upgraded_properties
 from lakeward.core.timeline import METAFOLDER
-from lakeward.core.upgrade import layout1_files, upgraded_properties
 from lakeward.services.cli import app
 from tests.interop.compare import (
     all_mismatches,

@@ -30,7 +30,6 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptTableError, SchemaError
@@ -162,7 +161,7 @@ def encode_avro_records(records: pa.Table, schema_json: str) -> bytes:
     columns: list[list[Any]] = []
     for field, column in zip(table.schema, table.columns):
         if _has_physical_change(field.type):
-            column = pc.cast(column, _physical_type(field.type))
+            column = column.cast(_physical_type(field.type))
         values = column.to_pylist()
         convert = _to_avro_converter(field.type)
         columns.append([convert(v) for v in values] if convert is not None else values)
@@ -219,7 +218,7 @@ def _logical(table: pa.Table, physical: pa.Schema, arrow_schema: pa.Schema) -> p
     if physical == arrow_schema:
         return table
     return pa.Table.from_arrays(
-        [c if f.type == p.type else pc.cast(c, f.type) for c, f, p in zip(table.columns, arrow_schema, physical)],
+        [c if f.type == p.type else c.cast(f.type) for c, f, p in zip(table.columns, arrow_schema, physical)],
         schema=arrow_schema,
     )
 
@@ -427,13 +426,13 @@ def _ordering_physical(values: pa.Array, wrapper: str) -> list[Any]:
     """Ordering values as the Python objects the wrapper's physical Avro type takes."""
     physical, _ = _WRAPPER_ARROW[wrapper]
     if wrapper == "DateWrapper":
-        values = pc.cast(pc.cast(values, pa.date32()), pa.int32())
+        values = values.cast(pa.date32()).cast(pa.int32())
     elif wrapper == "TimeMicrosWrapper":
-        values = pc.cast(pc.cast(values, pa.time64("us")), pa.int64())
+        values = values.cast(pa.time64("us")).cast(pa.int64())
     elif wrapper == "TimestampMicrosWrapper":
-        values = pc.cast(pc.cast(values, pa.timestamp("us", values.type.tz), safe=False), pa.int64())
+        values = values.cast(pa.timestamp("us", values.type.tz), safe=False).cast(pa.int64())
     else:
-        values = pc.cast(values, physical)
+        values = values.cast(physical)
     return values.to_pylist()
 
 
@@ -487,7 +486,7 @@ def _ordering_array(wrapped: list[Any]) -> pa.Array:
         raise CorruptTableError(f"delete block ordering values of kind {name} are not supported")
     physical, logical = _WRAPPER_ARROW[name]
     values = pa.array([w[1]["value"] if w is not None else None for w in wrapped], physical)
-    return values if physical == logical else pc.cast(values, logical)
+    return values if physical == logical else values.cast(logical)
 
 
 def decode_delete_records(content: bytes) -> pa.Table:

@@ -10,3 +10,7 @@
 
 Kept free of imports so that low-level modules (read filters) can import `predicates`.
 """
+
+from lakeward.core.lazy import on_first_use
+
+__getattr__ = on_first_use(__name__)  # submodules load when first used (start-up time, issue 23)

@@ -2,7 +2,7 @@
 
 Usage: python crash_upgrader.py <table path> <point> <to version>
 
-Points (`lakeward.core.upgrade`): `prepared` (failed writes rolled back, log files compacted; nothing of
+Points (`lakeward.core.table_services.upgrade`): `prepared` (failed writes rolled back, log files compacted; nothing of
 the new layout written), `timeline_copied` (the layout-2 timeline and LSM history written, the table
 still at its old version), `switched` (`hoodie.properties` at the new version, the version 6 timeline
 files not removed yet).
@@ -14,7 +14,7 @@ import sys
 
 from freeze_points import after
 
-import lakeward.core.upgrade as upgrade_mod
+import lakeward.core.table_services.upgrade as upgrade_mod
 from lakeward.core.table import Table
 
 _STEPS = {"prepared": "prepare", "timeline_copied": "convert_timeline", "switched": "switch_version"}
