@@ -32,11 +32,12 @@ from lakeward.core.exceptions import (
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import IntegrityReport, check_table
-from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.metadata_table.bootstrap import MetadataTableInit, initialize_metadata_table
+from lakeward.core.metadata_table.gate import prepare_metadata_table
 from lakeward.core.read.changes import (
     Images,
 )
@@ -277,19 +278,23 @@ class Table:
         version lakeward writes allows; everything else (table services, explicit rollbacks,
         repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on versions
         whose services lakeward does not run yet, so that no version-6-shaped instant is ever
-        written into a Hudi 1.x table. Either way a table with a metadata table is refused
-        (MetadataTableError): lakeward does not maintain it, and a write around it would
-        hide the write from readers that list files through it.
+        written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
+        writes to a v8/v9 table keep its `files` partition (other partitions are dropped when
+        the options disable them, else the write is refused with MetadataTableError); table
+        services and version 6 metadata tables are refused (MetadataTableError).
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        check_no_metadata_table(self.config.to_properties())  # first: the fix a user needs on any version
+        if self._client is None:
+            self._client = WriteClient(self.storage, self.config, self.options, self.engine)
+        # first: the fix a user needs on any version; keeps `files`, drops or refuses the rest
+        self.config = self._client.table_context.config = prepare_metadata_table(
+            self.storage, self.config, self._client.write_config, write=write
+        )
         if write:
             self.version.check_writes("write to this table")
         else:
             self.version.check_writable(f"run {service or 'this'} on the table", service)
-        if self._client is None:
-            self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
         return self._client
 

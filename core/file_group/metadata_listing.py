@@ -173,12 +173,24 @@ class MetadataFileListing:
         listed = self._files.get(ALL_PARTITIONS_KEY, {})
         return sorted("" if p == NON_PARTITIONED_KEY else p for p, info in listed.items() if not info.deleted)
 
+    def partition_files(self) -> dict[str, dict[str, int]]:
+        """Every partition key's live files (name -> size), partitions removed from
+        `__all_partitions__` included; keys are partition paths ("" for the table's root)."""
+        return {
+            ("" if key == NON_PARTITIONED_KEY else key): {n: i.size for n, i in files.items() if not i.deleted}
+            for key, files in self._files.items()
+            if key != ALL_PARTITIONS_KEY
+        }
+
     def file_entries(self) -> list[FileEntry]:
-        """Every live file of every partition, as a storage listing would give them."""
+        """Every live file of every partition, as a storage listing would give them.
+
+        Partitions `__all_partitions__` no longer lists (a delete_partition) are listed too while
+        their files are live: the data table's timeline hides their replaced file groups from
+        reads after the replace, and a time-travel read before it still needs them.
+        """
         out = []
-        for partition in self.partitions():
-            key = partition or NON_PARTITIONED_KEY
-            for name, info in sorted(self._files.get(key, {}).items()):
-                if not info.deleted:
-                    out.append(FileEntry(posixpath.join(partition, name) if partition else name, info.size, False))
+        for partition, files in sorted(self.partition_files().items()):
+            for name, size in sorted(files.items()):
+                out.append(FileEntry(posixpath.join(partition, name) if partition else name, size, False))
         return out

@@ -31,13 +31,15 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantExistsError, RollbackAbortedError
+from lakeward.core.file_group.metadata_listing import metadata_partitions, metadata_storage
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.table_version import TimelineLayout, rules_for_layout
+from lakeward.core.table_version import TimelineLayout, rules_for_layout, table_version
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
@@ -342,7 +344,11 @@ def _complete_rollback(
     log_sizes: dict[str, int],
     timezone: str = "LOCAL",
 ) -> None:
-    """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`."""
+    """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`.
+
+    The metadata table (when the table keeps one) is rolled back first, as Hudi does.
+    """
+    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone)
     metadata = {
         "startRollbackTime": inflight.time,
         "timeTakenInMillis": elapsed_ms,
@@ -363,6 +369,39 @@ def _complete_rollback(
         "instantsRollback": [instant_info],
     }
     complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata), timezone)
+
+
+def rollback_metadata_table(storage: Storage, target_time: str, rollback_time: str, timezone: str = "LOCAL") -> None:
+    """Roll back the metadata table's delta commit `target_time` (if any) with a rollback `rollback_time`.
+
+    As Hudi's `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)`: a data-table rollback
+    of `T` rolls back the metadata table's delta commit `T` (completed or pending: its log files go)
+    with a metadata rollback instant of the same time as the data table's; when the metadata table
+    never got `T`, nothing happens. Only tables whose `hoodie.properties` lists metadata partitions
+    (so never a metadata table itself).
+    """
+    properties = posixpath.join(METAFOLDER, "hoodie.properties")
+    if not storage.exists(properties):
+        return
+    props = parse_properties(storage.read_bytes(properties).decode("utf-8"))
+    version = table_version(props.get("hoodie.table.version", "6"))
+    if not metadata_partitions(props) or not version.metadata_table_listing:
+        return
+    mdt = metadata_storage(storage)
+    timeline = Timeline.load(mdt, TimelineLayout.V2)
+    if timeline.state_of(rollback_time, Action.ROLLBACK) is State.COMPLETED:
+        return  # done by an earlier attempt of this rollback
+    pending_rollback = next((i for i in timeline.pending(Action.ROLLBACK) if i.time == rollback_time), None)
+    if pending_rollback is not None:
+        resume_rollback(mdt, pending_rollback, completed_target=True, timezone=timezone)
+        return
+    state = timeline.state_of(target_time, Action.DELTA_COMMIT)
+    if state is State.COMPLETED:
+        done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time)
+        rollback_completed_instant(mdt, done, rollback_time, timezone)
+    elif state is not None:
+        pending = next(i for i in timeline.pending() if i.time == target_time)
+        rollback_pending_instant(mdt, pending, rollback_time, timezone)
 
 
 def _completed_files(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> list[str]:

@@ -1,0 +1,247 @@
+"""Keep the metadata table's `files` partition in step with every data-table commit, as Hudi 1.x does.
+
+For each data-table instant `T` that adds or removes files, Hudi's `HoodieBackedTableMetadataWriter`
+writes a **delta commit `T` on the metadata table** (same requested time) and completes it
+*before* the data table's instant completes:
+
+1. `.hoodie/metadata/.hoodie/timeline/T.deltacommit.requested` (empty), `.inflight` (the Avro
+   workload of an `UPSERT_PREPPED` with no stats);
+2. an `APPEND` marker, then the log file `files/.files-0000-0_T.log.1_<token>` holding one
+   `HFILE_DATA` block (headers `SCHEMA`, `INSTANT_TIME`) whose cells are the `files` records
+   of the change (`HoodieTableMetadataUtil.convertMetadataToFilesPartitionRecords`): one
+   `__all_partitions__` record naming every partition touched (deleted partitions with
+   `isDeleted=true`), one record per partition listing the files written (name -> size, the
+   largest size when a file is named twice) or removed (`isDeleted=true`);
+3. the completed `T_<c>.deltacommit` with a `HoodieDeltaWriteStat` of that log file.
+
+A crash between the metadata commit and the data commit leaves a metadata delta commit whose
+data instant never completed; the data table's rollback of `T` then rolls back `T` on the
+metadata table too (`table_services.rollback`), as Hudi does. A metadata delta commit `T` that
+exists already when `T` is written again (a re-run table service) is rolled back first (Hudi's
+"re-attempted commit" rule).
+
+Only `files` is maintained: other metadata partitions are refused or dropped before anything
+is written (`metadata_table.gate`). The metadata table's own compaction and clean are not run
+yet; its `files` partition grows by one log file per data instant until a Hudi writer (or a
+later lakeward) compacts it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.config.table import TableConfig
+from lakeward.core.file_group.hfile_writer import write_log_block_hfile
+from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
+from lakeward.core.file_group.log_file.log_format import encode_block
+from lakeward.core.file_group.metadata_listing import (
+    ALL_PARTITIONS_KEY,
+    FILES_PARTITION,
+    metadata_partitions,
+    metadata_storage,
+)
+from lakeward.core.file_group.naming import log_file_name, write_token
+from lakeward.core.metadata_table.bootstrap import PROPERTIES_PATH
+from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
+from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
+from lakeward.core.storage import Storage
+from lakeward.core.table_services.rollback import rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_version import TimelineLayout
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat, new_instant_time
+from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
+from lakeward.core.write.markers import create_marker, delete_markers
+
+#: The operation Hudi records on metadata-table delta commits.
+METADATA_OPERATION = "UPSERT_PREPPED"
+#: Write token of the metadata log files lakeward writes (one task, one attempt).
+LOG_WRITE_TOKEN = write_token(0, 0, 0)
+_DELETE_PARTITION = "DELETE_PARTITION"
+
+
+@dataclass
+class FilesChange:
+    """What one data-table instant changes in the `files` partition."""
+
+    #: Data partition path ("" for the table's root) -> file name -> size, written by the instant.
+    added: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Data partition path -> file names the instant removed.
+    deleted: dict[str, list[str]] = field(default_factory=dict)
+    #: Partitions the `__all_partitions__` record names as live (every partition the instant touched).
+    partitions: list[str] = field(default_factory=list)
+    #: Partitions the `__all_partitions__` record names as deleted.
+    partitions_deleted: list[str] = field(default_factory=list)
+    #: Whether the change has an `__all_partitions__` record (every commit has one, even empty;
+    #: a clean only when it deleted partitions).
+    lists_partitions: bool = True
+
+    @property
+    def files_added(self) -> int:
+        return sum(len(v) for v in self.added.values())
+
+    @property
+    def files_deleted(self) -> int:
+        return sum(len(v) for v in self.deleted.values())
+
+
+def _file_name(path: str) -> str:
+    return posixpath.basename(path)
+
+
+def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
+    """The `files` change of a commit, delta commit or replace commit (writes, compaction, clustering).
+
+    As `convertMetadataToFilesPartitionRecords(HoodieCommitMetadata)`: every partition with write
+    stats is named in `__all_partitions__`, its files (each stat's `path`, and the other log files
+    a rolled-over append wrote, sized from storage) are added; a `DELETE_PARTITION` replace commit
+    names its partitions deleted. Replaced files are not removed here (the clean removes them).
+    """
+    change = FilesChange()
+    for partition, stats in metadata.partitionToWriteStats.items():
+        files = change.added.setdefault(partition, {})
+        change.partitions.append(partition)
+        for stat in stats:
+            for path in stat.files():
+                size = stat.fileSizeInBytes if path == stat.path else _size_or_zero(storage, path)
+                name = _file_name(path)
+                files[name] = max(files.get(name, 0), size)
+    if metadata.operationType == _DELETE_PARTITION:
+        change.partitions_deleted = sorted(metadata.partitionToReplaceFileIds or {})
+    return change
+
+
+def _size_or_zero(storage: Storage, path: str) -> int:
+    try:
+        return storage.size(path)
+    except (OSError, FileNotFoundError):
+        return 0
+
+
+def removal_change(deleted: Mapping[str, Iterable[str]], partitions_deleted: Sequence[str] = ()) -> FilesChange:
+    """A change that removes files (a clean, a restore): partition -> deleted file names or paths."""
+    change = FilesChange(partitions_deleted=list(partitions_deleted), lists_partitions=bool(partitions_deleted))
+    for partition, paths in deleted.items():
+        names = sorted({_file_name(p) for p in paths})
+        if names:
+            change.deleted[partition] = names
+    return change
+
+
+def _files_record(record_type: MetadataRecordType, entries: Mapping[str, tuple[int, bool]]) -> dict[str, Any]:
+    return {
+        "key": "",
+        "type": int(record_type),
+        "filesystemMetadata": {name: {"size": size, "isDeleted": gone} for name, (size, gone) in entries.items()},
+    }
+
+
+def files_records(change: FilesChange) -> list[tuple[str, dict[str, Any]]]:
+    """(key, record) of the `files` partition records of `change`, one per key."""
+    records: list[tuple[str, dict[str, Any]]] = []
+    listed = {partition_key(p): (0, False) for p in change.partitions}
+    listed |= {partition_key(p): (0, True) for p in change.partitions_deleted}
+    if change.lists_partitions:
+        records.append((ALL_PARTITIONS_KEY, _files_record(MetadataRecordType.ALL_PARTITIONS, listed)))
+    by_partition: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
+    for partition, files in change.added.items():
+        by_partition[partition].update({name: (size, False) for name, size in files.items()})
+    for partition, names in change.deleted.items():
+        by_partition[partition].update({name: (0, True) for name in names})
+    for partition in sorted(set(change.added) | set(change.deleted)):
+        records.append((partition_key(partition), _files_record(MetadataRecordType.FILE_LIST, by_partition[partition])))
+    return records
+
+
+def _undo_earlier_attempt(mdt: Storage, instant_time: str, timezone: str) -> None:
+    """A metadata delta commit `instant_time` from an earlier attempt: roll it back first (as Hudi)."""
+    timeline = Timeline.load(mdt, TimelineLayout.V2)
+    state = timeline.state_of(instant_time, Action.DELTA_COMMIT)
+    if state is None:
+        return
+    rollback_time = new_instant_time(timeline.latest_time(), timezone)
+    if state is State.COMPLETED:
+        done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == instant_time)
+        rollback_completed_instant(mdt, done, rollback_time, timezone)
+    else:
+        pending = next(i for i in timeline.pending() if i.time == instant_time)
+        rollback_pending_instant(mdt, pending, rollback_time, timezone)
+
+
+def commit_files_change(storage: Storage, config: TableConfig, instant_time: str, change: FilesChange) -> Instant:
+    """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
+
+    Call under the data table's lock, right before the data instant `instant_time` completes.
+    Returns the completed metadata instant.
+    """
+    started = time.monotonic()
+    tz = config.timeline_timezone
+    mdt = metadata_storage(storage)
+    _undo_earlier_attempt(mdt, instant_time, tz)
+    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
+    workload = CommitMetadata(operationType=METADATA_OPERATION)
+    inflight = transition_to_inflight(mdt, requested, workload.to_avro())
+
+    records = files_records(change)
+    cells = [(key, encode_record(record)) for key, record in records]
+    block = OpaqueBlock(
+        kind=BlockType.HFILE_DATA,
+        header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
+        raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
+    )
+    name = log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN)
+    create_marker(mdt, instant_time, FILES_PARTITION, name, "APPEND")
+    data = encode_block(block)
+    path = posixpath.join(FILES_PARTITION, name)
+    mdt.create_if_absent(path, data)
+    stat = WriteStat(
+        fileId=FILES_FILE_GROUP_ID,
+        path=path,
+        prevCommit=instant_time,
+        numWrites=len(cells),
+        numUpdateWrites=len(cells),
+        totalWriteBytes=len(data),
+        partitionPath=FILES_PARTITION,
+        fileSizeInBytes=len(data),
+        runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": _ms_since(started)},
+        logVersion=1,
+        logOffset=0,
+        baseFile="",
+        logFiles=[name],
+    )
+    metadata = CommitMetadata(
+        partitionToWriteStats={FILES_PARTITION: [stat]},
+        extraMetadata={"schema": COMMIT_SCHEMA_JSON},
+        operationType=METADATA_OPERATION,
+    )
+    completed = complete(mdt, inflight, metadata.to_avro(), tz)
+    delete_markers(mdt, instant_time)
+    return completed
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def maintains_files_partition(storage: Storage, config: TableConfig) -> bool:
+    """Whether a commit on this table must keep its metadata table: a v8/v9 table whose
+    `hoodie.properties` (read now, not as opened) lists the `files` partition."""
+    if not config.version.metadata_table_listing:
+        return False
+    props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+    return FILES_PARTITION in metadata_partitions(props)
+
+
+def apply_commit(storage: Storage, config: TableConfig, instant_time: str, metadata: CommitMetadata) -> Instant | None:
+    """Apply a data-table commit about to complete to the metadata table, when the table has one.
+
+    Call under the table lock right before completing the data instant (Hudi's order). Returns
+    the completed metadata delta commit (None: no metadata table to keep).
+    """
+    if not maintains_files_partition(storage, config):
+        return None
+    return commit_files_change(storage, config, instant_time, commit_change(storage, metadata))
