@@ -279,9 +279,9 @@ class Table:
         repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on versions
         whose services lakeward does not run yet, so that no version-6-shaped instant is ever
         written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
-        writes to a v8/v9 table keep its `files` partition (other partitions are dropped when
-        the options disable them, else the write is refused with MetadataTableError); table
-        services and version 6 metadata tables are refused (MetadataTableError).
+        writes and services on a v8/v9 table keep its `files` partition (other partitions are
+        dropped when the options disable them, else MetadataTableError); version 6 metadata
+        tables are refused (MetadataTableError).
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
@@ -289,7 +289,7 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options, self.engine)
         # first: the fix a user needs on any version; keeps `files`, drops or refuses the rest
         self.config = self._client.table_context.config = prepare_metadata_table(
-            self.storage, self.config, self._client.write_config, write=write
+            self.storage, self.config, self._client.write_config
         )
         if write:
             self.version.check_writes("write to this table")

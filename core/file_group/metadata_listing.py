@@ -28,13 +28,14 @@ from typing import Any
 
 import fastavro
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import LakewardError, MetadataTableError
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey
 from lakeward.core.file_group.log_file.log_format import CorruptBlock, scan_blocks
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
-from lakeward.core.table_version import METAFOLDER, TimelineLayout
+from lakeward.core.table_version import METAFOLDER, TimelineLayout, table_version
 from lakeward.core.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,21 @@ def uses_files_partition(props: Mapping[str, str]) -> bool:
 def metadata_partitions(props: Mapping[str, str]) -> list[str]:
     """The completed metadata-table partitions `hoodie.table.metadata.partitions` lists."""
     return [p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",") if p.strip()]
+
+
+def keeps_metadata_table(props: Mapping[str, str]) -> bool:
+    """Whether commits on a table with these `hoodie.properties` must keep its metadata table:
+    a table version that lists files through it (8+) with metadata partitions in use."""
+    version = table_version(props.get("hoodie.table.version", "6"))
+    return version.metadata_table_listing and bool(metadata_partitions(props))
+
+
+def read_table_properties(storage: Storage) -> dict[str, str]:
+    """The table's `hoodie.properties` as they are on storage now ({} when there is none)."""
+    path = posixpath.join(METAFOLDER, "hoodie.properties")
+    if not storage.exists(path):
+        return {}
+    return parse_properties(storage.read_bytes(path).decode("utf-8"))
 
 
 def check_no_metadata_table(props: Mapping[str, str]) -> None:

@@ -11,11 +11,13 @@ differs, or a partition listed on one side only is a difference.
 from __future__ import annotations
 
 import posixpath
+from collections import defaultdict
 from dataclasses import dataclass
 
 from lakeward.core.file_group.metadata_listing import MetadataFileListing
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.files_partition import list_partition_files
+from lakeward.core.metadata_table.writer import FilesChange
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Timeline
@@ -91,4 +93,28 @@ def compare_files_partition(storage: Storage, layout: TimelineLayout = TimelineL
         size_mismatches=tuple(sizes),
         partitions_missing=tuple(sorted(visible - live)),
         partitions_extra=tuple(sorted(live - set(on_storage))),
+    )
+
+
+def restore_change(storage: Storage, layout: TimelineLayout = TimelineLayout.V2) -> FilesChange:
+    """What brings the `files` partition back in line with storage after a restore deleted files.
+
+    As Hudi's metadata writer on a restore: the data files are listed and the difference becomes
+    one delta commit (files storage has and `files` lacks are added, files it lists that are gone
+    are deleted, partitions gone from storage are deleted from `__all_partitions__`).
+    """
+    diff = compare_files_partition(storage, layout)
+    added: dict[str, dict[str, int]] = defaultdict(dict)
+    for path in (*diff.missing, *(p for p, _, _ in diff.size_mismatches)):
+        added[posixpath.dirname(path)][posixpath.basename(path)] = storage.size(path)
+    deleted: dict[str, list[str]] = defaultdict(list)
+    for path in diff.extra:
+        deleted[posixpath.dirname(path)].append(posixpath.basename(path))
+    partitions = sorted(set(added) | set(diff.partitions_missing))
+    return FilesChange(
+        added=dict(added),
+        deleted=dict(deleted),
+        partitions=partitions,
+        partitions_deleted=list(diff.partitions_extra),
+        lists_partitions=bool(partitions or diff.partitions_extra),
     )

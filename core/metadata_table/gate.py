@@ -7,8 +7,8 @@ maintain yet, so a write to a table that has them is refused (MetadataTableError
 written) unless the writer disables them: as a Hudi writer whose config disables a partition
 that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
-why. Version 6 metadata tables, partitions still being built (`…partitions.inflight`) and table
-services on a table with a metadata table stay refused.
+why. Table services are gated the same way (each keeps `files` too). Version 6 metadata tables
+and partitions still being built (`…partitions.inflight`) stay refused.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ from lakeward.core.file_group.metadata_listing import (
 )
 from lakeward.core.metadata_table.bootstrap import INFLIGHT_PARTITIONS_KEY, PROPERTIES_PATH, update_table_properties
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import MAINTAINED_METADATA_PARTITION
 
 log = logging.getLogger(__name__)
 
 #: Partitions lakeward keeps on every write.
-MAINTAINED_PARTITIONS = frozenset({FILES_PARTITION})
+MAINTAINED_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION})
 #: The option that disables each partition lakeward cannot maintain (a prefix for index families).
 _ENABLE_OPTIONS: dict[str, str] = {
     "column_stats": "hoodie.metadata.index.column.stats.enable",
@@ -92,10 +93,8 @@ def _drop_partitions(storage: Storage, partitions: list[str], remaining: list[st
         )
 
 
-def prepare_metadata_table(
-    storage: Storage, config: TableConfig, write_config: WriteConfig, *, write: bool
-) -> TableConfig:
-    """Check the table's metadata table before a write (`write`) or a table service (refused for now).
+def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: WriteConfig) -> TableConfig:
+    """Check the table's metadata table before a write or table service (both keep `files`).
 
     Returns the table's config, re-read when partitions were dropped. Raises MetadataTableError
     (nothing written) when the metadata table cannot be kept: see the module docstring.
@@ -104,7 +103,7 @@ def prepare_metadata_table(
     partitions = metadata_partitions(props)
     if not partitions:
         return config
-    if not write or not config.version.metadata_table_listing:
+    if not config.version.metadata_table_listing:
         check_no_metadata_table(props)
     current = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
     partitions = metadata_partitions(current)

@@ -31,23 +31,22 @@ from __future__ import annotations
 import posixpath
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeward.core.config.properties import parse_properties
-from lakeward.core.config.table import TableConfig
 from lakeward.core.file_group.hfile_writer import write_log_block_hfile
 from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     ALL_PARTITIONS_KEY,
     FILES_PARTITION,
+    keeps_metadata_table,
     metadata_partitions,
     metadata_storage,
+    read_table_properties,
 )
 from lakeward.core.file_group.naming import log_file_name, write_token
-from lakeward.core.metadata_table.bootstrap import PROPERTIES_PATH
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
@@ -172,14 +171,14 @@ def _undo_earlier_attempt(mdt: Storage, instant_time: str, timezone: str) -> Non
         rollback_pending_instant(mdt, pending, rollback_time, timezone)
 
 
-def commit_files_change(storage: Storage, config: TableConfig, instant_time: str, change: FilesChange) -> Instant:
+def commit_files_change(storage: Storage, timezone: str, instant_time: str, change: FilesChange) -> Instant:
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
-    Call under the data table's lock, right before the data instant `instant_time` completes.
-    Returns the completed metadata instant.
+    Call under the data table's lock, right before the data instant `instant_time` completes;
+    `timezone`: the table's timeline time zone. Returns the completed metadata instant.
     """
     started = time.monotonic()
-    tz = config.timeline_timezone
+    tz = timezone
     mdt = metadata_storage(storage)
     _undo_earlier_attempt(mdt, instant_time, tz)
     requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
@@ -227,21 +226,38 @@ def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def maintains_files_partition(storage: Storage, config: TableConfig) -> bool:
+def maintains_files_partition(storage: Storage) -> bool:
     """Whether a commit on this table must keep its metadata table: a v8/v9 table whose
     `hoodie.properties` (read now, not as opened) lists the `files` partition."""
-    if not config.version.metadata_table_listing:
-        return False
-    props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-    return FILES_PARTITION in metadata_partitions(props)
+    props = read_table_properties(storage)
+    return keeps_metadata_table(props) and FILES_PARTITION in metadata_partitions(props)
 
 
-def apply_commit(storage: Storage, config: TableConfig, instant_time: str, metadata: CommitMetadata) -> Instant | None:
-    """Apply a data-table commit about to complete to the metadata table, when the table has one.
+def apply_change(
+    storage: Storage, timezone: str, instant_time: str, change_of: Callable[[], FilesChange]
+) -> Instant | None:
+    """Apply what a data-table instant about to complete changes (`change_of()`, called only when
+    the table keeps a metadata table) as the metadata delta commit `instant_time`.
 
     Call under the table lock right before completing the data instant (Hudi's order). Returns
     the completed metadata delta commit (None: no metadata table to keep).
     """
-    if not maintains_files_partition(storage, config):
+    if not maintains_files_partition(storage):
         return None
-    return commit_files_change(storage, config, instant_time, commit_change(storage, metadata))
+    return commit_files_change(storage, timezone, instant_time, change_of())
+
+
+def apply_commit(storage: Storage, timezone: str, instant_time: str, metadata: CommitMetadata) -> Instant | None:
+    """`apply_change` for a commit, delta commit or replace commit (`commit_change`)."""
+    return apply_change(storage, timezone, instant_time, lambda: commit_change(storage, metadata))
+
+
+def clean_change(clean_metadata: Mapping[str, Any]) -> FilesChange:
+    """The `files` change of a clean (`HoodieCleanMetadata`), as `convertMetadataToFilesPartitionRecords(
+    HoodieCleanMetadata)`: each partition's `deletePathPatterns` deleted, partitions the clean
+    emptied (`isPartitionDeleted`) deleted from `__all_partitions__`."""
+    partitions = clean_metadata.get("partitionMetadata") or {}
+    return removal_change(
+        {p: m.get("deletePathPatterns") or [] for p, m in partitions.items()},
+        sorted(p for p, m in partitions.items() if m.get("isPartitionDeleted")),
+    )

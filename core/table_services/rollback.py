@@ -31,15 +31,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.config.properties import parse_properties
-from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConfigError, InstantExistsError, RollbackAbortedError
-from lakeward.core.file_group.metadata_listing import metadata_partitions, metadata_storage
+from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
+from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.table_version import TimelineLayout, rules_for_layout, table_version
+from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
@@ -380,12 +377,7 @@ def rollback_metadata_table(storage: Storage, target_time: str, rollback_time: s
     never got `T`, nothing happens. Only tables whose `hoodie.properties` lists metadata partitions
     (so never a metadata table itself).
     """
-    properties = posixpath.join(METAFOLDER, "hoodie.properties")
-    if not storage.exists(properties):
-        return
-    props = parse_properties(storage.read_bytes(properties).decode("utf-8"))
-    version = table_version(props.get("hoodie.table.version", "6"))
-    if not metadata_partitions(props) or not version.metadata_table_listing:
+    if not keeps_metadata_table(read_table_properties(storage)):
         return
     mdt = metadata_storage(storage)
     timeline = Timeline.load(mdt, TimelineLayout.V2)
@@ -410,23 +402,3 @@ def _completed_files(storage: Storage, instant_time: str, action: Action, layout
         return [instant_path(Instant(instant_time, action, State.COMPLETED))]
     found = Timeline.load(storage, layout).completed(action.completed_action)
     return [instant_path(i) for i in found if i.time == instant_time]
-
-
-class RollbackService(DirectService[list[str]]):
-    """Rolling back abandoned writes as a table service (the daemon's `rollback` action; no plan).
-
-    Finishes interrupted rollbacks and rolls back pending writes whose writer is certainly
-    gone, through the write client's recovery (the context's `recovery`): it owns the
-    heartbeats that tell a dead writer from a live one.
-    """
-
-    action = "rollback"
-
-    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> list[str]:
-        """The instants rolled back."""
-        if self.ctx.recovery is None:
-            raise ConfigError(f"rolling back abandoned writes of {self.ctx.storage.uri} needs a write client")
-        return self.ctx.recovery.roll_back_abandoned_writes()
-
-    def report(self, result: list[str]) -> ServiceReport:
-        return ServiceReport(None, nothing_to_do=not result, detail=f"rolled back {result}" if result else "")

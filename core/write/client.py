@@ -487,7 +487,8 @@ class WriteClient:
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
-            apply_commit(self.storage, self.config, requested.time, metadata)  # the metadata table first (Hudi)
+            # the metadata table first (Hudi's order)
+            apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata)
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers(self.storage, requested.time)
         return WriteResult(
