@@ -71,6 +71,7 @@ def test_every_service_keeps_the_files_partition(tmp_path: Path, table_type: str
     table.insert(_batch(model))
     table.initialize_metadata_table()
     table = Table.open(path, options=OPTIONS)
+    assert table.read_only_reason() is None  # the daemon serves it: every service keeps `files`
     for round_ in (2, 3):
         updates = {k: (model[k][0], round_, 100 * round_ + n) for n, k in enumerate(["k00", "k03"])}
         model |= updates
@@ -131,11 +132,13 @@ def test_services_on_a_hudi_meta_fixture(fixture_table: Callable[[str, str], str
     data = start.drop_columns([c for c in start.column_names if c.startswith("_hoodie")])
     expected = _data_rows(comparable_rows(start))
     table = Table.open(path, options={**DROP_INDEXES, **OPTIONS})
+    assert (table.read_only_reason() or "").startswith("read-only: table version 9 with a metadata table (column_")
     key_fields = list(table.config.record_key_fields)
     unique = _unique_rows(data.to_pylist(), key_fields)
     changed = [dict(r, amount=r["amount"] + 1, txn_ts=r["txn_ts"] + 1000) for r in unique[:2]]
     batch = pa.Table.from_pylist(changed, schema=data.schema)
     result = table.upsert(batch)
+    assert table.read_only_reason() is None  # its index partitions were dropped: `files` alone is kept
     old = {tuple(r[f] for f in key_fields) for r in unique[:2]}
     kept = [r for r in expected if tuple(r[f] for f in key_fields) not in old]
     expected = _data_rows([*kept, *comparable_rows(batch)])

@@ -18,6 +18,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.metadata_table.check import compare_files_partition
@@ -173,3 +174,23 @@ def test_the_comparison_reports_a_commit_missing_from_the_files_partition(tmp_pa
     diff = compare_files_partition(table.storage)
     assert not diff.ok
     assert [p.split("/")[0] for p in diff.missing] == ["p2"] and diff.partitions_missing == ("p2",)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_spark_engine_writes_keep_the_files_partition(spark: Any, tmp_path: Path, table_type: str):
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    model = {f"k{i:02d}": (PARTS[i % 3], 1, i) for i in range(6)}
+    table.insert(_batch(model))
+    table.initialize_metadata_table()
+    table = Table.open(path, engine=SparkEngine(spark))
+    updates = {"k00": ("p1", 2, 100), "k10": ("p4", 2, 10)}
+    model |= updates
+    result = table.upsert(spark.createDataFrame(_batch(updates).to_pandas()))
+    check_metadata_table(path, result.instant_time, _model_rows(model))
+    deleted = {"k02": model.pop("k02")}
+    result = table.delete(spark.createDataFrame(_batch(deleted).to_pandas()))
+    check_metadata_table(path, result.instant_time, _model_rows(model))
