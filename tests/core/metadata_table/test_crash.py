@@ -76,3 +76,27 @@ def test_killed_between_the_two_commits_is_repaired_by_the_next_writer(tmp_path:
     mdt_rollbacks = {i.time for i in mdt.completed(Action.ROLLBACK)}
     assert len(data_rollbacks) == 1 and mdt_rollbacks == data_rollbacks  # the same rollback time on both
     assert compare_files_partition(Table.open(path).storage).ok
+
+
+def test_compaction_killed_after_its_metadata_commit_is_finished_by_a_rerun(tmp_path: Path):
+    """Killed with the metadata delta commit `P` completed and the compaction `P` not: the rerun rolls
+    back the metadata delta commit of the earlier attempt and commits `P` again (Hudi's re-attempt rule)."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
+    )
+    model = {r["id"]: r for r in _rows(range(30), 1)}
+    table.insert(pa.Table.from_pylist(list(model.values()), schema=SCHEMA))
+    table.initialize_metadata_table()
+    updates = _rows(range(0, 30, 4), 2)
+    Table.open(path).upsert(pa.Table.from_pylist(updates, schema=SCHEMA))
+    model |= {r["id"]: r for r in updates}
+    compaction = Table.open(path).schedule_compaction(force=True)
+    assert compaction is not None
+    crash.run_and_kill("crash_compactor.py", path, "before_complete", compaction)
+    assert compaction in {i.time for i in _mdt_timeline(path).completed(Action.DELTA_COMMIT)}
+    assert not compare_files_partition(Table.open(path).storage).ok  # its files listed, the compaction pending
+
+    Table.open(path).run_compaction(compaction)
+    check_metadata_table(path, compaction, list(model.values()))
+    assert len(_mdt_timeline(path).completed(Action.ROLLBACK)) == 1  # the earlier attempt's metadata commit
