@@ -50,9 +50,9 @@ from lakeward.core.file_group.naming import log_file_name, write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.rollback import rollback_completed_instant, rollback_pending_instant
+from lakeward.core.table_services.rollback import rollback_metadata_table
 from lakeward.core.table_version import TimelineLayout
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat, new_instant_time
+from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker, delete_markers
 
@@ -78,14 +78,6 @@ class FilesChange:
     #: Whether the change has an `__all_partitions__` record (every commit has one, even empty;
     #: a clean only when it deleted partitions).
     lists_partitions: bool = True
-
-    @property
-    def files_added(self) -> int:
-        return sum(len(v) for v in self.added.values())
-
-    @property
-    def files_deleted(self) -> int:
-        return sum(len(v) for v in self.deleted.values())
 
 
 def _file_name(path: str) -> str:
@@ -156,21 +148,6 @@ def files_records(change: FilesChange) -> list[tuple[str, dict[str, Any]]]:
     return records
 
 
-def _undo_earlier_attempt(mdt: Storage, instant_time: str, timezone: str) -> None:
-    """A metadata delta commit `instant_time` from an earlier attempt: roll it back first (as Hudi)."""
-    timeline = Timeline.load(mdt, TimelineLayout.V2)
-    state = timeline.state_of(instant_time, Action.DELTA_COMMIT)
-    if state is None:
-        return
-    rollback_time = new_instant_time(timeline.latest_time(), timezone)
-    if state is State.COMPLETED:
-        done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == instant_time)
-        rollback_completed_instant(mdt, done, rollback_time, timezone)
-    else:
-        pending = next(i for i in timeline.pending() if i.time == instant_time)
-        rollback_pending_instant(mdt, pending, rollback_time, timezone)
-
-
 def commit_files_change(storage: Storage, timezone: str, instant_time: str, change: FilesChange) -> Instant:
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
@@ -178,9 +155,8 @@ def commit_files_change(storage: Storage, timezone: str, instant_time: str, chan
     `timezone`: the table's timeline time zone. Returns the completed metadata instant.
     """
     started = time.monotonic()
-    tz = timezone
     mdt = metadata_storage(storage)
-    _undo_earlier_attempt(mdt, instant_time, tz)
+    rollback_metadata_table(storage, instant_time, None, timezone)  # an earlier attempt of `instant_time`
     requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
     workload = CommitMetadata(operationType=METADATA_OPERATION)
     inflight = transition_to_inflight(mdt, requested, workload.to_avro())
@@ -217,7 +193,7 @@ def commit_files_change(storage: Storage, timezone: str, instant_time: str, chan
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType=METADATA_OPERATION,
     )
-    completed = complete(mdt, inflight, metadata.to_avro(), tz)
+    completed = complete(mdt, inflight, metadata.to_avro(), timezone)
     delete_markers(mdt, instant_time)
     return completed
 

@@ -37,7 +37,7 @@ from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, p
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
-from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans, new_instant_time
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
     complete,
@@ -368,19 +368,24 @@ def _complete_rollback(
     complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata), timezone)
 
 
-def rollback_metadata_table(storage: Storage, target_time: str, rollback_time: str, timezone: str = "LOCAL") -> None:
+def rollback_metadata_table(
+    storage: Storage, target_time: str, rollback_time: str | None, timezone: str = "LOCAL"
+) -> None:
     """Roll back the metadata table's delta commit `target_time` (if any) with a rollback `rollback_time`.
 
     As Hudi's `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)`: a data-table rollback
     of `T` rolls back the metadata table's delta commit `T` (completed or pending: its log files go)
     with a metadata rollback instant of the same time as the data table's; when the metadata table
-    never got `T`, nothing happens. Only tables whose `hoodie.properties` lists metadata partitions
-    (so never a metadata table itself).
+    never got `T`, nothing happens. `rollback_time` None: a new time on the metadata timeline (the
+    metadata writer undoing an earlier attempt of `T` before writing `T` again, as Hudi's does).
+    Only tables whose `hoodie.properties` lists metadata partitions (so never a metadata table itself).
     """
     if not keeps_metadata_table(read_table_properties(storage)):
         return
     mdt = metadata_storage(storage)
     timeline = Timeline.load(mdt, TimelineLayout.V2)
+    if rollback_time is None:
+        rollback_time = new_instant_time(timeline.latest_time(), timezone)
     if timeline.state_of(rollback_time, Action.ROLLBACK) is State.COMPLETED:
         return  # done by an earlier attempt of this rollback
     pending_rollback = next((i for i in timeline.pending(Action.ROLLBACK) if i.time == rollback_time), None)
