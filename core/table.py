@@ -33,7 +33,7 @@ from lakeward.core.exceptions import (
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.metadata_listing import check_no_metadata_table, metadata_partitions
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -277,9 +277,10 @@ class Table:
         version lakeward writes allows; everything else (table services, explicit rollbacks,
         repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on versions
         whose services lakeward does not run yet, so that no version-6-shaped instant is ever
-        written into a Hudi 1.x table. Either way a table with a metadata table is refused
-        (MetadataTableError): lakeward does not maintain it, and a write around it would
-        hide the write from readers that list files through it.
+        written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
+        writes and services on a v8/v9 table keep its `files` partition (other partitions are
+        dropped when the options disable them, else MetadataTableError); version 6 metadata
+        tables are refused (MetadataTableError).
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
@@ -294,20 +295,26 @@ class Table:
         return self._client
 
     def _metadata_table_gate(self) -> None:
-        """The write path's one metadata-table check. A table with a metadata table is refused
-        (MetadataTableError naming `hoodie.metadata.enable=false`), unless the table was opened with that
-        option: then the metadata table is deleted first, under the table lock, as Hudi's writer does
-        (`lakeward.core.metadata_table.disable`)."""
+        """The write path's one metadata-table check, before any write or table service.
+
+        With `hoodie.metadata.enable=false` among the table's options the metadata table is deleted
+        first, under the table lock, as Hudi's writer does (`lakeward.core.metadata_table.disable`).
+        Otherwise lakeward keeps its `files` partition on every commit; partitions it cannot maintain
+        yet are dropped when this writer disables them, else refused (`metadata_table.gate`).
+        """
         if not metadata_partitions(self.config.to_properties()):
             return
-        if not metadata_table.disable.metadata_table_disabled(self.options):
-            check_no_metadata_table(self.config.to_properties())
         self._client = self._client or write_path.client.WriteClient(
             self.storage, self.config, self.options, self.engine
         )
-        with self._client.lock:
-            metadata_table.disable.delete_metadata_table(self.storage)
-        self._reload()
+        if metadata_table.disable.metadata_table_disabled(self.options):
+            with self._client.lock:
+                metadata_table.disable.delete_metadata_table(self.storage)
+            self._reload()
+            return
+        self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
+            self.storage, self.config, self._client.write_config
+        )
 
     def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).

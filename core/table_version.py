@@ -150,18 +150,20 @@ class TableVersion:
         """Why the daemon serves no table service on a table of this version (None: it serves them).
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
-        services lakeward runs only in part (8, 9) are served without a metadata table only:
-        lakeward does not maintain one, so every service on such a table is refused.
+        services lakeward runs only in part (8, 9) are served without a metadata table, or with
+        one of `files` alone (which every write and service keeps); index partitions lakeward
+        does not maintain yet make the table read-only.
         """
         if self.writable:
             return None
         if not self.services:
             return f"read-only: {self}"
-        if metadata_partitions:
+        if any(p != MAINTAINED_METADATA_PARTITION for p in metadata_partitions):
             return (
-                f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), which lakeward "
-                "does not maintain yet; drop it with the write option hoodie.metadata.enable=false (lakeward or a "
-                "Hudi writer)"
+                f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), whose index "
+                "partitions lakeward does not maintain yet; drop them with the write options "
+                "hoodie.metadata.index.*.enable=false, or the whole metadata table with "
+                "hoodie.metadata.enable=false (lakeward or a Hudi writer)"
             )
         return None
 
@@ -177,6 +179,9 @@ class TableVersion:
     def __str__(self) -> str:
         return f"table version {self.number}"
 
+
+#: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
+MAINTAINED_METADATA_PARTITION = "files"
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far.
 V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore", "archival"})

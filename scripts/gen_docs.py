@@ -58,6 +58,16 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.clustering.plan.strategy.sort.columns": "columns the clustered files are sorted by",
     "hoodie.clustering.plan.strategy.target.file.max.bytes": "size of the files a clustering writes",
     "hoodie.clustering.updates.strategy": "the only one: updates to file groups under a pending clustering are rejected",
+    "hoodie.metadata.index.column.stats.enable": "`false` drops an existing `column_stats` metadata partition "
+    "before a write (lakeward does not maintain it yet); unset or `true`: such a write is refused",
+    "hoodie.metadata.index.partition.stats.enable": "`false` drops an existing `partition_stats` metadata "
+    "partition before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.record.index.enable": "`false` drops an existing `record_index` metadata partition before a "
+    "write; unset or `true`: such a write is refused",
+    "hoodie.metadata.index.bloom.filter.enable": "`false` drops an existing `bloom_filters` metadata partition "
+    "before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
+    "before a write; unset or `true`: such a write is refused",
     "hoodie.combine.before.delete": "de-duplicate a batch by key",
     "hoodie.combine.before.insert": "de-duplicate a batch by key",
     "hoodie.combine.before.upsert": "de-duplicate a batch by key",

@@ -130,6 +130,14 @@ class WriteConfig(BaseModel):
     clustering_updates_strategy: Literal["SparkRejectUpdateStrategy"] = Field(
         "SparkRejectUpdateStrategy", alias="hoodie.clustering.updates.strategy"
     )
+    #: Metadata table (v8/v9): lakeward keeps its `files` partition; the index partitions it cannot
+    #: maintain yet are dropped when their option is `false` (as a Hudi writer with them disabled
+    #: drops them), and refuse the write when it is unset or `true`.
+    metadata_column_stats: bool | None = Field(None, alias="hoodie.metadata.index.column.stats.enable")
+    metadata_partition_stats: bool | None = Field(None, alias="hoodie.metadata.index.partition.stats.enable")
+    metadata_record_index: bool | None = Field(None, alias="hoodie.metadata.record.index.enable")
+    metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
+    metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
 
     @field_validator(
         "compression",

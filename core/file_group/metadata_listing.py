@@ -26,12 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import LakewardError, MetadataTableError
 from lakeward.core.file_group import log_file  # its modules load when a metadata table is read (issue 23)
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
-from lakeward.core.table_version import METAFOLDER, TimelineLayout
+from lakeward.core.table_version import METAFOLDER, TimelineLayout, table_version
 from lakeward.core.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,21 @@ def uses_files_partition(props: Mapping[str, str]) -> bool:
 def metadata_partitions(props: Mapping[str, str]) -> list[str]:
     """The completed metadata-table partitions `hoodie.table.metadata.partitions` lists."""
     return [p.strip() for p in props.get(METADATA_PARTITIONS_KEY, "").split(",") if p.strip()]
+
+
+def keeps_metadata_table(props: Mapping[str, str]) -> bool:
+    """Whether commits on a table with these `hoodie.properties` must keep its metadata table:
+    a table version that lists files through it (8+) with metadata partitions in use."""
+    version = table_version(props.get("hoodie.table.version", "6"))
+    return version.metadata_table_listing and bool(metadata_partitions(props))
+
+
+def read_table_properties(storage: Storage) -> dict[str, str]:
+    """The table's `hoodie.properties` as they are on storage now ({} when there is none)."""
+    path = posixpath.join(METAFOLDER, "hoodie.properties")
+    if not storage.exists(path):
+        return {}
+    return parse_properties(storage.read_bytes(path).decode("utf-8"))
 
 
 def check_no_metadata_table(props: Mapping[str, str]) -> None:
@@ -180,12 +196,24 @@ class MetadataFileListing:
         listed = self._files.get(ALL_PARTITIONS_KEY, {})
         return sorted("" if p == NON_PARTITIONED_KEY else p for p, info in listed.items() if not info.deleted)
 
+    def partition_files(self) -> dict[str, dict[str, int]]:
+        """Every partition key's live files (name -> size), partitions removed from
+        `__all_partitions__` included; keys are partition paths ("" for the table's root)."""
+        return {
+            ("" if key == NON_PARTITIONED_KEY else key): {n: i.size for n, i in files.items() if not i.deleted}
+            for key, files in self._files.items()
+            if key != ALL_PARTITIONS_KEY
+        }
+
     def file_entries(self) -> list[FileEntry]:
-        """Every live file of every partition, as a storage listing would give them."""
+        """Every live file of every partition, as a storage listing would give them.
+
+        Partitions `__all_partitions__` no longer lists (a delete_partition) are listed too while
+        their files are live: the data table's timeline hides their replaced file groups from
+        reads after the replace, and a time-travel read before it still needs them.
+        """
         out = []
-        for partition in self.partitions():
-            key = partition or NON_PARTITIONED_KEY
-            for name, info in sorted(self._files.get(key, {}).items()):
-                if not info.deleted:
-                    out.append(FileEntry(posixpath.join(partition, name) if partition else name, info.size, False))
+        for partition, files in sorted(self.partition_files().items()):
+            for name, size in sorted(files.items()):
+                out.append(FileEntry(posixpath.join(partition, name) if partition else name, size, False))
         return out

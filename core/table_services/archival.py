@@ -56,9 +56,11 @@ import fastavro
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError, InstantExistsError
 from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, encode_block
+from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
 from lakeward.core.timeline.lsm_history import load_archived_instants
@@ -407,6 +409,15 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
     return False
 
 
+def _metadata_table_barrier(storage: Storage) -> str | None:
+    """With a metadata table, Hudi archives only instants before its latest compaction (nothing
+    when it was never compacted: "" bars every instant); None without a metadata table."""
+    if not keeps_metadata_table(read_table_properties(storage)):
+        return None
+    compactions = Timeline.load(metadata_storage(storage), TimelineLayout.V2).completed(Action.COMMIT)
+    return compactions[-1].time if compactions else ""
+
+
 def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc)."""
     commits = timeline.completed_writes()
@@ -417,6 +428,9 @@ def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, kee
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
+    metadata_barrier = _metadata_table_barrier(storage)
+    if metadata_barrier is not None:
+        barriers.append(metadata_barrier)
     barrier = min(barriers) if barriers else None
     chosen: list[Instant] = []
     listings: dict[str, set[str]] = {}

@@ -17,7 +17,7 @@ from lakeward.core.table_services.clustering.execute import ClusteringService
 from lakeward.core.table_services.compaction.execute import CompactionService
 from lakeward.core.table_services.index_build.execute import IndexBuildService
 from lakeward.core.table_services.orphan_clean import OrphanCleanService
-from lakeward.core.table_services.rollback import RollbackService
+from lakeward.core.table_services.rollback_service import RollbackService
 from lakeward.core.table_services.service import TableService
 
 #: Every table service, keyed by its action.

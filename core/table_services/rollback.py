@@ -31,14 +31,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConfigError, InstantExistsError, RollbackAbortedError
+from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
+from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
-from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans, new_instant_time
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.transitions import (
     complete,
@@ -342,7 +341,11 @@ def _complete_rollback(
     log_sizes: dict[str, int],
     timezone: str = "LOCAL",
 ) -> None:
-    """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`."""
+    """`log_sizes`: log files of the failed instant (deleted too) -> size, for `logFilesFromFailedCommit`.
+
+    The metadata table (when the table keeps one) is rolled back first, as Hudi does.
+    """
+    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone)
     metadata = {
         "startRollbackTime": inflight.time,
         "timeTakenInMillis": elapsed_ms,
@@ -365,29 +368,42 @@ def _complete_rollback(
     complete(storage, inflight, avro_plans.serialize(avro_plans.ROLLBACK_METADATA, metadata), timezone)
 
 
+def rollback_metadata_table(
+    storage: Storage, target_time: str, rollback_time: str | None, timezone: str = "LOCAL"
+) -> None:
+    """Roll back the metadata table's delta commit `target_time` (if any) with a rollback `rollback_time`.
+
+    As Hudi's `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)`: a data-table rollback
+    of `T` rolls back the metadata table's delta commit `T` (completed or pending: its log files go)
+    with a metadata rollback instant of the same time as the data table's; when the metadata table
+    never got `T`, nothing happens. `rollback_time` None: a new time on the metadata timeline (the
+    metadata writer undoing an earlier attempt of `T` before writing `T` again, as Hudi's does).
+    Only tables whose `hoodie.properties` lists metadata partitions (so never a metadata table itself).
+    """
+    if not keeps_metadata_table(read_table_properties(storage)):
+        return
+    mdt = metadata_storage(storage)
+    timeline = Timeline.load(mdt, TimelineLayout.V2)
+    if rollback_time is None:
+        rollback_time = new_instant_time(timeline.latest_time(), timezone)
+    if timeline.state_of(rollback_time, Action.ROLLBACK) is State.COMPLETED:
+        return  # done by an earlier attempt of this rollback
+    pending_rollback = next((i for i in timeline.pending(Action.ROLLBACK) if i.time == rollback_time), None)
+    if pending_rollback is not None:
+        resume_rollback(mdt, pending_rollback, completed_target=True, timezone=timezone)
+        return
+    state = timeline.state_of(target_time, Action.DELTA_COMMIT)
+    if state is State.COMPLETED:
+        done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time)
+        rollback_completed_instant(mdt, done, rollback_time, timezone)
+    elif state is not None:
+        pending = next(i for i in timeline.pending() if i.time == target_time)
+        rollback_pending_instant(mdt, pending, rollback_time, timezone)
+
+
 def _completed_files(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> list[str]:
     """Paths of the completed file(s) of an instant: `<t>.<action>`, or on layout 2 `<t>_<c>.<action>`."""
     if not layout.completion_time_in_name:
         return [instant_path(Instant(instant_time, action, State.COMPLETED))]
     found = Timeline.load(storage, layout).completed(action.completed_action)
     return [instant_path(i) for i in found if i.time == instant_time]
-
-
-class RollbackService(DirectService[list[str]]):
-    """Rolling back abandoned writes as a table service (the daemon's `rollback` action; no plan).
-
-    Finishes interrupted rollbacks and rolls back pending writes whose writer is certainly
-    gone, through the write client's recovery (the context's `recovery`): it owns the
-    heartbeats that tell a dead writer from a live one.
-    """
-
-    action = "rollback"
-
-    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> list[str]:
-        """The instants rolled back."""
-        if self.ctx.recovery is None:
-            raise ConfigError(f"rolling back abandoned writes of {self.ctx.storage.uri} needs a write client")
-        return self.ctx.recovery.roll_back_abandoned_writes()
-
-    def report(self, result: list[str]) -> ServiceReport:
-        return ServiceReport(None, nothing_to_do=not result, detail=f"rolled back {result}" if result else "")

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.check import restore_change
+from lakeward.core.metadata_table.writer import apply_change
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.retention import oldest_readable_instant, savepoints
 from lakeward.core.table_services.rollback import _files_written
@@ -225,6 +227,8 @@ def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None, ti
         "version": 1,
         "restoreInstantInfo": infos,
     }
+    # the metadata table: one delta commit of the restore's time, from a listing (as Hudi)
+    apply_change(storage, timezone, inflight.time, lambda: restore_change(storage, layout))
     try:
         complete(storage, inflight, avro_plans.serialize(avro_plans.RESTORE_METADATA, metadata), timezone)
     except InstantExistsError:

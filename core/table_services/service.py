@@ -38,8 +38,9 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, InstantExistsError, InstantNotFoundError, LakewardError
+from lakeward.core.metadata_table.writer import FilesChange, apply_change, commit_change, maintains_files_partition
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Instant, State, Timeline
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline
 from lakeward.core.timeline.transitions import complete, transition_to_inflight
 
 log = logging.getLogger(__name__)
@@ -283,10 +284,20 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         log.info("%s %s was started before: running its plan again", self.noun, requested.time)
         return requested.with_state(State.INFLIGHT)
 
+    def metadata_table_change(self, metadata: bytes) -> FilesChange:
+        """What the instant completing with `metadata` changes in the metadata table's `files`
+        partition: the files a commit-like service wrote (compaction, clustering); clean overrides it."""
+        return commit_change(self.ctx.storage, CommitMetadata.from_bytes(metadata))
+
     def _complete(self, inflight: Instant, metadata: bytes) -> None:
+        """Complete the plan's instant; on a table with a metadata table, first its metadata delta
+        commit of the same time (both under the table lock, as Hudi commits table services)."""
+        storage, tz = self.ctx.storage, self.ctx.config.timeline_timezone
+        keeps = maintains_files_partition(storage)
         try:
-            with self.ctx.lock if self.complete_under_lock else nullcontext():
-                complete(self.ctx.storage, inflight, metadata, self.ctx.config.timeline_timezone)
+            with self.ctx.lock if self.complete_under_lock or keeps else nullcontext():
+                apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
+                complete(storage, inflight, metadata, tz)
         except InstantExistsError:
             if not self.tolerates_completed_by_other:
                 raise

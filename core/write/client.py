@@ -38,6 +38,7 @@ from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
 from lakeward.core.locks import InProcessLockProvider, LockProvider
+from lakeward.core.metadata_table.writer import apply_commit
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -487,6 +488,8 @@ class WriteClient:
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
+            # the metadata table first (Hudi's order)
+            apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata)
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers(self.storage, requested.time)
         return WriteResult(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.storage import delete_index_files_of_base_files
+from lakeward.core.metadata_table.writer import FilesChange, clean_change
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.plan import CleanPlan, pending_cleans, plan_clean, schedule_clean
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
@@ -119,6 +120,10 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
         return Completion(
             avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata), result, after=lambda: self._finished(run, result)
         )
+
+    def metadata_table_change(self, metadata: bytes) -> FilesChange:
+        """A clean deletes files: they are marked deleted in the metadata table's `files` partition."""
+        return clean_change(avro_plans.deserialize(metadata, "clean metadata"))
 
     def _finished(self, run: PlanRun[tuple[bytes, CleanPlan]], result: CleanResult) -> None:
         """Once completed: remove what only the run needed, and log it."""

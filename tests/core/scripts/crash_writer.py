@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
+import lakeward.core.metadata_table.writer as mdt_writer_mod
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.handles as handles_mod
@@ -45,6 +46,14 @@ HOOKS: dict[str, Callable[[str], None]] = {
     ),
     # a rollback of an earlier failed write, right before the rollback instant completes
     "rollback_before_complete": lambda p: setattr(rollback_mod, "complete", before(p, rollback_mod.complete)),
+    # metadata table: its delta commit of the write is requested, nothing else
+    "mdt_requested": lambda p: setattr(mdt_writer_mod, "create_requested", after(p, mdt_writer_mod.create_requested)),
+    # metadata table: its log file of the write is written, its delta commit not completed
+    "mdt_log_written": lambda p: setattr(mdt_writer_mod, "complete", before(p, mdt_writer_mod.complete)),
+    # (`before_complete` on a table with a metadata table: its delta commit completed, the write's not)
+    # a rollback of an earlier failed write: the metadata table's delta commit rolled back (its
+    # rollback instant completed), the data table's rollback not completed
+    "rollback_mdt_rolled_back": lambda p: setattr(rollback_mod, "complete", after(p, rollback_mod.complete)),
 }
 
 

@@ -1,0 +1,125 @@
+"""Before a write: may lakeward write to this table's metadata table, and what must go first.
+
+lakeward keeps the `files` partition of a table version 8/9 metadata table on every write
+(`metadata_table.writer`). The other partitions Hudi 1.x maintains (column_stats,
+partition_stats, record_index, bloom_filters, secondary and expression indexes) it cannot
+maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
+written) unless the writer disables them: as a Hudi writer whose config disables a partition
+that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
+`hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
+why. Table services are gated the same way (each keeps `files` too). Version 6 metadata tables
+and partitions still being built (`…partitions.inflight`) stay refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, update_table_properties
+from lakeward.core.config.write import WriteConfig
+from lakeward.core.exceptions import MetadataTableError
+from lakeward.core.file_group.metadata_listing import (
+    FILES_PARTITION,
+    INFLIGHT_PARTITIONS_KEY,
+    METADATA_FOLDER,
+    METADATA_PARTITIONS_KEY,
+    check_no_metadata_table,
+    metadata_partitions,
+)
+from lakeward.core.storage import Storage
+from lakeward.core.table_version import MAINTAINED_METADATA_PARTITION
+
+log = logging.getLogger(__name__)
+
+#: Partitions lakeward keeps on every write.
+MAINTAINED_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION})
+#: The option that disables each partition lakeward cannot maintain (a prefix for index families).
+_ENABLE_OPTIONS: dict[str, str] = {
+    "column_stats": "hoodie.metadata.index.column.stats.enable",
+    "partition_stats": "hoodie.metadata.index.partition.stats.enable",
+    "record_index": "hoodie.metadata.record.index.enable",
+    "bloom_filters": "hoodie.metadata.index.bloom.filter.enable",
+    "secondary_index_": "hoodie.metadata.index.secondary.enable",
+}
+_WRITE_FIELDS = {
+    "column_stats": "metadata_column_stats",
+    "partition_stats": "metadata_partition_stats",
+    "record_index": "metadata_record_index",
+    "bloom_filters": "metadata_bloom_filters",
+    "secondary_index_": "metadata_secondary_index",
+}
+
+
+def _family(partition: str) -> str | None:
+    """The `_ENABLE_OPTIONS` key of a metadata partition (None: lakeward knows no option for it)."""
+    if partition in _ENABLE_OPTIONS:
+        return partition
+    return "secondary_index_" if partition.startswith("secondary_index_") else None
+
+
+def _disabled(write_config: WriteConfig, partition: str) -> bool:
+    family = _family(partition)
+    return family is not None and getattr(write_config, _WRITE_FIELDS[family]) is False
+
+
+def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
+    options = sorted({_ENABLE_OPTIONS[f] for p in partitions if (f := _family(p)) is not None})
+    drop = (
+        f"Drop them as a Hudi writer with them disabled does: pass {', '.join(o + '=false' for o in options)} "
+        "to this writer (lakeward then deletes those partitions, keeps `files` and writes), or "
+        if options
+        else ""
+    )
+    return MetadataTableError(
+        f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
+        "maintain yet (maintaining them is not supported; lakeward keeps only `files`); writing around them would "
+        "leave them stale for Hudi readers and writers. Nothing was written. "
+        f"{drop}delete the whole metadata table with hoodie.metadata.enable=false (lakeward or a Hudi writer)"
+    )
+
+
+def _drop_partitions(storage: Storage, partitions: list[str], remaining: list[str]) -> None:
+    """Hudi's order: the table stops listing them, then their folders go."""
+    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted(remaining))})
+    for partition in partitions:
+        storage.delete_dir(posixpath.join(METADATA_FOLDER, partition))
+        log.warning(
+            "dropped metadata-table partition %s of %s: it is disabled in this writer's options "
+            "(lakeward does not maintain it yet); Hudi writers rebuild it when they enable it again",
+            partition,
+            storage.uri,
+        )
+
+
+def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: WriteConfig) -> TableConfig:
+    """Check the table's metadata table before a write or table service (both keep `files`).
+
+    Returns the table's config, re-read when partitions were dropped. Raises MetadataTableError
+    (nothing written) when the metadata table cannot be kept: see the module docstring.
+    """
+    props = config.to_properties()
+    partitions = metadata_partitions(props)
+    if not partitions:
+        return config
+    if not config.version.metadata_table_listing:
+        check_no_metadata_table(props)
+    current = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+    partitions = metadata_partitions(current)
+    building = [p for p in current.get(INFLIGHT_PARTITIONS_KEY, "").split(",") if p.strip()]
+    if building:
+        raise MetadataTableError(
+            f"the metadata table of {storage.uri} is building partition(s) {','.join(building)} "
+            f"({INFLIGHT_PARTITIONS_KEY}); writing now is not supported. Nothing was written. Let the Hudi "
+            "indexer finish, or delete the metadata table with hoodie.metadata.enable=false (lakeward or a Hudi writer)"
+        )
+    others = [p for p in partitions if p not in MAINTAINED_PARTITIONS]
+    if FILES_PARTITION not in partitions:
+        raise _refusal(storage, partitions)
+    kept = [p for p in others if not _disabled(write_config, p)]
+    if kept:
+        raise _refusal(storage, kept)
+    if others:
+        _drop_partitions(storage, others, [p for p in partitions if p in MAINTAINED_PARTITIONS])
+    return TableConfig.from_text(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")) if others else config
