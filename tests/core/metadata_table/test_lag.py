@@ -37,13 +37,27 @@ def _rows(ids: list[int], ts: int) -> pa.Table:
 
 
 def lagging_table(path: Path, version: int, table_type: str = "COPY_ON_WRITE") -> tuple[Table, list[str]]:
-    """A table with a metadata table that misses the last two commits, and those commits' times."""
+    """A table with a metadata table that misses the last two commits, and those commits' times: the
+    metadata table as a writer that does not maintain it leaves it (no delta commits of those times)."""
     table = Table.create(str(path), record_key="id", ordering_field="ts", table_type=table_type, table_version=version)
     table.upsert(_rows([1, 2, 3], 0))
-    unaware = Table.open(str(path))  # opened before the metadata table exists: it does not maintain it
     Table.open(str(path)).initialize_metadata_table()
-    missed = [unaware.upsert(_rows([4], 1)).instant_time, unaware.upsert(_rows([1], 2)).instant_time]
+    missed = [table.upsert(_rows([4], 1)).instant_time, table.upsert(_rows([1], 2)).instant_time]
+    metadata_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    for instant_file in [p for p in metadata_timeline.iterdir() if p.is_file() and p.name.startswith(tuple(missed))]:
+        instant_file.unlink()
     return Table.open(str(path)), missed
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_no_lag_when_a_table_opened_before_initialisation_writes(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_version=version)
+    table.upsert(_rows([1, 2, 3], 0))
+    Table.open(str(path)).initialize_metadata_table()
+    table.upsert(_rows([4], 1))  # this handle read hoodie.properties before the metadata table existed
+    reopened = Table.open(str(path))
+    assert metadata_table_lag(reopened.storage, reopened.timeline()).instants == 0
 
 
 def _data_table(root: Path) -> Path:
