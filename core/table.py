@@ -27,6 +27,7 @@ from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
     InstantNotFoundError,
+    MetadataTableError,
     StorageError,
     TableClosedError,
     TableExistsError,
@@ -614,7 +615,17 @@ class Table:
 
     def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
         """Run an upgrade or downgrade under the table lock, on the properties as they are on storage
-        then (another process may have changed the version meanwhile); this handle reloads afterwards."""
+        then (another process may have changed the version meanwhile); this handle reloads afterwards.
+        A metadata table is not converted: without `hoodie.metadata.enable=false` (which deletes it
+        first, in `_writer`) the change is refused before anything is written."""
+        partitions = metadata_partitions(self.config.to_properties())
+        if partitions and not metadata_table.disable.metadata_table_disabled(self.options):
+            raise MetadataTableError(
+                f"table {self.path} has a metadata table ({','.join(partitions)}); lakeward does not convert a "
+                "metadata table to another table version yet. Nothing was changed. Open the table with the write "
+                "option hoodie.metadata.enable=false to delete it first (as Apache Hudi's writer does with that "
+                "option; a Hudi writer with the metadata table enabled builds it again), then upgrade"
+            )
         client = self._writer(write=True)
         with client.lock:
             on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))

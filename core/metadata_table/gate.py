@@ -76,7 +76,9 @@ def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
         f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
         "maintain yet (maintaining them is not supported; lakeward keeps only `files`); writing around them would "
         "leave them stale for Hudi readers and writers. Nothing was written. "
-        f"{drop}delete the whole metadata table with hoodie.metadata.enable=false (lakeward or a Hudi writer)"
+        f"{drop}delete the whole metadata table: pass the write option hoodie.metadata.enable=false to lakeward "
+        "(Table.open(path, options={'hoodie.metadata.enable': 'false'}), the data source or `-o` of the CLI), "
+        "which deletes .hoodie/metadata/ first, as Apache Hudi's writer does with that option"
     )
 
 
