@@ -94,12 +94,7 @@ def schedule_compaction(table: HoldsTableContext, force: bool = False) -> str | 
             return None
         view = FileSystemView.load(storage, timeline)
         clustering = pending_clustering_file_groups(storage, timeline)
-        free = [
-            s
-            for s in view.latest_file_slices()
-            if view.pending_compaction(s.partition_path, s.file_id) is None
-            and (s.partition_path, s.file_id) not in clustering
-        ]
+        free = view.unplanned_file_slices(clustering)
         if beside_writes:
             completed = VisibleInstants.from_timeline(timeline)
             free = [completed_logs_only(s, completed) for s in free]

@@ -125,22 +125,6 @@ def test_compaction_beside_a_write_in_flight_reads_every_row(
     s.assert_both_readers(f"after one more compaction ({order})", time_travel=False)
 
 
-def test_version_6_waits_for_the_write_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same start of the interleaving on version 6: no plan while the write is in flight."""
-    s = loaded(tmp_path / "t")
-    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
-    writer = Table.open(s.path, options=dict(s.table.options))
-    job = Background(lambda: s.upsert(range(0, 90, 3), 5, "beside", table=writer))
-    gate.wait()
-    assert s.table.schedule_compaction(force=True) is None
-    gate.release()
-    job.result()
-    compaction = s.table.schedule_compaction(force=True)
-    assert compaction is not None
-    s.table.run_compaction(compaction)
-    s.assert_both_readers(time_travel=False)
-
-
 @pytest.mark.parametrize("version", [8, 9])
 def test_file_groups_under_a_pending_clustering_are_not_compacted(tmp_path: Path, version: int) -> None:
     """Version 8+ clustering has its own pending action: its file groups stay out of a compaction plan."""
