@@ -120,6 +120,18 @@ class TableVersion:
         return self.timeline_layout.timeline_folder
 
     @property
+    def compacts_beside_pending_writes(self) -> bool:
+        """Whether a compaction may be planned while writes are in flight.
+
+        Slicing logs by completion time (v8+) makes it safe, as in Hudi 1.x: the plan takes only
+        the log files of delta commits completed before it, and a write in flight completes
+        after the plan's instant, so its logs join the slice the compaction creates. On v6 a
+        log names its slice's base instant: logs a writer adds to a slice being compacted
+        would be lost, so no plan is written while a write is pending.
+        """
+        return self.log_slicing is LogSlicing.COMPLETION_TIME
+
+    @property
     def history_folder(self) -> str | None:
         """The LSM archived timeline folder (layout 2), relative to the base path."""
         return posixpath.join(self.timeline_folder, "history") if self.lsm_history else None

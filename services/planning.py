@@ -238,9 +238,12 @@ def _pending_plan(state: TableState, action: ServiceAction) -> list[Reason]:
 
 
 def _pending_writes(state: TableState, action: ServiceAction) -> list[Reason]:
-    """A compaction or clustering plan is not written while a write is pending (core's schedulers)."""
+    """A compaction or clustering plan is not written while a write is pending (core's schedulers),
+    except a compaction on table versions 8+ (`TableVersion.compacts_beside_pending_writes`)."""
     writes = [i.time for i in state.pending_writes]
     if not writes:
+        return []
+    if action is ServiceAction.COMPACTION and table_version(state.table_version).compacts_beside_pending_writes:
         return []
     message = (
         f"write(s) {', '.join(writes)} pending: no {action.value} plan is written while a write is pending "

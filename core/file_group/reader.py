@@ -80,6 +80,7 @@ from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DEL
 from lakeward.core.merge import RECORD_KEY, winning_versions
 from lakeward.core.schema import META_SCHEMA, conform_batch, with_meta
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -113,12 +114,17 @@ class VisibleInstants:
     #: The timeline the instants come from: lets a read that meets a damaged log block
     #: find which completed instants wrote that file (their commit metadata).
     timeline: Timeline | None = field(default=None, compare=False, repr=False)
+    #: Log file names carry the instant that wrote them (versions 8+): a log file of an instant
+    #: the read does not see is not opened (a write in flight may be rolled back meanwhile,
+    #: deleting it, as Hudi 1.x's file-system view leaves such logs out).
+    logs_named_by_writer: bool = False
 
     @classmethod
     def from_timeline(cls, timeline: Timeline, as_of: str | None = None) -> VisibleInstants:
         """Completed write instants of `timeline`; with `as_of`, none after it (time travel)."""
         first = timeline.instants[0].time if timeline.instants else None
-        return cls(timeline.completed_write_times(), first, as_of, timeline)
+        by_writer = rules_for_layout(timeline.layout).log_slicing is LogSlicing.COMPLETION_TIME
+        return cls(timeline.completed_write_times(), first, as_of, timeline, by_writer)
 
     def in_range(self, instant_time: str) -> bool:
         """Not after the query instant."""
@@ -160,6 +166,8 @@ def visible_log_blocks(
     """
     raws: list[RawBlock] = []
     for log_file in _log_order(log_files):
+        if instants.logs_named_by_writer and not instants.is_visible(log_file.base_instant_time):
+            continue
         reader = LogFileReader(storage, log_file.path)
         found = list(reader.raw_blocks())
         if reader.corrupt_blocks:

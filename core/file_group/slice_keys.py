@@ -32,6 +32,7 @@ from lakeward.core.file_group.file_group import FileSlice, LogFile
 from lakeward.core.file_group.log_file import BlockType, CommandBlock, CommandType, HeaderKey, LogFileReader, RawBlock
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY, decode_avro_records, decode_delete_records
 from lakeward.core.storage import Storage
+from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import Timeline
 
 RECORD_KEY = "_hoodie_record_key"
@@ -49,12 +50,17 @@ class CommittedInstants:
 
     completed: frozenset[str]
     archived_before: str | None = None
+    #: Log file names carry the instant that wrote them (versions 8+, `LogSlicing.COMPLETION_TIME`):
+    #: a log file of an instant not committed holds no committed block and is not opened (a write in
+    #: flight elsewhere may roll it back, deleting it, while this process lists keys).
+    logs_named_by_writer: bool = False
 
     @classmethod
     def of(cls, timeline: Timeline) -> CommittedInstants:
         """The completed write instants of `timeline` (and the start of its active part)."""
         first = timeline.instants[0].time if timeline.instants else None
-        return cls(timeline.completed_write_times(), first)
+        by_writer = rules_for_layout(timeline.layout).log_slicing is LogSlicing.COMPLETION_TIME
+        return cls(timeline.completed_write_times(), first, by_writer)
 
     def __contains__(self, instant_time: object) -> bool:
         return isinstance(instant_time, str) and (
@@ -197,6 +203,8 @@ def log_record_keys(storage: Storage, log_files: Sequence[LogFile], committed: C
     """
     blocks: list[_BlockKeys] = []
     for log_file in sorted(log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
+        if committed.logs_named_by_writer and log_file.base_instant_time not in committed:
+            continue
         blocks.extend(_file_block_keys(storage, log_file))
     rolled_back = {b.rollback_target for b in blocks if b.rollback_target}
     replaced: set[str] = set()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from lakeward.core.config.properties import parse_properties
@@ -195,6 +195,17 @@ class FileSystemView:
             return file_slice
         logs = tuple(f for f in file_slice.log_files if f.base_instant_time == pending)
         return FileSlice(file_slice.partition_path, file_slice.file_id, pending, None, logs)
+
+    def unplanned_file_slices(self, clustering: Mapping[tuple[str, str], str]) -> list[FileSlice]:
+        """The latest slices a new compaction or clustering plan may take: those of file groups
+        under no pending compaction and not in `clustering` (the pending clustering plans'
+        file groups, `pending_clustering_file_groups`)."""
+        return [
+            s
+            for s in self.latest_file_slices()
+            if self.pending_compaction(s.partition_path, s.file_id) is None
+            and (s.partition_path, s.file_id) not in clustering
+        ]
 
     def partitions(self) -> list[str]:
         return sorted(self._partitions)

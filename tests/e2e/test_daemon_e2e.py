@@ -3,7 +3,9 @@
 Real parts only: a ZooKeeper server (fixture `zookeeper_server`), three `lakeward serve`
 processes each with PySpark in local mode, four writer processes (`writer.py`) upserting
 into 20 merge-on-read tables under the same ZooKeeper table lock as the daemons, files on
-disk, and hudi-rs as the reader oracle.
+disk, and hudi-rs as the reader oracle. The tables mix Hudi table versions 6, 8 and 9
+(`TABLE_VERSIONS`, by table index), so the same checks hold for Hudi 1.x tables (issue 16):
+completion-time file slicing, the v2 timeline and the LSM history of archived instants.
 
 While the writers run, one replica is SIGKILLed while a compaction it runs is in its Spark
 phase; another replica must complete that plan after the dead one's claim expires. The
@@ -41,7 +43,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakeward.core.table import Table
+from lakeward.core.table_services.compaction.execute import COMPACT
+from lakeward.core.timeline import Instant, Timeline
 from lakeward.core.timeline.archived import read_archived_entries
+from lakeward.core.timeline.transitions import read_commit_metadata
 from lakeward.services.client import DaemonAPIError
 from lakeward.services.daemon import table_lock_options
 from lakeward.services.settings import load_settings
@@ -62,6 +67,8 @@ SESSION_TIMEOUT_S = 4.0
 WRITER_SCRIPT = Path(__file__).with_name("writer.py")
 PLANNED = ("compaction", "clean")
 BAD_OUTCOMES = ("failed", "timed_out", "cancelled", "claim_lost")
+#: Table i is created with table version TABLE_VERSIONS[i % 3].
+TABLE_VERSIONS = (6, 8, 9)
 
 
 # -- the pieces ---------------------------------------------------------------------------------
@@ -192,12 +199,24 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, cluste
 
 
 # -- reading the outcome --------------------------------------------------------------------------
+def was_compaction(table: Table, timeline: Timeline, instant: Instant) -> bool:
+    """A completed `commit` that compacted: its plan is on the active timeline, or (archived into
+    the LSM history of a version 8+ table, plan gone) its commit metadata says so."""
+    if instant.action.value != "commit":
+        return False
+    if timeline.was_compaction(instant.time):
+        return True
+    return instant.is_archived and read_commit_metadata(table.storage, instant).operationType == COMPACT
+
+
 def completed_services(path: str) -> dict[str, set[str]]:
-    """Completed compaction and clean instants of a table, on the active and the archived timeline."""
-    timeline = Table.open(path).timeline()
+    """Completed compaction and clean instants of a table, on the active and the archived timeline
+    (version 6: `.hoodie/archived/`; versions 8+: the LSM history, part of `Table.timeline()`)."""
+    table = Table.open(path)
+    timeline = table.timeline()
     done: dict[str, set[str]] = {"compaction": set(), "clean": set()}
     for instant in timeline.completed():
-        if instant.action.value == "commit" and timeline.was_compaction(instant.time):
+        if was_compaction(table, timeline, instant):
             done["compaction"].add(instant.time)
         elif instant.action.value == "clean":
             done["clean"].add(instant.time)
@@ -284,6 +303,7 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
             partition_by="part",
             ordering_field="ts",
             table_type="MERGE_ON_READ",
+            table_version=TABLE_VERSIONS[i % len(TABLE_VERSIONS)],
         )
         table.bulk_insert(workload.seed_batch(i))
 
@@ -508,6 +528,7 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
     for i, path in enumerate(paths):
         done = rounds[i]
         assert done == list(range(1, len(done) + 1)) and len(done) >= 5, f"{names[path]}: rounds {done}"
+        assert Table.open(path).version.number == TABLE_VERSIONS[i % len(TABLE_VERSIONS)], names[path]
         ours = Table.open(path).read()
         theirs = hudi_snapshot(hudi_table(path))
         mine_rows, their_rows = comparable_rows(ours), comparable_rows(theirs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -159,6 +160,19 @@ def test_compaction_threshold_on_merge_on_read_only() -> None:
     # a pending compaction is run, not a second one scheduled
     pending = state("m", [*deltas(1, 2, 3, 4, 5, 6), f"{t(7)}.compaction.requested"], mor=True)
     assert summary(plan_work([pending], policy, NOW)) == [("m", "compaction", t(7))]
+
+
+def test_a_pending_write_blocks_new_compactions_on_version_6_only() -> None:
+    """Versions 8+ slice logs by completion time: a compaction is planned beside writes in flight
+    (as Hudi 1.x plans it); on version 6 it waits for them."""
+    policy = Policy(compaction_delta_commits=3, clean_enabled=False, archival_enabled=False)
+    due = state("m", deltas(1, 2, 3), mor=True)
+    in_flight = Timeline.from_file_names([f"{t(4)}.deltacommit.requested"]).pending_writes()
+    for version, planned in ((6, []), (8, [("m", "compaction", None)]), (9, [("m", "compaction", None)])):
+        writing = replace(due, pending_writes=tuple(in_flight), table_version=version)
+        compactions = [i for i in plan_work([writing], policy, NOW) if i.action is ServiceAction.COMPACTION]
+        assert summary(compactions) == planned, version
+        assert summary(plan_work([replace(writing, pending_writes=())], policy, NOW)) == [("m", "compaction", None)]
 
 
 def test_merge_on_read_cleans_wait_for_a_rewrite() -> None:

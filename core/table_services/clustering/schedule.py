@@ -123,12 +123,7 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
             log.info("not scheduling a clustering: write(s) %s pending", in_flight)
             return None
         view = FileSystemView.load(storage, timeline)
-        free = [
-            s
-            for s in view.latest_file_slices()
-            if view.pending_compaction(s.partition_path, s.file_id) is None
-            and (s.partition_path, s.file_id) not in clustering
-        ]
+        free = view.unplanned_file_slices(clustering)
         if sort_columns:
             schema = ctx.schema(timeline)
             missing = [c for c in sort_columns if schema is not None and c not in schema.names]

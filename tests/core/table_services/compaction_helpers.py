@@ -46,7 +46,9 @@ class Scenario:
     states: dict[str, list[tuple]] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, path: str | Path, options: dict[str, Any] | None = None, seed: str = "compaction") -> Scenario:
+    def create(
+        cls, path: str | Path, options: dict[str, Any] | None = None, seed: str = "compaction", table_version: int = 6
+    ) -> Scenario:
         table = Table.create(
             str(path),
             record_key="id",
@@ -55,6 +57,7 @@ class Scenario:
             ordering_field="ts",
             table_type="MERGE_ON_READ",
             options={**BASE_OPTIONS, **(options or {})},
+            table_version=table_version,
         )
         return cls(str(path), table, Model(), random.Random(seed))
 
@@ -110,9 +113,9 @@ def read_optimized_mismatches(path: str, instants: Sequence[str]) -> list[str]:
     return out
 
 
-def loaded(path: str | Path, options: dict[str, Any] | None = None) -> Scenario:
+def loaded(path: str | Path, options: dict[str, Any] | None = None, table_version: int = 6) -> Scenario:
     """Two inserts (two file groups per partition), then updates and deletes into every group: six slices with logs."""
-    s = Scenario.create(path, options)
+    s = Scenario.create(path, options, table_version=table_version)
     s.insert(range(0, 60), 1, "load")
     s.insert(range(60, 90), 1, "load2")
     s.upsert([*range(0, 90, 4), 90, 91, 92], 2, "upd", deleted=[8, 20, 64])
