@@ -558,7 +558,7 @@ class Table:
         Stop other writers first, or they keep writing without change data until reopened.
         """
         chosen = SupplementalLoggingMode.parse(mode)
-        with self._writer().lock:
+        with self._writer(service="change_tracking").lock:
             current = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
             if current.cdc_enabled and current.cdc_mode is chosen:
                 self.config = current
@@ -635,11 +635,13 @@ class Table:
         `max_selectivity`, `max_in_values`. The index files are written by index builds
         (`schedule_index_build` + `run_index_build`); until then reads scan as before.
         """
-        return secondary_index.create_index(self.service_context(), self.schema(), name, columns, index_type, options)
+        return secondary_index.create_index(
+            self.service_context("index_build"), self.schema(), name, columns, index_type, options
+        )
 
     def drop_index(self, name: str) -> list[str]:
         """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
-        return secondary_index.drop_index(self.service_context(), name)
+        return secondary_index.drop_index(self.service_context("index_build"), name)
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
@@ -673,7 +675,7 @@ class Table:
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
-        return rollback_index_build(self.service_context(), instant_time_of(instant))
+        return rollback_index_build(self.service_context("index_build"), instant_time_of(instant))
 
     def explain(
         self,
