@@ -27,12 +27,9 @@ from tests.interop.compare import (
 )
 
 
-def readable_mismatches(path: str, *, time_travel: bool = True) -> list[str]:
-    """Where lakeward and hudi-rs disagree on the snapshot, time travel and incremental reads
-    that cleaning and archival left readable (see the module docstring).
-
-    `time_travel=False`: the incremental reads only (for model tests that compare time
-    travel to the model's rows themselves)."""
+def readable_states(path: str) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """(instants to time travel to, incremental ranges) that cleaning and archival left readable
+    by both readers (see the module docstring)."""
     table = Table.open(path)
     timeline = table.timeline()
     floor = oldest_readable_instant(table.storage, timeline) or ""
@@ -43,5 +40,15 @@ def readable_mismatches(path: str, *, time_travel: bool = True) -> list[str]:
     ranges = incremental_ranges(active)
     if floor or lsm:  # (epoch, first] reaches cleaned or archived instants
         ranges = [(b, e) for b, e in ranges if b != EPOCH_INSTANT]
+    return instants, ranges
+
+
+def readable_mismatches(path: str, *, time_travel: bool = True) -> list[str]:
+    """Where lakeward and hudi-rs disagree on the snapshot, time travel and incremental reads
+    that cleaning and archival left readable (`readable_states`).
+
+    `time_travel=False`: the incremental reads only (for model tests that compare time
+    travel to the model's rows themselves)."""
+    instants, ranges = readable_states(path)
     snapshots = snapshot_mismatches(path, [None, *instants]) if time_travel else []
     return snapshots + incremental_mismatches(path, ranges)
