@@ -149,7 +149,8 @@ class Table:
 
         `table_version`: 6 (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
         (Hudi 1.0.x / 1.1.x: timeline layout 2, Avro commit metadata, logs named by delta
-        commit; lakeward writes data to them but does not run table services on them yet).
+        commit; lakeward writes data to them and runs the table services `TableVersion.services`
+        lists on them, when they have no metadata table).
         Anything else raises UnsupportedTableVersionError.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
