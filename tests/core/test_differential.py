@@ -3,10 +3,17 @@
 Every step applies one write operation (insert, upsert with some `_hoodie_is_deleted`
 rows, bulk_insert, delete by keys, insert_overwrite, insert_overwrite_table,
 delete_partition) or a table service (compaction scheduled and run later, so writes
-land while it is pending; clustering; clean) to a lakeward table and, for writes, to
-`ExpectedTable` (tests/support/write_model.py). After every step the snapshot read by
-lakeward and by hudi-rs must equal the model's rows (so no key is ever read twice), and
-now and then a time-travel read to an earlier write must equal the model's state then.
+land while it is pending; clustering; clean; archival; a savepoint of the latest write
+and a restore to the latest savepoint, which brings back the model's rows then) to a
+lakeward table and, for writes, to `ExpectedTable` (tests/support/write_model.py). After
+every step the snapshot read by lakeward and by hudi-rs must equal the model's rows (so no
+key is ever read twice), and now and then a time-travel read to an earlier write must
+equal the model's state then. At the end, time travel to every write still on the table
+(archived ones too) must equal the model's rows then, and hudi-rs must read every
+readable incremental range as lakeward does.
+
+On table versions 6, 8 and 9 (Hudi 1.x: timeline layout 2, completion-time ranges, the
+LSM history): one seed per version in the default run.
 
 Configurations cover both table types and every index: BLOOM with a small saturated
 filter (`hoodie.index.bloom.num_entries=60`, `fpp=0.2`, no range pruning: almost every
@@ -62,6 +69,8 @@ OPERATIONS = [
     ("clustering", 3),
     ("clean", 3),
     ("archive", 2),
+    ("savepoint", 2),
+    ("restore", 1),
 ]
 
 
@@ -142,6 +151,8 @@ class Run:
     unasked: set[str] = field(default_factory=set)
     #: Instants archival moved out of the active timeline.
     archived: set[str] = field(default_factory=set)
+    #: Savepointed write -> the model's rows then (what a restore to it brings back).
+    saved: dict[str, dict[Any, Any]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
     def table(self) -> Table:
@@ -343,6 +354,23 @@ class Run:
             archived = self.table().archive()
             self.archived |= {name.split(".")[0] for name in archived.archived}
             self.log.append(f"archive {len(archived.archived)}")
+        elif op == "savepoint":
+            if self.history and self.pending_compaction is None and self.history[-1][0] not in self.saved:
+                instant = self.history[-1][0]  # the latest write: the model's rows now
+                self.table().savepoint(instant)
+                self.saved[instant] = dict(self.model.rows)
+                self.log.append(f"savepoint {instant}")
+        elif op == "restore" and self.saved:
+            self.restore(max(self.saved))
+
+    def restore(self, instant: str) -> None:
+        """Restore the latest savepoint (no later savepoint is left dangling): every write, compaction
+        and clustering after it is rolled back, the pending compaction too."""
+        self.table().restore(instant)
+        self.model.rows = dict(self.saved[instant])
+        self.history = [(t, rows) for t, rows in self.history if t <= instant]
+        self.pending_compaction, self.writes_on_pending, self.revived = None, False, set()
+        self.log.append(f"restore {instant}")
 
     def recently_deleted(self, rng: random.Random) -> list[int]:
         """Some keys written before and deleted since: re-inserts (around pending compactions too)."""
