@@ -149,7 +149,8 @@ class Table:
 
         `table_version`: 6 (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
         (Hudi 1.0.x / 1.1.x: timeline layout 2, Avro commit metadata, logs named by delta
-        commit; lakeward writes data to them but does not run table services on them yet).
+        commit; lakeward writes data to them and runs the table services `TableVersion.services`
+        lists on them, when they have no metadata table).
         Anything else raises UnsupportedTableVersionError.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
@@ -649,7 +650,7 @@ class Table:
         Stop other writers first, or they keep writing without change data until reopened.
         """
         chosen = SupplementalLoggingMode.parse(mode)
-        with self._writer().lock:
+        with self._writer(service="change_tracking").lock:
             current = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
             if current.cdc_enabled and current.cdc_mode is chosen:
                 self.config = current
@@ -729,12 +730,12 @@ class Table:
         (`schedule_index_build` + `run_index_build`); until then reads scan as before.
         """
         return index.secondary.api.create_index(
-            self.service_context(), self.schema(), name, columns, index_type, options
+            self.service_context("index_build"), self.schema(), name, columns, index_type, options
         )
 
     def drop_index(self, name: str) -> list[str]:
         """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
-        return index.secondary.api.drop_index(self.service_context(), name)
+        return index.secondary.api.drop_index(self.service_context("index_build"), name)
 
     def indexes(self) -> list[IndexDefinition]:
         """The table's secondary index definitions."""
@@ -768,7 +769,9 @@ class Table:
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
-        return table_services.index_build.rollback_index_build(self.service_context(), instant_time_of(instant))
+        return table_services.index_build.rollback_index_build(
+            self.service_context("index_build"), instant_time_of(instant)
+        )
 
     def explain(
         self,

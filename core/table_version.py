@@ -14,8 +14,9 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
 - which `hoodie.properties` keys a table of the version carries (key generator, ordering
   field, merge mode, payload class, timeline paths);
 - whether lakeward writes data to the table (6, 8, 9) and which table services it runs on it
-  (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints and
-  archival, on tables without a metadata table).
+  (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints,
+  archival, change tracking (CDC) and secondary-index builds, on tables without a
+  metadata table).
 
 This module imports nothing from lakeward but the exceptions, so that every layer (config,
 timeline, file groups, reads, the daemon) can ask it without import cycles.
@@ -195,8 +196,23 @@ class TableVersion:
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
 
-#: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far.
-V8_SERVICES = frozenset({"compaction", "clean", "clustering", "rollback", "savepoint", "restore", "archival"})
+#: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far. `change_tracking`
+#: (CDC: `changetracking`, lakeward's own action, which Hudi 1.x and hudi-rs skip) and
+#: `index_build` (secondary indexes: `indexing` instants and `.hoodie/.index/` files, which
+#: neither reads) follow the version's timeline layout like every other service.
+V8_SERVICES = frozenset(
+    {
+        "compaction",
+        "clean",
+        "clustering",
+        "rollback",
+        "savepoint",
+        "restore",
+        "archival",
+        "change_tracking",
+        "index_build",
+    }
+)
 
 V6 = TableVersion(
     6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True

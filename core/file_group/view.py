@@ -85,6 +85,10 @@ class FileSystemView:
 
         slicing = rules_for_layout(timeline.layout).log_slicing
         completion = timeline.completion_times()
+        #: Instants before the timeline's first one were archived, so they completed (Hudi's
+        #: `containsOrBeforeTimelineStarts`); a timeline without its LSM history knows no
+        #: completion time for them: their instant time places their logs.
+        starts = timeline.instants[0].time if timeline.instants else None
 
         def log_order(log: LogFile) -> str:
             """When the log's content became visible: its delta commit's completion time (v8+)."""
@@ -100,7 +104,8 @@ class FileSystemView:
             }
             by_completion = slicing is LogSlicing.COMPLETION_TIME
             for log in sorted(logs.get(key, []), key=lambda f: (log_order(f), f.version, f.write_token)):
-                if by_completion and log.base_instant_time not in completion:
+                archived = starts is not None and log.base_instant_time < starts
+                if by_completion and log.base_instant_time not in completion and not archived:
                     # pending (or unknown) delta commit: the newest slice; reads skip its blocks
                     owner = max(slices_by_time, default=None)
                 else:

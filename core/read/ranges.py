@@ -69,8 +69,9 @@ def incremental_range(
 def change_range(
     storage: Storage, config: TableConfig, timeline: Timeline, begin: InstantTime | None, end: InstantTime | None
 ) -> tuple[str, str | None]:
-    """A CDC range (begin, end] as instant times: `begin` resolved ("earliest"), `end` stopped
-    before writes still in flight; raises ConfigError / InstantNotFoundError naming the problem."""
+    """A CDC range (begin, end]: `begin` resolved ("earliest"), `end` stopped before writes still
+    in flight; raises ConfigError / InstantNotFoundError naming the problem. Instant times on
+    version 6, completion times on 8+ (`Timeline.completed_writes_between`)."""
     if begin is None or (isinstance(begin, str) and not begin.strip()):
         raise ConfigError(
             f"a CDC query needs a begin instant ({BEGIN_INSTANT}); use 'earliest' for all retained changes"
@@ -81,7 +82,11 @@ def change_range(
     else:
         start = normalize_instant_time(begin, tz)
     stop = normalize_instant_time(end, tz) if end is not None and str(end).strip() else None
-    archived = has_archived_timeline(storage, config.archive_folder)
+    # Version 6's archive keeps no way back to an archived commit's files: a range cannot begin
+    # before the active timeline. The LSM history of 8+ holds each archived commit's metadata
+    # (the timeline carries those instants), and Hudi 1.x's incremental and CDC queries read
+    # into it: there a range may begin in the history, as long as no clean removed its files.
+    archived = not config.version.lsm_history and has_archived_timeline(storage, config.archive_folder)
     start, stop = check_change_range(timeline, config, start, stop, archived)
     stop = stable_end(timeline, start, stop)
     check_incremental_retained(storage, timeline, start, stop)

@@ -35,6 +35,7 @@ from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.transitions import create_requested, read_commit_metadata, read_instant
 from lakeward.core.write.handles import WriteContext
@@ -95,8 +96,10 @@ def _plan_bytes(operations: list[TrackingOperation]) -> bytes:
     return json.dumps({"version": 1, "operations": [o.to_json() for o in operations]}, indent=2).encode()
 
 
-def read_change_tracking_plan(storage: Storage, instant_time: str) -> list[TrackingOperation]:
-    data = read_instant(storage, Instant(instant_time, Action.CHANGE_TRACKING, State.REQUESTED))
+def read_change_tracking_plan(
+    storage: Storage, instant_time: str, layout: TimelineLayout = TimelineLayout.V1
+) -> list[TrackingOperation]:
+    data = read_instant(storage, Instant(instant_time, Action.CHANGE_TRACKING, State.REQUESTED, layout=layout))
     try:
         raw = json.loads(data)
         return [TrackingOperation.from_json(o) for o in raw["operations"]]
@@ -157,7 +160,9 @@ def schedule_change_tracking(table: HoldsTableContext) -> str | None:
     storage = ctx.storage
     with ctx.lock:
         timeline = ctx.timeline()
-        planned = [op for t in pending_change_tracking(timeline) for op in read_change_tracking_plan(storage, t)]
+        planned = [
+            op for t in pending_change_tracking(timeline) for op in read_change_tracking_plan(storage, t, ctx.layout)
+        ]
         wanted = untracked_delta_commits(storage, timeline, ctx.config.cdc_since, planned)
         if not wanted:
             log.info("no change tracking due: every delta commit's changes are persisted")
@@ -195,7 +200,7 @@ def schedule_change_tracking(table: HoldsTableContext) -> str | None:
                 )
         if not operations:
             return None
-        create_requested(storage, instant_time, Action.CHANGE_TRACKING, _plan_bytes(operations))
+        create_requested(storage, instant_time, Action.CHANGE_TRACKING, _plan_bytes(operations), ctx.layout)
         log.info(
             "scheduled change tracking %s: %d delta commit(s) over %d file slice(s)",
             instant_time,
@@ -229,7 +234,7 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
         return schedule_change_tracking(self.ctx)
 
     def load_plan(self, instant_time: str) -> list[TrackingOperation]:
-        return read_change_tracking_plan(self.ctx.storage, instant_time)
+        return read_change_tracking_plan(self.ctx.storage, instant_time, self.ctx.layout)
 
     def run(self, run: PlanRun[list[TrackingOperation]]) -> Completion[ChangeTrackingResult]:
         storage, instant_time, config = run.storage, run.instant_time, self.ctx.config

@@ -14,9 +14,10 @@ from lakeward.services.settings import load_settings
 from tests.services.test_daemon import outcomes, wait_for
 
 
-def cdc_mor(path, delta_commits: int) -> Table:
+def cdc_mor(path, delta_commits: int, version: int = 6) -> Table:
     table = Table.create(
         str(path),
+        table_version=version,
         record_key="id",
         ordering_field="ts",
         table_type="MERGE_ON_READ",
@@ -28,8 +29,9 @@ def cdc_mor(path, delta_commits: int) -> Table:
     return table
 
 
-def test_the_daemon_persists_changes_by_policy(tmp_path):
-    table = cdc_mor(tmp_path / "busy", 2)
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_daemon_persists_changes_by_policy(tmp_path, version):
+    table = cdc_mor(tmp_path / "busy", 2, version)
     Table.create(str(tmp_path / "idle"), record_key="id", table_type="MERGE_ON_READ")
     expected = table.read_changes("earliest")
     config = tmp_path / "lakeward.yaml"

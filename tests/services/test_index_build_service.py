@@ -24,14 +24,15 @@ NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 QUIET = dict(compaction_enabled=False, clean_enabled=False, archival_enabled=False, repair_after=None)
 
 
-def _table(tmp_path: Path) -> Table:
-    table = Table.create(str(tmp_path / "t"), record_key="id", partition_by="p")
+def _table(tmp_path: Path, version: int = 6) -> Table:
+    table = Table.create(str(tmp_path / "t"), record_key="id", partition_by="p", table_version=version)
     table.bulk_insert(pa.table({"id": list(range(40)), "p": ["a", "b"] * 20, "k": [i % 4 for i in range(40)]}))
     return table
 
 
-def test_discovery_and_planning_propose_index_builds_for_new_base_files(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@pytest.mark.parametrize("version", [6, 9])
+def test_discovery_and_planning_propose_index_builds_for_new_base_files(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version)
     ref = TableRef("t", table.path)
     cache = DiscoveryCache()
     policy = Policy(**QUIET, index_build_enabled=True, index_build_columns=frozenset({"k"}))

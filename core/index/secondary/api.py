@@ -55,7 +55,7 @@ def create_index(
     storage = ctx.storage
     with ctx.lock:
         existing = load_definitions(storage)
-        latest = Timeline.load(storage).latest_time() or ""
+        latest = ctx.timeline().latest_time() or ""
         definition = new_definition(name, columns, index_type, options, schema, existing, latest)
         save_definitions(storage, [*existing, definition])
     log.info("created %s index %s on %s", definition.index_type.value, name, list(definition.columns))

@@ -117,7 +117,9 @@ def schedule_index_build(
             latest.action.value if latest else "",
         )
         write_plan(storage, plan)
-        create_requested(storage, instant_time, Action.INDEXING, avro_plans.serialize(INDEX_PLAN, plan.hudi_plan()))
+        create_requested(
+            storage, instant_time, Action.INDEXING, avro_plans.serialize(INDEX_PLAN, plan.hudi_plan()), ctx.layout
+        )
         log.info("scheduled index build %s of %d base file(s) (%s)", instant_time, len(tasks), chosen.value)
         return instant_time
 

@@ -5,6 +5,11 @@ clusterings, cleans and index builds (some base files stay unindexed between bui
 the text index is also built by compaction and clustering through `auto_build`). After
 every step, many random predicates over both index types (and over columns without an
 index) are read through the indexes and by a plain scan, and must give the same rows.
+
+On every table version lakeward writes (6, 8, 9; index builds are `indexing` instants of
+the version's timeline layout): after every step hudi-rs, which knows nothing of
+lakeward's indexes, reads the same snapshot as lakeward, and at the end every readable
+state (time travel, incremental).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import pytest
 from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.index.secondary import api as secondary_index
 from lakeward.core.table import Table
+from tests.interop.compare import comparable_rows, hudi_incremental, hudi_snapshot, hudi_table
+from tests.support.hudi_rs_states import readable_states
 
 CATEGORIES = ["red", "green", "blue", "Red", "amber", "", None]
 WORDS = ["Buying", "buy", "now", "sale", "Apple", "apples", "red", "blue", "sky", "x1", "Ölfass", "price"]
@@ -110,11 +117,23 @@ def _full_scan(table: Table, filters: Any, columns: list[str] | None) -> pa.Tabl
 
 
 @pytest.mark.slow  # ~30 s each on a loaded 2-core machine (randomised writes and reads)
+@pytest.mark.parametrize("version", [6, 8, 9])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str) -> None:
+def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str, version: int) -> None:
+    _run(tmp_path, table_type, version, reads_per_step=12)
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(8, "MERGE_ON_READ"), (9, "COPY_ON_WRITE")])
+def test_index_read_randomised_on_hudi_1x_tables(tmp_path: Any, table_type: str, version: int) -> None:
+    """One run per Hudi 1.x version in the default run, with fewer reads (the slow run has them all)."""
+    _run(tmp_path, table_type, version, reads_per_step=4)
+
+
+def _run(tmp_path: Any, table_type: str, version: int, reads_per_step: int) -> None:
     rng = random.Random(20261121 + len(table_type))
     table = Table.create(
         str(tmp_path / "t"),
+        table_version=version,
         record_key="id",
         partition_by="p",
         ordering_field="ts",
@@ -163,7 +182,8 @@ def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str) 
                 table.run_clustering(instant)
         elif step == "clean":
             table.clean()
-        for _ in range(12):
+        _check_hudi_rs(table.path, f"after {step}")
+        for _ in range(reads_per_step):
             filters = _filters(rng)
             columns = None if rng.random() < 0.7 else ["id", "k", "s"]
             expected = _full_scan(table, filters, columns)
@@ -175,3 +195,20 @@ def test_index_read_randomised_equals_full_scan(tmp_path: Any, table_type: str) 
     assert table.index_status().missing() == [] or steps[-1] != "build"
     # The index was really exercised: a good share of the reads went through it for at least one file slice.
     assert via_index > reads // 5, (via_index, reads)
+    instants, ranges = readable_states(table.path)
+    for instant in instants:
+        _check_hudi_rs(table.path, f"as of {instant}", as_of=instant)
+    for begin, end in ranges:
+        _check_hudi_rs(table.path, f"incremental ({begin}, {end}]", incremental=(begin, end))
+
+
+def _check_hudi_rs(
+    path: str, label: str, as_of: str | None = None, incremental: tuple[str, str | None] | None = None
+) -> None:
+    """hudi-rs reads the rows lakeward reads (compared by their text: `f` holds NaN, never equal to itself)."""
+    table, theirs = Table.open(path), hudi_table(path)
+    if incremental is None:
+        mine, other = table.read(as_of=as_of), hudi_snapshot(theirs, as_of)
+    else:
+        mine, other = table.read_incremental(*incremental), hudi_incremental(theirs, *incremental)
+    assert [repr(r) for r in comparable_rows(mine)] == [repr(r) for r in comparable_rows(other)], label
