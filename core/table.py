@@ -225,6 +225,11 @@ class Table:
 
     def read_only_reason(self) -> str | None:
         """Why lakeward runs no table service on this table (None: it runs them); `TableVersion.read_only_reason`."""
+        if not self.config.populate_meta_fields:
+            return (
+                "read-only: written without meta fields (hoodie.populate.meta.fields=false), which lakeward "
+                "does not write yet"
+            )
         return self.version.read_only_reason(metadata_partitions(self.config.to_properties()))
 
     def timeline(self) -> Timeline:
@@ -286,6 +291,11 @@ class Table:
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
+        if not self.config.populate_meta_fields:
+            raise ConfigError(
+                f"table {self.path} is written without meta fields (hoodie.populate.meta.fields=false: virtual "
+                "keys); lakeward reads it but does not write it or run table services on it yet. Nothing was written"
+            )
         self._metadata_table_gate()  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.exceptions import ConfigError, InvalidRecordError
+from lakeward.core.exceptions import ConfigError
 from tests.interop.compare import Row, comparable_rows, fail_on, hudi_snapshot, hudi_table, same_rows
 from tests.support.hudi_rs_states import readable_mismatches
 
@@ -59,9 +59,9 @@ FIXTURES = [
         "cow",
         "v8_simplekeygen_hivestyle_no_metafields",
         "cow-v8-no-metafields",
-        InvalidRecordError,
+        ConfigError,
         "tables without meta fields (hoodie.populate.meta.fields=false) are not written by lakeward yet: the "
-        "upsert fails on the missing record keys",
+        "write is refused before anything is written (tests/core/write/test_virtual_keys_refused.py)",
     ),
 ]
 
