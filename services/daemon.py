@@ -243,6 +243,8 @@ class Daemon:
             spark=self._spark if self.settings.spark.engine == "spark" else None,
             pool_for=self.settings.spark.pool_for,
             on_finished=self._run_finished,
+            resources=self.settings.resources,
+            child_logging=(self.settings.log.format, self.settings.log.level, self.replica_id),
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
