@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import pickle
 import threading
 import time
 import traceback
@@ -38,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakeward.core.engine import LocalEngine
 from lakeward.services import execution, supervisor
 from lakeward.services.attempt import AttemptResult, AttemptSpec, RunStopped, completion_check, perform
 from lakeward.services.claims import Coordinator, SessionEvent
@@ -169,8 +171,6 @@ class Runner:
         self.resources = resources or ResourceSettings()
         #: (format, level, replica) for the log of a run's child process.
         self.child_logging = child_logging
-        #: Plans run in child processes: the local engine (named, not an engine object) with process isolation.
-        self.isolated = self.resources.isolation == "process" and engine in (None, "local")
         self.replica = coordinator.replica_id
         self._lock = threading.Lock()
         self._running: dict[str, RunRecord] = {}
@@ -183,6 +183,12 @@ class Runner:
         self._progress_thread = threading.Thread(target=self._log_progress, name="run-progress", daemon=True)
         self._progress_thread.start()
         coordinator.add_session_listener(self._on_session)
+
+    @property
+    def isolated(self) -> bool:
+        """Plans run in child processes: process isolation and the local engine (named, or an engine
+        object that can be sent to the child); the Spark engine runs them in the daemon, its driver."""
+        return self.resources.isolation == "process" and _sendable_local_engine(self.engine)
 
     # -- queries ----------------------------------------------------------------------------
     def running(self) -> list[RunRecord]:
@@ -494,7 +500,8 @@ class Runner:
 
     def _attempt_in_child(self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks) -> AttemptResult:
         """One attempt in a child process (`lakeward.services.supervisor`)."""
-        job = WorkerJob(run.run_id, run.table, dict(self.table_options(run.table)), spec, self.child_logging)
+        options = dict(self.table_options(run.table))
+        job = WorkerJob(run.run_id, run.table, options, spec, self.child_logging, self.engine or "local")
 
         def started(pid: int) -> None:
             run.pid = pid
@@ -552,6 +559,19 @@ class _RunHooks:
 
     def set_phase(self, phase: str) -> None:
         self.run.phase = phase
+
+
+def _sendable_local_engine(engine: Any) -> bool:
+    """The engine is the local one, named or as an object that pickles (what a child process needs)."""
+    if engine in (None, "local"):
+        return True
+    if not isinstance(engine, LocalEngine):
+        return False
+    try:
+        pickle.dumps(engine)
+    except Exception:
+        return False
+    return True
 
 
 def _describe(exc: BaseException) -> str:

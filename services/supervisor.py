@@ -62,9 +62,9 @@ def resident_bytes(pid: int) -> tuple[int, int]:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
-                key, _, rest = line.partition(" ")
-                if key in found:
-                    found[key] = int(rest.split()[0]) * 1024
+                fields = line.split()  # "VmRSS:   123456 kB"
+                if fields and fields[0] in found:
+                    found[fields[0]] = int(fields[1]) * 1024
     except (OSError, ValueError, IndexError):
         return 0, 0
     return found["VmRSS:"], found["VmHWM:"]

@@ -48,6 +48,8 @@ class WorkerJob:
     spec: AttemptSpec
     #: (format, level, replica) of the daemon's log, or None to leave logging unconfigured.
     logging: tuple[str, str, str] | None = None
+    #: The engine the attempt runs on: "local", or a local engine object (pickled over).
+    engine: Any = "local"
 
 
 class ParentLink:
@@ -92,8 +94,8 @@ def main(job: WorkerJob, conn: Connection) -> None:
     with run_context(**fields):
         table = None
         try:
-            table = execution.open_table(job.table, job.options, "local", completion_check(link))
-            result = perform(table, spec, "local", link)
+            table = execution.open_table(job.table, job.options, job.engine, completion_check(link))
+            result = perform(table, spec, job.engine, link)
         except RunStopped as stopped:
             conn.send(("stopped", stopped, peak_rss_bytes()))
         except Exception as exc:
