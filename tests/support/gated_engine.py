@@ -28,6 +28,7 @@ class FileGatedEngine(LocalEngine):
     def map(self, fn: Callable[[Any], Any], items: Any, description: str = "") -> list[Any]:
         folder = Path(self.folder)
         (folder / "arrived").write_text(str(os.getpid()))
+        (folder / f"arrived-{os.getpid()}").touch()
         deadline = time.monotonic() + self.timeout_s
         while not (folder / "gate").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -42,6 +43,10 @@ class FileGatedEngine(LocalEngine):
                 return int(marker.read_text())
             time.sleep(0.05)
         raise AssertionError(f"nothing reached the gate in {self.folder} within {timeout_s}s")
+
+    def arrived_pids(self) -> set[int]:
+        """Every process that has reached the gate so far."""
+        return {int(p.name.removeprefix("arrived-")) for p in Path(self.folder).glob("arrived-*")}
 
     def open(self) -> None:
         (Path(self.folder) / "gate").touch()
