@@ -91,6 +91,7 @@ def main(job: WorkerJob, conn: Connection) -> None:
     spec = job.spec
     link = ParentLink(conn)
     fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
+    exit_code = 0
     with run_context(**fields):
         table = None
         try:
@@ -98,6 +99,9 @@ def main(job: WorkerJob, conn: Connection) -> None:
             result = perform(table, spec, job.engine, link)
         except RunStopped as stopped:
             conn.send(("stopped", stopped, peak_rss_bytes()))
+        except Terminated as terminated:  # quietly: the runner that asked knows why
+            log.warning("run process stopping: %s", terminated)
+            exit_code = 128 + signal.SIGTERM
         except Exception as exc:
             trace = traceback.format_exc(limit=8)
             conn.send(("failed", type(exc).__name__, str(exc), trace, peak_rss_bytes()))
@@ -107,6 +111,8 @@ def main(job: WorkerJob, conn: Connection) -> None:
             conn.close()
             if table is not None:
                 table.close()  # its ZooKeeper session ends with the run, not at the session timeout
+    if exit_code:
+        sys.exit(exit_code)
 
 
 __all__ = ["ParentLink", "Terminated", "WorkerJob", "main", "peak_rss_bytes"]
