@@ -501,7 +501,8 @@ class Runner:
     def _attempt_in_child(self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks) -> AttemptResult:
         """One attempt in a child process (`lakeward.services.supervisor`)."""
         options = dict(self.table_options(run.table))
-        job = WorkerJob(run.run_id, run.table, options, spec, self.child_logging, self.engine or "local")
+        engine = self.engine or "local"
+        job = WorkerJob(run.run_id, run.table, options, spec, self.child_logging, engine, self.resources.nice)
 
         def started(pid: int) -> None:
             run.pid = pid

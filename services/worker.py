@@ -18,6 +18,7 @@ raises `Terminated` in the child so that its table lock is released on the way o
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import signal
 import sys
@@ -50,6 +51,8 @@ class WorkerJob:
     logging: tuple[str, str, str] | None = None
     #: The engine the attempt runs on: "local", or a local engine object (pickled over).
     engine: Any = "local"
+    #: CPU priority increment of this process (`resources.nice`).
+    nice: int = 0
 
 
 class ParentLink:
@@ -86,6 +89,8 @@ def main(job: WorkerJob, conn: Connection) -> None:
     """Run one attempt and send its outcome to the runner (module doc)."""
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon drains, not us
+    if job.nice:
+        os.nice(job.nice)
     if job.logging is not None:
         configure_logging(*job.logging, stream=sys.stderr)
     spec = job.spec

@@ -66,6 +66,7 @@ resources:
   max_memory_mb:               # MiB of resident memory per run, by action (null: unbounded)
     compaction: 4096
     clustering: 4096
+  nice: 10                     # CPU priority of runs: the API answers first on busy cores
   terminate_grace_s: 3         # SIGTERM, then SIGKILL after this long
 
 zookeeper:

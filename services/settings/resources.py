@@ -42,6 +42,15 @@ class ResourceSettings(Section):
         ),
     )
     max_memory_mb: ActionMemory = Field(default_factory=ActionMemory)
+    nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description=(
+            "CPU priority of a run's child process (os.nice increment): runs are batch work, so the "
+            "API and the discovery cycle of the daemon get the CPU first when cores are busy."
+        ),
+    )
     terminate_grace_s: float = Field(
         default=3.0,
         gt=0,

@@ -88,6 +88,8 @@ def test_cancel_terminates_the_child_promptly(tmp_path, in_process):
     engine = FileGatedEngine(tmp_path / "gate")
     runner = make_runner(in_process, engine)
     run, pid = start_held(runner, table, engine)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + 10)  # resources.nice: the API comes first
     asked = time.monotonic()
     assert runner.cancel(run.run_id, reason="cancelled by the test")
     run = finished(runner, run, 15)
