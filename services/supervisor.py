@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import signal
+import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -162,8 +163,9 @@ def run_in_child(
     assert proc.pid is not None
     on_start(proc.pid)
     watch = _Supervision(proc, conn, hooks, max_memory_mb)
+    result: AttemptResult | None = None
     try:
-        while True:
+        while result is None:
             stop = stopped()
             if stop is not None:
                 stop_process(proc, grace_s)
@@ -172,13 +174,23 @@ def run_in_child(
             on_memory(watch.peak_rss_bytes)
             message = watch.next_message()
             result = watch.answer(message) if message is not None else None
-            if result is not None:
-                proc.join(grace_s)
-                return result
+        return result
     finally:
         on_memory(watch.peak_rss_bytes)
-        stop_process(proc, grace_s)
         conn.close()
+        if result is None:
+            stop_process(proc, grace_s)
+        else:  # the plan is done: report it now, while the child closes its table and exits
+            threading.Thread(target=_reap, args=(proc, grace_s), name=f"reap-{proc.pid}", daemon=True).start()
+
+
+def _reap(proc: BaseProcess, grace_s: float) -> None:
+    """Wait for a child that sent its result to exit by itself (SIGKILL after `grace_s`, then reap)."""
+    proc.join(grace_s)
+    if proc.is_alive():
+        log.warning("the run's process %s did not exit within %.1fs of its result: SIGKILL", proc.pid, grace_s)
+        proc.kill()
+    proc.join()
 
 
 __all__ = ["ChildFailed", "exit_reason", "resident_bytes", "run_in_child", "stop_process"]
