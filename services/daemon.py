@@ -32,7 +32,12 @@ from typing import Any
 from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
-from lakeward.core.locks.zk_client import SharedZooKeeperClient
+from lakeward.core.locks.zk_client import (
+    SharedZooKeeperClient,
+    ZooKeeperUnavailableError,
+    acquire_shared_client,
+    client_key,
+)
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
@@ -232,6 +237,8 @@ class Daemon:
         self.scheduler: CycleScheduler | None = None
         #: One never-connected lock provider per distinct lock setting: which shared client it would use.
         self._lock_probes: dict[tuple[tuple[str, str], ...], LockProvider] = {}
+        #: Shares of lock-ensemble clients the daemon holds for readiness while runs live in child processes.
+        self._lock_watches: dict[tuple[Any, ...], SharedZooKeeperClient] = {}
 
     # -- wiring --------------------------------------------------------------------------------
     def _build_coordinator(self) -> Coordinator:
@@ -292,6 +299,8 @@ class Daemon:
             pool_for=self.settings.spark.pool_for,
             on_finished=self._run_finished,
             on_started=self._record_run,
+            resources=self.settings.resources,
+            child_logging=(self.settings.log.format, self.settings.log.level, self.replica_id),
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
@@ -389,9 +398,28 @@ class Daemon:
                     continue  # a bad lock setting shows when the table is opened
                 self._lock_probes[tuple(sorted(lock_options.items()))] = provider
             shared = provider.shared_client if isinstance(provider, ZooKeeperLockProvider) else None
+            if shared is None and isinstance(provider, ZooKeeperLockProvider):
+                shared = self._watch_lock_ensemble(provider)
             if shared is not None:
                 found[id(shared)] = shared
         return list(found.values())
+
+    def _watch_lock_ensemble(self, provider: ZooKeeperLockProvider) -> SharedZooKeeperClient | None:
+        """A share of the client for a lock ensemble that only runs' child processes use, so that
+        readiness watches it from the daemon too (the children connect on their own); None when
+        runs share the daemon's process (its clients are found there once in use)."""
+        if self.runner is None or not self.runner.isolated or self._draining:
+            return None
+        key = client_key(provider.client_options)
+        with self._lock:
+            shared = self._lock_watches.get(key)
+            if shared is None:
+                shared = self._lock_watches[key] = acquire_shared_client(provider.client_options)
+        try:
+            shared.client(0)  # starts connecting; it keeps trying in the background
+        except ZooKeeperUnavailableError:
+            pass
+        return shared
 
     @property
     def draining(self) -> bool:
@@ -418,6 +446,10 @@ class Daemon:
             self.runner.close()
         self._health_pool.shutdown(wait=True)
         self.coordinator.close()
+        with self._lock:
+            watches, self._lock_watches = list(self._lock_watches.values()), {}
+        for shared in watches:
+            shared.release()
         if self._owns_spark and self._spark is not None:
             try:
                 self._spark.stop()

@@ -97,6 +97,13 @@ class DaemonMetrics:
         self.health_findings = Gauge(
             "lakeward_table_health_findings", "Health findings by severity", ["table", "severity"], registry=r
         )
+        self.run_peak_rss = Histogram(
+            "lakeward_run_peak_rss_bytes",
+            "Peak resident memory of a run's child process (local engine, process isolation)",
+            ["action"],
+            buckets=tuple(2**20 * mb for mb in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)) + (float("inf"),),
+            registry=r,
+        )
 
     # -- updates ------------------------------------------------------------------------------
     def observe_discovery(
@@ -179,6 +186,10 @@ class DaemonMetrics:
             self.bytes_written.labels(table.name, action.value).inc(bytes_written)
         if outcome in (Outcome.SUCCEEDED, Outcome.NOTHING_TO_DO):
             self.last_success.labels(table.name, action.value).set(now)
+
+    def observe_run_memory(self, action: ServiceAction, peak_rss_bytes: int) -> None:
+        """The peak resident memory of one finished run's child process."""
+        self.run_peak_rss.labels(action.value).observe(peak_rss_bytes)
 
     def observe_claim(self, won: bool) -> None:
         self.claim_attempts.labels("won" if won else "conflict").inc()

@@ -14,7 +14,7 @@ keeps the others. Everything is validated at start; :class:`ConfigurationError` 
 problem with the key it is about (``zookeeper.session_timeout_s: must be > 0``). Unknown keys are
 errors (typos must not pass silently).
 
-One module per section of the file (``tables``, ``policy``, ``concurrency``, ``zookeeper``,
+One module per section of the file (``tables``, ``policy``, ``concurrency``, ``resources``, ``zookeeper``,
 ``spark``, ``http``, ``log``, ``history``), the root model in ``daemon``, and loading in ``loading`` (with the
 sources it reads in ``sources``). Import the names from this package.
 """
@@ -41,6 +41,7 @@ from lakeward.services.settings.policy import (
     PoliciesSettings,
     PolicySettings,
 )
+from lakeward.services.settings.resources import ActionMemory, ResourceSettings
 from lakeward.services.settings.spark import SparkSettings
 from lakeward.services.settings.tables import DiscoveryRoot, StaticTable, TablesSettings
 from lakeward.services.settings.zookeeper import ZooKeeperSettings
@@ -49,6 +50,7 @@ __all__ = [
     "CONFIG_ENV_VAR",
     "ENV_PREFIX",
     "EXAMPLE_YAML",
+    "ActionMemory",
     "ActionPolicy",
     "ActionTimeouts",
     "ApiToken",
@@ -69,6 +71,7 @@ __all__ = [
     "OrphanCleanPolicy",
     "PoliciesSettings",
     "PolicySettings",
+    "ResourceSettings",
     "RetrySettings",
     "SparkSettings",
     "StaticTable",

@@ -13,6 +13,7 @@ from lakeward.services.settings.history import HistorySettings
 from lakeward.services.settings.http import HttpSettings
 from lakeward.services.settings.log import LogSettings
 from lakeward.services.settings.policy import EffectivePolicy, PoliciesSettings
+from lakeward.services.settings.resources import ResourceSettings
 from lakeward.services.settings.sources import LOAD, MappingEnvSource, YamlSource
 from lakeward.services.settings.spark import SparkSettings
 from lakeward.services.settings.tables import TablesSettings
@@ -33,6 +34,7 @@ class DaemonSettings(BaseSettings):
     tables: TablesSettings = Field(default_factory=TablesSettings)
     policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
     concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
+    resources: ResourceSettings = Field(default_factory=ResourceSettings)
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

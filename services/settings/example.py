@@ -61,6 +61,14 @@ concurrency:
     backoff_max_s: 300
   quarantine_after_failures: 3 # then it waits for `lakeward release`
 
+resources:
+  isolation: process           # local engine: each plan in a child process (thread: in the daemon)
+  max_memory_mb:               # MiB of resident memory per run, by action (null: unbounded)
+    compaction: 4096
+    clustering: 4096
+  nice: 10                     # CPU priority of runs: the API answers first on busy cores
+  terminate_grace_s: 3         # SIGTERM, then SIGKILL after this long
+
 zookeeper:
   hosts: null                  # null: in-process coordinator (one replica only); else "zk1:2181,zk2:2181"
   chroot: /lakeward

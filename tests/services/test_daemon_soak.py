@@ -7,6 +7,10 @@ runs. Here an ingestion writer in the same process upserts one row at a time int
 merge-on-read tables (through the daemon's ZooKeeper lock options, never closing its
 tables), and the daemon compacts after every delta commit. The CI version stops at 100
 compactions; `-m slow` runs 500.
+
+With runs in child processes (`resources.isolation: process`, the default) each run's
+table lock connects from its child and disconnects when the child ends: the daemon's own
+connections stay at one and the server never sees more than one per running plan besides.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ pytestmark = pytest.mark.zookeeper
 TABLES = ("a", "b")
 
 
-def soak_daemon(tmp_path: Path, server: ZooKeeperServer) -> Daemon:
+def soak_daemon(tmp_path: Path, server: ZooKeeperServer, isolation: str) -> Daemon:
     static = "\n".join(f"    - path: {tmp_path / t}" for t in TABLES)
     config = tmp_path / "lakeward.yaml"
     config.write_text(
@@ -44,6 +48,7 @@ policies:
     clean: {{enabled: false}}
     archival: {{enabled: false}}
 concurrency: {{max_running: 2}}
+resources: {{isolation: {isolation}}}
 zookeeper: {{hosts: '{server.hosts}', chroot: /soak, session_timeout_s: 10, connection_timeout_s: 5}}
 spark: {{engine: local}}
 log: {{format: text, level: WARNING}}
@@ -70,11 +75,13 @@ def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
     return alive_connections(server), threading.active_count(), len(os.listdir("/proc/self/fd"))
 
 
-def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float) -> None:
+def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float, isolation: str = "thread") -> None:
     for name in TABLES:
         table = Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
         table.bulk_insert(pa.table({"id": list(range(5)), "v": [0] * 5, "ts": [0] * 5}))
-    daemon = soak_daemon(tmp_path, server)
+    daemon = soak_daemon(tmp_path, server, isolation)
+    # Runs in child processes hold a connection each while they run (max_running=2).
+    connections = 1 if isolation == "thread" else 1 + 2
     lock_options = table_lock_options(daemon.settings)
     daemon.start()
     try:
@@ -103,7 +110,9 @@ def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float) ->
             time.sleep(0.02)
         assert baseline is not None
         final = footprint(server)
-        assert final[0] <= 1 and peak[0] <= 1, f"ZooKeeper connections: baseline {baseline}, peak {peak}"
+        assert final[0] <= connections and peak[0] <= connections, (
+            f"ZooKeeper connections: baseline {baseline}, peak {peak}"
+        )
         assert peak[1] <= baseline[1] + 3, f"threads grew: baseline {baseline[1]}, peak {peak[1]}"
         assert final[2] <= baseline[2] + 5, f"open files grew: baseline {baseline[2]}, final {final[2]}"
         assert daemon.ready
@@ -123,3 +132,7 @@ def test_daemon_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make
 @pytest.mark.slow
 def test_daemon_long_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
     soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=500, budget_s=600)
+
+
+def test_daemon_soak_with_runs_in_child_processes_leaks_no_connections(tmp_path, make_zookeeper_server):
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=30, budget_s=90, isolation="process")

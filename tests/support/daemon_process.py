@@ -26,11 +26,22 @@ from lakeward.services.client import DaemonAPIError, DaemonClient
 class DaemonProcess:
     """One replica of the daemon in its own process (module doc)."""
 
-    def __init__(self, name: str, config: dict[str, Any], workdir: Path, token: str):
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        workdir: Path,
+        token: str,
+        module: str = "lakeward.services.cli serve",
+        env: dict[str, str] | None = None,
+    ):
         self.name = name
         self.config = config
         self.workdir = workdir
         self.token = token
+        #: What runs: `python -m <module> --config <file>` (the module may carry arguments before it).
+        self.module = module.split()
+        self.extra_env = env or {}
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -45,9 +56,10 @@ class DaemonProcess:
         env = dict(os.environ)
         env["LAKEWARD_REPLICA_ID"] = self.name
         env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.update(self.extra_env)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lakeward.services.cli", "serve", "--config", str(self.config_path)],
+                [sys.executable, "-m", *self.module, "--config", str(self.config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
