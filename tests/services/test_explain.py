@@ -42,12 +42,16 @@ def root(tmp_path: Path) -> Path:
     orders.upsert(_rows([1, 2], 1))  # two delta commits: under max_delta_commits=5
     customers = Table.create(str(tmp_path / "customers"), record_key="id", ordering_field="ts")
     customers.upsert(_rows([1, 2], 1))
-    unzip_table("cow", "v8_timebasedkeygen_nonhivestyle", tmp_path / "fixtures")
+    unzip_table("cow", "v9_txns_simple_meta", tmp_path / "fixtures")  # with a metadata table: read-only
     return tmp_path
 
 
 def _daemon(root: Path, extra: str = "", max_running: int = 4) -> Daemon:
-    v8 = next(p.parent.parent for p in (root / "fixtures").rglob("hoodie.properties") if p.parent.name == ".hoodie")
+    # the data table's .hoodie (the metadata table has its own, deeper down)
+    v9 = min(
+        (p.parent.parent for p in (root / "fixtures").rglob("hoodie.properties") if p.parent.name == ".hoodie"),
+        key=lambda path: len(path.parts),
+    )
     config = root / "lakeward.yaml"
     config.write_text(
         f"""
@@ -55,7 +59,7 @@ tables:
   static:
     - path: {root / "orders"}
     - path: {root / "customers"}
-    - {{name: v8, path: {v8}}}
+    - {{name: v9, path: {v9}}}
   refresh_interval_s: 3600
 policies:
   defaults:
@@ -197,10 +201,12 @@ def test_explain_blocked_by_a_pending_write_and_by_a_pending_plan(root: Path) ->
 
 
 def test_explain_read_only_table_version(daemon: Daemon) -> None:
-    decisions = daemon.explain("v8")
+    decisions = daemon.explain("v9")
     assert decisions and all("read_only" in _codes(d) for d in decisions)
     reason = next(r for r in decisions[0].reasons if r.code.value == "read_only")
-    assert reason.evidence == {"table_version": 8} and "read-only: table version 8" in reason.message
+    assert (
+        reason.evidence == {"table_version": 9} and "read-only: table version 9 with a metadata table" in reason.message
+    )
 
 
 def test_explain_lock_held_and_concurrency_limit_while_a_run_waits_for_the_lock(root: Path) -> None:
