@@ -18,3 +18,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("spark") is not None or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_instant_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with lakeward's instant clock unset: it issues times after the last one it
+    issued in this process, so a test that wrote instants in the far future (2099...) would
+    otherwise push every later test's instants there (and their "newer than" rules with them)."""
+    from lakeward.core.timeline import instant_time
+
+    monkeypatch.setattr(instant_time, "_last_issued", "")
