@@ -221,7 +221,9 @@ class Daemon:
         self._last: DiscoveryResult | None = None
         #: Table name -> its health as of the last cycle (`assess_health`).
         self._health: dict[str, TableHealth] = {}
-        #: Scores the tables of each cycle; its few threads live with the daemon (no churn per cycle).
+        #: Load and score the tables of each cycle; their few threads live with the daemon (no threads
+        #: started and stopped every cycle, which a soak's thread count would show as churn).
+        self._discovery_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="discovery")
         self._health_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
@@ -444,6 +446,7 @@ class Daemon:
                 log.warning("drain time over: cancelled %d run(s); their instants stay inflight", n)
                 self.runner.wait_idle(30)
             self.runner.close()
+        self._discovery_pool.shutdown(wait=True)
         self._health_pool.shutdown(wait=True)
         self.coordinator.close()
         with self._lock:
@@ -469,6 +472,7 @@ class Daemon:
             [r.path for r in roots],
             self.cache,
             max_depth=max((r.max_depth for r in roots), default=3),
+            pool=self._discovery_pool,
         )
         now = time.time()
         ages: dict[str, float] = {}

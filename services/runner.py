@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 TRIGGER_POLICY = "policy"
 TRIGGER_API = "api"
 
+#: How often the watch thread looks for runs past their timeout.
+WATCH_S = 0.1
+
 #: What a run does with a plan: write a new one and run it, only write it, or only run a pending one.
 MODES = ("schedule_and_run", "schedule", "run")
 
@@ -88,6 +91,9 @@ class RunRecord:
     #: Peak resident memory of the run's child processes, bytes (0 when the run ran in the daemon).
     peak_rss_bytes: int = 0
     stop: RunStopped | None = None
+    #: The action's timeout, and the monotonic time it runs out while the run runs (None otherwise).
+    timeout_s: float = 0.0
+    deadline: float | None = field(default=None, repr=False)
     #: Set when on-call cancelled the run: the plan is quarantined so it does not start again by itself.
     quarantine_on_stop: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -186,8 +192,8 @@ class Runner:
         self._pool = ThreadPoolExecutor(max_workers=concurrency.max_running, thread_name_prefix="run")
         self._progress_interval_s = progress_interval_s
         self._closed = threading.Event()
-        self._progress_thread = threading.Thread(target=self._log_progress, name="run-progress", daemon=True)
-        self._progress_thread.start()
+        self._watch_thread = threading.Thread(target=self._watch, name="run-watch", daemon=True)
+        self._watch_thread.start()
         coordinator.add_session_listener(self._on_session)
 
     @property
@@ -376,6 +382,7 @@ class Runner:
         self._closed.set()
         self.coordinator.remove_session_listener(self._on_session)
         self._pool.shutdown(wait=True)
+        self._watch_thread.join(timeout=5)
 
     def _on_session(self, event: SessionEvent) -> None:
         if event in (SessionEvent.SUSPENDED, SessionEvent.LOST):
@@ -394,13 +401,9 @@ class Runner:
 
     def _run(self, run: RunRecord) -> None:
         item = run.item
-        timeout_s = float(getattr(self.concurrency.timeouts_s, item.action.value))
-        timer = threading.Timer(
-            timeout_s, self.cancel, (run.run_id, Outcome.TIMED_OUT, f"timed out after {timeout_s:g}s")
-        )
-        timer.daemon = True
-        timer.start()
         started = time.monotonic()
+        run.timeout_s = float(getattr(self.concurrency.timeouts_s, item.action.value))
+        run.deadline = started + run.timeout_s  # enforced by the watch thread (`_watch`)
         with run_context(table=item.table.name, action=item.action.value, instant=run.instant, run_id=run.run_id):
             log.info("run started (%s, %s): %s", run.trigger, run.mode, item.reason or run.key)
             try:
@@ -408,7 +411,7 @@ class Runner:
             except BaseException as exc:  # never lose a run record, whatever happened
                 self._finish(run, Outcome.FAILED, error=_describe(exc))
             finally:
-                timer.cancel()
+                run.deadline = None
                 for claim in run.claims:
                     self.coordinator.release(claim)
                 seconds = time.monotonic() - started
@@ -544,13 +547,27 @@ class Runner:
     def _spark_job_group(self, run: RunRecord) -> Any:
         return _SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
 
-    def _log_progress(self) -> None:
-        while not self._closed.wait(self._progress_interval_s):
+    def _watch(self) -> None:
+        """One thread for every run of the replica: stops a run at its timeout and logs the progress of
+        the running ones every `progress_interval_s` (no timer thread per run: a replica's thread count
+        does not move with the runs it has in flight)."""
+        next_progress = time.monotonic() + self._progress_interval_s
+        while not self._closed.wait(WATCH_S):
+            now = time.monotonic()
             for run in self.running():
-                with run_context(table=run.table.name, action=run.action.value, instant=run.instant, run_id=run.run_id):
-                    progress = self.progress_of(run)
-                    elapsed = time.time() - run.created_at
-                    log.info("still running after %.0fs: %s", elapsed, progress, extra={"progress": progress})
+                deadline = run.deadline
+                if deadline is not None and now >= deadline and run.stop is None:
+                    self.cancel(run.run_id, Outcome.TIMED_OUT, f"timed out after {run.timeout_s:g}s")
+            if now >= next_progress:
+                next_progress = now + self._progress_interval_s
+                self._log_progress()
+
+    def _log_progress(self) -> None:
+        for run in self.running():
+            with run_context(table=run.table.name, action=run.action.value, instant=run.instant, run_id=run.run_id):
+                progress = self.progress_of(run)
+                elapsed = time.time() - run.created_at
+                log.info("still running after %.0fs: %s", elapsed, progress, extra={"progress": progress})
 
 
 class _RunHooks:

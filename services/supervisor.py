@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -181,16 +182,62 @@ def run_in_child(
         if result is None:
             stop_process(proc, grace_s)
         else:  # the plan is done: report it now, while the child closes its table and exits
-            threading.Thread(target=_reap, args=(proc, grace_s), name=f"reap-{proc.pid}", daemon=True).start()
+            _REAPER.add(proc, grace_s)
 
 
-def _reap(proc: BaseProcess, grace_s: float) -> None:
-    """Wait for a child that sent its result to exit by itself (SIGKILL after `grace_s`, then reap)."""
-    proc.join(grace_s)
-    if proc.is_alive():
-        log.warning("the run's process %s did not exit within %.1fs of its result: SIGKILL", proc.pid, grace_s)
-        proc.kill()
-    proc.join()
+class _Reaper:
+    """Waits for children that sent their result to exit by themselves (SIGKILL after their grace), and
+    reaps them: one thread for the whole process, started at the first child and kept (a thread per
+    child would make the replica's thread count follow its runs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._children: list[tuple[BaseProcess, float]] = []
+        self._thread: threading.Thread | None = None
+
+    def add(self, proc: BaseProcess, grace_s: float) -> None:
+        with self._lock:
+            self._children.append((proc, time.monotonic() + grace_s))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="run-reaper", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def pending(self) -> int:
+        """Children not reaped yet."""
+        with self._lock:
+            return len(self._children)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._children:
+                    self._lock.wait()
+                children = list(self._children)
+            sentinels = [proc.sentinel for proc, _ in children]
+            deadline = min(d for _, d in children)
+            wait(sentinels, timeout=max(0.0, min(POLL_S * 5, deadline - time.monotonic())))
+            done = []
+            for proc, until in children:
+                if proc.is_alive() and time.monotonic() >= until:
+                    log.warning(
+                        "the run's process %s did not exit within its grace after its result: SIGKILL", proc.pid
+                    )
+                    proc.kill()
+                    proc.join(1.0)
+                if not proc.is_alive():
+                    proc.join()
+                    done.append(proc)
+            with self._lock:
+                self._children = [(p, d) for p, d in self._children if p not in done]
 
 
-__all__ = ["ChildFailed", "exit_reason", "resident_bytes", "run_in_child", "stop_process"]
+_REAPER = _Reaper()
+
+
+def unreaped_children() -> int:
+    """Children of this process that sent their result and are not reaped yet (they exit by themselves)."""
+    return _REAPER.pending()
+
+
+__all__ = ["ChildFailed", "exit_reason", "resident_bytes", "run_in_child", "stop_process", "unreaped_children"]
