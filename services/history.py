@@ -172,14 +172,20 @@ class ZooKeeperRecordLog(RecordLog):
     def _zk(self) -> KazooClient:
         return self.coordinator.client
 
+    def _answer(self, request: Any) -> Any:
+        """The answer to one request, waiting at most the coordinator's connection timeout: while
+        ZooKeeper is unreachable kazoo queues requests, and a run's thread (or the drain waiting
+        for it) must not wait for the server to come back."""
+        return request.get(timeout=self.coordinator.connection_timeout_s)
+
     def put(self, at: float, ident: str, record: dict[str, Any]) -> None:
         data = cap_record(record, self.retention.max_bytes)
         path = f"{self.folder}/{record_name(at, ident)}"
         zk = self._zk
         try:
-            zk.create(path, data, makepath=True)
+            self._answer(zk.create_async(path, data, makepath=True))
         except NodeExistsError:
-            zk.set(path, data)
+            self._answer(zk.set_async(path, data))
         now = time.monotonic()
         with self._prune_lock:
             due = now - self._last_prune >= self.PRUNE_EVERY_S
@@ -190,7 +196,7 @@ class ZooKeeperRecordLog(RecordLog):
 
     def names(self) -> list[str]:
         try:
-            return sorted(self._zk.get_children(self.folder))
+            return sorted(self._answer(self._zk.get_children_async(self.folder)))
         except NoNodeError:
             return []
 
@@ -200,7 +206,7 @@ class ZooKeeperRecordLog(RecordLog):
         out: list[dict[str, Any]] = []
         for request in pending:
             try:
-                data, _ = request.get()
+                data, _ = self._answer(request)
             except NoNodeError:
                 continue  # pruned meanwhile
             try:
@@ -213,7 +219,7 @@ class ZooKeeperRecordLog(RecordLog):
         zk = self._zk
         for request in [zk.delete_async(f"{self.folder}/{n}") for n in names]:
             try:
-                request.get()
+                self._answer(request)
             except NoNodeError:
                 pass
 

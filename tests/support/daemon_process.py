@@ -10,6 +10,7 @@ JVM and its Python workers included).
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakeward.services.client import DaemonAPIError, DaemonClient
 
@@ -139,4 +141,18 @@ class DaemonProcess:
         return f"--- {self.name} ({self.log_path}), last {lines} lines:\n" + "\n".join(text[-lines:])
 
 
-__all__ = ["DaemonProcess"]
+def runs_total(replica: DaemonProcess) -> collections.Counter[tuple[str, str, str]]:
+    """`lakeward_runs_total` of a replica by (table, action, outcome), read from its `/metrics`."""
+    text = replica.client._http.get("/metrics").text
+    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "lakeward_runs":
+            continue
+        for sample in family.samples:
+            if sample.name == "lakeward_runs_total" and sample.value:
+                labels = sample.labels
+                counts[(labels["table"], labels["action"], labels["outcome"])] += int(sample.value)
+    return counts
+
+
+__all__ = ["DaemonProcess", "runs_total"]
