@@ -490,13 +490,7 @@ class Daemon:
         self._check_overrides()
         paused = self.control.paused()
         quarantined = self.control.quarantined()
-        self.metrics.quarantined.clear()
-        counts: dict[tuple[str, str], int] = {}
-        for key in quarantined:
-            table, action, _ = key.rsplit("/", 2)
-            counts[(table, action)] = counts.get((table, action), 0) + 1
-        for (table, action), n in counts.items():
-            self.metrics.quarantined.labels(table, action).set(n)
+        self.metrics.observe_quarantined(quarantined)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
         policies = {s.ref.name: self._policy(s.ref.name, paused) for s in result.states}
