@@ -81,6 +81,14 @@ def _name_time(name: str) -> float:
         return 0.0
 
 
+def answer(coordinator: ZooKeeperCoordinator, request: Any) -> Any:
+    """The answer to one asynchronous kazoo request, waiting at most the coordinator's connection
+    timeout (KazooTimeoutError after it): while ZooKeeper is unreachable kazoo queues requests, and
+    neither a run's thread (nor the drain waiting for it) nor an API read may wait for the server
+    to come back."""
+    return request.get(timeout=coordinator.connection_timeout_s)
+
+
 class RecordLog(abc.ABC):
     """A retained folder of small JSON records named `<time ms>-<id>`. Thread-safe."""
 
@@ -173,10 +181,7 @@ class ZooKeeperRecordLog(RecordLog):
         return self.coordinator.client
 
     def _answer(self, request: Any) -> Any:
-        """The answer to one request, waiting at most the coordinator's connection timeout: while
-        ZooKeeper is unreachable kazoo queues requests, and a run's thread (or the drain waiting
-        for it) must not wait for the server to come back."""
-        return request.get(timeout=self.coordinator.connection_timeout_s)
+        return answer(self.coordinator, request)
 
     def put(self, at: float, ident: str, record: dict[str, Any]) -> None:
         data = cap_record(record, self.retention.max_bytes)
@@ -290,13 +295,13 @@ class ZooKeeperReplicas(Replicas):
                 return self._cache[1]
         zk = self.coordinator.client
         try:
-            names = zk.get_children(self.folder)
+            names = answer(self.coordinator, zk.get_children_async(self.folder))
         except NoNodeError:
             names = []
         found: dict[str, str] = {}
         for name, request in [(n, zk.get_async(f"{self.folder}/{n}")) for n in names]:
             try:
-                data, _ = request.get()
+                data, _ = answer(self.coordinator, request)
                 found[unquote(name)] = str(json.loads(data.decode("utf-8")).get("incarnation", ""))
             except (NoNodeError, ValueError):
                 continue

@@ -36,12 +36,12 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         ]
 
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
-    async def table_plans(name: str) -> list[dict[str, Any]]:
+    def table_plans(name: str) -> list[dict[str, Any]]:
         """Pending plans of one table, oldest first, with their quarantine state."""
         return plans_of(daemon.table(name).to_dict()["pending_plans"])
 
     @routes.get("/plans", response_model=list[PlanStatus])
-    async def all_plans() -> list[dict[str, Any]]:
+    def all_plans() -> list[dict[str, Any]]:
         """Pending plans of every table, oldest first, with their quarantine state."""
         found: list[dict[str, Any]] = []
         for view in daemon.tables():
@@ -50,7 +50,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         return plans_of(found)
 
     @routes.get("/quarantine", response_model=list[QuarantineInfo])
-    async def quarantine() -> list[dict[str, Any]]:
+    def quarantine() -> list[dict[str, Any]]:
         """Work items held back after repeated failures or an on-call cancel."""
         return [vars(q) for q in sorted(daemon.control.quarantined().values(), key=lambda q: q.since)]
 

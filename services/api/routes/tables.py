@@ -34,7 +34,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
             }
         },
     )
-    async def tables(response: Response) -> list[dict[str, Any]]:
+    def tables(response: Response) -> list[dict[str, Any]]:
         """Every table with its state: pending plans, problems, pause. Per-table `policies.overrides`
         that match no table are named in the `X-Lakeward-Unmatched-Overrides` header (the list of
         tables keeps its shape)."""
@@ -44,7 +44,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         return [t.to_dict() for t in daemon.tables()]
 
     @routes.get("/tables/{name}", response_model=TableDetail)
-    async def table(name: str) -> dict[str, Any]:
+    def table(name: str) -> dict[str, Any]:
         """One table with its state and its recent runs on any replica (newest first, at most 20)."""
         view = daemon.table(name).to_dict()
         recent = daemon.deployment_runs(daemon.RUNS_SCANNED)
