@@ -21,7 +21,10 @@ class ZooKeeperSettings(Section):
     connection_timeout_s: float = Field(
         default=10.0,
         gt=0,
-        description="How long to wait for a connection at start, and for an answer to a read or write of the shared run history and audit log.",
+        description=(
+            "How long to wait for a connection at start, and for an answer to a read or write of the "
+            "shared run history and audit log."
+        ),
     )
     digest_user: str | None = Field(default=None, description="Digest auth user (with digest_password).")
     digest_password: SecretStr | None = Field(default=None, description="Digest auth password.")
