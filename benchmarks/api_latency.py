@@ -5,7 +5,9 @@ ordering field; every key seeded with `bulk_insert`), starts a local standalone 
 (`tests.support.zookeeper.ZooKeeperServer`, or `--hosts`) and one daemon replica as a
 subprocess (`python -m lakeward.services.cli serve --config cfg.yaml`: the tables as
 `tables.static`, `refresh_interval_s: 1`, `compaction.max_delta_commits: 2`, ZooKeeper
-claims and table locks, `--engine spark` with `local[2]` or `--engine local`).
+claims and table locks, `--engine spark` with `local[2]` or `--engine local`; with the
+local engine `--isolation process` (the default: each plan in a child process) or
+`--isolation thread` (the old mode: plans in threads of the daemon), issue 20).
 
 Two phases of `--seconds` each, with the same load: an open-loop schedule of `--rps`
 GET requests (request i starts at t0 + i/rps whether or not earlier ones have answered;
@@ -133,8 +135,11 @@ def writer_main(
 # ------------------------------------------------------------------------------------------ daemon
 
 
-def daemon_config(paths: list[str], hosts: str, port: int, engine: str, drain_s: float) -> dict[str, Any]:
+def daemon_config(
+    paths: list[str], hosts: str, port: int, engine: str, drain_s: float, isolation: str = "process"
+) -> dict[str, Any]:
     return {
+        "resources": {"isolation": isolation},
         "tables": {"static": [{"path": p} for p in paths], "refresh_interval_s": 1},
         "policies": {"defaults": {"compaction": {"max_delta_commits": 2}}},
         "zookeeper": {"hosts": hosts, "chroot": f"/lakeward-bench-{os.getpid()}"},
@@ -323,6 +328,8 @@ def report(idle: Phase, load: Phase) -> None:
             f"{commits:>14} {p.load_avg:>8.2f}"
         )
     for p in (idle, load):
+        served = p.requests - sum(p.errors.values())
+        print(f"  {p.name}: served {served} of {p.requests} requests ({served / p.done_s:.1f} rps)")
         if p.runs:
             detail = ", ".join(f"{k}: {v}" for k, v in sorted(p.runs.items()))
             print(f"  {p.name}: runs finished in the window by action and outcome: {detail}")
@@ -372,7 +379,8 @@ def run(args: argparse.Namespace, base: Path, hosts: str) -> int:
     print(f"{args.tables} MERGE_ON_READ tables of {args.keys} keys created in {time.perf_counter() - t0:.1f}s")
     port = free_port()
     config = base / "lakeward-bench.yaml"
-    config.write_text(yaml.safe_dump(daemon_config(paths, hosts, port, args.engine, args.drain), sort_keys=False))
+    settings = daemon_config(paths, hosts, port, args.engine, args.drain, args.isolation)
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
     lock_options = table_lock_options(load_settings(config, env={}))
     log = base / "daemon.log"
     url = f"http://127.0.0.1:{port}"
@@ -394,7 +402,8 @@ def run(args: argparse.Namespace, base: Path, hosts: str) -> int:
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
             ready = wait_ready(client, daemon, log, args.start_timeout)
-            print(f"daemon (engine {args.engine}) ready in {ready:.1f}s at {url}; log {log}")
+            mode = f"engine {args.engine}, isolation {args.isolation}"
+            print(f"daemon ({mode}) ready in {ready:.1f}s at {url}; log {log}")
             quiet = wait_quiet(client)
             print(f"daemon quiet (no run, no pending plan) after {quiet:.1f}s more; idle phase")
             idle = measure("idle", url, args, client, None)
@@ -460,6 +469,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds before a request counts as an error")
     parser.add_argument("--connections", type=int, default=100, help="client connection pool size")
     parser.add_argument("--engine", choices=("spark", "local"), default="spark", help="the daemon's engine")
+    parser.add_argument(
+        "--isolation",
+        choices=("process", "thread"),
+        default="process",
+        help="local engine: plans in child processes (default) or in threads of the daemon (the old mode)",
+    )
     parser.add_argument("--drain", type=float, default=30.0, help="the daemon's drain_time_s")
     parser.add_argument("--start-timeout", type=float, default=180.0, help="seconds to wait for ready / first run")
     parser.add_argument("--hosts", help="an existing ZooKeeper (default: start a local one)")

@@ -32,7 +32,12 @@ from typing import Any
 from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
-from lakeward.core.locks.zk_client import SharedZooKeeperClient
+from lakeward.core.locks.zk_client import (
+    SharedZooKeeperClient,
+    ZooKeeperUnavailableError,
+    acquire_shared_client,
+    client_key,
+)
 from lakeward.services import execution
 from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
@@ -226,7 +231,9 @@ class Daemon:
         self._versions: dict[str, int] = {}
         #: Table name -> its health as of the last cycle (`assess_health`).
         self._health: dict[str, TableHealth] = {}
-        #: Scores the tables of each cycle; its few threads live with the daemon (no churn per cycle).
+        #: Load and score the tables of each cycle; their few threads live with the daemon (no threads
+        #: started and stopped every cycle, which a soak's thread count would show as churn).
+        self._discovery_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="discovery")
         self._health_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
@@ -246,6 +253,8 @@ class Daemon:
         self.scheduler: CycleScheduler | None = None
         #: One never-connected lock provider per distinct lock setting: which shared client it would use.
         self._lock_probes: dict[tuple[tuple[str, str], ...], LockProvider] = {}
+        #: Shares of lock-ensemble clients the daemon holds for readiness while runs live in child processes.
+        self._lock_watches: dict[tuple[Any, ...], SharedZooKeeperClient] = {}
 
     # -- wiring --------------------------------------------------------------------------------
     def _build_coordinator(self) -> Coordinator:
@@ -307,6 +316,8 @@ class Daemon:
             on_finished=self._run_finished,
             on_started=self._run_started,
             share_of=self.share_of,
+            resources=self.settings.resources,
+            child_logging=(self.settings.log.format, self.settings.log.level, self.replica_id),
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
@@ -417,9 +428,28 @@ class Daemon:
                     continue  # a bad lock setting shows when the table is opened
                 self._lock_probes[tuple(sorted(lock_options.items()))] = provider
             shared = provider.shared_client if isinstance(provider, ZooKeeperLockProvider) else None
+            if shared is None and isinstance(provider, ZooKeeperLockProvider):
+                shared = self._watch_lock_ensemble(provider)
             if shared is not None:
                 found[id(shared)] = shared
         return list(found.values())
+
+    def _watch_lock_ensemble(self, provider: ZooKeeperLockProvider) -> SharedZooKeeperClient | None:
+        """A share of the client for a lock ensemble that only runs' child processes use, so that
+        readiness watches it from the daemon too (the children connect on their own); None when
+        runs share the daemon's process (its clients are found there once in use)."""
+        if self.runner is None or not self.runner.isolated or self._draining:
+            return None
+        key = client_key(provider.client_options)
+        with self._lock:
+            shared = self._lock_watches.get(key)
+            if shared is None:
+                shared = self._lock_watches[key] = acquire_shared_client(provider.client_options)
+        try:
+            shared.client(0)  # starts connecting; it keeps trying in the background
+        except ZooKeeperUnavailableError:
+            pass
+        return shared
 
     @property
     def draining(self) -> bool:
@@ -444,8 +474,13 @@ class Daemon:
                 log.warning("drain time over: cancelled %d run(s); their instants stay inflight", n)
                 self.runner.wait_idle(30)
             self.runner.close()
+        self._discovery_pool.shutdown(wait=True)
         self._health_pool.shutdown(wait=True)
         self.coordinator.close()
+        with self._lock:
+            watches, self._lock_watches = list(self._lock_watches.values()), {}
+        for shared in watches:
+            shared.release()
         if self._owns_spark and self._spark is not None:
             try:
                 self._spark.stop()
@@ -484,6 +519,7 @@ class Daemon:
             [r.path for r in roots],
             self.cache,
             max_depth=max((r.max_depth for r in roots), default=3),
+            pool=self._discovery_pool,
         )
         now = time.time()
         ages: dict[str, float] = {}
@@ -502,13 +538,7 @@ class Daemon:
         self._check_overrides()
         paused = self.control.paused()
         quarantined = self.control.quarantined()
-        self.metrics.quarantined.clear()
-        counts: dict[tuple[str, str], int] = {}
-        for key in quarantined:
-            table, action, _ = key.rsplit("/", 2)
-            counts[(table, action)] = counts.get((table, action), 0) + 1
-        for (table, action), n in counts.items():
-            self.metrics.quarantined.labels(table, action).set(n)
+        self.metrics.observe_quarantined(quarantined)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
         policies = {s.ref.name: self._policy(s.ref.name, paused) for s in result.states}

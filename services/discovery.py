@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.health import HealthPolicy, HealthReport, HealthSnapshot, health_report, take_snapshot
@@ -45,6 +45,9 @@ from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 if TYPE_CHECKING:
     from lakeward.core.config.table import TableConfig
@@ -349,11 +352,13 @@ def discover(
     *,
     max_depth: int = 3,
     workers: int = 8,
+    pool: Executor | None = None,
 ) -> DiscoveryResult:
     """One discovery cycle: the static `refs` plus tables found under `roots`, each table's state.
 
     Tables are loaded by `workers` threads (listings on object stores are slow; local ones
-    release the GIL too). Problems never stop the cycle.
+    release the GIL too), or on `pool`, a long-lived executor (the daemon's: no threads
+    started and stopped every cycle). Problems never stop the cycle.
     """
     started = time.perf_counter()
     cache = cache if cache is not None else DiscoveryCache()
@@ -393,11 +398,7 @@ def discover(
         except Exception as exc:
             return TableProblem(ref, _describe(exc))
 
-    if workers > 1 and len(tables) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="discovery") as pool:
-            results = list(pool.map(one, tables))
-    else:
-        results = [one(t) for t in tables]
+    results = _map(one, tables, pool, workers, "discovery")
     states = [r for r in results if isinstance(r, TableState)]
     problems.extend(r for r in results if isinstance(r, TableProblem))
     return DiscoveryResult(states, problems, time.perf_counter() - started, found_under)
@@ -465,14 +466,18 @@ def assess_health(
         except Exception as exc:  # a table that lists badly this cycle: report it, score the others
             return TableHealth(state.ref, None, _describe(exc))
 
-    if pool is not None and len(states) > 1:
-        results = list(pool.map(one, states))
-    elif workers > 1 and len(states) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="health") as pool:
-            results = list(pool.map(one, states))
-    else:
-        results = [one(s) for s in states]
-    return {h.table.name: h for h in results}
+    return {h.table.name: h for h in _map(one, states, pool, workers, "health")}
+
+
+def _map(fn: Callable[[_T], _R], items: Sequence[_T], pool: Executor | None, workers: int, name: str) -> list[_R]:
+    """`fn` over `items` in order: on `pool` when given, else on `workers` threads of a pool for this
+    call (named `name`), serially when there is one item or one worker."""
+    if len(items) <= 1 or (pool is None and workers <= 1):
+        return [fn(item) for item in items]
+    if pool is not None:
+        return list(pool.map(fn, items))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as own:
+        return list(own.map(fn, items))
 
 
 __all__ = [

@@ -81,6 +81,14 @@ def _name_time(name: str) -> float:
         return 0.0
 
 
+def answer(coordinator: ZooKeeperCoordinator, request: Any) -> Any:
+    """The answer to one asynchronous kazoo request, waiting at most the coordinator's connection
+    timeout (KazooTimeoutError after it): while ZooKeeper is unreachable kazoo queues requests, and
+    neither a run's thread (nor the drain waiting for it) nor an API read may wait for the server
+    to come back."""
+    return request.get(timeout=coordinator.connection_timeout_s)
+
+
 class RecordLog(abc.ABC):
     """A retained folder of small JSON records named `<time ms>-<id>`. Thread-safe."""
 
@@ -172,14 +180,17 @@ class ZooKeeperRecordLog(RecordLog):
     def _zk(self) -> KazooClient:
         return self.coordinator.client
 
+    def _answer(self, request: Any) -> Any:
+        return answer(self.coordinator, request)
+
     def put(self, at: float, ident: str, record: dict[str, Any]) -> None:
         data = cap_record(record, self.retention.max_bytes)
         path = f"{self.folder}/{record_name(at, ident)}"
         zk = self._zk
         try:
-            zk.create(path, data, makepath=True)
+            self._answer(zk.create_async(path, data, makepath=True))
         except NodeExistsError:
-            zk.set(path, data)
+            self._answer(zk.set_async(path, data))
         now = time.monotonic()
         with self._prune_lock:
             due = now - self._last_prune >= self.PRUNE_EVERY_S
@@ -190,7 +201,7 @@ class ZooKeeperRecordLog(RecordLog):
 
     def names(self) -> list[str]:
         try:
-            return sorted(self._zk.get_children(self.folder))
+            return sorted(self._answer(self._zk.get_children_async(self.folder)))
         except NoNodeError:
             return []
 
@@ -200,7 +211,7 @@ class ZooKeeperRecordLog(RecordLog):
         out: list[dict[str, Any]] = []
         for request in pending:
             try:
-                data, _ = request.get()
+                data, _ = self._answer(request)
             except NoNodeError:
                 continue  # pruned meanwhile
             try:
@@ -213,7 +224,7 @@ class ZooKeeperRecordLog(RecordLog):
         zk = self._zk
         for request in [zk.delete_async(f"{self.folder}/{n}") for n in names]:
             try:
-                request.get()
+                self._answer(request)
             except NoNodeError:
                 pass
 
@@ -284,13 +295,13 @@ class ZooKeeperReplicas(Replicas):
                 return self._cache[1]
         zk = self.coordinator.client
         try:
-            names = zk.get_children(self.folder)
+            names = answer(self.coordinator, zk.get_children_async(self.folder))
         except NoNodeError:
             names = []
         found: dict[str, str] = {}
         for name, request in [(n, zk.get_async(f"{self.folder}/{n}")) for n in names]:
             try:
-                data, _ = request.get()
+                data, _ = answer(self.coordinator, request)
                 found[unquote(name)] = str(json.loads(data.decode("utf-8")).get("incarnation", ""))
             except (NoNodeError, ValueError):
                 continue

@@ -6,7 +6,8 @@ The daemon serves `render()` at `/metrics`; tests and the API read the same obje
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -24,6 +25,9 @@ class DaemonMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
+        #: The label sets each per-cycle gauge holds now (`_set_series`).
+        self._series: dict[Gauge, set[tuple[str, ...]]] = {}
+        self._series_lock = threading.Lock()
         r = self.registry
         self.pending_plans = Gauge(
             "lakeward_pending_plans", "Pending (requested or inflight) plans", ["table", "action"], registry=r
@@ -118,6 +122,13 @@ class DaemonMetrics:
             ["table"],
             registry=r,
         )
+        self.run_peak_rss = Histogram(
+            "lakeward_run_peak_rss_bytes",
+            "Peak resident memory of a run's child process (local engine, process isolation)",
+            ["action"],
+            buckets=tuple(2**20 * mb for mb in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)) + (float("inf"),),
+            registry=r,
+        )
 
     # -- updates ------------------------------------------------------------------------------
     def observe_discovery(
@@ -142,17 +153,12 @@ class DaemonMetrics:
             key = (plan.table.name, plan.action.value)
             counts[key] = counts.get(key, 0) + 1
             oldest[key] = max(oldest.get(key, 0.0), ages.get(plan.instant, 0.0))
-        self.pending_plans.clear()
-        self.oldest_pending_age.clear()
-        for table in table_list:
-            for action in ServiceAction:
-                key = (table.name, action.value)
-                self.pending_plans.labels(*key).set(counts.get(key, 0))
-                self.oldest_pending_age.labels(*key).set(oldest.get(key, 0.0))
+        names = [table.name for table in table_list]
+        keys = [(name, action.value) for name in names for action in ServiceAction]
+        self._set_series(self.pending_plans, {key: counts.get(key, 0) for key in keys})
+        self._set_series(self.oldest_pending_age, {key: oldest.get(key, 0.0) for key in keys})
         failing = {p.table.name for p in problems}
-        self.table_failing.clear()
-        for table in table_list:
-            self.table_failing.labels(table.name).set(1 if table.name in failing else 0)
+        self._set_series(self.table_failing, {(name,): 1 if name in failing else 0 for name in names})
         self.tables.set(len(table_list))
         self.tables_failing.set(len(failing))
         self.discovery_seconds.observe(seconds)
@@ -163,9 +169,18 @@ class DaemonMetrics:
         counts: dict[tuple[int, bool], int] = {}
         for version, read_only in versions:
             counts[(version, read_only)] = counts.get((version, read_only), 0) + 1
-        self.tables_by_version.clear()
-        for (version, read_only), n in sorted(counts.items()):
-            self.tables_by_version.labels(str(version), "true" if read_only else "false").set(n)
+        self._set_series(
+            self.tables_by_version,
+            {(str(version), "true" if read_only else "false"): n for (version, read_only), n in counts.items()},
+        )
+
+    def observe_quarantined(self, keys: Iterable[str]) -> None:
+        """The quarantined plans (`table/action/instant` keys), counted per table and action."""
+        counts: dict[tuple[str, ...], float] = {}
+        for key in keys:
+            table, action, _ = key.rsplit("/", 2)
+            counts[(table, action)] = counts.get((table, action), 0) + 1
+        self._set_series(self.quarantined, counts)
 
     def observe_versions_by_table(self, versions: dict[str, int], changed: Iterable[str]) -> None:
         """Each table's version from one discovery cycle, and the tables whose version changed since the last."""
@@ -177,27 +192,35 @@ class DaemonMetrics:
 
     def observe_health(self, reports: dict[str, HealthReport | None]) -> None:
         """One cycle's health reports by table name; a table without a report (it failed) has no series."""
-        for gauge in (
-            self.health_score,
+        scored = {table: report for table, report in reports.items() if report is not None}
+        self._set_series(self.health_score, {(table,): report.score for table, report in scored.items()})
+        self._set_series(
             self.health_penalty,
+            {(t, factor): penalty for t, r in scored.items() for factor, penalty in r.factors.items()},
+        )
+        self._set_series(
             self.health_findings,
-            self.metadata_lag,
-            self.metadata_lag_age,
-        ):
-            gauge.clear()
-        for table, report in reports.items():
-            if report is None:
-                continue
-            self.health_score.labels(table).set(report.score)
-            for factor, penalty in report.factors.items():
-                self.health_penalty.labels(table, factor).set(penalty)
-            for severity in Severity:
-                n = sum(1 for f in report.findings if f.severity is severity)
-                self.health_findings.labels(table, severity.value).set(n)
-            snapshot = report.snapshot
-            if snapshot.metadata_lag_instants is not None:
-                self.metadata_lag.labels(table).set(snapshot.metadata_lag_instants)
-                self.metadata_lag_age.labels(table).set(snapshot.metadata_lag_seconds or 0.0)
+            {
+                (t, severity.value): sum(1 for f in r.findings if f.severity is severity)
+                for t, r in scored.items()
+                for severity in Severity
+            },
+        )
+        lagging = {t: r.snapshot for t, r in scored.items() if r.snapshot.metadata_lag_instants is not None}
+        self._set_series(self.metadata_lag, {(t,): float(s.metadata_lag_instants or 0) for t, s in lagging.items()})
+        self._set_series(self.metadata_lag_age, {(t,): s.metadata_lag_seconds or 0.0 for t, s in lagging.items()})
+
+    def _set_series(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set `gauge` to exactly these series: each label set to its value, the label sets that went
+        away removed. Series are never cleared and made again: that cost a few hundred object
+        constructions per discovery cycle in the process that serves the API, and a scrape between
+        the clear and the sets saw them missing."""
+        with self._series_lock:
+            for labels, value in values.items():
+                gauge.labels(*labels).set(value)
+            for labels in self._series.get(gauge, set()) - values.keys():
+                gauge.remove(*labels)
+            self._series[gauge] = set(values)
 
     def observe_run(
         self,
@@ -218,6 +241,10 @@ class DaemonMetrics:
             self.bytes_written.labels(table.name, action.value).inc(bytes_written)
         if outcome in (Outcome.SUCCEEDED, Outcome.NOTHING_TO_DO):
             self.last_success.labels(table.name, action.value).set(now)
+
+    def observe_run_memory(self, action: ServiceAction, peak_rss_bytes: int) -> None:
+        """The peak resident memory of one finished run's child process."""
+        self.run_peak_rss.labels(action.value).observe(peak_rss_bytes)
 
     def observe_claim(self, won: bool) -> None:
         self.claim_attempts.labels("won" if won else "conflict").inc()

@@ -1,12 +1,15 @@
-"""Runs work items: under a claim, in a thread of their own, as Spark jobs of the replica's session.
+"""Runs work items: under a claim, each in a child process (local engine) or as Spark jobs of the replica's session.
 
 For every item it takes, the runner:
 
 1. checks the limits (`max_running` on this replica, the table's `max_concurrent_runs` or
    `max_running_per_table`, its group's `max_concurrent_runs`: `services/fairness.py`) and the
    quarantine, then claims the item (a replica that cannot claim it skips it);
-2. runs it in its own thread, under its own Spark job group (the run id) and fair-scheduler
-   pool (named after the action), with every log line carrying the run's context;
+2. runs it -- on the local engine in a child process of its own (`resources.isolation:
+   process`, `lakeward.services.supervisor`: terminated on stop, memory-bounded by
+   `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
+   engine in a thread of the daemon under its own Spark job group (the run id) and
+   fair-scheduler pool (named after the action) -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its
    own instant, so other replicas that discover it meanwhile skip it;
 3. fences: right before core completes the instant, the claim must still be valid and the
@@ -17,7 +20,9 @@ For every item it takes, the runner:
    `quarantine_after_failures` failures (released by on-call);
 5. enforces the action's timeout and takes cancellations from the API (a cancelled plan is
    quarantined, so it does not start again by itself) and from the drain on SIGTERM (not
-   quarantined: another replica or the next start picks it up);
+   quarantined: another replica or the next start picks it up): a child process is
+   terminated (SIGTERM, SIGKILL after `resources.terminate_grace_s`), Spark jobs are
+   cancelled by job group;
 6. releases its claims, reports to Prometheus and keeps a record of the run for the API.
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import pickle
 import threading
 import time
 import traceback
@@ -34,15 +40,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeward.core.exceptions import InstantExistsError, TableVersionChangedError
-from lakeward.services import execution
+from lakeward.core.engine import LocalEngine
+from lakeward.core.exceptions import TableVersionChangedError
+from lakeward.services import execution, supervisor
+from lakeward.services.attempt import AttemptResult, AttemptSpec, RunStopped, completion_check, perform
 from lakeward.services.claims import Coordinator, SessionEvent
 from lakeward.services.control import ControlStore
 from lakeward.services.fairness import DEFAULT_SHARE, Share
 from lakeward.services.logs import run_context
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import Claim, Outcome, ServiceAction, TableRef, WorkItem
-from lakeward.services.settings import ConcurrencySettings
+from lakeward.services.settings import ConcurrencySettings, ResourceSettings
+from lakeward.services.worker import WorkerJob
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +59,11 @@ log = logging.getLogger(__name__)
 TRIGGER_POLICY = "policy"
 TRIGGER_API = "api"
 
+#: How often the watch thread looks for runs past their timeout.
+WATCH_S = 0.1
+
 #: What a run does with a plan: write a new one and run it, only write it, or only run a pending one.
 MODES = ("schedule_and_run", "schedule", "run")
-
-
-class RunStopped(Exception):
-    """The run must stop without completing its instant (cancelled, timed out, claim lost)."""
-
-    def __init__(self, outcome: Outcome, reason: str):
-        super().__init__(reason)
-        self.outcome = outcome
 
 
 @dataclass
@@ -85,7 +89,14 @@ class RunRecord:
     files: list[str] = field(default_factory=list)
     records: int = 0
     bytes_written: int = 0
+    #: The child process of the current attempt (local engine, process isolation), None otherwise.
+    pid: int | None = None
+    #: Peak resident memory of the run's child processes, bytes (0 when the run ran in the daemon).
+    peak_rss_bytes: int = 0
     stop: RunStopped | None = None
+    #: The action's timeout, and the monotonic time it runs out while the run runs (None otherwise).
+    timeout_s: float = 0.0
+    deadline: float | None = field(default=None, repr=False)
     #: Set when on-call cancelled the run: the plan is quarantined so it does not start again by itself.
     quarantine_on_stop: bool = False
     stop_event: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -127,6 +138,8 @@ class RunRecord:
             "files": self.files,
             "records_written": self.records,
             "bytes_written": self.bytes_written,
+            "pid": self.pid,
+            "peak_rss_mb": round(self.peak_rss_bytes / 2**20, 1) if self.peak_rss_bytes else None,
         }
 
 
@@ -157,6 +170,8 @@ class Runner:
         share_of: Callable[[TableRef], Share] = lambda ref: DEFAULT_SHARE,
         recent_runs: int = 500,
         progress_interval_s: float = 30.0,
+        resources: ResourceSettings | None = None,
+        child_logging: tuple[str, str, str] | None = None,
     ):
         self.coordinator = coordinator
         self.control = control
@@ -171,6 +186,9 @@ class Runner:
         self.on_started = on_started
         #: The table's group and limits (called under the runner's lock: it must not call back into the runner).
         self.share_of = share_of
+        self.resources = resources or ResourceSettings()
+        #: (format, level, replica) for the log of a run's child process.
+        self.child_logging = child_logging
         self.replica = coordinator.replica_id
         self._lock = threading.Lock()
         self._running: dict[str, RunRecord] = {}
@@ -180,9 +198,15 @@ class Runner:
         self._pool = ThreadPoolExecutor(max_workers=concurrency.max_running, thread_name_prefix="run")
         self._progress_interval_s = progress_interval_s
         self._closed = threading.Event()
-        self._progress_thread = threading.Thread(target=self._log_progress, name="run-progress", daemon=True)
-        self._progress_thread.start()
+        self._watch_thread = threading.Thread(target=self._watch, name="run-watch", daemon=True)
+        self._watch_thread.start()
         coordinator.add_session_listener(self._on_session)
+
+    @property
+    def isolated(self) -> bool:
+        """Plans run in child processes: process isolation and the local engine (named, or an engine
+        object that can be sent to the child); the Spark engine runs them in the daemon, its driver."""
+        return self.resources.isolation == "process" and _sendable_local_engine(self.engine)
 
     # -- queries ----------------------------------------------------------------------------
     def running(self) -> list[RunRecord]:
@@ -375,6 +399,7 @@ class Runner:
         self._closed.set()
         self.coordinator.remove_session_listener(self._on_session)
         self._pool.shutdown(wait=True)
+        self._watch_thread.join(timeout=5)
 
     def _on_session(self, event: SessionEvent) -> None:
         if event in (SessionEvent.SUSPENDED, SessionEvent.LOST):
@@ -391,31 +416,19 @@ class Runner:
             if not self.coordinator.is_valid(claim):
                 raise RunStopped(Outcome.CLAIM_LOST, f"claim {claim.key} is no longer held by this replica")
 
-    def _completion_check(self, run: RunRecord) -> Callable[[str], None]:
-        def check(instant_time: str) -> None:
-            run.phase = "completing"
-            self._fence(run)
-            log.info("claim re-checked before completing %s", instant_time)
-
-        return check
-
     def _run(self, run: RunRecord) -> None:
         item = run.item
-        timeout_s = float(getattr(self.concurrency.timeouts_s, item.action.value))
-        timer = threading.Timer(
-            timeout_s, self.cancel, (run.run_id, Outcome.TIMED_OUT, f"timed out after {timeout_s:g}s")
-        )
-        timer.daemon = True
-        timer.start()
         started = time.monotonic()
+        run.timeout_s = float(getattr(self.concurrency.timeouts_s, item.action.value))
+        run.deadline = started + run.timeout_s  # enforced by the watch thread (`_watch`)
         with run_context(table=item.table.name, action=item.action.value, instant=run.instant, run_id=run.run_id):
             log.info("run started (%s, %s): %s", run.trigger, run.mode, item.reason or run.key)
             try:
                 self._attempts(run)
             except BaseException as exc:  # never lose a run record, whatever happened
-                self._finish(run, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+                self._finish(run, Outcome.FAILED, error=_describe(exc))
             finally:
-                timer.cancel()
+                run.deadline = None
                 for claim in run.claims:
                     self.coordinator.release(claim)
                 seconds = time.monotonic() - started
@@ -424,6 +437,8 @@ class Runner:
                     item.table, item.action, outcome, seconds, time.time(), run.records, run.bytes_written
                 )
                 self.metrics.running.labels(item.action.value).dec()
+                if run.peak_rss_bytes:
+                    self.metrics.observe_run_memory(item.action, run.peak_rss_bytes)
                 with self._lock:
                     run.phase = "finished"
                     run.state = "finished"
@@ -463,7 +478,7 @@ class Runner:
                 if run.stop is not None:  # the Spark job failed because the run was stopped
                     self._stopped(run, run.stop)
                     return
-                error = f"{type(exc).__name__}: {exc}"
+                error = _describe(exc)
                 log.warning("attempt %d failed: %s\n%s", run.attempts, error, traceback.format_exc(limit=8))
                 quarantined = self._count_failure(run, error)
                 if quarantined or run.attempts >= retries.max_attempts:
@@ -507,57 +522,117 @@ class Runner:
     def _attempt(self, run: RunRecord) -> execution.Execution:
         item = run.item
         self._fence(run)
-        table = execution.open_table(
-            item.table, self.table_options(item.table), self.engine, self._completion_check(run)
-        )
-        execution.check_planned_version(table, item.table_version)
-        # The table is not closed: its lock keeps a share of the process's shared ZooKeeper client,
-        # so the client (one connection per ensemble) lives as long as the daemon and /readyz can
-        # watch it; closing would end the session after every run and reconnect for the next.
-        with self._spark_job_group(run):
-            if run.instant is None and item.action in execution.PLANNED_ACTIONS and run.mode != "run":
-                run.phase = "scheduling"
-                instant = execution.schedule(table, item.action, force=run.force)
-                if instant is None:
-                    return execution.Execution(None, nothing_to_do=True, detail="nothing due: no plan written")
-                plan_key = f"{item.table.name}/{item.action.value}/{instant}"
-                plan_claim = self.coordinator.try_claim(plan_key)
-                self.metrics.observe_claim(plan_claim is not None)
-                run.instant = instant
-                if plan_claim is None:  # another replica discovered the new plan first: it runs it
-                    run.outcome = Outcome.SKIPPED_CLAIMED
-                    return execution.Execution(instant, detail=f"scheduled {instant}; claimed by another replica")
-                run.claims.append(plan_claim)
-                log.info("scheduled %s %s", item.action.value, instant)
-            if run.mode == "schedule":
-                return execution.Execution(run.instant, detail=f"scheduled {run.instant}")
-            if run.instant is None and item.action in execution.PLANNED_ACTIONS:
-                pending = execution.pending_of(table, item.action)
-                if not pending:
-                    return execution.Execution(None, nothing_to_do=True, detail="no pending plan to run")
-                return execution.Execution(None, nothing_to_do=True, detail=f"pending plans: {pending}; name one")
-            planned = item.action in execution.PLANNED_ACTIONS
-            if planned and run.instant is not None and run.instant not in execution.pending_of(table, item.action):
-                # Discovery is a cycle old: the plan may have completed since (its runner released
-                # the claim after completing). Running it again would complete it twice.
-                return execution.Execution(run.instant, nothing_to_do=True, detail="the plan is no longer pending")
-            self._fence(run)
-            run.phase = "running"
-            try:
-                return execution.execute(table, item.action, run.instant, self.engine)
-            except InstantExistsError as exc:
-                return execution.Execution(run.instant, nothing_to_do=True, detail=str(exc))
+        spec = AttemptSpec(item.action, run.instant, run.mode, run.force, item.table_version)
+        hooks = _RunHooks(self, run)
+        if self.isolated:
+            result = self._attempt_in_child(run, spec, hooks)
+        else:
+            options = self.table_options(item.table)
+            table = execution.open_table(item.table, options, self.engine, completion_check(hooks))
+            # The table is not closed: its lock keeps a share of the process's shared ZooKeeper client,
+            # so the client (one connection per ensemble) lives as long as the daemon and /readyz can
+            # watch it; closing would end the session after every run and reconnect for the next.
+            with self._spark_job_group(run):
+                result = perform(table, spec, self.engine, hooks)
+        run.instant = result.instant or run.instant
+        if result.outcome is not None:
+            run.outcome = result.outcome
+        return result.execution
+
+    def _attempt_in_child(self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks) -> AttemptResult:
+        """One attempt in a child process (`lakeward.services.supervisor`)."""
+        options = dict(self.table_options(run.table))
+        engine = self.engine or "local"
+        job = WorkerJob(run.run_id, run.table, options, spec, self.child_logging, engine, self.resources.nice)
+
+        def started(pid: int) -> None:
+            run.pid = pid
+            log.info("attempt %d runs in process %d", run.attempts, pid)
+
+        def memory(peak: int) -> None:
+            run.peak_rss_bytes = max(run.peak_rss_bytes, peak)
+
+        try:
+            return supervisor.run_in_child(
+                job,
+                hooks,
+                stopped=lambda: run.stop,
+                max_memory_mb=self.resources.max_memory_mb.for_action(run.action),
+                grace_s=self.resources.terminate_grace_s,
+                on_start=started,
+                on_memory=memory,
+            )
+        finally:
+            run.pid = None
 
     def _spark_job_group(self, run: RunRecord) -> Any:
         return _SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
 
-    def _log_progress(self) -> None:
-        while not self._closed.wait(self._progress_interval_s):
+    def _watch(self) -> None:
+        """One thread for every run of the replica: stops a run at its timeout and logs the progress of
+        the running ones every `progress_interval_s` (no timer thread per run: a replica's thread count
+        does not move with the runs it has in flight)."""
+        next_progress = time.monotonic() + self._progress_interval_s
+        while not self._closed.wait(WATCH_S):
+            now = time.monotonic()
             for run in self.running():
-                with run_context(table=run.table.name, action=run.action.value, instant=run.instant, run_id=run.run_id):
-                    progress = self.progress_of(run)
-                    elapsed = time.time() - run.created_at
-                    log.info("still running after %.0fs: %s", elapsed, progress, extra={"progress": progress})
+                deadline = run.deadline
+                if deadline is not None and now >= deadline and run.stop is None:
+                    self.cancel(run.run_id, Outcome.TIMED_OUT, f"timed out after {run.timeout_s:g}s")
+            if now >= next_progress:
+                next_progress = now + self._progress_interval_s
+                self._log_progress()
+
+    def _log_progress(self) -> None:
+        for run in self.running():
+            with run_context(table=run.table.name, action=run.action.value, instant=run.instant, run_id=run.run_id):
+                progress = self.progress_of(run)
+                elapsed = time.time() - run.created_at
+                log.info("still running after %.0fs: %s", elapsed, progress, extra={"progress": progress})
+
+
+class _RunHooks:
+    """What an attempt asks of the runner (`lakeward.services.attempt.AttemptHooks`), for one run."""
+
+    def __init__(self, runner: Runner, run: RunRecord):
+        self.runner, self.run = runner, run
+
+    def fence(self) -> None:
+        self.runner._fence(self.run)
+        if self.run.phase == "completing":
+            log.info("claim re-checked before completing %s", self.run.instant)
+
+    def claim_plan(self, instant: str) -> bool:
+        run = self.run
+        claim = self.runner.coordinator.try_claim(f"{run.table.name}/{run.action.value}/{instant}")
+        self.runner.metrics.observe_claim(claim is not None)
+        run.instant = instant
+        if claim is None:
+            return False
+        run.claims.append(claim)
+        log.info("scheduled %s %s", run.action.value, instant)
+        return True
+
+    def set_phase(self, phase: str) -> None:
+        self.run.phase = phase
+
+
+def _sendable_local_engine(engine: Any) -> bool:
+    """The engine is the local one, named or as an object that pickles (what a child process needs)."""
+    if engine in (None, "local"):
+        return True
+    if not isinstance(engine, LocalEngine):
+        return False
+    try:
+        pickle.dumps(engine)
+    except Exception:
+        return False
+    return True
+
+
+def _describe(exc: BaseException) -> str:
+    """A failed attempt's error as the run record shows it: a child's reason as is, else type and message."""
+    return str(exc) if isinstance(exc, supervisor.ChildFailed) else f"{type(exc).__name__}: {exc}"
 
 
 class _SparkJobGroup:

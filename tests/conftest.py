@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest_plugins = [
@@ -11,13 +13,22 @@ pytest_plugins = [
 ]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every Spark test is also `slow`: the first one starts a JVM and a session (10-20 s on a loaded
     2-core machine) and each runs Spark jobs. `./test.sh -m "not slow"` (the fast loop) skips them;
-    the default run (CI) runs every test."""
+    the default run (CI) runs every test.
+
+    `soak` tests (30 minutes by default) are deselected, not skipped, unless asked for: a marker
+    expression naming `soak` (`-m soak`) or LAKEWARD_SOAK=1 (`-m slow` alone does not run them)."""
     for item in items:
         if item.get_closest_marker("spark") is not None or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    if "soak" in (config.getoption("markexpr") or "") or os.environ.get("LAKEWARD_SOAK") == "1":
+        return
+    soaks = [item for item in items if item.get_closest_marker("soak") is not None]
+    if soaks:
+        config.hook.pytest_deselected(items=soaks)
+        items[:] = [item for item in items if item.get_closest_marker("soak") is None]
 
 
 @pytest.fixture(autouse=True)

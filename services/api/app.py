@@ -11,6 +11,11 @@
 - Tables are named as the daemon names them (`GET /api/v1/tables`); a name or a path that
   is not one of its tables is refused with 404, so the API cannot reach other data.
 
+Every route but `/healthz` is a plain function: Starlette runs it on its thread pool, so the
+event loop keeps accepting and answering while one request waits on ZooKeeper (runs, claims,
+quarantine and the audit log live there) or renders the metrics. An `async` route doing that
+work held up every other request behind it.
+
 The routes live in `routes/` (one module per concern), their response models in `models`,
 the token guards in `access` and the error answers in `errors`.
 """

@@ -112,6 +112,10 @@ class RunInfo(BaseModel):
     )
     records_written: int
     bytes_written: int
+    pid: int | None = Field(default=None, description="The child process running the attempt now (local engine).")
+    peak_rss_mb: float | None = Field(
+        default=None, description="Peak resident memory of the run's child processes, MiB (local engine)."
+    )
 
 
 class TableInfo(BaseModel):

@@ -67,23 +67,29 @@ def serve(
     configure_logging(settings.log.format, settings.log.level, settings.replica_id or "")
     stop = stop or threading.Event()
     daemon = Daemon(settings, spark=spark)
-    # The HTTP server comes first: /healthz answers (and /readyz says 503) while Spark starts.
-    api = ApiServer(daemon)
-    api.start()
-    base = f"http://{settings.http.host}:{api.port}"
-    log.info("API on %s (replica %s); web UI on %s%s", base, daemon.replica_id, base, UI_PREFIX)
 
     def on_signal(signum: int, frame: object) -> None:
         log.info("received %s: draining", signal.Signals(signum).name)
         stop.set()
 
-    try:
-        daemon.start()
-        # After start: creating the SparkContext installs PySpark's own SIGINT handler.
+    def handle_signals() -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
-        if on_started is not None:
+
+    # Before anything answers: a SIGTERM at any moment of start-up drains (it used to kill).
+    handle_signals()
+    # The HTTP server comes first: /healthz answers (and /readyz says 503) while Spark starts.
+    api = ApiServer(daemon)
+    api.start()
+    base = f"http://{settings.http.host}:{api.port}"
+    log.info("API on %s (replica %s); web UI on %s%s", base, daemon.replica_id, base, UI_PREFIX)
+    try:
+        if not stop.is_set():
+            daemon.start()
+            # Again after start: creating the SparkContext installs PySpark's own SIGINT handler.
+            handle_signals()
+        if on_started is not None and not stop.is_set():
             on_started(daemon, api)
         stop.wait()
     finally:

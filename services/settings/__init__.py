@@ -14,9 +14,9 @@ keeps the others. Everything is validated at start; :class:`ConfigurationError` 
 problem with the key it is about (``zookeeper.session_timeout_s: must be > 0``). Unknown keys are
 errors (typos must not pass silently).
 
-One module per section of the file (``tables``, ``policy``, ``concurrency``, ``scheduling``, ``zookeeper``,
-``spark``, ``http``, ``log``, ``history``), the root model in ``daemon``, and loading in ``loading`` (with the
-sources it reads in ``sources``). Import the names from this package.
+One module per section of the file (``tables``, ``policy``, ``concurrency``, ``scheduling``, ``resources``,
+``zookeeper``, ``spark``, ``http``, ``log``, ``history``), the root model in ``daemon``, and loading in
+``loading`` (with the sources it reads in ``sources``). Import the names from this package.
 """
 
 from lakeward.services.names import CONFIG_ENV_VAR
@@ -41,6 +41,7 @@ from lakeward.services.settings.policy import (
     PoliciesSettings,
     PolicySettings,
 )
+from lakeward.services.settings.resources import ActionMemory, ResourceSettings
 from lakeward.services.settings.scheduling import DEFAULT_GROUP, GroupSettings, SchedulingSettings, TableScheduling
 from lakeward.services.settings.spark import SparkSettings
 from lakeward.services.settings.tables import DiscoveryRoot, StaticTable, TablesSettings
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_GROUP",
     "ENV_PREFIX",
     "EXAMPLE_YAML",
+    "ActionMemory",
     "ActionPolicy",
     "ActionTimeouts",
     "ApiToken",
@@ -72,6 +74,7 @@ __all__ = [
     "OrphanCleanPolicy",
     "PoliciesSettings",
     "PolicySettings",
+    "ResourceSettings",
     "RetrySettings",
     "SchedulingSettings",
     "SparkSettings",

@@ -13,6 +13,7 @@ from lakeward.services.settings.history import HistorySettings
 from lakeward.services.settings.http import HttpSettings
 from lakeward.services.settings.log import LogSettings
 from lakeward.services.settings.policy import EffectivePolicy, PoliciesSettings
+from lakeward.services.settings.resources import ResourceSettings
 from lakeward.services.settings.scheduling import SchedulingSettings
 from lakeward.services.settings.sources import LOAD, MappingEnvSource, YamlSource
 from lakeward.services.settings.spark import SparkSettings
@@ -35,6 +36,7 @@ class DaemonSettings(BaseSettings):
     policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
     concurrency: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
     scheduling: SchedulingSettings = Field(default_factory=SchedulingSettings)
+    resources: ResourceSettings = Field(default_factory=ResourceSettings)
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -68,6 +68,14 @@ scheduling:                    # priorities and fairness (docs/daemon.md, "Prior
   groups:                      # per group: a discovery root's, or a policy's scheduling.group
     ingest: {priority: 3, max_concurrent_runs: 2}   # 3 runs for each run of a priority-1 group
 
+resources:
+  isolation: process           # local engine: each plan in a child process (thread: in the daemon)
+  max_memory_mb:               # MiB of resident memory per run, by action (null: unbounded)
+    compaction: 4096
+    clustering: 4096
+  nice: 10                     # CPU priority of runs: the API answers first on busy cores
+  terminate_grace_s: 3         # SIGTERM, then SIGKILL after this long
+
 zookeeper:
   hosts: null                  # null: in-process coordinator (one replica only); else "zk1:2181,zk2:2181"
   chroot: /lakeward

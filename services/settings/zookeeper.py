@@ -18,7 +18,14 @@ class ZooKeeperSettings(Section):
     chroot: str = Field(default="/lakeward", description="Every node of the daemon lives under this path.")
     claims_path: str = Field(default="/claims", description="Where claims are created, under the chroot.")
     session_timeout_s: float = Field(default=30.0, gt=0, description="ZooKeeper session timeout.")
-    connection_timeout_s: float = Field(default=10.0, gt=0, description="How long to wait for a connection at start.")
+    connection_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "How long to wait for a connection at start, and for an answer to a read or write of the "
+            "shared run history and audit log."
+        ),
+    )
     digest_user: str | None = Field(default=None, description="Digest auth user (with digest_password).")
     digest_password: SecretStr | None = Field(default=None, description="Digest auth password.")
 

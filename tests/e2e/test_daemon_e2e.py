@@ -40,7 +40,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from lakeward.core.table import Table
 from lakeward.core.table_services.compaction.execute import COMPACT
@@ -53,7 +52,7 @@ from lakeward.services.settings import load_settings
 from tests.e2e import writer as workload
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table, same_rows
 from tests.support import waiting
-from tests.support.daemon_process import DaemonProcess
+from tests.support.daemon_process import DaemonProcess, runs_total
 from tests.support.zookeeper import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.spark, pytest.mark.timeout(600)]
@@ -258,19 +257,6 @@ def claim_overlaps(claims: dict[str, list[dict[str, Any]]], ends: dict[str, floa
             if s2 < e1:
                 problems.append(f"{key}: held by {r1} [{s1:.3f}, {e1:.3f}] and by {r2} from {s2:.3f}")
     return problems
-
-
-def runs_total(replica: DaemonProcess) -> collections.Counter[tuple[str, str, str]]:
-    text = replica.client._http.get("/metrics").text
-    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "lakeward_runs":
-            continue
-        for sample in family.samples:
-            if sample.name == "lakeward_runs_total" and sample.value:
-                labels = sample.labels
-                counts[(labels["table"], labels["action"], labels["outcome"])] += int(sample.value)
-    return counts
 
 
 def data_rows(table: pa.Table) -> list[dict[str, Any]]:

@@ -1,13 +1,14 @@
 """An ingestion writer of the daemon end-to-end test, run as its own process.
 
-Usage: python writer.py <options json> <tables json> <stop file> <out file>
+Usage: python writer.py <options json> <tables json> <stop file> <out file> [pause s]
 
 `tables` is a list of [table index, path]. Round r = 1, 2, ... upserts `batch(index, r)`
 into each of its tables in turn (the tables' lock options are the daemon's, so writer and
 daemons exclude each other), until the stop file exists; a round always finishes. A write
 that fails (a conflict, a lock timeout) is retried with the same batch: the batches are
 deterministic, so the test knows every table's expected rows from the last round each
-table committed. One JSON line per committed write goes to the out file:
+table committed. After each write it pauses `pause s` (default 0.4). One JSON line per
+committed write goes to the out file:
 `{"table": index, "round": r, "instant": t, "attempts": n, "errors": [...]}`.
 """
 
@@ -77,6 +78,7 @@ def main() -> int:
     options = json.loads(sys.argv[1])
     tables = [(int(i), str(p)) for i, p in json.loads(sys.argv[2])]
     stop_file, out_file = Path(sys.argv[3]), Path(sys.argv[4])
+    pause_s = float(sys.argv[5]) if len(sys.argv) > 5 else PAUSE_S
     opened = {i: Table.open(p, options=options) for i, p in tables}
     round_no = 0
     with open(out_file, "a", encoding="utf-8") as out:
@@ -99,7 +101,7 @@ def main() -> int:
                     sys.stderr.write(f"table {index} round {round_no}: gave up after {MAX_ATTEMPTS} attempts\n")
                     sys.stderr.write("\n".join(errors) + "\n")
                     return 1
-                time.sleep(PAUSE_S)
+                time.sleep(pause_s)
     return 0
 
 

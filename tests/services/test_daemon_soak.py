@@ -7,6 +7,14 @@ runs. Here an ingestion writer in the same process upserts one row at a time int
 merge-on-read tables (through the daemon's ZooKeeper lock options, never closing its
 tables), and the daemon compacts after every delta commit. The CI version stops at 100
 compactions; `-m slow` runs 500.
+
+With runs in child processes (`resources.isolation: process`, the default) each run's
+table lock connects from its child and disconnects when the child ends: the daemon's own
+connections stay at one and the server never sees more than one per running plan besides.
+
+Threads are measured twice at rest (no run in flight, every child reaped): after 10 runs and at
+the end; the two must agree (a leak is a thread that never goes away). While runs are in flight
+the count may rise only by what is documented at `PEAK_THREADS_SLACK`.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
+from lakeward.services import supervisor
 from lakeward.services.daemon import Daemon, table_lock_options
 from lakeward.services.settings import load_settings
 from tests.support.zookeeper import ZooKeeperServer, alive_connections
@@ -29,7 +38,7 @@ pytestmark = pytest.mark.zookeeper
 TABLES = ("a", "b")
 
 
-def soak_daemon(tmp_path: Path, server: ZooKeeperServer) -> Daemon:
+def soak_daemon(tmp_path: Path, server: ZooKeeperServer, isolation: str) -> Daemon:
     static = "\n".join(f"    - path: {tmp_path / t}" for t in TABLES)
     config = tmp_path / "lakeward.yaml"
     config.write_text(
@@ -44,6 +53,7 @@ policies:
     clean: {{enabled: false}}
     archival: {{enabled: false}}
 concurrency: {{max_running: 2}}
+resources: {{isolation: {isolation}}}
 zookeeper: {{hosts: '{server.hosts}', chroot: /soak, session_timeout_s: 10, connection_timeout_s: 5}}
 spark: {{engine: local}}
 log: {{format: text, level: WARNING}}
@@ -70,16 +80,49 @@ def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
     return alive_connections(server), threading.active_count(), len(os.listdir("/proc/self/fd"))
 
 
-def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float) -> None:
+#: How far above the at-rest baseline the thread count may go while runs are in flight. Every thread
+#: the daemon's process keeps per run is bounded up front: the runner's pool (`max_running`, counted
+#: apart since it starts lazily), one watch thread for every timeout, one reaper for every child, one
+#: discovery and one health pool for every cycle. What remains is transient: in thread mode the local
+#: engine's task threads of the plans running in the daemon; in process mode nothing (the slack of 1
+#: covers a ZooKeeper event thread). A leak of one thread per run passes it within a few runs.
+PEAK_THREADS_SLACK = {"thread": 3, "process": 1}
+
+
+def at_rest(daemon: Daemon, server: ZooKeeperServer) -> tuple[int, int, int]:
+    """The footprint with no run in flight: nothing running for a while and every child reaped (the
+    writer has stopped writing, so no new run starts)."""
+    assert daemon.runner is not None
+    quiet_since = time.monotonic()
+    deadline = quiet_since + 60
+    while time.monotonic() - quiet_since < 1.0:
+        assert time.monotonic() < deadline, f"runs did not come to rest: {[r.key for r in daemon.runner.running()]}"
+        if daemon.runner.running() or supervisor.unreaped_children():
+            quiet_since = time.monotonic()
+        time.sleep(0.05)
+    return footprint(server)
+
+
+def pool_threads(prefix: str) -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
+
+
+def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float, isolation: str = "thread") -> None:
+    """Compactions until `runs` succeeded; then threads and open files are where they were at rest after
+    the first 10 (no leak), they never rose by more than `PEAK_THREADS_SLACK` while runs were in flight
+    (no per-run growth), and ZooKeeper connections stayed within bounds throughout."""
     for name in TABLES:
         table = Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
         table.bulk_insert(pa.table({"id": list(range(5)), "v": [0] * 5, "ts": [0] * 5}))
-    daemon = soak_daemon(tmp_path, server)
+    daemon = soak_daemon(tmp_path, server, isolation)
+    # Runs in child processes hold a connection each while they run (max_running=2).
+    connections = 1 if isolation == "thread" else 1 + 2
     lock_options = table_lock_options(daemon.settings)
     daemon.start()
     try:
         deadline = time.monotonic() + budget_s
         baseline: tuple[int, int, int] | None = None
+        idle_run_threads = 0  # runner pool threads not started yet at the baseline (they start lazily)
         peak = (0, 0, 0)
         written = 0
         while compactions(daemon, "succeeded") < runs:
@@ -96,16 +139,25 @@ def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float) ->
             written += 1
             done = compactions(daemon, "succeeded")
             if baseline is None and done >= 10:
-                baseline = footprint(server)  # thread pools and caches are warm by now
+                baseline = at_rest(daemon, server)  # thread pools and caches are warm by now
+                idle_run_threads = 2 - pool_threads("run_")
             elif baseline is not None:
                 now = footprint(server)
                 peak = (max(peak[0], now[0]), max(peak[1], now[1]), max(peak[2], now[2]))
             time.sleep(0.02)
         assert baseline is not None
-        final = footprint(server)
-        assert final[0] <= 1 and peak[0] <= 1, f"ZooKeeper connections: baseline {baseline}, peak {peak}"
-        assert peak[1] <= baseline[1] + 3, f"threads grew: baseline {baseline[1]}, peak {peak[1]}"
-        assert final[2] <= baseline[2] + 5, f"open files grew: baseline {baseline[2]}, final {final[2]}"
+        final = at_rest(daemon, server)
+        assert final[0] <= connections and peak[0] <= connections, (
+            f"ZooKeeper connections: baseline {baseline}, peak {peak}"
+        )
+        # No leak: at rest after `runs` runs, exactly the threads of the baseline (and the run pool's).
+        assert final[1] <= baseline[1] + idle_run_threads, (
+            f"threads leaked: {baseline[1]} at rest after 10 runs, {final[1]} after {runs}: "
+            f"{sorted(t.name for t in threading.enumerate())}"
+        )
+        slack = idle_run_threads + PEAK_THREADS_SLACK[isolation]
+        assert peak[1] <= baseline[1] + slack, f"threads grew with runs: baseline {baseline[1]}, peak {peak[1]}"
+        assert final[2] <= baseline[2] + 2, f"open files grew: baseline {baseline[2]}, final {final[2]}"
         assert daemon.ready
     finally:
         daemon.drain(5)
@@ -123,3 +175,7 @@ def test_daemon_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make
 @pytest.mark.slow
 def test_daemon_long_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
     soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=500, budget_s=600)
+
+
+def test_daemon_soak_with_runs_in_child_processes_leaks_no_connections(tmp_path, make_zookeeper_server):
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=30, budget_s=90, isolation="process")

@@ -84,3 +84,21 @@ def test_health_exports_the_metadata_table_lag_of_tables_with_one(tmp_path: Path
     assert s[penalty] == 0.5
     # a table without a metadata table: no lag series, no metadata_table factor
     assert not [k for k in s if dict(k[1]).get("table") == "plain" and "metadata" in k[0] + str(k[1])]
+
+
+def test_per_cycle_gauges_keep_their_series_and_drop_the_ones_that_went_away() -> None:
+    """A cycle sets the series it has and removes the ones that went away; the others are updated in
+    place (never cleared and made again: a scrape in between saw them missing, and making a few hundred
+    series per cycle cost CPU in the process that serves the API)."""
+    metrics = DaemonMetrics()
+    plan = PendingPlan(A, ServiceAction.COMPACTION, "20260101000000000", "requested")
+    metrics.observe_discovery([A, B], [plan], [], 0.1, 1000.0)
+    metrics.observe_quarantined(["a/compaction/20260101000000000", "b/clean/20260101000200000"])
+    series = metrics.pending_plans.labels("a", "compaction")
+    metrics.observe_discovery([A], [], [], 0.1, 1001.0)
+    metrics.observe_quarantined(["a/compaction/20260101000000000"])
+    assert metrics.pending_plans.labels("a", "compaction") is series
+    s = _samples(metrics)
+    assert s[("lakeward_pending_plans", (("action", "compaction"), ("table", "a")))] == 0
+    assert not [k for k in s if ("table", "b") in k[1]], "series of table b, gone, are still exported"
+    assert s[("lakeward_quarantined_plans", (("action", "compaction"), ("table", "a")))] == 1

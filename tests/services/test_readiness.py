@@ -4,17 +4,20 @@ service, and 200 again once it can (real ZooKeeper servers, stopped and started;
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
 from lakeward import Table
 from lakeward.services.api import create_app
+from lakeward.services.api.server import ApiServer
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
 from tests.support.zookeeper import ZooKeeperServer
@@ -113,4 +116,48 @@ def test_readyz_is_503_while_the_table_lock_ensemble_is_down(tmp_path, make_zook
             locks.start()
         wait_for(lambda: readyz(client) == (200, []), 30)
     finally:
+        daemon.drain(2)
+
+
+def test_api_answers_while_requests_wait_on_zookeeper(tmp_path, make_zookeeper_server):
+    """Reads that wait on ZooKeeper (the runs history, here while the server is down: each waits
+    up to the connection timeout) run on the server's thread pool, side by side, and /healthz and
+    /readyz answer at once meanwhile. As `async` routes they held up the event loop: four such
+    reads took turns."""
+    server = make_zookeeper_server(max_client_cnxns=5)
+    daemon = daemon_on(tmp_path, server)
+    daemon.start()
+    api = ApiServer(daemon, port=0)
+    api.start()
+    url = f"http://127.0.0.1:{api.port}"
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            wait_for(lambda: client.get("/readyz").status_code == 200)
+            server.stop()
+            wait_for(lambda: client.get("/readyz").status_code == 503, 15)
+            waited: list[float] = []
+
+            def read_runs() -> None:
+                started = time.monotonic()
+                with httpx.Client(base_url=url, timeout=30) as own:
+                    own.get("/api/v1/runs")
+                waited.append(time.monotonic() - started)
+
+            readers = [threading.Thread(target=read_runs) for _ in range(4)]
+            for reader in readers:
+                reader.start()
+            time.sleep(0.3)  # the reads are waiting on ZooKeeper now
+            started = time.monotonic()
+            assert client.get("/healthz").status_code == 200
+            assert client.get("/readyz").status_code == 503
+            answered_in = time.monotonic() - started
+            for reader in readers:
+                reader.join(30)
+        assert min(waited) >= 1.0, f"the runs reads did not wait on ZooKeeper ({waited}): nothing was tested"
+        # Side by side, each about one connection timeout (2 s); on the event loop they took turns (6-9 s).
+        assert max(waited) < 3 * 2.0, f"the runs reads waited one after another: {waited}"
+        assert answered_in < 0.5 * min(waited), f"/healthz and /readyz took {answered_in:.2f}s behind {waited}"
+    finally:
+        server.start()
+        api.stop()
         daemon.drain(2)

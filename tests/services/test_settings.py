@@ -188,6 +188,10 @@ def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
             "concurrency.max_running_per_table: must be <= max_running (2)",
         ),
         ({"concurrency": {"timeouts_s": {"compaction": 0}}}, {}, "concurrency.timeouts_s.compaction: must be > 0"),
+        ({"resources": {"max_memory_mb": {"compaction": 0}}}, {}, "resources.max_memory_mb.compaction: must be > 0"),
+        ({"resources": {"max_memory_mb": {"compactoin": 10}}}, {}, "resources.max_memory_mb.compactoin: unknown key"),
+        ({"resources": {"terminate_grace_s": 0}}, {}, "resources.terminate_grace_s: must be > 0"),
+        ({}, {"LAKEWARD_RESOURCES__ISOLATION": "fork"}, "resources.isolation"),
         ({"zookeeper": {"chroot": "lakeward"}}, {}, "zookeeper.chroot: must be an absolute ZooKeeper path"),
         ({"zookeeper": {"hosts": "zk1:2181,,zk2"}}, {}, "zookeeper.hosts: must be host:port"),
         ({"zookeeper": {"digest_user": "u"}}, {}, "zookeeper.digest_password: digest_user and digest_password go"),
@@ -335,3 +339,12 @@ def test_history_retention_settings(tmp_path: Path) -> None:
     assert (s.history.runs_max_count, s.history.audit_max_age_s, s.history.runs_max_age_s) == (10, 60, 7 * 86400)
     with pytest.raises(ConfigurationError, match=r"history.record_max_bytes: must be >= 512"):
         load_settings(write(tmp_path, {"history": {"record_max_bytes": 10}}), env={})
+
+
+def test_resources_are_per_action_and_null_means_unbounded(tmp_path: Path) -> None:
+    data = {"resources": {"isolation": "thread", "max_memory_mb": {"compaction": 512, "clean": None}}}
+    s = load_settings(write(tmp_path, data), env={})
+    assert s.resources.isolation == "thread"
+    assert s.resources.max_memory_mb.for_action(ServiceAction.COMPACTION) == 512
+    assert s.resources.max_memory_mb.for_action(ServiceAction.CLEAN) is None
+    assert load_settings(None, env={}).resources.isolation == "process"  # the default

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 from typer.testing import CliRunner
 
 from lakeward import Table
@@ -236,6 +238,31 @@ def test_retention_prunes_by_count_and_age(zookeeper_server):
         assert log.prune(now + 10) == 2  # r1, r2: beyond the newest 3
         assert [r["n"] for r in log.newest(10)] == [5, 4, 3]
         assert log.get("r4") == {"n": 4} and log.get("r1") is None
+    finally:
+        coordinator.close()
+
+
+def test_history_requests_give_up_after_the_connection_timeout_while_zookeeper_is_down(make_zookeeper_server):
+    """A run's end is written to the history from its thread, and the drain waits for that thread:
+    with ZooKeeper unreachable a write must fail after the connection timeout, not wait for the server
+    (kazoo queues requests until it reconnects; a drain hung forever on one)."""
+    server = make_zookeeper_server()
+    coordinator = ZooKeeperCoordinator(
+        server.hosts, base_path=f"/lakeward-down-{uuid.uuid4().hex[:8]}", connection_timeout_s=1.0
+    )
+    coordinator.start()
+    try:
+        log = ZooKeeperRecordLog(coordinator, f"{coordinator.base_path}/history/runs", Retention(3, 3600, 1024))
+        log.put(time.time(), "before", {"n": 0})
+        server.stop()
+        started = time.monotonic()
+        with pytest.raises((KazooTimeoutError, KazooException)) as raised:
+            log.put(time.time(), "during", {"n": 1})
+        assert time.monotonic() - started < 5, f"waited {time.monotonic() - started:.1f}s: {raised.value!r}"
+        started = time.monotonic()
+        with pytest.raises((KazooTimeoutError, KazooException)):
+            log.newest(10)
+        assert time.monotonic() - started < 5
     finally:
         coordinator.close()
 

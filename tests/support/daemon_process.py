@@ -10,6 +10,7 @@ JVM and its Python workers included).
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakeward.services.client import DaemonAPIError, DaemonClient
 
@@ -26,11 +28,22 @@ from lakeward.services.client import DaemonAPIError, DaemonClient
 class DaemonProcess:
     """One replica of the daemon in its own process (module doc)."""
 
-    def __init__(self, name: str, config: dict[str, Any], workdir: Path, token: str):
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        workdir: Path,
+        token: str,
+        module: str = "lakeward.services.cli serve",
+        env: dict[str, str] | None = None,
+    ):
         self.name = name
         self.config = config
         self.workdir = workdir
         self.token = token
+        #: What runs: `python -m <module> --config <file>` (the module may carry arguments before it).
+        self.module = module.split()
+        self.extra_env = env or {}
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -45,9 +58,10 @@ class DaemonProcess:
         env = dict(os.environ)
         env["LAKEWARD_REPLICA_ID"] = self.name
         env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.update(self.extra_env)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lakeward.services.cli", "serve", "--config", str(self.config_path)],
+                [sys.executable, "-m", *self.module, "--config", str(self.config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -127,4 +141,18 @@ class DaemonProcess:
         return f"--- {self.name} ({self.log_path}), last {lines} lines:\n" + "\n".join(text[-lines:])
 
 
-__all__ = ["DaemonProcess"]
+def runs_total(replica: DaemonProcess) -> collections.Counter[tuple[str, str, str]]:
+    """`lakeward_runs_total` of a replica by (table, action, outcome), read from its `/metrics`."""
+    text = replica.client._http.get("/metrics").text
+    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "lakeward_runs":
+            continue
+        for sample in family.samples:
+            if sample.name == "lakeward_runs_total" and sample.value:
+                labels = sample.labels
+                counts[(labels["table"], labels["action"], labels["outcome"])] += int(sample.value)
+    return counts
+
+
+__all__ = ["DaemonProcess", "runs_total"]

@@ -17,7 +17,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     routes = APIRouter(prefix=API_PREFIX, tags=["audit"], dependencies=[access.read])
 
     @routes.get("/audit", response_model=list[AuditEntry])
-    async def audit(
+    def audit(
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
         token: Annotated[str | None, Query(description="Only calls made with this token name.")] = None,
         target: Annotated[str | None, Query(description="Only calls about this table, run id or work item.")] = None,

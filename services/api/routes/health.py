@@ -22,7 +22,7 @@ def router(daemon: Daemon) -> APIRouter:
         return {"status": "ok", "replica": daemon.replica_id}
 
     @routes.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
-    async def readyz() -> JSONResponse:
+    def readyz() -> JSONResponse:
         """Readiness: 200 while this replica takes new work, else 503 with the reasons.
 
         503 while starting or draining, and while ZooKeeper cannot be reached for claims or
@@ -33,7 +33,7 @@ def router(daemon: Daemon) -> APIRouter:
         return JSONResponse(body, status_code=200 if not reasons else 503)
 
     @routes.get("/metrics")
-    async def metrics() -> Response:
+    def metrics() -> Response:
         """Prometheus metrics of this replica (text exposition format)."""
         return Response(daemon.metrics.render(), media_type=CONTENT_TYPE)
 

@@ -18,17 +18,17 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     routes = APIRouter(prefix=API_PREFIX, tags=["plans"], dependencies=[access.read])
 
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
-    async def table_plans(name: str) -> list[dict[str, Any]]:
+    def table_plans(name: str) -> list[dict[str, Any]]:
         """Pending plans of one table, oldest first, with their quarantine state."""
         return reads.table_plans(daemon, name)
 
     @routes.get("/plans", response_model=list[PlanStatus])
-    async def all_plans() -> list[dict[str, Any]]:
+    def all_plans() -> list[dict[str, Any]]:
         """Pending plans of every table, oldest first, with their quarantine state."""
         return reads.all_plans(daemon)
 
     @routes.get("/quarantine", response_model=list[QuarantineInfo])
-    async def quarantine() -> list[dict[str, Any]]:
+    def quarantine() -> list[dict[str, Any]]:
         """Work items held back after repeated failures or an on-call cancel."""
         return reads.quarantine(daemon)
 

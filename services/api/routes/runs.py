@@ -18,7 +18,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     routes = APIRouter(prefix=API_PREFIX, tags=["runs"], dependencies=[access.read])
 
     @routes.get("/runs", response_model=list[RunInfo])
-    async def runs(
+    def runs(
         state: Annotated[reads.RunState, Query()] = "all",
         table: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -28,7 +28,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         return reads.runs(daemon, state, table, limit)
 
     @routes.get("/runs/{run_id}", response_model=RunInfo)
-    async def run(run_id: str) -> dict[str, Any]:
+    def run(run_id: str) -> dict[str, Any]:
         """One run of any replica (404 when no replica knows it: never ran, or pruned from the history)."""
         found = daemon.deployment_run(run_id)
         if found is None:
@@ -36,7 +36,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         return found
 
     @routes.get("/claims", response_model=Claims)
-    async def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
+    def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
         """Every claim held in the deployment (`deployment`, with its replica); this replica's claim log
         (claimed, conflict, released, lost), oldest first, and the claims it holds."""
         log = daemon.coordinator.claim_log[-limit:]

@@ -17,12 +17,12 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     routes = APIRouter(prefix=API_PREFIX, tags=["health"], dependencies=[access.read])
 
     @routes.get("/health", response_model=list[TableHealthInfo])
-    async def health_of_tables() -> list[dict[str, Any]]:
+    def health_of_tables() -> list[dict[str, Any]]:
         """Every table's health score and findings (a table that could not be scored has `error`)."""
         return [h.to_dict() for h in daemon.healths()]
 
     @routes.get("/tables/{name}/health", response_model=TableHealthInfo)
-    async def table_health(name: str) -> dict[str, Any]:
+    def table_health(name: str) -> dict[str, Any]:
         """One table's health report: score, each factor's penalty, findings with suggested actions, numbers."""
         return daemon.health(name).to_dict()
 

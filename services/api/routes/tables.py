@@ -35,7 +35,7 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
             }
         },
     )
-    async def tables(response: Response) -> list[dict[str, Any]]:
+    def tables(response: Response) -> list[dict[str, Any]]:
         """Every table with its state: pending plans, problems, pause. Per-table `policies.overrides`
         that match no table are named in the `X-Lakeward-Unmatched-Overrides` header (the list of
         tables keeps its shape)."""
@@ -45,12 +45,12 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
         return [t.to_dict() for t in daemon.tables()]
 
     @routes.get("/tables/{name}", response_model=TableDetail)
-    async def table(name: str) -> dict[str, Any]:
+    def table(name: str) -> dict[str, Any]:
         """One table with its state and its recent runs on any replica (newest first, at most 20)."""
         return reads.table_detail(daemon, name)
 
     @routes.get("/tables/{name}/timeline", response_model=list[TimelineInstant])
-    async def timeline(name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> list[dict[str, Any]]:
+    def timeline(name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> list[dict[str, Any]]:
         """The newest instants of the table's active timeline (newest first), as of the last discovery cycle."""
         return reads.timeline(daemon, name, limit)
 

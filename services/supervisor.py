@@ -1,0 +1,246 @@
+"""The runner's side of a run's child process: start it, answer it, watch it, stop it.
+
+`run_in_child` starts `lakeward.services.worker.main` in a new process from the
+`forkserver` context (a single-threaded server process, started fresh with lakeward
+preloaded, forks the children: the threaded daemon is never forked and a run starts in a
+fraction of a second), answers the child's questions with the run's hooks (plan claims,
+the fencing check), and while the child runs:
+
+- stops it when the run is stopped (cancel, timeout, drain): SIGTERM, then SIGKILL after
+  `grace_s`; the attempt then ends as the run's `RunStopped`;
+- reads its resident memory (`/proc/<pid>/status`) every `POLL_S` and SIGKILLs it past
+  `max_memory_mb` (`ChildFailed`: "memory limit exceeded"), keeping the peak for the record;
+- turns a death without a result into `ChildFailed` with the exit reason ("killed by
+  signal 9 (SIGKILL)" -- also what the kernel's OOM killer sends --, "exited with code 1"),
+  and a child's exception into `ChildFailed` with its type and message.
+
+A killed child leaves its instant inflight: table services are idempotent (core rolls back
+the partial files on the next run), so the next run of the plan completes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from lakeward.core.exceptions import TableVersionChangedError
+from lakeward.services import worker
+from lakeward.services.attempt import AttemptHooks, AttemptResult, RunStopped
+from lakeward.services.worker import WorkerJob
+
+log = logging.getLogger(__name__)
+
+#: How often the supervisor looks at the child's memory and the run's stop flag.
+POLL_S = 0.1
+
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["lakeward.services.worker"])
+
+
+class ChildFailed(Exception):
+    """The run's child process died or raised; the message is the reason, as the run record shows it."""
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """Why a child ended without a result, from its exit code (negative: the signal that killed it)."""
+    if exitcode is None:
+        return "the run's process is still running"
+    if exitcode < 0:
+        name = signal.Signals(-exitcode).name if -exitcode in signal.Signals._value2member_map_ else "?"
+        hint = "; the kernel's OOM killer sends it too" if -exitcode == signal.SIGKILL else ""
+        return f"the run's process was killed by signal {-exitcode} ({name}{hint})"
+    return f"the run's process exited with code {exitcode} without a result"
+
+
+def resident_bytes(pid: int) -> tuple[int, int]:
+    """(current, peak) resident memory of process `pid` in bytes; (0, 0) once it is gone."""
+    found = {"VmRSS:": 0, "VmHWM:": 0}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                fields = line.split()  # "VmRSS:   123456 kB"
+                if fields and fields[0] in found:
+                    found[fields[0]] = int(fields[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return found["VmRSS:"], found["VmHWM:"]
+
+
+def stop_process(proc: BaseProcess, grace_s: float) -> None:
+    """SIGTERM the child, SIGKILL it if it is still there after `grace_s`, and reap it."""
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(grace_s)
+    if proc.is_alive():
+        log.warning("the run's process %s did not stop within %.1fs of SIGTERM: SIGKILL", proc.pid, grace_s)
+        proc.kill()
+    proc.join()
+
+
+class _Supervision:
+    """One child being watched (module doc); `peak_rss_bytes` grows as it runs."""
+
+    def __init__(self, proc: BaseProcess, conn: Connection, hooks: AttemptHooks, max_memory_mb: int | None):
+        self.proc, self.conn, self.hooks = proc, conn, hooks
+        self.limit = None if max_memory_mb is None else max_memory_mb * 1024 * 1024
+        self.peak_rss_bytes = 0
+
+    def check_memory(self) -> None:
+        assert self.proc.pid is not None
+        rss, peak = resident_bytes(self.proc.pid)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss, peak)
+        if self.limit is not None and rss > self.limit:
+            self.proc.kill()
+            self.proc.join()
+            mib = self.limit // (1024 * 1024)
+            raise ChildFailed(f"memory limit exceeded: {rss / 2**20:.0f} MiB resident > max_memory_mb {mib}")
+
+    def answer(self, message: tuple[Any, ...]) -> AttemptResult | None:
+        """Handle one message of the child; the attempt's result when it is the last one."""
+        kind = message[0]
+        if kind == "phase":
+            self.hooks.set_phase(message[1])
+        elif kind == "claim_plan":
+            self.conn.send(self.hooks.claim_plan(message[1]))
+        elif kind == "fence":
+            try:
+                self.hooks.fence()
+            except RunStopped as stopped:
+                self.conn.send(stopped)
+            else:
+                self.conn.send(None)
+        else:
+            self.peak_rss_bytes = max(self.peak_rss_bytes, int(message[-1]))
+            if kind == "result":
+                result: AttemptResult = message[1]
+                return result
+            if kind == "stopped":
+                raise message[1]
+            if kind == "version_changed":
+                raise TableVersionChangedError(message[1], message[2], message[3])
+            _, type_name, text, trace, _ = message
+            log.warning("the run's process raised %s: %s\n%s", type_name, text, trace)
+            raise ChildFailed(f"{type_name}: {text}")
+        return None
+
+    def next_message(self) -> tuple[Any, ...] | None:
+        """The child's next message, None when nothing came within POLL_S; ChildFailed once it is gone."""
+        ready = wait([self.conn, self.proc.sentinel], timeout=POLL_S)
+        if self.conn in ready or self.conn.poll():
+            try:
+                message: tuple[Any, ...] = self.conn.recv()
+                return message
+            except EOFError:
+                pass
+        elif not ready:
+            return None
+        self.proc.join()
+        raise ChildFailed(exit_reason(self.proc.exitcode))
+
+
+def run_in_child(
+    job: WorkerJob,
+    hooks: AttemptHooks,
+    *,
+    stopped: Callable[[], RunStopped | None],
+    max_memory_mb: int | None,
+    grace_s: float,
+    on_start: Callable[[int], None] = lambda pid: None,
+    on_memory: Callable[[int], None] = lambda peak: None,
+) -> AttemptResult:
+    """Run one attempt in a child process and supervise it to its end (module doc).
+
+    `stopped()` is the run's stop (None while it may go on); `on_start(pid)` and
+    `on_memory(peak bytes)` report to the run record.
+    """
+    conn, child_end = _CONTEXT.Pipe()
+    proc = _CONTEXT.Process(target=worker.main, args=(job, child_end), name=f"lakeward-run-{job.run_id}", daemon=True)
+    proc.start()
+    child_end.close()
+    assert proc.pid is not None
+    on_start(proc.pid)
+    watch = _Supervision(proc, conn, hooks, max_memory_mb)
+    result: AttemptResult | None = None
+    try:
+        while result is None:
+            stop = stopped()
+            if stop is not None:
+                stop_process(proc, grace_s)
+                raise stop
+            watch.check_memory()
+            on_memory(watch.peak_rss_bytes)
+            message = watch.next_message()
+            result = watch.answer(message) if message is not None else None
+        return result
+    finally:
+        on_memory(watch.peak_rss_bytes)
+        conn.close()
+        if result is None:
+            stop_process(proc, grace_s)
+        else:  # the plan is done: report it now, while the child closes its table and exits
+            _REAPER.add(proc, grace_s)
+
+
+class _Reaper:
+    """Waits for children that sent their result to exit by themselves (SIGKILL after their grace), and
+    reaps them: one thread for the whole process, started at the first child and kept (a thread per
+    child would make the replica's thread count follow its runs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._children: list[tuple[BaseProcess, float]] = []
+        self._thread: threading.Thread | None = None
+
+    def add(self, proc: BaseProcess, grace_s: float) -> None:
+        with self._lock:
+            self._children.append((proc, time.monotonic() + grace_s))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="run-reaper", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def pending(self) -> int:
+        """Children not reaped yet."""
+        with self._lock:
+            return len(self._children)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._children:
+                    self._lock.wait()
+                children = list(self._children)
+            sentinels = [proc.sentinel for proc, _ in children]
+            deadline = min(d for _, d in children)
+            wait(sentinels, timeout=max(0.0, min(POLL_S * 5, deadline - time.monotonic())))
+            done = []
+            for proc, until in children:
+                if proc.is_alive() and time.monotonic() >= until:
+                    log.warning(
+                        "the run's process %s did not exit within its grace after its result: SIGKILL", proc.pid
+                    )
+                    proc.kill()
+                    proc.join(1.0)
+                if not proc.is_alive():
+                    proc.join()
+                    done.append(proc)
+            with self._lock:
+                self._children = [(p, d) for p, d in self._children if p not in done]
+
+
+_REAPER = _Reaper()
+
+
+def unreaped_children() -> int:
+    """Children of this process that sent their result and are not reaped yet (they exit by themselves)."""
+    return _REAPER.pending()
+
+
+__all__ = ["ChildFailed", "exit_reason", "resident_bytes", "run_in_child", "stop_process", "unreaped_children"]

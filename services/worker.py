@@ -1,0 +1,126 @@
+"""A run's child process: one attempt of a plan on the local engine, outside the daemon's process.
+
+The runner (`lakeward.services.supervisor`) starts `main` in a fresh process (the
+`forkserver` context: never a fork of the threaded daemon) with a `WorkerJob` and one end
+of a pipe. The child opens the table, runs the attempt (`lakeward.services.attempt`) and
+sends its result back. What only the daemon knows is asked over the pipe and answered by
+the runner: claiming a newly written plan, and the fencing check right before core
+completes the instant (the claim must still be held and the run not stopped) -- so a
+child never completes a plan whose claim its replica lost.
+
+Messages, child to runner: `("phase", str)`, `("claim_plan", instant)` -> bool,
+`("fence",)` -> None or a `RunStopped`, and last one of `("result", AttemptResult, peak)`,
+`("stopped", RunStopped, peak)`, `("failed", type name, message, traceback, peak)`, where
+peak is the child's peak resident memory in bytes. SIGTERM (cancel, timeout, drain)
+raises `Terminated` in the child so that its table lock is released on the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from lakeward.core.exceptions import TableVersionChangedError
+from lakeward.services import execution
+from lakeward.services.attempt import AttemptSpec, RunStopped, completion_check, perform
+from lakeward.services.logs import configure_logging, run_context
+from lakeward.services.model import TableRef
+
+log = logging.getLogger(__name__)
+
+
+class Terminated(BaseException):
+    """The runner asked this child to stop (SIGTERM): unwind, releasing locks, and exit."""
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """Everything a child needs to run one attempt (picklable)."""
+
+    run_id: str
+    table: TableRef
+    options: dict[str, str]
+    spec: AttemptSpec
+    #: (format, level, replica) of the daemon's log, or None to leave logging unconfigured.
+    logging: tuple[str, str, str] | None = None
+    #: The engine the attempt runs on: "local", or a local engine object (pickled over).
+    engine: Any = "local"
+    #: CPU priority increment of this process (`resources.nice`).
+    nice: int = 0
+
+
+class ParentLink:
+    """The attempt's hooks in a child: every question goes to the runner over the pipe."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def fence(self) -> None:
+        self.conn.send(("fence",))
+        answer = self.conn.recv()
+        if isinstance(answer, RunStopped):
+            raise answer
+        log.info("claim re-checked by the daemon before completing")
+
+    def claim_plan(self, instant: str) -> bool:
+        self.conn.send(("claim_plan", instant))
+        return bool(self.conn.recv())
+
+    def set_phase(self, phase: str) -> None:
+        self.conn.send(("phase", phase))
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated(f"received {signal.Signals(signum).name}")
+
+
+def main(job: WorkerJob, conn: Connection) -> None:
+    """Run one attempt and send its outcome to the runner (module doc)."""
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon drains, not us
+    if job.nice:
+        os.nice(job.nice)
+    if job.logging is not None:
+        configure_logging(*job.logging, stream=sys.stderr)
+    spec = job.spec
+    link = ParentLink(conn)
+    fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
+    exit_code = 0
+    with run_context(**fields):
+        table = None
+        try:
+            table = execution.open_table(job.table, job.options, job.engine, completion_check(link))
+            result = perform(table, spec, job.engine, link)
+        except RunStopped as stopped:
+            conn.send(("stopped", stopped, peak_rss_bytes()))
+        except TableVersionChangedError as changed:  # not retried: the runner re-raises it as it is
+            conn.send(("version_changed", str(changed), changed.expected, changed.found, peak_rss_bytes()))
+        except Terminated as terminated:  # quietly: the runner that asked knows why
+            log.warning("run process stopping: %s", terminated)
+            exit_code = 128 + signal.SIGTERM
+        except Exception as exc:
+            trace = traceback.format_exc(limit=8)
+            conn.send(("failed", type(exc).__name__, str(exc), trace, peak_rss_bytes()))
+        else:
+            conn.send(("result", result, peak_rss_bytes()))
+        finally:
+            conn.close()
+            if table is not None:
+                table.close()  # its ZooKeeper session ends with the run, not at the session timeout
+    if exit_code:
+        sys.exit(exit_code)
+
+
+__all__ = ["ParentLink", "Terminated", "WorkerJob", "main", "peak_rss_bytes"]

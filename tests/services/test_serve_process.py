@@ -1,0 +1,112 @@
+"""`lakeward serve` as a real process: SIGTERM at any moment drains and exits 0, runs live in
+child processes that the drain terminates within `drain_time_s`, and the API answers while
+plans run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.services.test_daemon import mor
+from tests.services.test_run_isolation import gone
+from tests.support.daemon_process import DaemonProcess
+from tests.support.gated_engine import FileGatedEngine
+from tests.support.zookeeper import free_port
+
+TOKEN = "test-token"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def config_for(tables: list[Path], drain_time_s: float) -> dict[str, Any]:
+    return {
+        "tables": {"static": [{"path": str(t)} for t in tables], "refresh_interval_s": 0.5},
+        "policies": {"defaults": {"compaction": {"enabled": False}, "clean": {"enabled": False}}},
+        "concurrency": {"max_running": 2, "max_running_per_table": 1},
+        "spark": {"engine": "local"},
+        "http": {"host": "127.0.0.1", "port": free_port(), "api_tokens": [TOKEN]},
+        "log": {"format": "text"},
+        "drain_time_s": drain_time_s,
+    }
+
+
+@pytest.fixture
+def replicas() -> Iterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for replica in started:
+        replica.cleanup()
+
+
+def launch(replicas: list[DaemonProcess], replica: DaemonProcess) -> DaemonProcess:
+    replica.start()
+    replicas.append(replica)
+    return replica
+
+
+def wait_healthz(replica: DaemonProcess, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert replica.alive, replica.tail()
+        try:
+            if httpx.get(f"{replica.url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"/healthz never answered:\n{replica.tail()}")
+
+
+def test_sigterm_as_soon_as_healthz_answers_drains_and_exits_0(tmp_path, replicas):
+    table = mor(tmp_path / "t", 1)
+    replica = launch(replicas, DaemonProcess("early", config_for([Path(table.path)], 5), tmp_path, TOKEN))
+    wait_healthz(replica)
+    code = replica.terminate(timeout_s=60)
+    log = replica.log_path.read_text()
+    assert code == 0, replica.tail()
+    assert "received SIGTERM: draining" in log, replica.tail()
+
+
+def test_api_answers_while_two_plans_run_and_sigterm_ends_them_within_the_drain_time(tmp_path, replicas):
+    tables = [mor(tmp_path / name, 3) for name in ("a", "b")]
+    gate = FileGatedEngine(tmp_path / "gate")
+    config = config_for([Path(t.path) for t in tables], drain_time_s=1)
+    module = f"tests.support.serve_gated {gate.folder}"
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    gated = DaemonProcess("gated", config, tmp_path, TOKEN, module=module, env={"PYTHONPATH": pythonpath})
+    replica = launch(replicas, gated)
+    replica.wait_ready(time.monotonic() + 90)
+    for table in tables:
+        replica.client.trigger(table.name, "compaction")
+    deadline = time.monotonic() + 60
+    while len(gate.arrived_pids()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    children = gate.arrived_pids()
+    assert len(children) == 2 and replica.pid not in children, replica.tail()
+
+    latencies = []
+    for _ in range(10):  # answered while both plans run in their children (no timing assertion)
+        started = time.perf_counter()
+        running = replica.client.runs(state="running")
+        latencies.append(time.perf_counter() - started)
+        assert {r["pid"] for r in running} == children
+    print(f"GET /runs while two plans run: {[round(s * 1000, 1) for s in latencies]} ms")
+
+    asked = time.monotonic()
+    replica.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    code = replica.process.wait(timeout=30)  # type: ignore[union-attr]
+    took = time.monotonic() - asked
+    assert code == 0, replica.tail()
+    assert took <= 1 + 5, f"drained in {took:.1f}s\n{replica.tail()}"
+    assert all(gone(pid) for pid in children)
+    log = replica.log_path.read_text()
+    assert "drain time over: cancelled 2 run(s)" in log, replica.tail()
+    for table in tables:  # the plans stay inflight: the next start runs them
+        assert len(table.pending_compactions()) == 1
