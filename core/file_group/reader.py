@@ -252,6 +252,35 @@ def _delete_orderings(block: DeleteBlock, ordering_type: pa.DataType) -> tuple[p
     return pc.if_else(pa.array(natural), pa.nulls(n, ordering_type), cast), natural
 
 
+@dataclass(frozen=True)
+class SliceContents:
+    """What a read of one file slice decodes: its base file's rows (None without one) and
+    the visible data and delete blocks of its log files, in log order.
+
+    Read once, it can serve several computations over the slice (compaction merges it
+    and folds its changes for CDC from the same decoded rows).
+    """
+
+    base: pa.Table | None
+    blocks: Sequence[DataBlock | DeleteBlock]
+
+
+def read_slice_contents(storage: Storage, file_slice: FileSlice, instants: VisibleInstants) -> SliceContents:
+    """Read the slice's base file and decode its visible log blocks (each file opened once)."""
+    base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
+    return SliceContents(base, visible_log_blocks(storage, file_slice.log_files, instants))
+
+
+@dataclass(frozen=True)
+class MergedSlice:
+    """The merged rows of a slice, and the record keys among them that its base file did not hold."""
+
+    rows: pa.Table
+    #: Keys of log records that won and that no base record had: what a bloom filter of the
+    #: base file lacks for the merged rows (a rewrite can extend it instead of rebuilding it).
+    new_keys: pa.Array
+
+
 def merge_log_blocks(
     base: pa.Table | None,
     blocks: Sequence[DataBlock | DeleteBlock],
@@ -263,6 +292,16 @@ def merge_log_blocks(
     `schema` (meta columns first, plain types) is the schema of the result; base rows and
     log records are conformed to it.
     """
+    return merge_slice(base, blocks, schema, settings).rows
+
+
+def merge_slice(
+    base: pa.Table | None,
+    blocks: Sequence[DataBlock | DeleteBlock],
+    schema: pa.Schema,
+    settings: MergeSettings = MergeSettings(),
+) -> MergedSlice:
+    """`merge_log_blocks`, also telling which keys of the result are new to the base file."""
     schema = _plain(schema)
     base_rows = _conform(base, schema) if base is not None else schema.empty_table()
     ordering = settings.ordering_field if settings.ordering_field in schema.names else None
@@ -293,7 +332,7 @@ def merge_log_blocks(
             delete_orderings.append(values)
             delete_natural.append(natural)
     if not data_parts and not delete_keys:
-        return base_rows
+        return MergedSlice(base_rows, pa.array([], pa.string()))
 
     log_rows = pa.concat_tables(data_parts) if data_parts else schema.empty_table()
     deleted = pa.concat_arrays(delete_keys) if delete_keys else pa.array([], pa.string())
@@ -316,10 +355,17 @@ def merge_log_blocks(
         if pa.types.is_null(ordering_type):
             orderings = None
     winners = winning_versions(keys, positions, orderings, resets)
-    merged = candidates.take(pa.array(winners[winners < candidates.num_rows]))
+    winners = winners[winners < candidates.num_rows]
+    merged = candidates.take(pa.array(winners))
+    # Log records that won; those whose key no base record had are new to the file group.
+    from_log = pa.array(winners >= num_base_touched)
     if IS_DELETED_FIELD in merged.column_names and pa.types.is_boolean(merged.schema.field(IS_DELETED_FIELD).type):
-        merged = merged.filter(pc.invert(pc.fill_null(merged.column(IS_DELETED_FIELD), False)))
-    return pa.concat_tables([untouched, merged])
+        alive = pc.invert(pc.fill_null(merged.column(IS_DELETED_FIELD), False))
+        merged, from_log = merged.filter(alive), pc.filter(from_log, alive)
+    logged_keys = merged.column(RECORD_KEY).filter(from_log).combine_chunks()
+    base_keys = candidates.column(RECORD_KEY).slice(0, num_base_touched).combine_chunks()
+    new_keys = logged_keys.filter(pc.invert(pc.is_in(logged_keys, value_set=base_keys)))
+    return MergedSlice(pa.concat_tables([untouched, merged]), new_keys)
 
 
 def read_merged_file_slice(
@@ -334,9 +380,8 @@ def read_merged_file_slice(
     `schema` holds the meta columns first (dictionary columns are read as plain values).
     A plain function of its arguments, so engine tasks can run it per slice.
     """
-    base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
-    blocks = visible_log_blocks(storage, file_slice.log_files, instants)
-    return merge_log_blocks(base, blocks, schema, settings)
+    contents = read_slice_contents(storage, file_slice, instants)
+    return merge_log_blocks(contents.base, contents.blocks, schema, settings)
 
 
 @dataclass(frozen=True)

@@ -257,3 +257,37 @@ def test_rollback_of_a_write_removes_its_cdc_file(tmp_path):
     assert len(cdc_files(tmp_path / "t")) == len(before) + 1
     t.rollback(second)
     assert cdc_files(tmp_path / "t") == before
+
+
+def test_compaction_with_cdc_reads_each_file_of_the_slice_once(tmp_path, monkeypatch):
+    t = new_table(tmp_path / "t", "MERGE_ON_READ")
+    first = t.upsert(rows(("a", "x", 1, 1), ("b", "x", 2, 1), ("c", "x", 3, 1))).instant_time
+    t.upsert(rows(("a", "x", 10, 2)))
+    t.delete(rows(("b", "x", 0, 3)))
+    t.upsert(rows(("a", "x", 11, 4), ("c", "x", 30, 4)))
+    expected = changes(t, first)
+    (file_slice,) = t.file_slices()
+    slice_files = [file_slice.base_file.path, *(f.path for f in file_slice.log_files)]
+    assert len(slice_files) == 4
+    compaction = t.schedule_compaction(force=True)
+    opened: list[str] = []
+    original_open, original_bytes = Storage.open_input_file, Storage.read_bytes
+
+    def spy_open(self, rel):
+        opened.append(rel)
+        return original_open(self, rel)
+
+    def spy_bytes(self, rel):
+        opened.append(rel)
+        return original_bytes(self, rel)
+
+    monkeypatch.setattr(Storage, "open_input_file", spy_open)
+    monkeypatch.setattr(Storage, "read_bytes", spy_bytes)
+    t.run_compaction(compaction)
+    monkeypatch.undo()
+    # The merge, the CDC fold and the bloom filter of the new base file share one read of each file.
+    assert {f: opened.count(f) for f in slice_files} == dict.fromkeys(slice_files, 1), opened
+    assert cdc_files(tmp_path / "t")
+    assert cases(t, first) == {InferenceCase.AS_IS}
+    assert changes(t, first) == expected
+    assert sorted(Table.open(str(tmp_path / "t")).read().column("v").to_pylist()) == [11, 30]

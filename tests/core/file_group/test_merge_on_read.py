@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
+import random
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -32,8 +33,10 @@ from lakeward.core.file_group.naming import base_file_name
 from lakeward.core.file_group.reader import (
     MergeSettings,
     VisibleInstants,
+    merge_slice,
     read_file_slices,
     read_merged_file_slice,
+    read_slice_contents,
     visible_log_blocks,
 )
 from lakeward.core.file_group.view import FileSystemView
@@ -275,6 +278,53 @@ def test_untouched_base_rows_pass_through_unchanged_including_duplicates(storage
     file_slice = FileSlice(PARTITION, FILE_ID, T0, base, _log(storage, [_upsert(T1, [("k2", 2, "b2")])]))
     merged = read_merged_file_slice(storage, file_slice, FULL, VisibleInstants(frozenset({T0, T1})), COMMIT_TIME)
     assert sorted((r["id"], r["value"]) for r in merged.to_pylist()) == [("k1", "a"), ("k1", "a-dup"), ("k2", "b2")]
+
+
+def test_merge_slice_names_the_winning_log_keys_no_base_record_had(storage: Storage):
+    schema = with_meta(DATA.append(pa.field("_hoodie_is_deleted", pa.bool_())))
+    schema_json = avro_schema_json(DATA.append(pa.field("_hoodie_is_deleted", pa.bool_())), "t", with_meta=True)
+    base = _base(storage, [("k1", 1, "a"), ("k2", 1, "b")], schema)
+    first = data_block(
+        _rows(
+            T1,
+            [("k2", 2, "b2"), ("k3", 2, "c"), ("k4", 2, "d"), ("k5", 2, "e")],
+            schema,
+            _hoodie_is_deleted=[None, None, None, True],
+        ),
+        T1,
+        schema_json,
+    )
+    deletes = DeleteBlock.create(T2, schema_json, ["k1", "k4"], PARTITION)
+    again = data_block(_rows(T3, [("k1", 3, "a3"), ("k3", 3, "c3")], schema), T3, schema_json)
+    file_slice = FileSlice(PARTITION, FILE_ID, T0, base, _log(storage, [first], [deletes], [again]))
+    contents = read_slice_contents(storage, file_slice, VisibleInstants(frozenset({T0, T1, T2, T3})))
+    merged = merge_slice(contents.base, contents.blocks, schema, COMMIT_TIME)
+    assert _state(merged.rows) == {"k1": (3, "a3", T3), "k2": (2, "b2", T1), "k3": (3, "c3", T3)}
+    # k1 and k2 were base records; k4 was deleted again and k5 written as deleted: only k3 is new
+    assert merged.new_keys.to_pylist() == ["k3"]
+    assert sorted(merge_slice(None, contents.blocks, schema, COMMIT_TIME).new_keys.to_pylist()) == ["k1", "k2", "k3"]
+
+
+def test_commit_time_winners_of_many_versions_match_the_latest_write_model(storage: Storage):
+    rng = random.Random(7)
+    base = _base(storage, [(f"k{i}", 0, f"base{i}") for i in range(40)])
+    model = {f"k{i}": (0, f"base{i}", T0) for i in range(40)}
+    block_sets: list[list[LogBlock]] = []
+    instants = [T1, T2, T3, T4, T5]
+    for n, instant in enumerate(instants):
+        keys = rng.sample([f"k{i}" for i in range(60)], 15)
+        blocks: list[LogBlock] = []
+        if n % 2:  # a delete block, then a data block of the same instant
+            blocks.append(_delete(instant, keys[:5]))
+            for k in keys[:5]:
+                model.pop(k, None)
+            keys = keys[5:]
+        blocks.append(_upsert(instant, [(k, n + 1, f"{k}@{instant}") for k in keys]))
+        model.update({k: (n + 1, f"{k}@{instant}", instant) for k in keys})
+        block_sets.append(blocks)
+    file_slice = FileSlice(PARTITION, FILE_ID, T0, base, _log(storage, *block_sets))
+    visible = VisibleInstants(frozenset({T0, *instants}))
+    assert _state(read_merged_file_slice(storage, file_slice, FULL, visible, COMMIT_TIME)) == model
 
 
 def test_visible_instants_from_a_timeline_on_disk(storage: Storage):
