@@ -139,10 +139,19 @@ def read_base_file(
     path: str,
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
+    dictionary: Sequence[str] = (),
 ) -> pa.Table:
-    """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError."""
+    """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError.
+
+    `dictionary`: columns to read as Arrow dictionaries (few-valued meta columns).
+    """
     with _readable(storage, path), storage.open_input_file(path) as source:
-        table = pq.read_table(source, columns=list(columns) if columns is not None else None, filters=filter)
+        table = pq.read_table(
+            source,
+            columns=list(columns) if columns is not None else None,
+            filters=filter,
+            read_dictionary=list(dictionary) or None,
+        )
     return table.replace_schema_metadata(None)
 
 

@@ -212,11 +212,27 @@ def _refuse_damage(
         raise error
 
 
-def _plain(schema: pa.Schema) -> pa.Schema:
-    """`schema` with dictionary columns as their value type (merging works on plain columns)."""
+def _merge_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with dictionary columns as their value type, except the few-valued meta columns.
+
+    Those (`DICTIONARY_META_COLUMNS`) stay dictionaries when the caller asks for them: the
+    base file's values are read as a dictionary, merged as one and returned as one, never
+    materialised one string per row (the log records are few, and are encoded instead).
+    """
     return pa.schema(
-        [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema], schema.metadata
+        [
+            f.with_type(f.type.value_type)
+            if pa.types.is_dictionary(f.type) and f.name not in DICTIONARY_META_COLUMNS
+            else f
+            for f in schema
+        ],
+        schema.metadata,
     )
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The meta columns `schema` holds as dictionaries (read from base files as dictionaries)."""
+    return [f.name for f in schema if f.name in DICTIONARY_META_COLUMNS and pa.types.is_dictionary(f.type)]
 
 
 def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -225,8 +241,11 @@ def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     if len(known) != rows.num_columns:
         rows = rows.select(known)
     for i, f in enumerate(rows.schema):
-        if pa.types.is_dictionary(f.type):
+        target = schema.field(f.name).type
+        if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(target):
             rows = rows.set_column(i, f.name, pc.cast(rows.column(i), f.type.value_type))
+        elif pa.types.is_dictionary(target) and not pa.types.is_dictionary(f.type):
+            rows = rows.set_column(i, f.name, pc.cast(rows.column(i), target))
     return conform_batch(rows, schema, allow_missing=True)
 
 
@@ -265,9 +284,16 @@ class SliceContents:
     blocks: Sequence[DataBlock | DeleteBlock]
 
 
-def read_slice_contents(storage: Storage, file_slice: FileSlice, instants: VisibleInstants) -> SliceContents:
-    """Read the slice's base file and decode its visible log blocks (each file opened once)."""
-    base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
+def read_slice_contents(
+    storage: Storage, file_slice: FileSlice, instants: VisibleInstants, dictionary: Sequence[str] = ()
+) -> SliceContents:
+    """Read the slice's base file and decode its visible log blocks (each file opened once).
+
+    `dictionary`: base-file columns to read as Arrow dictionaries.
+    """
+    base = None
+    if file_slice.base_file is not None:
+        base = read_base_file(storage, file_slice.base_file.path, dictionary=dictionary)
     return SliceContents(base, visible_log_blocks(storage, file_slice.log_files, instants))
 
 
@@ -289,8 +315,9 @@ def merge_log_blocks(
 ) -> pa.Table:
     """The rows of a slice: `base` rows (may be None) merged with visible log `blocks` (in log order).
 
-    `schema` (meta columns first, plain types) is the schema of the result; base rows and
-    log records are conformed to it.
+    `schema` (meta columns first) is the schema of the result; base rows and log records
+    are conformed to it. Its columns are plain types, except that the few-valued meta
+    columns may be dictionaries (`DICTIONARY_META_COLUMNS`).
     """
     return merge_slice(base, blocks, schema, settings).rows
 
@@ -302,7 +329,7 @@ def merge_slice(
     settings: MergeSettings = MergeSettings(),
 ) -> MergedSlice:
     """`merge_log_blocks`, also telling which keys of the result are new to the base file."""
-    schema = _plain(schema)
+    schema = _merge_schema(schema)
     base_rows = _conform(base, schema) if base is not None else schema.empty_table()
     ordering = settings.ordering_field if settings.ordering_field in schema.names else None
     event_time = settings.event_time_ordering and ordering is not None
@@ -377,10 +404,11 @@ def read_merged_file_slice(
 ) -> pa.Table:
     """The merged rows of one file slice (base file, if any, plus its visible log blocks), in `schema`.
 
-    `schema` holds the meta columns first (dictionary columns are read as plain values).
+    `schema` holds the meta columns first. Dictionary columns come back as plain values,
+    except the few-valued meta columns (`DICTIONARY_META_COLUMNS`), which stay dictionaries.
     A plain function of its arguments, so engine tasks can run it per slice.
     """
-    contents = read_slice_contents(storage, file_slice, instants)
+    contents = read_slice_contents(storage, file_slice, instants, _dictionary_columns(schema))
     return merge_log_blocks(contents.base, contents.blocks, schema, settings)
 
 

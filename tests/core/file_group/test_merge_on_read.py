@@ -33,6 +33,7 @@ from lakeward.core.file_group.naming import base_file_name
 from lakeward.core.file_group.reader import (
     MergeSettings,
     VisibleInstants,
+    dictionary_meta,
     merge_slice,
     read_file_slices,
     read_merged_file_slice,
@@ -369,6 +370,21 @@ def test_read_file_slices_merges_log_slices_and_keeps_the_fast_path_types(storag
     cow_only = read_file_slices(storage, slices[1:], DATA)
     assert table.schema == cow_only.schema  # dictionary meta columns, same column types
     assert pa.types.is_dictionary(table.schema.field("_hoodie_commit_time").type)
+
+
+def test_merged_slice_keeps_the_few_valued_meta_columns_as_dictionaries(storage: Storage):
+    base = _base(storage, [("k1", 1, "a"), ("k2", 1, "b")])
+    file_slice = FileSlice(
+        PARTITION, FILE_ID, T0, base, _log(storage, [_upsert(T1, [("k2", 2, "b2"), ("k3", 2, "c")])])
+    )
+    instants = VisibleInstants(frozenset({T0, T1}))
+    plain = read_merged_file_slice(storage, file_slice, FULL, instants, COMMIT_TIME)
+    encoded = read_merged_file_slice(storage, file_slice, dictionary_meta(FULL), instants, COMMIT_TIME)
+    # the base file's values are read as a dictionary and merged as one; data columns stay plain
+    assert encoded.schema == dictionary_meta(FULL)
+    assert plain.schema == FULL
+    assert encoded.cast(FULL).sort_by("id").equals(plain.sort_by("id"))
+    assert _state(encoded) == {"k1": (1, "a", T0), "k2": (2, "b2", T1), "k3": (2, "c", T1)}
 
 
 def test_read_file_slices_filters_and_projects_after_merging(storage: Storage):
