@@ -153,6 +153,8 @@ def winning_versions(
     n = len(keys)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    if orderings is None and (resets is None or not resets.any()):
+        return _latest_versions(keys, positions)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         "k": keys,
         "p": pa.array(positions, pa.int64()),
@@ -184,3 +186,18 @@ def winning_versions(
         last_of_key = np.ones(m, dtype=bool)
     rows = pc.take(versions.column(_ROW), order).to_numpy()
     return np.sort(rows[last_of_key])
+
+
+def _latest_versions(keys: pa.Array | pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
+    """Commit-time ordering: per key, the version with the largest position (ties: the later row).
+
+    One hash aggregation instead of sorting the (string) keys: every version gets a
+    distinct rank that orders it as (position, row), and the key's largest rank names
+    its winning row.
+    """
+    n = len(keys)
+    low = int(positions.min())
+    rank = (positions.astype(np.int64) - low) * n + np.arange(n, dtype=np.int64)
+    best = pa.table({"k": keys, "r": pa.array(rank, pa.int64())}).group_by("k", use_threads=False)
+    latest = best.aggregate([("r", "max")]).column("r_max").to_numpy()
+    return np.sort(latest % n)

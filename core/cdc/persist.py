@@ -16,9 +16,8 @@ import pyarrow as pa
 from lakeward.core.cdc.changes import fold_log_changes
 from lakeward.core.cdc.records import cdc_block, write_cdc_file
 from lakeward.core.config.cdc import SupplementalLoggingMode
-from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, visible_log_blocks
+from lakeward.core.file_group.reader import MergeSettings, SliceContents, VisibleInstants, read_slice_contents
 from lakeward.core.storage import Storage
 
 
@@ -37,18 +36,20 @@ def persist_slice_changes(
     before_create: Callable[[str], None] | None = None,
     instants: Collection[str] | None = None,
     version: int = 1,
+    contents: SliceContents | None = None,
 ) -> tuple[str, int, list[str]] | None:
     """Write the changes of the slice's delta commits that `keep` accepts into one `.cdc` file.
 
     The file is named for the slice at `base_instant_time` (the slice itself, or the new
     slice a compaction writes) with `write_token`. Returns (path, size, instants persisted),
     or None when no kept delta commit changed anything. `instants` limits the fold's output
-    to those instants (all blocks are still applied in order).
+    to those instants (all blocks are still applied in order). `contents`: the slice as a
+    caller already read it (compaction), so its files are not read a second time.
     """
-    base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
-    blocks = visible_log_blocks(storage, file_slice.log_files, visible)
+    if contents is None:
+        contents = read_slice_contents(storage, file_slice, visible)
     by_instant = fold_log_changes(
-        base, blocks, full_schema, settings, frozenset(instants) if instants is not None else None
+        contents.base, contents.blocks, full_schema, settings, frozenset(instants) if instants is not None else None
     )
     kept = [(t, changes) for t, changes in sorted(by_instant.items()) if keep(t) and changes.num_rows]
     if not kept:

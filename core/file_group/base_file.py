@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import posixpath
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -139,11 +139,34 @@ def read_base_file(
     path: str,
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
+    dictionary: Sequence[str] = (),
 ) -> pa.Table:
-    """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError."""
+    """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError.
+
+    `dictionary`: columns to read as Arrow dictionaries (few-valued meta columns).
+    """
     with _readable(storage, path), storage.open_input_file(path) as source:
-        table = pq.read_table(source, columns=list(columns) if columns is not None else None, filters=filter)
+        table = pq.read_table(
+            source,
+            columns=list(columns) if columns is not None else None,
+            filters=filter,
+            read_dictionary=list(dictionary) or None,
+        )
     return table.replace_schema_metadata(None)
+
+
+def read_base_file_and_footer(storage: Storage, path: str) -> tuple[pa.Table, FooterKeys]:
+    """All rows of a base file and its footer's key range and bloom filter, from one open of the file.
+
+    For a rewrite of the file (compaction) that extends the old bloom filter: reading the
+    footer separately would open the file and parse its key-value metadata again.
+    """
+    with _readable(storage, path), storage.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        keys = _footer_keys(parquet.metadata.metadata or {})
+        table = parquet.read()
+    _remember_footer(storage, path, keys)
+    return table.replace_schema_metadata(None), keys
 
 
 def corrupt_base_file(storage: Storage, path: str, exc: BaseException) -> CorruptFileError:
@@ -201,15 +224,20 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
             return _footer_cache[cache_key]
     with _readable(storage, path), storage.open_input_file(path) as source:
         meta = pq.read_metadata(source).metadata or {}
+    keys = _footer_keys(meta)
+    _remember_footer(storage, path, keys)
+    return keys
+
+
+def _footer_keys(meta: Mapping[bytes, bytes]) -> FooterKeys:
+    """The key range and bloom filter of a footer's key-value metadata."""
     text = {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
     bloom = None
     if BLOOM_FILTER_FOOTER_KEY in text:
         bloom = BloomFilter.deserialize(
             text[BLOOM_FILTER_FOOTER_KEY], text.get(BLOOM_TYPE_CODE_FOOTER_KEY, "DYNAMIC_V0")
         )
-    keys = FooterKeys(text.get(MIN_RECORD_KEY_FOOTER_KEY), text.get(MAX_RECORD_KEY_FOOTER_KEY), bloom)
-    _remember_footer(storage, path, keys)
-    return keys
+    return FooterKeys(text.get(MIN_RECORD_KEY_FOOTER_KEY), text.get(MAX_RECORD_KEY_FOOTER_KEY), bloom)
 
 
 def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> None:
@@ -221,7 +249,11 @@ def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> None:
 
 def reusable_bloom(storage: Storage, path: str, bloom: BloomSettings) -> BloomFilter | None:
     """The bloom filter of an existing base file, if it has the geometry a new one would have."""
-    footer = read_footer_keys(storage, path)
+    return extendable_bloom(read_footer_keys(storage, path), bloom)
+
+
+def extendable_bloom(footer: FooterKeys, bloom: BloomSettings) -> BloomFilter | None:
+    """The footer's bloom filter, if it has the geometry a new filter of `bloom` would have."""
     if footer.bloom is None or footer.bloom.type_code != bloom.type_code:
         return None
     fresh = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)

@@ -220,11 +220,27 @@ def _refuse_damage(
         raise error
 
 
-def _plain(schema: pa.Schema) -> pa.Schema:
-    """`schema` with dictionary columns as their value type (merging works on plain columns)."""
+def _merge_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with dictionary columns as their value type, except the few-valued meta columns.
+
+    Those (`DICTIONARY_META_COLUMNS`) stay dictionaries when the caller asks for them: the
+    base file's values are read as a dictionary, merged as one and returned as one, never
+    materialised one string per row (the log records are few, and are encoded instead).
+    """
     return pa.schema(
-        [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema], schema.metadata
+        [
+            f.with_type(f.type.value_type)
+            if pa.types.is_dictionary(f.type) and f.name not in DICTIONARY_META_COLUMNS
+            else f
+            for f in schema
+        ],
+        schema.metadata,
     )
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The meta columns `schema` holds as dictionaries (read from base files as dictionaries)."""
+    return [f.name for f in schema if f.name in DICTIONARY_META_COLUMNS and pa.types.is_dictionary(f.type)]
 
 
 def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -233,8 +249,11 @@ def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     if len(known) != rows.num_columns:
         rows = rows.select(known)
     for i, f in enumerate(rows.schema):
-        if pa.types.is_dictionary(f.type):
+        target = schema.field(f.name).type
+        if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(target):
             rows = rows.set_column(i, f.name, pc.cast(rows.column(i), f.type.value_type))
+        elif pa.types.is_dictionary(target) and not pa.types.is_dictionary(f.type):
+            rows = rows.set_column(i, f.name, pc.cast(rows.column(i), target))
     return conform_batch(rows, schema, allow_missing=True)
 
 
@@ -260,6 +279,42 @@ def _delete_orderings(block: DeleteBlock, ordering_type: pa.DataType) -> tuple[p
     return pc.if_else(pa.array(natural), pa.nulls(n, ordering_type), cast), natural
 
 
+@dataclass(frozen=True)
+class SliceContents:
+    """What a read of one file slice decodes: its base file's rows (None without one) and
+    the visible data and delete blocks of its log files, in log order.
+
+    Read once, it can serve several computations over the slice (compaction merges it
+    and folds its changes for CDC from the same decoded rows).
+    """
+
+    base: pa.Table | None
+    blocks: Sequence[DataBlock | DeleteBlock]
+
+
+def read_slice_contents(
+    storage: Storage, file_slice: FileSlice, instants: VisibleInstants, dictionary: Sequence[str] = ()
+) -> SliceContents:
+    """Read the slice's base file and decode its visible log blocks (each file opened once).
+
+    `dictionary`: base-file columns to read as Arrow dictionaries.
+    """
+    base = None
+    if file_slice.base_file is not None:
+        base = read_base_file(storage, file_slice.base_file.path, dictionary=dictionary)
+    return SliceContents(base, visible_log_blocks(storage, file_slice.log_files, instants))
+
+
+@dataclass(frozen=True)
+class MergedSlice:
+    """The merged rows of a slice, and the record keys among them that its base file did not hold."""
+
+    rows: pa.Table
+    #: Keys of log records that won and that no base record had: what a bloom filter of the
+    #: base file lacks for the merged rows (a rewrite can extend it instead of rebuilding it).
+    new_keys: pa.Array
+
+
 def merge_log_blocks(
     base: pa.Table | None,
     blocks: Sequence[DataBlock | DeleteBlock],
@@ -268,10 +323,21 @@ def merge_log_blocks(
 ) -> pa.Table:
     """The rows of a slice: `base` rows (may be None) merged with visible log `blocks` (in log order).
 
-    `schema` (meta columns first, plain types) is the schema of the result; base rows and
-    log records are conformed to it.
+    `schema` (meta columns first) is the schema of the result; base rows and log records
+    are conformed to it. Its columns are plain types, except that the few-valued meta
+    columns may be dictionaries (`DICTIONARY_META_COLUMNS`).
     """
-    schema = _plain(schema)
+    return merge_slice(base, blocks, schema, settings).rows
+
+
+def merge_slice(
+    base: pa.Table | None,
+    blocks: Sequence[DataBlock | DeleteBlock],
+    schema: pa.Schema,
+    settings: MergeSettings = MergeSettings(),
+) -> MergedSlice:
+    """`merge_log_blocks`, also telling which keys of the result are new to the base file."""
+    schema = _merge_schema(schema)
     base_rows = _conform(base, schema) if base is not None else schema.empty_table()
     ordering = settings.ordering_field if settings.ordering_field in schema.names else None
     event_time = settings.event_time_ordering and ordering is not None
@@ -301,7 +367,7 @@ def merge_log_blocks(
             delete_orderings.append(values)
             delete_natural.append(natural)
     if not data_parts and not delete_keys:
-        return base_rows
+        return MergedSlice(base_rows, pa.array([], pa.string()))
 
     log_rows = pa.concat_tables(data_parts) if data_parts else schema.empty_table()
     deleted = pa.concat_arrays(delete_keys) if delete_keys else pa.array([], pa.string())
@@ -324,10 +390,17 @@ def merge_log_blocks(
         if pa.types.is_null(ordering_type):
             orderings = None
     winners = winning_versions(keys, positions, orderings, resets)
-    merged = candidates.take(pa.array(winners[winners < candidates.num_rows]))
+    winners = winners[winners < candidates.num_rows]
+    merged = candidates.take(pa.array(winners))
+    # Log records that won; those whose key no base record had are new to the file group.
+    from_log = pa.array(winners >= num_base_touched)
     if IS_DELETED_FIELD in merged.column_names and pa.types.is_boolean(merged.schema.field(IS_DELETED_FIELD).type):
-        merged = merged.filter(pc.invert(pc.fill_null(merged.column(IS_DELETED_FIELD), False)))
-    return pa.concat_tables([untouched, merged])
+        alive = pc.invert(pc.fill_null(merged.column(IS_DELETED_FIELD), False))
+        merged, from_log = merged.filter(alive), pc.filter(from_log, alive)
+    logged_keys = merged.column(RECORD_KEY).filter(from_log).combine_chunks()
+    base_keys = candidates.column(RECORD_KEY).slice(0, num_base_touched).combine_chunks()
+    new_keys = logged_keys.filter(pc.invert(pc.is_in(logged_keys, value_set=base_keys)))
+    return MergedSlice(pa.concat_tables([untouched, merged]), new_keys)
 
 
 def read_merged_file_slice(
@@ -339,12 +412,12 @@ def read_merged_file_slice(
 ) -> pa.Table:
     """The merged rows of one file slice (base file, if any, plus its visible log blocks), in `schema`.
 
-    `schema` holds the meta columns first (dictionary columns are read as plain values).
+    `schema` holds the meta columns first. Dictionary columns come back as plain values,
+    except the few-valued meta columns (`DICTIONARY_META_COLUMNS`), which stay dictionaries.
     A plain function of its arguments, so engine tasks can run it per slice.
     """
-    base = read_base_file(storage, file_slice.base_file.path) if file_slice.base_file is not None else None
-    blocks = visible_log_blocks(storage, file_slice.log_files, instants)
-    return merge_log_blocks(base, blocks, schema, settings)
+    contents = read_slice_contents(storage, file_slice, instants, _dictionary_columns(schema))
+    return merge_log_blocks(contents.base, contents.blocks, schema, settings)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,16 @@ from lakeward.core.cdc.persist import persist_slice_changes
 from lakeward.core.config.table import TableConfig, TableType
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
-from lakeward.core.file_group.base_file import write_base_file
+from lakeward.core.file_group.base_file import extendable_bloom, read_base_file_and_footer, write_base_file
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_merged_file_slice
+from lakeward.core.file_group.reader import (
+    MergeSettings,
+    SliceContents,
+    VisibleInstants,
+    merge_slice,
+    visible_log_blocks,
+)
 from lakeward.core.index.secondary.api import build_indexes_of_written_files
 from lakeward.core.schema import avro_schema_json
 from lakeward.core.storage import Storage
@@ -64,13 +70,22 @@ def compact_file_slice(
     started = time.monotonic()
     storage = ctx.storage
     file_slice = operation.file_slice()
-    merged = read_merged_file_slice(storage, file_slice, ctx.full_schema, instants, settings)
+    # Every file of the slice is read once: the merge and the CDC fold share the decoded rows.
+    footer = None
+    if file_slice.base_file is not None:
+        base, footer = read_base_file_and_footer(storage, file_slice.base_file.path)
+    else:
+        base = None
+    contents = SliceContents(base, visible_log_blocks(storage, file_slice.log_files, instants))
+    merged = merge_slice(contents.base, contents.blocks, ctx.full_schema, settings)
     name = base_file_name(operation.file_id, write_token(task_id, ctx.stage_id, attempt), ctx.instant_time)
     path = posixpath.join(operation.partition_path, name) if operation.partition_path else name
     create_marker(storage, ctx.instant_time, operation.partition_path, name, CREATE)
     ensure_partition_metadata(storage, operation.partition_path, ctx.instant_time)
-    rows = carried_over(ctx, merged, name)
-    size = write_base_file(storage, path, rows, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression)
+    rows = carried_over(ctx, merged.rows, name)
+    previous = extendable_bloom(footer, ctx.bloom) if footer is not None else None
+    extend = (previous, merged.new_keys) if previous is not None else None
+    size = write_base_file(storage, path, rows, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression, extend)
     log_sizes = sum(storage.size(f.path) for f in file_slice.log_files)
     cdc_stats = None
     if ctx.cdc_mode is not None and file_slice.log_files:
@@ -82,6 +97,7 @@ def compact_file_slice(
             settings,
             ctx.cdc_mode,
             ctx.avro_schema_with_meta,
+            contents=contents,
             keep=lambda t: t not in cdc_persisted and (cdc_since is None or t > cdc_since),
             base_instant_time=ctx.instant_time,
             write_token=write_token(task_id, ctx.stage_id, attempt),

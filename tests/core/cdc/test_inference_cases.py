@@ -56,6 +56,24 @@ def row(id_: str, part: str, v: int, ts: int) -> dict:
     return {"id": id_, "part": part, "v": v, "ts": ts}
 
 
+def spy_reads(monkeypatch) -> list[str]:
+    """The list every later `Storage.open_input_file` and `read_bytes` call appends its path to."""
+    opened: list[str] = []
+    original_open, original_bytes = Storage.open_input_file, Storage.read_bytes
+
+    def spy_open(self, rel):
+        opened.append(rel)
+        return original_open(self, rel)
+
+    def spy_bytes(self, rel):
+        opened.append(rel)
+        return original_bytes(self, rel)
+
+    monkeypatch.setattr(Storage, "open_input_file", spy_open)
+    monkeypatch.setattr(Storage, "read_bytes", spy_bytes)
+    return opened
+
+
 def cdc_files(path) -> list[str]:
     return sorted(
         os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs if f.endswith(".cdc")
@@ -219,20 +237,7 @@ def test_snapshot_reads_of_a_cdc_table_open_no_cdc_file(tmp_path, monkeypatch):
     t.upsert(rows(("b", "x", 6, 3)))
     t.run_change_tracking(t.schedule_change_tracking())
     assert cdc_files(tmp_path / "t")
-    opened: list[str] = []
-    original = Storage.open_input_file
-    original_bytes = Storage.read_bytes
-
-    def spy_open(self, rel):
-        opened.append(rel)
-        return original(self, rel)
-
-    def spy_bytes(self, rel):
-        opened.append(rel)
-        return original_bytes(self, rel)
-
-    monkeypatch.setattr(Storage, "open_input_file", spy_open)
-    monkeypatch.setattr(Storage, "read_bytes", spy_bytes)
+    opened = spy_reads(monkeypatch)
     snapshot = Table.open(str(tmp_path / "t")).read()
     assert sorted(snapshot.column("v").to_pylist()) == [5, 6]
     assert opened and not [p for p in opened if p.endswith(".cdc")]
@@ -257,3 +262,25 @@ def test_rollback_of_a_write_removes_its_cdc_file(tmp_path):
     assert len(cdc_files(tmp_path / "t")) == len(before) + 1
     t.rollback(second)
     assert cdc_files(tmp_path / "t") == before
+
+
+def test_compaction_with_cdc_reads_each_file_of_the_slice_once(tmp_path, monkeypatch):
+    t = new_table(tmp_path / "t", "MERGE_ON_READ")
+    first = t.upsert(rows(("a", "x", 1, 1), ("b", "x", 2, 1), ("c", "x", 3, 1))).instant_time
+    t.upsert(rows(("a", "x", 10, 2)))
+    t.delete(rows(("b", "x", 0, 3)))
+    t.upsert(rows(("a", "x", 11, 4), ("c", "x", 30, 4)))
+    expected = changes(t, first)
+    (file_slice,) = t.file_slices()
+    slice_files = [file_slice.base_file.path, *(f.path for f in file_slice.log_files)]
+    assert len(slice_files) == 4
+    compaction = t.schedule_compaction(force=True)
+    opened = spy_reads(monkeypatch)
+    t.run_compaction(compaction)
+    monkeypatch.undo()
+    # The merge, the CDC fold and the bloom filter of the new base file share one read of each file.
+    assert {f: opened.count(f) for f in slice_files} == dict.fromkeys(slice_files, 1), opened
+    assert cdc_files(tmp_path / "t")
+    assert cases(t, first) == {InferenceCase.AS_IS}
+    assert changes(t, first) == expected
+    assert sorted(Table.open(str(tmp_path / "t")).read().column("v").to_pylist()) == [11, 30]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
+import random
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -32,8 +33,11 @@ from lakeward.core.file_group.naming import base_file_name
 from lakeward.core.file_group.reader import (
     MergeSettings,
     VisibleInstants,
+    dictionary_meta,
+    merge_slice,
     read_file_slices,
     read_merged_file_slice,
+    read_slice_contents,
     visible_log_blocks,
 )
 from lakeward.core.file_group.view import FileSystemView
@@ -277,6 +281,53 @@ def test_untouched_base_rows_pass_through_unchanged_including_duplicates(storage
     assert sorted((r["id"], r["value"]) for r in merged.to_pylist()) == [("k1", "a"), ("k1", "a-dup"), ("k2", "b2")]
 
 
+def test_merge_slice_names_the_winning_log_keys_no_base_record_had(storage: Storage):
+    schema = with_meta(DATA.append(pa.field("_hoodie_is_deleted", pa.bool_())))
+    schema_json = avro_schema_json(DATA.append(pa.field("_hoodie_is_deleted", pa.bool_())), "t", with_meta=True)
+    base = _base(storage, [("k1", 1, "a"), ("k2", 1, "b")], schema)
+    first = data_block(
+        _rows(
+            T1,
+            [("k2", 2, "b2"), ("k3", 2, "c"), ("k4", 2, "d"), ("k5", 2, "e")],
+            schema,
+            _hoodie_is_deleted=[None, None, None, True],
+        ),
+        T1,
+        schema_json,
+    )
+    deletes = DeleteBlock.create(T2, schema_json, ["k1", "k4"], PARTITION)
+    again = data_block(_rows(T3, [("k1", 3, "a3"), ("k3", 3, "c3")], schema), T3, schema_json)
+    file_slice = FileSlice(PARTITION, FILE_ID, T0, base, _log(storage, [first], [deletes], [again]))
+    contents = read_slice_contents(storage, file_slice, VisibleInstants(frozenset({T0, T1, T2, T3})))
+    merged = merge_slice(contents.base, contents.blocks, schema, COMMIT_TIME)
+    assert _state(merged.rows) == {"k1": (3, "a3", T3), "k2": (2, "b2", T1), "k3": (3, "c3", T3)}
+    # k1 and k2 were base records; k4 was deleted again and k5 written as deleted: only k3 is new
+    assert merged.new_keys.to_pylist() == ["k3"]
+    assert sorted(merge_slice(None, contents.blocks, schema, COMMIT_TIME).new_keys.to_pylist()) == ["k1", "k2", "k3"]
+
+
+def test_commit_time_winners_of_many_versions_match_the_latest_write_model(storage: Storage):
+    rng = random.Random(7)
+    base = _base(storage, [(f"k{i}", 0, f"base{i}") for i in range(40)])
+    model = {f"k{i}": (0, f"base{i}", T0) for i in range(40)}
+    block_sets: list[list[LogBlock]] = []
+    instants = [T1, T2, T3, T4, T5]
+    for n, instant in enumerate(instants):
+        keys = rng.sample([f"k{i}" for i in range(60)], 15)
+        blocks: list[LogBlock] = []
+        if n % 2:  # a delete block, then a data block of the same instant
+            blocks.append(_delete(instant, keys[:5]))
+            for k in keys[:5]:
+                model.pop(k, None)
+            keys = keys[5:]
+        blocks.append(_upsert(instant, [(k, n + 1, f"{k}@{instant}") for k in keys]))
+        model.update({k: (n + 1, f"{k}@{instant}", instant) for k in keys})
+        block_sets.append(blocks)
+    file_slice = FileSlice(PARTITION, FILE_ID, T0, base, _log(storage, *block_sets))
+    visible = VisibleInstants(frozenset({T0, *instants}))
+    assert _state(read_merged_file_slice(storage, file_slice, FULL, visible, COMMIT_TIME)) == model
+
+
 def test_visible_instants_from_a_timeline_on_disk(storage: Storage):
     for name in (
         f"{T1}.deltacommit.requested",
@@ -319,6 +370,21 @@ def test_read_file_slices_merges_log_slices_and_keeps_the_fast_path_types(storag
     cow_only = read_file_slices(storage, slices[1:], DATA)
     assert table.schema == cow_only.schema  # dictionary meta columns, same column types
     assert pa.types.is_dictionary(table.schema.field("_hoodie_commit_time").type)
+
+
+def test_merged_slice_keeps_the_few_valued_meta_columns_as_dictionaries(storage: Storage):
+    base = _base(storage, [("k1", 1, "a"), ("k2", 1, "b")])
+    file_slice = FileSlice(
+        PARTITION, FILE_ID, T0, base, _log(storage, [_upsert(T1, [("k2", 2, "b2"), ("k3", 2, "c")])])
+    )
+    instants = VisibleInstants(frozenset({T0, T1}))
+    plain = read_merged_file_slice(storage, file_slice, FULL, instants, COMMIT_TIME)
+    encoded = read_merged_file_slice(storage, file_slice, dictionary_meta(FULL), instants, COMMIT_TIME)
+    # the base file's values are read as a dictionary and merged as one; data columns stay plain
+    assert encoded.schema == dictionary_meta(FULL)
+    assert plain.schema == FULL
+    assert encoded.cast(FULL).sort_by("id").equals(plain.sort_by("id"))
+    assert _state(encoded) == {"k1": (1, "a", T0), "k2": (2, "b2", T1), "k3": (2, "c", T1)}
 
 
 def test_read_file_slices_filters_and_projects_after_merging(storage: Storage):
