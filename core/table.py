@@ -277,7 +277,7 @@ class Table:
         return file_group.integrity.check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
-    def _writer(self, *, write: bool = False, service: str | None = None) -> WriteClient:
+    def _writer(self, *, write: bool = False, service: str | None = None, version_change: bool = False) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
         `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
@@ -287,11 +287,13 @@ class Table:
         written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
         writes and services on a v8/v9 table keep its `files` partition (other partitions are
         dropped when the options disable them, else MetadataTableError); version 6 metadata
-        tables are refused (MetadataTableError).
+        tables are refused (MetadataTableError). A table written without meta fields (virtual
+        keys) is refused (ConfigError), except for `version_change` (an upgrade or downgrade,
+        which rewrites no records; the compaction a merge-on-read upgrade needs is refused).
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        if not self.config.populate_meta_fields:
+        if not self.config.populate_meta_fields and not version_change:  # an upgrade rewrites no records
             raise ConfigError(
                 f"table {self.path} is written without meta fields (hoodie.populate.meta.fields=false: virtual "
                 "keys); lakeward reads it but does not write it or run table services on it yet. Nothing was written"
@@ -637,7 +639,7 @@ class Table:
                 "option hoodie.metadata.enable=false to delete it first (as Apache Hudi's writer does with that "
                 "option; a Hudi writer with the metadata table enabled builds it again), then upgrade"
             )
-        client = self._writer(write=True)
+        client = self._writer(write=True, version_change=True)
         with client.lock:
             on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
             result = change(client, on_disk)
