@@ -67,6 +67,11 @@ def test_completion_times_are_the_writes_not_a_savepoint_of_the_same_time(savepo
     if not savepoint_listed_last:
         names.reverse()
     tl = Timeline.from_file_names(names, TimelineLayout.V2)
+    assert [(i.time[-4:-3], i.action) for i in tl] == [
+        ("1", Action.DELTA_COMMIT),
+        ("1", Action.SAVEPOINT),
+        ("2", Action.COMMIT),
+    ]
     assert tl.completion_times() == {
         "20260101000001000": "20260101000001500",
         "20260101000002000": "20260101000002500",
