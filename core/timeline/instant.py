@@ -107,8 +107,10 @@ class Instant:
         """The time this instant's writes became visible: its completion time when known."""
         return self.completion_time or self.time
 
-    def sort_key(self) -> tuple[str, int]:
-        return (self.time, self.state.rank)
+    def sort_key(self) -> tuple[str, int, str]:
+        """Timeline order: by instant time, then state, then action name, so that instants of
+        one time (a write and its savepoint) keep one order whatever the folder listing order."""
+        return (self.time, self.state.rank, self.action.value)
 
     @classmethod
     def parse(cls, file_name: str, layout: TimelineLayout = TimelineLayout.V1) -> Instant | None:

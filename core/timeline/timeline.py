@@ -149,8 +149,13 @@ class Timeline:
         return [i for i in self.instants if i.time == time]
 
     def completion_times(self) -> dict[str, str]:
-        """Instant time -> completion time of completed instants that record one (layout 2)."""
-        return {i.time: i.completion_time for i in self.instants if i.completion_time is not None}
+        """Instant time -> completion time of completed writes that record one (layout 2).
+
+        Writes only: a savepoint has the instant time of the write it saves and completes
+        later, and the write's own completion time is what places its log files in a file
+        slice (a savepoint's would move them past a compaction that completed in between).
+        """
+        return {i.time: i.completion_time for i in self.completed_writes() if i.completion_time is not None}
 
     def was_compaction(self, time: str) -> bool:
         return f"{time}.compaction.requested" in self.files

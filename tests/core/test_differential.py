@@ -420,12 +420,5 @@ MANY_SEEDS = range(100, 100 + int(os.environ.get("LAKEWARD_DIFFERENTIAL_SEEDS", 
 @pytest.mark.parametrize("setup", SETUPS, ids=[s.name for s in SETUPS])
 @pytest.mark.parametrize("seed", MANY_SEEDS)
 @pytest.mark.parametrize("version", VERSIONS)
-def test_differential_many_seeds(
-    setup: Setup, seed: int, version: int, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if version != 6 and setup.name == "mor-bucket-multi":
-        # Open (issue 16): seed 101 on 8/9, sometimes: time travel to a savepointed write made
-        # after a clean, read after later cleans, archival and compactions, misses rows written
-        # a few steps before it (lakeward and the savepoint disagree on which files it needs).
-        request.applymarker(pytest.mark.xfail(strict=False, reason="v8/v9 savepoint time travel, see comment"))
+def test_differential_many_seeds(setup: Setup, seed: int, version: int, tmp_path: Path) -> None:
     _run(setup, seed, 60, tmp_path, version)

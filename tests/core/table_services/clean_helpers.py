@@ -63,9 +63,10 @@ class Scenario:
         assert as_tuples(hudi_read(self.path, as_of)) == want, f"hudi-rs {what} as of {as_of}"
 
 
-def new_scenario(path: Path, table_type: str = "COPY_ON_WRITE", **options: Any) -> Scenario:
+def new_scenario(path: Path, table_type: str = "COPY_ON_WRITE", table_version: int = 6, **options: Any) -> Scenario:
     table = Table.create(
         str(path),
+        table_version=table_version,
         record_key="id",
         partition_by="part",
         ordering_field="ts",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import WRITE_ACTIONS, Action, State, Timeline
 
 FILES = [
@@ -49,3 +50,29 @@ def test_pending_by_action_and_state() -> None:
 def test_unknown_action_name_is_an_error() -> None:
     with pytest.raises(ValueError):
         Timeline.from_file_names(FILES).completed("comit")
+
+
+@pytest.mark.parametrize("savepoint_listed_last", [False, True])
+def test_completion_times_are_the_writes_not_a_savepoint_of_the_same_time(savepoint_listed_last: bool) -> None:
+    """A savepoint has the instant time of the write it saves and completes later; on layout 2 the
+    write's completion time places its log files, whatever order the folder lists the files in."""
+    names = [
+        "20260101000001000.deltacommit.requested",
+        "20260101000001000.deltacommit.inflight",
+        "20260101000001000_20260101000001500.deltacommit",
+        "20260101000001000.savepoint.inflight",
+        "20260101000001000_20260101000003000.savepoint",
+        "20260101000002000_20260101000002500.commit",
+    ]
+    if not savepoint_listed_last:
+        names.reverse()
+    tl = Timeline.from_file_names(names, TimelineLayout.V2)
+    assert [(i.time[-4:-3], i.action) for i in tl] == [
+        ("1", Action.DELTA_COMMIT),
+        ("1", Action.SAVEPOINT),
+        ("2", Action.COMMIT),
+    ]
+    assert tl.completion_times() == {
+        "20260101000001000": "20260101000001500",
+        "20260101000002000": "20260101000002500",
+    }
