@@ -303,6 +303,7 @@ class Daemon:
             self.history.replicas.register()
         except Exception:
             log.warning("could not announce this replica for the shared run history", exc_info=True)
+        self.history.start_view()
         engine = self._engine()
         self.runner = Runner(
             self.coordinator,
@@ -476,6 +477,7 @@ class Daemon:
             self.runner.close()
         self._discovery_pool.shutdown(wait=True)
         self._health_pool.shutdown(wait=True)
+        self.history.stop_view()
         self.coordinator.close()
         with self._lock:
             watches, self._lock_watches = list(self._lock_watches.values()), {}
@@ -785,7 +787,8 @@ class Daemon:
 
     def deployment_runs(self, limit: int) -> list[dict[str, Any]]:
         """Runs of every replica, newest first: this replica's live from its runner, the others'
-        (and its own of earlier starts) from the shared history; at most `limit` of each source."""
+        (and its own of earlier starts) from the shared history's view (at most about 1 s old,
+        `services/history.py`); at most `limit` of each source."""
         local = [self.run_dict(r) for r in self.runs()][:limit]
         shared = self.history.runs(limit, skip={r["run_id"] for r in local})
         # A run of this replica that started between the two reads: its live state, not its start record.

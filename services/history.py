@@ -19,6 +19,15 @@ ones past `history.*_max_age_s` are found from the names alone; retention (count
 is applied after each write, at most every `PRUNE_EVERY_S`. A record is capped at
 `history.record_max_bytes`: its longest texts are shortened until it fits. Without
 ZooKeeper (one replica) the same logs live in memory.
+
+Reads of the runs (`/api/v1/runs`, a run by id, the plans running anywhere) are served from a
+`RunsView`: the newest `history.runs_max_count` records and the live replicas, refreshed in the
+background every `RunsView.REFRESH_S` (1 s) by one thread, so no API request waits on
+ZooKeeper for them. A refresh lists the folder and reads only the records it has not seen
+finished (a finished run's record does not change again). Another replica's run shows, or
+shows its end, within about a second; this replica's own runs are live from its runner
+(`Daemon.deployment_runs`). A run id the view does not hold is looked up in ZooKeeper
+directly, so a run that just started elsewhere is not answered 404.
 """
 
 from __future__ import annotations
@@ -81,6 +90,11 @@ def _name_time(name: str) -> float:
         return 0.0
 
 
+def _run_id(name: str) -> str:
+    """The id part of a record's node name (`record_name`)."""
+    return name.split("-", 1)[-1]
+
+
 def answer(coordinator: ZooKeeperCoordinator, request: Any) -> Any:
     """The answer to one asynchronous kazoo request, waiting at most the coordinator's connection
     timeout (KazooTimeoutError after it): while ZooKeeper is unreachable kazoo queues requests, and
@@ -104,8 +118,12 @@ class RecordLog(abc.ABC):
         """Every record's name, oldest first."""
 
     @abc.abstractmethod
+    def read_named(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """(name, record) of each of `names` (in that order; gone ones left out)."""
+
     def read(self, names: list[str]) -> list[dict[str, Any]]:
         """The records of `names` (in that order; gone ones left out)."""
+        return [record for _, record in self.read_named(names)]
 
     @abc.abstractmethod
     def delete(self, names: list[str]) -> None:
@@ -118,7 +136,7 @@ class RecordLog(abc.ABC):
 
     def get(self, ident: str) -> dict[str, Any] | None:
         """The record `ident` (the newest, should there be two), or None."""
-        found = self.newest(1, lambda name: name.split("-", 1)[-1] == ident)
+        found = self.newest(1, lambda name: _run_id(name) == ident)
         return found[0] if found else None
 
     def prune(self, now: float | None = None) -> int:
@@ -152,10 +170,10 @@ class MemoryRecordLog(RecordLog):
         with self._lock:
             return sorted(self._records)
 
-    def read(self, names: list[str]) -> list[dict[str, Any]]:
+    def read_named(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         with self._lock:
-            found = [self._records.get(n) for n in names]
-        return [json.loads(d) for d in found if d is not None]
+            found = [(n, self._records.get(n)) for n in names]
+        return [(n, json.loads(d)) for n, d in found if d is not None]
 
     def delete(self, names: list[str]) -> None:
         with self._lock:
@@ -205,17 +223,17 @@ class ZooKeeperRecordLog(RecordLog):
         except NoNodeError:
             return []
 
-    def read(self, names: list[str]) -> list[dict[str, Any]]:
+    def read_named(self, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
         zk = self._zk
-        pending = [zk.get_async(f"{self.folder}/{n}") for n in names]  # one round trip for all
-        out: list[dict[str, Any]] = []
-        for request in pending:
+        pending = [(n, zk.get_async(f"{self.folder}/{n}")) for n in names]  # one round trip for all
+        out: list[tuple[str, dict[str, Any]]] = []
+        for name, request in pending:
             try:
                 data, _ = self._answer(request)
             except NoNodeError:
                 continue  # pruned meanwhile
             try:
-                out.append(json.loads(data.decode("utf-8")))
+                out.append((name, json.loads(data.decode("utf-8"))))
             except ValueError:
                 continue
         return out
@@ -238,7 +256,9 @@ class Replicas(abc.ABC):
 
     @abc.abstractmethod
     def live(self) -> dict[str, str]:
-        """Live replica id -> its incarnation."""
+        """Live replica id -> its incarnation, read now. Callers read it after the run records they judge:
+        a replica registers before it writes a run, so a running record whose replica is missing then
+        was really lost (a cached list older than the record would call a new replica's run lost)."""
 
 
 class LocalReplicas(Replicas):
@@ -257,15 +277,10 @@ class LocalReplicas(Replicas):
 class ZooKeeperReplicas(Replicas):
     """EPHEMERAL `<base>/replicas/<replica id>` nodes, re-created after a new session."""
 
-    #: Reads of the replica list are cached this long (every `/runs` needs it).
-    CACHE_S = 1.0
-
     def __init__(self, coordinator: ZooKeeperCoordinator, replica: str, incarnation: str):
         self.coordinator = coordinator
         self.replica, self.incarnation = replica, incarnation
         self.folder = f"{coordinator.base_path}/replicas"
-        self._cache: tuple[float, dict[str, str]] | None = None
-        self._lock = threading.Lock()
 
     def register(self) -> None:
         zk = self.coordinator.client
@@ -277,8 +292,6 @@ class ZooKeeperReplicas(Replicas):
             # A node of an earlier session of this replica that has not expired yet: ours now.
             zk.delete(path)
             zk.create(path, data, ephemeral=True, makepath=True)
-        with self._lock:
-            self._cache = None
 
     def on_session(self, event: SessionEvent) -> None:
         """After a session loss the ephemeral node is gone: announce this replica again."""
@@ -289,10 +302,6 @@ class ZooKeeperReplicas(Replicas):
                 log.warning("could not announce replica %s again", self.replica, exc_info=True)
 
     def live(self) -> dict[str, str]:
-        now = time.monotonic()
-        with self._lock:
-            if self._cache is not None and now - self._cache[0] < self.CACHE_S:
-                return self._cache[1]
         zk = self.coordinator.client
         try:
             names = answer(self.coordinator, zk.get_children_async(self.folder))
@@ -305,19 +314,86 @@ class ZooKeeperReplicas(Replicas):
                 found[unquote(name)] = str(json.loads(data.decode("utf-8")).get("incarnation", ""))
             except (NoNodeError, ValueError):
                 continue
-        with self._lock:
-            self._cache = (now, found)
         return found
+
+
+class RunsView:
+    """The newest run records and the live replicas as of the last refresh, refreshed by a background
+    thread (module doc). Thread-safe; before its first refresh it holds nothing (`ready` is False)."""
+
+    #: Seconds between two refreshes: the bound on how stale another replica's runs are shown.
+    REFRESH_S = 1.0
+
+    def __init__(self, log: RecordLog, replicas: Replicas, limit: int):
+        self.log, self.replicas, self.limit = log, replicas, limit
+        self._lock = threading.Lock()
+        #: (name, record) newest first, and the live replicas, of the last refresh (replaced whole).
+        self._snapshot: tuple[list[tuple[str, dict[str, Any]]], dict[str, str]] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    @property
+    def ready(self) -> bool:
+        return self._snapshot is not None
+
+    def snapshot(self) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]] | None:
+        """(name, record) newest first and the live replicas, as of the last refresh (None before it).
+        The records are shared: callers copy one before changing it."""
+        return self._snapshot
+
+    def refresh(self) -> None:
+        """List the records, read the new ones and those not finished when last read, and the live replicas."""
+        names = self.log.names()[-self.limit :]
+        known = dict(self._snapshot[0]) if self._snapshot is not None else {}
+        again = [n for n in names if known.get(n, {}).get("state") != "finished"]
+        fresh = dict(self.log.read_named(again))
+        # After the records (`Replicas.live`).
+        live = self.replicas.live()
+        records = [(n, fresh.get(n) or known[n]) for n in reversed(names) if n in fresh or n in known]
+        with self._lock:
+            self._snapshot = (records, live)
+
+    def start(self) -> None:
+        """Refresh now and then every `REFRESH_S` on a daemon thread until `stop` (a failure only logs)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._loop, name="history-view", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        self._refresh_logged()
+        while not self._stop.wait(self.REFRESH_S):
+            self._refresh_logged()
+
+    def _refresh_logged(self) -> None:
+        try:
+            self.refresh()
+        except Exception:
+            if not self._failing:  # once per streak of failures (ZooKeeper down: every second)
+                log.warning("could not refresh the view of the shared run history; serving the last one", exc_info=True)
+            self._failing = True
+        else:
+            self._failing = False
 
 
 class SharedHistory:
     """The deployment's run history and audit log, as one replica reads and writes them (module doc)."""
 
-    def __init__(self, runs: RecordLog, audit: RecordLog, replicas: Replicas, incarnation: str):
+    def __init__(self, runs: RecordLog, audit: RecordLog, replicas: Replicas, incarnation: str, view_limit: int):
         self.runs_log = runs
         self.audit_log = audit
         self.replicas = replicas
         self.incarnation = incarnation
+        #: The runs as reads see them once `start_view()` ran (module doc); until then reads go to the log.
+        self.view = RunsView(runs, replicas, view_limit)
 
     @classmethod
     def for_coordinator(cls, coordinator: Coordinator, settings: HistorySettings) -> SharedHistory:
@@ -334,13 +410,22 @@ class SharedHistory:
                 ZooKeeperRecordLog(coordinator, f"{base}/audit", audit),
                 replicas,
                 incarnation,
+                settings.runs_max_count,
             )
         return cls(
             MemoryRecordLog(runs),
             MemoryRecordLog(audit),
             LocalReplicas(coordinator.replica_id, incarnation),
             incarnation,
+            settings.runs_max_count,
         )
+
+    def start_view(self) -> None:
+        """Serve run reads from the background-refreshed `RunsView` (module doc)."""
+        self.view.start()
+
+    def stop_view(self) -> None:
+        self.view.stop()
 
     # -- runs --------------------------------------------------------------------------------
     def record_run(self, run: dict[str, Any]) -> None:
@@ -361,12 +446,24 @@ class SharedHistory:
         """Up to `limit` recorded runs, newest first, without the run ids in `skip` (the runs this
         replica's runner knows: it is the source of their live state)."""
         skip = skip or set()
-        live = self.replicas.live()
-        found = self.runs_log.newest(limit, lambda name: name.split("-", 1)[-1] not in skip)
-        return [self._shown(r, live) for r in found]
+        snapshot = self.view.snapshot()
+        if snapshot is None:
+            live = self.replicas.live()
+            found = self.runs_log.newest(limit, lambda name: _run_id(name) not in skip)
+            return [self._shown(r, live) for r in found]
+        records, live = snapshot
+        chosen = [r for n, r in records if _run_id(n) not in skip][:limit]
+        return [self._shown(dict(r), live) for r in chosen]
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        """One recorded run (not one this replica's runner knows), or None."""
+        """One recorded run (not one this replica's runner knows), or None: from the view, else (not in
+        it, or no view yet) from the log."""
+        snapshot = self.view.snapshot()
+        if snapshot is not None:
+            records, live = snapshot
+            found = next((r for n, r in records if _run_id(n) == run_id), None)
+            if found is not None:
+                return self._shown(dict(found), live)
         found = self.runs_log.get(run_id)
         return None if found is None else self._shown(found, self.replicas.live())
 
@@ -387,6 +484,7 @@ __all__ = [
     "MemoryRecordLog",
     "RecordLog",
     "Replicas",
+    "RunsView",
     "Retention",
     "SharedHistory",
     "ZooKeeperRecordLog",

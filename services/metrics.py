@@ -2,11 +2,15 @@
 
 Names follow Prometheus conventions (`lakeward_` prefix, base units, `_total` counters).
 The daemon serves `render()` at `/metrics`; tests and the API read the same objects.
+Rendering the text costs about 10 ms of CPU with a few hundred series, in the process that
+serves the API, so `render()` keeps the bytes it made for `RENDER_MAX_AGE_S`: scrapes within
+that time get the same bytes (values at most that old), however many scrapers there are.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -18,13 +22,20 @@ from lakeward.services.model import Outcome, PendingPlan, ServiceAction, TablePr
 #: Buckets for table-service run durations: seconds to hours.
 RUN_SECONDS_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, float("inf"))
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: How long `DaemonMetrics.render()` serves the bytes it rendered (seconds): a scrape sees values
+#: at most this old. Prometheus scrapes every 15 s or so; the bound only matters to many scrapers.
+RENDER_MAX_AGE_S = 1.0
 
 
 class DaemonMetrics:
     """Every metric the daemon exports. Create one per daemon (tests create their own)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, render_max_age_s: float = RENDER_MAX_AGE_S):
         self.registry = registry or CollectorRegistry()
+        self.render_max_age_s = render_max_age_s
+        #: (monotonic time rendered, bytes) of the last `render()`.
+        self._rendered: tuple[float, bytes] | None = None
+        self._render_lock = threading.Lock()
         #: The label sets each per-cycle gauge holds now (`_set_series`).
         self._series: dict[Gauge, set[tuple[str, ...]]] = {}
         self._series_lock = threading.Lock()
@@ -250,8 +261,13 @@ class DaemonMetrics:
         self.claim_attempts.labels("won" if won else "conflict").inc()
 
     def render(self) -> bytes:
-        """The text exposition format for `/metrics`."""
-        return generate_latest(self.registry)
+        """The text exposition format for `/metrics`, rendered at most once per `render_max_age_s`
+        (module doc). Concurrent scrapes wait for one render rather than each making their own."""
+        with self._render_lock:
+            now = time.monotonic()
+            if self._rendered is None or now - self._rendered[0] >= self.render_max_age_s:
+                self._rendered = (now, generate_latest(self.registry))
+            return self._rendered[1]
 
 
-__all__ = ["CONTENT_TYPE", "DaemonMetrics"]
+__all__ = ["CONTENT_TYPE", "RENDER_MAX_AGE_S", "DaemonMetrics"]

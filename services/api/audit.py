@@ -6,6 +6,10 @@ is added later, refused ones included -- with the time, the replica that answere
 name of the bearer token (`http.api_tokens`; never the token itself), the route and its
 target (a table, a run id, a work item), the request body (shortened) and the status code.
 `GET /api/v1/audit` and `lakeward audit` read it back.
+
+The middleware is plain ASGI: a read passes straight through to the app. (Starlette's
+`@app.middleware("http")` wrapped every request, reads included, in a task, memory streams
+and a streamed response: about a third of the API's CPU time at 200 requests/s.)
 """
 
 from __future__ import annotations
@@ -13,11 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakeward.services.daemon import Daemon
 from lakeward.services.names import API_PREFIX
@@ -41,39 +45,81 @@ def _target(path_params: dict[str, Any], body: bytes) -> str:
     return str(parsed.get("key", "")) if isinstance(parsed, dict) else ""
 
 
-def _token(request: Request, daemon: Daemon) -> str | None:
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+def _token(scope: Scope, daemon: Daemon) -> str | None:
+    headers = dict(scope.get("headers") or [])
+    scheme, _, credentials = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     if scheme.lower() != "bearer":
         return None
     return daemon.settings.http.token_name(credentials.strip())
 
 
-def install_audit(app: FastAPI, daemon: Daemon) -> None:
-    """Record every mutating API call of `app` in `daemon`'s shared audit log (module doc)."""
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body (every `http.request` message until the last one)."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return body
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return body
 
-    @app.middleware("http")
-    async def audit(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method not in MUTATING or not request.url.path.startswith(API_PREFIX):
-            return await call_next(request)
-        body = await request.body()
-        response = await call_next(request)
-        route = request.scope.get("route")
+
+class AuditMiddleware:
+    """Records each mutating call under the API prefix in the daemon's audit log (module doc)."""
+
+    def __init__(self, app: ASGIApp, daemon: Daemon):
+        self.app = app
+        self.daemon = daemon
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in MUTATING or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        replayed = False
+        status = 500  # the app raised before answering
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, replay, send_status)
+        finally:
+            await self._record(scope, body, status)
+
+    async def _record(self, scope: Scope, body: bytes, status: int) -> None:
+        route = scope.get("route")  # set by the router on this same scope
         entry = {
             "time": time.time(),
-            "replica": daemon.replica_id,
-            "token": _token(request, daemon),
-            "method": request.method,
-            "path": request.url.path,
+            "replica": self.daemon.replica_id,
+            "token": _token(scope, self.daemon),
+            "method": scope["method"],
+            "path": scope["path"],
             "route": getattr(route, "path", None),
-            "target": _target(dict(request.scope.get("path_params") or {}), body),
+            "target": _target(dict(scope.get("path_params") or {}), body),
             "request": body.decode("utf-8", "replace")[:REQUEST_CHARS],
-            "status": response.status_code,
+            "status": status,
         }
         try:
-            await run_in_threadpool(daemon.history.record_call, entry)
+            await run_in_threadpool(self.daemon.history.record_call, entry)
         except Exception:
             log.warning("could not write the audit entry %s", entry, exc_info=True)
-        return response
 
 
-__all__ = ["MUTATING", "install_audit"]
+def install_audit(app: FastAPI, daemon: Daemon) -> None:
+    """Record every mutating API call of `app` in `daemon`'s shared audit log (module doc)."""
+    app.add_middleware(AuditMiddleware, daemon=daemon)
+
+
+__all__ = ["MUTATING", "AuditMiddleware", "install_audit"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,7 +25,7 @@ def _samples(metrics: DaemonMetrics) -> dict[tuple[str, tuple[tuple[str, str], .
 
 
 def test_discovery_sets_pending_counts_ages_and_failing_tables() -> None:
-    metrics = DaemonMetrics()
+    metrics = DaemonMetrics(render_max_age_s=0)  # read back twice: no cached rendering
     pending = [
         PendingPlan(A, ServiceAction.COMPACTION, "20260101000000000", "requested"),
         PendingPlan(A, ServiceAction.COMPACTION, "20260101000100000", "inflight"),
@@ -102,3 +103,17 @@ def test_per_cycle_gauges_keep_their_series_and_drop_the_ones_that_went_away() -
     assert s[("lakeward_pending_plans", (("action", "compaction"), ("table", "a")))] == 0
     assert not [k for k in s if ("table", "b") in k[1]], "series of table b, gone, are still exported"
     assert s[("lakeward_quarantined_plans", (("action", "compaction"), ("table", "a")))] == 1
+
+
+def test_render_serves_the_same_bytes_within_its_max_age_then_renders_again() -> None:
+    """`/metrics` renders at most once per `render_max_age_s`: a change shows after that bound, not before."""
+    metrics = DaemonMetrics(render_max_age_s=0.5)
+    metrics.observe_discovery([A, B], [], [], 0.1, 1000.0)
+    first = metrics.render()
+    metrics.observe_discovery([A], [], [], 0.1, 1001.0)
+    assert metrics.render() is first, "rendered again within the max age"
+    assert b"lakeward_tables 2.0" in first
+    time.sleep(0.6)
+    again = metrics.render()
+    assert b"lakeward_tables 1.0" in again
+    assert b"lakeward_last_successful_discovery_timestamp_seconds 1001.0" in again

@@ -27,13 +27,17 @@ from lakeward.services.api.server import ApiServer
 from lakeward.services.claims import ZooKeeperCoordinator
 from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
-from lakeward.services.history import LOST, Retention, ZooKeeperRecordLog, cap_record
+from lakeward.services.history import LOST, Retention, SharedHistory, ZooKeeperRecordLog, cap_record
 from lakeward.services.model import ServiceAction
-from lakeward.services.settings import DaemonSettings, load_settings
+from lakeward.services.settings import DaemonSettings, HistorySettings, load_settings
 from tests.services.test_api import wait_for
 from tests.services.test_runner import GatedEngine, mor_table
 
 pytestmark = pytest.mark.zookeeper
+
+#: How long another replica's run may take to show in a replica's history view: its refresh
+#: interval (`RunsView.REFRESH_S`, 1 s) and the time a refresh takes on a loaded machine.
+VIEW_BOUND_S = 5.0
 
 ONCALL = {"Authorization": "Bearer t-oncall"}
 PLAIN = {"Authorization": "Bearer t-plain"}
@@ -98,8 +102,9 @@ def test_any_replica_lists_follows_and_audits_the_runs_of_the_deployment(deploym
     run_id = submitted.run.run_id
     assert gated.arrived.wait(30)
 
-    # B shows A's running run, its claim and the plan running on A.
-    running = api_b.get("/api/v1/runs", params={"state": "running"}).json()
+    # B shows A's running run (within its history view's refresh, about 1 s), its claim and the plan
+    # running on A.
+    running = wait_for(lambda: api_b.get("/api/v1/runs", params={"state": "running"}).json(), VIEW_BOUND_S)
     assert [(r["run_id"], r["replica"], r["state"]) for r in running] == [(run_id, a.replica_id, "running")]
     claims = api_b.get("/api/v1/claims").json()
     assert {"key": f"orders/compaction/{instant}", "replica": a.replica_id} in [
@@ -207,7 +212,11 @@ def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookee
     coordinator.close()  # the replica's session ends: its claims and its replica node go
     shown = wait_for(lambda: (r := api_b.get(f"/api/v1/runs/{run.run_id}").json())["state"] == LOST and r)
     assert shown["replica"] == coordinator.replica_id and "is gone" in shown["progress"]
-    assert run.run_id in [r["run_id"] for r in api_b.get("/api/v1/runs", params={"state": "lost"}).json()]
+    # the list comes from B's history view: lost there too within its refresh
+    wait_for(
+        lambda: run.run_id in [r["run_id"] for r in api_b.get("/api/v1/runs", params={"state": "lost"}).json()],
+        VIEW_BOUND_S,
+    )
     gated.gate.set()
     c.drain(2)
 
@@ -223,6 +232,40 @@ def test_paused_table_accepts_explicit_triggers(deployment):
     done = wait_for(lambda: (r := api.get(f"/api/v1/runs/{run_id}").json())["state"] == "finished" and r)
     assert done["outcome"] == "succeeded"
     assert api.get("/api/v1/tables/orders").json()["paused"] is True
+
+
+def test_run_reads_come_from_the_view_refreshed_in_the_background(zookeeper_server):
+    """`/runs` reads the view, not ZooKeeper: another replica's run shows after a refresh, a run id the
+    view does not hold yet is read from ZooKeeper, and the refresh thread keeps the view within its bound."""
+    coordinator = ZooKeeperCoordinator(zookeeper_server.hosts, base_path=f"/lakeward-view-{uuid.uuid4().hex[:8]}")
+    coordinator.start()
+    writer = SharedHistory.for_coordinator(coordinator, HistorySettings())
+    reader = SharedHistory.for_coordinator(coordinator, HistorySettings())
+    try:
+        run = {"run_id": "r1", "replica": "elsewhere", "started_at": time.time(), "state": "running"}
+        reader.view.refresh()
+        writer.record_run(run)
+        assert reader.runs(10) == [], "read ZooKeeper instead of the view"
+        assert reader.run("r1") is not None, "a run id missing from the view is read from ZooKeeper"
+        reader.view.refresh()
+        assert [(r["run_id"], r["state"]) for r in reader.runs(10)] == [("r1", LOST)]  # its replica is not live
+        writer.record_run({**run, "state": "finished", "outcome": "succeeded"})
+        reader.view.refresh()
+        assert [(r["run_id"], r["state"]) for r in reader.runs(10)] == [("r1", "finished")]
+        # a finished record is not read again by later refreshes (it does not change): only new ones are
+        folder = f"{coordinator.base_path}/history/runs"
+        coordinator.client.set(f"{folder}/{writer.runs_log.names()[0]}", b'{"run_id": "changed"}')
+        writer.record_run({**run, "run_id": "r2", "started_at": run["started_at"] + 1, "state": "finished"})
+        reader.view.refresh()
+        assert [r["run_id"] for r in reader.runs(10)] == ["r2", "r1"]
+        assert reader.runs(10, skip={"r2"})[0]["run_id"] == "r1"
+
+        reader.start_view()
+        writer.record_run({**run, "run_id": "r3", "started_at": run["started_at"] + 2, "state": "finished"})
+        wait_for(lambda: reader.runs(1)[0]["run_id"] == "r3", VIEW_BOUND_S)
+    finally:
+        reader.stop_view()
+        coordinator.close()
 
 
 def test_retention_prunes_by_count_and_age(zookeeper_server):

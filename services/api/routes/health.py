@@ -34,7 +34,8 @@ def router(daemon: Daemon) -> APIRouter:
 
     @routes.get("/metrics")
     def metrics() -> Response:
-        """Prometheus metrics of this replica (text exposition format)."""
+        """Prometheus metrics of this replica (text exposition format; rendered at most once a second, so values
+        are at most 1 s old)."""
         return Response(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     return routes
