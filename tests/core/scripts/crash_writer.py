@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
-import lakeward.core.metadata_table.writer as mdt_writer_mod
+import lakeward.core.metadata_table.delta_commit as mdt_writer_mod
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.handles as handles_mod
