@@ -112,7 +112,7 @@ class MetadataCompactionCheck:
     threshold: int
     #: The delta commits a plan made now would take (those completed before `instant_time`).
     eligible: int
-    #: The compaction's instant time if planned now (None: the metadata table has nothing yet).
+    #: The compaction's instant time when a pending data instant bounds it (None: a new instant time).
     instant_time: str | None
     #: The data-table instant that bounds (and, when `blocked`, holds back) the compaction.
     blocked_by: Instant | None
@@ -121,7 +121,7 @@ class MetadataCompactionCheck:
 
     @property
     def due(self) -> bool:
-        return not self.pending and self.eligible >= self.threshold and self.instant_time is not None
+        return not self.pending and self.eligible >= self.threshold
 
     @property
     def blocked(self) -> bool:
@@ -166,21 +166,15 @@ def check_metadata_compaction(
     storage: Storage,
     data_timeline: Timeline,
     threshold: int = DEFAULT_MAX_DELTA_COMMITS,
-    timezone: str = "LOCAL",
     mdt: Timeline | None = None,
 ) -> MetadataCompactionCheck:
-    """Decide the metadata compaction of the table at `storage` now (module doc); reads timelines only."""
+    """Decide the metadata compaction of the table at `storage` now (module doc); reads timelines only
+    (`mdt`: the metadata table's, when the caller has it)."""
     mdt = mdt if mdt is not None else mdt_timeline(storage)
     deltas = delta_commits_since_compaction(mdt)
     blocker = blocking_instant(data_timeline, mdt)
-    if blocker is not None:
-        instant_time: str | None = previous_instant_time(blocker.time)
-    elif deltas:
-        latest = max(filter(None, (mdt.latest_time(), data_timeline.latest_time())))
-        instant_time = new_instant_time(latest, timezone)
-    else:
-        instant_time = None
-    eligible = [i for i in deltas if instant_time is not None and (i.completion_time or i.time) < instant_time]
+    instant_time = previous_instant_time(blocker.time) if blocker is not None else None
+    eligible = [i for i in deltas if instant_time is None or (i.completion_time or i.time) < instant_time]
     return MetadataCompactionCheck(
         delta_commits=len(deltas),
         threshold=threshold,
@@ -241,12 +235,11 @@ def schedule_metadata_compaction(
     compact and nothing blocks); its instant time, or None. Call under the data table's lock."""
     _check_files_only(storage)
     mdt = mdt_timeline(storage)
-    check = check_metadata_compaction(storage, data_timeline, threshold, timezone, mdt)
-    if check.pending or check.instant_time is None:
+    check = check_metadata_compaction(storage, data_timeline, threshold, mdt)
+    if check.pending or not (check.due or (force and check.eligible > 0)):
         return None
-    if not check.due and not (force and check.eligible > 0):
-        return None
-    instant_time = check.instant_time
+    latest = max(filter(None, (mdt.latest_time(), data_timeline.latest_time())), default=None)
+    instant_time = check.instant_time or new_instant_time(latest, timezone)
     if instant_time in {i.time for i in mdt.instants}:
         return None  # Hudi: a compaction of the same time exists already (an earlier attempt)
     plan = plan_metadata_compaction(storage, mdt, instant_time)

@@ -83,7 +83,7 @@ def run_metadata_table_services(
         if planned is not None:
             compactions.append(execute_metadata_compaction(storage, planned, timezone))
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
-        check = check_metadata_compaction(storage, Timeline.load(storage, TimelineLayout.V2), threshold, timezone)
+        check = check_metadata_compaction(storage, Timeline.load(storage, TimelineLayout.V2), threshold)
     if check.blocked:
         log.warning("metadata-table compaction of %s held back: %s", storage.uri, check.reason)
     return MetadataServicesRun(tuple(compactions), tuple(cleans), check)
