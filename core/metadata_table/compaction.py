@@ -118,6 +118,8 @@ class MetadataCompactionCheck:
     blocked_by: Instant | None
     #: Metadata compactions planned and not completed (run them first; no new plan meanwhile).
     pending: tuple[str, ...] = ()
+    #: The oldest metadata delta commit not compacted yet (None: none).
+    oldest: str | None = None
 
     @property
     def due(self) -> bool:
@@ -158,6 +160,7 @@ class MetadataCompactionCheck:
             "instant_time": self.instant_time,
             "blocked_by": self.blocked_by.time if self.blocked_by else None,
             "pending": list(self.pending),
+            "oldest": self.oldest,
             "reason": self.reason,
         }
 
@@ -182,6 +185,7 @@ def check_metadata_compaction(
         instant_time=instant_time,
         blocked_by=blocker,
         pending=tuple(pending_metadata_compactions(storage, mdt)),
+        oldest=min((i.time for i in deltas), default=None),
     )
 
 
