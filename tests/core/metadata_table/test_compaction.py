@@ -21,6 +21,7 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.file_group.metadata_listing import FILES_PARTITION, MetadataFileListing, metadata_storage
+from lakeward.core.health import table_health, take_snapshot
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import (
     check_metadata_compaction,
@@ -28,8 +29,10 @@ from lakeward.core.metadata_table.compaction import (
     mdt_timeline,
     pending_metadata_compactions,
 )
+from lakeward.core.metadata_table.lag import metadata_table_lag
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.timeline import Action
+from lakeward.services.metrics import DaemonMetrics
 from tests.core.metadata_table.test_writes import DROP_INDEXES, _data_rows, _unique_rows
 from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
 from tests.support import crash
@@ -55,6 +58,11 @@ def _table_with_mdt(path: str, version: int, table_type: str, options: dict[str,
     table.insert(_batch(_rows(range(12), 1)))
     table.initialize_metadata_table()
     return Table.open(path, options=options)
+
+
+def snapshot_blocked_by(path: str) -> str | None:
+    """What the health snapshot (the daemon's metrics and API) reports as blocking the metadata compaction."""
+    return take_snapshot(Table.open(path)).metadata_compaction_blocked_by
 
 
 def _check(path: str, model: dict[str, dict[str, Any]]) -> None:
@@ -89,6 +97,13 @@ def test_many_commits_compact_and_clean_the_metadata_table(tmp_path: Path, versi
     # lakeward's listing through the metadata table gives the same files as storage (compare above), and
     # every commit's compaction decision is recorded: nothing blocks, the next one is not due yet
     check = check_metadata_compaction(table.storage, table.timeline(), 3)
+    # the lag metric: every commit reflected, fewer not compacted than the threshold, nothing blocking
+    lag = metadata_table_lag(table.storage, table.timeline())
+    assert not lag.behind and lag.blocking is None and 0 <= len(lag.not_compacted) < 3
+    metrics = DaemonMetrics()
+    metrics.observe_health({"t": table_health(table)})
+    gauge = metrics.metadata_uncompacted.labels(table="t")._value.get()
+    assert gauge == len(lag.not_compacted)
     assert not check.blocked and not check.due and check.reason
     assert {e.path for e in MetadataFileListing(table.storage).file_entries()}
 
@@ -131,6 +146,9 @@ def test_a_pending_data_instant_holds_the_metadata_compaction_back(tmp_path: Pat
     assert check.blocked_by is not None and check.blocked_by.time == killed.time
     assert check.instant_time is not None and check.instant_time < killed.time
     assert killed.time in check.reason and "pending" in check.reason
+    lag = metadata_table_lag(storage, Table.open(path).timeline())
+    assert lag.blocking is not None and lag.blocking.time == killed.time
+    assert len(lag.not_compacted) == 4 and snapshot_blocked_by(path) == killed.time  # the 4 upserts
     options = {"hoodie.metadata.compact.max.delta.commits": deltas}
     service = Table.open(path, options=options).services["metadata_compaction"]
     assert service.schedule() is None  # held back: no plan
