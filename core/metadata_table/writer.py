@@ -21,9 +21,8 @@ exists already when `T` is written again (a re-run table service) is rolled back
 "re-attempted commit" rule).
 
 Only `files` is maintained: other metadata partitions are refused or dropped before anything
-is written (`metadata_table.gate`). The metadata table's own compaction and clean are not run
-yet; its `files` partition grows by one log file per data instant until a Hudi writer (or a
-later lakeward) compacts it.
+is written (`metadata_table.gate`). The metadata table's own compaction and clean run after
+the data commit (`metadata_table.services`). How a delta commit is written is `delta_commit`.
 """
 
 from __future__ import annotations
