@@ -20,19 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakeward.core.config.write import WriteConfig
+from lakeward.core.metadata_table import compaction
 from lakeward.core.metadata_table.clean import (
     MetadataCleanResult,
     execute_metadata_clean,
     run_pending_metadata_cleans,
     schedule_metadata_clean,
-)
-from lakeward.core.metadata_table.compaction import (
-    MetadataCompactionCheck,
-    MetadataCompactionResult,
-    check_metadata_compaction,
-    execute_metadata_compaction,
-    pending_metadata_compactions,
-    schedule_metadata_compaction,
 )
 from lakeward.core.metadata_table.writer import maintains_files_partition
 from lakeward.core.storage import Storage
@@ -46,10 +39,10 @@ log = logging.getLogger(__name__)
 class MetadataServicesRun:
     """What one pass of the metadata table's services did."""
 
-    compactions: tuple[MetadataCompactionResult, ...] = ()
+    compactions: tuple[compaction.MetadataCompactionResult, ...] = ()
     cleans: tuple[MetadataCleanResult, ...] = ()
     #: The compaction decision after the pass (why the next one is not due, or what blocks it).
-    check: MetadataCompactionCheck | None = None
+    check: compaction.MetadataCompactionCheck | None = None
 
     @property
     def nothing_done(self) -> bool:
@@ -73,17 +66,20 @@ def run_metadata_table_services(
         return None
     threshold = write_config.metadata_compact_max_delta_commits
     with lock:
-        compactions = [execute_metadata_compaction(storage, t, timezone) for t in pending_metadata_compactions(storage)]
+        compactions = [
+            compaction.execute_metadata_compaction(storage, t, timezone)
+            for t in compaction.pending_metadata_compactions(storage)
+        ]
         cleans = run_pending_metadata_cleans(storage, timezone)
         clean_time = schedule_metadata_clean(storage, write_config.metadata_cleaner_commits_retained, timezone)
         if clean_time is not None:
             cleans.append(execute_metadata_clean(storage, clean_time, timezone))
         data_timeline = Timeline.load(storage, TimelineLayout.V2)
-        planned = schedule_metadata_compaction(storage, data_timeline, threshold, timezone, force=force)
+        planned = compaction.schedule_metadata_compaction(storage, data_timeline, threshold, timezone, force=force)
         if planned is not None:
-            compactions.append(execute_metadata_compaction(storage, planned, timezone))
+            compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone))
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
-        check = check_metadata_compaction(storage, Timeline.load(storage, TimelineLayout.V2), threshold)
+        check = compaction.check_metadata_compaction(storage, Timeline.load(storage, TimelineLayout.V2), threshold)
     if check.blocked:
         log.warning("metadata-table compaction of %s held back: %s", storage.uri, check.reason)
     return MetadataServicesRun(tuple(compactions), tuple(cleans), check)

@@ -33,8 +33,8 @@ from lakeward.core.metadata_table.lag import metadata_table_lag
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.timeline import Action
 from lakeward.services.metrics import DaemonMetrics
-from tests.core.metadata_table.test_writes import DROP_INDEXES, _data_rows, _unique_rows
-from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
+from tests.core.metadata_table.test_writes import DROP_INDEXES, _data_rows, _unique_rows, fixture_rows
+from tests.interop.compare import both_readers, comparable_rows
 from tests.support import crash
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
@@ -208,9 +208,7 @@ META_FIXTURES = [("cow", "v9_txns_simple_meta"), ("mor/avro", "v9_txns_simple_me
 @pytest.mark.parametrize(("kind", "name"), META_FIXTURES)
 def test_metadata_compaction_on_a_hudi_meta_fixture(fixture_table: Callable[[str, str], str], kind: str, name: str):
     path = fixture_table(kind, name)
-    start = pa.Table.from_batches(hudi_snapshot(hudi_table(path)))
-    data = start.drop_columns([c for c in start.column_names if c.startswith("_hoodie")])
-    expected = _data_rows(comparable_rows(start))
+    data, expected = fixture_rows(path)
     table = Table.open(path, options={**DROP_INDEXES, **EAGER})
     hudi_compactions = len(mdt_timeline(table.storage).completed(Action.COMMIT))
     unique = _unique_rows(data.to_pylist(), ["txn_id"])
