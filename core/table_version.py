@@ -211,6 +211,7 @@ V8_SERVICES = frozenset(
         "archival",
         "change_tracking",
         "index_build",
+        "metadata_compaction",
     }
 )
 

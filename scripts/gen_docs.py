@@ -68,6 +68,10 @@ DESCRIPTIONS: dict[str, str] = {
     "before a write; unset or `true`: such a write is refused",
     "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
     "before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.compact.max.delta.commits": "metadata table (8, 9): completed metadata delta commits since its "
+    "last compaction that make the next one due (Hudi 1.x's default; see Metadata table)",
+    "hoodie.metadata.cleaner.commits.retained": "metadata table (8, 9): its clean keeps every file slice its last N "
+    "completed commits need (Hudi's default)",
     "hoodie.combine.before.delete": "de-duplicate a batch by key",
     "hoodie.combine.before.insert": "de-duplicate a batch by key",
     "hoodie.combine.before.upsert": "de-duplicate a batch by key",

@@ -27,6 +27,7 @@ table's state changed since the last one, else at most every `max_age_s`.
 from __future__ import annotations
 
 import datetime as dt
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,9 +36,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakeward.core.file_group.metadata_listing import metadata_partitions
+from lakeward.core.file_group.metadata_listing import FILES_PARTITION, METADATA_FOLDER, metadata_partitions
 from lakeward.core.health import HealthPolicy, HealthReport, HealthSnapshot, health_report, take_snapshot
 from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
+from lakeward.core.metadata_table.compaction import (
+    DEFAULT_MAX_DELTA_COMMITS,
+    MetadataCompactionCheck,
+    check_metadata_compaction,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.state import ServiceState, service_state
@@ -105,6 +111,8 @@ class TableState:
     #: Why the daemon only watches this table and never plans or runs anything on it, e.g.
     #: "read-only: table version 9" (lakeward writes and runs services on version 6 only); None: served.
     read_only: str | None = None
+    #: The metadata table's compaction decision (versions 8+ with a `files` partition; None: no metadata table).
+    metadata_compaction: MetadataCompactionCheck | None = None
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -247,6 +255,7 @@ def _build_state(
     timeline: Timeline,
     cache: DiscoveryCache,
     has_index_folder: bool = False,
+    mdt_names: frozenset[str] | None = None,
 ) -> TableState:
     service = service_state(timeline, config.version.number, lambda t: _is_clustering(storage, t, cache))
     error = service.error
@@ -257,6 +266,11 @@ def _build_state(
         except Exception as exc:  # a corrupt definitions file: report, keep the rest of the state
             error = f"cannot read secondary index definitions: {exc}"
     version = config.version
+    mdt_check = _metadata_compaction(storage, config, timeline, mdt_names)
+    mdt_plans = tuple(
+        PendingPlan(ref, ServiceAction.METADATA_COMPACTION, t, "requested")
+        for t in (mdt_check.pending if mdt_check else ())
+    )
     return TableState(
         ref=ref,
         table_version=version.number,
@@ -267,7 +281,8 @@ def _build_state(
         pending_plans=tuple(
             PendingPlan(ref, _SERVICE_OF[p.action], p.instant.time, p.instant.state.value)
             for p in service.pending_plans
-        ),
+        )
+        + mdt_plans,
         pending_writes=service.pending_writes,
         delta_commits_since_compaction=service.delta_commits_since_compaction,
         writes_since_clean=service.writes_since_clean,
@@ -280,7 +295,19 @@ def _build_state(
         delta_commits_since_change_tracking=service.delta_commits_since_change_tracking,
         index_columns=index_columns,
         writes_since_index_build=service.writes_since_index_build,
+        metadata_compaction=mdt_check,
     )
+
+
+def _metadata_compaction(
+    storage: Storage, config: TableConfig, timeline: Timeline, mdt_names: frozenset[str] | None
+) -> MetadataCompactionCheck | None:
+    """The metadata table's compaction decision (at Hudi's default threshold), from the metadata
+    timeline's file names (listed by `load_state`); None for tables without a `files` partition."""
+    if not config.version.metadata_table_listing or FILES_PARTITION not in metadata_partitions(config.to_properties()):
+        return None
+    mdt = Timeline.from_file_names(mdt_names or (), TimelineLayout.V2)
+    return check_metadata_compaction(storage, timeline, DEFAULT_MAX_DELTA_COMMITS, mdt)
 
 
 def _definitions_size(storage: Storage) -> int:
@@ -305,11 +332,17 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
     with cache._lock:
         cache.listings += 1 if layout is TimelineLayout.V1 else 2
     has_index_folder = any(e.is_dir and e.name == ".index" for e in entries)
+    # a metadata table (versions 8+): its timeline's names too, so that its compactions show
+    mdt_names: frozenset[str] | None = None
+    if layout is TimelineLayout.V2 and any(e.is_dir and e.name == "metadata" for e in entries):
+        mdt_folder = posixpath.join(METADATA_FOLDER, layout.timeline_folder)
+        mdt_names = frozenset(e.name for e in storage.list_dir(mdt_folder) if not e.is_dir)
     # The definitions file's size tells a changed set of indexes apart (it lives in `.index/`).
     names = (
         frozenset(e.name for e in entries if not e.is_dir)
         | ({f".index/{_definitions_size(storage)}"} if has_index_folder else set())
         | {f"timeline/{n}" for n in timeline_names}
+        | {f"metadata/{n}" for n in mdt_names or ()}
     )
     props = [e for e in entries if e.name == PROPERTIES_FILE and not e.is_dir]
     if not props:
@@ -334,7 +367,7 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
         if layout is TimelineLayout.V1:
             timeline_names = frozenset(e.name for e in storage.list_dir(config.version.timeline_folder) if not e.is_dir)
         timeline = Timeline.from_file_names(timeline_names, TimelineLayout.V2)
-    state = _build_state(ref, config, storage, timeline, cache, has_index_folder)
+    state = _build_state(ref, config, storage, timeline, cache, has_index_folder, mdt_names)
     with cache._lock:
         cache.entries[storage.uri] = _Entry(names, props[0].size, config, state)
     return state

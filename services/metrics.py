@@ -133,6 +133,13 @@ class DaemonMetrics:
             ["table"],
             registry=r,
         )
+        self.metadata_uncompacted = Gauge(
+            "lakeward_table_metadata_uncompacted_instants",
+            "Completed data-table instants the metadata table holds only in log files, not yet compacted "
+            "into its base file (tables with one)",
+            ["table"],
+            registry=r,
+        )
         self.run_peak_rss = Histogram(
             "lakeward_run_peak_rss_bytes",
             "Peak resident memory of a run's child process (local engine, process isolation)",
@@ -220,6 +227,9 @@ class DaemonMetrics:
         lagging = {t: r.snapshot for t, r in scored.items() if r.snapshot.metadata_lag_instants is not None}
         self._set_series(self.metadata_lag, {(t,): float(s.metadata_lag_instants or 0) for t, s in lagging.items()})
         self._set_series(self.metadata_lag_age, {(t,): s.metadata_lag_seconds or 0.0 for t, s in lagging.items()})
+        self._set_series(
+            self.metadata_uncompacted, {(t,): float(s.metadata_uncompacted_instants or 0) for t, s in lagging.items()}
+        )
 
     def _set_series(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
         """Set `gauge` to exactly these series: each label set to its value, the label sets that went

@@ -22,6 +22,7 @@ class ServiceAction(str, enum.Enum):
     CHANGE_TRACKING = "change_tracking"
     INDEX_BUILD = "index_build"
     ORPHAN_CLEAN = "orphan_clean"
+    METADATA_COMPACTION = "metadata_compaction"
 
     @classmethod
     def parse(cls, value: str) -> ServiceAction:
@@ -42,6 +43,7 @@ ACTION_PRIORITY: dict[ServiceAction, int] = {
     ServiceAction.CHANGE_TRACKING: 5,
     ServiceAction.INDEX_BUILD: 6,
     ServiceAction.ORPHAN_CLEAN: 7,
+    ServiceAction.METADATA_COMPACTION: 2,
 }
 
 

@@ -433,8 +433,41 @@ def _orphan_clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consi
     return _Consideration(action, state.last_completed or "", "look for orphan files (orphan_clean enabled)", reasons)
 
 
+def _metadata_compaction(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
+    """The metadata table's compaction (then clean): due by its own delta-commit count (Hudi's
+    `hoodie.metadata.compact.max.delta.commits`), held back by a pending data-table instant whose
+    metadata delta commit completed (core's `MetadataCompactionCheck` says which)."""
+    action = ServiceAction.METADATA_COMPACTION
+    check = state.metadata_compaction
+    if check is None:
+        message = "metadata_compaction applies to table versions 8 and 9 with a metadata table (`files` partition)"
+        return _Consideration(action, "", "", [Reason(ReasonCode.NOT_APPLICABLE, message)])
+    why, reasons = "", _pending_plan(state, action)
+    evidence = check.to_dict()
+    if check.due:
+        why = (
+            f"{check.eligible} metadata delta commit(s) since the last metadata compaction "
+            f"(hoodie.metadata.compact.max.delta.commits={check.threshold})"
+        )
+    elif check.blocked:
+        reasons.append(Reason(ReasonCode.BLOCKED, check.reason, evidence))
+    elif not check.pending:
+        reasons.append(_not_due(check.reason, **evidence))
+    return _Consideration(action, check.oldest or "", why, reasons)
+
+
 #: How the planner considers a new plan of each action, in the order `plan_work` used to.
-_CONSIDER = (_compaction, _clean, _clustering, _change_tracking, _rollback, _index_build, _archival, _orphan_clean)
+_CONSIDER = (
+    _compaction,
+    _clean,
+    _clustering,
+    _change_tracking,
+    _rollback,
+    _index_build,
+    _archival,
+    _orphan_clean,
+    _metadata_compaction,
+)
 
 
 def skip_reason(state: TableState) -> str | None:

@@ -138,6 +138,11 @@ class WriteConfig(BaseModel):
     metadata_record_index: bool | None = Field(None, alias="hoodie.metadata.record.index.enable")
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
+    #: Metadata table (v8/v9): its own compaction is planned once this many metadata delta commits
+    #: completed since its last compaction (Hudi 1.x's default).
+    metadata_compact_max_delta_commits: int = Field(10, alias="hoodie.metadata.compact.max.delta.commits", gt=0)
+    #: Metadata table: its clean keeps every file slice needed by its last N completed commits.
+    metadata_cleaner_commits_retained: int = Field(20, alias="hoodie.metadata.cleaner.commits.retained", gt=0)
 
     @field_validator(
         "compression",

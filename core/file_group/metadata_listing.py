@@ -22,7 +22,7 @@ import io
 import json
 import logging
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,16 +107,22 @@ def check_no_metadata_table(props: Mapping[str, str]) -> None:
 
 
 @dataclass(frozen=True)
-class _FileInfo:
+class FileInfo:
+    """One file of a merged `files` record: its size, and whether the entry is a tombstone."""
+
     size: int
     deleted: bool
 
 
-def _merge(into: dict[str, dict[str, _FileInfo]], key: str, files: Mapping[str, Any] | None) -> None:
+#: Merged `files` partition: record key -> file name (or partition key) -> its entry.
+MergedFiles = dict[str, dict[str, FileInfo]]
+
+
+def _merge(into: MergedFiles, key: str, files: Mapping[str, Any] | None) -> None:
     """Apply one newer `files` record to the merged state (HoodieMetadataPayload semantics)."""
     current = into.setdefault(key, {})
     for name, info in (files or {}).items():
-        newer = _FileInfo(int(info.get("size") or 0), bool(info.get("isDeleted")))
+        newer = FileInfo(int(info.get("size") or 0), bool(info.get("isDeleted")))
         old = current.get(name)
         if newer.deleted:
             if old is not None and not old.deleted:
@@ -126,10 +132,10 @@ def _merge(into: dict[str, dict[str, _FileInfo]], key: str, files: Mapping[str, 
         elif old is None or old.deleted:
             current[name] = newer
         else:
-            current[name] = _FileInfo(max(old.size, newer.size), False)
+            current[name] = FileInfo(max(old.size, newer.size), False)
 
 
-def _apply_hfile(merged: dict[str, dict[str, _FileInfo]], data: bytes, name: str, schema_json: str | None) -> None:
+def _apply_hfile(merged: MergedFiles, data: bytes, name: str, schema_json: str | None) -> None:
     reader = HFileReader(data, name)
     schema_text = reader.avro_schema or schema_json
     if not schema_text:
@@ -142,6 +148,27 @@ def _apply_hfile(merged: dict[str, dict[str, _FileInfo]], data: bytes, name: str
     for key, value in reader.items():
         record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
         _merge(merged, key.decode(), record.get("filesystemMetadata"))  # type: ignore[union-attr]
+
+
+def merge_files_slice(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
+) -> MergedFiles:
+    """Merge one `files` file slice as readers do: the base HFile (if any), then the HFile data
+    blocks of `log_paths` (in the order given: completion time, version, write token) whose
+    instant is in `completed`. Shared by the listing and the metadata table's compaction.
+    Raises MetadataTableUnavailable on a damaged log block."""
+    merged: MergedFiles = {}
+    if base_path is not None:
+        _apply_hfile(merged, mdt.read_bytes(base_path), base_path, None)
+    for path in log_paths:
+        for block in log_file.scan_blocks(mdt.read_bytes(path)):
+            if isinstance(block, log_file.CorruptBlock):
+                raise MetadataTableUnavailable(f"{path}: damaged log block ({block.reason})")
+            if block.instant_time not in completed:
+                continue
+            if block.block_type is log_file.BlockType.HFILE_DATA:
+                _apply_hfile(merged, block.content, path, block.header.get(log_file.HeaderKey.SCHEMA))
+    return merged
 
 
 class MetadataFileListing:
@@ -157,7 +184,7 @@ class MetadataFileListing:
         except (LakewardError, OSError, ValueError, KeyError, IndexError, EOFError) as exc:
             raise MetadataTableUnavailable(f"metadata table of {storage.uri} is unreadable: {exc}") from exc
 
-    def _load(self) -> dict[str, dict[str, _FileInfo]]:
+    def _load(self) -> MergedFiles:
         timeline = Timeline.load(self.mdt, TimelineLayout.V2)
         completion = timeline.completion_times()
         if not completion:
@@ -179,17 +206,8 @@ class MetadataFileListing:
             done = completion.get(parsed_log.base_instant_time)
             if done is not None and done >= base_time:  # the latest slice, by completion time
                 logs.append((done, parsed_log.version, parsed_log.write_token, entry))
-        merged: dict[str, dict[str, _FileInfo]] = {}
-        _apply_hfile(merged, self.mdt.read_bytes(base.path), base.path, None)
-        for _, _, _, entry in sorted(logs, key=lambda x: x[:3]):
-            for block in log_file.scan_blocks(self.mdt.read_bytes(entry.path)):
-                if isinstance(block, log_file.CorruptBlock):
-                    raise MetadataTableUnavailable(f"{entry.path}: damaged log block ({block.reason})")
-                if block.instant_time not in completion:
-                    continue
-                if block.block_type is log_file.BlockType.HFILE_DATA:
-                    _apply_hfile(merged, block.content, entry.path, block.header.get(log_file.HeaderKey.SCHEMA))
-        return merged
+        ordered = [entry.path for _, _, _, entry in sorted(logs, key=lambda x: x[:3])]
+        return merge_files_slice(self.mdt, base.path, ordered, completion)
 
     def partitions(self) -> list[str]:
         """Data partition paths ("" for a non-partitioned table)."""

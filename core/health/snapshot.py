@@ -107,6 +107,10 @@ class HealthSnapshot:
     #: The oldest of them, and seconds since it completed.
     metadata_lag_oldest: str | None = None
     metadata_lag_seconds: float | None = None
+    #: Completed data-table instants not yet compacted in the metadata table (its own compaction), and
+    #: the pending data-table instant that holds that compaction back (None: nothing does).
+    metadata_uncompacted_instants: int | None = None
+    metadata_compaction_blocked_by: str | None = None
 
 
 def table_write_config(table: Table) -> WriteConfig:
@@ -238,6 +242,8 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
         metadata_lag_instants=lag.instants if lag is not None else None,
         metadata_lag_oldest=oldest.time if oldest is not None else None,
         metadata_lag_seconds=_completed_at(storage, oldest, age) if oldest is not None else None,
+        metadata_uncompacted_instants=len(lag.not_compacted) if lag is not None else None,
+        metadata_compaction_blocked_by=lag.blocking.time if lag is not None and lag.blocking else None,
     )
 
 

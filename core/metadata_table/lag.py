@@ -18,6 +18,13 @@ A completed data instant on the active timeline is **reflected** when
   an initialisation (what came before was archived; it cannot be checked, and is not counted).
 
 Every other one is **lag**. Nothing but the two timelines' file names is read.
+
+Beside the lag, the metadata table's own compaction (`metadata_table.compaction`) is measured:
+**not compacted** are the completed data-table instants whose metadata delta commit completed
+after the metadata table's last compaction (readers merge one log file per such instant on
+every listing, and the data table's archival stops at that compaction), and **blocking** is the
+oldest data-table instant pending on the data table whose metadata delta commit completed (a
+metadata compaction must stay before it: while it pends, compaction is held back).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.metadata_table.compaction import blocking_instant, delta_commits_since_compaction
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, Timeline
 
@@ -48,6 +56,10 @@ class MetadataTableLag:
     """The completed data-table instants the metadata table does not reflect, oldest first."""
 
     behind: tuple[Instant, ...]
+    #: Completed data-table instants whose metadata delta commit no metadata compaction took yet.
+    not_compacted: tuple[Instant, ...] = ()
+    #: The oldest pending data-table instant whose metadata delta commit completed (holds compaction back).
+    blocking: Instant | None = None
 
     @property
     def instants(self) -> int:
@@ -77,7 +89,12 @@ def metadata_table_lag(storage: Storage, timeline: Timeline) -> MetadataTableLag
         return first_update is not None and instant.time < first_update
 
     data = [i for i in timeline.active() if i.is_completed and i.action in RECORDED_ACTIONS]
-    return MetadataTableLag(tuple(i for i in data if not reflected(i)))
+    uncompacted = {i.time for i in delta_commits_since_compaction(mdt) if not is_initialization(i.time)}
+    return MetadataTableLag(
+        tuple(i for i in data if not reflected(i)),
+        tuple(i for i in data if i.time in uncompacted),
+        blocking_instant(timeline, mdt),
+    )
 
 
 __all__ = ["RECORDED_ACTIONS", "MetadataTableLag", "is_initialization", "metadata_table_lag"]

@@ -21,67 +21,35 @@ exists already when `T` is written again (a re-run table service) is rolled back
 "re-attempted commit" rule).
 
 Only `files` is maintained: other metadata partitions are refused or dropped before anything
-is written (`metadata_table.gate`). The metadata table's own compaction and clean are not run
-yet; its `files` partition grows by one log file per data instant until a Hudi writer (or a
-later lakeward) compacts it.
+is written (`metadata_table.gate`). The metadata table's own compaction and clean run after
+the data commit (`metadata_table.services`). How a delta commit is written is `delta_commit`.
 """
 
 from __future__ import annotations
 
 import posixpath
-import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from lakeward.core.file_group.hfile_writer import write_log_block_hfile
-from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
-from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
-    ALL_PARTITIONS_KEY,
     FILES_PARTITION,
     keeps_metadata_table,
     metadata_partitions,
-    metadata_storage,
     read_table_properties,
 )
-from lakeward.core.file_group.naming import log_file_name, write_token
-from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
-from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
+from lakeward.core.metadata_table.delta_commit import (
+    LOG_WRITE_TOKEN,
+    METADATA_OPERATION,
+    FilesChange,
+    files_records,
+    removal_change,
+    write_files_delta_commit,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import rollback_metadata_table
-from lakeward.core.table_version import TimelineLayout
-from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
-from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker, delete_markers
+from lakeward.core.timeline import CommitMetadata, Instant
 
-#: The operation Hudi records on metadata-table delta commits.
-METADATA_OPERATION = "UPSERT_PREPPED"
-#: Write token of the metadata log files lakeward writes (one task, one attempt).
-LOG_WRITE_TOKEN = write_token(0, 0, 0)
 _DELETE_PARTITION = "DELETE_PARTITION"
-
-
-@dataclass
-class FilesChange:
-    """What one data-table instant changes in the `files` partition."""
-
-    #: Data partition path ("" for the table's root) -> file name -> size, written by the instant.
-    added: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: Data partition path -> file names the instant removed.
-    deleted: dict[str, list[str]] = field(default_factory=dict)
-    #: Partitions the `__all_partitions__` record names as live (every partition the instant touched).
-    partitions: list[str] = field(default_factory=list)
-    #: Partitions the `__all_partitions__` record names as deleted.
-    partitions_deleted: list[str] = field(default_factory=list)
-    #: Whether the change has an `__all_partitions__` record (every commit has one, even empty;
-    #: a clean only when it deleted partitions).
-    lists_partitions: bool = True
-
-
-def _file_name(path: str) -> str:
-    return posixpath.basename(path)
 
 
 def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
@@ -99,7 +67,7 @@ def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
         for stat in stats:
             for path in stat.files():
                 size = stat.fileSizeInBytes if path == stat.path else _size_or_zero(storage, path)
-                name = _file_name(path)
+                name = posixpath.basename(path)
                 files[name] = max(files.get(name, 0), size)
     if metadata.operationType == _DELETE_PARTITION:
         change.partitions_deleted = sorted(metadata.partitionToReplaceFileIds or {})
@@ -113,93 +81,16 @@ def _size_or_zero(storage: Storage, path: str) -> int:
         return 0
 
 
-def removal_change(deleted: Mapping[str, Iterable[str]], partitions_deleted: Sequence[str] = ()) -> FilesChange:
-    """A change that removes files (a clean, a restore): partition -> deleted file names or paths."""
-    change = FilesChange(partitions_deleted=list(partitions_deleted), lists_partitions=bool(partitions_deleted))
-    for partition, paths in deleted.items():
-        names = sorted({_file_name(p) for p in paths})
-        if names:
-            change.deleted[partition] = names
-    return change
-
-
-def _files_record(record_type: MetadataRecordType, entries: Mapping[str, tuple[int, bool]]) -> dict[str, Any]:
-    return {
-        "key": "",
-        "type": int(record_type),
-        "filesystemMetadata": {name: {"size": size, "isDeleted": gone} for name, (size, gone) in entries.items()},
-    }
-
-
-def files_records(change: FilesChange) -> list[tuple[str, dict[str, Any]]]:
-    """(key, record) of the `files` partition records of `change`, one per key."""
-    records: list[tuple[str, dict[str, Any]]] = []
-    listed = {partition_key(p): (0, False) for p in change.partitions}
-    listed |= {partition_key(p): (0, True) for p in change.partitions_deleted}
-    if change.lists_partitions:
-        records.append((ALL_PARTITIONS_KEY, _files_record(MetadataRecordType.ALL_PARTITIONS, listed)))
-    by_partition: dict[str, dict[str, tuple[int, bool]]] = defaultdict(dict)
-    for partition, files in change.added.items():
-        by_partition[partition].update({name: (size, False) for name, size in files.items()})
-    for partition, names in change.deleted.items():
-        by_partition[partition].update({name: (0, True) for name in names})
-    for partition in sorted(set(change.added) | set(change.deleted)):
-        records.append((partition_key(partition), _files_record(MetadataRecordType.FILE_LIST, by_partition[partition])))
-    return records
-
-
 def commit_files_change(storage: Storage, timezone: str, instant_time: str, change: FilesChange) -> Instant:
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
     Call under the data table's lock, right before the data instant `instant_time` completes;
-    `timezone`: the table's timeline time zone. Returns the completed metadata instant.
+    `timezone`: the table's timeline time zone. An earlier attempt of `instant_time` on the
+    metadata table is rolled back first (Hudi's "re-attempted commit" rule). Returns the
+    completed metadata instant.
     """
-    started = time.monotonic()
-    mdt = metadata_storage(storage)
     rollback_metadata_table(storage, instant_time, None, timezone)  # an earlier attempt of `instant_time`
-    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
-    workload = CommitMetadata(operationType=METADATA_OPERATION)
-    inflight = transition_to_inflight(mdt, requested, workload.to_avro())
-
-    records = files_records(change)
-    cells = [(key, encode_record(record)) for key, record in records]
-    block = OpaqueBlock(
-        kind=BlockType.HFILE_DATA,
-        header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
-        raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
-    )
-    name = log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN)
-    create_marker(mdt, instant_time, FILES_PARTITION, name, "APPEND")
-    data = encode_block(block)
-    path = posixpath.join(FILES_PARTITION, name)
-    mdt.create_if_absent(path, data)
-    stat = WriteStat(
-        fileId=FILES_FILE_GROUP_ID,
-        path=path,
-        prevCommit=instant_time,
-        numWrites=len(cells),
-        numUpdateWrites=len(cells),
-        totalWriteBytes=len(data),
-        partitionPath=FILES_PARTITION,
-        fileSizeInBytes=len(data),
-        runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": _ms_since(started)},
-        logVersion=1,
-        logOffset=0,
-        baseFile="",
-        logFiles=[name],
-    )
-    metadata = CommitMetadata(
-        partitionToWriteStats={FILES_PARTITION: [stat]},
-        extraMetadata={"schema": COMMIT_SCHEMA_JSON},
-        operationType=METADATA_OPERATION,
-    )
-    completed = complete(mdt, inflight, metadata.to_avro(), timezone)
-    delete_markers(mdt, instant_time)
-    return completed
-
-
-def _ms_since(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+    return write_files_delta_commit(storage, timezone, instant_time, change)
 
 
 def maintains_files_partition(storage: Storage) -> bool:
@@ -237,3 +128,18 @@ def clean_change(clean_metadata: Mapping[str, Any]) -> FilesChange:
         {p: m.get("deletePathPatterns") or [] for p, m in partitions.items()},
         sorted(p for p, m in partitions.items() if m.get("isPartitionDeleted")),
     )
+
+
+__all__ = [
+    "LOG_WRITE_TOKEN",
+    "METADATA_OPERATION",
+    "FilesChange",
+    "apply_change",
+    "apply_commit",
+    "clean_change",
+    "commit_change",
+    "commit_files_change",
+    "files_records",
+    "maintains_files_partition",
+    "removal_change",
+]

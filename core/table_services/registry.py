@@ -16,6 +16,7 @@ from lakeward.core.table_services.clean.execute import CleanService
 from lakeward.core.table_services.clustering.execute import ClusteringService
 from lakeward.core.table_services.compaction.execute import CompactionService
 from lakeward.core.table_services.index_build.execute import IndexBuildService
+from lakeward.core.table_services.metadata_compaction import MetadataCompactionService
 from lakeward.core.table_services.orphan_clean import OrphanCleanService
 from lakeward.core.table_services.rollback_service import RollbackService
 from lakeward.core.table_services.service import TableService
@@ -32,6 +33,7 @@ SERVICES: dict[str, type[TableService[Any]]] = {
         ChangeTrackingService,
         IndexBuildService,
         OrphanCleanService,
+        MetadataCompactionService,
     )
 }
 

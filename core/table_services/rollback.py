@@ -29,12 +29,14 @@ import logging
 import posixpath
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
 from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
+from lakeward.core.metadata_table.delta_commit import removal_change, write_files_delta_commit
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans, new_instant_time
@@ -345,7 +347,7 @@ def _complete_rollback(
 
     The metadata table (when the table keeps one) is rolled back first, as Hudi does.
     """
-    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone)
+    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone, by_partition)
     metadata = {
         "startRollbackTime": inflight.time,
         "timeTakenInMillis": elapsed_ms,
@@ -369,7 +371,11 @@ def _complete_rollback(
 
 
 def rollback_metadata_table(
-    storage: Storage, target_time: str, rollback_time: str | None, timezone: str = "LOCAL"
+    storage: Storage,
+    target_time: str,
+    rollback_time: str | None,
+    timezone: str = "LOCAL",
+    deleted: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Roll back the metadata table's delta commit `target_time` (if any) with a rollback `rollback_time`.
 
@@ -379,6 +385,11 @@ def rollback_metadata_table(
     never got `T`, nothing happens. `rollback_time` None: a new time on the metadata timeline (the
     metadata writer undoing an earlier attempt of `T` before writing `T` again, as Hudi's does).
     Only tables whose `hoodie.properties` lists metadata partitions (so never a metadata table itself).
+
+    A delta commit `T` a metadata compaction took (its files are in a base HFile now) cannot be
+    undone by deleting its log file: Hudi refuses such a rollback ("use restore"); lakeward
+    instead records the data files the rollback deletes (`deleted`: partition -> paths) as the
+    metadata delta commit `rollback_time`, as it records a clean's.
     """
     if not keeps_metadata_table(read_table_properties(storage)):
         return
@@ -395,10 +406,34 @@ def rollback_metadata_table(
     state = timeline.state_of(target_time, Action.DELTA_COMMIT)
     if state is State.COMPLETED:
         done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time)
+        if _compacted(timeline, done):
+            _record_deletions(storage, timeline, rollback_time, deleted or {}, timezone)
+            return
         rollback_completed_instant(mdt, done, rollback_time, timezone)
     elif state is not None:
         pending = next(i for i in timeline.pending() if i.time == target_time)
         rollback_pending_instant(mdt, pending, rollback_time, timezone)
+
+
+def _compacted(mdt_timeline: Timeline, delta_commit: Instant) -> bool:
+    """Whether a metadata compaction (completed or planned) took `delta_commit`'s log files."""
+    completion = delta_commit.completion_time or delta_commit.time
+    return any(i.time > completion for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION))
+
+
+def _record_deletions(
+    storage: Storage, mdt_timeline: Timeline, rollback_time: str, deleted: Mapping[str, Sequence[str]], timezone: str
+) -> None:
+    """The metadata delta commit `rollback_time` marking the rolled-back files deleted (once: a completed
+    one from an earlier attempt of the rollback stays, a pending one is rolled back and written again)."""
+    state = mdt_timeline.state_of(rollback_time, Action.DELTA_COMMIT)
+    if state is State.COMPLETED:
+        return
+    mdt = metadata_storage(storage)
+    if state is not None:
+        pending = next(i for i in mdt_timeline.pending() if i.time == rollback_time)
+        rollback_pending_instant(mdt, pending, new_instant_time(mdt_timeline.latest_time(), timezone), timezone)
+    write_files_delta_commit(storage, timezone, rollback_time, removal_change(deleted))
 
 
 def _completed_files(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> list[str]:

@@ -42,6 +42,11 @@ def next_instant_time(instant_time: str) -> str:
     return format_instant_time(parse_instant_time(instant_time) + dt.timedelta(milliseconds=1))
 
 
+def previous_instant_time(instant_time: str) -> str:
+    """The instant time one millisecond before `instant_time` (Hudi's `instantTimeMinusMillis(t, 1)`)."""
+    return format_instant_time(parse_instant_time(instant_time) - dt.timedelta(milliseconds=1))
+
+
 def new_instant_time(after: str | None = None, timezone: str = "LOCAL") -> str:
     """A fresh instant time, later than every time issued in this process and than `after`."""
     global _last_issued

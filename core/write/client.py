@@ -30,6 +30,7 @@ from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
     InstantExistsError,
+    LakewardError,
     RollbackAbortedError,
     SchemaError,
     SharedLockRequiredError,
@@ -38,6 +39,7 @@ from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
 from lakeward.core.locks import InProcessLockProvider, LockProvider
+from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.metadata_table.writer import apply_commit
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage
@@ -492,6 +494,7 @@ class WriteClient:
             apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata)
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers(self.storage, requested.time)
+        self._metadata_table_services()
         return WriteResult(
             instant_time=requested.time,
             operation=operation,
@@ -501,6 +504,19 @@ class WriteClient:
             files_written=written,
             replaced_file_groups=sum(len(v) for v in plan.replaced.values()),
         )
+
+    def _metadata_table_services(self) -> None:
+        """After a commit, the metadata table's own compaction and clean when due (Hudi runs them inline
+        in the writer). The write has completed: a failure here is logged, and the next commit retries."""
+        try:
+            run_metadata_table_services(self.storage, self.lock, self.write_config, self.config.timeline_timezone)
+        except (LakewardError, OSError) as exc:
+            log.error(
+                "metadata-table services of %s failed after a commit (retried after the next): %s",
+                self.storage.uri,
+                exc,
+                exc_info=True,
+            )
 
     def _files_written(self, instant_time: str, stats: Sequence[WriteStat]) -> tuple[str, ...]:
         """Every data file the commit holds. A log append that rolled over to several log files

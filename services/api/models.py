@@ -291,6 +291,14 @@ class TableHealthInfo(BaseModel):
     )
     metadata_lag_oldest: str | None = Field(default=None, description="The oldest of them (instant time).")
     metadata_lag_seconds: float | None = Field(default=None, description="Seconds since the oldest of them completed.")
+    metadata_uncompacted_instants: int | None = Field(
+        default=None,
+        description="Completed data-table instants the metadata table holds only in log files (not yet compacted).",
+    )
+    metadata_compaction_blocked_by: str | None = Field(
+        default=None,
+        description="The pending data-table instant that holds the metadata table's compaction back (None: none).",
+    )
 
 
 # ------------------------------------------------------------------------------------------- explain

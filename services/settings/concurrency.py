@@ -19,6 +19,7 @@ class ActionTimeouts(Section):
     change_tracking: float = Field(default=3600, gt=0)
     index_build: float = Field(default=7200, gt=0)
     orphan_clean: float = Field(default=1800, gt=0)
+    metadata_compaction: float = Field(default=600, gt=0)
 
     def for_action(self, action: ServiceAction) -> float:
         value: float = getattr(self, action.value)

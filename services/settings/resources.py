@@ -26,6 +26,7 @@ class ActionMemory(Section):
     change_tracking: int | None = Field(default=4096, gt=0)
     index_build: int | None = Field(default=4096, gt=0)
     orphan_clean: int | None = Field(default=2048, gt=0)
+    metadata_compaction: int | None = Field(default=2048, gt=0)
 
     def for_action(self, action: ServiceAction) -> int | None:
         value: int | None = getattr(self, action.value)

@@ -32,6 +32,7 @@ def test_every_action_the_daemon_can_run_is_a_registered_service() -> None:
         ServiceAction.CLEAN,
         ServiceAction.CHANGE_TRACKING,
         ServiceAction.INDEX_BUILD,
+        ServiceAction.METADATA_COMPACTION,
     }
     for action in ServiceAction:
         assert SERVICES[action.value].action == action.value

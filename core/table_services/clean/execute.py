@@ -56,6 +56,33 @@ def delete_files(storage: Storage, paths: list[str]) -> int:
     return len(paths)
 
 
+def clean_metadata(plan: CleanPlan, instant_time: str, started: float) -> bytes:
+    """The completed clean's `HoodieCleanMetadata` (Avro) of a clean that deleted every file of `plan`
+    (`started`: `time.monotonic()` when the run began)."""
+    earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
+    metadata = {
+        "startCleanTime": instant_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": plan.file_count,
+        "earliestCommitToRetain": earliest,
+        "lastCompletedCommitTimestamp": plan.last_completed_commit,
+        "partitionMetadata": {
+            partition: {
+                "partitionPath": partition,
+                "policy": plan.policy,
+                "deletePathPatterns": [posixpath.basename(p) for p in paths],
+                "successDeleteFiles": [posixpath.basename(p) for p in paths],
+                "failedDeleteFiles": [],
+                "isPartitionDeleted": False,
+            }
+            for partition, paths in sorted(plan.files.items())
+        },
+        "version": METADATA_VERSION,
+        "bootstrapPartitionMetadata": {},
+    }
+    return avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata)
+
+
 class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
     """Cleaning as a table service: plan the file slices nobody needs, then delete them."""
 
@@ -95,30 +122,10 @@ class CleanService(PlannedService[tuple[bytes, CleanPlan], CleanResult]):
         )
         delete_index_files_of_base_files(storage, [p for paths in plan.files.values() for p in paths])
         earliest = plan.earliest_instant_to_retain.time if plan.earliest_instant_to_retain else ""
-        metadata = {
-            "startCleanTime": instant_time,
-            "timeTakenInMillis": int((time.monotonic() - run.started) * 1000),
-            "totalFilesDeleted": plan.file_count,
-            "earliestCommitToRetain": earliest,
-            "lastCompletedCommitTimestamp": plan.last_completed_commit,
-            "partitionMetadata": {
-                partition: {
-                    "partitionPath": partition,
-                    "policy": plan.policy,
-                    "deletePathPatterns": [posixpath.basename(p) for p in paths],
-                    "successDeleteFiles": [posixpath.basename(p) for p in paths],
-                    "failedDeleteFiles": [],
-                    "isPartitionDeleted": False,
-                }
-                for partition, paths in sorted(plan.files.items())
-            },
-            "version": METADATA_VERSION,
-            "bootstrapPartitionMetadata": {},
-        }
         deleted = tuple(p for paths in plan.files.values() for p in paths)
         result = CleanResult(instant_time, plan.policy, earliest, deleted)
         return Completion(
-            avro_plans.serialize(avro_plans.CLEAN_METADATA, metadata), result, after=lambda: self._finished(run, result)
+            clean_metadata(plan, instant_time, run.started), result, after=lambda: self._finished(run, result)
         )
 
     def metadata_table_change(self, metadata: bytes) -> FilesChange:

@@ -32,7 +32,14 @@ from tests.core.metadata_table.test_writes import (
 )
 from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
 
-OPTIONS = {"hoodie.cleaner.commits.retained": 1, "hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3}
+#: No metadata compaction here (its own tests are test_compaction.py): every service's delta commit and
+#: rollback stays visible on the metadata timeline.
+OPTIONS = {
+    "hoodie.cleaner.commits.retained": 1,
+    "hoodie.keep.min.commits": 2,
+    "hoodie.keep.max.commits": 3,
+    "hoodie.metadata.compact.max.delta.commits": 1000,
+}
 
 
 def _batch(rows: dict[str, tuple[str, int, int]]) -> pa.Table:

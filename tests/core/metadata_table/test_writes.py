@@ -108,6 +108,14 @@ def test_every_write_operation_keeps_the_files_partition(tmp_path: Path, version
     fail_on(all_mismatches(path))
 
 
+def fixture_rows(path: str) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """A fixture table's data columns as hudi-rs reads them, and its rows as `_data_rows` compares them."""
+    start = pa.Table.from_batches(hudi_snapshot(hudi_table(path)))
+    return start.drop_columns([c for c in start.column_names if c.startswith("_hoodie")]), _data_rows(
+        comparable_rows(start)
+    )
+
+
 def _unique_rows(rows: list[dict[str, Any]], key_fields: list[str]) -> list[dict[str, Any]]:
     """Rows whose record key appears once (the fixtures hold duplicates made by plain INSERTs)."""
     keys = [tuple(r[f] for f in key_fields) for r in rows]

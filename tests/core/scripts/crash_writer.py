@@ -16,7 +16,8 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 from freeze_points import after, before  # a sibling module: scripts run with this folder on sys.path
 
-import lakeward.core.metadata_table.writer as mdt_writer_mod
+import lakeward.core.metadata_table.compaction as mdt_compaction_mod
+import lakeward.core.metadata_table.delta_commit as mdt_writer_mod
 import lakeward.core.table_services.rollback as rollback_mod
 import lakeward.core.write.client as client_mod
 import lakeward.core.write.handles as handles_mod
@@ -54,6 +55,14 @@ HOOKS: dict[str, Callable[[str], None]] = {
     # a rollback of an earlier failed write: the metadata table's delta commit rolled back (its
     # rollback instant completed), the data table's rollback not completed
     "rollback_mdt_rolled_back": lambda p: setattr(rollback_mod, "complete", after(p, rollback_mod.complete)),
+    # the write completed; the metadata table's inline compaction is planned (requested), not run
+    "mdt_compaction_requested": lambda p: setattr(
+        mdt_compaction_mod, "create_requested", after(p, mdt_compaction_mod.create_requested)
+    ),
+    # the metadata compaction's base HFile is written, its commit not completed
+    "mdt_compaction_base_written": lambda p: setattr(
+        mdt_compaction_mod, "complete", before(p, mdt_compaction_mod.complete)
+    ),
 }
 
 

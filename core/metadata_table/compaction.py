@@ -1,0 +1,399 @@
+"""The metadata table's own compaction, as Hudi 1.x's metadata writer runs it (table versions 8/9).
+
+Every data-table instant appends one log file to the `files` file group (`writer`), so without
+compaction its latest file slice grows by a log file per commit and every reader merges them
+all. Hudi's `HoodieBackedTableMetadataWriter.compactIfNecessary` folds them into a new base
+HFile; lakeward does the same:
+
+- **Due** once the completed metadata delta commits since the last metadata compaction (the
+  initialisation delta commits included) reach `hoodie.metadata.compact.max.delta.commits`
+  (default 10).
+- **Instant time** `m`: a new instant time, except when a data-table instant `T` is pending on
+  the data table but its metadata delta commit completed (a writer died between the two
+  commits, or is between them now): then `m` is `T` minus one millisecond, so that the
+  compaction never bakes `T` into a base file and `T` can still be rolled back on both tables.
+  This is Hudi 1.x's rule (0.x instead skipped the compaction while any data instant before
+  the last delta commit was pending, and named it `<last delta commit>001`).
+- **Plan** (`<m>.compaction.requested` on the metadata table, a `HoodieCompactionPlan`): the
+  latest slice of each `files` file group with the log files whose delta commit completed
+  before `m` (Hudi's planner rule, see the v8/v9 format reference section 3.2). Logs that
+  complete later belong to the slice based at `m`.
+- **Blocked**: when the bound leaves fewer delta commits than the threshold, nothing is
+  planned and `MetadataCompactionCheck.reason` names the pending data instant that holds it
+  back (`lakeward plans` and the API show it).
+- **Execute** (idempotent): merge each slice as readers do (`merge_files_slice`: a newer
+  tombstone removes a file, a newer live entry keeps the larger size), drop the tombstones
+  (nothing older is left below a base file), write `<fileId>_<token>_<m>.hfile`, complete
+  `<m>_<c>.commit` (`COMPACT`, `compacted=true`). A run that died is run again from its plan:
+  the base file is rewritten with the same name and content.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lakeward.core.exceptions import MetadataTableError
+from lakeward.core.file_group.hfile_writer import write_base_hfile
+from lakeward.core.file_group.metadata_listing import (
+    ALL_PARTITIONS_KEY,
+    FILES_PARTITION,
+    MergedFiles,
+    merge_files_slice,
+    metadata_partitions,
+    metadata_storage,
+    read_table_properties,
+)
+from lakeward.core.file_group.naming import write_token
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.files_partition import encode_record
+from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
+from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout
+from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
+from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
+from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
+from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
+from lakeward.core.write.markers import create_marker, delete_markers
+
+#: Hudi's option and default: compact the metadata table once this many delta commits completed since the last.
+MAX_DELTA_COMMITS_KEY = "hoodie.metadata.compact.max.delta.commits"
+DEFAULT_MAX_DELTA_COMMITS = 10
+#: The operation type of a compaction commit.
+COMPACT_OPERATION = "COMPACT"
+#: Write token of the base files lakeward's metadata compaction writes (one task, one attempt).
+BASE_WRITE_TOKEN = write_token(0, 0, 0)
+
+
+def mdt_timeline(storage: Storage) -> Timeline:
+    """The metadata table's active timeline (layout 2), loaded now; `storage` is the data table's."""
+    return Timeline.load(metadata_storage(storage), TimelineLayout.V2)
+
+
+def pending_metadata_compactions(storage: Storage, timeline: Timeline | None = None) -> list[str]:
+    """Metadata-table compactions planned and not completed, oldest first (`timeline`: the MDT's)."""
+    mdt = timeline if timeline is not None else mdt_timeline(storage)
+    return [i.time for i in mdt.pending(Action.COMPACTION)]
+
+
+def last_metadata_compaction(mdt: Timeline) -> Instant | None:
+    """The latest completed compaction (a `commit`) of the metadata table's timeline."""
+    done = mdt.completed(Action.COMMIT)
+    return done[-1] if done else None
+
+
+def delta_commits_since_compaction(mdt: Timeline) -> list[Instant]:
+    """Completed metadata delta commits in the latest file slice: completed at or after the last
+    compaction's instant time (all of them before the first compaction), by completion time."""
+    last = last_metadata_compaction(mdt)
+    done = mdt.completed(Action.DELTA_COMMIT)
+    if last is not None:
+        done = [i for i in done if (i.completion_time or i.time) >= last.time]
+    return sorted(done, key=lambda i: i.completion_time or i.time)
+
+
+def blocking_instant(data_timeline: Timeline, mdt: Timeline) -> Instant | None:
+    """The oldest data-table instant pending on the data table whose metadata delta commit completed:
+    the metadata compaction must stay before it (Hudi 1.x's bound)."""
+    recorded = {i.time for i in mdt.completed(Action.DELTA_COMMIT)}
+    return next((i for i in data_timeline.pending() if i.time in recorded), None)
+
+
+@dataclass(frozen=True)
+class MetadataCompactionCheck:
+    """Whether the metadata table's compaction is due now, at which instant time, and if not, why."""
+
+    #: Completed metadata delta commits since the last metadata compaction.
+    delta_commits: int
+    #: `hoodie.metadata.compact.max.delta.commits`.
+    threshold: int
+    #: The delta commits a plan made now would take (those completed before `instant_time`).
+    eligible: int
+    #: The compaction's instant time when a pending data instant bounds it (None: a new instant time).
+    instant_time: str | None
+    #: The data-table instant that bounds (and, when `blocked`, holds back) the compaction.
+    blocked_by: Instant | None
+    #: Metadata compactions planned and not completed (run them first; no new plan meanwhile).
+    pending: tuple[str, ...] = ()
+    #: The oldest metadata delta commit not compacted yet (None: none).
+    oldest: str | None = None
+
+    @property
+    def due(self) -> bool:
+        return not self.pending and self.eligible >= self.threshold
+
+    @property
+    def blocked(self) -> bool:
+        """Due by count, but a pending data-table instant keeps too many delta commits out of the plan."""
+        return not self.pending and self.delta_commits >= self.threshold and self.eligible < self.threshold
+
+    @property
+    def reason(self) -> str:
+        """Why no new metadata compaction is planned now ("" when it is due)."""
+        if self.pending:
+            return f"metadata compaction(s) {', '.join(self.pending)} pending: they run first, no new plan meanwhile"
+        if self.blocked and self.blocked_by is not None:
+            b = self.blocked_by
+            return (
+                f"data-table instant {b.time} ({b.action.value}, {b.state.value}) is pending while its metadata "
+                f"delta commit completed: a metadata compaction may only take delta commits completed before it "
+                f"({self.eligible} of {self.delta_commits}, fewer than {MAX_DELTA_COMMITS_KEY}={self.threshold}). "
+                "Let the instant complete, or roll it back (the next writer or `lakeward` rollback does)"
+            )
+        if self.eligible < self.threshold:
+            return (
+                f"{self.delta_commits} metadata delta commit(s) since the last metadata compaction, "
+                f"fewer than {MAX_DELTA_COMMITS_KEY}={self.threshold}"
+            )
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "blocked": self.blocked,
+            "delta_commits": self.delta_commits,
+            "eligible": self.eligible,
+            "threshold": self.threshold,
+            "instant_time": self.instant_time,
+            "blocked_by": self.blocked_by.time if self.blocked_by else None,
+            "pending": list(self.pending),
+            "oldest": self.oldest,
+            "reason": self.reason,
+        }
+
+
+def check_metadata_compaction(
+    storage: Storage,
+    data_timeline: Timeline,
+    threshold: int = DEFAULT_MAX_DELTA_COMMITS,
+    mdt: Timeline | None = None,
+) -> MetadataCompactionCheck:
+    """Decide the metadata compaction of the table at `storage` now (module doc); reads timelines only
+    (`mdt`: the metadata table's, when the caller has it)."""
+    mdt = mdt if mdt is not None else mdt_timeline(storage)
+    deltas = delta_commits_since_compaction(mdt)
+    blocker = blocking_instant(data_timeline, mdt)
+    instant_time = previous_instant_time(blocker.time) if blocker is not None else None
+    eligible = [i for i in deltas if instant_time is None or (i.completion_time or i.time) < instant_time]
+    return MetadataCompactionCheck(
+        delta_commits=len(deltas),
+        threshold=threshold,
+        eligible=len(eligible),
+        instant_time=instant_time,
+        blocked_by=blocker,
+        pending=tuple(pending_metadata_compactions(storage, mdt)),
+        oldest=min((i.time for i in deltas), default=None),
+    )
+
+
+def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str) -> CompactionPlan:
+    """The plan of a metadata compaction at `instant_time`: per `files` file group, its latest slice
+    with the logs whose delta commit completed before `instant_time` (groups with none are left out)."""
+    completion = mdt.completion_times()
+    view = FileSystemView.load(metadata_storage(storage), mdt)
+    operations = []
+    for group in view.file_groups():
+        if group.partition_path != FILES_PARTITION or not group.slices:
+            continue
+        latest = max(group.slices, key=lambda s: s.base_instant_time)
+        logs = tuple(
+            f for f in latest.log_files if (done := completion.get(f.base_instant_time)) and done < instant_time
+        )
+        if not logs:
+            continue
+        operation = CompactionOperation.of_slice(latest)
+        operations.append(
+            CompactionOperation(
+                operation.partition_path,
+                operation.file_id,
+                operation.base_instant_time,
+                operation.base_file_name,
+                tuple(f.name for f in logs),
+                operation.metrics,
+            )
+        )
+    return CompactionPlan(tuple(operations))
+
+
+def _check_files_only(storage: Storage) -> None:
+    others = [p for p in metadata_partitions(read_table_properties(storage)) if p != FILES_PARTITION]
+    if others:
+        raise MetadataTableError(
+            f"the metadata table of {storage.uri} has partition(s) {','.join(others)} whose records lakeward "
+            "cannot merge yet: its compaction is not supported on it. Nothing was written"
+        )
+
+
+def schedule_metadata_compaction(
+    storage: Storage,
+    data_timeline: Timeline,
+    threshold: int = DEFAULT_MAX_DELTA_COMMITS,
+    timezone: str = "LOCAL",
+    *,
+    force: bool = False,
+) -> str | None:
+    """Write the plan of a metadata compaction when one is due (`force`: whenever there is a log to
+    compact and nothing blocks); its instant time, or None. Call under the data table's lock."""
+    _check_files_only(storage)
+    mdt = mdt_timeline(storage)
+    check = check_metadata_compaction(storage, data_timeline, threshold, mdt)
+    if check.pending or not (check.due or (force and check.eligible > 0)):
+        return None
+    latest = max(filter(None, (mdt.latest_time(), data_timeline.latest_time())), default=None)
+    instant_time = check.instant_time or new_instant_time(latest, timezone)
+    if instant_time in {i.time for i in mdt.instants}:
+        return None  # Hudi: a compaction of the same time exists already (an earlier attempt)
+    plan = plan_metadata_compaction(storage, mdt, instant_time)
+    if not plan.operations:
+        return None
+    create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), TimelineLayout.V2)
+    return instant_time
+
+
+@dataclass(frozen=True)
+class MetadataCompactionResult:
+    """What one metadata compaction wrote."""
+
+    instant_time: str
+    #: Base files written, relative to the metadata table's base path.
+    base_files: tuple[str, ...]
+    #: Log files folded into them.
+    log_files: int
+    #: Records (keys) written.
+    records: int
+
+
+def _record(key: str, files: Mapping[str, Any], file_name: str) -> dict[str, Any]:
+    kind = MetadataRecordType.ALL_PARTITIONS if key == ALL_PARTITIONS_KEY else MetadataRecordType.FILE_LIST
+    return {
+        "_hoodie_file_name": file_name,
+        "key": "",
+        "type": int(kind),
+        "filesystemMetadata": {n: {"size": i.size, "isDeleted": False} for n, i in files.items() if not i.deleted},
+    }
+
+
+def compacted_cells(merged: MergedFiles, file_name: str) -> list[tuple[str, bytes]]:
+    """The cells of a compacted `files` base HFile: one record per key, tombstones dropped, key order."""
+    return [(key, encode_record(_record(key, merged[key], file_name))) for key in sorted(merged, key=str.encode)]
+
+
+def _compact_operation(
+    storage: Storage, mdt: Timeline, instant_time: str, op: CompactionOperation
+) -> tuple[WriteStat, int]:
+    started = time.monotonic()
+    mdt_storage = metadata_storage(storage)
+    completion = mdt.completion_times()
+    file_slice = op.file_slice()
+    merged = merge_files_slice(
+        mdt_storage,
+        file_slice.base_file.path if file_slice.base_file is not None else None,
+        [
+            f.path
+            for f in sorted(
+                file_slice.log_files, key=lambda f: (completion.get(f.base_instant_time, ""), f.version, f.write_token)
+            )
+        ],
+        completion,
+    )
+    name = f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
+    path = posixpath.join(op.partition_path, name)
+    cells = compacted_cells(merged, name)
+    data = write_base_hfile(cells, HFILE_SCHEMA_JSON)
+    create_marker(mdt_storage, instant_time, op.partition_path, name, "CREATE")
+    mdt_storage.write_bytes(path, data)  # a rerun rewrites the same bytes (same plan, same inputs)
+    log_size = sum(_size(mdt_storage, f.path) for f in file_slice.log_files)
+    stat = WriteStat(
+        fileId=op.file_id,
+        path=path,
+        prevCommit=op.base_instant_time,
+        numWrites=len(cells),
+        numInserts=len(cells),
+        totalWriteBytes=len(data),
+        partitionPath=op.partition_path,
+        totalLogFilesCompacted=len(op.log_file_names),
+        totalLogSizeCompacted=log_size,
+        totalLogBlocks=len(op.log_file_names),
+        fileSizeInBytes=len(data),
+        runtimeStats={
+            "totalScanTime": 0,
+            "totalCreateTime": int((time.monotonic() - started) * 1000),
+            "totalUpsertTime": 0,
+        },
+    )
+    return stat, len(cells)
+
+
+def _size(storage: Storage, path: str) -> int:
+    try:
+        return storage.size(path)
+    except (OSError, FileNotFoundError):
+        return 0
+
+
+def execute_metadata_compaction(
+    storage: Storage, instant_time: str, timezone: str = "LOCAL"
+) -> MetadataCompactionResult:
+    """Run the metadata compaction planned at `instant_time` to completion (again, if a run died).
+
+    Idempotent: a completed compaction returns what it wrote; an inflight one is run again
+    from its immutable plan. Call under the data table's lock (no metadata delta commit races it).
+    """
+    _check_files_only(storage)
+    mdt_storage = metadata_storage(storage)
+    mdt = Timeline.load(mdt_storage, TimelineLayout.V2)
+    state = mdt.state_of(instant_time, Action.COMPACTION)
+    plan = read_compaction_plan(mdt_storage, instant_time, TimelineLayout.V2) if state is not None else None
+    if state is None or plan is None:
+        raise MetadataTableError(
+            f"no metadata-table compaction {instant_time} on {storage.uri}; "
+            f"pending: {pending_metadata_compactions(storage, mdt)}"
+        )
+    if state is State.COMPLETED:
+        names = tuple(
+            posixpath.join(op.partition_path, f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile")
+            for op in plan.operations
+        )
+        return MetadataCompactionResult(instant_time, names, sum(len(op.log_file_names) for op in plan.operations), 0)
+    requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED, layout=TimelineLayout.V2)
+    inflight = (
+        transition_to_inflight(mdt_storage, requested)
+        if state is State.REQUESTED
+        else requested.with_state(State.INFLIGHT)
+    )
+    stats, records = [], 0
+    for op in plan.operations:
+        stat, n = _compact_operation(storage, mdt, instant_time, op)
+        stats.append(stat)
+        records += n
+    metadata = CommitMetadata(
+        extraMetadata={"schema": COMMIT_SCHEMA_JSON}, operationType=COMPACT_OPERATION, compacted=True
+    )
+    for stat in stats:
+        metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
+    complete(mdt_storage, inflight, metadata.to_avro(), timezone)
+    delete_markers(mdt_storage, instant_time)
+    return MetadataCompactionResult(
+        instant_time, tuple(s.path for s in stats), sum(len(op.log_file_names) for op in plan.operations), records
+    )
+
+
+__all__ = [
+    "DEFAULT_MAX_DELTA_COMMITS",
+    "MAX_DELTA_COMMITS_KEY",
+    "MetadataCompactionCheck",
+    "MetadataCompactionResult",
+    "blocking_instant",
+    "check_metadata_compaction",
+    "compacted_cells",
+    "delta_commits_since_compaction",
+    "execute_metadata_compaction",
+    "last_metadata_compaction",
+    "mdt_timeline",
+    "pending_metadata_compactions",
+    "plan_metadata_compaction",
+    "schedule_metadata_compaction",
+]
