@@ -185,3 +185,39 @@ def test_hudi_written_virtual_key_fixture_is_written_and_served(fixture_table: C
     for file in _base_files(path):  # Hudi's files and lakeward's alike
         stored = pq.read_table(file)
         assert all(stored.column(name).null_count == stored.num_rows for name in VIRTUAL_META_COLUMNS), file
+
+
+def test_savepoint_restore_rollback_archive_and_upgrade_on_a_virtual_key_table(tmp_path: Path) -> None:
+    """The other services: savepoint and restore, rollback of the latest write, archival, and
+    the upgrade of a merge-on-read table (which compacts its logs first) to version 9."""
+    path = str(tmp_path / "t")
+    options = {**OPTIONS, "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
+    table = Table.create(
+        path, record_key="id", partition_by="region", ordering_field="ts", table_type="MERGE_ON_READ", options=options
+    )
+    first = [{"id": i, "region": "ab"[i % 2], "ts": 1, "value": "v1"} for i in range(6)]
+    saved = table.insert(_batch(first)).instant_time
+    table.savepoint(saved)
+    table.upsert(_batch([{**first[0], "ts": 2, "value": "v2"}]))
+    table.restore(saved)
+    assert _rows(Table.open(path).read()) == sorted(first, key=lambda r: (r["region"], r["id"]))
+    table.delete_savepoint(saved)
+    model = {r["id"]: r for r in first}
+    for ts in range(3, 8):
+        row = {**first[ts % 6], "ts": ts, "value": f"v{ts}"}
+        table.upsert(_batch([row]))
+        model[row["id"]] = row
+    latest = table.upsert(_batch([{**first[1], "ts": 9, "value": "undone"}])).instant_time
+    table.rollback(latest)
+    table.clean()
+    table.archive()
+    assert _rows(Table.open(path).read()) == sorted(model.values(), key=lambda r: (r["region"], r["id"]))
+    assert (Path(path) / ".hoodie" / "archived").exists() and any((Path(path) / ".hoodie" / "archived").iterdir())
+    table.upgrade(to=9)
+    upgraded = Table.open(path)
+    assert upgraded.version.number == 9 and not upgraded.config.populate_meta_fields
+    assert _rows(upgraded.read()) == sorted(model.values(), key=lambda r: (r["region"], r["id"]))
+    upgraded.upsert(_batch([{**first[2], "ts": 20, "value": "v9"}]))
+    model[first[2]["id"]] = {**first[2], "ts": 20, "value": "v9"}
+    assert _rows(Table.open(path).read()) == sorted(model.values(), key=lambda r: (r["region"], r["id"]))
+    _assert_stored_without_meta(path)
