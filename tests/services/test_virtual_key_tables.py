@@ -10,8 +10,8 @@ Every run succeeds, the rows stay those hudi-rs reads, and a manual trigger is a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,7 +24,7 @@ from lakeward.services.discovery import discover
 from lakeward.services.model import TableRef
 from lakeward.services.planning import plan_work, skip_reason
 from tests.interop.compare import fail_on, snapshot_mismatches
-from tests.services.test_read_only_tables import EAGER, TOKEN, _settings, wait_for
+from tests.services.test_read_only_tables import EAGER, TOKEN, daemon, wait_for  # noqa: F401 (the daemon fixture)
 from tests.support.fixture_tables import unzip_table
 
 
@@ -53,16 +53,13 @@ def test_planning_proposes_services_on_virtual_key_tables(tables: dict[str, Path
     assert "compaction" in {i.action.value for i in items if i.table.name == "events"}, items
 
 
-@pytest.fixture
-def daemon(tmp_path: Path, tables: dict[str, Path]) -> Iterator[Daemon]:
-    d = Daemon(_settings(tmp_path, tables))
-    d.start()
-    wait_for(lambda: d.ready)
-    yield d
-    d.drain(5)
+def _finished_runs(client: TestClient) -> list[dict[str, Any]] | None:
+    """The daemon's runs once every one has reported its outcome (None until then)."""
+    runs = client.get("/api/v1/runs").json()
+    return runs if all(r["outcome"] for r in runs) else None
 
 
-def test_the_daemon_runs_services_on_virtual_key_tables(daemon: Daemon, tables: dict[str, Path]) -> None:
+def test_the_daemon_runs_services_on_virtual_key_tables(daemon: Daemon, tables: dict[str, Path]) -> None:  # noqa: F811
     expected = {name: Table.open(str(path)).read().sort_by("id").to_pylist() for name, path in tables.items()}
     for _ in range(3):
         daemon.cycle()
@@ -70,7 +67,7 @@ def test_the_daemon_runs_services_on_virtual_key_tables(daemon: Daemon, tables: 
     client = TestClient(create_app(daemon))
     shown = {t["name"]: t for t in client.get("/api/v1/tables").json()}
     assert shown["events"]["read_only"] is None and shown["no_meta"]["read_only"] is None
-    runs = client.get("/api/v1/runs").json()
+    runs = wait_for(lambda: _finished_runs(client))
     assert {r["outcome"] for r in runs} <= {"succeeded", "nothing_to_do"}, runs
     assert any(r["table"] == "events" and r["action"] == "compaction" and r["outcome"] == "succeeded" for r in runs)
     assert Table.open(str(tables["events"])).timeline().completed("commit"), "the compaction completed"
