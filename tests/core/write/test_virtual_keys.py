@@ -162,6 +162,12 @@ def test_what_hudi_refuses_on_virtual_key_tables_is_refused(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"hoodie.populate.meta.fields=false"):
         Table.create(str(tmp_path / "cdc"), record_key="id", options={**VIRTUAL, "hoodie.table.cdc.enabled": "true"})
     assert not (tmp_path / "cdc" / ".hoodie" / "hoodie.properties").exists()
+    # secondary indexes map values to the stored record keys, which stay null
+    table = Table.create(str(tmp_path / "idx"), record_key="id", options=VIRTUAL)
+    table.insert(_batch([{"id": 1, "region": "a", "ts": 1, "value": "x"}]))
+    with pytest.raises(ConfigError, match=r"secondary indexes need the stored record keys"):
+        table.create_index("by_value", "value")
+    assert table.indexes() == []
 
 
 def test_hudi_written_virtual_key_fixture_is_written_and_served(fixture_table: Callable[[str, str], str]) -> None:
