@@ -29,7 +29,6 @@ from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
-    ConfigError,
     InstantExistsError,
     RollbackAbortedError,
     SchemaError,
@@ -218,11 +217,6 @@ class WriteClient:
 
     def _data_plane(self, engine: Engine) -> DataPlane:
         if engine.name == "spark":
-            if not self.config.populate_meta_fields:
-                raise ConfigError(
-                    f"table {self.storage.uri} is written without meta fields (hoodie.populate.meta.fields=false): "
-                    "lakeward writes it with the local engine only, not Spark yet. Nothing was written"
-                )
             return SparkDataPlane(self, engine)
         return LocalDataPlane(self, engine)
 
