@@ -253,6 +253,8 @@ class Ctx:
     codec: str  # parquet codec (lower case) for the peers
     selected: set[str]
     read_repeat: int = 3
+    #: `Table.create` options of the lakeward table (`--virtual-keys`: `hoodie.populate.meta.fields=false`).
+    lakeward_options: dict[str, str] | None = None
 
     def read(self, engine: str, fn: Callable[[], pa.Table]) -> float:
         """Best of ``read_repeat`` timed snapshot reads; the first result is verified.
@@ -286,6 +288,7 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
             record_key="id",
             partition_by="part",
             ordering_field="ts",
+            options=ctx.lakeward_options,
         )
         t.bulk_insert(ctx.data.initial)
 
@@ -313,7 +316,8 @@ def run_lakeward(ctx: Ctx) -> dict[str, dict[str, Any]]:
 
         def hudi_read() -> pa.Table:
             ht = hudi.HudiTableBuilder.from_base_uri(uri).build()
-            return pa.Table.from_batches(ht.read(), schema=ht.get_schema_with_meta_fields())
+            batches = ht.read()  # without meta fields: the data columns only
+            return pa.Table.from_batches(batches) if batches else ht.get_schema_with_meta_fields().empty_table()
 
         t_read = ctx.read("hudi-rs", hudi_read)
         out["hudi-rs"] = {"read": t_read}
@@ -644,6 +648,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--workdir", type=Path, help="parent for the temp dirs (default: system tmp)")
     p.add_argument(
+        "--virtual-keys",
+        action="store_true",
+        help="create the lakeward table with hoodie.populate.meta.fields=false (no meta values, keys from `id`)",
+    )
+    p.add_argument(
         "--no-warmup",
         action="store_true",
         help="skip the tiny untimed warm-up of every engine",
@@ -665,6 +674,7 @@ def run_round(
     codec: str,
     workdir: Path | None,
     read_repeat: int = 1,
+    lakeward_options: dict[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], str]:
     """One load/upsert/read round of every selected engine in a fresh temp dir.
 
@@ -682,6 +692,7 @@ def run_round(
                 codec if codec != "auto" else "snappy",
                 selected,
                 read_repeat,
+                lakeward_options,
             )
             produced = {"lakeward": [e for e in ("lakeward", "hudi-rs") if e in selected]}.get(name, [name])
             try:
@@ -714,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     codec = args.compression.lower()
     if codec == "none":
         codec = "uncompressed"
+    lakeward_options = {"hoodie.populate.meta.fields": "false"} if args.virtual_keys else None
 
     print(
         f"generating data: rows={args.rows:,} upsert_rows={args.upsert_rows:,} seed={args.seed}",
@@ -728,7 +740,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_warmup:
         print("warm-up (tiny, untimed)...", flush=True)
-        _rows_w, st, _ = run_round(make_dataset(2000, 200, args.seed + 1), args.engines, codec, args.workdir)
+        _rows_w, st, _ = run_round(
+            make_dataset(2000, 200, args.seed + 1), args.engines, codec, args.workdir, 1, lakeward_options
+        )
         for e, s in st.items():
             if s != "ok":
                 print(f"  warm-up {e}: {s}", flush=True)
@@ -738,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
     status: dict[str, str] = {}
     for i in range(args.repeat):
         print(f"round {i + 1}/{args.repeat}...", flush=True)
-        rows, st, codec = run_round(data, args.engines, codec, args.workdir, args.read_repeat)
+        rows, st, codec = run_round(data, args.engines, codec, args.workdir, args.read_repeat, lakeward_options)
         for e, s in st.items():
             if s != "ok" or e not in status:
                 status[e] = s
@@ -757,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"rows={args.rows:,} upsert={args.upsert_rows:,} ({data.n_updates:,} upd + "
         f"{data.n_inserts:,} new) repeat={args.repeat} read_repeat={args.read_repeat} (best of) peers' codec={codec} "
-        f"cpus={os.cpu_count()}"
+        f"cpus={os.cpu_count()} virtual_keys={args.virtual_keys}"
     )
     header = f"{'engine':<24} {'load s':>8} {'upsert s':>8} {'read s':>8} {'files':>6} {'MB':>8}  codec  version"
     print(header)
@@ -809,6 +823,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed,
                 "peer_codec": codec,
                 "engines": args.engines,
+                "virtual_keys": args.virtual_keys,
             },
             "environment": {
                 "python": sys.version.split()[0],

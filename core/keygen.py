@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.config.table import KeyGeneratorType, TableConfig
+from lakeward.core.config.table import KeyGeneratorType, TableConfig, TableType
 from lakeward.core.exceptions import ConfigError, InvalidRecordError, SchemaError
 
 NULL_KEY_PART = "__null__"
@@ -215,3 +215,38 @@ def partition_filter_values(partition_path: str, config: TableConfig) -> dict[st
             segment = segment[len(name) + 1 :]
         values[name] = unescape_partition_value(segment) if config.url_encode_partitions else segment
     return values
+
+
+def with_virtual_keys(rows: pa.Table, config: TableConfig) -> pa.Table:
+    """`rows` (stored rows of a virtual-key table) with `_hoodie_record_key` and
+    `_hoodie_partition_path` computed from the key generator's fields, as Hudi's readers
+    compute them (the stored columns are null); other tables' rows are returned unchanged."""
+    if config.populate_meta_fields:
+        return rows
+    derived = {"_hoodie_record_key": record_keys(rows, config), "_hoodie_partition_path": partition_paths(rows, config)}
+    for name, values in derived.items():
+        values = values.cast(pa.string())
+        if name in rows.column_names:
+            rows = rows.set_column(rows.schema.get_field_index(name), name, values)
+        else:
+            rows = rows.append_column(name, values)
+    return rows
+
+
+def check_virtual_keys(config: TableConfig) -> None:
+    """Refuse what Hudi refuses on virtual-key tables (`hoodie.populate.meta.fields=false`):
+    merge-on-read tables with any key generator but the simple one (log records are merged
+    by one key field), and change data capture (which needs the stored meta fields)."""
+    if config.populate_meta_fields:
+        return
+    if config.table_type is TableType.MERGE_ON_READ and config.virtual_key_field is None:
+        raise ConfigError(
+            "hoodie.populate.meta.fields=false on a MERGE_ON_READ table needs the simple key generator "
+            f"(one record key field, not {list(config.record_key_fields)} with {config.key_generator.value}), "
+            "as in Apache Hudi: use COPY_ON_WRITE, or keep the meta fields"
+        )
+    if config.cdc_enabled:
+        raise ConfigError(
+            "hoodie.table.cdc.enabled=true needs the meta fields: Apache Hudi does not support change data "
+            "capture with hoodie.populate.meta.fields=false"
+        )

@@ -28,6 +28,10 @@ META_COLUMNS: tuple[str, ...] = (
 )
 """The five Hudi meta columns, in the order they lead every base file (format doc 5.1)."""
 
+VIRTUAL_META_COLUMNS: tuple[str, ...] = META_COLUMNS[:4]
+"""The meta columns a virtual-key table (`hoodie.populate.meta.fields=false`) leaves null: all but
+`_hoodie_file_name`, which Hudi 1.x still fills."""
+
 META_SCHEMA: pa.Schema = pa.schema([pa.field(n, pa.string()) for n in META_COLUMNS])
 """Arrow schema of the meta columns: all nullable strings."""
 

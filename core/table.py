@@ -36,6 +36,7 @@ from lakeward.core.exceptions import (
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.keygen import check_virtual_keys
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_version import CURRENT, TableVersion
@@ -178,6 +179,7 @@ class Table:
             version=version,
         )
         _validate_options(opts)
+        check_virtual_keys(config)
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(f"a table already exists at {storage.uri}")
         if storage.is_local:
@@ -225,11 +227,6 @@ class Table:
 
     def read_only_reason(self) -> str | None:
         """Why lakeward runs no table service on this table (None: it runs them); `TableVersion.read_only_reason`."""
-        if not self.config.populate_meta_fields:
-            return (
-                "read-only: written without meta fields (hoodie.populate.meta.fields=false), which lakeward "
-                "does not write yet"
-            )
         return self.version.read_only_reason(metadata_partitions(self.config.to_properties()))
 
     def timeline(self) -> Timeline:
@@ -288,16 +285,13 @@ class Table:
         writes and services on a v8/v9 table keep its `files` partition (other partitions are
         dropped when the options disable them, else MetadataTableError); version 6 metadata
         tables are refused (MetadataTableError). A table written without meta fields (virtual
-        keys) is refused (ConfigError), except for `version_change` (an upgrade or downgrade,
-        which rewrites no records; the compaction a merge-on-read upgrade needs is refused).
+        keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
+        one (`keygen.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
-        if not self.config.populate_meta_fields and not version_change:  # an upgrade rewrites no records
-            raise ConfigError(
-                f"table {self.path} is written without meta fields (hoodie.populate.meta.fields=false: virtual "
-                "keys); lakeward reads it but does not write it or run table services on it yet. Nothing was written"
-            )
+        if not version_change:  # an upgrade rewrites no records
+            check_virtual_keys(self.config)
         self._metadata_table_gate()  # first: the fix a user needs on any version
         if write:
             self.version.check_writes("write to this table")

@@ -116,6 +116,8 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.parquet.compression.codec": "`snappy`, `gzip`, `zstd`, `lz4`, `brotli`, `none`",
     "hoodie.parquet.max.file.size": "upper bound of a base file",
     "hoodie.parquet.small.file.limit": "files below this receive inserts first",
+    "hoodie.populate.meta.fields": "`false`: virtual keys, the `_hoodie_*` columns are written null and keys are "
+    'computed from the key fields (see "Tables without meta fields" in library.md)',
     "hoodie.table.cdc.enabled": 'persist change data for CDC queries (see "Change data capture")',
     "hoodie.table.cdc.supplemental.logging.mode": "`KEY_OP` (`OP_KEY_ONLY`), `DATA_BEFORE` or `DATA_BEFORE_AFTER`",
     "hoodie.table.name": "table name",
@@ -156,6 +158,7 @@ TABLE_DEFAULTS: dict[str, str] = {
     "hoodie.table.timeline.timezone": "LOCAL",
     "hoodie.table.cdc.enabled": "false",
     "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER",
+    "hoodie.populate.meta.fields": "true",
 }
 
 

@@ -94,6 +94,8 @@ MERGER_STRATEGY_KEY = "hoodie.compaction.record.merger.strategy"
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 #: `hoodie.table.initial.version` (table versions 8+): the version a table was created with.
 INITIAL_VERSION_KEY = "hoodie.table.initial.version"
+#: `hoodie.populate.meta.fields`: false makes a virtual-key table (no `_hoodie_*` values stored).
+POPULATE_META_FIELDS_KEY = "hoodie.populate.meta.fields"
 
 TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timestamp.type",
@@ -226,7 +228,20 @@ class TableConfig:
         Readers then return the data columns only (as Hudi and hudi-rs do), and incremental
         reads cannot filter rows by `_hoodie_commit_time`.
         """
-        return self.extra.get("hoodie.populate.meta.fields", "true").lower() != "false"
+        return self.extra.get(POPULATE_META_FIELDS_KEY, "true").lower() != "false"
+
+    @property
+    def virtual_key_field(self) -> str | None:
+        """The data column that holds the record key of a virtual-key table's records, else None.
+
+        A table written without meta fields stores no `_hoodie_record_key`: readers derive it
+        from the key generator's fields. Merging log records (merge-on-read) reads it from one
+        field, which is why Hudi allows only the simple key generator on merge-on-read
+        virtual-key tables (`lakeward.core.keygen.check_virtual_keys`).
+        """
+        if self.populate_meta_fields or len(self.record_key_fields) != 1:
+            return None
+        return None if self.key_generator is KeyGeneratorType.COMPLEX else self.record_key_fields[0]
 
     @property
     def version(self) -> TableVersion:
@@ -379,6 +394,9 @@ class TableConfig:
             cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
             table_version=version.number,
         )
+        if not parse_bool(opts.get(POPULATE_META_FIELDS_KEY, True), POPULATE_META_FIELDS_KEY):
+            # virtual keys: writers leave the `_hoodie_*` columns empty (`lakeward.core.keygen.with_virtual_keys`)
+            config = replace(config, extra={**config.extra, POPULATE_META_FIELDS_KEY: "false"})
         if version.lsm_history:
             # As Hudi 1.x records it: the version the table was created with, kept across upgrades.
             config = replace(config, extra={**config.extra, INITIAL_VERSION_KEY: str(version.number)})

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lakeward.core.config.table import POPULATE_META_FIELDS_KEY
 from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: Keys read by Table.create (table properties), accepted in write options too.
@@ -28,6 +29,7 @@ TABLE_CREATE_KEYS = frozenset(
         "hoodie.datasource.write.keygenerator.type",
         "hoodie.datasource.write.hive_style_partitioning",
         "hoodie.datasource.write.partitionpath.urlencode",
+        POPULATE_META_FIELDS_KEY,
         "hoodie.database.name",
         "hoodie.table.timeline.timezone",
         "hoodie.keygen.timebased.timestamp.type",

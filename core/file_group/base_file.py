@@ -62,11 +62,14 @@ def write_base_file(
     path: str,
     table: pa.Table,
     avro_schema_json: str,
-    bloom: BloomSettings,
+    bloom: BloomSettings | None,
     compression: str = "snappy",
     extend: tuple[BloomFilter, pa.Array] | None = None,
 ) -> int:
     """Write `table` (meta columns first) to `path` with Hudi's footer; returns the file size.
+
+    `bloom` None: no bloom filter nor key range in the footer, as Hudi writes the files of a
+    table without meta fields (`HoodieFileWriterFactory.enableBloomFilter`: virtual keys).
 
     `extend` = (the previous version's filter, keys new to the file group): the new filter
     is that filter plus the new keys, instead of hashing every key again. It still holds
@@ -75,7 +78,7 @@ def write_base_file(
     """
     keys = table.column("_hoodie_record_key")
     metadata = {AVRO_SCHEMA_FOOTER_KEY: avro_schema_json, "writer.model.name": "avro"}
-    if table.num_rows:
+    if table.num_rows and bloom is not None:
         if extend is not None:
             bloom_filter = copy.deepcopy(extend[0])
             bloom_filter.add_keys(extend[1])

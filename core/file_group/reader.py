@@ -146,11 +146,14 @@ class MergeSettings:
     ordering_field: str | None = None
     #: DefaultHoodieRecordPayload: the larger ordering value wins (else: the later write wins).
     event_time_ordering: bool = False
+    #: Virtual keys (`TableConfig.virtual_key_field`): the data column records are merged by,
+    #: as the stored `_hoodie_record_key` is null.
+    key_field: str | None = None
 
     @classmethod
     def from_config(cls, config: TableConfig) -> MergeSettings:
-        """The settings a table's `hoodie.properties` implies (payload class, precombine field)."""
-        return cls(config.precombine_field, config.payload_class == DEFAULT_PAYLOAD)
+        """The settings a table's `hoodie.properties` implies (payload class, precombine field, virtual key)."""
+        return cls(config.precombine_field, config.payload_class == DEFAULT_PAYLOAD, config.virtual_key_field)
 
 
 def _log_order(files: Iterable[LogFile]) -> list[LogFile]:
@@ -338,7 +341,7 @@ def merge_slice(
 ) -> MergedSlice:
     """`merge_log_blocks`, also telling which keys of the result are new to the base file."""
     schema = _merge_schema(schema)
-    base_rows = _conform(base, schema) if base is not None else schema.empty_table()
+    base_rows = _keyed(_conform(base, schema), settings) if base is not None else schema.empty_table()
     ordering = settings.ordering_field if settings.ordering_field in schema.names else None
     event_time = settings.event_time_ordering and ordering is not None
     ordering_type = schema.field(ordering).type if ordering is not None else None
@@ -357,7 +360,7 @@ def merge_slice(
         positions = np.arange(position, position + n, dtype=np.int64)
         position += n
         if isinstance(block, DataBlock):
-            data_parts.append(_conform(block.records, schema))
+            data_parts.append(_keyed(_conform(block.records, schema), settings))
             data_positions.append(positions)
             continue
         delete_keys.append(block.records.column(DELETE_RECORD_KEY).combine_chunks().cast(pa.string()))
@@ -401,6 +404,18 @@ def merge_slice(
     base_keys = candidates.column(RECORD_KEY).slice(0, num_base_touched).combine_chunks()
     new_keys = logged_keys.filter(pc.invert(pc.is_in(logged_keys, value_set=base_keys)))
     return MergedSlice(pa.concat_tables([untouched, merged]), new_keys)
+
+
+def _keyed(rows: pa.Table, settings: MergeSettings) -> pa.Table:
+    """`rows` with `_hoodie_record_key` taken from the virtual key field (`MergeSettings.key_field`).
+
+    Rendered as the simple key generator renders it, so that the keys of delete blocks (written
+    from the generated keys) match.
+    """
+    if settings.key_field is None or settings.key_field not in rows.column_names:
+        return rows
+    keys = pc.cast(rows.column(settings.key_field), pa.string())
+    return rows.set_column(rows.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
 
 
 def read_merged_file_slice(

@@ -126,22 +126,25 @@ def _avro_keys(content: bytes, schema_json: str) -> pa.Array:
     return pa.array(keys, pa.binary()).cast(pa.string())
 
 
-def block_record_keys(raw: RawBlock) -> pa.Array:
-    """The record keys of one data or delete block (delete entries included), as strings."""
+def block_record_keys(raw: RawBlock, key_field: str = RECORD_KEY) -> pa.Array:
+    """The record keys of one data or delete block (delete entries included), as strings.
+
+    `key_field`: the column data records hold their key in (a virtual-key table's key field).
+    """
     if raw.block_type is BlockType.DELETE:
         return decode_delete_records(raw.content).column(DELETE_RECORD_KEY).combine_chunks().cast(pa.string())
     if raw.block_type is BlockType.PARQUET_DATA:
         try:
-            table = pq.read_table(pa.BufferReader(raw.content), columns=[RECORD_KEY])
+            table = pq.read_table(pa.BufferReader(raw.content), columns=[key_field])
         except (pa.ArrowInvalid, OSError, KeyError) as exc:
             raise CorruptTableError(f"Parquet data block cannot be read for keys: {exc}") from exc
         return table.column(0).combine_chunks().cast(pa.string())
     schema = raw.header.get(HeaderKey.SCHEMA)
     if schema is None:
         raise CorruptTableError("Avro data block has no SCHEMA header")
-    if _keys_are_third_string(schema):
+    if key_field == RECORD_KEY and _keys_are_third_string(schema):
         return _avro_keys(raw.content, schema)
-    return decode_avro_records(raw.content, schema).column(RECORD_KEY).combine_chunks().cast(pa.string())
+    return decode_avro_records(raw.content, schema).column(key_field).combine_chunks().cast(pa.string())
 
 
 @dataclass(frozen=True)
@@ -157,14 +160,14 @@ class _BlockKeys:
     error: CorruptTableError | None = None
 
 
-#: Per log file (uri, path, size), its blocks' keys: log files are immutable once written
+#: Per log file (uri, path, size, key field), its blocks' keys: log files are immutable once written
 #: (an append by another writer changes the size), so repeated lookups scan each once.
-_block_cache: OrderedDict[tuple[str, str, int], list[_BlockKeys]] = OrderedDict()
+_block_cache: OrderedDict[tuple[str, str, int, str], list[_BlockKeys]] = OrderedDict()
 _block_cache_lock = threading.Lock()
 _BLOCK_CACHE_FILES = 512
 
 
-def _scan(raw: RawBlock) -> _BlockKeys:
+def _scan(raw: RawBlock, key_field: str) -> _BlockKeys:
     target = None
     if raw.block_type is BlockType.COMMAND:
         command = CommandBlock(header=raw.header)
@@ -173,7 +176,7 @@ def _scan(raw: RawBlock) -> _BlockKeys:
     keys, error = None, None
     if raw.block_type in _DATA:
         try:
-            keys = block_record_keys(raw)
+            keys = block_record_keys(raw, key_field)
         except CorruptTableError as exc:
             error = exc
     return _BlockKeys(
@@ -181,13 +184,13 @@ def _scan(raw: RawBlock) -> _BlockKeys:
     )
 
 
-def _file_block_keys(storage: Storage, log_file: LogFile) -> list[_BlockKeys]:
-    cache_key = (storage.uri, log_file.path, log_file.size)
+def _file_block_keys(storage: Storage, log_file: LogFile, key_field: str) -> list[_BlockKeys]:
+    cache_key = (storage.uri, log_file.path, log_file.size, key_field)
     with _block_cache_lock:
         if cache_key in _block_cache:
             _block_cache.move_to_end(cache_key)
             return _block_cache[cache_key]
-    blocks = [_scan(raw) for raw in LogFileReader(storage, log_file.path).raw_blocks()]
+    blocks = [_scan(raw, key_field) for raw in LogFileReader(storage, log_file.path).raw_blocks()]
     with _block_cache_lock:
         _block_cache[cache_key] = blocks
         while len(_block_cache) > _BLOCK_CACHE_FILES:
@@ -195,17 +198,19 @@ def _file_block_keys(storage: Storage, log_file: LogFile) -> list[_BlockKeys]:
     return blocks
 
 
-def log_record_keys(storage: Storage, log_files: Sequence[LogFile], committed: CommittedInstants) -> pa.Array:
+def log_record_keys(
+    storage: Storage, log_files: Sequence[LogFile], committed: CommittedInstants, key_field: str = RECORD_KEY
+) -> pa.Array:
     """Keys of the committed data and delete blocks of `log_files` (duplicates possible).
 
     Blocks count as reads count them (module docstring): committed, not rolled back, not
-    replaced by a log-compacted block.
+    replaced by a log-compacted block. `key_field`: as in `block_record_keys`.
     """
     blocks: list[_BlockKeys] = []
     for log_file in sorted(log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
         if committed.logs_named_by_writer and log_file.base_instant_time not in committed:
             continue
-        blocks.extend(_file_block_keys(storage, log_file))
+        blocks.extend(_file_block_keys(storage, log_file, key_field))
     rolled_back = {b.rollback_target for b in blocks if b.rollback_target}
     replaced: set[str] = set()
     for b in blocks:

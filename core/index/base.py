@@ -17,22 +17,51 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.slice_keys import CommittedInstants, base_record_keys, log_record_keys
+from lakeward.core.file_group.slice_keys import RECORD_KEY, CommittedInstants, base_record_keys, log_record_keys
+from lakeward.core.keygen import record_keys
 from lakeward.core.storage import Storage
 
 NO_INSTANTS = CommittedInstants(frozenset())
 
 
 def read_keys(
-    storage: Storage, file_slice: FileSlice, committed: CommittedInstants = NO_INSTANTS, with_base: bool = True
+    storage: Storage,
+    file_slice: FileSlice,
+    committed: CommittedInstants = NO_INSTANTS,
+    with_base: bool = True,
+    virtual_keys: TableConfig | None = None,
 ) -> pa.Array:
-    """The record keys a slice holds: its base file's (unless `with_base=False`) and its committed logs'."""
-    parts = [base_record_keys(storage, file_slice)] if with_base else []
+    """The record keys a slice holds: its base file's (unless `with_base=False`) and its committed logs'.
+
+    `virtual_keys`: the config of a table written without meta fields, whose keys are computed
+    from the key generator's fields (Hudi's SIMPLE index on such tables reads those fields).
+    """
+    parts = []
+    if with_base:
+        parts.append(
+            base_record_keys(storage, file_slice)
+            if virtual_keys is None
+            else _virtual_base_keys(storage, file_slice, virtual_keys)
+        )
     if file_slice.log_files:
-        parts.append(log_record_keys(storage, file_slice.log_files, committed))
+        key_field = RECORD_KEY if virtual_keys is None else virtual_keys.virtual_key_field
+        if key_field is None:  # refused at create (`check_virtual_keys`); a table made elsewhere
+            raise ConfigError("a merge-on-read table without meta fields needs a single-field record key")
+        parts.append(log_record_keys(storage, file_slice.log_files, committed, key_field))
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def _virtual_base_keys(storage: Storage, file_slice: FileSlice, config: TableConfig) -> pa.Array:
+    """The record keys of a virtual-key slice's base file, from its record key columns."""
+    if file_slice.base_file is None:
+        return pa.array([], pa.string())
+    rows = read_base_file(storage, file_slice.base_file.path, columns=list(config.record_key_fields))
+    return record_keys(rows, config).combine_chunks()
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,7 @@ def confirm(
     committed: CommittedInstants,
     result: np.ndarray,
     description: str = "confirm index candidates",
+    virtual_keys: TableConfig | None = None,
 ) -> None:
     """Set `result[i]` to the file id of the probed slice that really holds key i (one task per slice).
 
@@ -69,7 +99,7 @@ def confirm(
         with_base = bool(probe.base.any()) and file_slice.base_file is not None
         if not probe.logs.any():
             file_slice = replace(file_slice, log_files=())
-        return probe, read_keys(storage, file_slice, committed, with_base=with_base)
+        return probe, read_keys(storage, file_slice, committed, with_base, virtual_keys)
 
     for probe, file_keys in engine.map(task, work, description):
         assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result)

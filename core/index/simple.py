@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from lakeward.core.config.table import TableConfig
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
@@ -20,15 +21,17 @@ def locate(
     slices: Sequence[FileSlice],
     keys: pa.Array,
     committed: CommittedInstants = NO_INSTANTS,
+    virtual_keys: TableConfig | None = None,
 ) -> pa.Array:
     """File id holding each key (null for keys in no file) among the given latest slices.
 
-    A slice holds the keys of its base file and of its committed log blocks (data and delete).
+    A slice holds the keys of its base file and of its committed log blocks (data and delete);
+    on a virtual-key table (`virtual_keys`: its config) they are computed from the key fields.
     """
     result = empty_locations(len(keys))
     if not len(keys):
         return locations_array(result)
     everything = np.ones(len(keys), dtype=bool)
     probes = [Probe(s, everything, everything) for s in slices]
-    confirm(storage, engine, probes, keys, committed, result, "read keys")
+    confirm(storage, engine, probes, keys, committed, result, "read keys", virtual_keys)
     return locations_array(result)

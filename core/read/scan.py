@@ -40,6 +40,7 @@ from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
 from lakeward.core.read.ranges import change_range, incremental_range, resolve_as_of
 from lakeward.core.read.spark_changes import ChangeQuery, changes_dataframe
+from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.timeline import InstantTime, Timeline
@@ -270,8 +271,9 @@ class Scan:
             time_filter = plan.window.row_filter() if self.config.populate_meta_fields else pc.scalar(True)
             condition = to_expression(self.filters)
             combined = time_filter if condition is None else time_filter & condition
+            columns = self._read_columns(plan.schema)
             rows = read_file_slices(
-                self.storage, plan.slices, plan.schema, self.columns, combined, instants=plan.instants, merge=plan.merge
+                self.storage, plan.slices, plan.schema, columns, combined, instants=plan.instants, merge=plan.merge
             )
         else:
             rows = read_planned(
@@ -279,7 +281,7 @@ class Scan:
                 plan.slices,
                 plan.index.plans if plan.index is not None else (),
                 plan.schema,
-                self.columns,
+                self._read_columns(plan.schema),
                 self.filters,
                 instants=plan.instants,
                 merge=plan.merge,
@@ -295,6 +297,13 @@ class Scan:
             self.storage, self.config, plan.schema, plan.begin, plan.end, plan.change_splits, self.engine
         )
         return format_changes(changes, self.images)
+
+    def _read_columns(self, schema: pa.Schema | None) -> Sequence[str] | None:
+        """The columns to read: those asked for, else every column, except on a table written
+        without meta fields, whose null `_hoodie_*` columns are not read at all (the result drops them)."""
+        if self.columns is not None or self.config.populate_meta_fields or schema is None:
+            return self.columns
+        return [name for name in schema.names if name not in META_COLUMNS]
 
     def _without_empty_meta_columns(self, result: pa.Table) -> pa.Table:
         """Drop the `_hoodie_*` columns of a table whose writers did not populate them."""

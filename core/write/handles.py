@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from lakeward.core.cdc.changes import diff_states
 from lakeward.core.cdc.records import cdc_block, write_cdc_file
 from lakeward.core.config.cdc import SupplementalLoggingMode
-from lakeward.core.config.table import DEFAULT_PAYLOAD
+from lakeward.core.config.table import DEFAULT_PAYLOAD, TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.file_group.base_file import BloomSettings, read_base_file, reusable_bloom, write_base_file
 from lakeward.core.file_group.file_group import BaseFile, FileSlice, LogFile
@@ -47,8 +47,9 @@ from lakeward.core.file_group.log_file import (
 )
 from lakeward.core.file_group.naming import base_file_name, log_file_instant, parse_log_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
+from lakeward.core.keygen import with_virtual_keys
 from lakeward.core.merge import merge_records
-from lakeward.core.schema import META_COLUMNS, avro_schema_json, conform_batch, with_meta
+from lakeward.core.schema import META_COLUMNS, VIRTUAL_META_COLUMNS, avro_schema_json, conform_batch, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing
 from lakeward.core.timeline import WriteStat
@@ -83,6 +84,10 @@ class WriteContext:
     cdc_mode: SupplementalLoggingMode | None = None
     #: The table version's log slicing: which instant new log files are named with.
     log_slicing: LogSlicing = LogSlicing.BASE_INSTANT
+    #: The table's config when it is written without meta fields (virtual keys): files get
+    #: null `_hoodie_*` values (but `_hoodie_file_name`) and no bloom filter or key range in
+    #: their footer, as Hudi writes them; stored rows get their keys from the key generator.
+    virtual_keys: TableConfig | None = None
 
     @classmethod
     def of(cls, table: TableContext, instant_time: str, schema: pa.Schema) -> WriteContext:
@@ -103,11 +108,17 @@ class WriteContext:
             log_max_size=wc.log_max_size,
             cdc_mode=config.cdc_mode if config.cdc_enabled else None,
             log_slicing=config.version.log_slicing,
+            virtual_keys=None if config.populate_meta_fields else config,
         )
 
     @cached_property
     def storage(self) -> Storage:
         return Storage.for_uri(self.storage_uri, dict(self.storage_options))
+
+    @property
+    def footer_bloom(self) -> BloomSettings | None:
+        """The bloom filter base files get (None: no filter nor key range, as Hudi's virtual-key files)."""
+        return self.bloom if self.virtual_keys is None else None
 
     @cached_property
     def full_schema(self) -> pa.Schema:
@@ -156,14 +167,33 @@ def _with_meta_columns(ctx: WriteContext, rows: pa.Table, file_name: str, task_i
     }
     data = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
     data = conform_batch(data, ctx.data_schema, allow_missing=True)
-    return pa.table({**meta, **{name: data.column(name) for name in ctx.data_schema.names}}, schema=ctx.full_schema)
+    table = pa.table({**meta, **{name: data.column(name) for name in ctx.data_schema.names}}, schema=ctx.full_schema)
+    return _stored_meta(ctx, table)
 
 
 def carried_over(ctx: WriteContext, kept: pa.Table, file_name: str) -> pa.Table:
     """Stored rows carried over unchanged, except `_hoodie_file_name`, in the current schema."""
     kept = conform_batch(kept, ctx.full_schema, allow_missing=True)
     idx = kept.schema.get_field_index("_hoodie_file_name")
-    return kept.set_column(idx, "_hoodie_file_name", pa.repeat(pa.scalar(file_name, pa.string()), kept.num_rows))
+    kept = kept.set_column(idx, "_hoodie_file_name", pa.repeat(pa.scalar(file_name, pa.string()), kept.num_rows))
+    return _stored_meta(ctx, kept)
+
+
+def _stored_meta(ctx: WriteContext, table: pa.Table) -> pa.Table:
+    """`table` as a file of the table stores it: on a virtual-key table, every meta column but
+    `_hoodie_file_name` null (what Hudi 1.x writes with `hoodie.populate.meta.fields=false`)."""
+    if ctx.virtual_keys is None:
+        return table
+    for name in VIRTUAL_META_COLUMNS:
+        idx = table.schema.get_field_index(name)
+        table = table.set_column(idx, table.schema.field(idx), pa.nulls(table.num_rows, table.schema.field(idx).type))
+    return table
+
+
+def read_stored_rows(ctx: WriteContext, path: str) -> pa.Table:
+    """A base file's rows, with the record keys and partition paths of a virtual-key table derived."""
+    rows = read_base_file(ctx.storage, path)
+    return rows if ctx.virtual_keys is None else with_virtual_keys(rows, ctx.virtual_keys)
 
 
 def _stored_log_files(ctx: WriteContext, task: FileGroupWrite, base: BaseFile) -> tuple[LogFile, ...]:
@@ -209,7 +239,7 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
 
     incoming = task.incoming
     if task.base_file is not None:
-        base = read_base_file(storage, task.base_file.path)
+        base = read_stored_rows(ctx, task.base_file.path)
         outcome = merge_records(
             base,
             incoming,
@@ -225,7 +255,7 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
         table = pa.concat_tables(parts)
         updates, inserts, deletes = outcome.num_updates, outcome.num_inserts, outcome.num_deletes
         prev_commit = task.base_file.instant_time
-        previous = reusable_bloom(storage, task.base_file.path, ctx.bloom)
+        previous = reusable_bloom(storage, task.base_file.path, ctx.bloom) if ctx.virtual_keys is None else None
         extend = (previous, outcome.inserted_keys) if previous is not None else None
     else:
         rows = (
@@ -240,7 +270,7 @@ def write_file_group(ctx: WriteContext, task: FileGroupWrite) -> WriteStat:
         prev_commit = "null"
         extend = None
 
-    size = write_base_file(storage, path, table, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression, extend)
+    size = write_base_file(storage, path, table, ctx.avro_schema_with_meta, ctx.footer_bloom, ctx.compression, extend)
     cdc_stats = None
     if ctx.cdc_mode is not None and task.base_file is not None and (table.num_rows or not deletes):
         cdc_stats = _write_rewrite_changes(ctx, task, token, base, table)

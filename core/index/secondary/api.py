@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.secondary.build import IndexFileStat, build_base_file_indexes
@@ -50,8 +51,17 @@ def create_index(
     index_type: str,
     options: Mapping[str, Any] | None,
 ) -> IndexDefinition:
-    """Define a new index (under the table lock). Its files are built by index builds (or auto_build)."""
+    """Define a new index (under the table lock). Its files are built by index builds (or auto_build).
+
+    Refused on a table without meta fields (virtual keys): index files map values to the stored
+    `_hoodie_record_key`, which such tables leave null.
+    """
     ctx = table.table_context
+    if not ctx.config.populate_meta_fields:
+        raise ConfigError(
+            f"table {ctx.storage.uri} is written without meta fields (hoodie.populate.meta.fields=false): "
+            "secondary indexes need the stored record keys; nothing was created"
+        )
     storage = ctx.storage
     with ctx.lock:
         existing = load_definitions(storage)

@@ -98,7 +98,7 @@ def cluster_group(
         create_marker(storage, ctx.instant_time, partition, name, CREATE)
         ensure_partition_metadata(storage, partition, ctx.instant_time)
         chunk = carried_over(ctx, rows.slice(lo, hi - lo), name)
-        size = write_base_file(storage, path, chunk, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression)
+        size = write_base_file(storage, path, chunk, ctx.avro_schema_with_meta, ctx.footer_bloom, ctx.compression)
         stats.append(
             WriteStat(
                 fileId=file_id,

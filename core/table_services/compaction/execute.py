@@ -83,9 +83,10 @@ def compact_file_slice(
     create_marker(storage, ctx.instant_time, operation.partition_path, name, CREATE)
     ensure_partition_metadata(storage, operation.partition_path, ctx.instant_time)
     rows = carried_over(ctx, merged.rows, name)
-    previous = extendable_bloom(footer, ctx.bloom) if footer is not None else None
+    bloom = ctx.footer_bloom
+    previous = extendable_bloom(footer, bloom) if footer is not None and bloom is not None else None
     extend = (previous, merged.new_keys) if previous is not None else None
-    size = write_base_file(storage, path, rows, ctx.avro_schema_with_meta, ctx.bloom, ctx.compression, extend)
+    size = write_base_file(storage, path, rows, ctx.avro_schema_with_meta, bloom, ctx.compression, extend)
     log_sizes = sum(storage.size(f.path) for f in file_slice.log_files)
     cdc_stats = None
     if ctx.cdc_mode is not None and file_slice.log_files:

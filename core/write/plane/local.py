@@ -181,6 +181,9 @@ class LocalDataPlane:
         """File group holding each key: confirmed against base and committed log keys of the slices."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
+        if not self.config.populate_meta_fields:
+            # virtual keys: no bloom filter in the footers; Hudi's SIMPLE index reads the key fields
+            return simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config)
         if wc.index_type == "SIMPLE":
             return simple_index.locate(self.storage, self.engine, slices, keys, committed)
         # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.config.table import TableConfig
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
@@ -82,13 +83,16 @@ def utc_timestamps(table: pa.Table) -> pa.Table:
     return table
 
 
-def _slice_key_batch(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.RecordBatch:
+def _slice_key_batch(
+    storage: Storage, file_slice: FileSlice, committed: CommittedInstants, virtual_keys: TableConfig | None = None
+) -> pa.RecordBatch:
     """(partition, key, file id) of every distinct key a slice holds: base file and committed log blocks.
 
     Runs in a Spark task; the keys come from the same per-slice function as the local
-    engine's index (`read_keys`), so both engines agree on which group holds a key.
+    engine's index (`read_keys`), so both engines agree on which group holds a key
+    (`virtual_keys`: the config of a table without meta fields, whose keys are computed).
     """
-    keys = pc.unique(read_keys(storage, file_slice, committed))
+    keys = pc.unique(read_keys(storage, file_slice, committed, virtual_keys=virtual_keys))
     n = len(keys)
     return pa.RecordBatch.from_arrays(
         [pa.array([file_slice.partition_path] * n, pa.string()), keys, pa.array([file_slice.file_id] * n, pa.string())],
@@ -311,7 +315,10 @@ class SparkDataPlane:
 
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
         frames = []
-        base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files]
+        # Without meta fields the stored `_hoodie_record_key` is null: every slice's keys are
+        # computed from the key fields by the per-slice key function.
+        virtual = None if self.config.populate_meta_fields else self.config
+        base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files and virtual is None]
         paths = [spark_path(self.storage, base.path) for base in base_only]
         if paths:
             frames.append(
@@ -323,14 +330,14 @@ class SparkDataPlane:
                     F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
                 )
             )
-        with_logs = [s for s in candidates if s.log_files]
+        with_logs = [s for s in candidates if s.log_files or virtual is not None]
         if with_logs:
             storage = self.storage
 
             def slice_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 for batch in batches:
                     for index in batch.column(0).to_pylist():
-                        yield _slice_key_batch(storage, with_logs[index], committed)
+                        yield _slice_key_batch(storage, with_logs[index], committed, virtual)
 
             slices = self.spark.range(len(with_logs), numPartitions=len(with_logs))
             frames.append(slices.mapInArrow(slice_keys, key_schema))
