@@ -106,13 +106,19 @@ def batch(rows: int, pattern: str) -> pa.Table:
     return rows_of(ids, ts, rng)
 
 
-def table_options(rows_per_group: int) -> dict[str, Any]:
-    # About 40 bytes a row on disk (meta columns included); the writer sizes by its estimate.
-    return {
+def table_options(rows_per_group: int, estimate: bool) -> dict[str, Any]:
+    """File sizing for file groups of about `rows_per_group` rows (about 40 bytes a row on disk).
+
+    The build gives the writer a record size estimate (there is no commit to measure yet);
+    the upserts measure it from recent commits, as a writer does by default.
+    """
+    options: dict[str, Any] = {
         "hoodie.parquet.max.file.size": rows_per_group * 64,
         "hoodie.parquet.small.file.limit": rows_per_group * 16,
-        "hoodie.copyonwrite.record.size.estimate": 64,
     }
+    if estimate:
+        options["hoodie.copyonwrite.record.size.estimate"] = 64
+    return options
 
 
 def build(path: Path, rows: int, table_type: str) -> float:
@@ -126,7 +132,7 @@ def build(path: Path, rows: int, table_type: str) -> float:
         record_key="key",
         ordering_field="ts",
         table_type=TABLE_TYPES[table_type],
-        options=table_options(ROWS_PER_FILE_GROUP),
+        options=table_options(ROWS_PER_FILE_GROUP, estimate=True),
     )
     rng = np.random.default_rng(SEED)
     chunk = 1_000_000
@@ -156,13 +162,15 @@ def child(path: str, rows: int, pattern: str, profile: str | None) -> dict[str, 
     from lakeward import Table
 
     data = batch(rows, pattern)
+    options = table_options(ROWS_PER_FILE_GROUP, estimate=False)
     io0, cpu0, wall0 = proc_io(), cpu_seconds(), time.perf_counter()
     if profile:
         import cProfile
 
-        cProfile.runctx("Table.open(path).upsert(data)", globals(), {"Table": Table, "path": path, "data": data}, profile)
+        scope = {"Table": Table, "path": path, "data": data, "options": options}
+        cProfile.runctx("Table.open(path, options=options).upsert(data)", globals(), scope, profile)
     else:
-        Table.open(path).upsert(data)
+        Table.open(path, options=options).upsert(data)
     wall, cpu, io1 = time.perf_counter() - wall0, cpu_seconds() - cpu0, proc_io()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     written = Table.open(path)
@@ -278,7 +286,9 @@ def print_ratios(results: list[dict[str, Any]]) -> None:
     print()
     for table_type in TABLE_TYPES:
         for pattern in PATTERNS:
-            rows = sorted((r for r in results if r["type"] == table_type and r["pattern"] == pattern), key=lambda r: r["rows"])
+            rows = sorted(
+                (r for r in results if r["type"] == table_type and r["pattern"] == pattern), key=lambda r: r["rows"]
+            )
             if len(rows) < 2:
                 continue
             small, large = rows[0], rows[-1]
@@ -292,7 +302,8 @@ def print_ratios(results: list[dict[str, Any]]) -> None:
     for r in results:
         if r["rows"] >= 16_000_000:
             verdict = "ok" if r["peak_rss"] < 4 * 2**30 else "OVER"
-            print(f"{r['type']} {size_label(r['rows'])} {r['pattern']}: peak RSS {r['peak_rss'] / 2**30:.2f} GiB (< 4 GiB: {verdict})")
+            label = f"{r['type']} {size_label(r['rows'])} {r['pattern']}"
+            print(f"{label}: peak RSS {r['peak_rss'] / 2**30:.2f} GiB (< 4 GiB: {verdict})")
 
 
 if __name__ == "__main__":
