@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 import posixpath
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptFileError, MissingFileError
 from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.parquet_footer import Located, footer_key_values
 from lakeward.core.index.bloom_filter import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_TYPE_CODE_FOOTER_KEY,
@@ -60,13 +61,16 @@ class FooterKeys:
     max_key: str | None
     bloom_text: str | bytes | None = field(default=None, repr=False)
     bloom_type: str = "DYNAMIC_V0"
+    #: Reads the filter's text from the file, when the footer was read without it.
+    bloom_source: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def bloom(self) -> BloomFilter | None:
         """The parsed bloom filter (None: the footer has none)."""
-        if self.bloom_text is None:
+        text = self.bloom_text if self.bloom_source is None else self.bloom_source()
+        if text is None:
             return None
-        return BloomFilter.deserialize(self.bloom_text, self.bloom_type)
+        return BloomFilter.deserialize(text, self.bloom_type)
 
 
 def write_base_file(
@@ -244,10 +248,25 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
         if cache_key in _footer_cache:
             return _footer_cache[cache_key]
     with _readable(storage, path), storage.open_input_file(path) as source:
-        meta = pq.read_metadata(source).metadata or {}
-    keys = _footer_keys(meta)
+        values = footer_key_values(source)
+        if values is None:  # not a footer the light reader walks: pyarrow reads (or rejects) it
+            keys = _footer_keys(pq.read_metadata(source).metadata or {})
+        else:
+            bloom = values.pop(BLOOM_FILTER_FOOTER_KEY.encode(), None)
+            meta = {k: v.read(source) if isinstance(v, Located) else v for k, v in values.items()}
+            keys = _footer_keys(meta)
+            if isinstance(bloom, Located):
+                keys = replace(keys, bloom_source=partial(_read_located, storage, path, bloom))
+            elif bloom is not None:
+                keys = replace(keys, bloom_text=bloom)
     _remember_footer(storage, path, keys)
     return keys
+
+
+def _read_located(storage: Storage, path: str, located: Located) -> bytes:
+    """A footer value left unread by `footer_key_values` (the bloom filter), read when first needed."""
+    with _readable(storage, path), storage.open_input_file(path) as source:
+        return located.read(source)
 
 
 def _footer_keys(meta: Mapping[bytes, bytes]) -> FooterKeys:
