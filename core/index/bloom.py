@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,25 +23,54 @@ def _footer(storage: Storage, file_slice: FileSlice) -> FooterKeys:
     return read_footer_keys(storage, file_slice.base_file.path)
 
 
+#: Above this many files, sorting the batch once beats comparing every key with every range.
+SORT_ABOVE_FILES = 24
+
+
+def _range_mask(keys: pa.Array, footer: FooterKeys) -> np.ndarray:
+    inside = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+    return np.flatnonzero(inside.to_numpy(zero_copy_only=False))
+
+
 class SortedKeys:
     """The batch's keys sorted once, so each file's key range is found by binary search.
 
     A file's candidates are then a slice of the sort order: O(log n) a file instead of
     comparing every key with every file's range, which made the cost grow with the table.
-    Python string order (code points) is the byte order of their UTF-8, as Arrow compares.
+    The search compares Python strings (code point order), which is the UTF-8 byte order
+    Arrow sorts and compares by.
     """
 
     def __init__(self, keys: pa.Array):
         self.order = pc.sort_indices(keys).to_numpy()
-        self.sorted = keys.take(pa.array(self.order)).to_numpy(zero_copy_only=False)
+        self.sorted = keys.take(pa.array(self.order))
 
     def in_range(self, footer: FooterKeys) -> np.ndarray:
-        """Rows (ascending) of keys inside the file's [min, max] record key range (all, if unknown)."""
+        """Rows of keys inside the file's [min, max] record key range (all, if unknown)."""
         if footer.min_key is None or footer.max_key is None:
-            return np.sort(self.order)
-        lo = np.searchsorted(self.sorted, footer.min_key, side="left")
-        hi = np.searchsorted(self.sorted, footer.max_key, side="right")
-        return np.sort(self.order[lo:hi])
+            return self.order
+        lo = bisect.bisect_left(self.sorted, footer.min_key, key=_as_py)
+        hi = bisect.bisect_right(self.sorted, footer.max_key, key=_as_py)
+        return self.order[lo:hi]
+
+
+def _as_py(scalar: pa.Scalar) -> str:
+    return scalar.as_py()  # type: ignore[no-any-return]
+
+
+def key_ranges(keys: pa.Array, footers: Sequence[FooterKeys]) -> list[np.ndarray]:
+    """Per base file, the rows of the keys inside its footer's key range (all, if it records none).
+
+    Few files: compare the keys with each range; many: sort once and binary-search each.
+    """
+    if len(footers) > SORT_ABOVE_FILES:
+        ranges = SortedKeys(keys)
+        return [ranges.in_range(footer) for footer in footers]
+    everything = np.arange(len(keys))
+    return [
+        everything if footer.min_key is None or footer.max_key is None else _range_mask(keys, footer)
+        for footer in footers
+    ]
 
 
 def _admitted(keys: pa.Array, footers: Sequence[FooterKeys], prune_by_ranges: bool) -> list[np.ndarray]:
@@ -50,11 +80,7 @@ def _admitted(keys: pa.Array, footers: Sequence[FooterKeys], prune_by_ranges: bo
     held); keys are hashed once per filter geometry, and only those some range admits.
     """
     everything = np.arange(len(keys))
-    if prune_by_ranges:
-        ranges = SortedKeys(keys)
-        candidates = [ranges.in_range(footer) for footer in footers]
-    else:
-        candidates = [everything] * len(footers)
+    candidates = key_ranges(keys, footers) if prune_by_ranges else [everything] * len(footers)
     geometries: dict[tuple[int, int], list[int]] = {}
     for i, (footer, rows) in enumerate(zip(footers, candidates)):
         bloom = footer.bloom if len(rows) else None

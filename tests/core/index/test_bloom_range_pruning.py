@@ -118,9 +118,25 @@ def test_sorted_search_admits_exactly_the_keys_arrow_comparison_admits(low: str,
     expected = np.flatnonzero(
         pc.and_(pc.greater_equal(keys, low), pc.less_equal(keys, high)).to_numpy(zero_copy_only=False)
     )
-    assert np.array_equal(bloom_index.SortedKeys(keys).in_range(footer), expected)
+    assert np.array_equal(np.sort(bloom_index.SortedKeys(keys).in_range(footer)), expected)
 
 
 def test_sorted_search_without_a_footer_range_admits_every_key() -> None:
     keys = pa.array(["b", "a", "c"])
-    assert bloom_index.SortedKeys(keys).in_range(FooterKeys(None, "z")).tolist() == [0, 1, 2]
+    assert sorted(bloom_index.SortedKeys(keys).in_range(FooterKeys(None, "z")).tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("files", [3, bloom_index.SORT_ABOVE_FILES + 5])
+def test_key_ranges_of_few_and_many_files_agree_with_arrow_comparison(files: int) -> None:
+    """Both ways of finding each file's keys (compare, or sort and search) give the same rows."""
+    rng = np.random.default_rng(files)
+    keys = pa.array([f"k{i:05d}" for i in rng.integers(0, 10_000, 3_000)])
+    bounds = np.sort(rng.integers(0, 10_000, (files, 2)), axis=1)
+    footers = [FooterKeys(f"k{lo:05d}", f"k{hi:05d}") for lo, hi in bounds] + [FooterKeys(None, None)]
+    got = bloom_index.key_ranges(keys, footers)
+    for footer, rows in zip(footers, got):
+        if footer.min_key is None:
+            assert sorted(rows.tolist()) == list(range(len(keys)))
+            continue
+        inside = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+        assert np.array_equal(np.sort(rows), np.flatnonzero(inside.to_numpy(zero_copy_only=False)))
