@@ -9,17 +9,18 @@ from __future__ import annotations
 import copy
 import posixpath
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptFileError, MissingFileError
 from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.parquet_footer import Located, footer_key_values
 from lakeward.core.index.bloom_filter import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_TYPE_CODE_FOOTER_KEY,
@@ -50,11 +51,26 @@ class BloomSettings:
 
 @dataclass(frozen=True)
 class FooterKeys:
-    """The key range and bloom filter a base file's footer records."""
+    """The key range and bloom filter a base file's footer records.
+
+    The filter is kept as the footer's text and parsed on first use: an index that prunes
+    a file by its key range never pays for (or holds in memory) that file's filter.
+    """
 
     min_key: str | None
     max_key: str | None
-    bloom: BloomFilter | None
+    bloom_text: str | bytes | None = field(default=None, repr=False)
+    bloom_type: str = "DYNAMIC_V0"
+    #: Reads the filter's text from the file, when the footer was read without it.
+    bloom_source: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def bloom(self) -> BloomFilter | None:
+        """The parsed bloom filter (None: the footer has none)."""
+        text = self.bloom_text if self.bloom_source is None else self.bloom_source()
+        if text is None:
+            return None
+        return BloomFilter.deserialize(text, self.bloom_type)
 
 
 def write_base_file(
@@ -110,11 +126,15 @@ def write_base_file(
     ):
         writer.write_table(table)
         writer.add_key_value_metadata(metadata)
-    _remember_footer(
-        storage,
-        path,
-        FooterKeys(metadata.get(MIN_RECORD_KEY_FOOTER_KEY), metadata.get(MAX_RECORD_KEY_FOOTER_KEY), bloom_filter),
+    footer = FooterKeys(
+        metadata.get(MIN_RECORD_KEY_FOOTER_KEY),
+        metadata.get(MAX_RECORD_KEY_FOOTER_KEY),
+        metadata.get(BLOOM_FILTER_FOOTER_KEY),
+        metadata.get(BLOOM_TYPE_CODE_FOOTER_KEY, "DYNAMIC_V0"),
     )
+    if bloom_filter is not None:
+        footer.__dict__["bloom"] = bloom_filter  # already parsed: fill the cached property
+    _remember_footer(storage, path, footer)
     return storage.size(path)
 
 
@@ -217,6 +237,11 @@ def first_unreadable_base_file(storage: Storage, full_paths: Sequence[str]) -> C
 
 _footer_cache: dict[tuple[str, str], FooterKeys] = {}
 _footer_lock = threading.Lock()
+#: Bounds of the footer cache: entries, and bytes of the bloom filter texts they hold
+#: (about 430 KB a default-sized filter; parsed filters come on top for files an index probed).
+_FOOTER_CACHE_ENTRIES = 4096
+_FOOTER_CACHE_BLOOM_BYTES = 256 * 1024 * 1024
+_footer_cache_bloom_bytes = 0
 
 
 def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
@@ -226,27 +251,51 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
         if cache_key in _footer_cache:
             return _footer_cache[cache_key]
     with _readable(storage, path), storage.open_input_file(path) as source:
-        meta = pq.read_metadata(source).metadata or {}
-    keys = _footer_keys(meta)
+        values = footer_key_values(source)
+        if values is None:  # not a footer the light reader walks: pyarrow reads (or rejects) it
+            keys = _footer_keys(pq.read_metadata(source).metadata or {})
+        else:
+            bloom = values.pop(BLOOM_FILTER_FOOTER_KEY.encode(), None)
+            meta = {k: v.read(source) if isinstance(v, Located) else v for k, v in values.items()}
+            keys = _footer_keys(meta)
+            if isinstance(bloom, Located):
+                keys = replace(keys, bloom_source=partial(_read_located, storage, path, bloom))
+            elif bloom is not None:
+                keys = replace(keys, bloom_text=bloom)
     _remember_footer(storage, path, keys)
     return keys
 
 
+def _read_located(storage: Storage, path: str, located: Located) -> bytes:
+    """A footer value left unread by `footer_key_values` (the bloom filter), read when first needed."""
+    with _readable(storage, path), storage.open_input_file(path) as source:
+        return located.read(source)
+
+
 def _footer_keys(meta: Mapping[bytes, bytes]) -> FooterKeys:
     """The key range and bloom filter of a footer's key-value metadata."""
-    text = {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
-    bloom = None
-    if BLOOM_FILTER_FOOTER_KEY in text:
-        bloom = BloomFilter.deserialize(
-            text[BLOOM_FILTER_FOOTER_KEY], text.get(BLOOM_TYPE_CODE_FOOTER_KEY, "DYNAMIC_V0")
-        )
-    return FooterKeys(text.get(MIN_RECORD_KEY_FOOTER_KEY), text.get(MAX_RECORD_KEY_FOOTER_KEY), bloom)
+
+    def text(key: str) -> str | None:
+        value = meta.get(key.encode())
+        return value.decode() if value is not None else None
+
+    return FooterKeys(
+        text(MIN_RECORD_KEY_FOOTER_KEY),
+        text(MAX_RECORD_KEY_FOOTER_KEY),
+        meta.get(BLOOM_FILTER_FOOTER_KEY.encode()),  # parsed on first use
+        bloom_type if (bloom_type := text(BLOOM_TYPE_CODE_FOOTER_KEY)) is not None else "DYNAMIC_V0",
+    )
 
 
 def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> None:
+    global _footer_cache_bloom_bytes
+    size = len(keys.bloom_text or "")
     with _footer_lock:
-        if len(_footer_cache) > 4096:
+        if len(_footer_cache) >= _FOOTER_CACHE_ENTRIES or _footer_cache_bloom_bytes + size > _FOOTER_CACHE_BLOOM_BYTES:
             _footer_cache.clear()
+            _footer_cache_bloom_bytes = 0
+        previous = _footer_cache.get((storage.uri, path))
+        _footer_cache_bloom_bytes += size - len(previous.bloom_text or "") if previous is not None else size
         _footer_cache[(storage.uri, path)] = keys
 
 
@@ -257,17 +306,10 @@ def reusable_bloom(storage: Storage, path: str, bloom: BloomSettings) -> BloomFi
 
 def extendable_bloom(footer: FooterKeys, bloom: BloomSettings) -> BloomFilter | None:
     """The footer's bloom filter, if it has the geometry a new filter of `bloom` would have."""
-    if footer.bloom is None or footer.bloom.type_code != bloom.type_code:
+    previous = footer.bloom
+    if previous is None or previous.type_code != bloom.type_code:
         return None
     fresh = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
-    if (fresh.num_hashes, fresh.vector_size) != (footer.bloom.num_hashes, footer.bloom.vector_size):
+    if (fresh.num_hashes, fresh.vector_size) != (previous.num_hashes, previous.vector_size):
         return None
-    return footer.bloom
-
-
-def key_range_mask(keys: pa.Array, footer: FooterKeys) -> np.ndarray:
-    """Which keys fall inside the file's [min, max] record key range (all, if unknown)."""
-    if footer.min_key is None or footer.max_key is None:
-        return np.ones(len(keys), dtype=bool)
-    inside = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
-    return inside.to_numpy(zero_copy_only=False)
+    return previous

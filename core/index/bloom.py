@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeward.core.engine import Engine
-from lakeward.core.file_group.base_file import FooterKeys, key_range_mask, read_footer_keys
+from lakeward.core.file_group.base_file import FooterKeys, read_footer_keys
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_locations, locations_array
@@ -21,22 +23,90 @@ def _footer(storage: Storage, file_slice: FileSlice) -> FooterKeys:
     return read_footer_keys(storage, file_slice.base_file.path)
 
 
+#: Above this many files, sorting the batch once beats comparing every key with every range.
+SORT_ABOVE_FILES = 24
+
+
+def _range_mask(keys: pa.Array, footer: FooterKeys) -> np.ndarray:
+    inside = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+    return np.flatnonzero(inside.to_numpy(zero_copy_only=False))
+
+
+class SortedKeys:
+    """The batch's keys sorted once, so each file's key range is found by binary search.
+
+    A file's candidates are then a slice of the sort order: O(log n) a file instead of
+    comparing every key with every file's range, which made the cost grow with the table.
+    The search compares Python strings (code point order), which is the UTF-8 byte order
+    Arrow sorts and compares by.
+    """
+
+    def __init__(self, keys: pa.Array):
+        self.order = pc.sort_indices(keys).to_numpy()
+        self.sorted = keys.take(pa.array(self.order))
+
+    def in_range(self, footer: FooterKeys) -> np.ndarray:
+        """Rows of keys inside the file's [min, max] record key range (all, if unknown)."""
+        if footer.min_key is None or footer.max_key is None:
+            return self.order
+        lo = bisect.bisect_left(self.sorted, footer.min_key, key=_as_py)
+        hi = bisect.bisect_right(self.sorted, footer.max_key, key=_as_py)
+        return self.order[lo:hi]
+
+
+def _as_py(scalar: pa.Scalar) -> str:
+    return scalar.as_py()  # type: ignore[no-any-return]
+
+
+def key_ranges(keys: pa.Array, footers: Sequence[FooterKeys]) -> list[np.ndarray]:
+    """Per base file, the rows of the keys inside its footer's key range (all, if it records none).
+
+    Few files: compare the keys with each range; many: sort once and binary-search each.
+    """
+    if len(footers) > SORT_ABOVE_FILES:
+        ranges = SortedKeys(keys)
+        return [ranges.in_range(footer) for footer in footers]
+    everything = np.arange(len(keys))
+    return [
+        everything if footer.min_key is None or footer.max_key is None else _range_mask(keys, footer)
+        for footer in footers
+    ]
+
+
 def _admitted(keys: pa.Array, footers: Sequence[FooterKeys], prune_by_ranges: bool) -> list[np.ndarray]:
-    """Per base file, which keys its key range and bloom filter admit (no false negatives)."""
-    positions_by_geometry: dict[tuple[int, int], np.ndarray] = {}
-    masks: list[np.ndarray] = []
-    for footer in footers:
-        candidates = key_range_mask(keys, footer) if prune_by_ranges else np.ones(len(keys), dtype=bool)
-        if footer.bloom is not None and candidates.any():
-            geometry = (footer.bloom.num_hashes, footer.bloom.vector_size)
-            if geometry not in positions_by_geometry:
-                positions_by_geometry[geometry] = hash_positions(keys, *geometry)
-            rows = np.flatnonzero(candidates)
-            hits = footer.bloom.might_contain_positions(positions_by_geometry[geometry][rows])
-            candidates = np.zeros(len(keys), dtype=bool)
-            candidates[rows[hits]] = True
-        masks.append(candidates)
-    return masks
+    """Per base file, the rows of the keys its key range and bloom filter admit (no false negatives).
+
+    A file whose range admits no key is never asked for its bloom filter (not parsed, not
+    held); keys are hashed once per filter geometry, and only those some range admits.
+    """
+    everything = np.arange(len(keys))
+    candidates = key_ranges(keys, footers) if prune_by_ranges else [everything] * len(footers)
+    geometries: dict[tuple[int, int], list[int]] = {}
+    for i, (footer, rows) in enumerate(zip(footers, candidates)):
+        bloom = footer.bloom if len(rows) else None
+        if bloom is not None:
+            geometries.setdefault((bloom.num_hashes, bloom.vector_size), []).append(i)
+    admitted = list(candidates)
+    for geometry, files in geometries.items():
+        hashed = np.zeros(len(keys), dtype=bool)
+        for i in files:
+            hashed[candidates[i]] = True
+        hashed_rows = np.flatnonzero(hashed)
+        slot = np.full(len(keys), -1, dtype=np.int64)
+        slot[hashed_rows] = np.arange(len(hashed_rows))
+        positions = hash_positions(keys.take(pa.array(hashed_rows)), *geometry)
+        for i in files:
+            rows = candidates[i]
+            bloom = footers[i].bloom
+            assert bloom is not None
+            admitted[i] = rows[bloom.might_contain_positions(positions[slot[rows]])]
+    return admitted
+
+
+def _mask(n: int, rows: np.ndarray) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
 
 
 def locate(
@@ -64,8 +134,9 @@ def locate(
     result = empty_locations(len(keys))
     if not slices or not len(keys):
         return locations_array(result)
-    nothing = np.zeros(len(keys), dtype=bool)
-    everything = np.ones(len(keys), dtype=bool)
+    n = len(keys)
+    nothing = np.zeros(n, dtype=bool)
+    everything = np.ones(n, dtype=bool)
     with_base = [s for s in slices if s.base_file is not None]
     footers = engine.map(lambda s: _footer(storage, s), with_base, "read footers")
     admitted = dict(zip((s.file_id for s in with_base), _admitted(keys, footers, prune_by_ranges)))
@@ -74,27 +145,26 @@ def locate(
     confirm(
         storage,
         engine,
-        [Probe(s, admitted.get(s.file_id, nothing), everything) for s in with_logs],
+        [Probe(s, _mask(n, admitted[s.file_id]) if s.file_id in admitted else nothing, everything) for s in with_logs],
         keys,
         committed,
         result,
         "confirm keys in slices with logs",
     )
     open_keys = result == ""
-    base_only = [s for s in with_base if not s.log_files]
-    masks = [admitted[s.file_id] & open_keys for s in base_only]
-    if unconfirmed_single and masks:
-        matrix = np.vstack(masks)
-        admitted_by = matrix.sum(axis=0)
-        single = admitted_by == 1
-        if single.any():
-            owner = np.argmax(matrix[:, single], axis=0)
-            result[np.flatnonzero(single)] = np.array([s.file_id for s in base_only], dtype=object)[owner]
-        masks = [m & (admitted_by > 1) for m in masks]
+    # Base-only slices some key is admitted by: the others need no further look.
+    base_only = [(s, rows[open_keys[rows]]) for s in with_base if not s.log_files for rows in [admitted[s.file_id]]]
+    base_only = [(s, rows) for s, rows in base_only if len(rows)]
+    if unconfirmed_single and base_only:
+        admitted_by = np.bincount(np.concatenate([rows for _, rows in base_only]), minlength=n)
+        for file_slice, rows in base_only:
+            single = rows[admitted_by[rows] == 1]
+            result[single] = file_slice.file_id
+        base_only = [(s, rows[admitted_by[rows] > 1]) for s, rows in base_only]
     confirm(
         storage,
         engine,
-        [Probe(s, m, nothing) for s, m in zip(base_only, masks)],
+        [Probe(s, _mask(n, rows), nothing) for s, rows in base_only if len(rows)],
         keys,
         committed,
         result,
