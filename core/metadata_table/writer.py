@@ -48,6 +48,8 @@ from lakeward.core.file_group.metadata_listing import (
 )
 from lakeward.core.file_group.naming import log_file_name, write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
+from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, record_index_change
+from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import rollback_metadata_table
@@ -78,6 +80,9 @@ class FilesChange:
     #: Whether the change has an `__all_partitions__` record (every commit has one, even empty;
     #: a clean only when it deleted partitions).
     lists_partitions: bool = True
+    #: The commit the change comes from (writes, compaction, clustering): what the `record_index`
+    #: partition, when the table keeps one, derives its change from (`metadata_table.record_index`).
+    commit: CommitMetadata | None = None
 
 
 def _file_name(path: str) -> str:
@@ -92,7 +97,7 @@ def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
     a rolled-over append wrote, sized from storage) are added; a `DELETE_PARTITION` replace commit
     names its partitions deleted. Replaced files are not removed here (the clean removes them).
     """
-    change = FilesChange()
+    change = FilesChange(commit=metadata)
     for partition, stats in metadata.partitionToWriteStats.items():
         files = change.added.setdefault(partition, {})
         change.partitions.append(partition)
@@ -188,8 +193,12 @@ def commit_files_change(storage: Storage, timezone: str, instant_time: str, chan
         baseFile="",
         logFiles=[name],
     )
+    partition_stats = {FILES_PARTITION: [stat]}
+    if change.commit is not None and keeps_record_index(storage):
+        index_change = record_index_change(storage, instant_time, change.commit)
+        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
     metadata = CommitMetadata(
-        partitionToWriteStats={FILES_PARTITION: [stat]},
+        partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType=METADATA_OPERATION,
     )
