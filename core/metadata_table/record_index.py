@@ -19,19 +19,20 @@ The change is written into the same metadata delta commit as the `files` change
 (`metadata_table.writer`), one log file per touched group.
 
 Lookups (`RecordIndex.locate`) read, per file group the batch's keys hash to, the latest base HFile
-(only the blocks that can hold the keys) and the committed log blocks, newest last.
+and the committed log blocks, oldest to newest, each parsed once into columnar form and cached
+for the process (metadata files never change once written).
 """
 
 from __future__ import annotations
 
-import bisect
 import io
 import math
 import posixpath
 import struct
+import threading
 import uuid
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import fastavro
@@ -240,8 +241,75 @@ def _latest_slices(mdt: Storage, completion: dict[str, str]) -> dict[str, _Group
     return dict(groups)
 
 
+@dataclass(frozen=True)
+class _Cells:
+    """One HFile's (or DELETE block's) keys in columnar form: `keys[i]` is at `locations[where[i]]`
+    (None: deleted)."""
+
+    keys: pa.Array
+    where: np.ndarray
+    locations: tuple[tuple[str, str] | None, ...]
+
+
+_CELL_HEAD = struct.Struct(">iih")
+#: Parsed HFiles and blocks by (storage uri, path, size, block offset): immutable once written.
+_cells_cache: OrderedDict[tuple[str, str, int, int], _Cells] = OrderedDict()
+_cells_cache_lock = threading.Lock()
+_CACHE_MAX_CELLS = 20_000_000
+
+
+def _parse_hfile_cells(reader: HFileReader) -> _Cells:
+    """Every cell of a record-index HFile, decoded once per distinct value (keys at one location
+    share their value bytes)."""
+    keys: list[bytes] = []
+    where: list[int] = []
+    values: dict[bytes, int] = {}
+    unpack = _CELL_HEAD.unpack_from
+    for payload in reader.data_blocks():
+        pos, end = 0, len(payload)
+        while pos < end:
+            key_len, value_len, row_len = unpack(payload, pos)
+            keys.append(payload[pos + 10 : pos + 10 + row_len])
+            start = pos + 8 + key_len
+            value = payload[start : start + value_len]
+            index = values.get(value)
+            if index is None:
+                index = values[value] = len(values)
+            where.append(index)
+            pos = start + value_len
+            first = payload[pos] - 256 if payload[pos] > 127 else payload[pos]  # memstore timestamp (VInt)
+            pos += 1 if first >= -112 else (-119 - first if first < -120 else -111 - first)
+    return _Cells(
+        pa.array(keys, pa.binary()).cast(pa.string()),
+        np.array(where, dtype=np.int32),
+        tuple(decode_location(v) for v in values),
+    )
+
+
+def _deleted_cells(keys: list[str]) -> _Cells:
+    return _Cells(pa.array(keys, pa.string()), np.zeros(len(keys), dtype=np.int32), (None,))
+
+
+def _cached(key: tuple[str, str, int, int], build: Callable[[], _Cells]) -> _Cells:
+    with _cells_cache_lock:
+        if key in _cells_cache:
+            _cells_cache.move_to_end(key)
+            return _cells_cache[key]
+    cells = build()
+    with _cells_cache_lock:
+        _cells_cache[key] = cells
+        while len(_cells_cache) > 1 and sum(len(c.keys) for c in _cells_cache.values()) > _CACHE_MAX_CELLS:
+            _cells_cache.popitem(last=False)
+    return cells
+
+
 class RecordIndex:
-    """The merged `record_index` partition of a table's metadata table, for key lookups."""
+    """The merged `record_index` partition of a table's metadata table, for key lookups.
+
+    Each base HFile and log block is parsed once into columnar form (and kept in a process-wide
+    cache: metadata files never change once written); a lookup is then a vectorised hash probe
+    of the batch's keys per source, applied oldest to newest.
+    """
 
     def __init__(self, storage: Storage):
         self.mdt = metadata_storage(storage)
@@ -249,61 +317,98 @@ class RecordIndex:
         self._completion = {t: c for t, c in timeline.completion_times().items() if c}
         self._groups = _latest_slices(self.mdt, self._completion)
         self.num_groups = len(self._groups)
+        self._known: pa.Table | None = None
+
+    def prefetch(self, keys: pa.Array) -> None:
+        """Locate `keys` now, in one pass; later `locate` calls of any of them answer from it."""
+        partitions, file_ids = self._locate(keys.cast(pa.string()))
+        self._known = pa.table({"key": keys.cast(pa.string()), "partition": partitions, "file_id": file_ids})
 
     def locate(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
         """(data partition, file id) of every key; both null where the index has no such key."""
-        partitions: list[str | None] = [None] * len(keys)
-        file_ids: list[str | None] = [None] * len(keys)
-        if self.num_groups and len(keys):
+        keys = keys.cast(pa.string())
+        if self._known is not None:
+            rows = pc.index_in(keys, value_set=self._known.column("key"))
+            if pc.all(pc.is_valid(rows)).as_py():
+                found = self._known.take(rows)
+                return found.column("partition").combine_chunks(), found.column("file_id").combine_chunks()
+        return self._locate(keys)
+
+    def _locate(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+        n = len(keys)
+        partitions = np.full(n, None, dtype=object)
+        file_ids = np.full(n, None, dtype=object)
+        if self.num_groups and n:
             groups = file_group_indexes(keys, self.num_groups)
-            py_keys = keys.cast(pa.string()).to_pylist()
-            for index in np.unique(groups):
-                rows = np.flatnonzero(groups == index)
-                wanted = {py_keys[r].encode(): r for r in rows}
-                for key, value in self._lookup(file_group_id(int(index)), wanted).items():
-                    row = wanted[key]
-                    partitions[row], file_ids[row] = decode_location(value)
+            order = np.argsort(groups, kind="stable")
+            bounds = np.searchsorted(groups[order], np.arange(self.num_groups + 1))
+            for index in range(self.num_groups):
+                rows = order[bounds[index] : bounds[index + 1]]
+                if len(rows):
+                    self._lookup(file_group_id(index), keys.take(pa.array(rows)), rows, partitions, file_ids)
         return pa.array(partitions, pa.string()), pa.array(file_ids, pa.string())
 
-    def _lookup(self, file_id: str, wanted: dict[bytes, int]) -> dict[bytes, bytes]:
+    def _sources(self, file_id: str) -> list[_Cells]:
+        """The group's cells, oldest first: its base HFile, then each committed log block."""
         group = self._groups.get(file_id)
         if group is None:
-            return {}
-        found: dict[bytes, bytes | None] = {}
+            return []
+        uri = self.mdt.uri
+        sources = []
         if group.base is not None:
-            found.update(_hfile_lookup(HFileReader(self.mdt.read_bytes(group.base), group.base), sorted(wanted)))
+            base = group.base
+            size = self.mdt.size(base)
+            sources.append(
+                _cached((uri, base, size, 0), lambda: _parse_hfile_cells(HFileReader(self.mdt.read_bytes(base), base)))
+            )
         for _, _, _, path in sorted(group.logs):
-            for block in log_file.scan_blocks(self.mdt.read_bytes(path)):
-                if isinstance(block, log_file.CorruptBlock) or block.instant_time not in self._completion:
+            size = self.mdt.size(path)
+            data: bytes | None = None
+            blocks = _block_index_cache.get((uri, path, size))
+            if blocks is None:
+                data = self.mdt.read_bytes(path)
+                blocks = [
+                    (b.offset, b.block_type, b.instant_time)
+                    for b in log_file.scan_blocks(data)
+                    if not isinstance(b, log_file.CorruptBlock)
+                ]
+                _block_index_cache[(uri, path, size)] = blocks
+            for offset, block_type, instant in blocks:
+                if instant not in self._completion or block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
                     continue
-                if block.block_type is BlockType.HFILE_DATA:
-                    reader = HFileReader(block.content, path)
-                    found.update(_hfile_lookup(reader, sorted(k for k in wanted if reader.index)))
-                elif block.block_type is BlockType.DELETE:
-                    deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
-                    found.update({k.encode(): None for k in deleted if k is not None and k.encode() in wanted})
-        return {k: v for k, v in found.items() if v is not None}
+                sources.append(_cached((uri, path, size, offset), lambda p=path, o=offset: self._block_cells(p, o)))
+        return sources
+
+    def _block_cells(self, path: str, offset: int) -> _Cells:
+        block = next(
+            b
+            for b in log_file.scan_blocks(self.mdt.read_bytes(path))
+            if not isinstance(b, log_file.CorruptBlock) and b.offset == offset
+        )
+        if block.block_type is BlockType.HFILE_DATA:
+            return _parse_hfile_cells(HFileReader(block.content, path))
+        deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
+        return _deleted_cells([k for k in deleted if k is not None])
+
+    def _lookup(
+        self, file_id: str, keys: pa.Array, rows: np.ndarray, partitions: np.ndarray, file_ids: np.ndarray
+    ) -> None:
+        """Fill `partitions[rows]`, `file_ids[rows]` for `keys` from the group's sources, newest winning."""
+        for cells in self._sources(file_id):
+            hits = pc.index_in(keys, value_set=cells.keys).to_numpy(zero_copy_only=False)
+            found = ~np.isnan(hits) if hits.dtype.kind == "f" else np.ones(len(hits), bool)
+            if not found.any():
+                continue
+            targets = rows[found]
+            for target, location in zip(
+                targets.tolist(), cells.where[hits[found].astype(np.int64)].tolist(), strict=True
+            ):
+                place = cells.locations[location]
+                partitions[target], file_ids[target] = place if place is not None else (None, None)
 
 
-def _hfile_lookup(reader: HFileReader, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-    """Cells of `reader` whose key is among the sorted `keys`, reading only blocks that can hold one."""
-    found: dict[bytes, bytes] = {}
-    index = reader.index
-    if not keys or not index:
-        return found
-    wanted = set(keys)
-    firsts = [entry.first_key for entry in index]
-    for i, entry in enumerate(index):
-        lo = bisect.bisect_left(keys, firsts[i])
-        hi = bisect.bisect_left(keys, firsts[i + 1]) if i + 1 < len(index) else len(keys)
-        if i == 0:
-            lo = 0
-        if lo >= hi:
-            continue
-        for key, value in reader._cells_of_block(entry):
-            if key in wanted:
-                found[key] = value
-    return found
+#: Log file (uri, path, size) -> its blocks' (offset, type, instant).
+_block_index_cache: dict[tuple[str, str, int], list[tuple[int, BlockType, str | None]]] = {}
 
 
 # -- what a commit changes ---------------------------------------------------------------------

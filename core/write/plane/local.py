@@ -106,7 +106,10 @@ class LocalDataPlane:
     ) -> WritePlan:
         records: pa.Table = prepared.records
         deletes_by_group: dict[tuple[str, str], pa.Table] = {}
-        self._record_index = RecordIndex(self.storage) if self.write_config.index_type == "RECORD_INDEX" else None
+        self._record_index = None
+        if self.write_config.index_type == "RECORD_INDEX" and operation is not WriteOperation.BULK_INSERT:
+            self._record_index = RecordIndex(self.storage)
+            self._record_index.prefetch(records.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
         replaced: dict[str, list[str]] = {}
 
         if IS_DELETED in records.column_names and operation is WriteOperation.UPSERT:
