@@ -28,10 +28,9 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bloom as bloom_index
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index import simple as simple_index
-from lakeward.core.index.record_index import located_by_record_index
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
-from lakeward.core.metadata_table.record_index import RecordIndex
+from lakeward.core.metadata_table.record_index import RecordIndex, located_by_record_index
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
