@@ -201,6 +201,14 @@ def log_record_keys(storage: Storage, log_files: Sequence[LogFile], committed: C
     Blocks count as reads count them (module docstring): committed, not rolled back, not
     replaced by a log-compacted block.
     """
+    parts = [keys for _, keys in log_block_keys(storage, log_files, committed)]
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def log_block_keys(
+    storage: Storage, log_files: Sequence[LogFile], committed: CommittedInstants
+) -> list[tuple[bool, pa.Array]]:
+    """(is a delete block, keys) of each block `log_record_keys` counts, in log order."""
     blocks: list[_BlockKeys] = []
     for log_file in sorted(log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
         if committed.logs_named_by_writer and log_file.base_instant_time not in committed:
@@ -220,8 +228,8 @@ def log_record_keys(storage: Storage, log_files: Sequence[LogFile], committed: C
         if b.error is not None:
             raise b.error
         assert b.keys is not None
-        parts.append(b.keys)
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        parts.append((b.block_type is BlockType.DELETE, b.keys))
+    return parts
 
 
 def base_record_keys(storage: Storage, file_slice: FileSlice) -> pa.Array:

@@ -53,7 +53,13 @@ from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.log_block import BlockType
 from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
-from lakeward.core.file_group.slice_keys import RECORD_KEY, CommittedInstants, base_record_keys
+from lakeward.core.file_group.slice_keys import (
+    RECORD_KEY,
+    CommittedInstants,
+    base_record_keys,
+    block_record_keys,
+    log_block_keys,
+)
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
@@ -456,42 +462,36 @@ class RecordIndexChange:
         return bool(self.upserts or self.deletes)
 
 
-def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> set[str]:
-    """The keys a slice holds live: its base file's, then each committed log block in order
+def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:
+    """The distinct keys a slice holds live: its base file's, then each committed log block in order
     (data blocks add their keys, delete blocks remove theirs)."""
-    keys = set(base_record_keys(storage, file_slice).to_pylist())
-    for log in sorted(file_slice.log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
-        if committed.logs_named_by_writer and log.base_instant_time not in committed:
-            continue
-        for raw in log_file.LogFileReader(storage, log.path).raw_blocks():
-            if raw.block_type not in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE):
-                continue
-            if raw.instant_time not in committed:
-                continue
-            block_keys = _block_keys(raw)
-            if raw.block_type is BlockType.DELETE:
-                keys.difference_update(block_keys)
-            else:
-                keys.update(block_keys)
-    return keys
+    keys = base_record_keys(storage, file_slice)
+    for is_delete, block_keys in log_block_keys(storage, file_slice.log_files, committed):
+        if is_delete:
+            keys = keys.filter(pc.invert(pc.is_in(keys, value_set=block_keys)))
+        else:
+            keys = pa.concat_arrays([keys, block_keys])
+    return pc.unique(pc.drop_null(keys))
 
 
-def _block_keys(raw: log_file.RawBlock) -> list[str]:
-    block = log_file.decode_block(raw)
-    records: pa.Table = block.records  # type: ignore[attr-defined]
-    column = records.column(0) if raw.block_type is BlockType.DELETE else records.column("_hoodie_record_key")
-    return [k for k in column.to_pylist() if k is not None]
+def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
+    """`keys` not among `others`."""
+    return keys.filter(pc.invert(pc.is_in(keys, value_set=others))) if len(others) else keys
 
 
-def _log_delete_keys(storage: Storage, stat: WriteStat, instant_time: str) -> set[str]:
+def _log_delete_keys(storage: Storage, stat: WriteStat, instant_time: str) -> list[pa.Array]:
     partition = stat.partitionPath or ""
-    out: set[str] = set()
+    out = []
     for name in stat.logFiles or [posixpath.basename(stat.path)]:
         path = posixpath.join(partition, name) if partition else name
         for raw in log_file.LogFileReader(storage, path).raw_blocks():
             if raw.block_type is BlockType.DELETE and raw.instant_time == instant_time:
-                out.update(_block_keys(raw))
+                out.append(block_record_keys(raw))
     return out
+
+
+def _concat(parts: list[pa.Array]) -> pa.Array:
+    return pc.unique(pa.concat_arrays(parts)) if parts else pa.array([], pa.string())
 
 
 def record_index_change(storage: Storage, instant_time: str, metadata: CommitMetadata) -> RecordIndexChange:
@@ -505,27 +505,27 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     committed = CommittedInstants.of(timeline)
     before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     rewritten: set[tuple[str, str]] = set()
-    new_keys: dict[tuple[str, str], set[str]] = {}
+    new_keys: dict[tuple[str, str], pa.Array] = {}
+    log_deletes: list[pa.Array] = []
     for partition, stats in metadata.partitionToWriteStats.items():
         for stat in stats:
             group = (stat.partitionPath or partition or "", stat.fileId)
             if stat.is_delta:
-                change.deletes |= _log_delete_keys(storage, stat, instant_time)
+                log_deletes += _log_delete_keys(storage, stat, instant_time)
                 continue
-            new_keys[group] = set(pc.drop_null(_file_keys(storage, stat.path)).to_pylist())
+            new_keys[group] = pc.drop_null(_file_keys(storage, stat.path))
             rewritten.add(group)
     for partition, ids in (metadata.partitionToReplaceFileIds or {}).items():
         rewritten |= {(partition, f) for f in ids}
     old_keys = {g: live_slice_keys(storage, before[g], committed) for g in rewritten if g in before}
-    kept: set[str] = set()
+    added: list[pa.Array] = []
     for (partition, file_id), keys in new_keys.items():
-        known = old_keys.get((partition, file_id), set())
-        kept |= keys
-        for key in keys - known:
-            change.upserts[key] = (partition, file_id, instant_time)
-    for keys in old_keys.values():
-        change.deletes |= keys - kept
-    change.deletes -= set(change.upserts)
+        fresh = _without(keys, old_keys.get((partition, file_id), pa.array([], pa.string())))
+        change.upserts.update(dict.fromkeys(fresh.to_pylist(), (partition, file_id, instant_time)))
+        added.append(fresh)
+    kept = _concat(list(new_keys.values()))
+    gone = _without(_concat(list(old_keys.values())), kept)
+    change.deletes = set(_without(_concat([gone, *log_deletes]), _concat(added)).to_pylist())
     return change
 
 

@@ -161,7 +161,7 @@ def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str
     locations: dict[str, tuple[str, str, str]] = {}
     for file_slice in FileSystemView.load(storage, timeline).latest_file_slices():
         location = (file_slice.partition_path, file_slice.file_id, file_slice.base_instant_time)
-        locations.update(dict.fromkeys(live_slice_keys(storage, file_slice, committed), location))
+        locations.update(dict.fromkeys(live_slice_keys(storage, file_slice, committed).to_pylist(), location))
     return locations
 
 
