@@ -314,6 +314,13 @@ def _cached(key: tuple[str, str, int, int], build: Callable[[], _Cells]) -> _Cel
     return cells
 
 
+def clear_cache() -> None:
+    """Forget every parsed HFile and block (the next lookups parse them again, as a fresh process)."""
+    with _cells_cache_lock:
+        _cells_cache.clear()
+    _block_index_cache.clear()
+
+
 class RecordIndex:
     """The merged `record_index` partition of a table's metadata table, for key lookups.
 
