@@ -354,8 +354,8 @@ class RecordIndex:
 
     def _locate(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
         n = len(keys)
-        partitions = np.full(n, None, dtype=object)
-        file_ids = np.full(n, None, dtype=object)
+        codes = np.full(n, -1, dtype=np.int64)  # index into `places`; -1: not in the index
+        places: dict[tuple[str, str], int] = {}
         if self.num_groups and n:
             groups = file_group_indexes(keys, self.num_groups)
             order = np.argsort(groups, kind="stable")
@@ -363,8 +363,12 @@ class RecordIndex:
             for index in range(self.num_groups):
                 rows = order[bounds[index] : bounds[index + 1]]
                 if len(rows):
-                    self._lookup(file_group_id(index), keys.take(pa.array(rows)), rows, partitions, file_ids)
-        return pa.array(partitions, pa.string()), pa.array(file_ids, pa.string())
+                    self._lookup(file_group_id(index), keys.take(pa.array(rows)), rows, codes, places)
+        found = pa.array(codes, pa.int64(), mask=codes < 0)
+        return (
+            pa.array([p for p, _ in places], pa.string()).take(found),
+            pa.array([f for _, f in places], pa.string()).take(found),
+        )
 
     def _sources(self, file_id: str) -> list[_Cells]:
         """The group's cells, oldest first: its base HFile, then each committed log block."""
@@ -409,20 +413,20 @@ class RecordIndex:
         return _deleted_cells([k for k in deleted if k is not None])
 
     def _lookup(
-        self, file_id: str, keys: pa.Array, rows: np.ndarray, partitions: np.ndarray, file_ids: np.ndarray
+        self, file_id: str, keys: pa.Array, rows: np.ndarray, codes: np.ndarray, places: dict[tuple[str, str], int]
     ) -> None:
-        """Fill `partitions[rows]`, `file_ids[rows]` for `keys` from the group's sources, newest winning."""
+        """Set `codes[rows]` for `keys` from the group's sources, newest winning (-1: deleted)."""
         for cells in self._sources(file_id):
-            hits = pc.index_in(keys, value_set=cells.keys).to_numpy(zero_copy_only=False)
-            found = ~np.isnan(hits) if hits.dtype.kind == "f" else np.ones(len(hits), bool)
-            if not found.any():
+            hits = pc.index_in(keys, value_set=cells.keys)
+            if hits.null_count == len(hits):
                 continue
-            targets = rows[found]
-            for target, location in zip(
-                targets.tolist(), cells.where[hits[found].astype(np.int64)].tolist(), strict=True
-            ):
-                place = cells.locations[location]
-                partitions[target], file_ids[target] = place if place is not None else (None, None)
+            found = pc.is_valid(hits).to_numpy(zero_copy_only=False)
+            mapped = np.array(
+                [-1 if place is None else places.setdefault(place, len(places)) for place in cells.locations],
+                dtype=np.int64,
+            )
+            positions = pc.drop_null(hits).to_numpy(zero_copy_only=False).astype(np.int64)
+            codes[rows[found]] = mapped[cells.where[positions]]
 
 
 #: Log file (uri, path, size) -> its blocks' (offset, type, instant).
