@@ -336,8 +336,10 @@ class Table:
         (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and the table's
         metadata table (v8/v9, with `files`) lacks it, as a Hudi writer does on its first commit."""
         client = self._client
-        wc = client.write_config if client is not None else None
-        if wc is None or not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
+        if client is None:
+            return
+        wc = client.write_config
+        if not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
             return
         partitions = metadata_partitions(self.config.to_properties())
         if "files" not in partitions or "record_index" in partitions or not self.config.version.metadata_table_listing:

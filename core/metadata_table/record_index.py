@@ -38,6 +38,7 @@ import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import fastavro
 import numpy as np
@@ -198,11 +199,12 @@ def decode_location(value: bytes) -> tuple[str, str]:
         raw_id, pos = _optional(value, pos, _read_string)
         _instant, pos = _optional(value, pos, _read_long)
         encoding, pos = _read_long(value, pos)
-        info = {"partitionName": partition, "fileIdHighBits": high, "fileIdLowBits": low, "fileIndex": index}
+        info: dict[str, object] = {"partitionName": partition, "fileIdHighBits": high, "fileIdLowBits": low}
+        info["fileIndex"] = index
         info |= {"fileId": raw_id, "fileIdEncoding": encoding}
     else:  # another writer's layout (a non-empty `key` field): the general decoder
         record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED_SCHEMA, None)
-        info = record["recordIndexMetadata"]  # type: ignore[index,call-overload]
+        info = record["recordIndexMetadata"]  # type: ignore[index,call-overload,assignment]
     return str(info["partitionName"] or ""), _file_id_of(info)
 
 
@@ -398,7 +400,7 @@ class RecordIndex:
             for offset, block_type, instant in blocks:
                 if instant not in self._completion or block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
                     continue
-                sources.append(_cached((uri, path, size, offset), lambda p=path, o=offset: self._block_cells(p, o)))
+                sources.append(_cached((uri, path, size, offset), partial(self._block_cells, path, offset)))
         return sources
 
     def _block_cells(self, path: str, offset: int) -> _Cells:
