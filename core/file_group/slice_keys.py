@@ -80,7 +80,7 @@ def _keys_are_third_string(schema_json: str) -> bool:
     return all(f.get("type") in ("string", ["null", "string"], ["string", "null"]) for f in fields[:3])
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint at `pos`: (value, next position)."""
     shift = result = 0
     while True:
@@ -109,11 +109,11 @@ def _avro_keys(content: bytes, schema_json: str) -> pa.Array:
             key: bytes | None = None
             for i, branch in enumerate(branches):
                 if branch is not None:
-                    chosen, at = _varint(content, at)
+                    chosen, at = read_zigzag_varint(content, at)
                     if chosen != branch:
                         key = None
                         continue  # null
-                size, at = _varint(content, at)
+                size, at = read_zigzag_varint(content, at)
                 if i == 2:
                     key = content[at : at + size]
                 at += size

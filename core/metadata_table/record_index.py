@@ -60,6 +60,7 @@ from lakeward.core.file_group.slice_keys import (
     base_record_keys,
     block_record_keys,
     log_block_keys,
+    read_zigzag_varint,
 )
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
@@ -142,19 +143,8 @@ def _avro_string(text: str) -> bytes:
     return _zigzag(len(raw)) + raw
 
 
-def _read_long(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:
-    length, pos = _read_long(data, pos)
+    length, pos = read_zigzag_varint(data, pos)
     return data[pos : pos + length].decode(), pos + length
 
 
@@ -182,7 +172,7 @@ def encode_location(partition: str, file_id: str, instant_ms: int) -> bytes:
 
 
 def _optional(data: bytes, pos: int, read: object) -> tuple[object, int]:
-    branch, pos = _read_long(data, pos)
+    branch, pos = read_zigzag_varint(data, pos)
     if branch == 0:
         return None, pos
     return read(data, pos)  # type: ignore[operator]
@@ -193,12 +183,12 @@ def decode_location(value: bytes) -> tuple[str, str]:
     if value.startswith(_VALUE_PREFIX):
         pos = len(_VALUE_PREFIX)
         partition, pos = _optional(value, pos, _read_string)
-        high, pos = _optional(value, pos, _read_long)
-        low, pos = _optional(value, pos, _read_long)
-        index, pos = _optional(value, pos, _read_long)
+        high, pos = _optional(value, pos, read_zigzag_varint)
+        low, pos = _optional(value, pos, read_zigzag_varint)
+        index, pos = _optional(value, pos, read_zigzag_varint)
         raw_id, pos = _optional(value, pos, _read_string)
-        _instant, pos = _optional(value, pos, _read_long)
-        encoding, pos = _read_long(value, pos)
+        _instant, pos = _optional(value, pos, read_zigzag_varint)
+        encoding, pos = read_zigzag_varint(value, pos)
         info: dict[str, object] = {"partitionName": partition, "fileIdHighBits": high, "fileIdLowBits": low}
         info["fileIndex"] = index
         info |= {"fileId": raw_id, "fileIdEncoding": encoding}
@@ -435,6 +425,12 @@ class RecordIndex:
 _block_index_cache: dict[tuple[str, str, int], list[tuple[int, BlockType, str | None]]] = {}
 
 
+def _refuse_first(mask: pa.Array, message: Callable[[int], str]) -> None:
+    """ConfigError with `message(row)` of the first row `mask` flags, if any."""
+    if pc.any(mask).as_py():
+        raise ConfigError(message(pc.index(mask, True).as_py()))
+
+
 def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
     """File id holding each key (null: a new key) among `slices`, the latest slices of one partition."""
     partitions, file_ids = index.locate(keys)
@@ -442,24 +438,23 @@ def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], key
         return file_ids
     partition = slices[0].partition_path if slices else ""
     elsewhere = pc.and_(pc.is_valid(partitions), pc.not_equal(partitions, pa.scalar(partition)))
-    if pc.any(elsewhere).as_py():
-        row = pc.index(elsewhere, True).as_py()
-        raise ConfigError(
-            f"record key {keys[row].as_py()!r} is in partition {partitions[row].as_py()!r} according to the record "
-            f"index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global index (a key "
-            "lives in one partition) and moving keys between partitions is not supported. Nothing was written"
-        )
-    known = {s.file_id for s in slices}
-    stale = pc.and_(
-        pc.is_valid(file_ids), pc.invert(pc.is_in(file_ids, value_set=pa.array(sorted(known), pa.string())))
+    _refuse_first(
+        elsewhere,
+        lambda row: (
+            f"record key {keys[row].as_py()!r} is in partition {partitions[row].as_py()!r} according to the "
+            f"record index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global index (a "
+            "key lives in one partition) and moving keys between partitions is not supported. Nothing was written"
+        ),
     )
-    if pc.any(stale).as_py():
-        row = pc.index(stale, True).as_py()
-        raise ConfigError(
-            f"the record index places key {keys[row].as_py()!r} in file group {file_ids[row].as_py()} of partition "
-            f"{partition!r}, which is not a live file group: the record_index partition is out of date. Rebuild it "
-            "(drop it with hoodie.metadata.record.index.enable=false, then enable it again). Nothing was written"
-        )
+    live = pc.is_in(file_ids, value_set=pa.array(sorted({s.file_id for s in slices}), pa.string()))
+    _refuse_first(
+        pc.and_(pc.is_valid(file_ids), pc.invert(live)),
+        lambda row: (
+            f"the record index places key {keys[row].as_py()!r} in file group {file_ids[row].as_py()} of "
+            f"partition {partition!r}, which is not a live file group: the record_index partition is out of date. Rebuild "
+            "it (drop it with hoodie.metadata.record.index.enable=false, then enable it again). Nothing was written"
+        ),
+    )
     return file_ids
 
 
