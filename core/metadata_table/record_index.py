@@ -442,8 +442,9 @@ def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], key
         elsewhere,
         lambda row: (
             f"record key {keys[row].as_py()!r} is in partition {partitions[row].as_py()!r} according to the "
-            f"record index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global index (a "
-            "key lives in one partition) and moving keys between partitions is not supported. Nothing was written"
+            f"record index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global "
+            "index (a key lives in one partition) and moving keys between partitions is not supported. "
+            "Nothing was written"
         ),
     )
     live = pc.is_in(file_ids, value_set=pa.array(sorted({s.file_id for s in slices}), pa.string()))
@@ -451,8 +452,9 @@ def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], key
         pc.and_(pc.is_valid(file_ids), pc.invert(live)),
         lambda row: (
             f"the record index places key {keys[row].as_py()!r} in file group {file_ids[row].as_py()} of "
-            f"partition {partition!r}, which is not a live file group: the record_index partition is out of date. Rebuild "
-            "it (drop it with hoodie.metadata.record.index.enable=false, then enable it again). Nothing was written"
+            f"partition {partition!r}, which is not a live file group: the record_index partition is out of date. "
+            "Rebuild it (drop it with hoodie.metadata.record.index.enable=false, then enable it again). "
+            "Nothing was written"
         ),
     )
     return file_ids

@@ -15,6 +15,7 @@ Per data instant `T` the change goes into the metadata delta commit `T` that als
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import time
 from collections import defaultdict
@@ -55,6 +56,8 @@ from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker
 
+log = logging.getLogger(__name__)
+
 #: Hudi's reserved initialisation times: 14 zeros and a 3-digit counter.
 _INIT_PREFIX = "00000000000000"
 _DELETE_PARTITION_PATH = "record_index"
@@ -63,6 +66,19 @@ _DELETE_PARTITION_PATH = "record_index"
 def keeps_record_index(storage: Storage) -> bool:
     """Whether the table's `hoodie.properties` (read now) lists the `record_index` partition."""
     return RECORD_INDEX_PARTITION in metadata_partitions(read_table_properties(storage))
+
+
+def drop_record_index(storage: Storage, reason: str) -> bool:
+    """Drop the `record_index` partition (the table stops listing it, then its folder goes), logging
+    `reason`; False when the table has none. A writer that enables the record index builds it again."""
+    partitions = metadata_partitions(read_table_properties(storage))
+    if RECORD_INDEX_PARTITION not in partitions:
+        return False
+    remaining = [p for p in partitions if p != RECORD_INDEX_PARTITION]
+    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted(remaining))})
+    metadata_storage(storage).delete_dir(RECORD_INDEX_PARTITION)
+    log.warning("dropped the record_index metadata partition of %s: %s", storage.uri, reason)
+    return True
 
 
 def _cells(upserts: dict[str, tuple[str, str, str]]) -> list[tuple[str, bytes]]:

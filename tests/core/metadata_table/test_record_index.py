@@ -204,3 +204,24 @@ def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
     mine, theirs = both_readers(path)
     assert mine == theirs
     assert compare_files_partition(table.storage).ok
+
+
+def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(6)}
+    table.insert(_batch(model))
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.initialize_metadata_table()
+    saved = table.upsert(_batch({"k1": ("p1", 2, 10)})).instant_time
+    model["k1"] = ("p1", 2, 10)
+    table.savepoint(saved)
+    table.upsert(_batch({"k7": (_part_of("k7"), 3, 7)}))  # a key the restore takes away
+    table.restore(saved)
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files"
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    result = table.upsert(_batch({"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    model |= {"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}
+    _check(path, model, set())
