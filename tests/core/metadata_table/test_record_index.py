@@ -225,3 +225,23 @@ def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path
     assert (result.num_updates, result.num_inserts) == (1, 1)
     model |= {"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}
     _check(path, model, set())
+
+
+def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(9)}
+    table.insert(_batch(model))
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.initialize_metadata_table()
+    overwrite = {"k30": ("p0", 2, 30)}  # p0 held k0, k3, k6
+    table.insert_overwrite(_batch(overwrite))
+    gone = {k for k, r in model.items() if r[0] == "p0"}
+    model = {k: r for k, r in model.items() if r[0] != "p0"} | overwrite
+    _check(path, model, gone)
+    table.delete_partition(["p1"])
+    gone |= {k for k, r in model.items() if r[0] == "p1"}
+    model = {k: r for k, r in model.items() if r[0] != "p1"}
+    _check(path, model, gone)
+    result = table.upsert(_batch({"k1": ("p1", 3, 1), "k2": ("p2", 3, 2)}))  # k1 was in the dropped partition
+    assert (result.num_updates, result.num_inserts) == (1, 1)
