@@ -19,6 +19,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.files_partition import encode_record
@@ -245,3 +246,22 @@ def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path)
     _check(path, model, gone)
     result = table.upsert(_batch({"k1": ("p1", 3, 1), "k2": ("p2", 3, 2)}))  # k1 was in the dropped partition
     assert (result.num_updates, result.num_inserts) == (1, 1)
+
+
+@pytest.mark.spark
+def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
+    """The Spark data plane tags by its join, and the commit keeps the record index all the same."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(6)}
+    table.insert(_batch(model))
+    Table.open(path, options={"hoodie.metadata.record.index.enable": "true"}).initialize_metadata_table()
+    table = Table.open(path, engine=SparkEngine(spark), options={"hoodie.index.type": "RECORD_INDEX"})
+    updates = {"k0": ("p0", 2, 100), "k10": (_part_of("k10"), 2, 10)}
+    table.upsert(spark.createDataFrame(_batch(updates).to_pandas()))
+    model |= updates
+    deleted = {"k2": model.pop("k2")}
+    table.delete(spark.createDataFrame(_batch(deleted).to_pandas()))
+    _check(path, model, {"k2"})
