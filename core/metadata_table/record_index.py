@@ -338,9 +338,12 @@ class RecordIndex:
         """(data partition, file id) of every key; both null where the index has no such key."""
         keys = keys.cast(pa.string())
         if self._known is not None:
-            rows = pc.index_in(keys, value_set=self._known.column("key"))
-            if pc.all(pc.is_valid(rows)).as_py():
-                found = self._known.take(rows)
+            # hash `keys` (one partition's share) and probe the prefetched batch, not the other way round
+            known = self._known.column("key")
+            matched = self._known.filter(pc.is_in(known, value_set=keys))
+            order = pc.index_in(keys, value_set=matched.column("key"))
+            if order.null_count == 0 and matched.num_rows == len(keys):
+                found = matched.take(order)
                 return found.column("partition").combine_chunks(), found.column("file_id").combine_chunks()
         return self._locate(keys)
 
@@ -409,16 +412,16 @@ class RecordIndex:
     ) -> None:
         """Set `codes[rows]` for `keys` from the group's sources, newest winning (-1: deleted)."""
         for cells in self._sources(file_id):
-            hits = pc.index_in(keys, value_set=cells.keys)
-            if hits.null_count == len(hits):
+            # hash the group's share of the batch (small) and probe the source's keys (large)
+            matched = np.flatnonzero(pc.is_in(cells.keys, value_set=keys).to_numpy(zero_copy_only=False))
+            if not len(matched):
                 continue
-            found = pc.is_valid(hits).to_numpy(zero_copy_only=False)
+            batch_rows = pc.index_in(cells.keys.take(pa.array(matched)), value_set=keys).to_numpy(zero_copy_only=False)
             mapped = np.array(
                 [-1 if place is None else places.setdefault(place, len(places)) for place in cells.locations],
                 dtype=np.int64,
             )
-            positions = pc.drop_null(hits).to_numpy(zero_copy_only=False).astype(np.int64)
-            codes[rows[found]] = mapped[cells.where[positions]]
+            codes[rows[batch_rows.astype(np.int64)]] = mapped[cells.where[matched]]
 
 
 #: Log file (uri, path, size) -> its blocks' (offset, type, instant).
