@@ -164,8 +164,8 @@ class TableVersion:
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
         services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of `files` alone (which every write and service keeps); index partitions lakeward
-        does not maintain yet make the table read-only.
+        one of `files` alone or with `record_index` (which every write and service keeps); index
+        partitions lakeward does not maintain yet make the table read-only.
         """
         if self.writable:
             return None
