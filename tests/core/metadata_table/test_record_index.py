@@ -207,13 +207,20 @@ def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
     assert compare_files_partition(table.storage).ok
 
 
-def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path):
-    path = str(tmp_path / "t")
+def _indexed_table(path: str, rows: int) -> tuple[Table, Model]:
+    """A v9 copy-on-write table of `rows` keys with its metadata table and record index, opened
+    with RECORD_INDEX tagging, and its model."""
     table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(6)}
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(rows)}
     table.insert(_batch(model))
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
     table.initialize_metadata_table()
+    return table, model
+
+
+def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table, model = _indexed_table(path, 6)
     saved = table.upsert(_batch({"k1": ("p1", 2, 10)})).instant_time
     model["k1"] = ("p1", 2, 10)
     table.savepoint(saved)
@@ -230,11 +237,7 @@ def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path
 
 def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path):
     path = str(tmp_path / "t")
-    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(9)}
-    table.insert(_batch(model))
-    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
-    table.initialize_metadata_table()
+    table, model = _indexed_table(path, 9)
     overwrite = {"k30": ("p0", 2, 30)}  # p0 held k0, k3, k6
     table.insert_overwrite(_batch(overwrite))
     gone = {k for k, r in model.items() if r[0] == "p0"}
