@@ -323,6 +323,27 @@ class Table:
         self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
             self.storage, self.config, self._client.write_config
         )
+        self._build_record_index_if_enabled()
+
+    def _build_record_index_if_enabled(self) -> None:
+        """Build the metadata table's `record_index` partition when this writer enables it
+        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and the table's
+        metadata table (v8/v9, with `files`) lacks it, as a Hudi writer does on its first commit."""
+        client = self._client
+        if client is None:
+            return
+        wc = client.write_config
+        if not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
+            return
+        partitions = metadata_partitions(self.config.to_properties())
+        if "files" not in partitions or "record_index" in partitions or not self.config.version.metadata_table_listing:
+            return
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
+            metadata_table.record_index_writer.initialize_record_index(
+                self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
+            )
+        self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).
@@ -584,6 +605,7 @@ class Table:
             timeline = self._writer(write=True).roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
+        self._metadata_table_gate()  # the record index too, when this writer enables it
         return result
 
     # -- table version ---------------------------------------------------------------------

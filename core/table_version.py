@@ -164,14 +164,14 @@ class TableVersion:
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
         services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of `files` alone (which every write and service keeps); index partitions lakeward
-        does not maintain yet make the table read-only.
+        one of `files` alone or with `record_index` (which every write and service keeps); index
+        partitions lakeward does not maintain yet make the table read-only.
         """
         if self.writable:
             return None
         if not self.services:
             return f"read-only: {self}"
-        if any(p != MAINTAINED_METADATA_PARTITION for p in metadata_partitions):
+        if any(p not in MAINTAINED_METADATA_PARTITIONS for p in metadata_partitions):
             return (
                 f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), whose index "
                 "partitions lakeward does not maintain yet; drop them with the write options "
@@ -195,6 +195,9 @@ class TableVersion:
 
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
+#: Every metadata-table partition lakeward keeps when the table has it (`record_index`: its
+#: `metadata_table.record_index`, unless the writer disables it).
+MAINTAINED_METADATA_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION, "record_index"})
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far. `change_tracking`
 #: (CDC: `changetracking`, lakeward's own action, which Hudi 1.x and hudi-rs skip) and

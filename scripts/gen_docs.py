@@ -62,8 +62,10 @@ DESCRIPTIONS: dict[str, str] = {
     "before a write (lakeward does not maintain it yet); unset or `true`: such a write is refused",
     "hoodie.metadata.index.partition.stats.enable": "`false` drops an existing `partition_stats` metadata "
     "partition before a write; unset or `true`: such a write is refused",
-    "hoodie.metadata.record.index.enable": "`false` drops an existing `record_index` metadata partition before a "
-    "write; unset or `true`: such a write is refused",
+    "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (v8/v9, on a table "
+    "with a metadata table) and every commit keeps it; `false` drops an existing one before a write; unset: an "
+    "existing one is kept",
+    "hoodie.metadata.record.index.min.filegroup.count": "the fewest file groups a new `record_index` partition gets",
     "hoodie.metadata.index.bloom.filter.enable": "`false` drops an existing `bloom_filters` metadata partition "
     "before a write; unset or `true`: such a write is refused",
     "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
@@ -100,7 +102,8 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.enable.data.skipping": "push filters down to secondary indexes",
     "hoodie.index.bloom.fpp": "bloom false-positive rate",
     "hoodie.index.bloom.num_entries": "bloom filter sizing",
-    "hoodie.index.type": "`BLOOM`, `SIMPLE` or `BUCKET`",
+    "hoodie.index.type": "`BLOOM`, `SIMPLE`, `BUCKET` or `RECORD_INDEX` (the metadata table's `record_index`, "
+    "built on first use)",
     "hoodie.keep.max.commits": "archival keeps at least min; archives once over max",
     "hoodie.keep.min.commits": "archival keeps at least min; archives once over max",
     "hoodie.keygen.timebased.input.dateformat": "Java date patterns (`yyyy/MM/dd/HH`)",

@@ -51,7 +51,9 @@ class WriteConfig(BaseModel):
 
     #: `false`: delete the table's metadata table before writing, as Hudi's writer does (unset: refused).
     metadata_enable: bool | None = Field(None, alias="hoodie.metadata.enable")
-    index_type: Literal["BLOOM", "SIMPLE", "BUCKET"] = Field("BLOOM", alias="hoodie.index.type")
+    #: RECORD_INDEX: keys are located through the metadata table's `record_index` partition
+    #: (built on first use, as `hoodie.metadata.record.index.enable=true` does).
+    index_type: Literal["BLOOM", "SIMPLE", "BUCKET", "RECORD_INDEX"] = Field("BLOOM", alias="hoodie.index.type")
     bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0)
     bucket_hash_field: str | None = Field(None, alias="hoodie.bucket.index.hash.field")
     bloom_num_entries: int = Field(60000, alias="hoodie.index.bloom.num_entries", gt=0)
@@ -138,6 +140,10 @@ class WriteConfig(BaseModel):
     metadata_column_stats: bool | None = Field(None, alias="hoodie.metadata.index.column.stats.enable")
     metadata_partition_stats: bool | None = Field(None, alias="hoodie.metadata.index.partition.stats.enable")
     metadata_record_index: bool | None = Field(None, alias="hoodie.metadata.record.index.enable")
+    #: The fewest file groups a new `record_index` partition gets (Hudi's default 10).
+    metadata_record_index_min_file_groups: int = Field(
+        10, alias="hoodie.metadata.record.index.min.filegroup.count", gt=0
+    )
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
     #: Metadata table (v8/v9): its own compaction is planned once this many metadata delta commits

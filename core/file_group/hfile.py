@@ -274,6 +274,11 @@ class HFileReader:
             row_len = struct.unpack_from(">h", key, 0)[0]
             yield key[2 : 2 + row_len], value
 
+    def data_blocks(self) -> Iterator[bytes]:
+        """The uncompressed payload of every data block, in key order (for bulk cell parsers)."""
+        for entry in self.index:
+            yield self._block(entry.offset, DATA_MAGIC)
+
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every (row key, value) in key order."""
         for entry in self.index:

@@ -80,7 +80,7 @@ def _keys_are_third_string(schema_json: str) -> bool:
     return all(f.get("type") in ("string", ["null", "string"], ["string", "null"]) for f in fields[:3])
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint at `pos`: (value, next position)."""
     shift = result = 0
     while True:
@@ -109,11 +109,11 @@ def _avro_keys(content: bytes, schema_json: str) -> pa.Array:
             key: bytes | None = None
             for i, branch in enumerate(branches):
                 if branch is not None:
-                    chosen, at = _varint(content, at)
+                    chosen, at = read_zigzag_varint(content, at)
                     if chosen != branch:
                         key = None
                         continue  # null
-                size, at = _varint(content, at)
+                size, at = read_zigzag_varint(content, at)
                 if i == 2:
                     key = content[at : at + size]
                 at += size
@@ -206,6 +206,17 @@ def log_record_keys(
     Blocks count as reads count them (module docstring): committed, not rolled back, not
     replaced by a log-compacted block. `key_field`: as in `block_record_keys`.
     """
+    parts = [keys for _, keys in log_block_keys(storage, log_files, committed, key_field)]
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def log_block_keys(
+    storage: Storage, log_files: Sequence[LogFile], committed: CommittedInstants, key_field: str = RECORD_KEY
+) -> list[tuple[bool, pa.Array]]:
+    """(is a delete block, keys) of each block `log_record_keys` counts, in log order.
+
+    `key_field`: as in `block_record_keys`.
+    """
     blocks: list[_BlockKeys] = []
     for log_file in sorted(log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token)):
         if committed.logs_named_by_writer and log_file.base_instant_time not in committed:
@@ -225,8 +236,8 @@ def log_record_keys(
         if b.error is not None:
             raise b.error
         assert b.keys is not None
-        parts.append(b.keys)
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        parts.append((b.block_type is BlockType.DELETE, b.keys))
+    return parts
 
 
 def base_record_keys(storage: Storage, file_slice: FileSlice) -> pa.Array:

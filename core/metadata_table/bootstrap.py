@@ -133,17 +133,17 @@ def _check_can_initialize(storage: Storage, config: TableConfig, timeline: Timel
         )
 
 
-def _start_files_partition(mdt: Storage) -> None:
-    """The partition folder's metadata file and the file group's initialisation log file.
+def start_file_group(mdt: Storage, partition: str, file_id: str, init_instant: str) -> None:
+    """The partition folder's metadata file and one file group's initialisation log file.
 
     Hudi starts every metadata file group with a log file holding one DELETE block with no
     keys and only an `INSTANT_TIME` header, so that a group is known even without records.
     """
-    ensure_partition_metadata(mdt, FILES_PARTITION, FILES_INIT_INSTANT)
-    no_keys = DeleteBlock.create(FILES_INIT_INSTANT, "", [], []).records
-    init_block = DeleteBlock(header={HeaderKey.INSTANT_TIME: FILES_INIT_INSTANT}, records=no_keys)
-    log_name = log_file_name(FILES_FILE_GROUP_ID, FILES_INIT_INSTANT, 1, INIT_WRITE_TOKEN)
-    mdt.create_if_absent(posixpath.join(FILES_PARTITION, log_name), encode_block(init_block))
+    ensure_partition_metadata(mdt, partition, init_instant)
+    no_keys = DeleteBlock.create(init_instant, "", [], []).records
+    init_block = DeleteBlock(header={HeaderKey.INSTANT_TIME: init_instant}, records=no_keys)
+    log_name = log_file_name(file_id, init_instant, 1, INIT_WRITE_TOKEN)
+    mdt.create_if_absent(posixpath.join(partition, log_name), encode_block(init_block))
 
 
 def initialize_metadata_table(
@@ -174,7 +174,7 @@ def initialize_metadata_table(
     )
     requested = create_requested(mdt, FILES_INIT_INSTANT, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
     inflight = transition_to_inflight(mdt, requested)
-    _start_files_partition(mdt)
+    start_file_group(mdt, FILES_PARTITION, FILES_FILE_GROUP_ID, FILES_INIT_INSTANT)
 
     started = time.monotonic()
     cells = [(key, encode_record(record)) for key, record in files_partition_records(listing)]

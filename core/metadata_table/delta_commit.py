@@ -1,4 +1,4 @@
-"""One metadata-table delta commit of the `files` partition: its records and how it is written.
+"""One metadata-table delta commit of `files` (and `record_index`, when kept): how it is written.
 
 Below both the metadata writer (`writer`: which data-table instants change what) and the
 rollback (`table_services.rollback`: a rollback of a data instant the metadata table already
@@ -21,6 +21,8 @@ from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import ALL_PARTITIONS_KEY, FILES_PARTITION, metadata_storage
 from lakeward.core.file_group.naming import log_file_name, write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
+from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, record_index_change
+from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout
@@ -49,6 +51,9 @@ class FilesChange:
     #: Whether the change has an `__all_partitions__` record (every commit has one, even empty;
     #: a clean only when it deleted partitions).
     lists_partitions: bool = True
+    #: The commit the change comes from (writes, compaction, clustering): what the `record_index`
+    #: partition, when the table keeps one, derives its change from (`metadata_table.record_index`).
+    commit: CommitMetadata | None = None
 
 
 def _file_name(path: str) -> str:
@@ -129,8 +134,12 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         baseFile="",
         logFiles=[name],
     )
+    partition_stats = {FILES_PARTITION: [stat]}
+    if change.commit is not None and keeps_record_index(storage):
+        index_change = record_index_change(storage, instant_time, change.commit)
+        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
     metadata = CommitMetadata(
-        partitionToWriteStats={FILES_PARTITION: [stat]},
+        partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType=METADATA_OPERATION,
     )

@@ -1,8 +1,9 @@
 """Before a write: may lakeward write to this table's metadata table, and what must go first.
 
 lakeward keeps the `files` partition of a table version 8/9 metadata table on every write
-(`metadata_table.writer`). The other partitions Hudi 1.x maintains (column_stats,
-partition_stats, record_index, bloom_filters, secondary and expression indexes) it cannot
+(`metadata_table.writer`), and its `record_index` partition when it has one
+(`metadata_table.record_index`; dropped when the writer disables it). The other partitions
+Hudi 1.x maintains (column_stats, partition_stats, bloom_filters, secondary and expression indexes) it cannot
 maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
 written) unless the writer disables them: as a Hudi writer whose config disables a partition
 that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
@@ -29,12 +30,12 @@ from lakeward.core.file_group.metadata_listing import (
     metadata_partitions,
 )
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import MAINTAINED_METADATA_PARTITION
+from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS
 
 log = logging.getLogger(__name__)
 
 #: Partitions lakeward keeps on every write.
-MAINTAINED_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION})
+MAINTAINED_PARTITIONS = MAINTAINED_METADATA_PARTITIONS
 #: The option that disables each partition lakeward cannot maintain (a prefix for index families).
 _ENABLE_OPTIONS: dict[str, str] = {
     "column_stats": "hoodie.metadata.index.column.stats.enable",
@@ -74,8 +75,8 @@ def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
     )
     return MetadataTableError(
         f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
-        "maintain yet (maintaining them is not supported; lakeward keeps only `files`); writing around them would "
-        "leave them stale for Hudi readers and writers. Nothing was written. "
+        "maintain yet (maintaining them is not supported; lakeward keeps `files` and `record_index`); writing around "
+        "them would leave them stale for Hudi readers and writers. Nothing was written. "
         f"{drop}delete the whole metadata table: pass the write option hoodie.metadata.enable=false to lakeward "
         "(Table.open(path, options={'hoodie.metadata.enable': 'false'}), the data source or `-o` of the CLI), "
         "which deletes .hoodie/metadata/ first, as Apache Hudi's writer does with that option"
@@ -116,12 +117,13 @@ def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: 
             f"({INFLIGHT_PARTITIONS_KEY}); writing now is not supported. Nothing was written. Let the Hudi "
             "indexer finish, or delete the metadata table with hoodie.metadata.enable=false (lakeward or a Hudi writer)"
         )
-    others = [p for p in partitions if p not in MAINTAINED_PARTITIONS]
+    # a maintained partition the writer disables is dropped too (record_index)
+    others = [p for p in partitions if p not in MAINTAINED_PARTITIONS or _disabled(write_config, p)]
     if FILES_PARTITION not in partitions:
         raise _refusal(storage, partitions)
     kept = [p for p in others if not _disabled(write_config, p)]
     if kept:
         raise _refusal(storage, kept)
     if others:
-        _drop_partitions(storage, others, [p for p in partitions if p in MAINTAINED_PARTITIONS])
+        _drop_partitions(storage, others, [p for p in partitions if p not in others])
     return TableConfig.from_text(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")) if others else config

@@ -20,8 +20,9 @@ metadata table too (`table_services.rollback`), as Hudi does. A metadata delta c
 exists already when `T` is written again (a re-run table service) is rolled back first (Hudi's
 "re-attempted commit" rule).
 
-Only `files` is maintained: other metadata partitions are refused or dropped before anything
-is written (`metadata_table.gate`). The metadata table's own compaction and clean run after
+`files` is maintained, and `record_index` when the table keeps one (in the same delta commit,
+`delta_commit`); other metadata partitions are refused or dropped before anything is written
+(`metadata_table.gate`). The metadata table's own compaction and clean run after
 the data commit (`metadata_table.services`). How a delta commit is written is `delta_commit`.
 """
 
@@ -60,7 +61,7 @@ def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
     a rolled-over append wrote, sized from storage) are added; a `DELETE_PARTITION` replace commit
     names its partitions deleted. Replaced files are not removed here (the clean removes them).
     """
-    change = FilesChange()
+    change = FilesChange(commit=metadata)
     for partition, stats in metadata.partitionToWriteStats.items():
         files = change.added.setdefault(partition, {})
         change.partitions.append(partition)

@@ -34,6 +34,7 @@ from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.check import restore_change
+from lakeward.core.metadata_table.record_index_writer import drop_record_index
 from lakeward.core.metadata_table.writer import apply_change
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.retention import oldest_readable_instant, savepoints
@@ -227,6 +228,9 @@ def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None, ti
         "version": 1,
         "restoreInstantInfo": infos,
     }
+    # the record index is not restored (Hudi restores the whole metadata table): dropped, so that
+    # no lookup trusts keys of the rolled-back instants; a writer that enables it builds it again
+    drop_record_index(storage, f"restore {inflight.time} does not roll it back; it is rebuilt when enabled again")
     # the metadata table: one delta commit of the restore's time, from a listing (as Hudi)
     apply_change(storage, timezone, inflight.time, lambda: restore_change(storage, layout))
     try:

@@ -1,7 +1,7 @@
 """The local data plane: the write's records live in this process as one Arrow table.
 
-Keys are computed and the batch de-duplicated in Arrow; tagging uses the BLOOM, SIMPLE or
-BUCKET index over the file slices; each file group's write runs as a task on the engine
+Keys are computed and the batch de-duplicated in Arrow; tagging uses the BLOOM, SIMPLE,
+BUCKET or RECORD_INDEX index over the file slices; each file group's write runs as a task on the engine
 (threads for the local engine).
 
 Merge-on-read routing (Hudi's delta commit): updates and deletes of records in an
@@ -30,6 +30,7 @@ from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index import simple as simple_index
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.metadata_table.record_index import RecordIndex, located_by_record_index
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
@@ -72,6 +73,7 @@ def _slices_by_partition(view: FileSystemView) -> dict[str, list[FileSlice]]:
 
 class LocalDataPlane:
     def __init__(self, client: WriteClient, engine: Engine):
+        self._record_index: RecordIndex | None = None
         self.client = client
         self.engine = engine
         self.config = client.config
@@ -103,6 +105,10 @@ class LocalDataPlane:
     ) -> WritePlan:
         records: pa.Table = prepared.records
         deletes_by_group: dict[tuple[str, str], pa.Table] = {}
+        self._record_index = None
+        if self.write_config.index_type == "RECORD_INDEX" and operation is not WriteOperation.BULK_INSERT:
+            self._record_index = RecordIndex(self.storage)
+            self._record_index.prefetch(records.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
         replaced: dict[str, list[str]] = {}
 
         if IS_DELETED in records.column_names and operation is WriteOperation.UPSERT:
@@ -186,6 +192,8 @@ class LocalDataPlane:
             return simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config)
         if wc.index_type == "SIMPLE":
             return simple_index.locate(self.storage, self.engine, slices, keys, committed)
+        if self._record_index is not None:
+            return located_by_record_index(self._record_index, slices, keys)
         # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
         return bloom_index.locate(
             self.storage,

@@ -1,0 +1,546 @@
+"""The metadata table's `record_index` partition: record key -> (data partition, file id), as Hudi 1.x.
+
+Layout (format doc 7.7, `HoodieTableMetadataUtil`): file groups `record-index-0000-0` …
+`record-index-NNNN-0` (their number fixed when the partition is initialised); a key lives in group
+`abs(abs(javaStringHash(key)) % n)` (`mapRecordKeyToFileGroupIndex`, index version 1). Each cell
+is the record key -> Avro `HoodieMetadataRecord` of type 5 whose `recordIndexMetadata` holds the
+data partition, the file id (a `<uuid>-<n>` id as two signed 64-bit halves and `fileIndex`,
+encoding 0; any other id raw, encoding 1) and the epoch milliseconds of the instant that put the
+key in that file. A deleted key is a DELETE block entry (`partitionPath` "record_index",
+ordering value 0) in its group's log.
+
+lakeward maintains it from files, not from the write's bookkeeping, so that every commit-like
+instant (writes of both data planes, compaction, clustering) is kept by one rule
+(`record_index_change`): for each file group a commit rewrites (a new base file), the keys its
+latest slice held before the commit and the keys its new base file holds decide what is added
+(new keys, or keys that moved there: clustering) and what is gone; log appends add the keys of
+their delete blocks as removals (updates in logs do not move keys). Compaction moves no key.
+The change is written into the same metadata delta commit as the `files` change
+(`metadata_table.writer`), one log file per touched group.
+
+Tagging with `hoodie.index.type=RECORD_INDEX` (`located_by_record_index`): the index is global, as
+Hudi's (a key lives in one partition); a record whose key the index places in another partition is
+refused rather than written twice.
+
+Lookups (`RecordIndex.locate`) read, per file group the batch's keys hash to, the latest base HFile
+and the committed log blocks, oldest to newest, each parsed once into columnar form and cached
+for the process (metadata files never change once written).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import posixpath
+import struct
+import threading
+import uuid
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group import log_file
+from lakeward.core.file_group.base_file import read_base_file
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.hfile_writer import java_string_hash
+from lakeward.core.file_group.log_file.log_block import BlockType
+from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.file_group.slice_keys import (
+    RECORD_KEY,
+    CommittedInstants,
+    base_record_keys,
+    block_record_keys,
+    log_block_keys,
+    read_zigzag_varint,
+)
+from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
+from lakeward.core.storage import Storage
+from lakeward.core.table_version import TimelineLayout
+from lakeward.core.timeline import CommitMetadata, Timeline, WriteStat
+from lakeward.core.timeline.instant_time import parse_instant_time
+
+RECORD_INDEX_PARTITION = "record_index"
+#: `hoodie.metadata.record.index.min.filegroup.count` (Hudi's default 10) and the other sizing
+#: knobs of `HoodieTableMetadataUtil.estimateFileGroupCount` (defaults as Hudi's).
+MIN_FILE_GROUPS = 10
+MAX_FILE_GROUPS = 10_000
+MAX_FILE_GROUP_BYTES = 1024 * 1024 * 1024
+RECORD_SIZE_ESTIMATE = 48
+GROWTH_FACTOR = 2.0
+#: Write token of the log files lakeward writes into the metadata table.
+LOG_WRITE_TOKEN = "0-0-0"
+_ENCODING_UUID = 0
+_ENCODING_RAW = 1
+_DELETE_ORDERING = 0
+_COMPACT = "compact"
+#: The Avro bytes every record-index value starts with when its `key` field is "" (Hudi's and
+#: lakeward's writers): 5 null meta fields, key "", type 5, three null unions, then branch 1.
+_VALUE_PREFIX = b"\x00" * 5 + b"\x00" + bytes([int(MetadataRecordType.RECORD_INDEX) * 2]) + b"\x00" * 3 + b"\x02"
+_PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
+_CELL = struct.Struct(">ii")
+
+
+def file_group_id(index: int) -> str:
+    """The id of record-index file group `index` (`record-index-0003-0`)."""
+    return f"record-index-{index:04d}-0"
+
+
+def file_group_count(num_records: int, minimum: int = MIN_FILE_GROUPS) -> int:
+    """How many file groups a new record index gets for `num_records` keys (Hudi's estimate)."""
+    needed = math.ceil(num_records * RECORD_SIZE_ESTIMATE * GROWTH_FACTOR / MAX_FILE_GROUP_BYTES)
+    return max(minimum, min(MAX_FILE_GROUPS, needed))
+
+
+def file_group_indexes(keys: pa.Array, num_groups: int) -> np.ndarray:
+    """`abs(abs(javaStringHash(key)) % num_groups)` of every key, vectorised over ASCII keys."""
+    keys = keys.cast(pa.string())
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + n + 1].astype(np.int64)
+    data_buffer = keys.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    hashes = np.zeros(n, dtype=np.uint32)
+    for j in range(int(lengths.max(initial=0))):
+        rows = np.flatnonzero(lengths > j)
+        hashes[rows] = hashes[rows] * np.uint32(31) + data[offsets[rows] + j]
+    signed = hashes.view(np.int32).astype(np.int64)
+    non_ascii = np.flatnonzero(
+        np.add.reduceat(data[offsets[0] : offsets[-1]] >= 0x80, offsets[:-1] - offsets[0])
+        if offsets[-1] > offsets[0]
+        else np.zeros(n, bool)
+    )
+    for row in non_ascii:  # UTF-16 code units differ from UTF-8 bytes: hash those keys one by one
+        if lengths[row]:
+            signed[row] = np.int64(np.uint32(java_string_hash(keys[row].as_py())).view(np.int32))
+    return np.abs(signed) % num_groups
+
+
+# -- record values ---------------------------------------------------------------------------
+def _zigzag(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _avro_string(text: str) -> bytes:
+    raw = text.encode()
+    return _zigzag(len(raw)) + raw
+
+
+def _read_string(data: bytes, pos: int) -> tuple[str, int]:
+    length, pos = read_zigzag_varint(data, pos)
+    return data[pos : pos + length].decode(), pos + length
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def encode_location(partition: str, file_id: str, instant_ms: int) -> bytes:
+    """The Avro value of a record-index cell (`key` ""), byte for byte what fastavro writes."""
+    head, _, index = file_id.rpartition("-")
+    try:
+        parsed = uuid.UUID(head) if index.isdigit() and len(head) == 36 else None
+    except ValueError:
+        parsed = None
+    out = [_VALUE_PREFIX, b"\x02", _avro_string(partition)]
+    if parsed is not None and str(parsed) == head:
+        high, low = struct.unpack(">qq", parsed.bytes)
+        out += [b"\x02", _zigzag(high), b"\x02", _zigzag(low), b"\x02", _zigzag(int(index)), b"\x02", b"\x00"]
+        encoding = _ENCODING_UUID
+    else:
+        out += [b"\x00", b"\x00", b"\x00", b"\x02", _avro_string(file_id)]
+        encoding = _ENCODING_RAW
+    out += [b"\x02", _zigzag(instant_ms), _zigzag(encoding), b"\x00", b"\x00"]  # position, secondary index: null
+    return b"".join(out)
+
+
+def _optional(data: bytes, pos: int, read: object) -> tuple[object, int]:
+    branch, pos = read_zigzag_varint(data, pos)
+    if branch == 0:
+        return None, pos
+    return read(data, pos)  # type: ignore[operator]
+
+
+def decode_location(value: bytes) -> tuple[str, str]:
+    """(data partition, file id) of a record-index cell value."""
+    if value.startswith(_VALUE_PREFIX):
+        pos = len(_VALUE_PREFIX)
+        partition, pos = _optional(value, pos, _read_string)
+        high, pos = _optional(value, pos, read_zigzag_varint)
+        low, pos = _optional(value, pos, read_zigzag_varint)
+        index, pos = _optional(value, pos, read_zigzag_varint)
+        raw_id, pos = _optional(value, pos, _read_string)
+        _instant, pos = _optional(value, pos, read_zigzag_varint)
+        encoding, pos = read_zigzag_varint(value, pos)
+        info: dict[str, object] = {"partitionName": partition, "fileIdHighBits": high, "fileIdLowBits": low}
+        info["fileIndex"] = index
+        info |= {"fileId": raw_id, "fileIdEncoding": encoding}
+    else:  # another writer's layout (a non-empty `key` field): the general decoder
+        record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED_SCHEMA, None)
+        info = record["recordIndexMetadata"]  # type: ignore[index,call-overload,assignment]
+    return str(info["partitionName"] or ""), _file_id_of(info)
+
+
+def _file_id_of(info: dict[str, object]) -> str:
+    if info.get("fileIdEncoding") == _ENCODING_UUID:
+        high, low = int(info["fileIdHighBits"]), int(info["fileIdLowBits"])  # type: ignore[call-overload]
+        parsed = uuid.UUID(bytes=struct.pack(">qq", _signed64(high), _signed64(low)))
+        return f"{parsed}-{info['fileIndex']}"
+    return str(info["fileId"])
+
+
+def instant_epoch_ms(instant_time: str) -> int:
+    """Epoch milliseconds of an instant time (read as UTC: the record index stores it, lookups ignore it)."""
+    moment = parse_instant_time(instant_time)
+    return int(moment.timestamp() * 1000) if moment.tzinfo else int((moment - _EPOCH).total_seconds() * 1000)
+
+
+_EPOCH = parse_instant_time("19700101000000000")
+
+
+# -- the partition's file groups ---------------------------------------------------------------
+@dataclass
+class _GroupSlice:
+    base: str | None = None
+    base_time: str = ""
+    logs: list[tuple[str, int, str, str]] = field(default_factory=list)  # (completion, version, token, path)
+
+
+def _latest_slices(mdt: Storage, completion: dict[str, str]) -> dict[str, _GroupSlice]:
+    """Per record-index file group: its latest completed base HFile and the committed logs after it."""
+    entries = [e for e in mdt.list_dir(RECORD_INDEX_PARTITION) if not e.is_dir]
+    groups: dict[str, _GroupSlice] = defaultdict(_GroupSlice)
+    for entry in entries:
+        base = parse_base_file_name(entry.name)
+        if base is not None and entry.name.endswith(".hfile") and base.instant_time in completion:
+            group = groups[base.file_id]
+            if base.instant_time > group.base_time:
+                group.base, group.base_time = entry.path, base.instant_time
+    for entry in entries:
+        parsed = parse_log_file_name(entry.name)
+        if parsed is None:
+            continue
+        group = groups[parsed.file_id]
+        done = completion.get(parsed.base_instant_time)
+        if done is not None and done >= group.base_time:
+            group.logs.append((done, parsed.version, parsed.write_token, entry.path))
+    return dict(groups)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """One HFile's (or DELETE block's) keys in columnar form: `keys[i]` is at `locations[where[i]]`
+    (None: deleted)."""
+
+    keys: pa.Array
+    where: np.ndarray
+    locations: tuple[tuple[str, str] | None, ...]
+
+
+_CELL_HEAD = struct.Struct(">iih")
+#: Parsed HFiles and blocks by (storage uri, path, size, block offset): immutable once written.
+_cells_cache: OrderedDict[tuple[str, str, int, int], _Cells] = OrderedDict()
+_cells_cache_lock = threading.Lock()
+_CACHE_MAX_CELLS = 20_000_000
+
+
+def _parse_hfile_cells(reader: HFileReader) -> _Cells:
+    """Every cell of a record-index HFile, decoded once per distinct value (keys at one location
+    share their value bytes)."""
+    keys: list[bytes] = []
+    where: list[int] = []
+    values: dict[bytes, int] = {}
+    unpack = _CELL_HEAD.unpack_from
+    for payload in reader.data_blocks():
+        pos, end = 0, len(payload)
+        while pos < end:
+            key_len, value_len, row_len = unpack(payload, pos)
+            keys.append(payload[pos + 10 : pos + 10 + row_len])
+            start = pos + 8 + key_len
+            value = payload[start : start + value_len]
+            index = values.get(value)
+            if index is None:
+                index = values[value] = len(values)
+            where.append(index)
+            pos = start + value_len
+            first = payload[pos] - 256 if payload[pos] > 127 else payload[pos]  # memstore timestamp (VInt)
+            pos += 1 if first >= -112 else (-119 - first if first < -120 else -111 - first)
+    return _Cells(
+        pa.array(keys, pa.binary()).cast(pa.string()),
+        np.array(where, dtype=np.int32),
+        tuple(decode_location(v) for v in values),
+    )
+
+
+def _deleted_cells(keys: list[str]) -> _Cells:
+    return _Cells(pa.array(keys, pa.string()), np.zeros(len(keys), dtype=np.int32), (None,))
+
+
+def _cached(key: tuple[str, str, int, int], build: Callable[[], _Cells]) -> _Cells:
+    with _cells_cache_lock:
+        if key in _cells_cache:
+            _cells_cache.move_to_end(key)
+            return _cells_cache[key]
+    cells = build()
+    with _cells_cache_lock:
+        _cells_cache[key] = cells
+        while len(_cells_cache) > 1 and sum(len(c.keys) for c in _cells_cache.values()) > _CACHE_MAX_CELLS:
+            _cells_cache.popitem(last=False)
+    return cells
+
+
+def clear_cache() -> None:
+    """Forget every parsed HFile and block (the next lookups parse them again, as a fresh process)."""
+    with _cells_cache_lock:
+        _cells_cache.clear()
+    _block_index_cache.clear()
+
+
+class RecordIndex:
+    """The merged `record_index` partition of a table's metadata table, for key lookups.
+
+    Each base HFile and log block is parsed once into columnar form (and kept in a process-wide
+    cache: metadata files never change once written); a lookup is then a vectorised hash probe
+    of the batch's keys per source, applied oldest to newest.
+    """
+
+    def __init__(self, storage: Storage):
+        self.mdt = metadata_storage(storage)
+        timeline = Timeline.load(self.mdt, TimelineLayout.V2)
+        self._completion = {t: c for t, c in timeline.completion_times().items() if c}
+        self._groups = _latest_slices(self.mdt, self._completion)
+        self.num_groups = len(self._groups)
+        self._known: pa.Table | None = None
+
+    def prefetch(self, keys: pa.Array) -> None:
+        """Locate `keys` now, in one pass; later `locate` calls of any of them answer from it."""
+        partitions, file_ids = self._locate(keys.cast(pa.string()))
+        self._known = pa.table({"key": keys.cast(pa.string()), "partition": partitions, "file_id": file_ids})
+
+    def locate(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """(data partition, file id) of every key; both null where the index has no such key."""
+        keys = keys.cast(pa.string())
+        if self._known is not None:
+            # hash `keys` (one partition's share) and probe the prefetched batch, not the other way round
+            known = self._known.column("key")
+            matched = self._known.filter(pc.is_in(known, value_set=keys))
+            order = pc.index_in(keys, value_set=matched.column("key"))
+            if order.null_count == 0 and matched.num_rows == len(keys):
+                found = matched.take(order)
+                return found.column("partition").combine_chunks(), found.column("file_id").combine_chunks()
+        return self._locate(keys)
+
+    def _locate(self, keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+        n = len(keys)
+        codes = np.full(n, -1, dtype=np.int64)  # index into `places`; -1: not in the index
+        places: dict[tuple[str, str], int] = {}
+        if self.num_groups and n:
+            groups = file_group_indexes(keys, self.num_groups)
+            order = np.argsort(groups, kind="stable")
+            bounds = np.searchsorted(groups[order], np.arange(self.num_groups + 1))
+            for index in range(self.num_groups):
+                rows = order[bounds[index] : bounds[index + 1]]
+                if len(rows):
+                    self._lookup(file_group_id(index), keys.take(pa.array(rows)), rows, codes, places)
+        found = pa.array(codes, pa.int64(), mask=codes < 0)
+        return (
+            pa.array([p for p, _ in places], pa.string()).take(found),
+            pa.array([f for _, f in places], pa.string()).take(found),
+        )
+
+    def _sources(self, file_id: str) -> list[_Cells]:
+        """The group's cells, oldest first: its base HFile, then each committed log block."""
+        group = self._groups.get(file_id)
+        if group is None:
+            return []
+        uri = self.mdt.uri
+        sources = []
+        if group.base is not None:
+            base = group.base
+            size = self.mdt.size(base)
+            sources.append(
+                _cached((uri, base, size, 0), lambda: _parse_hfile_cells(HFileReader(self.mdt.read_bytes(base), base)))
+            )
+        for _, _, _, path in sorted(group.logs):
+            size = self.mdt.size(path)
+            data: bytes | None = None
+            blocks = _block_index_cache.get((uri, path, size))
+            if blocks is None:
+                data = self.mdt.read_bytes(path)
+                blocks = [
+                    (b.offset, b.block_type, b.instant_time)
+                    for b in log_file.scan_blocks(data)
+                    if not isinstance(b, log_file.CorruptBlock)
+                ]
+                _block_index_cache[(uri, path, size)] = blocks
+            for offset, block_type, instant in blocks:
+                if instant not in self._completion or block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
+                    continue
+                sources.append(_cached((uri, path, size, offset), partial(self._block_cells, path, offset)))
+        return sources
+
+    def _block_cells(self, path: str, offset: int) -> _Cells:
+        block = next(
+            b
+            for b in log_file.scan_blocks(self.mdt.read_bytes(path))
+            if not isinstance(b, log_file.CorruptBlock) and b.offset == offset
+        )
+        if block.block_type is BlockType.HFILE_DATA:
+            return _parse_hfile_cells(HFileReader(block.content, path))
+        deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
+        return _deleted_cells([k for k in deleted if k is not None])
+
+    def _lookup(
+        self, file_id: str, keys: pa.Array, rows: np.ndarray, codes: np.ndarray, places: dict[tuple[str, str], int]
+    ) -> None:
+        """Set `codes[rows]` for `keys` from the group's sources, newest winning (-1: deleted)."""
+        for cells in self._sources(file_id):
+            # hash the group's share of the batch (small) and probe the source's keys (large)
+            matched = np.flatnonzero(pc.is_in(cells.keys, value_set=keys).to_numpy(zero_copy_only=False))
+            if not len(matched):
+                continue
+            batch_rows = pc.index_in(cells.keys.take(pa.array(matched)), value_set=keys).to_numpy(zero_copy_only=False)
+            mapped = np.array(
+                [-1 if place is None else places.setdefault(place, len(places)) for place in cells.locations],
+                dtype=np.int64,
+            )
+            codes[rows[batch_rows.astype(np.int64)]] = mapped[cells.where[matched]]
+
+
+#: Log file (uri, path, size) -> its blocks' (offset, type, instant).
+_block_index_cache: dict[tuple[str, str, int], list[tuple[int, BlockType, str | None]]] = {}
+
+
+def _refuse_first(mask: pa.Array, message: Callable[[int], str]) -> None:
+    """ConfigError with `message(row)` of the first row `mask` flags, if any."""
+    if pc.any(mask).as_py():
+        raise ConfigError(message(pc.index(mask, True).as_py()))
+
+
+def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
+    """File id holding each key (null: a new key) among `slices`, the latest slices of one partition."""
+    partitions, file_ids = index.locate(keys)
+    if not len(keys):
+        return file_ids
+    partition = slices[0].partition_path if slices else ""
+    elsewhere = pc.and_(pc.is_valid(partitions), pc.not_equal(partitions, pa.scalar(partition)))
+    _refuse_first(
+        elsewhere,
+        lambda row: (
+            f"record key {keys[row].as_py()!r} is in partition {partitions[row].as_py()!r} according to the "
+            f"record index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global "
+            "index (a key lives in one partition) and moving keys between partitions is not supported. "
+            "Nothing was written"
+        ),
+    )
+    live = pc.is_in(file_ids, value_set=pa.array(sorted({s.file_id for s in slices}), pa.string()))
+    _refuse_first(
+        pc.and_(pc.is_valid(file_ids), pc.invert(live)),
+        lambda row: (
+            f"the record index places key {keys[row].as_py()!r} in file group {file_ids[row].as_py()} of "
+            f"partition {partition!r}, which is not a live file group: the record_index partition is out of date. "
+            "Rebuild it (drop it with hoodie.metadata.record.index.enable=false, then enable it again). "
+            "Nothing was written"
+        ),
+    )
+    return file_ids
+
+
+# -- what a commit changes ---------------------------------------------------------------------
+@dataclass
+class RecordIndexChange:
+    """Keys a data-table instant adds or moves (key -> (partition, file id, instant)) and removes."""
+
+    upserts: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    deletes: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:
+    """The distinct keys a slice holds live: its base file's, then each committed log block in order
+    (data blocks add their keys, delete blocks remove theirs)."""
+    keys = base_record_keys(storage, file_slice)
+    for is_delete, block_keys in log_block_keys(storage, file_slice.log_files, committed):
+        if is_delete:
+            keys = keys.filter(pc.invert(pc.is_in(keys, value_set=block_keys)))
+        else:
+            keys = pa.concat_arrays([keys, block_keys])
+    return pc.unique(pc.drop_null(keys))
+
+
+def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
+    """`keys` not among `others`."""
+    return keys.filter(pc.invert(pc.is_in(keys, value_set=others))) if len(others) else keys
+
+
+def _log_delete_keys(storage: Storage, stat: WriteStat, instant_time: str) -> list[pa.Array]:
+    partition = stat.partitionPath or ""
+    out = []
+    for name in stat.logFiles or [posixpath.basename(stat.path)]:
+        path = posixpath.join(partition, name) if partition else name
+        for raw in log_file.LogFileReader(storage, path).raw_blocks():
+            if raw.block_type is BlockType.DELETE and raw.instant_time == instant_time:
+                out.append(block_record_keys(raw))
+    return out
+
+
+def _concat(parts: list[pa.Array]) -> pa.Array:
+    return pc.unique(pa.concat_arrays(parts)) if parts else pa.array([], pa.string())
+
+
+def record_index_change(storage: Storage, instant_time: str, metadata: CommitMetadata) -> RecordIndexChange:
+    """What the commit-like instant `instant_time` (pending: not yet completed) changes in the
+    record index: see the module docstring. Compaction moves no key (an empty change)."""
+    change = RecordIndexChange()
+    if (metadata.operationType or "").lower() == _COMPACT:
+        return change
+    timeline = Timeline.load(storage)
+    view = FileSystemView.load(storage, timeline)
+    committed = CommittedInstants.of(timeline)
+    before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
+    rewritten: set[tuple[str, str]] = set()
+    new_keys: dict[tuple[str, str], pa.Array] = {}
+    log_deletes: list[pa.Array] = []
+    for partition, stats in metadata.partitionToWriteStats.items():
+        for stat in stats:
+            group = (stat.partitionPath or partition or "", stat.fileId)
+            if stat.is_delta:
+                log_deletes += _log_delete_keys(storage, stat, instant_time)
+                continue
+            new_keys[group] = pc.drop_null(_file_keys(storage, stat.path))
+            rewritten.add(group)
+    for partition, ids in (metadata.partitionToReplaceFileIds or {}).items():
+        rewritten |= {(partition, f) for f in ids}
+    old_keys = {g: live_slice_keys(storage, before[g], committed) for g in rewritten if g in before}
+    added: list[pa.Array] = []
+    for (partition, file_id), keys in new_keys.items():
+        fresh = _without(keys, old_keys.get((partition, file_id), pa.array([], pa.string())))
+        change.upserts.update(dict.fromkeys(fresh.to_pylist(), (partition, file_id, instant_time)))
+        added.append(fresh)
+    kept = _concat(list(new_keys.values()))
+    gone = _without(_concat(list(old_keys.values())), kept)
+    change.deletes = set(_without(_concat([gone, *log_deletes]), _concat(added)).to_pylist())
+    return change
+
+
+def _file_keys(storage: Storage, path: str) -> pa.Array:
+    return read_base_file(storage, path, columns=[RECORD_KEY]).column(0).combine_chunks().cast(pa.string())

@@ -1,0 +1,270 @@
+"""The metadata table's `record_index` partition and `hoodie.index.type=RECORD_INDEX` (issue 17).
+
+Randomised against a model: every upsert's tagging (updates vs inserts) is the model's, the record
+index places every live key in its partition and no deleted key, hudi-rs (which lists through the
+metadata table and ignores `record_index`) and lakeward read the model's rows, and `files` matches a
+storage listing — on copy-on-write and merge-on-read, with keys that live only in log files
+(BUCKET-index inserts into existing buckets, before the index is built), deletes, re-inserts,
+compaction and clustering.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.engine.spark import SparkEngine
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.metadata_table.check import compare_files_partition
+from lakeward.core.metadata_table.files_partition import encode_record
+from lakeward.core.metadata_table.record_index import (
+    RecordIndex,
+    decode_location,
+    encode_location,
+    file_group_indexes,
+)
+from tests.interop.compare import both_readers
+
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
+PARTS = ["p0", "p1", "p2"]
+Model = dict[str, tuple[str, int, int]]
+
+
+def _batch(rows: Model) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in sorted(rows.items())], schema=SCHEMA
+    )
+
+
+def _part_of(key: str) -> str:
+    return PARTS[int(key[1:]) % len(PARTS)]  # a key stays in its partition (RECORD_INDEX is global)
+
+
+def _check(path: str, model: Model, gone: set[str]) -> None:
+    mine, theirs = both_readers(path)
+    expected = sorted(({"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in model.items()), key=repr)
+    strip = [
+        sorted(({k: v for k, v in r.items() if not k.startswith("_hoodie")} for r in rows), key=repr)
+        for rows in (mine, theirs)
+    ]
+    assert strip[0] == strip[1] == expected
+    table = Table.open(path)
+    assert compare_files_partition(table.storage).ok
+    keys = sorted(model) + sorted(gone)
+    partitions, file_ids = RecordIndex(table.storage).locate(pa.array(keys, pa.string()))
+    assert partitions.to_pylist() == [model[k][0] for k in sorted(model)] + [None] * len(gone)
+    live = {(s.partition_path, s.file_id) for s in table.file_slices()}
+    assert all((p, f) in live for p, f in zip(partitions.to_pylist()[: len(model)], file_ids.to_pylist(), strict=False))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str):
+    rng = random.Random(17 if table_type == "COPY_ON_WRITE" else 18)
+    path = str(tmp_path / "t")
+    bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=9,
+        options=bucket,
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40)}
+    table.insert(_batch(model))
+    second = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40, 60)}
+    table.upsert(_batch(second))  # merge-on-read: into the buckets' logs (keys only in log files)
+    model |= second
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.initialize_metadata_table()  # with the record index, built from the latest slices
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files,record_index"
+    gone: set[str] = set()
+    _check(path, model, gone)
+    next_key = 60
+    for step in range(8):
+        updates = rng.sample(sorted(model), 6)
+        reinserts = rng.sample(sorted(gone), min(2, len(gone)))
+        fresh = [f"k{next_key + i}" for i in range(4)]
+        next_key += 4
+        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
+        result = table.upsert(_batch(batch))
+        assert (result.num_updates, result.num_inserts) == (len(updates), len(reinserts) + len(fresh)), step
+        model |= batch
+        gone -= set(reinserts)
+        deleted = {k: model.pop(k) for k in rng.sample(sorted(model), 3)}
+        assert table.delete(_batch(deleted)).num_deletes == 3
+        gone |= set(deleted)
+        if step == 3 and table_type == "MERGE_ON_READ":
+            instant = table.schedule_compaction(force=True)
+            assert instant is not None
+            table.run_compaction(instant)
+        if step == 5:
+            instant = table.schedule_clustering()
+            if instant is not None:
+                table.run_clustering(instant)
+        _check(path, model, gone)
+
+
+def test_record_index_refuses_a_key_moving_partition(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table.insert(_batch({"k1": ("p1", 1, 1)}))
+    table.initialize_metadata_table()
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.upsert(_batch({"k2": ("p2", 1, 2)}))
+    with pytest.raises(ConfigError, match="global index"):
+        table.upsert(_batch({"k1": ("p2", 2, 1)}))
+
+
+def test_disabling_the_record_index_drops_it(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table.insert(_batch({"k1": ("p1", 1, 1)}))
+    Table.open(path, options={"hoodie.metadata.record.index.enable": "true"}).initialize_metadata_table()
+    assert (Path(path) / ".hoodie" / "metadata" / "record_index").is_dir()
+    Table.open(path, options={"hoodie.metadata.record.index.enable": "false"}).upsert(_batch({"k2": ("p1", 1, 2)}))
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files"
+    assert not (Path(path) / ".hoodie" / "metadata" / "record_index").exists()
+
+
+def test_record_values_and_hashing_are_hudis():
+    """Format doc 7.7: the fixture's file id halves, and `TXN-008` -> group 1, `TXN-001` -> 8 of 10."""
+    file_id = "c3b646cc-8602-47c5-b010-3fe002241298-0"
+    value = encode_location("p1", file_id, 1772922357587)
+    info = {
+        "partitionName": "p1",
+        "fileIdHighBits": -4344206946316695611,
+        "fileIdLowBits": -5760033692065721704,
+        "fileIndex": 0,
+        "fileId": "",
+        "instantTime": 1772922357587,
+        "fileIdEncoding": 0,
+    }
+    assert value == encode_record({"key": "", "type": 5, "recordIndexMetadata": info})
+    assert decode_location(value) == ("p1", file_id)
+    raw = encode_record({"key": "x", "type": 5, "recordIndexMetadata": {"fileId": "f_1", "fileIdEncoding": 1}})
+    assert decode_location(raw) == ("", "f_1")
+    assert file_group_indexes(pa.array(["TXN-008", "TXN-001", "é"]), 10).tolist() == [1, 8, 233 % 10]
+
+
+def _check_locations(path: str) -> None:
+    rows = _fixture_keys(path)
+    keys = sorted({r["_hoodie_record_key"] for r in rows})
+    partitions, file_ids = RecordIndex(Table.open(path).storage).locate(pa.array(keys, pa.string()))
+    where = {r["_hoodie_record_key"]: (r["_hoodie_partition_path"], r["_hoodie_file_name"].split("_")[0]) for r in rows}
+    assert list(zip(partitions.to_pylist(), file_ids.to_pylist(), strict=True)) == [where[k] for k in keys]
+
+
+def _fixture_keys(path: str) -> list[dict[str, Any]]:
+    return (
+        Table.open(path)
+        .read()
+        .select(["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+        .to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [("cow", "v9_txns_nonpart_meta"), ("mor/avro", "v9_nonpartitioned_rollback")]
+)
+def test_record_index_of_a_hudi_fixture_matches_its_data(fixture_table: Any, kind: str, name: str):
+    _check_locations(fixture_table(kind, name))
+
+
+def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
+    """Upserts (RECORD_INDEX tagging) and a delete on Hudi's table keep its record_index (other
+    index partitions dropped), and the index still matches the data; hudi-rs agrees."""
+    path = fixture_table("cow", "v9_txns_nonpart_meta")
+    options = {
+        "hoodie.metadata.index.column.stats.enable": "false",
+        "hoodie.metadata.index.secondary.enable": "false",
+        "hoodie.index.type": "RECORD_INDEX",
+    }
+    table = Table.open(path, options=options)
+    data = table.read()
+    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
+    first = data.slice(0, 1).to_pylist()[0]
+    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
+    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files,record_index"
+    _check_locations(path)
+    table.delete(pa.Table.from_pylist([new], schema=data.schema))
+    _check_locations(path)
+    mine, theirs = both_readers(path)
+    assert mine == theirs
+    assert compare_files_partition(table.storage).ok
+
+
+def _indexed_table(path: str, rows: int) -> tuple[Table, Model]:
+    """A v9 copy-on-write table of `rows` keys with its metadata table and record index, opened
+    with RECORD_INDEX tagging, and its model."""
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(rows)}
+    table.insert(_batch(model))
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.initialize_metadata_table()
+    return table, model
+
+
+def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table, model = _indexed_table(path, 6)
+    saved = table.upsert(_batch({"k1": ("p1", 2, 10)})).instant_time
+    model["k1"] = ("p1", 2, 10)
+    table.savepoint(saved)
+    table.upsert(_batch({"k7": (_part_of("k7"), 3, 7)}))  # a key the restore takes away
+    table.restore(saved)
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files"
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    result = table.upsert(_batch({"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    model |= {"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}
+    _check(path, model, set())
+
+
+def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table, model = _indexed_table(path, 9)
+    overwrite = {"k30": ("p0", 2, 30)}  # p0 held k0, k3, k6
+    table.insert_overwrite(_batch(overwrite))
+    gone = {k for k, r in model.items() if r[0] == "p0"}
+    model = {k: r for k, r in model.items() if r[0] != "p0"} | overwrite
+    _check(path, model, gone)
+    table.delete_partition(["p1"])
+    gone |= {k for k, r in model.items() if r[0] == "p1"}
+    model = {k: r for k, r in model.items() if r[0] != "p1"}
+    _check(path, model, gone)
+    result = table.upsert(_batch({"k1": ("p1", 3, 1), "k2": ("p2", 3, 2)}))  # k1 was in the dropped partition
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+
+
+@pytest.mark.spark
+def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
+    """The Spark data plane tags by its join, and the commit keeps the record index all the same."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(6)}
+    table.insert(_batch(model))
+    Table.open(path, options={"hoodie.metadata.record.index.enable": "true"}).initialize_metadata_table()
+    table = Table.open(path, engine=SparkEngine(spark), options={"hoodie.index.type": "RECORD_INDEX"})
+    updates = {"k0": ("p0", 2, 100), "k10": (_part_of("k10"), 2, 10)}
+    table.upsert(spark.createDataFrame(_batch(updates).to_pandas()))
+    model |= updates
+    deleted = {"k2": model.pop("k2")}
+    table.delete(spark.createDataFrame(_batch(deleted).to_pandas()))
+    _check(path, model, {"k2"})
