@@ -52,7 +52,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
@@ -218,8 +218,13 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
     return CompactionPlan(tuple(operations))
 
 
-def _check_files_only(storage: Storage) -> None:
-    others = [p for p in metadata_partitions(read_table_properties(storage)) if p != FILES_PARTITION]
+def _check_maintained_partitions(storage: Storage) -> None:
+    """Refuse a metadata table with partitions lakeward does not maintain.
+
+    `record_index` is maintained but not compacted yet: its file groups keep their slices (a
+    compaction of `files` alone leaves them whole and correct), so it does not block.
+    """
+    others = [p for p in metadata_partitions(read_table_properties(storage)) if p not in MAINTAINED_METADATA_PARTITIONS]
     if others:
         raise MetadataTableError(
             f"the metadata table of {storage.uri} has partition(s) {','.join(others)} whose records lakeward "
@@ -237,7 +242,7 @@ def schedule_metadata_compaction(
 ) -> str | None:
     """Write the plan of a metadata compaction when one is due (`force`: whenever there is a log to
     compact and nothing blocks); its instant time, or None. Call under the data table's lock."""
-    _check_files_only(storage)
+    _check_maintained_partitions(storage)
     mdt = mdt_timeline(storage)
     check = check_metadata_compaction(storage, data_timeline, threshold, mdt)
     if check.pending or not (check.due or (force and check.eligible > 0)):
@@ -342,7 +347,7 @@ def execute_metadata_compaction(
     Idempotent: a completed compaction returns what it wrote; an inflight one is run again
     from its immutable plan. Call under the data table's lock (no metadata delta commit races it).
     """
-    _check_files_only(storage)
+    _check_maintained_partitions(storage)
     mdt_storage = metadata_storage(storage)
     mdt = Timeline.load(mdt_storage, TimelineLayout.V2)
     state = mdt.state_of(instant_time, Action.COMPACTION)

@@ -22,6 +22,7 @@ from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.metadata_table.check import compare_files_partition
+from lakeward.core.metadata_table.compaction import mdt_timeline
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import (
     RecordIndex,
@@ -29,6 +30,7 @@ from lakeward.core.metadata_table.record_index import (
     encode_location,
     file_group_indexes,
 )
+from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
@@ -268,3 +270,20 @@ def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
     deleted = {"k2": model.pop("k2")}
     table.delete(spark.createDataFrame(_batch(deleted).to_pandas()))
     _check(path, model, {"k2"})
+
+
+def test_the_record_index_stays_exact_through_metadata_table_compactions(tmp_path: Path):
+    """The metadata table compacts `files` while `record_index` keeps its slices: tagging stays exact."""
+    path = str(tmp_path / "t")
+    table, model = _indexed_table(path, 12)
+    table = Table.open(
+        path, options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.compact.max.delta.commits": 3}
+    )
+    for step in range(8):
+        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in range(step, 16 + step, 3)}
+        result = table.upsert(_batch(batch))
+        updates = sum(k in model for k in batch)
+        assert (result.num_updates, result.num_inserts) == (updates, len(batch) - updates), step
+        model |= batch
+    assert mdt_timeline(table.storage).completed(Action.COMMIT), "the metadata table was compacted"
+    _check(path, model, set())
