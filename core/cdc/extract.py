@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -45,7 +45,7 @@ from lakeward.core.cdc.changes import (
     fold_log_changes,
     image_type,
 )
-from lakeward.core.cdc.records import read_cdc_changes
+from lakeward.core.cdc.records import cdc_block_changes
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
@@ -284,16 +284,41 @@ class SliceReads:
 
     def __init__(self, storage: Storage, full_schema: pa.Schema):
         self.storage = storage
+        self.full_schema = full_schema
         self.columns = [n for n in full_schema.names if n not in _UNSHOWN_META]
         self._bases: dict[str, pa.Table] = {}
         self._blocks: dict[tuple[tuple[str, ...], VisibleInstants], list[DataBlock | DeleteBlock]] = {}
         self._cdc: dict[str, list[RawBlock]] = {}
+        #: (`.cdc` file, instant) -> the changes its blocks of that instant hold, once decoded.
+        self._cdc_changes: dict[tuple[str, str], list[pa.Table]] = {}
 
     def cdc_blocks(self, path: str) -> list[RawBlock]:
         """The sound blocks of a `.cdc` file, undecoded, read once (it holds many instants' blocks)."""
         if path not in self._cdc:
             self._cdc[path] = list(LogFileReader(self.storage, path).raw_blocks())
         return self._cdc[path]
+
+    def decode_cdc(self, wanted: Mapping[str, Collection[str]]) -> None:
+        """Decode the blocks of the instants `wanted` of each `.cdc` file (path -> instants), all in
+        one pass (`records.cdc_block_changes`); those decoded already are skipped."""
+        todo = {path: {t for t in instants if (path, t) not in self._cdc_changes} for path, instants in wanted.items()}
+        picked = {
+            path: [raw for raw in self.cdc_blocks(path) if raw.instant_time in instants]
+            for path, instants in todo.items()
+            if instants
+        }
+        if not picked:
+            return
+        for path, found in cdc_block_changes(picked, self.full_schema).items():
+            for t in todo[path]:
+                self._cdc_changes[(path, t)] = [changes for instant, changes in found if instant == t]
+
+    def cdc_changes(self, paths: Sequence[str], instant_time: str) -> pa.Table:
+        """The changes of `instant_time` held in `.cdc` files (`changes.change_schema`; images that
+        the files' mode does not persist are null)."""
+        self.decode_cdc({path: (instant_time,) for path in paths})
+        parts = [changes for path in paths for changes in self._cdc_changes[(path, instant_time)]]
+        return pa.concat_tables(parts) if parts else empty_changes(self.full_schema)
 
     def base(self, path: str) -> pa.Table:
         """The rows of a base file (the query's columns), read once."""
@@ -393,7 +418,7 @@ def split_changes(
     """
     reads = reads if reads is not None else SliceReads(storage, full_schema)
     if split.case is InferenceCase.AS_IS:
-        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema, reads.cdc_blocks)
+        changes = reads.cdc_changes(split.cdc_files, split.instant_time)
         return _fill_images(storage, split, changes, full_schema, settings, reads)
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
@@ -421,5 +446,11 @@ def file_group_changes(
 ) -> pa.Table:
     """The changes of the splits of one file group (`by_file_group`), reading each file once."""
     reads = SliceReads(storage, full_schema)
+    wanted: dict[str, set[str]] = {}
+    for split in splits:
+        if split.case is InferenceCase.AS_IS:
+            for path in split.cdc_files:
+                wanted.setdefault(path, set()).add(split.instant_time)
+    reads.decode_cdc(wanted)  # every `.cdc` block of the group in one decoding pass
     parts = [split_changes(storage, split, full_schema, settings, reads) for split in splits]
     return pa.concat_tables(parts) if parts else empty_changes(full_schema)

@@ -164,3 +164,36 @@ def test_a_record_count_beyond_the_content_is_a_precise_error() -> None:
     encoded[4:8] = (99).to_bytes(4, "big")
     with pytest.raises(content.CorruptTableError):
         content.decode_avro_records(bytes(encoded), schema_json)
+
+
+@pytest.mark.parametrize("mode", sorted(CDC_SCHEMAS))
+def test_many_blocks_decode_in_one_call_as_block_by_block(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several blocks of one schema (an empty one among them) decoded in one pass give each
+    block's records exactly as decoding it alone, record by record."""
+    schema_json = json.dumps(CDC_SCHEMAS[mode])
+    blocks = [_cdc_rows(mode, n).slice(start) for n, start in ((7, 0), (0, 0), (300, 13), (1, 0))]
+    encoded = [content.encode_avro_records(rows, schema_json) for rows in blocks]
+    together = content.decode_avro_blocks(encoded, schema_json)
+    assert together is not None  # the one-call path is taken
+    records, counts = together
+    assert counts == [b.num_rows for b in blocks]
+    monkeypatch.setattr(content, "_decode_with_polars", lambda *args: None)
+    start = 0
+    for block, rows, n in zip(encoded, blocks, counts):
+        alone = content.decode_avro_records(block, schema_json)
+        assert records.schema == alone.schema
+        assert records.slice(start, n).to_pylist() == alone.to_pylist() == rows.cast(alone.schema).to_pylist()
+        start += n
+
+
+def test_one_damaged_block_makes_the_one_call_decline() -> None:
+    """A block whose record lengths do not add up (though polars could read the records) makes
+    the one-call path decline, so each block is decoded alone, with the precise error."""
+    schema_json = json.dumps(SCHEMA)
+    good = content.encode_avro_records(_rows(10), schema_json)
+    bad = bytearray(content.encode_avro_records(_rows(5), schema_json))
+    bad[11] ^= 0x01  # the low byte of the first record's length prefix: off by one, its datum intact
+    assert content.decode_avro_blocks([good, good], schema_json) is not None
+    assert content.decode_avro_blocks([good, bytes(bad)], schema_json) is None
+    with pytest.raises(content.CorruptTableError):
+        content.decode_avro_records(bytes(bad), schema_json)
