@@ -328,7 +328,9 @@ class SliceReads:
                 with self.storage.open_input_file(path) as source:
                     # One footer parse (read_table parses it more than once); columns a
                     # file of an older schema lacks are skipped (and conformed to null later).
-                    rows = pq.ParquetFile(source).read(columns=self.columns)
+                    # One thread: a task reads small files one after another, and the query
+                    # runs file groups in parallel already (threads here cost more CPU than they save).
+                    rows = pq.ParquetFile(source).read(columns=self.columns, use_threads=False)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise corrupt_base_file(self.storage, path, exc) from exc
             rows = rows.replace_schema_metadata(None)

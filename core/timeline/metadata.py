@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
@@ -21,6 +22,13 @@ from lakeward.core.timeline.avro_plans import (
 #: versions 8+) is Avro, of layout 1 JSON; readers tell them apart by content, as Java does
 #: for legacy instants on an upgraded timeline.
 AVRO_MAGIC = b"Obj\x01"
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of a dataclass (`dataclasses.fields` is slow for one call per write stat)."""
+    return frozenset(f.name for f in fields(cls))
+
 
 #: Fields of `HoodieDeltaWriteStat` (a merge-on-read log append), after the common ones.
 DELTA_FIELDS = ("logVersion", "logOffset", "baseFile", "logFiles", "recordsStats")
@@ -88,7 +96,7 @@ class WriteStat:
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> WriteStat:
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         if "fileId" not in data:
             raise CorruptTableError(f"write stat without fileId: {data}")
         return cls(**{k: v for k, v in data.items() if k in known})
