@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -371,38 +372,83 @@ def read_state(
     return rows
 
 
+#: The images `_fill_images` looks up: column, the state they come from, the ops that have one.
+_IMAGE_SOURCES = (
+    (BEFORE, lambda split: split.before, (UPDATE, DELETE)),
+    (AFTER, lambda split: split.after, (INSERT, UPDATE)),
+)
+
+
 def _fill_images(
     storage: Storage,
-    split: ChangeSplit,
-    changes: pa.Table,
+    pairs: Sequence[tuple[ChangeSplit, pa.Table]],
     full_schema: pa.Schema,
     settings: MergeSettings,
     reads: SliceReads,
-) -> pa.Table:
-    """Images the `.cdc` files did not persist (KEY_OP, DATA_BEFORE), looked up for the changed keys only."""
-    ops = changes.column(OP)
-    for column, state, needs in (
-        (BEFORE, split.before, pc.is_in(ops, value_set=pa.array([UPDATE, DELETE]))),
-        (AFTER, split.after, pc.is_in(ops, value_set=pa.array([INSERT, UPDATE]))),
-    ):
-        images = changes.column(column)
-        missing = pc.and_(needs, pc.is_null(images))
-        if not pc.any(missing).as_py():
+) -> list[pa.Table]:
+    """The AS_IS changes of splits with the images their `.cdc` files did not persist (KEY_OP,
+    DATA_BEFORE) looked up, for the changed keys only, in the file group's states.
+
+    All splits of a task are filled at once: each state (a file version serves as one
+    commit's after and the next one's before) is read once for every key looked up in it,
+    and the lookup is one `index_in` on (state, record key) for all the changes.
+    """
+    if not pairs:
+        return []
+    sizes = [changes.num_rows for _, changes in pairs]
+    changes = pa.concat_tables([changes for _, changes in pairs]).combine_chunks()
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ops, keys = changes.column(OP), changes.column(KEY)
+    missing = {
+        column: pc.and_(pc.is_in(ops, value_set=pa.array(has_image)), pc.is_null(changes.column(column)))
+        for column, _, has_image in _IMAGE_SOURCES
+    }
+    flags = {column: m.to_numpy(zero_copy_only=False) for column, m in missing.items()}
+    # Which state each change's missing images come from; states numbered in commit order, so
+    # each version is read once (as one commit's after and the next one's before).
+    state_ids: dict[FileGroupState, int] = {}
+    row_state = {column: np.full(changes.num_rows, -1, dtype=np.int64) for column in missing}
+    for i, (split, _) in enumerate(pairs):
+        for column, state_of, _ in _IMAGE_SOURCES:
+            if not flags[column][starts[i] : starts[i + 1]].any():
+                continue
+            state = state_of(split)
+            if state is None:
+                raise InstantNotFoundError(
+                    f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
+                    "were not persisted (logging mode) and the file version they come from is gone (cleaned): "
+                    "begin the range after this instant"
+                )
+            row_state[column][starts[i] : starts[i + 1]] = state_ids.setdefault(state, len(state_ids))
+    if not state_ids:
+        return [changes for _, changes in pairs]
+    found_rows, found_states = [], []
+    for state, sid in state_ids.items():
+        looked_for = np.zeros(changes.num_rows, dtype=bool)
+        for column in missing:
+            looked_for |= flags[column] & (row_state[column] == sid)
+        rows = read_state(storage, state, full_schema, settings, pc.unique(keys.filter(pa.array(looked_for))), reads)
+        found_rows.append(rows)
+        found_states.append(np.full(rows.num_rows, sid, dtype=np.int64))
+    found = pa.concat_tables(found_rows)
+    found_keys = _state_keys(np.concatenate(found_states), found.column(RECORD_KEY))
+    found_images = as_images(found, full_schema)
+    for column in missing:
+        if not flags[column].any():
             continue
-        if state is None:
-            raise InstantNotFoundError(
-                f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
-                "were not persisted (logging mode) and the file version they come from is gone (cleaned): begin "
-                "the range after this instant"
-            )
-        keys = pc.unique(changes.column(KEY).filter(missing).combine_chunks())
-        rows = read_state(storage, state, full_schema, settings, keys, reads)
-        found = as_images(rows, full_schema)
-        at = pc.index_in(changes.column(KEY), value_set=rows.column(RECORD_KEY).combine_chunks())
-        looked_up = pc.take(found, at) if len(found) else pa.nulls(changes.num_rows, image_type(full_schema))
-        filled = pc.if_else(missing, looked_up, images.combine_chunks())
+        if found.num_rows == 0:
+            looked_up = pa.nulls(changes.num_rows, image_type(full_schema))
+        else:
+            at = pc.index_in(_state_keys(row_state[column], keys), value_set=found_keys)
+            looked_up = pc.take(found_images, at)
+        filled = pc.if_else(missing[column], looked_up, changes.column(column))
         changes = changes.set_column(changes.schema.get_field_index(column), column, filled)
-    return changes
+    return [changes.slice(starts[i], sizes[i]) for i in range(len(pairs))]
+
+
+def _state_keys(states: np.ndarray, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """(state, record key) pairs as one string each, for one `index_in` over many states."""
+    return pc.binary_join_element_wise(pc.cast(pa.array(states), pa.string()), pc.cast(keys, pa.string()), "\x00")
 
 
 def split_changes(
@@ -411,17 +457,20 @@ def split_changes(
     full_schema: pa.Schema,
     settings: MergeSettings,
     reads: SliceReads | None = None,
+    *,
+    fill: bool = True,
 ) -> pa.Table:
     """The changes of one split, in `changes.change_schema(full_schema)`.
 
     Images hold the columns a CDC query shows (the record key, the commit time and the data
     columns; other meta fields may be null). `reads`: the task's reads, shared by the splits
-    of one file group (`file_group_changes`).
+    of one file group (`file_group_changes`). `fill=False`: AS_IS changes come with the images
+    their `.cdc` files hold only (the caller fills many splits' at once, `_fill_images`).
     """
     reads = reads if reads is not None else SliceReads(storage, full_schema)
     if split.case is InferenceCase.AS_IS:
         changes = reads.cdc_changes(split.cdc_files, split.instant_time)
-        return _fill_images(storage, split, changes, full_schema, settings, reads)
+        return _fill_images(storage, [(split, changes)], full_schema, settings, reads)[0] if fill else changes
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
         file_slice = split.after.file_slice
@@ -454,5 +503,9 @@ def file_group_changes(
             for path in split.cdc_files:
                 wanted.setdefault(path, set()).add(split.instant_time)
     reads.decode_cdc(wanted)  # every `.cdc` block of the group in one decoding pass
-    parts = [split_changes(storage, split, full_schema, settings, reads) for split in splits]
+    parts = [split_changes(storage, split, full_schema, settings, reads, fill=False) for split in splits]
+    as_is = [i for i, split in enumerate(splits) if split.case is InferenceCase.AS_IS]
+    filled = _fill_images(storage, [(splits[i], parts[i]) for i in as_is], full_schema, settings, reads)
+    for i, changes in zip(as_is, filled):
+        parts[i] = changes
     return pa.concat_tables(parts) if parts else empty_changes(full_schema)

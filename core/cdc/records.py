@@ -23,12 +23,12 @@ from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.file_group.log_file import (
     BlockType,
     CdcDataBlock,
-    HeaderKey,
     RawBlock,
+    decode_avro_together,
     decode_block,
     encode_block,
 )
-from lakeward.core.file_group.log_file.content import decode_avro_blocks
+from lakeward.core.file_group.log_file.log_format import DecodedTogether
 from lakeward.core.file_group.naming import log_file_name
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.schema import conform_batch
@@ -133,28 +133,19 @@ def cdc_block_changes(
     conversion (a file group's blocks are many and small: one per commit); blocks that pass
     cannot take are decoded one by one, with the precise error for damaged bytes.
     """
-    blocks = [(path, i, raw) for path, raws in files.items() for i, raw in enumerate(raws)]
-    decoded: dict[tuple[str, int], pa.Table] = {}
-    by_schema: dict[str, list[tuple[str, int, RawBlock]]] = {}
-    for path, i, raw in blocks:
-        schema = raw.header.get(HeaderKey.SCHEMA)
-        if raw.block_type is BlockType.CDC_DATA and schema is not None:
-            by_schema.setdefault(schema, []).append((path, i, raw))
-    for schema, members in by_schema.items():
-        together = decode_avro_blocks([raw.content for _, _, raw in members], schema) if len(members) > 1 else None
-        if together is None:
+    blocks = [(path, raw) for path, raws in files.items() for raw in raws]
+    raws = [raw for _, raw in blocks]
+    decoded: dict[int, pa.Table] = {}
+    for group in decode_avro_together(raws):
+        if raws[group.positions[0]].block_type is not BlockType.CDC_DATA:
             continue
-        records, counts = together
-        instants = pa.array([raw.instant_time for _, _, raw in members], pa.string())
-        ts = pc.take(instants, pa.array(np.repeat(np.arange(len(members)), counts)))
-        changes = _from_cdc_records(records, ts, full_schema)
-        start = 0
-        for (path, i, _), n in zip(members, counts):
-            decoded[(path, i)] = changes.slice(start, n)
-            start += n
+        instants = pa.array([raws[i].instant_time for i in group.positions], pa.string())
+        ts = pc.take(instants, pa.array(np.repeat(np.arange(len(group.counts)), group.counts)))
+        converted = DecodedTogether(group.positions, _from_cdc_records(group.records, ts, full_schema), group.counts)
+        decoded.update(converted.slices())
     out: dict[str, list[tuple[str | None, pa.Table]]] = {path: [] for path in files}
-    for path, i, raw in blocks:
-        changes = decoded.get((path, i))
+    for i, (path, raw) in enumerate(blocks):
+        changes = decoded.get(i)
         if changes is None:
             block = decode_block(raw)
             if not isinstance(block, CdcDataBlock):

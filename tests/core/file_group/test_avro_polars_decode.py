@@ -7,7 +7,18 @@ import json
 import pyarrow as pa
 import pytest
 
-from lakeward.core.file_group.log_file import content
+from lakeward.core.file_group.log_file import (
+    AvroDataBlock,
+    CdcDataBlock,
+    DeleteBlock,
+    HeaderKey,
+    content,
+    decode_avro_together,
+    decode_block,
+    decode_blocks,
+    encode_block,
+    scan_blocks,
+)
 
 SCHEMA = {
     "type": "record",
@@ -197,3 +208,32 @@ def test_one_damaged_block_makes_the_one_call_decline() -> None:
     assert content.decode_avro_blocks([good, bytes(bad)], schema_json) is None
     with pytest.raises(content.CorruptTableError):
         content.decode_avro_records(bytes(bad), schema_json)
+
+
+def test_a_logs_blocks_decode_together_as_one_by_one() -> None:
+    """`decode_blocks` over a log's mixed blocks (data blocks of two schemas, a delete block, CDC
+    blocks) gives what `decode_block` gives for each, with the blocks of one schema in one pass."""
+    schema_json = json.dumps(SCHEMA)
+    narrow_json = json.dumps(dict(SCHEMA, fields=SCHEMA["fields"][:3]))
+    cdc_json = json.dumps(CDC_SCHEMAS["DATA_BEFORE_AFTER"])
+    rows = _rows(40)
+    blocks = [
+        AvroDataBlock(header={HeaderKey.INSTANT_TIME: "1", HeaderKey.SCHEMA: schema_json}, records=rows.slice(0, 9)),
+        DeleteBlock.create("2", schema_json, ["key-1-é"], "p"),
+        AvroDataBlock(
+            header={HeaderKey.INSTANT_TIME: "3", HeaderKey.SCHEMA: narrow_json},
+            records=rows.slice(9, 5).select(["k", "n_first", "v"]),
+        ),
+        AvroDataBlock(header={HeaderKey.INSTANT_TIME: "4", HeaderKey.SCHEMA: schema_json}, records=rows.slice(14)),
+        CdcDataBlock.create(_cdc_rows("DATA_BEFORE_AFTER", 5), "4", cdc_json),
+        CdcDataBlock.create(_cdc_rows("DATA_BEFORE_AFTER", 30), "5", cdc_json),
+    ]
+    raws = list(scan_blocks(b"".join(encode_block(b) for b in blocks)))
+    together = decode_avro_together(raws)
+    assert sorted(g.positions for g in together) == [[0, 3], [4, 5]]  # one pass per shared schema
+    got, alone = decode_blocks(raws), [decode_block(r) for r in raws]
+    assert [type(b) for b in got] == [type(b) for b in alone]
+    for a, b in zip(got, alone):
+        assert a.header == b.header
+        assert a.records.schema == b.records.schema
+        assert a.records.to_pylist() == b.records.to_pylist()
