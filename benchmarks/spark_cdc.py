@@ -34,29 +34,17 @@ from cdc import (  # noqa: E402 -- the sibling benchmark's workload and tables
     create_lakeward,
     make_workload,
 )
+from spark_upsert import spark_session as upsert_session  # noqa: E402 -- the sibling benchmark's session
 
 
 def spark_session(cores: int, memory: str) -> Any:
-    """A local session whose Python workers import lakeward, with format("lakeward") registered."""
-    from pyspark.sql import SparkSession
-
+    """`spark_upsert.py`'s local session, its Python workers on this interpreter (they import
+    lakeward: `python_worker_conf` sets PYSPARK_PYTHON), with format("lakeward") registered."""
     import lakeward.spark
     from lakeward.core.engine.spark import python_worker_conf
 
-    builder = SparkSession.builder
-    for key, value in python_worker_conf({}).items():
-        builder = builder.config(key, value)
-    spark = (
-        builder.master(f"local[{cores}]")
-        .appName("lakeward-spark-cdc-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", memory)
-        .config("spark.sql.shuffle.partitions", str(cores * 2))
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    python_worker_conf({})
+    spark = upsert_session(cores, memory)
     lakeward.spark.register(spark)
     return spark
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any
 
 from lakeward.core.exceptions import CorruptTableError
@@ -24,10 +23,15 @@ from lakeward.core.timeline.avro_plans import (
 AVRO_MAGIC = b"Obj\x01"
 
 
-@cache
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
 def _field_names(cls: type) -> frozenset[str]:
-    """The field names of a dataclass (`dataclasses.fields` is slow for one call per write stat)."""
-    return frozenset(f.name for f in fields(cls))
+    """The field names of a dataclass, computed once (`dataclasses.fields` is slow for one call per write stat)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return names
 
 
 #: Fields of `HoodieDeltaWriteStat` (a merge-on-read log append), after the common ones.
