@@ -78,6 +78,8 @@ def diff_states(
     if keys is not None:
         before = before.filter(pc.is_in(before.column(RECORD_KEY), value_set=keys))
         after = after.filter(pc.is_in(after.column(RECORD_KEY), value_set=keys))
+    if before.num_rows == 0:
+        return _inserts(instant_time, after, full_schema)
     b_keys = before.column(RECORD_KEY).combine_chunks()
     a_keys = after.column(RECORD_KEY).combine_chunks()
     b_images = as_images(before, full_schema)
@@ -117,6 +119,22 @@ def diff_states(
     if not parts:
         return empty_changes(full_schema)
     return pa.concat_tables(parts)
+
+
+def _inserts(instant_time: str, after: pa.Table, full_schema: pa.Schema) -> pa.Table:
+    """`diff_states` of a file group that held no rows before: every row `instant_time` wrote is an insert."""
+    written = after.filter(pc.fill_null(pc.equal(after.column(COMMIT_TIME), instant_time), False))
+    n = written.num_rows
+    if n == 0:
+        return empty_changes(full_schema)
+    return _changes(
+        pa.repeat(pa.scalar(INSERT), n),
+        instant_time,
+        written.column(RECORD_KEY).combine_chunks(),
+        pa.nulls(n, image_type(full_schema)),
+        as_images(written, full_schema),
+        full_schema,
+    )
 
 
 def _changes(

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -45,7 +46,7 @@ from lakeward.core.cdc.changes import (
     fold_log_changes,
     image_type,
 )
-from lakeward.core.cdc.records import read_cdc_changes
+from lakeward.core.cdc.records import cdc_block_changes
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
@@ -284,16 +285,41 @@ class SliceReads:
 
     def __init__(self, storage: Storage, full_schema: pa.Schema):
         self.storage = storage
+        self.full_schema = full_schema
         self.columns = [n for n in full_schema.names if n not in _UNSHOWN_META]
         self._bases: dict[str, pa.Table] = {}
         self._blocks: dict[tuple[tuple[str, ...], VisibleInstants], list[DataBlock | DeleteBlock]] = {}
         self._cdc: dict[str, list[RawBlock]] = {}
+        #: (`.cdc` file, instant) -> the changes its blocks of that instant hold, once decoded.
+        self._cdc_changes: dict[tuple[str, str], list[pa.Table]] = {}
 
     def cdc_blocks(self, path: str) -> list[RawBlock]:
         """The sound blocks of a `.cdc` file, undecoded, read once (it holds many instants' blocks)."""
         if path not in self._cdc:
             self._cdc[path] = list(LogFileReader(self.storage, path).raw_blocks())
         return self._cdc[path]
+
+    def decode_cdc(self, wanted: Mapping[str, Collection[str]]) -> None:
+        """Decode the blocks of the instants `wanted` of each `.cdc` file (path -> instants), all in
+        one pass (`records.cdc_block_changes`); those decoded already are skipped."""
+        todo = {path: {t for t in instants if (path, t) not in self._cdc_changes} for path, instants in wanted.items()}
+        picked = {
+            path: [raw for raw in self.cdc_blocks(path) if raw.instant_time in instants]
+            for path, instants in todo.items()
+            if instants
+        }
+        if not picked:
+            return
+        for path, found in cdc_block_changes(picked, self.full_schema).items():
+            for t in todo[path]:
+                self._cdc_changes[(path, t)] = [changes for instant, changes in found if instant == t]
+
+    def cdc_changes(self, paths: Sequence[str], instant_time: str) -> pa.Table:
+        """The changes of `instant_time` held in `.cdc` files (`changes.change_schema`; images that
+        the files' mode does not persist are null)."""
+        self.decode_cdc({path: (instant_time,) for path in paths})
+        parts = [changes for path in paths for changes in self._cdc_changes[(path, instant_time)]]
+        return pa.concat_tables(parts) if parts else empty_changes(self.full_schema)
 
     def base(self, path: str) -> pa.Table:
         """The rows of a base file (the query's columns), read once."""
@@ -303,7 +329,9 @@ class SliceReads:
                 with self.storage.open_input_file(path) as source:
                     # One footer parse (read_table parses it more than once); columns a
                     # file of an older schema lacks are skipped (and conformed to null later).
-                    rows = pq.ParquetFile(source).read(columns=self.columns)
+                    # One thread: a task reads small files one after another, and the query
+                    # runs file groups in parallel already (threads here cost more CPU than they save).
+                    rows = pq.ParquetFile(source).read(columns=self.columns, use_threads=False)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise corrupt_base_file(self.storage, path, exc) from exc
             rows = rows.replace_schema_metadata(None)
@@ -344,38 +372,83 @@ def read_state(
     return rows
 
 
+#: The images `_fill_images` looks up: column, the state they come from, the ops that have one.
+_IMAGE_SOURCES = (
+    (BEFORE, lambda split: split.before, (UPDATE, DELETE)),
+    (AFTER, lambda split: split.after, (INSERT, UPDATE)),
+)
+
+
 def _fill_images(
     storage: Storage,
-    split: ChangeSplit,
-    changes: pa.Table,
+    pairs: Sequence[tuple[ChangeSplit, pa.Table]],
     full_schema: pa.Schema,
     settings: MergeSettings,
     reads: SliceReads,
-) -> pa.Table:
-    """Images the `.cdc` files did not persist (KEY_OP, DATA_BEFORE), looked up for the changed keys only."""
-    ops = changes.column(OP)
-    for column, state, needs in (
-        (BEFORE, split.before, pc.is_in(ops, value_set=pa.array([UPDATE, DELETE]))),
-        (AFTER, split.after, pc.is_in(ops, value_set=pa.array([INSERT, UPDATE]))),
-    ):
-        images = changes.column(column)
-        missing = pc.and_(needs, pc.is_null(images))
-        if not pc.any(missing).as_py():
+) -> list[pa.Table]:
+    """The AS_IS changes of splits with the images their `.cdc` files did not persist (KEY_OP,
+    DATA_BEFORE) looked up, for the changed keys only, in the file group's states.
+
+    All splits of a task are filled at once: each state (a file version serves as one
+    commit's after and the next one's before) is read once for every key looked up in it,
+    and the lookup is one `index_in` on (state, record key) for all the changes.
+    """
+    if not pairs:
+        return []
+    sizes = [changes.num_rows for _, changes in pairs]
+    changes = pa.concat_tables([changes for _, changes in pairs]).combine_chunks()
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ops, keys = changes.column(OP), changes.column(KEY)
+    missing = {
+        column: pc.and_(pc.is_in(ops, value_set=pa.array(has_image)), pc.is_null(changes.column(column)))
+        for column, _, has_image in _IMAGE_SOURCES
+    }
+    flags = {column: m.to_numpy(zero_copy_only=False) for column, m in missing.items()}
+    # Which state each change's missing images come from; states numbered in commit order, so
+    # each version is read once (as one commit's after and the next one's before).
+    state_ids: dict[FileGroupState, int] = {}
+    row_state = {column: np.full(changes.num_rows, -1, dtype=np.int64) for column in missing}
+    for i, (split, _) in enumerate(pairs):
+        for column, state_of, _ in _IMAGE_SOURCES:
+            if not flags[column][starts[i] : starts[i + 1]].any():
+                continue
+            state = state_of(split)
+            if state is None:
+                raise InstantNotFoundError(
+                    f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
+                    "were not persisted (logging mode) and the file version they come from is gone (cleaned): "
+                    "begin the range after this instant"
+                )
+            row_state[column][starts[i] : starts[i + 1]] = state_ids.setdefault(state, len(state_ids))
+    if not state_ids:
+        return [changes for _, changes in pairs]
+    found_rows, found_states = [], []
+    for state, sid in state_ids.items():
+        looked_for = np.zeros(changes.num_rows, dtype=bool)
+        for column in missing:
+            looked_for |= flags[column] & (row_state[column] == sid)
+        rows = read_state(storage, state, full_schema, settings, pc.unique(keys.filter(pa.array(looked_for))), reads)
+        found_rows.append(rows)
+        found_states.append(np.full(rows.num_rows, sid, dtype=np.int64))
+    found = pa.concat_tables(found_rows)
+    found_keys = _state_keys(np.concatenate(found_states), found.column(RECORD_KEY))
+    found_images = as_images(found, full_schema)
+    for column in missing:
+        if not flags[column].any():
             continue
-        if state is None:
-            raise InstantNotFoundError(
-                f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
-                "were not persisted (logging mode) and the file version they come from is gone (cleaned): begin "
-                "the range after this instant"
-            )
-        keys = pc.unique(changes.column(KEY).filter(missing).combine_chunks())
-        rows = read_state(storage, state, full_schema, settings, keys, reads)
-        found = as_images(rows, full_schema)
-        at = pc.index_in(changes.column(KEY), value_set=rows.column(RECORD_KEY).combine_chunks())
-        looked_up = pc.take(found, at) if len(found) else pa.nulls(changes.num_rows, image_type(full_schema))
-        filled = pc.if_else(missing, looked_up, images.combine_chunks())
+        if found.num_rows == 0:
+            looked_up = pa.nulls(changes.num_rows, image_type(full_schema))
+        else:
+            at = pc.index_in(_state_keys(row_state[column], keys), value_set=found_keys)
+            looked_up = pc.take(found_images, at)
+        filled = pc.if_else(missing[column], looked_up, changes.column(column))
         changes = changes.set_column(changes.schema.get_field_index(column), column, filled)
-    return changes
+    return [changes.slice(starts[i], sizes[i]) for i in range(len(pairs))]
+
+
+def _state_keys(states: np.ndarray, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """(state, record key) pairs as one string each, for one `index_in` over many states."""
+    return pc.binary_join_element_wise(pc.cast(pa.array(states), pa.string()), pc.cast(keys, pa.string()), "\x00")
 
 
 def split_changes(
@@ -384,17 +457,20 @@ def split_changes(
     full_schema: pa.Schema,
     settings: MergeSettings,
     reads: SliceReads | None = None,
+    *,
+    fill: bool = True,
 ) -> pa.Table:
     """The changes of one split, in `changes.change_schema(full_schema)`.
 
     Images hold the columns a CDC query shows (the record key, the commit time and the data
     columns; other meta fields may be null). `reads`: the task's reads, shared by the splits
-    of one file group (`file_group_changes`).
+    of one file group (`file_group_changes`). `fill=False`: AS_IS changes come with the images
+    their `.cdc` files hold only (the caller fills many splits' at once, `_fill_images`).
     """
     reads = reads if reads is not None else SliceReads(storage, full_schema)
     if split.case is InferenceCase.AS_IS:
-        changes = read_cdc_changes(storage, split.cdc_files, split.instant_time, full_schema, reads.cdc_blocks)
-        return _fill_images(storage, split, changes, full_schema, settings, reads)
+        changes = reads.cdc_changes(split.cdc_files, split.instant_time)
+        return _fill_images(storage, [(split, changes)], full_schema, settings, reads)[0] if fill else changes
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
         file_slice = split.after.file_slice
@@ -421,5 +497,15 @@ def file_group_changes(
 ) -> pa.Table:
     """The changes of the splits of one file group (`by_file_group`), reading each file once."""
     reads = SliceReads(storage, full_schema)
-    parts = [split_changes(storage, split, full_schema, settings, reads) for split in splits]
+    wanted: dict[str, set[str]] = {}
+    for split in splits:
+        if split.case is InferenceCase.AS_IS:
+            for path in split.cdc_files:
+                wanted.setdefault(path, set()).add(split.instant_time)
+    reads.decode_cdc(wanted)  # every `.cdc` block of the group in one decoding pass
+    parts = [split_changes(storage, split, full_schema, settings, reads, fill=False) for split in splits]
+    as_is = [i for i, split in enumerate(splits) if split.case is InferenceCase.AS_IS]
+    filled = _fill_images(storage, [(splits[i], parts[i]) for i in as_is], full_schema, settings, reads)
+    for i, changes in zip(as_is, filled):
+        parts[i] = changes
     return pa.concat_tables(parts) if parts else empty_changes(full_schema)

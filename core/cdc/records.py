@@ -11,15 +11,24 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import AFTER, BEFORE, KEY, OP, TS, as_images, change_schema, image_type
 from lakeward.core.config.cdc import SupplementalLoggingMode
-from lakeward.core.file_group.log_file import CdcDataBlock, LogFileReader, RawBlock, decode_block, encode_block
+from lakeward.core.file_group.log_file import (
+    BlockType,
+    CdcDataBlock,
+    RawBlock,
+    decode_avro_together,
+    decode_block,
+    encode_block,
+)
+from lakeward.core.file_group.log_file.log_format import DecodedTogether
 from lakeward.core.file_group.naming import log_file_name
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.schema import conform_batch
@@ -114,32 +123,43 @@ def _conform_images(images: pa.Array, full_schema: pa.Schema) -> pa.Array:
     return pc.if_else(valid, conformed, pa.nulls(len(conformed), target))
 
 
-def read_cdc_changes(
-    storage: Storage,
-    paths: Sequence[str],
-    instant_time: str,
-    full_schema: pa.Schema,
-    raw_blocks: Callable[[str], Sequence[RawBlock]] | None = None,
-) -> pa.Table:
-    """The changes of `instant_time` held in `.cdc` files, as `changes.change_schema` (images
-    that the file's mode does not persist are null). `raw_blocks`: a `.cdc` file's sound
-    blocks, undecoded (a task's memo, since one file holds the blocks of many instants)."""
-    parts = []
-    for path in paths:
-        found = raw_blocks(path) if raw_blocks is not None else list(LogFileReader(storage, path).raw_blocks())
-        for raw in found:
-            if raw.instant_time != instant_time:
-                continue
+def cdc_block_changes(
+    files: Mapping[str, Sequence[RawBlock]], full_schema: pa.Schema
+) -> dict[str, list[tuple[str | None, pa.Table]]]:
+    """The changes each CDC data block of `.cdc` files holds: per file, (instant time, changes in
+    `changes.change_schema`) in block order; images the file's mode does not persist are null.
+
+    The blocks of one `SCHEMA` are decoded together, in one column-wise pass and one
+    conversion (a file group's blocks are many and small: one per commit); blocks that pass
+    cannot take are decoded one by one, with the precise error for damaged bytes.
+    """
+    blocks = [(path, raw) for path, raws in files.items() for raw in raws]
+    raws = [raw for _, raw in blocks]
+    decoded: dict[int, pa.Table] = {}
+    for group in decode_avro_together(raws):
+        if raws[group.positions[0]].block_type is not BlockType.CDC_DATA:
+            continue
+        instants = pa.array([raws[i].instant_time for i in group.positions], pa.string())
+        ts = pc.take(instants, pa.array(np.repeat(np.arange(len(group.counts)), group.counts)))
+        converted = DecodedTogether(group.positions, _from_cdc_records(group.records, ts, full_schema), group.counts)
+        decoded.update(converted.slices())
+    out: dict[str, list[tuple[str | None, pa.Table]]] = {path: [] for path in files}
+    for i, (path, raw) in enumerate(blocks):
+        changes = decoded.get(i)
+        if changes is None:
             block = decode_block(raw)
             if not isinstance(block, CdcDataBlock):
                 continue
-            parts.append(_from_cdc_records(block.records, instant_time, full_schema))
-    if not parts:
-        return change_schema(full_schema).empty_table()
-    return pa.concat_tables(parts)
+            n = block.records.num_rows
+            changes = _from_cdc_records(
+                block.records, pa.repeat(pa.scalar(raw.instant_time, pa.string()), n), full_schema
+            )
+        out[path].append((raw.instant_time, changes))
+    return out
 
 
-def _from_cdc_records(records: pa.Table, instant_time: str, full_schema: pa.Schema) -> pa.Table:
+def _from_cdc_records(records: pa.Table, ts: pa.Array, full_schema: pa.Schema) -> pa.Table:
+    """CDC records (any mode) as changes; `ts`: each record's instant time (its block's)."""
     n = records.num_rows
     names = records.column_names
     target = image_type(full_schema)
@@ -154,7 +174,7 @@ def _from_cdc_records(records: pa.Table, instant_time: str, full_schema: pa.Sche
     return pa.Table.from_arrays(
         [
             pc.cast(records.column(OP).combine_chunks(), pa.string()),
-            pa.repeat(pa.scalar(instant_time), n),
+            ts,
             pc.cast(keys, pa.string()),
             before if before is not None else pa.nulls(n, target),
             after if after is not None else pa.nulls(n, target),

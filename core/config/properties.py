@@ -8,6 +8,8 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:  # most keys and values: nothing to unescape
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):

@@ -74,7 +74,7 @@ from lakeward.core.file_group.log_file import (
     HeaderKey,
     LogFileReader,
     RawBlock,
-    decode_block,
+    decode_blocks,
 )
 from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DELETE_RECORD_KEY
 from lakeward.core.merge import RECORD_KEY, winning_versions
@@ -190,7 +190,7 @@ def visible_log_blocks(
             compacted = raw.header.get(HeaderKey.COMPACTED_BLOCK_TIMES)
             if compacted and instants.is_visible(instant):
                 replaced.update(t.strip() for t in compacted.split(",") if t.strip())
-    out: list[DataBlock | DeleteBlock] = []
+    counted: list[RawBlock] = []
     for raw in raws:
         instant = raw.instant_time
         if instant is None or not instants.is_visible(instant) or instant in rolled_back:
@@ -201,10 +201,9 @@ def visible_log_blocks(
             continue  # command, CDC and corrupt-marker blocks hold no rows of the slice
         if instant in replaced and not raw.header.get(HeaderKey.COMPACTED_BLOCK_TIMES):
             continue
-        block = decode_block(raw)
-        if isinstance(block, DataBlock | DeleteBlock):
-            out.append(block)
-    return out
+        counted.append(raw)
+    # The Avro data blocks of one schema decode in one pass (a slice's log holds many small ones).
+    return [block for block in decode_blocks(counted) if isinstance(block, DataBlock | DeleteBlock)]
 
 
 def _refuse_damage(

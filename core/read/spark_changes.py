@@ -1,4 +1,4 @@
-"""A planned CDC query as Spark rows: one Python task per change split (the Spark read data plane of CDC).
+"""A planned CDC query as Spark rows: one Python task per file group (the Spark read data plane of CDC).
 
 `Scan.to_spark` and the Spark CDC surfaces (`core/spark/changes.py`) share it. PySpark is
 imported only by the functions that run on a session (it is an optional dependency).
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.cdc.changes import TS, empty_changes
-from lakeward.core.cdc.extract import ChangeSplit, split_changes
+from lakeward.core.cdc.extract import ChangeSplit, by_file_group, file_group_changes
 from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.read.changes import Images, format_changes
 from lakeward.core.read.spark import spark_schema
@@ -54,11 +54,15 @@ class ChangeQuery:
         """`op`, `ts_ms`, `before`, `after`, as `Table.read_changes` returns them."""
         return change_schema(self.schema, self.images)
 
-    def rows(self, split: ChangeSplit) -> pa.Table:
-        """The changes of one split in (begin, end], formatted."""
+    def rows(self, splits: Sequence[ChangeSplit]) -> pa.Table:
+        """The changes of one file group's splits (`by_file_group`) in (begin, end], formatted.
+
+        One task per file group, as on the local engine: each file is read and each `.cdc`
+        file decoded once, and a Python task's fixed cost is paid once per group, not per commit.
+        """
         storage = Storage.for_uri(self.storage_uri, dict(self.storage_options))
         assert self.schema is not None
-        changes = split_changes(storage, split, with_meta(self.schema), self.settings)
+        changes = file_group_changes(storage, splits, with_meta(self.schema), self.settings)
         in_range = pc.greater(changes.column(TS), self.begin)
         if self.end is not None:
             in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), self.end))
@@ -73,7 +77,7 @@ def change_schema(schema: pa.Schema | None, images: Images) -> pa.Schema:
 
 
 def changes_dataframe(spark: SparkSession, query: ChangeQuery, splits: Sequence[ChangeSplit]) -> DataFrame:
-    """The rows of a planned CDC query as a DataFrame: one Spark task per split, in no particular order."""
+    """The rows of a planned CDC query as a DataFrame: one Spark task per file group, in no particular order."""
     schema = spark_schema(query.output_schema)
     if not splits:
         return spark.createDataFrame([], schema)
@@ -83,6 +87,6 @@ def changes_dataframe(spark: SparkSession, query: ChangeQuery, splits: Sequence[
             for blob in batch.column(0).to_pylist():
                 yield from query.rows(pickle.loads(blob)).to_batches()
 
-    payload = [(pickle.dumps(s),) for s in splits]
+    payload = [(pickle.dumps(group),) for group in by_file_group(splits)]
     tasks = spark.createDataFrame(payload, "split binary").repartition(len(payload))
     return tasks.mapInArrow(run, schema)

@@ -4,7 +4,7 @@
   `hoodie.datasource.query.incremental.format=cdc` gives the rows of `Table.read_changes`
   in no particular order (`op`, `ts_ms`, `before`, `after`; JSON images, or typed structs
   with `lakeward.cdc.images=struct`). The CDC splits of `core/cdc/extract.py` (one per
-  commit and file group) run as Spark tasks, one split per task; only the splits travel,
+  commit and file group) run as Spark tasks, one file group's splits per task; only the splits travel,
   and the rows stay distributed (`Table.read_changes(engine="spark")` collects them).
 * SQL: `hudi_table_changes(path_or_table, begin[, end])`, a Python UDTF (also Hudi's form
   `hudi_table_changes(path_or_table, 'cdc', begin[, end])`). It runs the query in one
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.cdc.extract import ChangeSplit
+from lakeward.core.cdc.extract import ChangeSplit, by_file_group
 from lakeward.core.config.read import (
     AS_OF_INSTANT,
     CDC,
@@ -140,7 +140,7 @@ def conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 
 # -- batch: a Spark DataFrame -------------------------------------------------------------------
 def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
-    """The CDC query of `spark.read.format("lakeward")...load(path)`: one Spark task per split.
+    """The CDC query of `spark.read.format("lakeward")...load(path)`: one Spark task per file group.
 
     As Hudi's CDC relation, the rows come in no particular order (a global sort would run
     every split twice: once to sample the sort keys). `orderBy("ts_ms", "op")` gives commit
@@ -172,7 +172,7 @@ def _reader_classes() -> tuple[type, type]:
         SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # noqa: N806
 
     class ChangeReader(DataSourceReader):  # type: ignore[misc]
-        """A batch CDC read: one partition per split."""
+        """A batch CDC read: one partition per file group (its splits)."""
 
         def __init__(self, path: str, options: Mapping[str, Any]):
             check_batch_options(options)
@@ -182,13 +182,13 @@ def _reader_classes() -> tuple[type, type]:
             )
 
         def partitions(self) -> Sequence[InputPartition]:
-            return [InputPartition(s) for s in self.splits]
+            return [InputPartition(group) for group in by_file_group(self.splits)]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
             yield from self.query.rows(partition.value).to_batches()
 
         def __getstate__(self) -> dict[str, Any]:
-            return {"query": self.query, "splits": []}  # each partition carries its own split
+            return {"query": self.query, "splits": []}  # each partition carries its own splits
 
     class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc,valid-type]
         """Incremental reads of (start, end] per micro-batch; offsets are instant times."""
@@ -223,7 +223,7 @@ def _reader_classes() -> tuple[type, type]:
                 return []
             if self.format == CDC:
                 query, splits = plan_changes(self._table(), begin, stop, self.images)
-                return [InputPartition((CDC, query, s)) for s in splits]
+                return [InputPartition((CDC, query, group)) for group in by_file_group(splits)]
             table = self._table()  # a stream that fell behind the cleaner fails rather than skip changes
             check_incremental_retained(table.storage, table.timeline(), begin, stop)
             plan = plan_read(self.path, "incremental", begin=begin, end=stop)

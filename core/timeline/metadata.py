@@ -22,6 +22,18 @@ from lakeward.core.timeline.avro_plans import (
 #: for legacy instants on an upgraded timeline.
 AVRO_MAGIC = b"Obj\x01"
 
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of a dataclass, computed once (`dataclasses.fields` is slow for one call per write stat)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
+
 #: Fields of `HoodieDeltaWriteStat` (a merge-on-read log append), after the common ones.
 DELTA_FIELDS = ("logVersion", "logOffset", "baseFile", "logFiles", "recordsStats")
 
@@ -88,7 +100,7 @@ class WriteStat:
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> WriteStat:
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         if "fileId" not in data:
             raise CorruptTableError(f"write stat without fileId: {data}")
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -24,7 +24,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -180,9 +180,14 @@ def encode_avro_records(records: pa.Table, schema_json: str) -> bytes:
     return out.getvalue()
 
 
-def decode_avro_records(content: bytes, schema_json: str) -> pa.Table:
-    """Records of an Avro data block (content versions 2 and 3) as Arrow, in the header `SCHEMA`."""
-    avro_schema, arrow_schema = _schemas(schema_json)
+@lru_cache(maxsize=64)
+def _physical_schema(schema_json: str) -> pa.Schema:
+    """The Arrow schema of a header `SCHEMA` with dates and timestamps as the ints Avro stores."""
+    return pa.schema([f.with_type(_physical_type(f.type)) for f in _schemas(schema_json)[1]])
+
+
+def _record_count(content: bytes) -> int:
+    """The record count of an Avro data block's content (its version checked)."""
     if len(content) < 8:
         raise CorruptTableError(f"Avro data block content of {len(content)} bytes is too short")
     version, count = _TWO_INTS.unpack_from(content, 0)
@@ -190,7 +195,38 @@ def decode_avro_records(content: bytes, schema_json: str) -> pa.Table:
         raise CorruptTableError(f"Avro data block content version {version} is not supported (only 2 and 3)")
     if count < 0:
         raise CorruptTableError(f"Avro data block claims {count} records")
-    physical = pa.schema([f.with_type(_physical_type(f.type)) for f in arrow_schema])
+    return int(count)
+
+
+def decode_avro_blocks(contents: Sequence[bytes], schema_json: str) -> tuple[pa.Table, list[int]] | None:
+    """The records of several Avro data blocks of one header `SCHEMA`, decoded in one column-wise
+    pass (`avro_vector.decode_blocks_records`): (all records in block order, each block's count).
+
+    None when that pass cannot take them (the schema's types, a bad version or count, any
+    doubt about the bytes): the caller then decodes block by block (`decode_avro_records`),
+    which raises the precise error for damaged bytes.
+    """
+    try:
+        counts = [_record_count(c) for c in contents]
+        physical = _physical_schema(schema_json)
+    except (CorruptTableError, SchemaError):
+        return None
+    filled = [i for i, n in enumerate(counts) if n > 0]
+    if not filled:
+        return None
+    stripped = _stripped_schema_json(schema_json)
+    picked = [contents[i] for i in filled]
+    together = avro_vector.decode_blocks_records(picked, [counts[i] for i in filled], stripped, physical)
+    if together is None:
+        return None
+    return _logical(together, physical, arrow_schema_of(schema_json)), counts
+
+
+def decode_avro_records(content: bytes, schema_json: str) -> pa.Table:
+    """Records of an Avro data block (content versions 2 and 3) as Arrow, in the header `SCHEMA`."""
+    avro_schema, arrow_schema = _schemas(schema_json)
+    count = _record_count(content)
+    physical = _physical_schema(schema_json)
     fast = _decode_with_polars(content, count, schema_json, physical)
     if fast is not None:
         return _logical(fast, physical, arrow_schema)

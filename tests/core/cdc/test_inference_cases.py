@@ -107,6 +107,28 @@ def test_as_is_copy_on_write_rewrite_persists_changes_per_mode(tmp_path, mode):
     ]
 
 
+@pytest.mark.parametrize("mode", ["KEY_OP", "DATA_BEFORE"])
+def test_images_of_a_chain_of_rewrites_come_from_the_right_file_versions(tmp_path, mode, monkeypatch):
+    """One key changed by every commit of a range: each commit's images come from the versions
+    before and after it (looked up for all commits at once), each version read once."""
+    t = new_table(tmp_path / "t", mode=mode)
+    first = t.insert(rows(("a", "x", 0, 0), ("b", "x", 0, 0))).instant_time
+    writes = [t.upsert(rows(("a", "x", v, v), ("b", "x", 100 + v, v))).instant_time for v in (1, 2, 3)]
+    gone = t.delete(rows(("a", "x", 0, 9))).instant_time
+    opened = spy_reads(monkeypatch)
+    got = changes(t, first)
+    expected = []
+    for v, instant in enumerate(writes, start=1):
+        expected.append(("u", instant, row("a", "x", v - 1, v - 1), row("a", "x", v, v)))
+        expected.append(("u", instant, row("b", "x", 100 + v - 1 if v > 1 else 0, v - 1), row("b", "x", 100 + v, v)))
+    expected.append(("d", gone, row("a", "x", 3, 3), None))
+    assert got == expected
+    base_reads = [p for p in opened if p.endswith(".parquet")]
+    # KEY_OP: the versions `first` and the upserts wrote (the delete's own holds no image asked
+    # for); DATA_BEFORE persists before-images: the upserts' versions, for the after-images.
+    assert len(base_reads) == len(set(base_reads)) == {"KEY_OP": 4, "DATA_BEFORE": 3}[mode]
+
+
 def test_base_file_insert_every_record_of_a_new_file_group_is_an_insert(tmp_path):
     t = new_table(tmp_path / "t")
     first = t.insert(rows(("a", "x", 1, 1), ("b", "y", 2, 1))).instant_time

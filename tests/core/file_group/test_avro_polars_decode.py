@@ -7,7 +7,18 @@ import json
 import pyarrow as pa
 import pytest
 
-from lakeward.core.file_group.log_file import content
+from lakeward.core.file_group.log_file import (
+    AvroDataBlock,
+    CdcDataBlock,
+    DeleteBlock,
+    HeaderKey,
+    content,
+    decode_avro_together,
+    decode_block,
+    decode_blocks,
+    encode_block,
+    scan_blocks,
+)
 
 SCHEMA = {
     "type": "record",
@@ -164,3 +175,65 @@ def test_a_record_count_beyond_the_content_is_a_precise_error() -> None:
     encoded[4:8] = (99).to_bytes(4, "big")
     with pytest.raises(content.CorruptTableError):
         content.decode_avro_records(bytes(encoded), schema_json)
+
+
+@pytest.mark.parametrize("mode", sorted(CDC_SCHEMAS))
+def test_many_blocks_decode_in_one_call_as_block_by_block(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several blocks of one schema (an empty one among them) decoded in one pass give each
+    block's records exactly as decoding it alone, record by record."""
+    schema_json = json.dumps(CDC_SCHEMAS[mode])
+    blocks = [_cdc_rows(mode, n).slice(start) for n, start in ((7, 0), (0, 0), (300, 13), (1, 0))]
+    encoded = [content.encode_avro_records(rows, schema_json) for rows in blocks]
+    together = content.decode_avro_blocks(encoded, schema_json)
+    assert together is not None  # the one-call path is taken
+    records, counts = together
+    assert counts == [b.num_rows for b in blocks]
+    monkeypatch.setattr(content, "_decode_with_polars", lambda *args: None)
+    start = 0
+    for block, rows, n in zip(encoded, blocks, counts):
+        alone = content.decode_avro_records(block, schema_json)
+        assert records.schema == alone.schema
+        assert records.slice(start, n).to_pylist() == alone.to_pylist() == rows.cast(alone.schema).to_pylist()
+        start += n
+
+
+def test_one_damaged_block_makes_the_one_call_decline() -> None:
+    """A block whose record lengths do not add up (though polars could read the records) makes
+    the one-call path decline, so each block is decoded alone, with the precise error."""
+    schema_json = json.dumps(SCHEMA)
+    good = content.encode_avro_records(_rows(10), schema_json)
+    bad = bytearray(content.encode_avro_records(_rows(5), schema_json))
+    bad[11] ^= 0x01  # the low byte of the first record's length prefix: off by one, its datum intact
+    assert content.decode_avro_blocks([good, good], schema_json) is not None
+    assert content.decode_avro_blocks([good, bytes(bad)], schema_json) is None
+    with pytest.raises(content.CorruptTableError):
+        content.decode_avro_records(bytes(bad), schema_json)
+
+
+def test_a_logs_blocks_decode_together_as_one_by_one() -> None:
+    """`decode_blocks` over a log's mixed blocks (data blocks of two schemas, a delete block, CDC
+    blocks) gives what `decode_block` gives for each, with the blocks of one schema in one pass."""
+    schema_json = json.dumps(SCHEMA)
+    narrow_json = json.dumps(dict(SCHEMA, fields=SCHEMA["fields"][:3]))
+    cdc_json = json.dumps(CDC_SCHEMAS["DATA_BEFORE_AFTER"])
+    rows = _rows(40)
+    blocks = [
+        AvroDataBlock(header={HeaderKey.INSTANT_TIME: "1", HeaderKey.SCHEMA: schema_json}, records=rows.slice(0, 9)),
+        DeleteBlock.create("2", schema_json, ["key-1-é"], "p"),
+        AvroDataBlock(
+            header={HeaderKey.INSTANT_TIME: "3", HeaderKey.SCHEMA: narrow_json},
+            records=rows.slice(9, 5).select(["k", "n_first", "v"]),
+        ),
+        AvroDataBlock(header={HeaderKey.INSTANT_TIME: "4", HeaderKey.SCHEMA: schema_json}, records=rows.slice(14)),
+        CdcDataBlock.create(_cdc_rows("DATA_BEFORE_AFTER", 5), "4", cdc_json),
+        CdcDataBlock.create(_cdc_rows("DATA_BEFORE_AFTER", 30), "5", cdc_json),
+    ]
+    raws = list(scan_blocks(b"".join(encode_block(b) for b in blocks)))
+    together = decode_avro_together(raws)
+    assert sorted(g.positions for g in together) == [[0, 3], [4, 5]]  # one pass per shared schema
+    got, alone = decode_blocks(raws), [decode_block(r) for r in raws]
+    assert [type(b) for b in got] == [type(b) for b in alone]
+    for a, b in zip(got, alone):
+        assert a.header == b.header
+        assert a.records.schema == b.records.schema
+        assert a.records.to_pylist() == b.records.to_pylist()
