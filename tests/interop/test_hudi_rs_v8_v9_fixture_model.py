@@ -9,8 +9,8 @@ rows (data columns, record key, partition path, commit time), and at the end hud
 read every readable state (time travel to each instant, incremental ranges) as lakeward does.
 
 Every v8/v9 fixture without a metadata table is listed; the v9 fixtures all have one (writes
-to them are refused, see test_hudi_rs_v8_v9_writes.py). Two fixtures lakeward does not write
-yet are strict xfails naming why, so that they fail loudly once it does.
+to them are refused, see test_hudi_rs_v8_v9_writes.py). A fixture lakeward does not write
+yet is a strict xfail naming why, so that it fails loudly once it does.
 """
 
 from __future__ import annotations
@@ -47,14 +47,7 @@ FIXTURES = [
     pytest.param("cow", "v8_simplekeygen_nonhivestyle_overwritetable", id="cow-v8-simplekeygen-overwritetable"),
     pytest.param("mor/avro", "v8_trips_8i1u", id="mor-v8-trips-8i1u"),
     pytest.param("mor/avro", "v8_trips_8i3d", id="mor-v8-trips-8i3d"),
-    _not_written_yet(
-        "cow",
-        "v8_timebasedkeygen_nonhivestyle",
-        "cow-v8-timebasedkeygen",
-        ConfigError,
-        "lakeward's writer formats time-based partition paths with yyyy MM dd HH mm ss only; the fixture's "
-        "output format has other pattern letters (a ConfigError before anything is written)",
-    ),
+    pytest.param("cow", "v8_timebasedkeygen_nonhivestyle", id="cow-v8-timebasedkeygen"),
     _not_written_yet(
         "cow",
         "v8_simplekeygen_hivestyle_no_metafields",
