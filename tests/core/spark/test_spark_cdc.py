@@ -69,7 +69,11 @@ def cdc_table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """Inserts, updates, deletes, an insert_overwrite; MOR: log files, and a compaction in between."""
     table_type, mode = request.param
     path = str(tmp_path_factory.mktemp("cdc") / "t")
-    table = create(path, table_type, mode)
+    return path, write_changes(create(path, table_type, mode), table_type)
+
+
+def write_changes(table: Table, table_type: str) -> list[str]:
+    """Inserts, updates, deletes, an insert_overwrite; MOR: log files, and a compaction in between."""
     instants = [
         table.insert(batch(range(12), 1)).instant_time,
         table.upsert(batch([0, 3, 6, 12, 13], 2)).instant_time,
@@ -84,7 +88,7 @@ def cdc_table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         table.insert_overwrite(batch(range(20, 23), 4, part="c")).instant_time,
         table.upsert(batch([0, 4, 100], 5)).instant_time,
     ]
-    return path, instants
+    return instants
 
 
 def cdc_read(spark: Any, path: str, **options: str) -> Any:
@@ -319,33 +323,21 @@ def test_sql_statements_name_their_catalog_tables() -> None:
 
 
 # -- Hudi 1.x tables (versions 8 and 9) -----------------------------------------------------------
+def create_hudi_1x(path: str, version: int, table_type: str) -> Table:
+    """A CDC-enabled table of `version` (before and after images logged)."""
+    cdc = {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER"}
+    return Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type,
+                        table_version=version, options=cdc)  # fmt: skip
+
+
 @pytest.fixture(scope="module", params=[(8, "COPY_ON_WRITE"), (9, "MERGE_ON_READ")], ids=["v8-cow", "v9-mor"])
 def hudi_1x_cdc_table(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, list[str]]:
-    """A CDC-enabled table of version 8 or 9: inserts, updates, deletes; MOR: a compaction in between."""
+    """A CDC-enabled table of version 8 or 9 with the changes of `write_changes`."""
     version, table_type = request.param
     path = str(tmp_path_factory.mktemp("cdc-1x") / "t")
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=version,
-        options={"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER"},
-    )
-    instants = [
-        table.insert(batch(range(12), 1)).instant_time,
-        table.upsert(batch([0, 3, 6, 12, 13], 2)).instant_time,
-        table.delete(batch([1, 2], 3)).instant_time,
-    ]
-    if table_type == "MERGE_ON_READ":
-        compaction = table.schedule_compaction(force=True)
-        assert compaction is not None
-        table.run_compaction(compaction)
-    instants.append(table.upsert(batch([0, 4, 100], 5)).instant_time)
-    return path, instants
+    return path, write_changes(create_hudi_1x(path, version, table_type), table_type)
 
 
 def test_batch_cdc_read_of_a_version_8_or_9_table_gives_the_rows_of_read_changes(
@@ -379,15 +371,7 @@ def test_a_stream_on_a_version_8_table_reads_every_write_up_to_now(lakeward_spar
     Trigger.AvailableNow reads the latest write too (not only those before its instant time)."""
     spark = lakeward_spark
     path = str(tmp_path / "t")
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type="MERGE_ON_READ",
-        table_version=8,
-        options={"hoodie.table.cdc.enabled": "true"},
-    )
+    table = create_hudi_1x(path, 8, "MERGE_ON_READ")
     table.insert(batch(range(6), 1))
     table.upsert(batch([0, 1, 7], 2))
 
