@@ -6,16 +6,14 @@ Hudi writes for the same data (see the format reference, section 9).
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from collections.abc import Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.config.table import KeyGeneratorType, TableConfig, TableType
 from lakeward.core.exceptions import ConfigError, InvalidRecordError, SchemaError
+from lakeward.core.timestamp_keygen import TimestampPartitioner
 
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
@@ -70,49 +68,6 @@ def record_keys(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
     if bad:
         raise InvalidRecordError(f"{bad} row(s) have every record key field {list(fields)} null or empty")
     return pc.binary_join_element_wise(*parts, ",")
-
-
-_JAVA_DATE_TOKENS = [("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S")]
-
-
-def _java_to_strftime(pattern: str) -> str:
-    out = pattern
-    for java, py in _JAVA_DATE_TOKENS:
-        out = out.replace(java, py)
-    if re.search(r"[A-Za-z]", re.sub(r"%[YmdHMS]", "", out)):
-        raise ConfigError(
-            f"hoodie.keygen.timebased.output.dateformat={pattern!r} uses pattern letters other than yyyy MM dd HH mm ss"
-        )
-    return out
-
-
-def _timestamp_partition_value(value: object, options: dict[str, str]) -> str:
-    kind = options.get("hoodie.keygen.timebased.timestamp.type", "").upper()
-    tz_name = options.get("hoodie.keygen.timebased.timezone", "UTC")
-    try:
-        tz: dt.tzinfo = dt.UTC if tz_name.upper() in ("UTC", "GMT") else ZoneInfo(tz_name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"hoodie.keygen.timebased.timezone={tz_name!r} is not a known time zone") from None
-    out_fmt = _java_to_strftime(options.get("hoodie.keygen.timebased.output.dateformat", "yyyy-MM-dd"))
-    if value is None:
-        return DEFAULT_PARTITION
-    if isinstance(value, dt.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    elif isinstance(value, dt.date):
-        moment = dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
-    elif kind in ("UNIX_TIMESTAMP", "EPOCHMILLISECONDS", "EPOCHMICROSECONDS", "SCALAR"):
-        divisor = {"UNIX_TIMESTAMP": 1, "EPOCHMILLISECONDS": 1_000, "EPOCHMICROSECONDS": 1_000_000}
-        seconds = float(value) / divisor.get(kind, 1)  # type: ignore[arg-type]
-        moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
-    elif kind == "DATE_STRING":
-        in_fmt = _java_to_strftime(options.get("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd"))
-        moment = dt.datetime.strptime(str(value), in_fmt).replace(tzinfo=dt.UTC)
-    else:
-        raise ConfigError(
-            f"hoodie.keygen.timebased.timestamp.type={kind or None!r} cannot convert {value!r}; use "
-            "UNIX_TIMESTAMP, EPOCHMILLISECONDS, EPOCHMICROSECONDS, SCALAR or DATE_STRING"
-        )
-    return moment.astimezone(tz).strftime(out_fmt)
 
 
 #: Characters Hudi escapes in partition values (`PartitionPathEncodeUtils`, taken from Hive):
@@ -180,14 +135,19 @@ def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
     if not config.is_partitioned:
         return pa.chunked_array([pa.array([""] * batch.num_rows, pa.string())])
     segments: list[pa.ChunkedArray] = []
+    timestamps = (
+        TimestampPartitioner.from_options(dict(config.keygen_options))
+        if config.key_generator is KeyGeneratorType.TIMESTAMP
+        else None
+    )
     for name in config.partition_fields:
         column = _column(batch, name, "partition field")
         unique = pc.unique(column)
         rendered: list[str] = []
         for value in unique.to_pylist():
-            if config.key_generator is KeyGeneratorType.TIMESTAMP:
+            if timestamps is not None:
                 # The output format's own `/` (yyyy/MM/dd) are meant as folders, as in Hudi.
-                text = _timestamp_partition_value(value, dict(config.keygen_options))
+                text = timestamps.partition_path(value)
             elif value is None or value == "":
                 text = DEFAULT_PARTITION
             else:

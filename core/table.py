@@ -48,6 +48,7 @@ from lakeward.core.timeline import (
     Timeline,
     instant_time_of,
     new_instant_time,
+    normalize_instant_time,
 )
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.write.operation import WriteOperation
@@ -261,7 +262,8 @@ class Table:
         # the latest slices need no as-of checks, and so not the read modules (`lakeward show`'s start-up)
         instant = None if as_of is None else read.ranges.resolve_as_of(self.storage, self.config, timeline, as_of)
         view = FileSystemView.load(self.storage, timeline)
-        return view.latest_file_slices(as_of=instant)
+        asked = None if as_of is None else normalize_instant_time(as_of, self.config.timeline_timezone)
+        return view.snapshot_file_slices(instant, query_time=asked)
 
     def check(self) -> IntegrityReport:
         """Every damaged or missing data file of the table, in one pass; changes nothing.

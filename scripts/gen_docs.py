@@ -106,11 +106,17 @@ DESCRIPTIONS: dict[str, str] = {
     "built on first use)",
     "hoodie.keep.max.commits": "archival keeps at least min; archives once over max",
     "hoodie.keep.min.commits": "archival keeps at least min; archives once over max",
-    "hoodie.keygen.timebased.input.dateformat": "Java date patterns (`yyyy/MM/dd/HH`)",
-    "hoodie.keygen.timebased.output.dateformat": "Java date patterns (`yyyy/MM/dd/HH`)",
+    "hoodie.keygen.timebased.input.dateformat": "Joda date patterns (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`), several "
+    "separated by the delimiter",
+    "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex": "splits the input date formats (default `,`)",
+    "hoodie.keygen.timebased.input.timezone": "zone of input dates without an offset (when `timezone` is unset)",
+    "hoodie.keygen.timebased.output.dateformat": "Joda date pattern (`yyyy/MM/dd/HH`)",
+    "hoodie.keygen.timebased.output.timezone": "zone of the partition path (when `timezone` is unset; else the "
+    "parsed date's zone, or UTC)",
     "hoodie.keygen.timebased.timestamp.scalar.time.unit": "unit of `SCALAR` timestamps (`MILLISECONDS`, `SECONDS`, ...)",
-    "hoodie.keygen.timebased.timestamp.type": "`UNIX_TIMESTAMP`, `EPOCHMILLISECONDS`, `EPOCHMICROSECONDS`, `SCALAR`, `DATE_STRING`",
-    "hoodie.keygen.timebased.timezone": "time zone of the time-based key generator",
+    "hoodie.keygen.timebased.timestamp.type": "`UNIX_TIMESTAMP`, `EPOCHMILLISECONDS`, `EPOCHMICROSECONDS`, `SCALAR`, "
+    "`DATE_STRING`, `MIXED`",
+    "hoodie.keygen.timebased.timezone": "input and output zone of the time-based key generator",
     "hoodie.logfile.data.block.format": "merge-on-read log data blocks: `avro` or `parquet` (Parquet blocks use `hoodie.parquet.compression.codec`)",
     "hoodie.metadata.enable": "`false`: a write (or table service, upgrade) first deletes the table's metadata "
     "table and clears `hoodie.table.metadata.partitions`, as Hudi's writer does with this option; unset or "

@@ -26,7 +26,7 @@ PACKAGES = {"core": "lakeward.core", "services": "lakeward.services"}
 CORE_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"exceptions", "schema", "table_version", "storage", "engine", "lazy"}),
     frozenset({"timeline", "file_group", "instant_clock"}),
-    frozenset({"config", "keygen", "merge", "locks", "index", "cdc", "table_schema"}),
+    frozenset({"config", "keygen", "timestamp_keygen", "merge", "locks", "index", "cdc", "table_schema"}),
     frozenset({"context"}),
     frozenset({"read", "write", "table_services", "metadata_table", "orphans"}),
     frozenset({"table"}),

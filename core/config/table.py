@@ -100,8 +100,11 @@ POPULATE_META_FIELDS_KEY = "hoodie.populate.meta.fields"
 TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timestamp.type",
     "hoodie.keygen.timebased.input.dateformat",
+    "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex",
     "hoodie.keygen.timebased.output.dateformat",
     "hoodie.keygen.timebased.timezone",
+    "hoodie.keygen.timebased.input.timezone",
+    "hoodie.keygen.timebased.output.timezone",
     "hoodie.keygen.timebased.timestamp.scalar.time.unit",
 )
 

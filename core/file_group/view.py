@@ -29,7 +29,7 @@ from lakeward.core.file_group.metadata_listing import (
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
-from lakeward.core.timeline import METAFOLDER, Action, CommitMetadata, Timeline
+from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, CommitMetadata, Timeline
 from lakeward.core.timeline.compaction_plan import pending_compaction_file_groups
 from lakeward.core.timeline.transitions import read_commit_metadata
 
@@ -83,8 +83,8 @@ class FileSystemView:
                 logs[(partition, log.file_id)].append(found)
                 self._partitions.add(partition)
 
-        slicing = rules_for_layout(timeline.layout).log_slicing
-        completion = timeline.completion_times()
+        self._slicing = slicing = rules_for_layout(timeline.layout).log_slicing
+        self._completion = completion = timeline.completion_times()
         #: Instants before the timeline's first one were archived, so they completed (Hudi's
         #: `containsOrBeforeTimelineStarts`); a timeline without its LSM history knows no
         #: completion time for them: their instant time places their logs.
@@ -164,8 +164,12 @@ class FileSystemView:
         return b if b.path in listed and a.path not in listed else a
 
     def _metadata(self, time: str) -> CommitMetadata | None:
+        """The commit metadata of the completed write at `time`: the instant that wrote data files.
+
+        Other actions may carry the same instant time (a savepoint always does, a clean or
+        rollback may) and their metadata lists no data files."""
         for instant in self.timeline.find(time):
-            if instant.is_completed:
+            if instant.is_completed and instant.action in WRITE_ACTIONS:
                 return read_commit_metadata(self._storage, instant)
         return None
 
@@ -223,6 +227,42 @@ class FileSystemView:
     def is_replaced(self, partition: str, file_id: str, as_of: str | None = None) -> bool:
         at = self._replaced.get((partition, file_id))
         return at is not None and (as_of is None or at <= as_of)
+
+    def snapshot_file_slices(
+        self,
+        as_of: str | None = None,
+        partition_filter: PartitionFilter | None = None,
+        *,
+        query_time: str | None = None,
+    ) -> list[FileSlice]:
+        """The slices a snapshot or time-travel read as of `as_of` merges (None: the latest).
+
+        `query_time`: the instant time the read asked for, when `as_of` is the completed write
+        it resolved to (default `as_of`). The latest slices, except on versions 8+ in a file
+        group under a compaction planned after `query_time`: Hudi 1.x's view gives the pending
+        compaction its own slice, which takes the logs of delta commits completed after the
+        plan's instant (`AbstractTableFileSystemView.buildFileGroups`, `HoodieFileGroup.
+        getBaseInstantTime`), and a read as of an earlier instant takes the slice before it
+        alone (`getLatestMergedFileSlicesBeforeOrOn` merges the two only from the plan's
+        instant on). lakeward's view keeps one slice until the compaction's base file exists,
+        so such a read leaves those logs out here: it reads the same before and after the
+        compaction completes.
+        """
+        slices = self.latest_file_slices(as_of, partition_filter)
+        asked = query_time or as_of
+        if asked is None or self._slicing is not LogSlicing.COMPLETION_TIME:
+            return slices
+        return [self._before_compaction_plan(s, asked) for s in slices]
+
+    def _before_compaction_plan(self, file_slice: FileSlice, as_of: str) -> FileSlice:
+        """`file_slice` without the logs Hudi puts in a compaction planned after `as_of`."""
+        planned = self.pending_compaction(file_slice.partition_path, file_slice.file_id)
+        if planned is None or planned <= as_of:
+            return file_slice
+        # an instant with no completion time was archived (or is still in flight: read no further)
+        done = self._completion
+        kept = tuple(f for f in file_slice.log_files if done.get(f.base_instant_time, f.base_instant_time) < planned)
+        return file_slice if len(kept) == len(file_slice.log_files) else replace(file_slice, log_files=kept)
 
     def latest_file_slices(
         self, as_of: str | None = None, partition_filter: PartitionFilter | None = None

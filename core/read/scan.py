@@ -43,7 +43,7 @@ from lakeward.core.read.spark_changes import ChangeQuery, changes_dataframe
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
-from lakeward.core.timeline import InstantTime, Timeline
+from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -222,7 +222,8 @@ class Scan:
         view = FileSystemView.load(self.storage, self.timeline)
         if verify:
             verify_listing(self.storage, self.timeline, view, as_of)
-        kept: Sequence[FileSlice] = view.latest_file_slices(as_of=as_of)
+        asked = None if self.as_of is None else normalize_instant_time(self.as_of, self.config.timeline_timezone)
+        kept: Sequence[FileSlice] = view.snapshot_file_slices(as_of, query_time=asked)
         pruned: list[PrunedSlice] = []
         index: IndexRead | None = None
         for pruner in self._pruners(schema, use_index, explain):

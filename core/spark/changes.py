@@ -10,10 +10,11 @@
   `hudi_table_changes(path_or_table, 'cdc', begin[, end])`). It runs the query in one
   Python task; a catalog table name is resolved to its location on the driver.
 * Streaming: `spark.readStream.format("lakeward")` (incremental, `latest_state` or `cdc`).
-  Offsets are instant times, `{"instant": "<instant time>"}`; a micro-batch reads the
-  commits in (start, end]. The latest offset is the latest completed write with no write
-  still in flight before it, so a commit that completes late is never skipped, and a
-  restarted query re-reads exactly the range Spark recorded in its checkpoint.
+  Offsets are instant times, `{"instant": "<instant time>"}` (completion times on table
+  versions 8+, where ranges are in completion time); a micro-batch reads the commits in
+  (start, end]. The latest offset is the latest completed write with no write still in
+  flight before it, so a commit that completes late is never skipped, and a restarted
+  query re-reads exactly the range Spark recorded in its checkpoint.
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def _reader_classes() -> tuple[type, type]:
             return {"query": self.query, "splits": []}  # each partition carries its own splits
 
     class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc,valid-type]
-        """Incremental reads of (start, end] per micro-batch; offsets are instant times."""
+        """Incremental reads of (start, end] per micro-batch; offsets are instant times (versions 8+:
+        completion times)."""
 
         def __init__(self, path: str, options: Mapping[str, Any], schema: StructType):
             self.path = path
@@ -270,11 +272,15 @@ def check_stream_options(options: Mapping[str, Any]) -> str:
 
 
 def latest_stable_instant(timeline: Any, begin: str) -> str:
-    """The latest completed write after which no write before it is still in flight (at least `begin`)."""
+    """The latest completed write after which no write before it is still in flight (at least `begin`).
+
+    On versions 8+ ranges are in completion time, so offsets are too: the latest completion
+    time of a completed write (a write in flight completes after it). The instant time of the
+    latest write would leave that write out of the range (it completed after its instant time).
+    """
     end = stable_end(timeline, begin, None)
     if end is None:
-        writes = timeline.completed_writes()
-        end = writes[-1].time if writes else begin
+        end = max((w.ordering_time for w in timeline.completed_writes()), default=begin)
     return max(end, begin)
 
 

@@ -8,9 +8,9 @@ never lakeward's output. After each step lakeward and hudi-rs must both read exa
 rows (data columns, record key, partition path, commit time), and at the end hudi-rs must
 read every readable state (time travel to each instant, incremental ranges) as lakeward does.
 
-Every v8/v9 fixture without a metadata table is listed; the v9 fixtures all have one (writes
-to them are refused, see test_hudi_rs_v8_v9_writes.py). A fixture lakeward does not write
-yet is a strict xfail naming why, so that it fails loudly once it does.
+Every v8/v9 fixture without a metadata table is listed; the v9 fixtures all have one (their
+writes are tested with the metadata table, tests/core/metadata_table). lakeward writes every one of them,
+including the time-based key generator and the no-meta-fields (virtual keys) fixtures.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.exceptions import ConfigError
 from tests.interop.compare import Row, comparable_rows, fail_on, hudi_snapshot, hudi_table, same_rows
 from tests.support.hudi_rs_states import readable_mismatches
 
@@ -38,23 +37,11 @@ OPTIONS = {
 }
 
 
-def _not_written_yet(kind: str, name: str, short: str, raises: type[Exception], reason: str) -> Any:
-    """A fixture lakeward does not write yet: a strict xfail on the error it raises, naming why."""
-    return pytest.param(kind, name, id=short, marks=pytest.mark.xfail(raises=raises, strict=True, reason=reason))
-
-
 FIXTURES = [
     pytest.param("cow", "v8_simplekeygen_nonhivestyle_overwritetable", id="cow-v8-simplekeygen-overwritetable"),
     pytest.param("mor/avro", "v8_trips_8i1u", id="mor-v8-trips-8i1u"),
     pytest.param("mor/avro", "v8_trips_8i3d", id="mor-v8-trips-8i3d"),
-    _not_written_yet(
-        "cow",
-        "v8_timebasedkeygen_nonhivestyle",
-        "cow-v8-timebasedkeygen",
-        ConfigError,
-        "lakeward's writer formats time-based partition paths with yyyy MM dd HH mm ss only; the fixture's "
-        "output format has other pattern letters (a ConfigError before anything is written)",
-    ),
+    pytest.param("cow", "v8_timebasedkeygen_nonhivestyle", id="cow-v8-timebasedkeygen"),
     pytest.param("cow", "v8_simplekeygen_hivestyle_no_metafields", id="cow-v8-no-metafields"),
 ]
 

@@ -69,7 +69,11 @@ def cdc_table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """Inserts, updates, deletes, an insert_overwrite; MOR: log files, and a compaction in between."""
     table_type, mode = request.param
     path = str(tmp_path_factory.mktemp("cdc") / "t")
-    table = create(path, table_type, mode)
+    return path, write_changes(create(path, table_type, mode), table_type)
+
+
+def write_changes(table: Table, table_type: str) -> list[str]:
+    """Inserts, updates, deletes, an insert_overwrite; MOR: log files, and a compaction in between."""
     instants = [
         table.insert(batch(range(12), 1)).instant_time,
         table.upsert(batch([0, 3, 6, 12, 13], 2)).instant_time,
@@ -84,7 +88,7 @@ def cdc_table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         table.insert_overwrite(batch(range(20, 23), 4, part="c")).instant_time,
         table.upsert(batch([0, 4, 100], 5)).instant_time,
     ]
-    return path, instants
+    return instants
 
 
 def cdc_read(spark: Any, path: str, **options: str) -> Any:
@@ -316,3 +320,77 @@ def test_sql_statements_name_their_catalog_tables() -> None:
              union all select * from hudi_table_changes("/data/t", '1') union all
              select * from hudi_table_changes("s3://b/t", '1') union all select * from hudi_table_changes("t2", '1')"""
     assert named_tables(sql) == ["db.trips", "t2"]
+
+
+# -- Hudi 1.x tables (versions 8 and 9) -----------------------------------------------------------
+def create_hudi_1x(path: str, version: int, table_type: str) -> Table:
+    """A CDC-enabled table of `version` (before and after images logged)."""
+    cdc = {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER"}
+    return Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type,
+                        table_version=version, options=cdc)  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=[(8, "COPY_ON_WRITE"), (9, "MERGE_ON_READ")], ids=["v8-cow", "v9-mor"])
+def hudi_1x_cdc_table(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[str]]:
+    """A CDC-enabled table of version 8 or 9 with the changes of `write_changes`."""
+    version, table_type = request.param
+    path = str(tmp_path_factory.mktemp("cdc-1x") / "t")
+    return path, write_changes(create_hudi_1x(path, version, table_type), table_type)
+
+
+def test_batch_cdc_read_of_a_version_8_or_9_table_gives_the_rows_of_read_changes(
+    lakeward_spark, hudi_1x_cdc_table: tuple[str, list[str]]
+) -> None:
+    """The range is in completion time on versions 8+, as `Table.read_changes` reads it."""
+    from pyspark.sql.readwriter import DataFrameReader
+
+    spark = lakeward_spark
+    path, instants = hudi_1x_cdc_table
+    table = Table.open(path)
+    done = {i.time: i.completion_time for i in table.timeline().completed()}
+    for begin, end in (("earliest", None), (done[instants[0]], done[instants[2]]), (instants[1], None)):
+        options = {BEGIN: begin} | ({END: end} if end else {})
+        want = table.read_changes(begin, end).to_pylist()
+        assert want, f"({begin}, {end}]: the case reads nothing"
+        assert multiset(spark_rows(cdc_read(spark, path, **options))) == multiset(want), f"({begin}, {end}]"
+    want = table.read_changes("earliest", images="struct").to_pylist()
+    assert {r["op"] for r in want} == {"i", "u", "d"}
+    assert multiset(spark_rows(cdc_read(spark, path, **{BEGIN: "earliest", IMAGES: "struct"}))) == multiset(want)
+    registered = DataFrameReader.load.__wrapped__(  # type: ignore[attr-defined]
+        spark.read.format(FORMAT).options(**CDC).option(BEGIN, "earliest"), path
+    )
+    assert multiset(spark_rows(registered)) == multiset(table.read_changes("earliest").to_pylist())
+    rows = spark.sql(f"select * from hudi_table_changes('{path}', 'cdc', 'earliest')").collect()
+    assert multiset([r.asDict(recursive=True) for r in rows]) == multiset(table.read_changes("earliest").to_pylist())
+
+
+def test_a_stream_on_a_version_8_table_reads_every_write_up_to_now(lakeward_spark, tmp_path: Path) -> None:
+    """On versions 8+ ranges are in completion time, so are stream offsets: a run with
+    Trigger.AvailableNow reads the latest write too (not only those before its instant time)."""
+    spark = lakeward_spark
+    path = str(tmp_path / "t")
+    table = create_hudi_1x(path, 8, "MERGE_ON_READ")
+    table.insert(batch(range(6), 1))
+    table.upsert(batch([0, 1, 7], 2))
+
+    def run() -> list[dict[str, Any]]:
+        query = (
+            spark.readStream.format(FORMAT)
+            .options(**CDC, **{IMAGES: "struct"})
+            .load(path)
+            .writeStream.format("parquet")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .option("path", str(tmp_path / "out"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+        return spark_rows(spark.read.parquet(str(tmp_path / "out")))
+
+    assert multiset(run()) == multiset(table.read_changes("earliest", images="struct").to_pylist())
+    table.delete(batch([2], 3))
+    table.upsert(batch([0, 9], 4))
+    assert multiset(run()) == multiset(table.read_changes("earliest", images="struct").to_pylist())

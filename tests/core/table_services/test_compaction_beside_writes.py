@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 import lakeward.core.write.client as client_mod
+from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action
 from lakeward.core.timeline.clustering_plan import pending_clustering_file_groups
 from lakeward.core.timeline.compaction_plan import read_compaction_plan
+from lakeward.core.timeline.transitions import read_commit_metadata
 from tests.core.table_services.compaction_helpers import Background, Gate, Scenario, loaded
 from tests.interop.test_hudi_rs_mor_writes import as_tuples, hudi_read
 
@@ -140,3 +142,79 @@ def test_file_groups_under_a_pending_clustering_are_not_compacted(tmp_path: Path
         s.table.run_compaction(compaction)
     s.table.run_clustering(clustering)
     s.assert_both_readers(time_travel=False)
+
+
+def _hudi_1x_expected(s: Scenario, as_of: str, writing: str, compaction: str, done: str, prior: str) -> list[tuple]:
+    """The model's rows as of `as_of` under Hudi 1.x's file slicing, for the write `writing`
+    (completed at `done`) beside the compaction `compaction` (its plan covers every file group
+    the write touched, checked by the caller).
+
+    The write is seen from its instant time on, except when it began before the plan and completed
+    after it: its logs then belong to the compaction's slice, so a read as of a time before the
+    plan does not see them (the slice before the plan is read alone).
+    """
+    moved = writing < compaction < done
+    seen = writing <= as_of and not (moved and as_of < compaction)
+    return s.expected(writing if seen else prior)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_time_travel_around_a_compaction_beside_a_write_follows_completion_time_slicing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, order: str
+) -> None:
+    """Time travel as of the write's instant, the plan's instant, the write's and the compaction's
+    completion times, after every step: lakeward reads the model's rows, the same before and after
+    the compaction completes; hudi-rs too once no compaction is pending (while one is, hudi-rs gives
+    the pending compaction no slice of its own and reads the moved logs as of the write's instant)."""
+    s = loaded(tmp_path / "t", table_version=version)
+    prior = max(s.states)
+    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
+    writer = Table.open(s.path, options=dict(s.table.options))
+    job: Background | None = None
+    writing: str | None = None
+    compaction: str | None = None
+    completed: set[str] = set()
+    for step in ORDERS[order]:
+        if step == "start":
+            job = Background(lambda: s.upsert(range(0, 90, 3), 5, "beside", table=writer))
+            gate.wait()
+            [pending] = Table.open(s.path).timeline().pending_writes()
+            writing = pending.time
+        elif step == "plan":
+            compaction = s.table.schedule_compaction(force=True)
+        elif step == "complete":
+            assert job is not None
+            gate.release()
+            assert job.result() == writing
+            completed.add("write")
+        else:
+            assert compaction is not None
+            s.table.run_compaction(compaction)
+            completed.add("compaction")
+        timeline = Table.open(s.path).timeline()
+        times = timeline.completion_times()
+        asked = [t for t in (writing, compaction, times.get(writing or ""), times.get(compaction or "")) if t]
+        if "write" not in completed:
+            # a read as of the write's instant or later could change when it completes: refused
+            for as_of in [t for t in asked if writing is not None and t >= writing]:
+                with pytest.raises(InstantNotFoundError, match="still in flight"):
+                    Table.open(s.path).read(as_of=as_of)
+            continue
+        if compaction is None or writing is None:
+            continue
+        done = times[writing]
+        if writing < compaction < done:
+            plan = read_compaction_plan(s.table.storage, compaction, s.table.version.timeline_layout)
+            planned = {(op.partition_path, op.file_id) for op in plan.operations}
+            [written] = [i for i in timeline.completed_writes() if i.time == writing]
+            stats = read_commit_metadata(s.table.storage, written).write_stats()
+            touched = {(w.partitionPath, w.fileId) for w in stats}
+            assert touched <= planned, "the model assumes the plan covers every file group the write touched"
+        pending = bool(timeline.pending(Action.COMPACTION))
+        for as_of in [*asked, prior]:
+            want = _hudi_1x_expected(s, as_of, writing, compaction, done, prior)
+            label = f"as of {as_of} after {step} ({order}; write {writing} done {done}, compaction {compaction})"
+            assert as_tuples(Table.open(s.path).read(as_of=as_of)) == want, f"lakeward {label}"
+            if not pending:
+                assert as_tuples(hudi_read(s.path, as_of)) == want, f"hudi-rs {label}"
