@@ -26,9 +26,11 @@ SMALL_FILES = {
     "hoodie.parquet.small.file.limit": "0",
     "hoodie.copyonwrite.record.size.estimate": "100",
 }
-#: Jobs of an upsert of a small batch of distinct keys (keys and counts; the tagging join and the
-#: counts per file group; the file-group writes), each adaptive query stage counting as one job.
-#: It was 11 before the batch's uniqueness was counted with its rows and the keys broadcast.
+#: Jobs of an upsert of a small batch of distinct keys, each adaptive query stage and each cache
+#: counting as one: keys, counts and distinct keys (4); the broadcast of the batch's keys, the key
+#: scan and one location per key (3); the tagged records cached and counted per file group (3);
+#: routing and the file-group writes (2). A regression guard: it was 11 before the broadcast
+#: tagging, which costs one more (cheap) job and no shuffle of the table's keys.
 MAX_UPSERT_JOBS = 12
 
 
