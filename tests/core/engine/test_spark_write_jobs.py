@@ -17,6 +17,7 @@ import pytest
 
 from lakeward.core.table import Table
 from lakeward.core.write.plane.spark_tasks import parse_byte_size, partition_slots, spark_hash_int
+from tests.support.spark import spark_jobs
 from tests.support.write_model import arrow_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
@@ -40,17 +41,6 @@ def batch(ids: range | list[int], ts: int) -> pa.Table:
     )
 
 
-def jobs_of(spark: Any, group: str, fn: Any) -> tuple[Any, list[int]]:
-    """Run fn; its result and the ids of the Spark jobs it started."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        result = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return result, sorted(sc.statusTracker().getJobIdsForGroup(group))
-
-
 def table_rows(path: str) -> list[dict[str, Any]]:
     data = Table.open(path).read(columns=SCHEMA.names)
     return sorted(arrow_rows(data), key=lambda r: r["id"])
@@ -69,7 +59,7 @@ def loaded(tmp_path: Path) -> tuple[str, str]:
 def test_small_unique_upsert_runs_few_jobs_and_matches_the_local_engine(spark, loaded: tuple[str, str]) -> None:
     on_spark, local = loaded
     incoming = batch([*range(0, 200, 7), *range(200, 220)], 2)  # updates in most file groups, and inserts
-    result, jobs = jobs_of(
+    result, jobs = spark_jobs(
         spark, "lakeward-small-upsert", lambda: Table.open(on_spark).upsert(spark.createDataFrame(incoming))
     )
     expected = Table.open(local).upsert(incoming)
@@ -83,7 +73,7 @@ def test_every_file_group_is_written_by_a_task_of_its_own(spark, loaded: tuple[s
     on_spark, _ = loaded
     incoming = batch(range(0, 200, 5), 3)  # 40 updates spread over the file groups
     tracker = spark.sparkContext.statusTracker()
-    result, jobs = jobs_of(
+    result, jobs = spark_jobs(
         spark, "lakeward-write-tasks", lambda: Table.open(on_spark).upsert(spark.createDataFrame(incoming))
     )
     groups = len(result.files_written)
