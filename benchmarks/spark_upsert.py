@@ -11,18 +11,28 @@ One run, one SparkSession, the same seeded data as ``upsert_and_read.py``:
 * ``deltalake`` / ``pyarrow`` -- the single-process peers, from ``upsert_and_read.py``.
 
 Two sizes are reported separately: the fixed overhead (a 1,000-row upsert into the
-table: mostly job scheduling, planning and commit) and the throughput (the standard
-upsert batch, which rewrites every file of the 2,000,000-row table). Each upsert's
-result is verified against the expected aggregates. Run ``--help`` for flags.
+table: job scheduling, planning and commit, and the rewrite of the file groups its keys
+hit) and the throughput (the standard upsert batch, which rewrites every file of the
+2,000,000-row table). Each upsert's result is verified against the expected aggregates.
+
+The 1,000-row upsert runs ``--small-repeat`` times on each side, interleaved, and is
+reported as best / median of the wall time and of the CPU time of the whole process tree
+(this driver, the Spark JVM and its Python workers, read from /proc): on a shared machine
+the CPU ratio is the steadier one. ``--jobs`` prints the Spark jobs of the last repetition
+with their durations (the profile of where the fixed overhead goes). Run ``--help`` for flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +70,56 @@ def spark_session(cores: int, memory: str) -> Any:
     return spark
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system, reaped children included) of this process and all its descendants."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15])
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        children = [c for c, parent in parents.items() if parent == pid and c not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0) for pid in tree) / tick
+
+
+def measured(spark: Any, fn: Callable[[], Any]) -> dict[str, Any]:
+    """Wall and process-tree CPU seconds of fn, and the Spark jobs it ran (ids)."""
+    sc = spark.sparkContext
+    group = f"bench-{time.monotonic_ns()}"
+    sc.setJobGroup(group, group)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    try:
+        fn()
+    finally:
+        wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return {"wall": wall, "cpu": cpu, "jobs": sorted(sc.statusTracker().getJobIdsForGroup(group))}
+
+
+def job_profile(spark: Any, job_ids: list[int]) -> list[str]:
+    """One line per Spark job: duration, tasks and where it was called (Spark's own status store)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    lines = []
+    for job_id in job_ids:
+        job = store.job(job_id)
+        start, end = job.submissionTime(), job.completionTime()
+        seconds = (end.get().getTime() - start.get().getTime()) / 1000 if start.isDefined() and end.isDefined() else 0
+        lines.append(f"  job {job_id:>4} {seconds:7.3f}s {job.numTasks():>4} tasks  {job.name().rsplit('/', 1)[-1]}")
+    return lines
+
+
 def cached(spark: Any, table: pa.Table) -> Any:
     """The batch as an in-memory DataFrame (built outside the timings, for every Spark row)."""
     df = spark.createDataFrame(table).cache()
@@ -73,7 +133,9 @@ def small_batch(data: Any, rows: int) -> pa.Table:
     return head.set_column(head.schema.get_field_index("ts"), "ts", pc.add(head["ts"], 1))
 
 
-def run_lakeward_spark(spark: Any, root: Path, data: Any, small: pa.Table) -> dict[str, float]:
+def run_lakeward_spark(
+    spark: Any, root: Path, data: Any, small: pa.Table
+) -> tuple[dict[str, float], Callable[[], Any]]:
     from lakeward import Table
     from lakeward.spark import SparkEngine
 
@@ -89,16 +151,26 @@ def run_lakeward_spark(spark: Any, root: Path, data: Any, small: pa.Table) -> di
     t_up, _ = timed(lambda: Table.open(uri, engine=engine).upsert(batch))
     verify("lakeward-spark", Table.open(uri).read(), data.expected)
     t_read, _ = timed(lambda: Table.open(uri, engine=engine).read().selectExpr("sum(qty)").collect())
-    t_small, _ = timed(lambda: Table.open(uri, engine=engine).upsert(tiny))
-    after = Table.open(uri).read(columns=["id"]).num_rows
-    if after != data.expected["rows"]:
-        raise AssertionError(f"lakeward-spark small upsert: {after} rows, expected {data.expected['rows']}")
-    for df in (initial, batch, tiny):
+    for df in (initial, batch):
         df.unpersist()
-    return {"load": t_load, "upsert": t_up, "upsert_1k": t_small, "read_sum": t_read}
+
+    def small_upsert() -> None:
+        """The 1,000-row upsert (the same rows each time: the table keeps the expected rows)."""
+        Table.open(uri, engine=engine).upsert(tiny)
+
+    return {"load": t_load, "upsert": t_up, "read_sum": t_read}, small_upsert
 
 
-def run_spark_floor(spark: Any, root: Path, data: Any, small: pa.Table) -> dict[str, float]:
+def check_lakeward_rows(root: Path, data: Any) -> None:
+    """After the 1,000-row upserts (untimed): the table still holds the expected number of rows."""
+    from lakeward import Table
+
+    after = Table.open(str(root / "lakeward-spark")).read(columns=["id"]).num_rows
+    if after != data.expected["rows"]:
+        raise AssertionError(f"lakeward-spark small upserts: {after} rows, expected {data.expected['rows']}")
+
+
+def run_spark_floor(spark: Any, root: Path, data: Any, small: pa.Table) -> tuple[dict[str, float], Callable[[], Any]]:
     from pyspark.sql import functions as F
 
     initial, batch, tiny = cached(spark, data.initial), cached(spark, data.upsert), cached(spark, small)
@@ -123,10 +195,9 @@ def run_spark_floor(spark: Any, root: Path, data: Any, small: pa.Table) -> dict[
     result = spark.read.parquet(str(second)).toArrow()
     verify("spark-floor", result, data.expected)
     t_read, _ = timed(lambda: spark.read.parquet(str(second)).selectExpr("sum(qty)").collect())
-    t_small, _ = timed(lambda: upsert(second, tiny))
-    for df in (initial, batch, tiny):
+    for df in (initial, batch):
         df.unpersist()
-    return {"load": t_load, "upsert": t_up, "upsert_1k": t_small, "read_sum": t_read}
+    return {"load": t_load, "upsert": t_up, "read_sum": t_read}, lambda: upsert(second, tiny)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small-rows", type=int, default=1_000, help="rows of the fixed-overhead upsert")
     p.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     p.add_argument("--memory", default="6g", help="spark.driver.memory")
+    p.add_argument("--small-repeat", type=int, default=5, help="repetitions of the 1,000-row upsert, interleaved")
+    p.add_argument("--jobs", action="store_true", help="print the Spark jobs of the last 1,000-row upserts")
     p.add_argument("--no-peers", action="store_true", help="skip deltalake and pyarrow")
     p.add_argument("--out", type=Path, help="write the figures as JSON")
     args = p.parse_args(argv)
@@ -148,11 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="lakeward-spark-bench-") as tmp:
         root = Path(tmp)
         warm = make_dataset(2_000, 200, SEED + 2)
-        run_lakeward_spark(spark, root / "warm", warm, small_batch(warm, 20))  # JIT, imports, Python workers
-        run_spark_floor(spark, root / "warm", warm, small_batch(warm, 20))
+        for warm_up in (run_lakeward_spark, run_spark_floor):  # JIT, imports, Python workers
+            warm_up(spark, root / "warm", warm, small_batch(warm, 20))[1]()
         shutil.rmtree(root / "warm", ignore_errors=True)
-        results["lakeward-spark"] = run_lakeward_spark(spark, root, data, small)
-        results["spark-floor"] = run_spark_floor(spark, root, data, small)
+        results["lakeward-spark"], lakeward_small = run_lakeward_spark(spark, root, data, small)
+        results["spark-floor"], floor_small = run_spark_floor(spark, root, data, small)
+        runs: dict[str, list[dict[str, Any]]] = {"lakeward-spark": [], "spark-floor": []}
+        for _ in range(args.small_repeat):
+            for name, fn in (("lakeward-spark", lakeward_small), ("spark-floor", floor_small)):
+                runs[name].append(measured(spark, fn))
+        check_lakeward_rows(root, data)
+        for name, measures in runs.items():
+            walls, cpus = [m["wall"] for m in measures], [m["cpu"] for m in measures]
+            results[name].update(
+                upsert_1k=min(walls),
+                upsert_1k_median=statistics.median(walls),
+                upsert_1k_cpu=min(cpus),
+                upsert_1k_cpu_median=statistics.median(cpus),
+                upsert_1k_jobs=len(measures[-1]["jobs"]),
+            )
+            if args.jobs:
+                print(f"\nSpark jobs of the last 1,000-row upsert, {name}:")
+                print("\n".join(job_profile(spark, measures[-1]["jobs"])))
         if not args.no_peers:
             ctx = Ctx(root, data, "snappy", {"deltalake", "pyarrow"}, 1)
             for runner in (run_deltalake, run_pyarrow):
@@ -175,9 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{lw['upsert']:.2f}s = {lw['upsert'] / floor['upsert']:.2f}x the Spark floor (target <= 1.5x)"
     )
     print(
-        f"lakeward-spark fixed overhead ({args.small_rows:,}-row upsert): {lw['upsert_1k']:.2f}s "
-        f"(Spark floor {floor['upsert_1k']:.2f}s)"
+        f"lakeward-spark fixed overhead ({args.small_rows:,}-row upsert, best / median of {args.small_repeat}): "
+        f"wall {lw['upsert_1k']:.2f} / {lw['upsert_1k_median']:.2f}s against the Spark floor's "
+        f"{floor['upsert_1k']:.2f} / {floor['upsert_1k_median']:.2f}s = "
+        f"{lw['upsert_1k'] / floor['upsert_1k']:.2f}x / {lw['upsert_1k_median'] / floor['upsert_1k_median']:.2f}x; "
+        f"CPU (process tree) {lw['upsert_1k_cpu']:.2f} / {lw['upsert_1k_cpu_median']:.2f}s against "
+        f"{floor['upsert_1k_cpu']:.2f} / {floor['upsert_1k_cpu_median']:.2f}s = "
+        f"{lw['upsert_1k_cpu'] / floor['upsert_1k_cpu']:.2f}x / "
+        f"{lw['upsert_1k_cpu_median'] / floor['upsert_1k_cpu_median']:.2f}x (target <= 1.5x); "
+        f"Spark jobs {lw['upsert_1k_jobs']} against {floor['upsert_1k_jobs']}"
     )
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if "deltalake" in results:
         print(f"lakeward-spark upsert / deltalake merge: {lw['upsert'] / results['deltalake']['upsert']:.2f}x")
     if args.out:

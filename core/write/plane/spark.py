@@ -45,10 +45,11 @@ from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
 from lakeward.core.write.plane.local import IS_DELETED, to_arrow
+from lakeward.core.write.plane.spark_tasks import MAX_EXACT_SLOTS, parse_byte_size, partition_slots
 from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, GroupedData
 
     from lakeward.core.write.client import WriteClient
 
@@ -56,7 +57,8 @@ log = logging.getLogger(__name__)
 IS_DELETE = "__lakeward_is_delete"
 KEY_HASH = "__lakeward_key_hash"
 BUCKET = "__lakeward_bucket"
-_HELPER_COLUMNS = (LOCATION, IS_DELETE, KEY_HASH, BUCKET)
+TASK = "__lakeward_task"
+_HELPER_COLUMNS = (LOCATION, IS_DELETE, KEY_HASH, BUCKET, TASK)
 
 
 def _spark_errors(fn: Callable[[], Any]) -> Any:
@@ -111,6 +113,35 @@ class SparkRecords:
 
     frame: DataFrame
     partitions: dict[str, int]
+    #: Bytes of the batch's record keys and partition paths: whether its keys can be broadcast.
+    key_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """Rows of one partition of a batch, its distinct record keys (when counted) and their bytes."""
+
+    rows: int
+    distinct_keys: int
+    key_bytes: int
+
+
+def _batch_stats(records: DataFrame, distinct_keys: bool) -> dict[str, PartitionStats]:
+    """Per partition path: rows, distinct keys (else rows) and key bytes, in one Spark job.
+
+    Counting distinct keys here lets a batch without duplicates skip the de-duplication
+    shuffle: a shuffle of the keys alone, in the JVM, instead of every record through Python.
+    """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    aggregates = [
+        F.count(F.lit(1)),
+        F.countDistinct(RECORD_KEY) if distinct_keys else F.count(F.lit(1)),
+        F.sum(F.length(RECORD_KEY) + F.coalesce(F.length(PARTITION_PATH), F.lit(0))),
+    ]
+    rows = _spark_errors(lambda: records.groupBy(PARTITION_PATH).agg(*aggregates).collect())
+    return {r[0] or "": PartitionStats(int(r[1]), int(r[2]), int(r[3] or 0)) for r in rows}
 
 
 class SparkDataPlane:
@@ -153,8 +184,19 @@ class SparkDataPlane:
         keyed_schema = StructType(
             [*df.schema.fields, StructField(RECORD_KEY, StringType(), False), StructField(PARTITION_PATH, StringType())]
         )
-        records = df.mapInArrow(add_keys, keyed_schema)
-        if self.client.combines(operation):
+        keyed = df.mapInArrow(add_keys, keyed_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        # Materialise now: bad keys fail here, before any instant exists. The same job counts
+        # the records per partition and tells whether the batch holds a key twice.
+        started = time.monotonic()
+        combine = self.client.combines(operation)
+        try:
+            stats = _batch_stats(keyed, distinct_keys=combine)
+        except BaseException:
+            keyed.unpersist()
+            raise
+        records = keyed
+        if combine and any(s.distinct_keys != s.rows for s in stats.values()):
+            # Duplicates: de-duplicate per key (one shuffle), as `hoodie.combine.before.*` asks.
             ordering = config.precombine_field if operation is not WriteOperation.DELETE else None
 
             def dedup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -162,19 +204,20 @@ class SparkDataPlane:
                 if table is not None:
                     yield from deduplicate(table, ordering).to_batches()
 
-            records = records.repartition(PARTITION_PATH, RECORD_KEY).mapInArrow(dedup, keyed_schema)
-        records = records.persist(StorageLevel.MEMORY_AND_DISK)
-        # Materialise now: bad keys fail here, before any instant exists.
-        started = time.monotonic()
-        per_partition = _spark_errors(lambda: records.groupBy(PARTITION_PATH).count().collect())
-        partitions_in_batch = {r[0] or "": int(r[1]) for r in per_partition}
+            records = keyed.repartition(PARTITION_PATH, RECORD_KEY).mapInArrow(dedup, keyed_schema)
+            records = records.persist(StorageLevel.MEMORY_AND_DISK)
+            stats = _batch_stats(records, distinct_keys=False)
+            keyed.unpersist()
+        partitions_in_batch = {p: s.rows for p, s in stats.items()}
         log.info(
-            "spark write: %d record(s) in %d partition(s) keyed and de-duplicated in %.2fs",
+            "spark write: %d record(s) in %d partition(s) keyed%s in %.2fs",
             sum(partitions_in_batch.values()),
             len(partitions_in_batch),
+            " and de-duplicated" if records is not keyed else "",
             time.monotonic() - started,
         )
-        return Prepared(schema, SparkRecords(records, partitions_in_batch), release=records.unpersist)
+        key_bytes = sum(s.key_bytes for s in stats.values())
+        return Prepared(schema, SparkRecords(records, partitions_in_batch, key_bytes), release=records.unpersist)
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(
@@ -213,7 +256,8 @@ class SparkDataPlane:
             # bucket number), so that later writes find the keys in their buckets.
             tagged = self._tag_by_bucket(records, [] if operation.replaces else candidates)
         elif tag and candidates:
-            tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline))
+            broadcast = self._can_broadcast_keys(prepared.records)
+            tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline), broadcast)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
         if self.write_config.index_type == "BUCKET" or (tag and candidates):
@@ -277,8 +321,11 @@ class SparkDataPlane:
                 base_instant = existing.base_file.instant_time
             workload.append(WorkloadEntry(key[0], key[1], base_instant, n))
 
+        # Largest first: tasks start in partition order, so the longest writes start earliest.
+        groups = sorted(planned, key=lambda k: (bases[k].size if k in bases else 0, planned[k]), reverse=True)
+
         def run(ctx: WriteContext) -> list[WriteStat]:
-            return self._write_groups(routed, ctx, bases, appends, operation)
+            return self._write_groups(routed, ctx, bases, appends, operation, groups)
 
         plan = WritePlan(workload, run, touched, replaced)
         previous_release = prepared.release
@@ -291,6 +338,12 @@ class SparkDataPlane:
         prepared.release = release
         return plan
 
+    def _can_broadcast_keys(self, records: SparkRecords) -> bool:
+        """Whether the batch's keys are small enough to broadcast to the scan of the table's keys
+        (Spark's `spark.sql.autoBroadcastJoinThreshold`; 16 bytes of overhead per row)."""
+        threshold = parse_byte_size(self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None), 10 << 20)
+        return threshold >= 0 and records.key_bytes + 16 * sum(records.partitions.values()) <= threshold
+
     def _bytes_per_row(self, schema: pa.Schema) -> int:
         """A batch-size-free estimate of a row's size, for sizing new files of a first write."""
         fixed = sum((f.type.bit_width // 8) if pa.types.is_primitive(f.type) else 32 for f in schema)
@@ -298,7 +351,7 @@ class SparkDataPlane:
 
     # -- tagging -------------------------------------------------------------------------------
     def _tag_by_join(
-        self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants
+        self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants, broadcast: bool
     ) -> DataFrame:
         """LOCATION = file id of the slice that holds the key: a join with the keys of the candidate slices.
 
@@ -309,25 +362,31 @@ class SparkDataPlane:
         `_hoodie_record_key` and `_hoodie_partition_path` columns (the file id from the
         file's name); slices with logs by Python tasks, one per slice, that run the same
         per-slice key function as the local engine.
+
+        With `broadcast` (a batch whose keys fit a broadcast), the batch's keys go to every
+        task of the key scan, which keeps only the stored keys the batch holds: the table's
+        keys are never shuffled or sorted. Otherwise both sides are shuffled by key.
         """
         # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
-        frames = []
+        #: (partition, key, file name) of base files; (partition, key, file id) of slices with logs.
+        named: DataFrame | None = None
+        located: DataFrame | None = None
         # Without meta fields the stored `_hoodie_record_key` is null: every slice's keys are
         # computed from the key fields by the per-slice key function.
         virtual = None if self.config.populate_meta_fields else self.config
         base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files and virtual is None]
         paths = [spark_path(self.storage, base.path) for base in base_only]
         if paths:
-            frames.append(
+            named = (
                 self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
                 .parquet(*paths)
                 .select(
                     F.col("_hoodie_partition_path").alias("__lw_partition"),
                     F.col("_hoodie_record_key").alias("__lw_key"),
-                    F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(LOCATION),
+                    F.col("_metadata.file_name").alias("__lw_file"),
                 )
             )
         with_logs = [s for s in candidates if s.log_files or virtual is not None]
@@ -340,10 +399,12 @@ class SparkDataPlane:
                         yield _slice_key_batch(storage, with_logs[index], committed, virtual)
 
             slices = self.spark.range(len(with_logs), numPartitions=len(with_logs))
-            frames.append(slices.mapInArrow(slice_keys, key_schema))
-        if not frames:
+            located = slices.mapInArrow(slice_keys, key_schema)
+        if named is None and located is None:
             return records.withColumn(LOCATION, F.lit(None).cast("string"))
-        keys = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        if broadcast:
+            return _tag_by_broadcast(records, named, located)
+        keys = _union_of_keys(named, located)
         # A key stored more than once (inserts allow duplicates) would repeat the incoming
         # row; keep one location per incoming row, as the local index does. The join output
         # is already clustered by (partition, key), so this needs no further shuffle.
@@ -436,7 +497,11 @@ class SparkDataPlane:
         bases: dict[tuple[str, str], BaseFile],
         appends: dict[tuple[str, str], FileSlice],
         operation: WriteOperation,
+        groups: Sequence[tuple[str, str]],
     ) -> list[WriteStat]:
+        """One task per file group of `groups` (in that order), each writing its group's files."""
+        if not groups:
+            return []
         match_keys = operation is not WriteOperation.INSERT
         ordering = self.config.precombine_field
         hook = self.engine.after_file_group
@@ -480,13 +545,63 @@ class SparkDataPlane:
         self.spark.sparkContext.setJobDescription(description)
         started = time.monotonic()
         try:
-            rows = _spark_errors(
-                lambda: routed.groupBy(PARTITION_PATH, LOCATION).applyInArrow(write_group, "stat string").collect()
-            )
+            by_group = _one_partition_per_group(routed, groups)
+            rows = _spark_errors(lambda: by_group.applyInArrow(write_group, "stat string").collect())
             log.info("spark write: %d file group(s) written in %.2fs", len(rows), time.monotonic() - started)
         finally:
             self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
         return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
+
+
+def _union_of_keys(named: DataFrame | None, located: DataFrame | None) -> DataFrame:
+    """(partition, key, file id) of the stored keys: the file id of a base file's keys from its name."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    frames = [] if located is None else [located]
+    if named is not None:
+        file_id = F.regexp_extract(F.col("__lw_file"), r"^([^_]+)_", 1).alias(LOCATION)
+        frames.insert(0, named.select("__lw_partition", "__lw_key", file_id))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: DataFrame | None) -> DataFrame:
+    """The tagging join of a small batch: the batch's keys are broadcast to the scan of the stored
+    keys, which keeps only those (the table's keys are never shuffled or sorted; file ids are taken
+    from the names of the few rows kept); one location per key (a key stored more than once keeps
+    one, as the local index does), joined back to the records as a broadcast."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    wanted = F.broadcast(records.select(F.col(PARTITION_PATH).alias("__lw_bp"), F.col(RECORD_KEY).alias("__lw_bk")))
+
+    def kept(frame: DataFrame | None) -> DataFrame | None:
+        if frame is None:
+            return None
+        condition = (frame["__lw_partition"] == wanted["__lw_bp"]) & (frame["__lw_key"] == wanted["__lw_bk"])
+        return frame.join(wanted, condition, "left_semi")
+
+    found = _union_of_keys(kept(named), kept(located)).dropDuplicates(["__lw_partition", "__lw_key"])
+    condition = (records[PARTITION_PATH] == found["__lw_partition"]) & (records[RECORD_KEY] == found["__lw_key"])
+    return records.join(F.broadcast(found), condition, "left").drop("__lw_partition", "__lw_key")
+
+
+def _one_partition_per_group(routed: DataFrame, groups: Sequence[tuple[str, str]]) -> GroupedData:
+    """`routed` grouped by file group, each group in a shuffle partition of its own (see `spark_tasks`).
+
+    The task column maps (partition, file id) to the group's slot; grouping by it together
+    with the file group keeps the groups apart even if a row missed the map.
+    """
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    if len(groups) > MAX_EXACT_SLOTS:
+        return routed.groupBy(PARTITION_PATH, LOCATION)
+    slots = partition_slots(len(groups))
+    entries = [F.lit(x) for (p, f), slot in zip(groups, slots) for x in (f"{p}\x00{f}", slot)]
+    name = F.concat(F.coalesce(F.col(PARTITION_PATH), F.lit("")), F.lit("\x00"), F.col(LOCATION))
+    with_task = routed.withColumn(TASK, F.create_map(*entries)[name].cast("int"))
+    return with_task.repartition(len(groups), TASK).groupBy(TASK, PARTITION_PATH, LOCATION)
 
 
 __all__ = ["SparkDataPlane", "SparkRecords", "utc_timestamps"]

@@ -34,6 +34,7 @@ from tests.interop.compare import (
     same_rows,
     write_instants,
 )
+from tests.support.spark import spark_jobs
 from tests.support.write_model import ExpectedTable, Row, arrow_rows, as_steps, data_files, disk_state
 
 pytestmark = pytest.mark.spark
@@ -349,13 +350,8 @@ def test_upsert_of_a_key_stored_several_times_counts(spark, tmp_path: Path, engi
 # -- engine choice ------------------------------------------------------------------------------
 def _spark_jobs(spark: Any, group: str, fn: Callable[[], Any]) -> tuple[Any, int]:
     """Run fn; return its result and how many Spark jobs it started."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        result = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return result, len(sc.statusTracker().getJobIdsForGroup(group))
+    result, jobs = spark_jobs(spark, group, fn)
+    return result, len(jobs)
 
 
 def test_engine_choice_per_call_and_per_table(spark, tmp_path: Path, planes: list[str]) -> None:
