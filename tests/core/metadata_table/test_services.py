@@ -32,7 +32,7 @@ from tests.core.metadata_table.test_writes import (
 )
 from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
 
-#: No metadata compaction here (its own tests are test_compaction.py): every service's delta commit and
+#: No metadata compaction here (its own tests are test_metadata_compaction.py): every service's delta commit and
 #: rollback stays visible on the metadata timeline.
 OPTIONS = {
     "hoodie.cleaner.commits.retained": 1,
