@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeward.core.config.table import KeyGeneratorType, TableConfig, TableType
-from lakeward.core.exceptions import ConfigError, InvalidRecordError, SchemaError
+from lakeward.core.config.table import KeyGeneratorType, TableConfig
+from lakeward.core.exceptions import InvalidRecordError, SchemaError
 from lakeward.core.timestamp_keygen import TimestampPartitioner
 
 NULL_KEY_PART = "__null__"
@@ -191,22 +191,3 @@ def with_virtual_keys(rows: pa.Table, config: TableConfig) -> pa.Table:
         else:
             rows = rows.append_column(name, values)
     return rows
-
-
-def check_virtual_keys(config: TableConfig) -> None:
-    """Refuse what Hudi refuses on virtual-key tables (`hoodie.populate.meta.fields=false`):
-    merge-on-read tables with any key generator but the simple one (log records are merged
-    by one key field), and change data capture (which needs the stored meta fields)."""
-    if config.populate_meta_fields:
-        return
-    if config.table_type is TableType.MERGE_ON_READ and config.virtual_key_field is None:
-        raise ConfigError(
-            "hoodie.populate.meta.fields=false on a MERGE_ON_READ table needs the simple key generator "
-            f"(one record key field, not {list(config.record_key_fields)} with {config.key_generator.value}), "
-            "as in Apache Hudi: use COPY_ON_WRITE, or keep the meta fields"
-        )
-    if config.cdc_enabled:
-        raise ConfigError(
-            "hoodie.table.cdc.enabled=true needs the meta fields: Apache Hudi does not support change data "
-            "capture with hoodie.populate.meta.fields=false"
-        )

@@ -19,6 +19,7 @@ from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.config.table import (
     TableConfig,
     TableType,
+    check_virtual_keys,
 )
 from lakeward.core.config.write import parse_write_config
 from lakeward.core.context import TableContext
@@ -36,7 +37,6 @@ from lakeward.core.exceptions import (
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.keygen import check_virtual_keys
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_version import CURRENT, TableVersion
@@ -288,7 +288,7 @@ class Table:
         dropped when the options disable them, else MetadataTableError); version 6 metadata
         tables are refused (MetadataTableError). A table written without meta fields (virtual
         keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
-        one (`keygen.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
+        one (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")

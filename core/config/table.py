@@ -240,7 +240,7 @@ class TableConfig:
         A table written without meta fields stores no `_hoodie_record_key`: readers derive it
         from the key generator's fields. Merging log records (merge-on-read) reads it from one
         field, which is why Hudi allows only the simple key generator on merge-on-read
-        virtual-key tables (`lakeward.core.keygen.check_virtual_keys`).
+        virtual-key tables (`check_virtual_keys`).
         """
         if self.populate_meta_fields or len(self.record_key_fields) != 1:
             return None
@@ -501,3 +501,22 @@ class TableConfig:
     @classmethod
     def from_text(cls, text: str) -> TableConfig:
         return cls.from_properties(parse_properties(text))
+
+
+def check_virtual_keys(config: TableConfig) -> None:
+    """Refuse what Hudi refuses on virtual-key tables (`hoodie.populate.meta.fields=false`):
+    merge-on-read tables with any key generator but the simple one (log records are merged
+    by one key field), and change data capture (which needs the stored meta fields)."""
+    if config.populate_meta_fields:
+        return
+    if config.table_type is TableType.MERGE_ON_READ and config.virtual_key_field is None:
+        raise ConfigError(
+            "hoodie.populate.meta.fields=false on a MERGE_ON_READ table needs the simple key generator "
+            f"(one record key field, not {list(config.record_key_fields)} with {config.key_generator.value}), "
+            "as in Apache Hudi: use COPY_ON_WRITE, or keep the meta fields"
+        )
+    if config.cdc_enabled:
+        raise ConfigError(
+            "hoodie.table.cdc.enabled=true needs the meta fields: Apache Hudi does not support change data "
+            "capture with hoodie.populate.meta.fields=false"
+        )
