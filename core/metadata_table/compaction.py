@@ -304,7 +304,7 @@ def _compact_operation(
     name = f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
     path = posixpath.join(op.partition_path, name)
     if op.partition_path == RECORD_INDEX_PARTITION:
-        cells = merge_record_index_slice(mdt_storage, base_path, log_paths, completion)
+        cells = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
     else:
         cells = compacted_cells(merge_files_slice(mdt_storage, base_path, log_paths, completion), name)
     data = write_base_hfile(cells, HFILE_SCHEMA_JSON)
