@@ -21,7 +21,7 @@ import fastavro
 
 from lakeward.core.file_group import log_file
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.metadata_listing import MetadataTableUnavailable
+from lakeward.core.file_group.metadata_listing import committed_blocks
 from lakeward.core.file_group.slice_keys import read_zigzag_varint
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
 from lakeward.core.storage import Storage
@@ -47,8 +47,15 @@ class FileNameStamp:
     def __init__(self, file_name: str):
         self.file_name = file_name
         self.head = _NULL_META + b"\x02" + _avro_string(file_name)
+        self._stamped: dict[bytes, bytes] = {}  # keys at one location share their value
 
     def __call__(self, value: bytes) -> bytes:
+        stamped = self._stamped.get(value)
+        if stamped is None:
+            stamped = self._stamped[value] = self._stamp(value)
+        return stamped
+
+    def _stamp(self, value: bytes) -> bytes:
         if value.startswith(_NULL_META) and len(value) > 5:
             pos = 5
             if value[4] == 2:  # a file name: skip it
@@ -80,19 +87,14 @@ def merge_record_index_slice(
     merged: dict[bytes, bytes] = {}
     if base_path is not None:
         _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
-    for path in log_paths:
-        for block in log_file.scan_blocks(mdt.read_bytes(path)):
-            if isinstance(block, log_file.CorruptBlock):
-                raise MetadataTableUnavailable(f"{path}: damaged log block ({block.reason})")
-            if block.instant_time not in completed:
-                continue
-            if block.block_type is log_file.BlockType.HFILE_DATA:
-                _apply_hfile(merged, block.content, path)
-            elif block.block_type is log_file.BlockType.DELETE:
-                deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
-                for key in deleted:
-                    if key is not None:
-                        merged.pop(key.encode(), None)
+    for path, block in committed_blocks(mdt, log_paths, completed):
+        if block.block_type is log_file.BlockType.HFILE_DATA:
+            _apply_hfile(merged, block.content, path)
+        elif block.block_type is log_file.BlockType.DELETE:
+            deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
+            for key in deleted:
+                if key is not None:
+                    merged.pop(key.encode(), None)
     stamp = FileNameStamp(file_name)
     return [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
 
