@@ -113,6 +113,7 @@ class Table:
         self.options = dict(options or {})
         self.engine = engine
         _validate_options(self.options)
+        config.check_options(self.options)
         self._client: WriteClient | None = None
         #: Called with the instant time right before a table service (compaction, clustering,
         #: clean) completes; an exception stops the completion and the instant stays inflight,

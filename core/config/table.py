@@ -233,6 +233,20 @@ class TableConfig:
         """
         return self.extra.get(POPULATE_META_FIELDS_KEY, "true").lower() != "false"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse writer options that contradict the table's own `hoodie.properties` where a table
+        cannot change after creation: `hoodie.populate.meta.fields` (a writer that fills, or
+        leaves empty, the `_hoodie_*` columns against the table's files would mix both kinds)."""
+        if POPULATE_META_FIELDS_KEY not in options:
+            return
+        wanted = parse_bool(options[POPULATE_META_FIELDS_KEY], POPULATE_META_FIELDS_KEY)
+        if wanted != self.populate_meta_fields:
+            raise ConfigError(
+                f"{POPULATE_META_FIELDS_KEY}={str(wanted).lower()} in the options, but the table's "
+                f"hoodie.properties has {POPULATE_META_FIELDS_KEY}={str(self.populate_meta_fields).lower()}: "
+                "it is fixed when a table is created; drop the option"
+            )
+
     @property
     def virtual_key_field(self) -> str | None:
         """The data column that holds the record key of a virtual-key table's records, else None.

@@ -22,7 +22,7 @@ import io
 import json
 import logging
 import posixpath
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,15 +160,23 @@ def merge_files_slice(
     merged: MergedFiles = {}
     if base_path is not None:
         _apply_hfile(merged, mdt.read_bytes(base_path), base_path, None)
+    for path, block in committed_blocks(mdt, log_paths, completed):
+        if block.block_type is log_file.BlockType.HFILE_DATA:
+            _apply_hfile(merged, block.content, path, block.header.get(log_file.HeaderKey.SCHEMA))
+    return merged
+
+
+def committed_blocks(
+    mdt: Storage, log_paths: Sequence[str], completed: Collection[str]
+) -> Iterator[tuple[str, log_file.RawBlock]]:
+    """(path, block) of every block of `log_paths`, in order, whose instant is in `completed`: what a
+    metadata-table slice merge applies. Raises MetadataTableUnavailable on a damaged log block."""
     for path in log_paths:
         for block in log_file.scan_blocks(mdt.read_bytes(path)):
             if isinstance(block, log_file.CorruptBlock):
                 raise MetadataTableUnavailable(f"{path}: damaged log block ({block.reason})")
-            if block.instant_time not in completed:
-                continue
-            if block.block_type is log_file.BlockType.HFILE_DATA:
-                _apply_hfile(merged, block.content, path, block.header.get(log_file.HeaderKey.SCHEMA))
-    return merged
+            if block.instant_time in completed:
+                yield path, block
 
 
 class MetadataFileListing:

@@ -50,6 +50,8 @@ from lakeward.core.file_group.metadata_listing import (
 from lakeward.core.file_group.naming import write_token
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.files_partition import encode_record
+from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION
+from lakeward.core.metadata_table.record_index_compaction import merge_record_index_slice
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, TimelineLayout
@@ -66,6 +68,8 @@ DEFAULT_MAX_DELTA_COMMITS = 10
 COMPACT_OPERATION = "COMPACT"
 #: Write token of the base files lakeward's metadata compaction writes (one task, one attempt).
 BASE_WRITE_TOKEN = write_token(0, 0, 0)
+#: The metadata partitions whose file groups a metadata compaction folds (every maintained one).
+_COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION})
 
 
 def mdt_timeline(storage: Storage) -> Timeline:
@@ -190,13 +194,14 @@ def check_metadata_compaction(
 
 
 def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str) -> CompactionPlan:
-    """The plan of a metadata compaction at `instant_time`: per `files` file group, its latest slice
-    with the logs whose delta commit completed before `instant_time` (groups with none are left out)."""
+    """The plan of a metadata compaction at `instant_time`: per `files` and `record_index` file group,
+    its latest slice with the logs whose delta commit completed before `instant_time` (groups with
+    none are left out)."""
     completion = mdt.completion_times()
     view = FileSystemView.load(metadata_storage(storage), mdt)
     operations = []
     for group in view.file_groups():
-        if group.partition_path != FILES_PARTITION or not group.slices:
+        if group.partition_path not in _COMPACTED_PARTITIONS or not group.slices:
             continue
         latest = max(group.slices, key=lambda s: s.base_instant_time)
         logs = tuple(
@@ -219,11 +224,7 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
 
 
 def _check_maintained_partitions(storage: Storage) -> None:
-    """Refuse a metadata table with partitions lakeward does not maintain.
-
-    `record_index` is maintained but not compacted yet: its file groups keep their slices (a
-    compaction of `files` alone leaves them whole and correct), so it does not block.
-    """
+    """Refuse a metadata table with partitions lakeward does not maintain (it compacts them all)."""
     others = [p for p in metadata_partitions(read_table_properties(storage)) if p not in MAINTAINED_METADATA_PARTITIONS]
     if others:
         raise MetadataTableError(
@@ -293,20 +294,19 @@ def _compact_operation(
     mdt_storage = metadata_storage(storage)
     completion = mdt.completion_times()
     file_slice = op.file_slice()
-    merged = merge_files_slice(
-        mdt_storage,
-        file_slice.base_file.path if file_slice.base_file is not None else None,
-        [
-            f.path
-            for f in sorted(
-                file_slice.log_files, key=lambda f: (completion.get(f.base_instant_time, ""), f.version, f.write_token)
-            )
-        ],
-        completion,
-    )
+    base_path = file_slice.base_file.path if file_slice.base_file is not None else None
+    log_paths = [
+        f.path
+        for f in sorted(
+            file_slice.log_files, key=lambda f: (completion.get(f.base_instant_time, ""), f.version, f.write_token)
+        )
+    ]
     name = f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
     path = posixpath.join(op.partition_path, name)
-    cells = compacted_cells(merged, name)
+    if op.partition_path == RECORD_INDEX_PARTITION:
+        cells = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
+    else:
+        cells = compacted_cells(merge_files_slice(mdt_storage, base_path, log_paths, completion), name)
     data = write_base_hfile(cells, HFILE_SCHEMA_JSON)
     create_marker(mdt_storage, instant_time, op.partition_path, name, "CREATE")
     mdt_storage.write_bytes(path, data)  # a rerun rewrites the same bytes (same plan, same inputs)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lakeward.core.metadata_table.compaction import DEFAULT_MAX_DELTA_COMMITS
 from lakeward.services.metrics import DaemonMetrics
 from tests.deploy import tools
 from tests.deploy.promql import exported_series, label_values_metric, metric_names
@@ -44,6 +45,7 @@ ALERTS = {
     "LakewardReplicaNotReady": "lakeward_ready",
     "LakewardTableUnhealthy": "lakeward_table_health_score",
     "LakewardMetadataTableLagging": "lakeward_table_metadata_lag_instants",
+    "LakewardMetadataCompactionBlocked": "lakeward_table_metadata_uncompacted_instants",
 }
 
 
@@ -151,3 +153,13 @@ def test_metadata_table_lag_alert_fires_after_the_chart_default() -> None:
     chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
     assert rule["for"] == chart["metadataLagFor"] == "15m"
     assert rule["expr"] == "max by (table) (lakeward_table_metadata_lag_instants) > 0"
+
+
+def test_metadata_compaction_blocked_alert_fires_above_twice_the_default_threshold() -> None:
+    rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r["alert"] == "LakewardMetadataCompactionBlocked")
+    chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
+    assert rule["for"] == chart["metadataUncompactedFor"] == "30m"
+    assert chart["metadataUncompactedAbove"] == 2 * DEFAULT_MAX_DELTA_COMMITS
+    expr = f"max by (table) (lakeward_table_metadata_uncompacted_instants) > {chart['metadataUncompactedAbove']}"
+    assert rule["expr"] == expr

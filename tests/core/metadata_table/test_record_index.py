@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.metadata_table.check import compare_files_partition
-from lakeward.core.metadata_table.compaction import mdt_timeline
+from lakeward.core.metadata_table.compaction import mdt_timeline, pending_metadata_compactions
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import (
     RecordIndex,
@@ -30,8 +32,10 @@ from lakeward.core.metadata_table.record_index import (
     encode_location,
     file_group_indexes,
 )
-from lakeward.core.timeline import Action
+from lakeward.core.timeline import Action, CommitMetadata
+from lakeward.core.timeline.transitions import read_instant
 from tests.interop.compare import both_readers
+from tests.support import crash
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
 PARTS = ["p0", "p1", "p2"]
@@ -272,18 +276,133 @@ def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
     _check(path, model, {"k2"})
 
 
+def _record_index_bases(path: str) -> dict[str, list[str]]:
+    """Base HFile names per record-index file group, oldest (instant time) first."""
+    names = sorted(
+        (p.name for p in (Path(path) / ".hoodie" / "metadata" / "record_index").glob("*.hfile")),
+        key=lambda name: name.rsplit("_", 1)[1],
+    )
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(name.split("_")[0], []).append(name)
+    return out
+
+
 def test_the_record_index_stays_exact_through_metadata_table_compactions(tmp_path: Path):
-    """The metadata table compacts `files` while `record_index` keeps its slices: tagging stays exact."""
+    """The metadata table compacts `files` and `record_index` in one instant: each record-index file
+    group gets a base HFile named with the compaction's instant time, holding the live keys (deletes
+    applied), tagging stays exact, and the metadata clean later removes the old record-index slices."""
     path = str(tmp_path / "t")
     table, model = _indexed_table(path, 12)
-    table = Table.open(
-        path, options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.compact.max.delta.commits": 3}
-    )
-    for step in range(8):
+    options = {
+        "hoodie.index.type": "RECORD_INDEX",
+        "hoodie.metadata.compact.max.delta.commits": 3,
+        "hoodie.metadata.cleaner.commits.retained": 2,
+    }
+    table = Table.open(path, options=options)
+    initial = {f: sorted(n) for f, n in _record_index_bases(path).items()}
+    gone: set[str] = set()
+    for step in range(10):
         batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in range(step, 16 + step, 3)}
         result = table.upsert(_batch(batch))
         updates = sum(k in model for k in batch)
         assert (result.num_updates, result.num_inserts) == (updates, len(batch) - updates), step
         model |= batch
-    assert mdt_timeline(table.storage).completed(Action.COMMIT), "the metadata table was compacted"
+        gone -= set(batch)
+        deleted = {k: model.pop(k) for k in sorted(model)[step % 3 :: 7][:2]}
+        assert table.delete(_batch(deleted)).num_deletes == len(deleted)
+        gone |= set(deleted)
+        _check(path, model, gone)
+    mdt = mdt_timeline(table.storage)
+    compactions = mdt.completed(Action.COMMIT)
+    assert compactions, "the metadata table was compacted"
+    # every record-index file group with changes since its base got a base of the latest compaction
+    bases = _record_index_bases(path)
+    compacted = {f for f, names in bases.items() if names[-1].endswith(f"_{compactions[-1].time}.hfile")}
+    assert compacted, bases
+    stats = CommitMetadata.from_bytes(read_instant(metadata_storage(table.storage), compactions[-1]))
+    assert set(stats.partitionToWriteStats) == {"files", "record_index"}
+    assert {s.fileId for s in stats.partitionToWriteStats["record_index"]} == compacted
+    # the metadata clean removed the old record-index slices: the initial base files are gone
+    assert mdt.completed(Action.CLEAN)
+    remaining = {n for names in bases.values() for n in names}
+    assert not remaining & {n for names in initial.values() for n in names}, remaining
+    assert all(len(names) <= 2 for names in bases.values()), bases
+
+
+@pytest.mark.slow
+def test_killed_after_the_record_index_base_is_written_is_repaired_by_the_next_writer(tmp_path: Path):
+    """SIGKILL once the metadata compaction wrote its base files (`record_index` ones included), before
+    its commit: readers ignore them, and the next writer finishes the compaction from its plan."""
+    path = str(tmp_path / "t")
+    table, model = _indexed_table(path, 12)
+    # the crash writer runs with the default threshold (10): the 10th metadata delta commit is its write's
+    table = Table.open(
+        path, options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.compact.max.delta.commits": 1000}
+    )
+    for step in range(6):
+        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in range(step, 14 + step, 4)}
+        table.upsert(_batch(batch))
+        model |= batch
+    gone = {"k1"}
+    table.delete(_batch({"k1": model.pop("k1")}))
+    assert len(mdt_timeline(table.storage).completed(Action.DELTA_COMMIT)) == 9
+    crash_rows = {f"k{i}": (_part_of(f"k{i}"), 20, i) for i in range(0, 24, 2)}
+    batch_file = tmp_path / "crash.parquet"
+    pq.write_table(_batch(crash_rows), batch_file)
+    crash.run_and_kill("crash_writer.py", path, "mdt_compaction_base_written", str(batch_file))
+    model |= crash_rows  # the write itself completed before its metadata services
+    storage = Table.open(path).storage
+    [pending] = pending_metadata_compactions(storage)
+    written = _record_index_bases(path)
+    assert any(names[-1].endswith(f"_{pending}.hfile") for names in written.values()), written
+    _check(path, model, gone)  # readers ignore the unfinished compaction's base files
+
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    repair = {"k1": (_part_of("k1"), 30, 1), "k99": (_part_of("k99"), 30, 99), "k3": (_part_of("k3"), 30, 3)}
+    result = table.upsert(_batch(repair))
+    assert (result.num_updates, result.num_inserts) == (1, 2)
+    model |= repair
     _check(path, model, set())
+    mdt = mdt_timeline(storage)
+    assert not pending_metadata_compactions(storage) and [i.time for i in mdt.completed(Action.COMMIT)] == [pending]
+
+
+def test_lakeward_compacts_a_hudi_fixtures_record_index(fixture_table: Any):
+    """On Hudi's table (whose record index Hudi compacted), lakeward's metadata compaction folds the
+    record-index slices Hudi and lakeward wrote; lookups and tagging stay exact after it."""
+    path = fixture_table("cow", "v9_txns_nonpart_meta")
+    options = {
+        "hoodie.metadata.index.column.stats.enable": "false",
+        "hoodie.metadata.index.secondary.enable": "false",
+        "hoodie.index.type": "RECORD_INDEX",
+        "hoodie.metadata.compact.max.delta.commits": 3,
+    }
+    table = Table.open(path, options=options)
+    hudi_compactions = mdt_timeline(table.storage).completed(Action.COMMIT)
+    data = table.read()
+    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
+    rows = data.to_pylist()
+    for n in range(3):
+        changed = dict(rows[n], amount=rows[n]["amount"] + 1, txn_ts=rows[n]["txn_ts"] + 1000)
+        new = dict(rows[n], txn_id=f"TXN-9{n:02d}", txn_ts=rows[n]["txn_ts"] + 1000)
+        result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
+        assert (result.num_updates, result.num_inserts) == (1, 1), n
+    table.delete(pa.Table.from_pylist([dict(rows[0], txn_id="TXN-900")], schema=data.schema))
+    compactions = mdt_timeline(table.storage).completed(Action.COMMIT)
+    assert len(compactions) > len(hudi_compactions)
+    bases = _record_index_bases(path)
+    assert any(names[-1].endswith(f"_{compactions[-1].time}.hfile") for names in bases.values()), bases
+    _check_locations(path)
+    partitions, _ = RecordIndex(table.storage).locate(pa.array(["TXN-900", "TXN-901"], pa.string()))
+    assert partitions.to_pylist()[0] is None and partitions.to_pylist()[1] is not None
+    again = [
+        dict(rows[0], txn_id="TXN-900", txn_ts=rows[0]["txn_ts"] + 2000),
+        dict(rows[1], txn_ts=rows[1]["txn_ts"] + 2000),
+    ]
+    result = table.upsert(pa.Table.from_pylist(again, schema=data.schema))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    _check_locations(path)
+    mine, theirs = both_readers(path)
+    assert mine == theirs
+    assert compare_files_partition(table.storage).ok

@@ -227,3 +227,17 @@ def test_savepoint_restore_rollback_archive_and_upgrade_on_a_virtual_key_table(t
     model[first[2]["id"]] = {**first[2], "ts": 20, "value": "v9"}
     assert _rows(Table.open(path).read()) == sorted(model.values(), key=lambda r: (r["region"], r["id"]))
     _assert_stored_without_meta(path)
+
+
+@pytest.mark.parametrize(("created", "option"), [("false", "true"), ("true", "false")])
+def test_opening_with_a_populate_meta_fields_other_than_the_tables_is_refused(
+    tmp_path: Path, created: str, option: str
+) -> None:
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", options={"hoodie.populate.meta.fields": created})
+    with pytest.raises(ConfigError, match=rf"hoodie.populate.meta.fields={option} in the options.*={created}"):
+        Table.open(path, options={"hoodie.populate.meta.fields": option})
+    # the table's own value is accepted, and so is no value at all
+    table = Table.open(path, options={"hoodie.populate.meta.fields": created})
+    table.insert(_batch([{"id": 1, "region": "a", "ts": 1, "value": "x"}]))
+    assert _rows(Table.open(path).read()) == [{"id": 1, "region": "a", "ts": 1, "value": "x"}]

@@ -1,0 +1,102 @@
+"""Merge one `record_index` file slice into the cells of its compacted base HFile.
+
+The metadata table's compaction (`metadata_table.compaction`) folds every partition's latest
+slices, as Hudi's does; for a record-index file group the merge is Hudi's
+(`HoodieMetadataPayload` of type 5 with `HoodieMetadataLogRecordReader`): start from the base
+HFile's cells, then apply each committed log block oldest to newest — an `HFILE_DATA` block's
+cell replaces the key's value, a DELETE block's key removes it. The values keep the location and
+the instant that put the key there, so the compacted base answers every lookup exactly as the
+slice it replaces did; as in the base files Hudi's compaction writes (its create handle stamps
+the file name even on the metadata table, which has no other meta fields), `_hoodie_file_name`
+is the new base file's name and `key` is "" (`HoodieAvroHFileWriter` blanks it, the HFile key
+holds it).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Collection, Sequence
+
+import fastavro
+
+from lakeward.core.file_group import log_file
+from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.metadata_listing import committed_blocks
+from lakeward.core.file_group.slice_keys import read_zigzag_varint
+from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
+from lakeward.core.storage import Storage
+
+_PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
+#: The first four meta fields (`_hoodie_commit_time` … `_hoodie_partition_path`), null.
+_NULL_META = b"\x00" * 4
+
+
+def _avro_string(text: str) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, "string", text)
+    return out.getvalue()
+
+
+class FileNameStamp:
+    """Rewrites record values with `_hoodie_file_name` set to one file's name and `key` "".
+
+    Values as lakeward and Hudi write them (four null meta fields, a null or set file name, key "")
+    are spliced; any other layout goes through the Avro codec.
+    """
+
+    def __init__(self, file_name: str):
+        self.file_name = file_name
+        self.head = _NULL_META + b"\x02" + _avro_string(file_name)
+        self._stamped: dict[bytes, bytes] = {}  # keys at one location share their value
+
+    def __call__(self, value: bytes) -> bytes:
+        stamped = self._stamped.get(value)
+        if stamped is None:
+            stamped = self._stamped[value] = self._stamp(value)
+        return stamped
+
+    def _stamp(self, value: bytes) -> bytes:
+        if value.startswith(_NULL_META) and len(value) > 5:
+            pos = 5
+            if value[4] == 2:  # a file name: skip it
+                length, pos = read_zigzag_varint(value, 5)
+                pos += length
+            elif value[4] != 0:
+                pos = -1
+            if pos > 0 and value[pos : pos + 1] == b"\x00":  # key ""
+                return self.head + value[pos:]
+        record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED_SCHEMA, None)
+        record |= {"_hoodie_file_name": self.file_name, "key": ""}  # type: ignore[operator]
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, _PARSED_SCHEMA, record)
+        return out.getvalue()
+
+
+def _apply_hfile(merged: dict[bytes, bytes], data: bytes, name: str) -> None:
+    merged.update(HFileReader(data, name).items())
+
+
+def merge_record_index_slice(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
+) -> list[tuple[str, bytes]]:
+    """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
+    sorted by key bytes: the base HFile (if any), then the blocks of `log_paths` (in the order
+    given: completion time, version, write token) whose instant is in `completed`; later values
+    replace, deleted keys are dropped (module doc). Raises MetadataTableUnavailable on a damaged
+    log block (nothing is written from a partial merge)."""
+    merged: dict[bytes, bytes] = {}
+    if base_path is not None:
+        _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
+    for path, block in committed_blocks(mdt, log_paths, completed):
+        if block.block_type is log_file.BlockType.HFILE_DATA:
+            _apply_hfile(merged, block.content, path)
+        elif block.block_type is log_file.BlockType.DELETE:
+            deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
+            for key in deleted:
+                if key is not None:
+                    merged.pop(key.encode(), None)
+    stamp = FileNameStamp(file_name)
+    return [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
+
+
+__all__ = ["FileNameStamp", "merge_record_index_slice"]
