@@ -475,6 +475,21 @@ class RecordIndexChange:
         return bool(self.upserts or self.deletes)
 
 
+def tagged_change(
+    instant_time: str, inserted: Sequence[tuple[str, str, pa.Array]], deleted: Sequence[pa.Array]
+) -> RecordIndexChange:
+    """The change of a write whose tagging was exact (the record index's own lookups): each key new
+    to the table goes to the file group it was written to (`inserted`: partition, file id, keys),
+    located keys deleted are gone (`deleted`), updates keep their location. What the write already
+    knows, instead of re-reading the file groups it rewrote (`record_index_change`)."""
+    change = RecordIndexChange()
+    for partition, file_id, keys in inserted:
+        change.upserts.update(dict.fromkeys(keys.cast(pa.string()).to_pylist(), (partition, file_id, instant_time)))
+    gone = [keys.cast(pa.string()) for keys in deleted]
+    change.deletes = set(_concat(gone).to_pylist()) - change.upserts.keys()
+    return change
+
+
 def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:
     """The distinct keys a slice holds live: its base file's, then each committed log block in order
     (data blocks add their keys, delete blocks remove theirs)."""

@@ -21,14 +21,17 @@ from lakeward import Table
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.metadata_table import writer
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import mdt_timeline
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import (
     RecordIndex,
+    RecordIndexChange,
     decode_location,
     encode_location,
     file_group_indexes,
+    record_index_change,
 )
 from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
@@ -287,3 +290,43 @@ def test_the_record_index_stays_exact_through_metadata_table_compactions(tmp_pat
         model |= batch
     assert mdt_timeline(table.storage).completed(Action.COMMIT), "the metadata table was compacted"
     _check(path, model, set())
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_record_index_tagged_write_derives_the_rewrite_derived_change(
+    tmp_path: Path, table_type: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A RECORD_INDEX upsert (updates, inserts into small files and new partitions) and delete give
+    the record index the change the write knows from its tagging, equal to the change derived by
+    re-reading the file groups it rewrote."""
+    seen: list[tuple[RecordIndexChange | None, RecordIndexChange]] = []
+    real = writer.write_files_delta_commit
+
+    def spy(storage: Any, timezone: str, instant_time: str, change: Any) -> Any:
+        if change.commit is not None:
+            seen.append((change.record_index, record_index_change(storage, instant_time, change.commit)))
+        return real(storage, timezone, instant_time, change)
+
+    monkeypatch.setattr(writer, "write_files_delta_commit", spy)
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    table.insert(_batch(model))
+    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    table.initialize_metadata_table()
+    seen.clear()
+    for step in range(3):
+        batch = {k: (model[k][0], step + 2, step) for k in sorted(model)[step : step + 8]}  # updates
+        batch |= {f"k{100 + 10 * step + i}": (_part_of(f"k{100 + 10 * step + i}"), step + 2, i) for i in range(5)}
+        batch[f"n{step}"] = ("p9", step + 2, 0)  # a new partition
+        table.upsert(_batch(batch))
+        model |= batch
+        deleted = {k: model.pop(k) for k in sorted(model)[-3:]}
+        table.delete(_batch(deleted))
+    assert len(seen) == 6
+    for tagged, derived in seen:
+        assert tagged is not None  # the write's own change, not a re-read
+        assert tagged.upserts == derived.upserts and tagged.deletes == derived.deletes
+    assert sum(len(t.upserts) for t, _ in seen) == 18 and sum(len(t.deletes) for t, _ in seen) == 9
