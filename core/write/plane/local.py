@@ -188,9 +188,18 @@ class LocalDataPlane:
             return self.engine.map(lambda t: write_file_group(ctx, t), tasks, "write file groups")
 
         touched = {(t.partition_path, t.file_id) for t in tasks if t.base_file is not None or t.append_to is not None}
-        exact = self._record_index is not None and operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
+        exact = self._exact_tagging() and operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
         exact = exact and not any(t.delete_orderings is not None for t in tasks)  # a newer record may survive
         return WritePlan(workload, run, touched, replaced, self._index_change(tasks) if exact else None)
+
+    def _exact_tagging(self) -> bool:
+        """Whether tagging tells exactly which keys are new and where the others live: the record
+        index, and BLOOM on merge-on-read (candidates confirmed against the slices' keys); not
+        BLOOM on copy-on-write (an unconfirmed single candidate) nor BUCKET (no lookup)."""
+        if self._record_index is not None:
+            return True
+        bloom_confirmed = self.write_config.index_type == "BLOOM" and self.client.merge_on_read
+        return bloom_confirmed and self.config.populate_meta_fields
 
     def _index_change(self, tasks: Sequence[FileGroupWrite]) -> Callable[[str], RecordIndexChange]:
         """The record-index change of a RECORD_INDEX-tagged write: keys the tagging found new go to

@@ -292,13 +292,17 @@ def test_the_record_index_stays_exact_through_metadata_table_compactions(tmp_pat
     _check(path, model, set())
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_a_record_index_tagged_write_derives_the_rewrite_derived_change(
-    tmp_path: Path, table_type: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("table_type", "index"),
+    [("COPY_ON_WRITE", "RECORD_INDEX"), ("MERGE_ON_READ", "RECORD_INDEX"), ("MERGE_ON_READ", "BLOOM")],
+)
+def test_an_exactly_tagged_write_derives_the_rewrite_derived_change(
+    tmp_path: Path, table_type: str, index: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """A RECORD_INDEX upsert (updates, inserts into small files and new partitions) and delete give
-    the record index the change the write knows from its tagging, equal to the change derived by
-    re-reading the file groups it rewrote."""
+    """An upsert (updates, inserts into small files and new partitions) and a delete tagged exactly
+    (the record index; BLOOM on merge-on-read, its candidates confirmed) give the record index the
+    change the write knows from its tagging, equal to the change derived by re-reading the file
+    groups it rewrote."""
     seen: list[tuple[RecordIndexChange | None, RecordIndexChange]] = []
     real = writer.write_files_delta_commit
 
@@ -314,8 +318,8 @@ def test_a_record_index_tagged_write_derives_the_rewrite_derived_change(
     )
     model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
     table.insert(_batch(model))
-    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
-    table.initialize_metadata_table()
+    Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).initialize_metadata_table()
+    table = Table.open(path, options={"hoodie.index.type": index})
     seen.clear()
     for step in range(3):
         batch = {k: (model[k][0], step + 2, step) for k in sorted(model)[step : step + 8]}  # updates
