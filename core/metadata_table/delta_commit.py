@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ class FilesChange:
     commit: CommitMetadata | None = None
     #: The commit's record-index change when the write knows it exactly (its tagging was the record
     #: index's): used instead of deriving it from the files `commit` rewrote.
-    record_index: RecordIndexChange | None = None
+    record_index: Callable[[], RecordIndexChange] | None = None
 
 
 def _file_name(path: str) -> str:
@@ -139,8 +139,9 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
     )
     partition_stats = {FILES_PARTITION: [stat]}
     if change.commit is not None and keeps_record_index(storage):
-        index_change = change.record_index
-        if index_change is None:
+        if change.record_index is not None:
+            index_change = change.record_index()
+        else:
             index_change = record_index_change(storage, instant_time, change.commit)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
     metadata = CommitMetadata(

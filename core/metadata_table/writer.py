@@ -55,7 +55,7 @@ _DELETE_PARTITION = "DELETE_PARTITION"
 
 
 def commit_change(
-    storage: Storage, metadata: CommitMetadata, record_index: RecordIndexChange | None = None
+    storage: Storage, metadata: CommitMetadata, record_index: Callable[[], RecordIndexChange] | None = None
 ) -> FilesChange:
     """The `files` change of a commit, delta commit or replace commit (writes, compaction, clustering).
 
@@ -63,7 +63,8 @@ def commit_change(
     stats is named in `__all_partitions__`, its files (each stat's `path`, and the other log files
     a rolled-over append wrote, sized from storage) are added; a `DELETE_PARTITION` replace commit
     names its partitions deleted. Replaced files are not removed here (the clean removes them).
-    `record_index`: the write's record-index change when its data plane knows it exactly.
+    `record_index`: the write's record-index change (computed when the table keeps the partition),
+    when its data plane knows it exactly from its tagging.
     """
     change = FilesChange(commit=metadata, record_index=record_index)
     for partition, stats in metadata.partitionToWriteStats.items():
@@ -124,7 +125,7 @@ def apply_commit(
     timezone: str,
     instant_time: str,
     metadata: CommitMetadata,
-    record_index: RecordIndexChange | None = None,
+    record_index: Callable[[], RecordIndexChange] | None = None,
 ) -> Instant | None:
     """`apply_change` for a commit, delta commit or replace commit (`commit_change`); `record_index`:
     the write's record-index change when known exactly (None: derived from the files written)."""

@@ -204,14 +204,19 @@ class LocalDataPlane:
     def _index_change(self, tasks: Sequence[FileGroupWrite]) -> Callable[[str], RecordIndexChange]:
         """The record-index change of a RECORD_INDEX-tagged write: keys the tagging found new go to
         the group they are written to, located deletes are gone, updates stay (`tagged_change`)."""
-        new_keys = pa.concat_arrays(self._new_keys) if self._new_keys else pa.array([], pa.string())
-        inserted = []
-        for t in tasks:
-            if t.incoming is not None and t.incoming.num_rows and len(new_keys):
-                keys = t.incoming.column(RECORD_KEY).combine_chunks()
-                inserted.append((t.partition_path, t.file_id, keys.filter(pc.is_in(keys, value_set=new_keys))))
-        deleted = [t.delete_keys for t in tasks if t.delete_keys is not None]
-        return lambda instant_time: tagged_change(instant_time, inserted, deleted)
+        found_new = self._new_keys
+
+        def change(instant_time: str) -> RecordIndexChange:  # only asked for when the table keeps the index
+            new_keys = pa.concat_arrays(found_new) if found_new else pa.array([], pa.string())
+            inserted = []
+            for t in tasks:
+                if t.incoming is not None and t.incoming.num_rows and len(new_keys):
+                    keys = t.incoming.column(RECORD_KEY).combine_chunks()
+                    inserted.append((t.partition_path, t.file_id, keys.filter(pc.is_in(keys, value_set=new_keys))))
+            deleted = [t.delete_keys for t in tasks if t.delete_keys is not None]
+            return tagged_change(instant_time, inserted, deleted)
+
+        return change
 
     # -- tagging and assignment -----------------------------------------------------------------
     def _locate(self, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:

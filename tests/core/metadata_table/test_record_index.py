@@ -308,7 +308,8 @@ def test_an_exactly_tagged_write_derives_the_rewrite_derived_change(
 
     def spy(storage: Any, timezone: str, instant_time: str, change: Any) -> Any:
         if change.commit is not None:
-            seen.append((change.record_index, record_index_change(storage, instant_time, change.commit)))
+            tagged = change.record_index() if change.record_index is not None else None
+            seen.append((tagged, record_index_change(storage, instant_time, change.commit)))
         return real(storage, timezone, instant_time, change)
 
     monkeypatch.setattr(writer, "write_files_delta_commit", spy)
