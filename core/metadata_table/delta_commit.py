@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import ALL_PARTITIONS_KEY, FILES_PARTITION, metadata_storage
 from lakeward.core.file_group.naming import log_file_name, write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
-from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, record_index_change
+from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
@@ -54,6 +54,9 @@ class FilesChange:
     #: The commit the change comes from (writes, compaction, clustering): what the `record_index`
     #: partition, when the table keeps one, derives its change from (`metadata_table.record_index`).
     commit: CommitMetadata | None = None
+    #: The commit's record-index change when the write knows it exactly (its tagging was the record
+    #: index's): used instead of deriving it from the files `commit` rewrote.
+    record_index: Callable[[], RecordIndexChange] | None = None
 
 
 def _file_name(path: str) -> str:
@@ -136,7 +139,10 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
     )
     partition_stats = {FILES_PARTITION: [stat]}
     if change.commit is not None and keeps_record_index(storage):
-        index_change = record_index_change(storage, instant_time, change.commit)
+        if change.record_index is not None:
+            index_change = change.record_index()
+        else:
+            index_change = record_index_change(storage, instant_time, change.commit)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
     metadata = CommitMetadata(
         partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},

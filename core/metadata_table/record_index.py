@@ -9,8 +9,11 @@ encoding 0; any other id raw, encoding 1) and the epoch milliseconds of the inst
 key in that file. A deleted key is a DELETE block entry (`partitionPath` "record_index",
 ordering value 0) in its group's log.
 
-lakeward maintains it from files, not from the write's bookkeeping, so that every commit-like
-instant (writes of both data planes, compaction, clustering) is kept by one rule
+A write whose tagging is exact (the record index's own lookups; BLOOM on merge-on-read, its
+candidates confirmed) keeps it from what the tagging found (`tagged_change`): keys found new go
+to the file group they are written to, located deletes are gone, updates keep their location.
+Every other commit-like instant (compaction, clustering, replace operations, the Spark data plane,
+delete markers with ordering values, BUCKET and copy-on-write BLOOM writes) is kept from files
 (`record_index_change`): for each file group a commit rewrites (a new base file), the keys its
 latest slice held before the commit and the keys its new base file holds decide what is added
 (new keys, or keys that moved there: clustering) and what is gone; log appends add the keys of
@@ -473,6 +476,21 @@ class RecordIndexChange:
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes)
+
+
+def tagged_change(
+    instant_time: str, inserted: Sequence[tuple[str, str, pa.Array]], deleted: Sequence[pa.Array]
+) -> RecordIndexChange:
+    """The change of a write whose tagging was exact (the record index's own lookups): each key new
+    to the table goes to the file group it was written to (`inserted`: partition, file id, keys),
+    located keys deleted are gone (`deleted`), updates keep their location. What the write already
+    knows, instead of re-reading the file groups it rewrote (`record_index_change`)."""
+    change = RecordIndexChange()
+    for partition, file_id, keys in inserted:
+        change.upserts.update(dict.fromkeys(keys.cast(pa.string()).to_pylist(), (partition, file_id, instant_time)))
+    gone = [keys.cast(pa.string()) for keys in deleted]
+    change.deletes = set(_concat(gone).to_pylist()) - change.upserts.keys()
+    return change
 
 
 def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:

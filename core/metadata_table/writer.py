@@ -46,6 +46,7 @@ from lakeward.core.metadata_table.delta_commit import (
     removal_change,
     write_files_delta_commit,
 )
+from lakeward.core.metadata_table.record_index import RecordIndexChange
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import rollback_metadata_table
 from lakeward.core.timeline import CommitMetadata, Instant
@@ -53,15 +54,19 @@ from lakeward.core.timeline import CommitMetadata, Instant
 _DELETE_PARTITION = "DELETE_PARTITION"
 
 
-def commit_change(storage: Storage, metadata: CommitMetadata) -> FilesChange:
+def commit_change(
+    storage: Storage, metadata: CommitMetadata, record_index: Callable[[], RecordIndexChange] | None = None
+) -> FilesChange:
     """The `files` change of a commit, delta commit or replace commit (writes, compaction, clustering).
 
     As `convertMetadataToFilesPartitionRecords(HoodieCommitMetadata)`: every partition with write
     stats is named in `__all_partitions__`, its files (each stat's `path`, and the other log files
     a rolled-over append wrote, sized from storage) are added; a `DELETE_PARTITION` replace commit
     names its partitions deleted. Replaced files are not removed here (the clean removes them).
+    `record_index`: the write's record-index change (computed when the table keeps the partition),
+    when its data plane knows it exactly from its tagging.
     """
-    change = FilesChange(commit=metadata)
+    change = FilesChange(commit=metadata, record_index=record_index)
     for partition, stats in metadata.partitionToWriteStats.items():
         files = change.added.setdefault(partition, {})
         change.partitions.append(partition)
@@ -115,9 +120,16 @@ def apply_change(
     return commit_files_change(storage, timezone, instant_time, change_of())
 
 
-def apply_commit(storage: Storage, timezone: str, instant_time: str, metadata: CommitMetadata) -> Instant | None:
-    """`apply_change` for a commit, delta commit or replace commit (`commit_change`)."""
-    return apply_change(storage, timezone, instant_time, lambda: commit_change(storage, metadata))
+def apply_commit(
+    storage: Storage,
+    timezone: str,
+    instant_time: str,
+    metadata: CommitMetadata,
+    record_index: Callable[[], RecordIndexChange] | None = None,
+) -> Instant | None:
+    """`apply_change` for a commit, delta commit or replace commit (`commit_change`); `record_index`:
+    the write's record-index change when known exactly (None: derived from the files written)."""
+    return apply_change(storage, timezone, instant_time, lambda: commit_change(storage, metadata, record_index))
 
 
 def clean_change(clean_metadata: Mapping[str, Any]) -> FilesChange:

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -491,7 +492,8 @@ class WriteClient:
             self._check_conflicts(timeline, touched, requested.time)
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             # the metadata table first (Hudi's order)
-            apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata)
+            index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
+            apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata, index_change)
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers(self.storage, requested.time)
         self._metadata_table_services()

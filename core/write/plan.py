@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.record_index import RecordIndexChange
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import WriteContext
 from lakeward.core.write.operation import WriteOperation
@@ -49,6 +50,9 @@ class WritePlan:
     touched: set[tuple[str, str]] = field(default_factory=set)
     #: partition -> file ids replaced by a replacecommit.
     replaced: dict[str, list[str]] = field(default_factory=dict)
+    #: The record-index change of the write given its instant time, when the plane knows it exactly
+    #: from its tagging (`record_index.tagged_change`); None: derived from the files written.
+    index_change: Callable[[str], RecordIndexChange] | None = None
 
 
 class DataPlane(Protocol):

@@ -14,7 +14,7 @@ bound for an existing bucket goes to its log, and a new bucket starts a base fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +30,12 @@ from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index import simple as simple_index
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
-from lakeward.core.metadata_table.record_index import RecordIndex, located_by_record_index
+from lakeward.core.metadata_table.record_index import (
+    RecordIndex,
+    RecordIndexChange,
+    located_by_record_index,
+    tagged_change,
+)
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
@@ -74,6 +79,8 @@ def _slices_by_partition(view: FileSystemView) -> dict[str, list[FileSlice]]:
 class LocalDataPlane:
     def __init__(self, client: WriteClient, engine: Engine):
         self._record_index: RecordIndex | None = None
+        #: Keys the tagging found new to the table (RECORD_INDEX upserts), per partition.
+        self._new_keys: list[pa.Array] = []
         self.client = client
         self.engine = engine
         self.config = client.config
@@ -106,6 +113,7 @@ class LocalDataPlane:
         records: pa.Table = prepared.records
         deletes_by_group: dict[tuple[str, str], pa.Table] = {}
         self._record_index = None
+        self._new_keys = []
         if self.write_config.index_type == "RECORD_INDEX" and operation is not WriteOperation.BULK_INSERT:
             self._record_index = RecordIndex(self.storage)
             self._record_index.prefetch(records.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
@@ -180,7 +188,35 @@ class LocalDataPlane:
             return self.engine.map(lambda t: write_file_group(ctx, t), tasks, "write file groups")
 
         touched = {(t.partition_path, t.file_id) for t in tasks if t.base_file is not None or t.append_to is not None}
-        return WritePlan(workload, run, touched, replaced)
+        exact = self._exact_tagging() and operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
+        exact = exact and not any(t.delete_orderings is not None for t in tasks)  # a newer record may survive
+        return WritePlan(workload, run, touched, replaced, self._index_change(tasks) if exact else None)
+
+    def _exact_tagging(self) -> bool:
+        """Whether tagging tells exactly which keys are new and where the others live: the record
+        index, and BLOOM on merge-on-read (candidates confirmed against the slices' keys); not
+        BLOOM on copy-on-write (an unconfirmed single candidate) nor BUCKET (no lookup)."""
+        if self._record_index is not None:
+            return True
+        bloom_confirmed = self.write_config.index_type == "BLOOM" and self.client.merge_on_read
+        return bloom_confirmed and self.config.populate_meta_fields
+
+    def _index_change(self, tasks: Sequence[FileGroupWrite]) -> Callable[[str], RecordIndexChange]:
+        """The record-index change of a RECORD_INDEX-tagged write: keys the tagging found new go to
+        the group they are written to, located deletes are gone, updates stay (`tagged_change`)."""
+        found_new = self._new_keys
+
+        def change(instant_time: str) -> RecordIndexChange:  # only asked for when the table keeps the index
+            new_keys = pa.concat_arrays(found_new) if found_new else pa.array([], pa.string())
+            inserted = []
+            for t in tasks:
+                if t.incoming is not None and t.incoming.num_rows and len(new_keys):
+                    keys = t.incoming.column(RECORD_KEY).combine_chunks()
+                    inserted.append((t.partition_path, t.file_id, keys.filter(pc.is_in(keys, value_set=new_keys))))
+            deleted = [t.delete_keys for t in tasks if t.delete_keys is not None]
+            return tagged_change(instant_time, inserted, deleted)
+
+        return change
 
     # -- tagging and assignment -----------------------------------------------------------------
     def _locate(self, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:
@@ -242,6 +278,8 @@ class LocalDataPlane:
                 rows = groups.get(None, rows.schema.empty_table().append_column(LOCATION, pa.array([], pa.string())))
                 rows = rows.drop_columns([LOCATION])
             if rows.num_rows:
+                if tag:
+                    self._new_keys.append(rows.column(RECORD_KEY).combine_chunks())
                 inserts.extend(assign_inserts(partition, rows, slices, policy, small_files))
         rewrites = {(b.partition_path, b.file_id) for b in inserts if b.base is not None}
         return merge_buckets(inserts, updates, all_slices), rewrites

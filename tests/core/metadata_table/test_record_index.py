@@ -23,14 +23,17 @@ from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.metadata_table import writer
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import mdt_timeline, pending_metadata_compactions
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import (
     RecordIndex,
+    RecordIndexChange,
     decode_location,
     encode_location,
     file_group_indexes,
+    record_index_change,
 )
 from lakeward.core.timeline import Action, CommitMetadata
 from lakeward.core.timeline.transitions import read_instant
@@ -406,3 +409,48 @@ def test_lakeward_compacts_a_hudi_fixtures_record_index(fixture_table: Any):
     mine, theirs = both_readers(path)
     assert mine == theirs
     assert compare_files_partition(table.storage).ok
+
+
+@pytest.mark.parametrize(
+    ("table_type", "index"),
+    [("COPY_ON_WRITE", "RECORD_INDEX"), ("MERGE_ON_READ", "RECORD_INDEX"), ("MERGE_ON_READ", "BLOOM")],
+)
+def test_an_exactly_tagged_write_derives_the_rewrite_derived_change(
+    tmp_path: Path, table_type: str, index: str, monkeypatch: pytest.MonkeyPatch
+):
+    """An upsert (updates, inserts into small files and new partitions) and a delete tagged exactly
+    (the record index; BLOOM on merge-on-read, its candidates confirmed) give the record index the
+    change the write knows from its tagging, equal to the change derived by re-reading the file
+    groups it rewrote."""
+    seen: list[tuple[RecordIndexChange | None, RecordIndexChange]] = []
+    real = writer.write_files_delta_commit
+
+    def spy(storage: Any, timezone: str, instant_time: str, change: Any) -> Any:
+        if change.commit is not None:
+            tagged = change.record_index() if change.record_index is not None else None
+            seen.append((tagged, record_index_change(storage, instant_time, change.commit)))
+        return real(storage, timezone, instant_time, change)
+
+    monkeypatch.setattr(writer, "write_files_delta_commit", spy)
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    table.insert(_batch(model))
+    Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).initialize_metadata_table()
+    table = Table.open(path, options={"hoodie.index.type": index})
+    seen.clear()
+    for step in range(3):
+        batch = {k: (model[k][0], step + 2, step) for k in sorted(model)[step : step + 8]}  # updates
+        batch |= {f"k{100 + 10 * step + i}": (_part_of(f"k{100 + 10 * step + i}"), step + 2, i) for i in range(5)}
+        batch[f"n{step}"] = ("p9", step + 2, 0)  # a new partition
+        table.upsert(_batch(batch))
+        model |= batch
+        deleted = {k: model.pop(k) for k in sorted(model)[-3:]}
+        table.delete(_batch(deleted))
+    assert len(seen) == 6
+    for tagged, derived in seen:
+        assert tagged is not None  # the write's own change, not a re-read
+        assert tagged.upserts == derived.upserts and tagged.deletes == derived.deletes
+    assert sum(len(t.upserts) for t, _ in seen) == 18 and sum(len(t.deletes) for t, _ in seen) == 9
