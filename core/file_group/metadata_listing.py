@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 METADATA_FOLDER = posixpath.join(METAFOLDER, "metadata")
 FILES_PARTITION = "files"
 ALL_PARTITIONS_KEY = "__all_partitions__"
+#: Prefix of the metadata table's reserved initialisation instant times (Hudi's 14-zero
+#: `SOLO_COMMIT_TIMESTAMP`; a partition's initialisation is this plus a 3-digit counter).
+INIT_INSTANT_PREFIX = "0" * 14
 NON_PARTITIONED_KEY = "."
 METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"

@@ -37,6 +37,7 @@ from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     FILES_PARTITION,
     INFLIGHT_PARTITIONS_KEY,
+    INIT_INSTANT_PREFIX,
     METADATA_FOLDER,
     METADATA_PARTITIONS_KEY,
     metadata_partitions,
@@ -60,7 +61,7 @@ PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 #: `hoodie.table.metadata.partitions.inflight`: metadata partitions being built (none here).
 #: The metadata-table instant that initialises its first partition (`files`): Hudi's reserved
 #: `SOLO_COMMIT_TIMESTAMP` (14 zeros) plus a 3-digit offset 000.
-FILES_INIT_INSTANT = "00000000000000000"
+FILES_INIT_INSTANT = INIT_INSTANT_PREFIX + "000"
 #: What Hudi's data table reports when nothing has completed yet (its `SOLO_COMMIT_TIMESTAMP`).
 NO_INSTANT = "00000000000000"
 #: Write token of the initialisation log file (Hudi's `DEFAULT_WRITE_TOKEN`) and of the base HFile.

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.metadata_listing import INIT_INSTANT_PREFIX, metadata_storage
 from lakeward.core.metadata_table.compaction import blocking_instant, delta_commits_since_compaction
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, Timeline
@@ -42,13 +42,10 @@ RECORDED_ACTIONS = frozenset(
     {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK, Action.RESTORE}
 )
 
-#: The first 14 digits of the metadata table's initialisation instant times.
-_INIT_PREFIX = "0" * 14
-
 
 def is_initialization(instant_time: str) -> bool:
     """Whether a metadata-table instant time is one of the reserved initialisation times."""
-    return instant_time.startswith(_INIT_PREFIX)
+    return instant_time.startswith(INIT_INSTANT_PREFIX)
 
 
 @dataclass(frozen=True)

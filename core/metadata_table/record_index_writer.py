@@ -29,6 +29,7 @@ from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_bl
 from lakeward.core.file_group.log_file.log_block import BlockType, DeleteBlock, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
+    INIT_INSTANT_PREFIX,
     METADATA_PARTITIONS_KEY,
     metadata_partitions,
     metadata_storage,
@@ -58,8 +59,6 @@ from lakeward.core.write.markers import create_marker
 
 log = logging.getLogger(__name__)
 
-#: Hudi's reserved initialisation times: 14 zeros and a 3-digit counter.
-_INIT_PREFIX = "00000000000000"
 _DELETE_PARTITION_PATH = "record_index"
 
 
@@ -168,7 +167,7 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> 
 
 def _init_instant(mdt: Storage) -> str:
     taken = {i.time for i in Timeline.load(mdt, TimelineLayout.V2).instants}
-    return next(t for n in range(1000) if (t := f"{_INIT_PREFIX}{n:03d}") not in taken)
+    return next(t for n in range(1000) if (t := f"{INIT_INSTANT_PREFIX}{n:03d}") not in taken)
 
 
 def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str, str, str]]:
