@@ -121,7 +121,7 @@ def write_base_file(
             coerce_timestamps="us",
             allow_truncated_timestamps=True,
             write_statistics=True,
-            **_encodings(table.schema),
+            **_encodings(table),
         ) as writer,
     ):
         writer.write_table(table)
@@ -138,19 +138,48 @@ def write_base_file(
     return storage.size(path)
 
 
-def _encodings(schema: pa.Schema) -> dict[str, object]:
-    """ParquetWriter arguments: DELTA_BYTE_ARRAY for the unique meta strings, dictionaries elsewhere.
+def _encodings(table: pa.Table) -> dict[str, object]:
+    """ParquetWriter arguments: DELTA_BYTE_ARRAY for the unique meta strings, dictionaries
+    only for the columns whose values repeat.
 
-    Every other column keeps pyarrow's default (dictionary, falling back to PLAIN once a
-    column's dictionary page outgrows its limit), so the low-cardinality meta columns
-    (`_hoodie_commit_time`, `_hoodie_partition_path`, `_hoodie_file_name`) are one
-    dictionary entry and a run of indices per page.
+    The low-cardinality meta columns (`_hoodie_commit_time`, `_hoodie_partition_path`,
+    `_hoodie_file_name`) are one dictionary entry and a run of indices per page. A column of
+    mostly distinct values (ids, amounts, event times) is written PLAIN from the start:
+    with a dictionary, Parquet builds one, outgrows the page limit and falls back to PLAIN
+    anyway, which costs write time and bytes (issue 19 targets 4 and 6).
     """
+    schema = table.schema
     delta = [name for name in DELTA_ENCODED_COLUMNS if name in schema.names and _is_text(schema.field(name).type)]
+    sample = _sample_rows(table, DICTIONARY_SAMPLE_ROWS)
     return {
-        "use_dictionary": [name for name in schema.names if name not in delta],
+        "use_dictionary": [name for name in schema.names if name not in delta and _repeats(sample.column(name))],
         "column_encoding": dict.fromkeys(delta, "DELTA_BYTE_ARRAY"),
     }
+
+
+#: Rows looked at to judge whether a column's values repeat enough for a dictionary.
+DICTIONARY_SAMPLE_ROWS = 8192
+#: A column whose sample has at most this share of distinct values gets a dictionary.
+DICTIONARY_MAX_DISTINCT_SHARE = 0.5
+
+
+def _sample_rows(table: pa.Table, size: int) -> pa.Table:
+    """`size` contiguous rows from the middle of `table` (all of it when it is small): a
+    zero-copy slice. Sorted or clustered data shows its repeats in any run of rows."""
+    start = max(0, (table.num_rows - size) // 2)
+    return table.slice(start, size)
+
+
+def _repeats(column: pa.ChunkedArray) -> bool:
+    """Whether a dictionary pays for this column: nested or small columns keep pyarrow's
+    default (a dictionary); a flat column gets one when its values repeat."""
+    if len(column) < DICTIONARY_SAMPLE_ROWS // 8 or pa.types.is_nested(column.type):
+        return True
+    try:
+        distinct = pc.count_distinct(column, mode="all").as_py()
+    except pa.ArrowNotImplementedError:
+        return True
+    return distinct <= DICTIONARY_MAX_DISTINCT_SHARE * len(column)
 
 
 def _is_text(data_type: pa.DataType) -> bool:

@@ -130,3 +130,24 @@ def test_base_file_meta_columns_are_delta_and_dictionary_encoded_with_hudis_foot
     keys = read_footer_keys(storage, "f.parquet")
     assert keys.bloom is not None and keys.bloom.might_contain(rows.column("_hoodie_record_key")).all()
     assert read_base_file(storage, "f.parquet").equals(rows)
+
+
+def test_data_columns_get_a_dictionary_only_when_their_values_repeat(tmp_path: Path) -> None:
+    """Issue 19 targets 4 and 6: a column of distinct values is written PLAIN from the start
+    (a dictionary would be built, outgrow its page and fall back to PLAIN anyway), a column
+    of few values as a dictionary; both read back unchanged, also through hudi-rs's types."""
+    n = 20_000
+    data = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="UTC")), ("city", pa.string())])
+    rows = _rows(n).drop_columns(["id", "ts"])
+    rows = rows.append_column("id", pa.array(range(n), pa.int64()))
+    rows = rows.append_column("ts", pa.array([1_700_000_000_000_000 + 7 * i for i in range(n)], data.field("ts").type))
+    rows = rows.append_column("city", pa.array([("Oslo", "Lima", "Pune")[i % 3] for i in range(n)]))
+    storage = Storage.for_uri(str(tmp_path))
+    write_base_file(storage, "f.parquet", rows, avro_schema_json(data, "t", with_meta=True), BloomSettings())
+
+    encodings = _encodings(tmp_path / "f.parquet")
+    for distinct in ("id", "ts"):
+        assert not encodings[distinct] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, (distinct, encodings[distinct])
+    for repeated in ("city", "_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"):
+        assert "RLE_DICTIONARY" in encodings[repeated], (repeated, encodings[repeated])
+    assert read_base_file(storage, "f.parquet").equals(rows)
