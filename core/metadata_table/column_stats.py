@@ -331,8 +331,8 @@ def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, reco
     value_type = None
     if version >= 2:
         ordinal, info = _ordinal_of(arrow_type)
-        if stats.min_value is None and stats.max_value is None and not stats.deleted:
-            ordinal, info = ValueType.NULL, None  # no value: Hudi types the range NULL
+        if stats.min_value is None and stats.max_value is None:
+            ordinal, info = ValueType.NULL, None  # no value (or a tombstone): Hudi types the range NULL
         value_type = {"typeOrdinal": int(ordinal), "additionalInfo": info}
     record = {
         "key": "",
@@ -427,15 +427,6 @@ def index_version(storage: Storage, table_version: int) -> int:
         if version.upper().startswith("V"):
             return int(version[1:])
     return 2 if table_version >= 9 else 1
-
-
-def indexed_columns(storage: Storage) -> list[str] | None:
-    """The columns the table's `index.json` says column_stats covers (None: no definition)."""
-    if not storage.exists(INDEX_DEFINITIONS_PATH):
-        return None
-    definitions = json.loads(storage.read_bytes(INDEX_DEFINITIONS_PATH)).get("indexDefinitions", {})
-    fields = definitions.get(COLUMN_STATS_PARTITION, {}).get("sourceFields")
-    return list(fields) if fields else None
 
 
 def _apply(merged: dict[str, ColumnRange], data: bytes, name: str) -> None:

@@ -62,6 +62,8 @@ def _family(partition: str) -> str | None:
 
 def _disabled(write_config: WriteConfig, partition: str) -> bool:
     family = _family(partition)
+    if partition == "partition_stats" and write_config.metadata_column_stats is False:
+        return True  # kept from column_stats: without them it would go stale
     return family is not None and getattr(write_config, _WRITE_FIELDS[family]) is False
 
 
