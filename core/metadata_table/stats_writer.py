@@ -36,14 +36,12 @@ import pyarrow.parquet as pq
 from lakeward.core.config.table import TableConfig, update_table_properties
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group import log_file
-from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_block_hfile
 from lakeward.core.file_group.log_file.log_block import BlockType, DataBlock, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     INIT_INSTANT_PREFIX,
     METADATA_PARTITIONS_KEY,
-    committed_blocks,
     metadata_partitions,
     metadata_storage,
     read_table_properties,
@@ -79,7 +77,7 @@ from lakeward.core.metadata_table.partition_stats import (
     partition_range,
     partition_stats_key,
 )
-from lakeward.core.metadata_table.record_index_compaction import FileNameStamp
+from lakeward.core.metadata_table.record_index_compaction import FileNameStamp, merge_slice_cells
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, METADATA_RECORD_SCHEMA
 from lakeward.core.metadata_table.schema import MetadataRecordType as RecordType
 from lakeward.core.storage import Storage
@@ -317,10 +315,6 @@ def _table_version(storage: Storage) -> int:
 
 
 # -- compaction -------------------------------------------------------------------------------
-def _apply_hfile(merged: dict[bytes, bytes], data: bytes, name: str) -> None:
-    merged.update(HFileReader(data, name).items())
-
-
 def _is_tombstone(value: bytes) -> bool:
     record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED_SCHEMA, None)
     return bool((record.get("ColumnStatsMetadata") or {}).get("isDeleted"))  # type: ignore[union-attr]
@@ -332,12 +326,7 @@ def merge_stats_slice(
     """The cells of the compacted base HFile `file_name` of one stats file slice: the base HFile, then
     the committed log blocks in the order given, the newest value per key; tombstones dropped (nothing
     older is left below a base file); `_hoodie_file_name` stamped, key order."""
-    merged: dict[bytes, bytes] = {}
-    if base_path is not None:
-        _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
-    for path, block in committed_blocks(mdt, log_paths, completed):
-        if block.block_type is log_file.BlockType.HFILE_DATA:
-            _apply_hfile(merged, block.content, path)
+    merged = merge_slice_cells(mdt, base_path, log_paths, completed)
     stamp = FileNameStamp(file_name)
     return [(key.decode(), stamp(merged[key])) for key in sorted(merged) if not _is_tombstone(merged[key])]
 

@@ -41,14 +41,8 @@ from lakeward.core.metadata_table.partition_stats import PARTITION_STATS_PARTITI
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.read.filters import to_expression
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table
+from tests.support.fixture_tables import META_FIXTURES
 
-META_FIXTURES = [
-    ("cow", "v9_txns_complex_meta"),
-    ("cow", "v9_txns_nonpart_meta"),
-    ("cow", "v9_txns_simple_meta"),
-    ("mor/avro", "v9_txns_complex_meta"),
-    ("mor/avro", "v9_txns_simple_meta"),
-]
 _SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
 UTC = datetime.UTC
 #: Filters of every pruning operator over the fixtures' columns (and some no file can match).

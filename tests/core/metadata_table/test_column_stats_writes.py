@@ -28,14 +28,8 @@ from lakeward.core.metadata_table.partition_stats import PARTITION_STATS_PARTITI
 from lakeward.core.metadata_table.stats_writer import file_ranges, indexed_columns
 from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
+from tests.support.fixture_tables import META_FIXTURES
 
-META_FIXTURES = [
-    ("cow", "v9_txns_complex_meta"),
-    ("cow", "v9_txns_nonpart_meta"),
-    ("cow", "v9_txns_simple_meta"),
-    ("mor/avro", "v9_txns_complex_meta"),
-    ("mor/avro", "v9_txns_simple_meta"),
-]
 #: Secondary indexes are not kept yet: dropped, as a Hudi writer with them disabled does.
 OPTIONS = {
     "hoodie.metadata.index.secondary.enable": "false",

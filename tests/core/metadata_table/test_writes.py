@@ -25,6 +25,7 @@ from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, Timeline
 from tests.interop.compare import all_mismatches, both_readers, comparable_rows, fail_on, hudi_snapshot, hudi_table
+from tests.support.fixture_tables import META_FIXTURES
 
 PARTS = ["p1", "p2", "p3"]
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
@@ -36,14 +37,6 @@ DROP_INDEXES = {
     "hoodie.metadata.index.bloom.filter.enable": "false",
     "hoodie.metadata.index.secondary.enable": "false",
 }
-#: The `_meta` fixtures of ../shared/fixtures/hudi-tables-v8-v9 (kind, name).
-META_FIXTURES = [
-    ("cow", "v9_txns_complex_meta"),
-    ("cow", "v9_txns_nonpart_meta"),
-    ("cow", "v9_txns_simple_meta"),
-    ("mor/avro", "v9_txns_complex_meta"),
-    ("mor/avro", "v9_txns_simple_meta"),
-]
 
 
 def _batch(rows: dict[str, tuple[str, int, int]]) -> pa.Table:
