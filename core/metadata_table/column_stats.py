@@ -26,7 +26,7 @@ import hashlib
 import io
 import json
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
@@ -429,27 +429,45 @@ def index_version(storage: Storage, table_version: int) -> int:
     return 2 if table_version >= 9 else 1
 
 
-def _apply(merged: dict[str, ColumnRange], data: bytes, name: str) -> None:
-    for key, value in HFileReader(data, name).items():
+def _apply(merged: dict[str, ColumnRange], data: bytes, name: str, keep: Callable[[str], bool] | None) -> None:
+    for raw, value in HFileReader(data, name).items():
+        key = raw.decode()
+        if keep is not None and not keep(key):
+            continue  # not asked for: not decoded
         record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED_SCHEMA, None)
         stats = decode_range(record)  # type: ignore[arg-type]
         if stats.deleted:
-            merged.pop(key.decode(), None)
+            merged.pop(key, None)
         else:
-            merged[key.decode()] = stats
+            merged[key] = stats
 
 
-def read_ranges(storage: Storage, partition: str = COLUMN_STATS_PARTITION) -> dict[str, ColumnRange]:
+def columns_filter(columns: Iterable[str]) -> Callable[[str], bool]:
+    """A `read_ranges` key filter: the records of these columns (keys start with the column's id)."""
+    ids = {hash_id(c) for c in columns}
+    return lambda key: key[:12] in ids
+
+
+def partitions_filter(partitions: Iterable[str]) -> Callable[[str], bool]:
+    """A `read_ranges` key filter: the records of these data partitions (the key's second id)."""
+    ids = {hash_id(partition_identifier(p)) for p in partitions}
+    return lambda key: key[12:24] in ids
+
+
+def read_ranges(
+    storage: Storage, partition: str = COLUMN_STATS_PARTITION, keep: Callable[[str], bool] | None = None
+) -> dict[str, ColumnRange]:
     """The merged records of a stats partition of the table's metadata table (key -> live range):
-    per file group its latest base HFile, then the committed log blocks, newest last."""
+    per file group its latest base HFile, then the committed log blocks, newest last. `keep`: decode
+    only the keys it accepts (`columns_filter`, `partitions_filter`)."""
     mdt = metadata_storage(storage)
     completion = Timeline.load(mdt, TimelineLayout.V2).completion_times()
     merged: dict[str, ColumnRange] = {}
     for group in latest_slices(mdt, completion, partition).values():
         if group.base is not None:
-            _apply(merged, mdt.read_bytes(group.base), group.base)
+            _apply(merged, mdt.read_bytes(group.base), group.base, keep)
         ordered = [path for *_, path in sorted(group.logs)]
         for path, block in committed_blocks(mdt, ordered, completion):
             if block.block_type is log_file.BlockType.HFILE_DATA:
-                _apply(merged, block.content, path)
+                _apply(merged, block.content, path, keep)
     return merged

@@ -63,6 +63,7 @@ from lakeward.core.metadata_table.column_stats import (
     index_version,
     indexable,
     parquet_ranges,
+    partitions_filter,
     read_ranges,
     table_ranges,
 )
@@ -194,7 +195,7 @@ def partition_stats_cells(
 ) -> dict[str, bytes]:
     """The `partition_stats` cells of the partitions `touched`: per column, the range over the live
     `column_stats` entries of the partition once `said` (this instant's records) applies."""
-    live = read_ranges(storage, COLUMN_STATS_PARTITION)
+    live = read_ranges(storage, COLUMN_STATS_PARTITION, partitions_filter(touched))
     types: dict[str, pa.DataType] = {}
     for key, (_, stats, arrow_type) in said.items():
         if stats.deleted:

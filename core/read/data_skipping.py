@@ -35,6 +35,7 @@ from lakeward.core.metadata_table.column_stats import (
     COLUMN_STATS_PARTITION,
     ColumnRange,
     column_stats_key,
+    columns_filter,
     read_ranges,
 )
 from lakeward.core.metadata_table.partition_stats import PARTITION_STATS_PARTITION, partition_stats_key
@@ -130,8 +131,9 @@ class StatsPruner:
             return Pruning(tuple(slices))
         assert dnf is not None
         try:
-            file_ranges = read_ranges(self.storage, COLUMN_STATS_PARTITION) if use_files else {}
-            partition_ranges = read_ranges(self.storage, PARTITION_STATS_PARTITION) if use_partitions else {}
+            keep = columns_filter({p.column for conj in dnf for p in conj if p.op in PRUNING_OPS})
+            file_ranges = read_ranges(self.storage, COLUMN_STATS_PARTITION, keep) if use_files else {}
+            partition_ranges = read_ranges(self.storage, PARTITION_STATS_PARTITION, keep) if use_partitions else {}
         except (LakewardError, OSError, ValueError, KeyError, IndexError, EOFError) as exc:
             log.warning(
                 "data skipping off for this read of %s: its statistics are unreadable (%s)", self.storage.uri, exc
