@@ -330,9 +330,10 @@ def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, reco
     encode = _encode_v2 if version >= 2 else _encode_v1
     value_type = None
     if version >= 2:
-        ordinal, info = _ordinal_of(arrow_type)
         if stats.min_value is None and stats.max_value is None:
             ordinal, info = ValueType.NULL, None  # no value (or a tombstone): Hudi types the range NULL
+        else:
+            ordinal, info = _ordinal_of(arrow_type)
         value_type = {"typeOrdinal": int(ordinal), "additionalInfo": info}
     record = {
         "key": "",
@@ -404,9 +405,13 @@ def parquet_ranges(data: bytes | pa.NativeFile, file_name: str, columns: Iterabl
 
 def table_ranges(table: pa.Table, file_name: str, columns: Iterable[str]) -> dict[str, ColumnRange]:
     """Per column of `columns` in `table`: its range over the rows (stats of a log file's records;
-    no sizes, not a tight bound, as Hudi writes them for log files)."""
+    no sizes, not a tight bound, as Hudi writes them for log files). A table without rows (a log file
+    of deletes only) gets an empty range for every column, as Hudi writes for such a log file."""
     out: dict[str, ColumnRange] = {}
     for column in columns:
+        if table.num_rows == 0:
+            out[column] = ColumnRange(file_name, column, None, None, 0, 0)
+            continue
         if column not in table.column_names or not indexable(table.schema.field(column).type):
             continue
         values = table.column(column)

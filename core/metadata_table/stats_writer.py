@@ -173,7 +173,7 @@ def column_stats_cells(
             ranges, schema = file_ranges(storage, partition, name, columns)
             for column, stats in ranges.items():
                 key = column_stats_key(column, partition, name)
-                arrow_type = schema.field(column).type
+                arrow_type = schema.field(column).type if column in schema.names else pa.null()
                 cells[key] = encode_range(stats, arrow_type, version, RecordType.COLUMN_STATS)
                 said[key] = (partition, stats, arrow_type)
     for partition, names in sorted(change.deleted.items()):
@@ -202,7 +202,8 @@ def partition_stats_cells(
             live.pop(key, None)
         else:
             live[key] = stats
-            types[stats.column] = arrow_type
+            if not pa.types.is_null(arrow_type):
+                types[stats.column] = arrow_type
     cells: dict[str, bytes] = {}
     for partition in sorted(touched):
         segment = hash_id(partition or ".")
