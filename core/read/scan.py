@@ -246,7 +246,7 @@ class Scan:
 
     def _pruners(self, schema: pa.Schema | None, use_index: bool, explain: bool) -> list[Pruner]:
         pruners: list[Pruner] = [PartitionPruner(self.config, schema)]
-        if use_index:  # Hudi's data skipping: the metadata table's column and partition statistics
+        if self.use_index and (use_index or explain):  # Hudi's data skipping: column and partition stats
             pruners.append(StatsPruner(self.storage, self.config, schema, use_partition_stats=self.as_of is None))
         if use_index or explain:
             read_optimized = self.query_type is QueryType.READ_OPTIMIZED

@@ -160,6 +160,8 @@ def test_data_skipping_gives_the_rows_of_a_full_read_and_of_hudi_rs(
         assert len(plan.splits) + len([p for p in plan.pruned if "stats" in p.pruner]) == len(full.plan().splits)
         skipped += len(full.plan().splits) - len(plan.splits)
     assert skipped > 0  # files are actually skipped
+    explained = str(table.scan(filters=[("txn_ts", ">", 1700700000000)]).explain())
+    assert "pruned by column stats" in explained or "pruned by partition stats" in explained
 
 
 def _expr(filters: Any) -> pc.Expression:
