@@ -147,8 +147,9 @@ def file_ranges(
         tables = [b.records for b in log_file.read_log_file(storage, path) if isinstance(b, DataBlock)]
         records = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
         return table_ranges(records, name, columns), records.schema
-    data = storage.read_bytes(path)
-    return parquet_ranges(data, name, columns), pq.read_schema(pa.BufferReader(data))
+    with storage.open_input_file(path) as source:  # the footer only, not the whole file
+        ranges = parquet_ranges(source, name, columns)
+        return ranges, pq.ParquetFile(source).schema_arrow
 
 
 def _tombstone(name: str, column: str) -> ColumnRange:
@@ -234,7 +235,8 @@ def _schema_of(storage: Storage, partition: str, ranges: Iterable[ColumnRange]) 
         if not _is_log(r.file_name):
             path = posixpath.join(partition, r.file_name) if partition else r.file_name
             try:
-                return pq.read_schema(pa.BufferReader(storage.read_bytes(path)))
+                with storage.open_input_file(path) as source:
+                    return pq.ParquetFile(source).schema_arrow
             except (OSError, pa.ArrowInvalid):
                 continue
     return None
