@@ -29,6 +29,7 @@ from lakeward.core.metadata_table.stats_writer import file_ranges, indexed_colum
 from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
 from tests.support.fixture_tables import META_FIXTURES
+from tests.support.metadata_tables import table_with_metadata
 
 #: Secondary indexes are not kept yet: dropped, as a Hudi writer with them disabled does.
 OPTIONS = {
@@ -161,12 +162,8 @@ def _batch(rows: dict[str, tuple[str, int, int]]) -> pa.Table:
 @pytest.mark.parametrize("version", [8, 9])
 def test_lakeward_builds_and_keeps_column_and_partition_stats(tmp_path: Path, version: int, table_type: str):
     path = str(tmp_path / "t")
-    table = Table.create(
-        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=version
-    )
     model = {f"k{i:02d}": (PARTS[i % 3], 1, i) for i in range(12)}
-    table.insert(_batch(model))
-    table.initialize_metadata_table()
+    table_with_metadata(path, version, table_type, _batch(model))
     options = {"hoodie.metadata.index.column.stats.enable": "true", "hoodie.cleaner.commits.retained": "1"}
     table = Table.open(path, options=options)
     hudis: set[str] = set()
