@@ -327,6 +327,7 @@ class Table:
             self.storage, self.config, self._client.write_config
         )
         self._build_record_index_if_enabled()
+        self._build_stats_partitions_if_enabled()
 
     def _build_record_index_if_enabled(self) -> None:
         """Build the metadata table's `record_index` partition when this writer enables it
@@ -345,6 +346,38 @@ class Table:
             timeline = client.roll_back_failed_writes()
             metadata_table.record_index_writer.initialize_record_index(
                 self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
+            )
+        self._reload()
+
+    def _build_stats_partitions_if_enabled(self) -> None:
+        """Build the metadata table's `column_stats` (`hoodie.metadata.index.column.stats.enable=true`)
+        and `partition_stats` (unless `hoodie.metadata.index.partition.stats.enable=false`; it needs
+        column stats) partitions when the table's metadata table (v8/v9, with `files`) lacks them."""
+        client = self._client
+        if client is None or not self.config.version.metadata_table_listing:
+            return
+        wc = client.write_config
+        partitions = metadata_partitions(self.config.to_properties())
+        has_columns = "column_stats" in partitions
+        columns = wc.metadata_column_stats is True and not has_columns
+        partition_stats = (
+            wc.metadata_partition_stats is not False
+            and (has_columns or columns)
+            and (columns or wc.metadata_partition_stats is True)
+            and "partition_stats" not in partitions
+            and self.config.is_partitioned
+        )
+        if "files" not in partitions or not (columns or partition_stats):
+            return
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
+            metadata_table.stats_writer.initialize_stats_partitions(
+                self.storage,
+                self.config,
+                timeline,
+                column_stats=columns,
+                partition_stats=partition_stats,
+                column_list=wc.metadata_column_stats_columns,
             )
         self._reload()
 

@@ -137,10 +137,15 @@ class WriteConfig(BaseModel):
     clustering_updates_strategy: Literal["SparkRejectUpdateStrategy"] = Field(
         "SparkRejectUpdateStrategy", alias="hoodie.clustering.updates.strategy"
     )
-    #: Metadata table (v8/v9): lakeward keeps its `files` partition; the index partitions it cannot
-    #: maintain yet are dropped when their option is `false` (as a Hudi writer with them disabled
-    #: drops them), and refuse the write when it is unset or `true`.
+    #: Metadata table (v8/v9): lakeward keeps its `files` partition, and `column_stats`,
+    #: `partition_stats` and `record_index` when the table has them (built on the first write when
+    #: their option is `true`); a partition whose option is `false` is dropped (as a Hudi writer with
+    #: it disabled drops it); the index partitions lakeward cannot maintain yet refuse the write
+    #: unless disabled.
     metadata_column_stats: bool | None = Field(None, alias="hoodie.metadata.index.column.stats.enable")
+    #: The columns a new `column_stats` index covers, comma-separated (unset: the record key, partition
+    #: path and commit time meta fields and the first primitive data columns, 32 in all, as Hudi 1.x).
+    metadata_column_stats_columns: str | None = Field(None, alias="hoodie.metadata.index.column.stats.column.list")
     metadata_partition_stats: bool | None = Field(None, alias="hoodie.metadata.index.partition.stats.enable")
     metadata_record_index: bool | None = Field(None, alias="hoodie.metadata.record.index.enable")
     #: The fewest file groups a new `record_index` partition gets (Hudi's default 10).

@@ -53,6 +53,7 @@ from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION
 from lakeward.core.metadata_table.record_index_compaction import merge_record_index_slice
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
+from lakeward.core.metadata_table.stats_writer import STATS_PARTITIONS, merge_stats_slice
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
@@ -69,7 +70,7 @@ COMPACT_OPERATION = "COMPACT"
 #: Write token of the base files lakeward's metadata compaction writes (one task, one attempt).
 BASE_WRITE_TOKEN = write_token(0, 0, 0)
 #: The metadata partitions whose file groups a metadata compaction folds (every maintained one).
-_COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION})
+_COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION, *STATS_PARTITIONS})
 
 
 def mdt_timeline(storage: Storage) -> Timeline:
@@ -305,6 +306,8 @@ def _compact_operation(
     path = posixpath.join(op.partition_path, name)
     if op.partition_path == RECORD_INDEX_PARTITION:
         cells = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
+    elif op.partition_path in STATS_PARTITIONS:  # column_stats, partition_stats
+        cells = merge_stats_slice(mdt_storage, base_path, log_paths, completion, name)
     else:
         cells = compacted_cells(merge_files_slice(mdt_storage, base_path, log_paths, completion), name)
     data = write_base_hfile(cells, HFILE_SCHEMA_JSON)

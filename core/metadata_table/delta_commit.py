@@ -24,6 +24,7 @@ from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, en
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
+from lakeward.core.metadata_table.stats_writer import StatsChange, write_stats_change
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
@@ -144,6 +145,8 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         else:
             index_change = record_index_change(storage, instant_time, change.commit)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
+    # column_stats / partition_stats, when kept (`stats_writer`)
+    partition_stats |= write_stats_change(storage, instant_time, StatsChange(change.added, change.deleted))
     metadata = CommitMetadata(
         partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},

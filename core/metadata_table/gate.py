@@ -1,10 +1,10 @@
 """Before a write: may lakeward write to this table's metadata table, and what must go first.
 
 lakeward keeps the `files` partition of a table version 8/9 metadata table on every write
-(`metadata_table.writer`), and its `record_index` partition when it has one
-(`metadata_table.record_index`; dropped when the writer disables it). The other partitions
-Hudi 1.x maintains (column_stats, partition_stats, bloom_filters, secondary and expression indexes) it cannot
-maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
+(`metadata_table.writer`), and its `record_index`, `column_stats` and `partition_stats` partitions
+when it has them (`metadata_table.record_index`, `metadata_table.stats_writer`; dropped when the
+writer disables them). The other partitions Hudi 1.x maintains (bloom_filters, secondary and
+expression indexes) it cannot maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
 written) unless the writer disables them: as a Hudi writer whose config disables a partition
 that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
@@ -62,6 +62,8 @@ def _family(partition: str) -> str | None:
 
 def _disabled(write_config: WriteConfig, partition: str) -> bool:
     family = _family(partition)
+    if partition == "partition_stats" and write_config.metadata_column_stats is False:
+        return True  # kept from column_stats: without them it would go stale
     return family is not None and getattr(write_config, _WRITE_FIELDS[family]) is False
 
 
@@ -75,7 +77,8 @@ def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
     )
     return MetadataTableError(
         f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
-        "maintain yet (maintaining them is not supported; lakeward keeps `files` and `record_index`); writing around "
+        "maintain yet (maintaining them is not supported; lakeward keeps `files`, `record_index`, `column_stats` and "
+        "`partition_stats`); writing around "
         "them would leave them stale for Hudi readers and writers. Nothing was written. "
         f"{drop}delete the whole metadata table: pass the write option hoodie.metadata.enable=false to lakeward "
         "(Table.open(path, options={'hoodie.metadata.enable': 'false'}), the data source or `-o` of the CLI), "
@@ -89,8 +92,8 @@ def _drop_partitions(storage: Storage, partitions: list[str], remaining: list[st
     for partition in partitions:
         storage.delete_dir(posixpath.join(METADATA_FOLDER, partition))
         log.warning(
-            "dropped metadata-table partition %s of %s: it is disabled in this writer's options "
-            "(lakeward does not maintain it yet); Hudi writers rebuild it when they enable it again",
+            "dropped metadata-table partition %s of %s: it is disabled in this writer's options; "
+            "Hudi writers rebuild it when they enable it again",
             partition,
             storage.uri,
         )

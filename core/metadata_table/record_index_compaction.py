@@ -76,14 +76,13 @@ def _apply_hfile(merged: dict[bytes, bytes], data: bytes, name: str) -> None:
     merged.update(HFileReader(data, name).items())
 
 
-def merge_record_index_slice(
-    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
-) -> list[tuple[str, bytes]]:
-    """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
-    sorted by key bytes: the base HFile (if any), then the blocks of `log_paths` (in the order
-    given: completion time, version, write token) whose instant is in `completed`; later values
-    replace, deleted keys are dropped (module doc). Raises MetadataTableUnavailable on a damaged
-    log block (nothing is written from a partial merge)."""
+def merge_slice_cells(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
+) -> dict[bytes, bytes]:
+    """The newest value per key of one metadata file slice whose records replace each other (record
+    index, column and partition stats): the base HFile (if any), then the blocks of `log_paths` (in
+    the order given: completion time, version, write token) whose instant is in `completed`; a
+    DELETE block's keys are removed. Raises MetadataTableUnavailable on a damaged log block."""
     merged: dict[bytes, bytes] = {}
     if base_path is not None:
         _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
@@ -95,8 +94,18 @@ def merge_record_index_slice(
             for key in deleted:
                 if key is not None:
                     merged.pop(key.encode(), None)
+    return merged
+
+
+def merge_record_index_slice(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
+) -> list[tuple[str, bytes]]:
+    """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
+    sorted by key bytes (`merge_slice_cells`: later values replace, deleted keys are dropped; module
+    doc). Nothing is written from a partial merge."""
+    merged = merge_slice_cells(mdt, base_path, log_paths, completed)
     stamp = FileNameStamp(file_name)
     return [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
 
 
-__all__ = ["FileNameStamp", "merge_record_index_slice"]
+__all__ = ["FileNameStamp", "merge_record_index_slice", "merge_slice_cells"]

@@ -35,6 +35,7 @@ from lakeward.core.index.secondary.api import IndexRead
 from lakeward.core.index.secondary.read import MERGE, SCAN, IndexReadExplain, SliceChoice, read_planned
 from lakeward.core.read import spark as spark_read
 from lakeward.core.read.changes import Images, collect_changes, folds_logs, format_changes
+from lakeward.core.read.data_skipping import StatsPruner
 from lakeward.core.read.filters import Filters, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
@@ -245,6 +246,8 @@ class Scan:
 
     def _pruners(self, schema: pa.Schema | None, use_index: bool, explain: bool) -> list[Pruner]:
         pruners: list[Pruner] = [PartitionPruner(self.config, schema)]
+        if self.use_index and (use_index or explain):  # Hudi's data skipping: column and partition stats
+            pruners.append(StatsPruner(self.storage, self.config, schema, use_partition_stats=self.as_of is None))
         if use_index or explain:
             read_optimized = self.query_type is QueryType.READ_OPTIMIZED
             pruners.append(SecondaryIndexPruner(self.storage, self.timeline, read_optimized, explain))

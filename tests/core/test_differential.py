@@ -39,7 +39,9 @@ import hudi
 import pyarrow as pa
 import pytest
 
+from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.table import Table
 from tests.interop.compare import fail_on
 from tests.support.hudi_rs_states import readable_mismatches
@@ -422,3 +424,54 @@ MANY_SEEDS = range(100, 100 + int(os.environ.get("LAKEWARD_DIFFERENTIAL_SEEDS", 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_differential_many_seeds(setup: Setup, seed: int, version: int, tmp_path: Path) -> None:
     _run(setup, seed, 60, tmp_path, version)
+
+
+class StatsRun(Run):
+    """A run on a table whose metadata table keeps `column_stats` and `partition_stats`: after every
+    step, filtered reads that skip slices through them give the model's rows, and `files` matches
+    a storage listing."""
+
+    def check(self) -> None:
+        super().check()
+        table = Table.open(self.path)
+        if table.schema() is None:
+            return
+        diff = compare_files_partition(table.storage)
+        assert diff.ok, str(diff)
+        step = max((r[self.setup.columns.index("ts")] for r in self.expected()), default=0)
+        for filters in ([("ts", ">=", step)], [("v", "<", "v1")], [("p1", "=", REGIONS[0]), ("ts", "<", step)]):
+            model = sorted(
+                r for r in self.expected() if _matches(dict(zip(self.setup.columns, r, strict=True)), filters)
+            )
+            skipping = table.scan(filters=filters, columns=self.setup.columns)
+            assert self.rows_of(skipping.to_arrow()) == model, (filters, self.log[-6:])
+
+
+def _matches(row: dict[str, Any], filters: list[tuple[str, str, Any]]) -> bool:
+    ops = {">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "=": lambda a, b: a == b}
+    return all(row[c] is not None and ops[op](row[c], v) for c, op, v in filters)
+
+
+@pytest.mark.parametrize("setup", [SETUPS[1], SETUPS[4]], ids=[SETUPS[1].name, SETUPS[4].name])
+def test_differential_with_column_stats(setup: Setup, tmp_path: Path) -> None:
+    """The model run on a version 9 table with a metadata table keeping column and partition stats."""
+    stats = {"hoodie.metadata.index.column.stats.enable": "true"}
+    setup = Setup(f"{setup.name}-stats", setup.table_type, {**setup.options, **stats}, setup.multi)
+    path = str(tmp_path / f"{setup.name}-11")
+    table = Table.create(
+        path,
+        table_version=9,
+        record_key=setup.key_fields,
+        partition_by=setup.partition_fields,
+        ordering_field="ts",
+        table_type=setup.table_type,
+        options={**COMMON, **setup.options},
+    )
+    table.initialize_metadata_table()
+    run = StatsRun(setup, path, random.Random(11), ModelTable(setup))
+    for step in range(30):
+        run.step(step)
+        run.check()
+    run.final_check()
+    partitions = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert partitions["hoodie.table.metadata.partitions"] == "column_stats,files,partition_stats"

@@ -41,6 +41,15 @@ def _names(kind: str, root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.zip")) if folder.is_dir() else []
 
 
+#: The `_meta` fixtures of hudi-tables-v8-v9 (kind, name): Hudi 1.1 tables with a metadata table.
+META_FIXTURES = [
+    ("cow", "v9_txns_complex_meta"),
+    ("cow", "v9_txns_nonpart_meta"),
+    ("cow", "v9_txns_simple_meta"),
+    ("mor/avro", "v9_txns_complex_meta"),
+    ("mor/avro", "v9_txns_simple_meta"),
+]
+
 #: Names of the copy-on-write fixture tables found on disk, e.g. "v6_nonpartitioned".
 COW_FIXTURES: list[str] = _names("cow")
 

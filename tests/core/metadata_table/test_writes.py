@@ -25,6 +25,8 @@ from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, Timeline
 from tests.interop.compare import all_mismatches, both_readers, comparable_rows, fail_on, hudi_snapshot, hudi_table
+from tests.support.fixture_tables import META_FIXTURES
+from tests.support.metadata_tables import table_with_metadata
 
 PARTS = ["p1", "p2", "p3"]
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
@@ -36,14 +38,6 @@ DROP_INDEXES = {
     "hoodie.metadata.index.bloom.filter.enable": "false",
     "hoodie.metadata.index.secondary.enable": "false",
 }
-#: The `_meta` fixtures of ../shared/fixtures/hudi-tables-v8-v9 (kind, name).
-META_FIXTURES = [
-    ("cow", "v9_txns_complex_meta"),
-    ("cow", "v9_txns_nonpart_meta"),
-    ("cow", "v9_txns_simple_meta"),
-    ("mor/avro", "v9_txns_complex_meta"),
-    ("mor/avro", "v9_txns_simple_meta"),
-]
 
 
 def _batch(rows: dict[str, tuple[str, int, int]]) -> pa.Table:
@@ -80,12 +74,8 @@ def _model_rows(model: dict[str, tuple[str, int, int]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("version", [8, 9])
 def test_every_write_operation_keeps_the_files_partition(tmp_path: Path, version: int, table_type: str):
     path = str(tmp_path / "t")
-    table = Table.create(
-        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=version
-    )
     model = {f"k{i:02d}": (PARTS[i % 3], 1, i) for i in range(9)}
-    table.insert(_batch(model))
-    table.initialize_metadata_table()
+    table_with_metadata(path, version, table_type, _batch(model))
     table = Table.open(path)
 
     def step(result: Any) -> None:

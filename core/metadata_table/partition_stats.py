@@ -1,0 +1,39 @@
+"""The metadata table's `partition_stats` partition: per data partition and column, one range (Hudi 1.x).
+
+Layout (format doc 7.6): one file group (`partition-stats-0000-0`); the key is
+`b64(xxh64(column)) + b64(xxh64(partition))`, the value a type-6 `HoodieMetadataRecord` whose
+`ColumnStatsMetadata` has the partition path as `fileName` and `isTightBound` true. Each commit
+writes, for every partition it touched, the range over the partition's latest file slices; the
+newest record wins. Non-partitioned tables have no `partition_stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lakeward.core.metadata_table.column_stats import ColumnRange, hash_id, partition_identifier
+
+PARTITION_STATS_PARTITION = "partition_stats"
+FILE_GROUP_PREFIX = "partition-stats"
+DEFAULT_FILE_GROUPS = 1
+
+
+def partition_stats_key(column: str, partition_path: str) -> str:
+    """The `partition_stats` key of `column` in `partition_path`."""
+    return hash_id(column) + hash_id(partition_identifier(partition_path))
+
+
+def partition_range(partition_path: str, column: str, files: Iterable[ColumnRange]) -> ColumnRange:
+    """The range of `column` over the (live) files of a partition, as a tight-bound partition record."""
+    low = high = None
+    values = nulls = size = raw = 0
+    for r in files:
+        values += r.value_count
+        nulls += r.null_count
+        size += r.total_size
+        raw += r.total_uncompressed_size
+        if r.min_value is not None and (low is None or r.min_value < low):
+            low = r.min_value
+        if r.max_value is not None and (high is None or r.max_value > high):
+            high = r.max_value
+    return ColumnRange(partition_path, column, low, high, values, nulls, size, raw, tight_bound=True)
