@@ -55,7 +55,7 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.log_block import BlockType
-from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.metadata_listing import base_is_committed, metadata_storage
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
@@ -226,13 +226,18 @@ class _GroupSlice:
     logs: list[tuple[str, int, str, str]] = field(default_factory=list)  # (completion, version, token, path)
 
 
-def _latest_slices(mdt: Storage, completion: dict[str, str]) -> dict[str, _GroupSlice]:
-    """Per record-index file group: its latest completed base HFile and the committed logs after it."""
+def _latest_slices(mdt: Storage, completion: dict[str, str], first: str | None) -> dict[str, _GroupSlice]:
+    """Per record-index file group: its latest committed base HFile and the committed logs after it
+    (`first`: the metadata timeline's first instant; bases before it were archived, so committed)."""
     entries = [e for e in mdt.list_dir(RECORD_INDEX_PARTITION) if not e.is_dir]
     groups: dict[str, _GroupSlice] = defaultdict(_GroupSlice)
     for entry in entries:
         base = parse_base_file_name(entry.name)
-        if base is not None and entry.name.endswith(".hfile") and base.instant_time in completion:
+        if (
+            base is not None
+            and entry.name.endswith(".hfile")
+            and base_is_committed(base.instant_time, completion, first)
+        ):
             group = groups[base.file_id]
             if base.instant_time > group.base_time:
                 group.base, group.base_time = entry.path, base.instant_time
@@ -328,7 +333,8 @@ class RecordIndex:
         self.mdt = metadata_storage(storage)
         timeline = Timeline.load(self.mdt, TimelineLayout.V2)
         self._completion = {t: c for t, c in timeline.completion_times().items() if c}
-        self._groups = _latest_slices(self.mdt, self._completion)
+        first = timeline.instants[0].time if timeline.instants else None
+        self._groups = _latest_slices(self.mdt, self._completion, first)
         self.num_groups = len(self._groups)
         self._known: pa.Table | None = None
 
