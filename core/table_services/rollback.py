@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
+from lakeward.core.exceptions import InstantExistsError, MetadataTableError, RollbackAbortedError
 from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
@@ -387,9 +387,10 @@ def rollback_metadata_table(
     Only tables whose `hoodie.properties` lists metadata partitions (so never a metadata table itself).
 
     A delta commit `T` a metadata compaction took (its files are in a base HFile now) cannot be
-    undone by deleting its log file: Hudi refuses such a rollback ("use restore"); lakeward
-    instead records the data files the rollback deletes (`deleted`: partition -> paths) as the
-    metadata delta commit `rollback_time`, as it records a clean's.
+    undone by deleting its log file: such a rollback is refused before it starts
+    (`check_metadata_rollback`, as Hudi does). One already under way (its plan written before the
+    compaction) is finished by recording the data files it deletes (`deleted`: partition -> paths)
+    as the metadata delta commit `rollback_time`, as a clean's are.
     """
     if not keeps_metadata_table(read_table_properties(storage)):
         return
@@ -415,10 +416,41 @@ def rollback_metadata_table(
         rollback_pending_instant(mdt, pending, rollback_time, timezone)
 
 
+def _compaction_of(mdt_timeline: Timeline, delta_commit: Instant) -> Instant | None:
+    """The latest metadata compaction (completed or planned) that took `delta_commit`'s log files, if any."""
+    completion = delta_commit.completion_time or delta_commit.time
+    taken = [i for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION) and i.time > completion]
+    return taken[-1] if taken else None
+
+
 def _compacted(mdt_timeline: Timeline, delta_commit: Instant) -> bool:
     """Whether a metadata compaction (completed or planned) took `delta_commit`'s log files."""
-    completion = delta_commit.completion_time or delta_commit.time
-    return any(i.time > completion for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION))
+    return _compaction_of(mdt_timeline, delta_commit) is not None
+
+
+def check_metadata_rollback(storage: Storage, target_time: str) -> None:
+    """Refuse the rollback of data instant `target_time` when a metadata compaction took its completed
+    metadata delta commit (MetadataTableError; call before anything is written).
+
+    Hudi 1.x refuses it the same way (`HoodieBackedTableMetadataWriter.validateRollback`): the
+    compacted base files hold the instant's files and record-index entries, and a rollback can
+    only delete log files; a restore to a savepoint before the instant rebuilds the metadata
+    table's view from a listing instead.
+    """
+    if not keeps_metadata_table(read_table_properties(storage)):
+        return
+    timeline = Timeline.load(metadata_storage(storage), TimelineLayout.V2)
+    done = next((i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time), None)
+    compaction = _compaction_of(timeline, done) if done is not None else None
+    if done is None or compaction is None:
+        return
+    after = [i.time for i in timeline.completed(Action.DELTA_COMMIT) if i.time > compaction.time]
+    raise MetadataTableError(
+        f"cannot roll back {target_time} on {storage.uri}: the metadata table's compaction {compaction.time} "
+        f"({compaction.state.value}) already took its metadata delta commit (there are {len(after)} delta "
+        f"commit(s) after that compaction), so its files and record-index entries cannot be removed by a "
+        "rollback, as in Hudi. Restore the table to a savepoint before it instead (Table.restore). Nothing was changed"
+    )
 
 
 def _record_deletions(
