@@ -20,6 +20,7 @@ from lakeward import Table
 from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.metadata_table.archival import data_table_barrier
 from lakeward.core.metadata_table.compaction import last_metadata_compaction, mdt_timeline
+from lakeward.core.table_services.archival import instants_to_archive
 from lakeward.core.table_services.metadata_compaction import MetadataCompactionService
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import Action, Timeline
@@ -159,3 +160,29 @@ def test_killed_during_the_metadata_archival_is_finished_by_the_next_writer(tmp_
     active = {i.time for i in mdt_timeline(table.storage).instants}
     assert not set(_history(path)) & active
     _check(path, model, gone)
+
+
+def test_data_archival_keeps_commits_that_completed_after_the_metadata_compaction(tmp_path: Path):
+    """Hudi bounds the data table's archival by completion time (`findInstantsModifiedAfterByCompletionTime`):
+    a commit requested before the latest metadata compaction but completed after it (a concurrent
+    writer) has its metadata delta commit in the latest metadata slice, so it stays active, and so
+    does everything after it."""
+    path = str(tmp_path / "t")
+    big = {**OPTIONS, "hoodie.keep.min.commits": 20, "hoodie.keep.max.commits": 30}
+    table, model = _indexed(path, 9, "COPY_ON_WRITE", big)
+    rng = random.Random(3)
+    for step in range(8):
+        _step(table, model, set(), rng, step)
+    compaction = last_metadata_compaction(mdt_timeline(table.storage))
+    assert compaction is not None
+    timeline = Timeline.load(table.storage, TimelineLayout.V2)
+    before = [i for i in timeline.completed_writes() if i.time < compaction.time]
+    planned = instants_to_archive(table.storage, timeline, 2, 3)
+    assert before[1] in planned  # archivable by its instant time and completion
+    # the second commit completed (as a concurrent writer's would) after the metadata compaction
+    late = before[1]
+    folder = Path(path) / ".hoodie" / "timeline"
+    old = folder / f"{late.time}_{late.completion_time}.{late.action.value}"
+    old.rename(folder / f"{late.time}_{'9' * 17}.{late.action.value}")  # completed after everything
+    planned = instants_to_archive(table.storage, Timeline.load(table.storage, TimelineLayout.V2), 2, 3)
+    assert planned and all(i.time < late.time for i in planned), [str(i) for i in planned]
