@@ -22,36 +22,28 @@ BUCKET = {
     "hoodie.metadata.record.index.enable": "true",
 }
 
+LAYOUT = {"record_key": "id", "partition_by": "part", "ordering_field": "ts", "table_version": 9}
+
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_bucket_upserts_keep_the_record_index(tmp_path: Path, table_type: str):
     rng = random.Random(23)
     path = str(tmp_path / "t")
-    Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=9,
-        options=BUCKET,
-    )
+    Table.create(path, **LAYOUT, table_type=table_type, options=BUCKET)
     table = Table.open(path, options=BUCKET)
     model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
     table.insert(_batch(model))
     table.initialize_metadata_table()  # with the record index
     gone: set[str] = set()
     _check(path, model, gone)
-    next_key = 30
     for step in range(6):
-        updates = rng.sample(sorted(model), 4)
-        reinserts = rng.sample(sorted(gone), min(2, len(gone)))
-        fresh = [f"k{next_key + i}" for i in range(5)]  # new keys into existing buckets: logs on merge-on-read
-        next_key += 5
-        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
+        # updates, re-inserts of deleted keys, and new keys into existing buckets (logs on merge-on-read)
+        keys = [*rng.sample(sorted(model), 4), *rng.sample(sorted(gone), min(2, len(gone)))]
+        keys += [f"k{30 + 5 * step + i}" for i in range(5)]
+        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in keys}
         table.upsert(_batch(batch))
         model |= batch
-        gone -= set(reinserts)
+        gone -= set(keys)
         deleted = {k: model.pop(k) for k in rng.sample(sorted(model), 2)}
         table.delete(_batch(deleted))
         gone |= set(deleted)

@@ -148,7 +148,7 @@ def test_killed_during_the_metadata_archival_is_finished_by_the_next_writer(tmp_
     assert not _history(path)
     rows = {"k200": (_part_of("k200"), 50, 1)}
     payload = [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in rows.items()]
-    crash.run_and_kill("crash_mdt_archiver.py", path, point, json.dumps(OPTIONS), json.dumps(payload))
+    crash.run_and_kill("crash_archiver.py", path, point, json.dumps(OPTIONS), json.dumps(payload))
     model |= rows  # the data commit completed before the metadata table's services ran
     archived = _history(path)
     assert archived, "the killed archival wrote its history"
