@@ -618,6 +618,7 @@ class Table:
             )
         if instant in table_services.savepoint.savepoints(timeline):
             raise InstantExistsError(f"cannot roll back {instant}: it is savepointed; delete the savepoint first")
+        table_services.rollback.check_metadata_rollback(self.storage, instant)
         return completed[0]
 
     def repair(self) -> list[str]:

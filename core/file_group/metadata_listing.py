@@ -50,6 +50,13 @@ INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
 METADATA_ENABLE_KEY = "hoodie.metadata.enable"
 
 
+def base_is_committed(instant_time: str, completion: Mapping[str, str | None], first: str | None) -> bool:
+    """Whether a metadata-table base file of `instant_time` is committed: its compaction (or
+    initialisation) completed, or it is older than the timeline's first instant `first` (archived
+    by the metadata table's archival: Hudi's `containsOrBeforeTimelineStarts`)."""
+    return instant_time in completion or (first is not None and instant_time < first)
+
+
 class MetadataTableUnavailable(LakewardError):
     """The metadata table cannot serve a listing (missing, damaged, or not as expected)."""
 
@@ -201,10 +208,15 @@ class MetadataFileListing:
         if not completion:
             raise MetadataTableUnavailable(f"metadata table of {self.storage.uri} has no completed instant")
         entries = [e for e in self.mdt.list_dir(FILES_PARTITION) if not e.is_dir]
+        first = timeline.instants[0].time if timeline.instants else None
         bases = []
         for entry in entries:
             parsed = parse_base_file_name(entry.name)
-            if parsed is not None and entry.name.endswith(".hfile") and parsed.instant_time in completion:
+            if (
+                parsed is not None
+                and entry.name.endswith(".hfile")
+                and base_is_committed(parsed.instant_time, completion, first)
+            ):
                 bases.append((parsed.instant_time, entry))
         if not bases:
             raise MetadataTableUnavailable(f"metadata table of {self.storage.uri}: `files` has no completed base HFile")

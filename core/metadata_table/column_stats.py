@@ -466,9 +466,11 @@ def read_ranges(
     per file group its latest base HFile, then the committed log blocks, newest last. `keep`: decode
     only the keys it accepts (`columns_filter`, `partitions_filter`)."""
     mdt = metadata_storage(storage)
-    completion = Timeline.load(mdt, TimelineLayout.V2).completion_times()
+    timeline = Timeline.load(mdt, TimelineLayout.V2)
+    completion = timeline.completion_times()
+    first = timeline.instants[0].time if timeline.instants else None
     merged: dict[str, ColumnRange] = {}
-    for group in latest_slices(mdt, completion, partition).values():
+    for group in latest_slices(mdt, completion, first, partition).values():
         if group.base is not None:
             _apply(merged, mdt.read_bytes(group.base), group.base, keep)
         ordered = [path for *_, path in sorted(group.logs)]

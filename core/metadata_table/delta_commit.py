@@ -1,9 +1,7 @@
 """One metadata-table delta commit of `files` (and `record_index`, when kept): how it is written.
 
-Below both the metadata writer (`writer`: which data-table instants change what) and the
-rollback (`table_services.rollback`: a rollback of a data instant the metadata table already
-compacted records the deleted files as a delta commit, as `writer` records a clean), so that
-neither imports the other. See `writer` for the steps of a delta commit.
+Below the metadata writer (`writer`: which data-table instants change what), which imports the
+rollback (`table_services.rollback`) too. See `writer` for the steps of a delta commit.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ delete markers with ordering values, BUCKET and copy-on-write BLOOM writes) is k
 (`record_index_change`): for each file group a commit rewrites (a new base file), the keys its
 latest slice held before the commit and the keys its new base file holds decide what is added
 (new keys, or keys that moved there: clustering) and what is gone; log appends add the keys of
-their delete blocks as removals (updates in logs do not move keys). Compaction moves no key.
+their delete blocks as removals, and the keys of their data blocks that the group's latest slice
+did not hold before as new keys of that group (BUCKET-index inserts into an existing bucket go to
+its log on merge-on-read; updates in logs do not move keys). Compaction moves no key.
 The change is written into the same metadata delta commit as the `files` change
 (`metadata_table.writer`), one log file per touched group.
 
@@ -55,7 +57,7 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.log_block import BlockType
-from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.metadata_listing import base_is_committed, metadata_storage
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
@@ -227,15 +229,20 @@ class _GroupSlice:
 
 
 def latest_slices(
-    mdt: Storage, completion: dict[str, str], partition: str = RECORD_INDEX_PARTITION
+    mdt: Storage, completion: dict[str, str], first: str | None, partition: str = RECORD_INDEX_PARTITION
 ) -> dict[str, _GroupSlice]:
     """Per file group of a metadata `partition` (whose records live in several groups): its latest
-    completed base HFile and the logs after it whose instant completed."""
+    committed base HFile and the committed logs after it (`first`: the metadata timeline's first
+    instant; bases before it were archived, so committed)."""
     entries = [e for e in mdt.list_dir(partition) if not e.is_dir]
     groups: dict[str, _GroupSlice] = defaultdict(_GroupSlice)
     for entry in entries:
         base = parse_base_file_name(entry.name)
-        if base is not None and entry.name.endswith(".hfile") and base.instant_time in completion:
+        if (
+            base is not None
+            and entry.name.endswith(".hfile")
+            and base_is_committed(base.instant_time, completion, first)
+        ):
             group = groups[base.file_id]
             if base.instant_time > group.base_time:
                 group.base, group.base_time = entry.path, base.instant_time
@@ -331,7 +338,8 @@ class RecordIndex:
         self.mdt = metadata_storage(storage)
         timeline = Timeline.load(self.mdt, TimelineLayout.V2)
         self._completion = {t: c for t, c in timeline.completion_times().items() if c}
-        self._groups = latest_slices(self.mdt, self._completion)
+        first = timeline.instants[0].time if timeline.instants else None
+        self._groups = latest_slices(self.mdt, self._completion, first)
         self.num_groups = len(self._groups)
         self._known: pa.Table | None = None
 
@@ -513,15 +521,20 @@ def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
     return keys.filter(pc.invert(pc.is_in(keys, value_set=others))) if len(others) else keys
 
 
-def _log_delete_keys(storage: Storage, stat: WriteStat, instant_time: str) -> list[pa.Array]:
+def _log_keys(storage: Storage, stat: WriteStat, instant_time: str) -> tuple[list[pa.Array], list[pa.Array]]:
+    """(data keys, delete keys) of the blocks `instant_time` appended to the log file(s) of a delta stat."""
     partition = stat.partitionPath or ""
-    out = []
+    written, deleted = [], []
     for name in stat.logFiles or [posixpath.basename(stat.path)]:
         path = posixpath.join(partition, name) if partition else name
         for raw in log_file.LogFileReader(storage, path).raw_blocks():
-            if raw.block_type is BlockType.DELETE and raw.instant_time == instant_time:
-                out.append(block_record_keys(raw))
-    return out
+            if raw.instant_time != instant_time:
+                continue
+            if raw.block_type is BlockType.DELETE:
+                deleted.append(block_record_keys(raw))
+            elif raw.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                written.append(block_record_keys(raw))
+    return written, deleted
 
 
 def _concat(parts: list[pa.Array]) -> pa.Array:
@@ -540,25 +553,30 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     rewritten: set[tuple[str, str]] = set()
     new_keys: dict[tuple[str, str], pa.Array] = {}
+    #: Keys appended to a group's logs (merge-on-read; BUCKET-index inserts into existing buckets too).
+    log_keys: dict[tuple[str, str], pa.Array] = {}
     log_deletes: list[pa.Array] = []
     for partition, stats in metadata.partitionToWriteStats.items():
         for stat in stats:
             group = (stat.partitionPath or partition or "", stat.fileId)
             if stat.is_delta:
-                log_deletes += _log_delete_keys(storage, stat, instant_time)
+                written, deleted = _log_keys(storage, stat, instant_time)
+                log_deletes += deleted
+                if written:
+                    log_keys[group] = pc.drop_null(_concat(written))
                 continue
             new_keys[group] = pc.drop_null(_file_keys(storage, stat.path))
             rewritten.add(group)
     for partition, ids in (metadata.partitionToReplaceFileIds or {}).items():
         rewritten |= {(partition, f) for f in ids}
-    old_keys = {g: live_slice_keys(storage, before[g], committed) for g in rewritten if g in before}
+    old_keys = {g: live_slice_keys(storage, before[g], committed) for g in rewritten | log_keys.keys() if g in before}
     added: list[pa.Array] = []
-    for (partition, file_id), keys in new_keys.items():
+    for (partition, file_id), keys in [*new_keys.items(), *log_keys.items()]:
         fresh = _without(keys, old_keys.get((partition, file_id), pa.array([], pa.string())))
         change.upserts.update(dict.fromkeys(fresh.to_pylist(), (partition, file_id, instant_time)))
         added.append(fresh)
     kept = _concat(list(new_keys.values()))
-    gone = _without(_concat(list(old_keys.values())), kept)
+    gone = _without(_concat([keys for g, keys in old_keys.items() if g in rewritten]), kept)
     change.deletes = set(_without(_concat([gone, *log_deletes]), _concat(added)).to_pylist())
     return change
 

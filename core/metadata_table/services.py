@@ -2,7 +2,8 @@
 
 Order (Hudi 1.x, `HoodieBackedTableMetadataWriter.performTableServices`): finish metadata
 compactions a run left pending, then clean (`metadata_table.clean`), then plan and run a new
-compaction when one is due (`metadata_table.compaction`). Everything runs under the data
+compaction when one is due (`metadata_table.compaction`), then archive the metadata table's
+timeline (`metadata_table.archival`). Everything runs under the data
 table's lock, so no metadata delta commit of a data-table commit races it; the metadata
 table's files are small (one `files` file group, and the `record_index` file groups when the
 table has a record index), so the pass is short.
@@ -22,6 +23,7 @@ from typing import Any
 
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.metadata_table import compaction
+from lakeward.core.metadata_table.archival import archive_metadata_table
 from lakeward.core.metadata_table.clean import (
     MetadataCleanResult,
     execute_metadata_clean,
@@ -30,6 +32,7 @@ from lakeward.core.metadata_table.clean import (
 )
 from lakeward.core.metadata_table.writer import maintains_files_partition
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.archival import ArchiveResult
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Timeline
 
@@ -44,10 +47,12 @@ class MetadataServicesRun:
     cleans: tuple[MetadataCleanResult, ...] = ()
     #: The compaction decision after the pass (why the next one is not due, or what blocks it).
     check: compaction.MetadataCompactionCheck | None = None
+    #: The archival of the metadata table's timeline that ended the pass.
+    archived: ArchiveResult | None = None
 
     @property
     def nothing_done(self) -> bool:
-        return not self.compactions and not self.cleans
+        return not self.compactions and not self.cleans and not (self.archived and self.archived.archived)
 
 
 def run_metadata_table_services(
@@ -80,10 +85,12 @@ def run_metadata_table_services(
         if planned is not None:
             compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone))
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
-        check = compaction.check_metadata_compaction(storage, Timeline.load(storage, TimelineLayout.V2), threshold)
+        data_timeline = Timeline.load(storage, TimelineLayout.V2)
+        check = compaction.check_metadata_compaction(storage, data_timeline, threshold)
+        archived = archive_metadata_table(storage, data_timeline, write_config)
     if check.blocked:
         log.warning("metadata-table compaction of %s held back: %s", storage.uri, check.reason)
-    return MetadataServicesRun(tuple(compactions), tuple(cleans), check)
+    return MetadataServicesRun(tuple(compactions), tuple(cleans), check, archived)
 
 
 __all__ = ["MetadataServicesRun", "run_metadata_table_services"]

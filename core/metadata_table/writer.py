@@ -22,7 +22,7 @@ exists already when `T` is written again (a re-run table service) is rolled back
 
 `files` is maintained, and `record_index` when the table keeps one (in the same delta commit,
 `delta_commit`); other metadata partitions are refused or dropped before anything is written
-(`metadata_table.gate`). The metadata table's own compaction and clean run after
+(`metadata_table.gate`). The metadata table's own compaction, clean and archival run after
 the data commit (`metadata_table.services`). How a delta commit is written is `delta_commit`.
 """
 

@@ -47,7 +47,7 @@ import logging
 import posixpath
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -409,26 +409,34 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
     return False
 
 
-def _metadata_table_barrier(storage: Storage) -> str | None:
-    """With a metadata table, Hudi archives only instants before its latest compaction (nothing
-    when it was never compacted: "" bars every instant); None without a metadata table."""
+def _metadata_table_barrier(storage: Storage, commits: list[Instant]) -> str | None:
+    """With a metadata table, Hudi archives only commits that completed before its latest compaction
+    (`findInstantsModifiedAfterByCompletionTime`): the first of `commits` that completed after it is
+    the barrier (nothing when the metadata table was never compacted: "" bars every instant). None
+    without a metadata table."""
     if not keeps_metadata_table(read_table_properties(storage)):
         return None
     compactions = Timeline.load(metadata_storage(storage), TimelineLayout.V2).completed(Action.COMMIT)
-    return compactions[-1].time if compactions else ""
+    if not compactions:
+        return ""
+    compacted = compactions[-1].time
+    return min((i.time for i in commits if (i.completion_time or i.time) > compacted), default=compacted)
 
 
-def instants_to_archive(storage: Storage, timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
-    """The completed instants Hudi's rules archive now, oldest first (see the module doc)."""
+def instants_to_archive(
+    storage: Storage, timeline: Timeline, keep_min: int, keep_max: int, more_barriers: Sequence[str] = ()
+) -> list[Instant]:
+    """The completed instants Hudi's rules archive now, oldest first (see the module doc); `more_barriers`:
+    more instant times at or after which nothing is archived (the metadata table's own rules)."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
-    barriers = [i.time for i in timeline.pending()[:1]]
+    barriers = [*more_barriers, *(i.time for i in timeline.pending()[:1])]
     barriers += [i.time for i in timeline.completed(Action.SAVEPOINT)[:1]]  # a pending one is after pending()[:1]
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
-    metadata_barrier = _metadata_table_barrier(storage)
+    metadata_barrier = _metadata_table_barrier(storage, commits)
     if metadata_barrier is not None:
         barriers.append(metadata_barrier)
     barrier = min(barriers) if barriers else None
@@ -486,57 +494,79 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
     instant files a real archival would move now.
     """
     ctx = table.table_context
-    started = time.monotonic()
     storage, wc = ctx.storage, ctx.write_config
-    folder = ctx.config.archive_folder
-    history = ctx.config.version.history_folder
     with ctx.lock:
         timeline = ctx.timeline()
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
-        if history is not None:
-            archived = {(i.time, i.action.value) for i in load_archived_instants(storage, history)}
-        else:
-            existing = read_archived_entries(storage, folder)
-            done = {(str(r.get("commitTime")), str(r.get("actionType")), str(r.get("actionState"))) for r in existing}
-            archived = {(t, a) for t, a, s in done if s == State.COMPLETED.name}
-        # Instants a crashed run archived but did not delete (their completed entry is archived).
-        leftover = [
-            i
-            for i in timeline.completed()
-            if (i.time, i.action.completed_action.value) in archived and i not in planned
+        return archive_instants(
+            storage,
+            timeline,
+            planned,
+            history=ctx.config.version.history_folder,
+            folder=ctx.config.archive_folder,
+            batch=wc.archival_batch,
+            dry_run=dry_run,
+        )
+
+
+def archive_instants(
+    storage: Storage,
+    timeline: Timeline,
+    planned: Sequence[Instant],
+    *,
+    history: str | None,
+    folder: str,
+    batch: int,
+    dry_run: bool = False,
+) -> ArchiveResult:
+    """Move `planned` (and the instants a crashed run archived but did not delete) from the active
+    timeline of the table at `storage` to its LSM history `history` (v8+) or archive `folder` (v6),
+    then delete their timeline files (module doc). Call under the table lock. Shared by the data
+    table's archival and the metadata table's (`metadata_table.archival`)."""
+    started = time.monotonic()
+    if history is not None:
+        archived = {(i.time, i.action.value) for i in load_archived_instants(storage, history)}
+    else:
+        existing = read_archived_entries(storage, folder)
+        done = {(str(r.get("commitTime")), str(r.get("actionType")), str(r.get("actionState"))) for r in existing}
+        archived = {(t, a) for t, a, s in done if s == State.COMPLETED.name}
+    # Instants a crashed run archived but did not delete (their completed entry is archived).
+    leftover = [
+        i for i in timeline.completed() if (i.time, i.action.completed_action.value) in archived and i not in planned
+    ]
+    to_archive = sorted(set(planned) | set(leftover), key=Instant.sort_key)
+    files = _files_by_instant(timeline)
+    state_files = [files.get((i.time, i.action.completed_action), [i]) for i in to_archive]
+    names = tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive)
+    if history is not None:
+        rows = [
+            history_row(storage, group)
+            for i, group in zip(to_archive, state_files, strict=True)
+            if (i.time, i.action.completed_action.value) not in archived
         ]
-        to_archive = sorted(set(planned) | set(leftover), key=Instant.sort_key)
-        files = _files_by_instant(timeline)
-        state_files = [files.get((i.time, i.action.completed_action), [i]) for i in to_archive]
-        names = tuple(f"{i.time}.{i.action.completed_action.value}" for i in to_archive)
-        if history is not None:
-            rows = [
-                history_row(storage, group)
-                for i, group in zip(to_archive, state_files, strict=True)
-                if (i.time, i.action.completed_action.value) not in archived
-            ]
-            new_count = len(rows)
-        else:
-            entries = [entry_of(storage, f) for group in state_files for f in group]
-            new_entries = [e for e in entries if e.key not in done]
-            new_count = len(new_entries)
-        if dry_run:
-            instant_files = tuple(instant_path(f) for group in state_files for f in group)
-            return ArchiveResult(names, None, new_count, time.monotonic() - started, instant_files, True)
-        if history is not None:
-            written = append_history_file(storage, history, rows) if rows else None
-        else:
-            written = _write_archive_file(storage, folder, new_entries, wc.archival_batch) if new_entries else None
-        deleted: list[str] = []
-        for group in state_files:  # oldest instant first, its completed file last
-            for f in group:
-                deleted.append(instant_path(f))
-                storage.delete_file(deleted[-1])
+        new_count = len(rows)
+    else:
+        entries = [entry_of(storage, f) for group in state_files for f in group]
+        new_entries = [e for e in entries if e.key not in done]
+        new_count = len(new_entries)
+    if dry_run:
+        instant_files = tuple(instant_path(f) for group in state_files for f in group)
+        return ArchiveResult(names, None, new_count, time.monotonic() - started, instant_files, True)
+    if history is not None:
+        written = append_history_file(storage, history, rows) if rows else None
+    else:
+        written = _write_archive_file(storage, folder, new_entries, batch) if new_entries else None
+    deleted: list[str] = []
+    for group in state_files:  # oldest instant first, its completed file last
+        for f in group:
+            deleted.append(instant_path(f))
+            storage.delete_file(deleted[-1])
     elapsed = time.monotonic() - started
     if to_archive:
         log.info(
-            "archived %d instant(s) (%s .. %s), %d new entries in %s, in %.2fs",
+            "archived %d instant(s) of %s (%s .. %s), %d new entries in %s, in %.2fs",
             len(to_archive),
+            storage.uri,
             to_archive[0].time,
             to_archive[-1].time,
             new_count,

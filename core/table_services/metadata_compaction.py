@@ -7,8 +7,9 @@ the plan and its run). Its plans live on the metadata table's timeline
 (`.hoodie/metadata/.hoodie/timeline/<m>.compaction.requested`); `schedule` writes one when
 `hoodie.metadata.compact.max.delta.commits` delta commits completed since the last one and no
 pending data-table instant holds it back (`check()` says which, for `lakeward plans` and the
-API); `execute` runs it (idempotent), then the metadata clean when due. Both under the table
-lock: no metadata delta commit of a data-table commit races them.
+API); `execute` runs it (idempotent), then the metadata clean when due, then the metadata
+table's archival (`metadata_table.archival`). Both under the table lock: no metadata delta
+commit of a data-table commit races them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.metadata_table.archival import archive_metadata_table
 from lakeward.core.metadata_table.clean import MetadataCleanResult, execute_metadata_clean, schedule_metadata_clean
 from lakeward.core.metadata_table.compaction import (
     MetadataCompactionCheck,
@@ -31,16 +33,18 @@ from lakeward.core.metadata_table.compaction import (
 )
 from lakeward.core.metadata_table.writer import maintains_files_partition
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.archival import ArchiveResult
 from lakeward.core.table_services.service import ServiceReport
 from lakeward.core.timeline import Timeline
 
 
 @dataclass(frozen=True)
 class MetadataCompactionRun:
-    """What one `metadata_compaction` execution did: the compaction, and the clean that followed it."""
+    """What one `metadata_compaction` execution did: the compaction, and the clean and archival that followed it."""
 
     compaction: MetadataCompactionResult
     clean: MetadataCleanResult | None = None
+    archived: ArchiveResult | None = None
 
 
 def metadata_compaction_unavailable(storage: Storage, config: TableConfig) -> str | None:
@@ -98,7 +102,8 @@ class MetadataCompactionService:
         return self.pending_of(self.ctx.storage, self.ctx.timeline())
 
     def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> MetadataCompactionRun:
-        """Run the metadata compaction `instant_time` (again, if a run died), then the metadata clean when due."""
+        """Run the metadata compaction `instant_time` (again, if a run died), then the metadata clean when
+        due and the metadata table's archival."""
         ctx = self.ctx
         ctx.check_version(f"run metadata compaction {instant_time}")
         if instant_time is None:
@@ -109,7 +114,8 @@ class MetadataCompactionService:
             compaction = execute_metadata_compaction(ctx.storage, instant_time, tz)
             clean_time = schedule_metadata_clean(ctx.storage, ctx.write_config.metadata_cleaner_commits_retained, tz)
             clean = execute_metadata_clean(ctx.storage, clean_time, tz) if clean_time is not None else None
-        return MetadataCompactionRun(compaction, clean)
+            archived = archive_metadata_table(ctx.storage, ctx.timeline(), ctx.write_config)
+        return MetadataCompactionRun(compaction, clean, archived)
 
     def report(self, result: MetadataCompactionRun) -> ServiceReport:
         c = result.compaction
@@ -118,6 +124,8 @@ class MetadataCompactionService:
             if result.clean
             else ""
         )
+        if result.archived and result.archived.archived:
+            cleaned += f"; {len(result.archived.archived)} metadata instant(s) archived"
         return ServiceReport(
             c.instant_time,
             records=c.records,

@@ -29,14 +29,12 @@ import logging
 import posixpath
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lakeward.core.exceptions import InstantExistsError, RollbackAbortedError
+from lakeward.core.exceptions import InstantExistsError, MetadataTableError, RollbackAbortedError
 from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
-from lakeward.core.metadata_table.delta_commit import removal_change, write_files_delta_commit
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, Action, Instant, State, Timeline, avro_plans, new_instant_time
@@ -248,6 +246,7 @@ def rollback_completed_instant(
     """
     if not instant.is_completed:
         raise ValueError(f"{instant} is pending; use rollback_pending_instant")
+    check_metadata_rollback(storage, instant.time)
     files = rollback_files(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
@@ -347,7 +346,7 @@ def _complete_rollback(
 
     The metadata table (when the table keeps one) is rolled back first, as Hudi does.
     """
-    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone, by_partition)
+    rollback_metadata_table(storage, instant_info["commitTime"], inflight.time, timezone)
     metadata = {
         "startRollbackTime": inflight.time,
         "timeTakenInMillis": elapsed_ms,
@@ -371,11 +370,7 @@ def _complete_rollback(
 
 
 def rollback_metadata_table(
-    storage: Storage,
-    target_time: str,
-    rollback_time: str | None,
-    timezone: str = "LOCAL",
-    deleted: Mapping[str, Sequence[str]] | None = None,
+    storage: Storage, target_time: str, rollback_time: str | None, timezone: str = "LOCAL"
 ) -> None:
     """Roll back the metadata table's delta commit `target_time` (if any) with a rollback `rollback_time`.
 
@@ -387,9 +382,9 @@ def rollback_metadata_table(
     Only tables whose `hoodie.properties` lists metadata partitions (so never a metadata table itself).
 
     A delta commit `T` a metadata compaction took (its files are in a base HFile now) cannot be
-    undone by deleting its log file: Hudi refuses such a rollback ("use restore"); lakeward
-    instead records the data files the rollback deletes (`deleted`: partition -> paths) as the
-    metadata delta commit `rollback_time`, as it records a clean's.
+    undone by deleting its log file: such a rollback is refused before it starts
+    (`check_metadata_rollback`, as Hudi does), and no other rollback reaches one (a metadata
+    compaction never takes the delta commit of a data instant still pending); checked here again.
     """
     if not keeps_metadata_table(read_table_properties(storage)):
         return
@@ -406,34 +401,43 @@ def rollback_metadata_table(
     state = timeline.state_of(target_time, Action.DELTA_COMMIT)
     if state is State.COMPLETED:
         done = next(i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time)
-        if _compacted(timeline, done):
-            _record_deletions(storage, timeline, rollback_time, deleted or {}, timezone)
-            return
+        check_metadata_rollback(storage, target_time)
         rollback_completed_instant(mdt, done, rollback_time, timezone)
     elif state is not None:
         pending = next(i for i in timeline.pending() if i.time == target_time)
         rollback_pending_instant(mdt, pending, rollback_time, timezone)
 
 
-def _compacted(mdt_timeline: Timeline, delta_commit: Instant) -> bool:
-    """Whether a metadata compaction (completed or planned) took `delta_commit`'s log files."""
+def _compaction_of(mdt_timeline: Timeline, delta_commit: Instant) -> Instant | None:
+    """The latest metadata compaction (completed or planned) that took `delta_commit`'s log files, if any."""
     completion = delta_commit.completion_time or delta_commit.time
-    return any(i.time > completion for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION))
+    taken = [i for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION) and i.time > completion]
+    return taken[-1] if taken else None
 
 
-def _record_deletions(
-    storage: Storage, mdt_timeline: Timeline, rollback_time: str, deleted: Mapping[str, Sequence[str]], timezone: str
-) -> None:
-    """The metadata delta commit `rollback_time` marking the rolled-back files deleted (once: a completed
-    one from an earlier attempt of the rollback stays, a pending one is rolled back and written again)."""
-    state = mdt_timeline.state_of(rollback_time, Action.DELTA_COMMIT)
-    if state is State.COMPLETED:
+def check_metadata_rollback(storage: Storage, target_time: str) -> None:
+    """Refuse the rollback of data instant `target_time` when a metadata compaction took its completed
+    metadata delta commit (MetadataTableError; call before anything is written).
+
+    Hudi 1.x refuses it the same way (`HoodieBackedTableMetadataWriter.validateRollback`): the
+    compacted base files hold the instant's files and record-index entries, and a rollback can
+    only delete log files; a restore to a savepoint before the instant rebuilds the metadata
+    table's view from a listing instead.
+    """
+    if not keeps_metadata_table(read_table_properties(storage)):
         return
-    mdt = metadata_storage(storage)
-    if state is not None:
-        pending = next(i for i in mdt_timeline.pending() if i.time == rollback_time)
-        rollback_pending_instant(mdt, pending, new_instant_time(mdt_timeline.latest_time(), timezone), timezone)
-    write_files_delta_commit(storage, timezone, rollback_time, removal_change(deleted))
+    timeline = Timeline.load(metadata_storage(storage), TimelineLayout.V2)
+    done = next((i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time), None)
+    compaction = _compaction_of(timeline, done) if done is not None else None
+    if done is None or compaction is None:
+        return
+    after = [i.time for i in timeline.completed(Action.DELTA_COMMIT) if i.time > compaction.time]
+    raise MetadataTableError(
+        f"cannot roll back {target_time} on {storage.uri}: the metadata table's compaction {compaction.time} "
+        f"({compaction.state.value}) already took its metadata delta commit (there are {len(after)} delta "
+        f"commit(s) after that compaction), so its files and record-index entries cannot be removed by a "
+        "rollback, as in Hudi. Restore the table to a savepoint before it instead (Table.restore). Nothing was changed"
+    )
 
 
 def _completed_files(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> list[str]:

@@ -508,7 +508,7 @@ class WriteClient:
         )
 
     def _metadata_table_services(self) -> None:
-        """After a commit, the metadata table's own compaction and clean when due (Hudi runs them inline
+        """After a commit, the metadata table's own compaction, clean and archival when due (Hudi runs them inline
         in the writer). The write has completed: a failure here is logged, and the next commit retries."""
         try:
             run_metadata_table_services(self.storage, self.lock, self.write_config, self.config.timeline_timezone)

@@ -20,6 +20,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.write import WriteConfig
+from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.metadata_listing import FILES_PARTITION, MetadataFileListing, metadata_storage
 from lakeward.core.health import table_health, take_snapshot
 from lakeward.core.metadata_table.check import compare_files_partition
@@ -108,21 +109,41 @@ def test_many_commits_compact_and_clean_the_metadata_table(tmp_path: Path, versi
     assert {e.path for e in MetadataFileListing(table.storage).file_entries()}
 
 
-def test_rollback_of_a_write_the_metadata_compaction_took(tmp_path: Path):
+def _tree(path: str) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in Path(path).rglob("*") if p.is_file()}
+
+
+def test_rollback_of_a_write_the_metadata_compaction_took_is_refused(tmp_path: Path):
+    """As Hudi 1.x (`HoodieBackedTableMetadataWriter.validateRollback`): a write whose metadata delta
+    commit a metadata compaction already took cannot be rolled back (its files and record-index
+    entries are in the compacted base files); the error names the instant and the compaction, says
+    to restore instead, and nothing changes. Restoring a savepoint before it undoes it."""
     path = str(tmp_path / "t")
-    table = _table_with_mdt(path, 9, "MERGE_ON_READ", EAGER)
+    table = _table_with_mdt(path, 9, "MERGE_ON_READ", {**EAGER, "hoodie.index.type": "RECORD_INDEX"})
     model = {r["id"]: r for r in _rows(range(12), 1)}
-    table.upsert(_batch(_rows(range(1, 12, 2), 2)))
+    saved = table.upsert(_batch(_rows(range(1, 12, 2), 2))).instant_time
     model |= {r["id"]: r for r in _rows(range(1, 12, 2), 2)}
     before = dict(model)
-    written = table.upsert(_batch(_rows(range(0, 12, 2), 2))).instant_time
-    last = last_metadata_compaction(mdt_timeline(table.storage))
-    assert last is not None and last.time > written  # the inline compaction took the write's delta commit
-    rolled = table.rollback(written)
+    table.savepoint(saved)
+    for n in range(3, 8):  # until the inline metadata compaction takes the latest write's delta commit
+        written = table.upsert(_batch(_rows(range(n % 2, 14, 2), n))).instant_time
+        model |= {r["id"]: r for r in _rows(range(n % 2, 14, 2), n)}
+        last = last_metadata_compaction(mdt_timeline(table.storage))
+        assert last is not None
+        if last.time > written:
+            break
+    assert last.time > written
+    files = _tree(path)
+    with pytest.raises(MetadataTableError) as refused:
+        table.rollback(written)
+    message = str(refused.value)
+    assert written in message and last.time in message and "restore" in message
+    with pytest.raises(MetadataTableError):
+        table.preview_rollback(written)
+    assert _tree(path) == files  # nothing written or deleted
+    _check(path, model)
+    table.restore(saved)
     _check(path, before)
-    mdt = mdt_timeline(table.storage)
-    # the rollback is recorded as a delta commit of its time that marks the write's files deleted
-    assert rolled.rollback_instant_time in {i.time for i in mdt.completed(Action.DELTA_COMMIT)}
 
 
 def test_a_pending_data_instant_holds_the_metadata_compaction_back(tmp_path: Path):

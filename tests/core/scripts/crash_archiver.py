@@ -1,6 +1,10 @@
 """Run one archival and freeze at a chosen point, for a SIGKILL test.
 
-Usage: python crash_archiver.py <table path> <point> <options json>
+Usage: python crash_archiver.py <table path> <point> <options json> [<rows json>]
+
+With `<rows json>` the script upserts those rows instead, and the points are those of the
+archival of the metadata table the write's inline metadata-table services run (after the data
+commit completed): `after_history_file` and `after_some_deletes`.
 
 Points: `after_archive_file` (the archive file is written, no timeline file deleted yet),
 `after_some_deletes` (a few of the archived instants' timeline files are deleted); on table
@@ -17,6 +21,7 @@ import json
 import sys
 from typing import Any
 
+import pyarrow as pa
 from freeze_points import after, before, freeze  # a sibling module: scripts run with this folder on sys.path
 
 import lakeward.core.table_services.archival as archival_mod
@@ -39,6 +44,7 @@ def _deleting(point: str, nth: int) -> None:
 
 def main() -> int:
     path, point, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    rows = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     if point == "after_archive_file":
         archival_mod._write_archive_file = after(point, archival_mod._write_archive_file)  # type: ignore[assignment]
     elif point == "after_history_file":
@@ -49,7 +55,10 @@ def main() -> int:
         _deleting(point, 5)
     else:
         raise SystemExit(f"unknown point {point}")
-    Table.open(path, options=options).archive()
+    if rows is None:
+        Table.open(path, options=options).archive()
+    else:
+        Table.open(path, options=options).upsert(pa.Table.from_pylist(rows))
     sys.stdout.write("FINISHED\n")
     sys.stdout.flush()
     return 3
