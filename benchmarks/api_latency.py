@@ -330,17 +330,27 @@ class RawHttp:
     async def get(self, path: str) -> int:
         """The status code of `GET path`."""
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await asyncio.open_connection(self.host, self.port)
-            try:
-                status, keep = await asyncio.wait_for(self._exchange(*conn, path), self.timeout_s)
-            except BaseException:
-                conn[1].close()
-                raise
-            if keep:
-                self._idle.append(conn)
-            else:
-                conn[1].close()
-            return status
+            for attempt in range(2):
+                while self._idle and (self._idle[-1][0].at_eof() or self._idle[-1][1].is_closing()):
+                    self._idle.pop()[1].close()  # closed by the server (its keep-alive timeout)
+                reused = attempt == 0 and bool(self._idle)
+                conn = self._idle.pop() if reused else await asyncio.open_connection(self.host, self.port)
+                try:
+                    status, keep = await asyncio.wait_for(self._exchange(*conn, path), self.timeout_s)
+                except (asyncio.IncompleteReadError, ConnectionError) as exc:
+                    conn[1].close()
+                    if reused and not (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
+                        continue  # the server closed the idle connection as the request went out: a new one
+                    raise
+                except BaseException:
+                    conn[1].close()
+                    raise
+                if keep:
+                    self._idle.append(conn)
+                else:
+                    conn[1].close()
+                return status
+            raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _exchange(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
