@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -22,6 +20,7 @@ from lakeward.services.api.server import ApiServer
 from lakeward.services.control import ZooKeeperControlStore
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
@@ -31,18 +30,8 @@ TOKEN = "frozen-zookeeper-test-token"
 READS = ("/healthz", "/metrics", "/api/v1/tables", "/api/v1/plans", "/api/v1/runs?limit=100")
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
-
-
 def daemon_on(tmp_path: Path, server: ZooKeeperServer) -> Daemon:
-    """A daemon on one table, whose ZooKeeper session outlives the test's frozen minute."""
+    """A daemon on one table; its ZooKeeper session (60 s) outlives the few seconds the server is frozen."""
     Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ").bulk_insert(
         pa.table({"id": [1, 2], "v": [0, 0], "ts": [0, 0]})
     )
@@ -73,7 +62,7 @@ def test_api_reads_answer_while_zookeeper_answers_nothing(tmp_path, make_zookeep
     assert pid is not None
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{api.port}", timeout=10.0) as client:
-            wait_for(lambda: client.get("/readyz").status_code == 200)
+            wait_until(lambda: client.get("/readyz").status_code == 200, 60, "the replica to be ready")
             assert (
                 client.post(
                     "/api/v1/tables/t/pause",
