@@ -207,6 +207,10 @@ class ZooKeeperControlStore(ControlStore):
     def _refresh_loop(self) -> None:
         """Every `CACHE_S`, read again each folder asked for so far (a failure only logs, once per streak)."""
         while not self._closed.wait(self.CACHE_S):
+            if self.coordinator.state == "closed":
+                return
+            if not self.coordinator.connected:
+                continue  # the last read stands until ZooKeeper is back (kazoo would queue the reads)
             with self._cache_lock:
                 folders = list(self._cache)
             try:
