@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 import pytest
+import yaml
 
 from lakeward import Table
 from lakeward.services.api.server import ApiServer
@@ -35,20 +36,16 @@ def daemon_on(tmp_path: Path, server: ZooKeeperServer) -> Daemon:
     Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ").bulk_insert(
         pa.table({"id": [1, 2], "v": [0, 0], "ts": [0, 0]})
     )
+    settings = {
+        "tables": {"static": [{"path": str(tmp_path / "t")}], "refresh_interval_s": 0.2},
+        "zookeeper": {"hosts": server.hosts, "chroot": "/frozen", "session_timeout_s": 60, "connection_timeout_s": 2},
+        "spark": {"engine": "local"},
+        "http": {"host": "127.0.0.1", "port": 0, "api_tokens": [{"name": "oncall", "token": TOKEN}]},
+        "log": {"format": "text", "level": "WARNING"},
+        "drain_time_s": 2,
+    }
     config = tmp_path / "lakeward.yaml"
-    config.write_text(
-        f"""
-tables:
-  static:
-    - path: {tmp_path / "t"}
-  refresh_interval_s: 0.2
-zookeeper: {{hosts: '{server.hosts}', chroot: /frozen, session_timeout_s: 60, connection_timeout_s: 2}}
-spark: {{engine: local}}
-http: {{host: 127.0.0.1, port: 0, api_tokens: [{{name: oncall, token: {TOKEN}}}]}}
-log: {{format: text, level: WARNING}}
-drain_time_s: 2
-"""
-    )
+    config.write_text(yaml.safe_dump(settings))
     return Daemon(load_settings(config, env={}))
 
 
