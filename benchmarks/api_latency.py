@@ -261,6 +261,14 @@ def machine_busy_s() -> tuple[float, float]:
     return busy / CLOCK_TICKS, values[1] / CLOCK_TICKS
 
 
+def renice_threads(pid: int, nice: int) -> None:
+    """Set the nice value of every thread of `pid` (threads it starts later inherit their creator's;
+    below 0 needs root). With the daemon below 0 the runs' children end at `nice` + `resources.nice`:
+    they are forked by a forkserver that a run thread starts."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+
+
 @dataclass
 class CpuSample:
     """CPU seconds used so far by each party of the benchmark, and the machine's."""
@@ -610,7 +618,14 @@ def run(args: argparse.Namespace, base: Path, hosts: str) -> int:
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
             ready = wait_ready(client, daemon, log, args.start_timeout)
-            mode = f"engine {args.engine}, isolation {args.isolation}"
+            if args.daemon_nice is not None:
+                renice_threads(daemon.pid, args.daemon_nice)
+            if args.client_nice is not None:  # after the daemon started: it does not inherit it
+                renice_threads(os.getpid(), args.client_nice)
+            mode = (
+                f"engine {args.engine}, isolation {args.isolation}, "
+                f"nice {args.daemon_nice or 0} (load generator {args.client_nice or 0})"
+            )
             print(f"daemon ({mode}) ready in {ready:.1f}s at {url}; log {log}")
             quiet = wait_quiet(client)
             print(f"daemon quiet (no run, no pending plan) after {quiet:.1f}s more; idle phase")
@@ -634,6 +649,8 @@ def run(args: argparse.Namespace, base: Path, hosts: str) -> int:
             )
             since = time.time()
             process.start()
+            if args.client_nice is not None and process.pid is not None:
+                renice_threads(process.pid, 0)  # the writer keeps the default priority
             first = wait_runs(client, since, args.start_timeout)
             print(f"writer started; first run succeeded after {first:.1f}s; load phase")
             load = measure("load", url, args, client, writer, (daemon.pid, process.pid))
@@ -694,6 +711,18 @@ def main() -> None:
         choices=("process", "thread"),
         default="process",
         help="local engine: plans in child processes (default) or in threads of the daemon (the old mode)",
+    )
+    parser.add_argument(
+        "--daemon-nice",
+        type=int,
+        help="renice the daemon's threads once it is ready (e.g. -10, as root: the daemon gets the CPU it "
+        "asks for on a machine shared with other work, as on a node with a core of its own)",
+    )
+    parser.add_argument(
+        "--client-nice",
+        type=int,
+        help="renice this load generator once the daemon is ready (e.g. -10, as root), the writer staying "
+        "at 0: whether the latencies wait in the client on a busy machine",
     )
     parser.add_argument("--drain", type=float, default=30.0, help="the daemon's drain_time_s")
     parser.add_argument("--start-timeout", type=float, default=180.0, help="seconds to wait for ready / first run")
