@@ -11,12 +11,21 @@ ZooKeeper this state lives in persistent znodes next to the claims:
 Keys are `WorkItem.key`s (`table/action/instant`), URL-quoted into one node name. With the
 in-process coordinator (one replica) the same state lives in memory. Only the replica
 holding a claim records failures of that item, so counts need no compare-and-set.
+
+Every API read and every discovery cycle asks for the paused tables and the quarantine, so
+with ZooKeeper those two folders are read by one background thread every `CACHE_S` and
+served from the last read: no request waits on ZooKeeper for them (under plan load the
+session also carries the claims' and the run history's writes, each a disk sync on the
+server, and requests queued behind them took seconds). A change made through another
+replica shows within about `CACHE_S`; one made through this store shows at once (the
+folder is read again right after the write).
 """
 
 from __future__ import annotations
 
 import abc
 import json
+import logging
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +36,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from lakeward.services.claims import ZooKeeperCoordinator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,10 @@ class ControlStore(abc.ABC):
     @abc.abstractmethod
     def quarantined(self) -> dict[str, QuarantineEntry]:
         """Every quarantined key."""
+
+    def close(self) -> None:
+        """Stop background work (the ZooKeeper store's refresh thread); the store is not used after."""
+        return None
 
     @abc.abstractmethod
     def release(self, key: str) -> bool:
@@ -131,14 +146,22 @@ class MemoryControlStore(ControlStore):
 class ZooKeeperControlStore(ControlStore):
     """Persistent znodes under the coordinator's base path (module doc)."""
 
-    #: Reads of the pause and quarantine folders are cached this long (every API call and cycle
-    #: reads them; a change made on another replica shows within this time).
+    #: Seconds between two background reads of the pause and quarantine folders (module doc).
     CACHE_S = 1.0
 
     def __init__(self, coordinator: ZooKeeperCoordinator):
         self.coordinator = coordinator
-        self._cache: dict[str, tuple[float, dict[str, dict[str, Any]]]] = {}
+        #: folder -> its records as of the last read (replaced whole); a folder is read in the
+        #: background once it was asked for.
+        self._cache: dict[str, dict[str, dict[str, Any]]] = {}
+        #: folder -> the number of the read it holds: a read that began earlier never replaces a later one
+        #: (a background read racing a read after this store's own write).
+        self._read_no: dict[str, int] = {}
+        self._reads = 0
         self._cache_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
         base = coordinator.base_path
         self.paused_path = f"{base}/paused"
         self.failures_path = f"{base}/failures"
@@ -153,19 +176,66 @@ class ZooKeeperControlStore(ControlStore):
         return quote(key, safe="")
 
     def _read_all(self, folder: str) -> dict[str, dict[str, Any]]:
-        now = time.monotonic()
+        """The folder's records as of the last read; read now only the first time it is asked for."""
         with self._cache_lock:
             hit = self._cache.get(folder)
-            if hit is not None and now - hit[0] < self.CACHE_S:
-                return hit[1]
+        return hit if hit is not None else self._reread(folder)
+
+    def _read_and_keep(self, folder: str) -> dict[str, dict[str, Any]]:
+        """Read the folder from ZooKeeper now and keep the read unless a later one is kept already."""
+        with self._cache_lock:
+            self._reads += 1
+            number = self._reads
         found = self._read_folder(folder)
         with self._cache_lock:
-            self._cache[folder] = (now, found)
+            if number > self._read_no.get(folder, 0):
+                self._cache[folder], self._read_no[folder] = found, number
+            return self._cache[folder]
+
+    def _reread(self, folder: str) -> dict[str, dict[str, Any]]:
+        """Read the folder from ZooKeeper now, keep it, and make sure the background reads run."""
+        found = self._read_and_keep(folder)
+        with self._cache_lock:
+            start = self._thread is None and not self._closed.is_set()
+            if start:
+                self._thread = threading.Thread(target=self._refresh_loop, name="control-view", daemon=True)
+        if start:
+            assert self._thread is not None
+            self._thread.start()
         return found
 
-    def _forget(self) -> None:
+    def _refresh_loop(self) -> None:
+        """Every `CACHE_S`, read again each folder asked for so far (a failure only logs, once per streak)."""
+        while not self._closed.wait(self.CACHE_S):
+            if self.coordinator.state == "closed":
+                return
+            if not self.coordinator.connected:
+                continue  # the last read stands until ZooKeeper is back (kazoo would queue the reads)
+            with self._cache_lock:
+                folders = list(self._cache)
+            try:
+                for folder in folders:
+                    self._read_and_keep(folder)
+            except Exception:
+                if not self._failing:
+                    log.warning("could not read the pause and quarantine state; serving the last read", exc_info=True)
+                self._failing = True
+            else:
+                self._failing = False
+
+    def close(self) -> None:
+        self._closed.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+
+    def _after_write(self, path: str) -> None:
+        """Read the written path's folder again when it is one the reads serve (module doc)."""
+        folder = path.rsplit("/", 1)[0]
         with self._cache_lock:
-            self._cache.clear()
+            cached = folder in self._cache
+        if cached:
+            self._reread(folder)
 
     def _read_folder(self, folder: str) -> dict[str, dict[str, Any]]:
         zk = self._zk
@@ -186,21 +256,21 @@ class ZooKeeperControlStore(ControlStore):
         return out
 
     def _put(self, path: str, value: dict[str, Any]) -> None:
-        self._forget()
         data = json.dumps(value).encode("utf-8")
         zk = self._zk
         try:
             zk.create(path, data, makepath=True)
         except NodeExistsError:
             zk.set(path, data)
+        self._after_write(path)
 
     def _delete(self, path: str) -> bool:
-        self._forget()
         try:
             self._zk.delete(path)
-            return True
         except NoNodeError:
             return False
+        self._after_write(path)
+        return True
 
     def paused(self) -> dict[str, PauseEntry]:
         return {
@@ -213,12 +283,12 @@ class ZooKeeperControlStore(ControlStore):
         if not paused:
             return self._delete(path)
         entry = PauseEntry(table, time.time(), replica, reason)
-        self._forget()
         try:
             self._zk.create(path, json.dumps(asdict(entry)).encode("utf-8"), makepath=True)
-            return True
         except NodeExistsError:
             return False
+        self._after_write(path)
+        return True
 
     def record_failure(self, key: str, error: str) -> int:
         path = f"{self.failures_path}/{self._node(key)}"
@@ -231,7 +301,11 @@ class ZooKeeperControlStore(ControlStore):
         return count
 
     def clear_failures(self, key: str) -> None:
-        self._delete(f"{self.failures_path}/{self._node(key)}")
+        # After every successful run: look first (a read), delete only a count that exists (a write,
+        # which the server syncs to disk, queued ahead of every other request of the session).
+        path = f"{self.failures_path}/{self._node(key)}"
+        if self._zk.exists(path) is not None:
+            self._delete(path)
 
     def quarantine(self, key: str, reason: str, failures: int, replica: str) -> None:
         entry = QuarantineEntry(key, reason[:2000], failures, time.time(), replica)

@@ -478,6 +478,7 @@ class Daemon:
         self._discovery_pool.shutdown(wait=True)
         self._health_pool.shutdown(wait=True)
         self.history.stop_view()
+        self.control.close()
         self.coordinator.close()
         with self._lock:
             watches, self._lock_watches = list(self._lock_watches.values()), {}
@@ -789,11 +790,17 @@ class Daemon:
         """Runs of every replica, newest first: this replica's live from its runner, the others'
         (and its own of earlier starts) from the shared history's view (at most about 1 s old,
         `services/history.py`); at most `limit` of each source."""
-        local = [self.run_dict(r) for r in self.runs()][:limit]
+        known = self.runs()  # one snapshot of the runner: up to its `recent_runs`, so only `limit` become dicts
+        local = [self.run_dict(r) for r in known[:limit]]
         shared = self.history.runs(limit, skip={r["run_id"] for r in local})
-        # A run of this replica that started between the two reads: its live state, not its start record.
+        # A run of this replica that started between the two reads (or that the runner knows beyond the
+        # first `limit`): its live state, not its recorded one.
+        by_id = {r.run_id: r for r in known}
         for i, record in enumerate(shared):
-            live = self.runner.get(record["run_id"]) if self.runner and record["replica"] == self.replica_id else None
+            mine = record["replica"] == self.replica_id
+            live = by_id.get(record["run_id"]) if mine else None
+            if live is None and mine and record["state"] != "finished" and self.runner is not None:
+                live = self.runner.get(record["run_id"])  # started after the snapshot above
             if live is not None:
                 shared[i] = self.run_dict(live)
         merged = sorted(local + shared, key=lambda r: float(r["started_at"]), reverse=True)

@@ -31,6 +31,8 @@ def table_detail(daemon: Daemon, name: str) -> dict[str, Any]:
 
 def plan_statuses(daemon: Daemon, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Pending plans (`plan_dict`s) with their quarantine state and the run (and replica) running them now."""
+    if not found:  # no plan: no run to look up (a few hundred run records per call otherwise)
+        return []
     quarantined = daemon.control.quarantined()
     running = {r.key: r.run_id for r in daemon.runs() if r.state != "finished"}
     anywhere = {

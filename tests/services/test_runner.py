@@ -24,6 +24,7 @@ from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, ServiceAction, TableRef, WorkItem
 from lakeward.services.runner import Runner
 from lakeward.services.settings import ActionTimeouts, ConcurrencySettings, RetrySettings
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import expire_session
 
 
@@ -272,6 +273,27 @@ def test_quarantine_and_pause_are_shared_through_zookeeper(make_coordinator):
     assert store_b.release(key) and key not in store_a.quarantined()
     assert store_a.record_failure(key, "after release") == 1  # counting starts over
     assert store_a.set_paused("orders", False, a.replica_id) and store_b.paused() == {}
+
+
+@pytest.mark.zookeeper
+def test_a_pause_through_another_replica_reaches_a_store_that_already_read(make_coordinator):
+    """Reads are served from the store's last read of ZooKeeper; its background reads bring in what
+    other replicas change (within about `CACHE_S`), and its own writes show at once."""
+    a, b = make_coordinator("a"), make_coordinator("b")
+    store_a, store_b = ZooKeeperControlStore(a), ZooKeeperControlStore(b)
+    key = "orders/compaction/20260101000000000"
+    try:
+        assert store_b.paused() == {} and store_b.quarantined() == {}  # read once: served from now on
+        assert store_a.set_paused("orders", True, a.replica_id, "incident")
+        store_a.quarantine(key, "failed 3 time(s)", 3, a.replica_id)
+        assert store_a.paused()["orders"].reason == "incident" and key in store_a.quarantined()  # its own writes
+        wait_until(lambda: "orders" in store_b.paused() and key in store_b.quarantined(), 10, "b to see a's changes")
+        assert store_b.release(key) and store_b.set_paused("orders", False, b.replica_id)
+        assert store_b.paused() == {} and store_b.quarantined() == {}
+        wait_until(lambda: store_a.paused() == {} and store_a.quarantined() == {}, 10, "a to see b's changes")
+    finally:
+        store_a.close()
+        store_b.close()
 
 
 @pytest.mark.spark
