@@ -18,14 +18,26 @@ from typing import Any
 from lakeward.core.file_group.hfile_writer import write_log_block_hfile
 from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
-from lakeward.core.file_group.metadata_listing import ALL_PARTITIONS_KEY, FILES_PARTITION, metadata_storage
-from lakeward.core.file_group.naming import log_file_name, write_token
+from lakeward.core.file_group.metadata_listing import (
+    ALL_PARTITIONS_KEY,
+    FILES_PARTITION,
+    load_metadata_timeline,
+    metadata_storage,
+    metadata_table_version,
+)
+from lakeward.core.file_group.naming import (
+    log_file_instant,
+    log_file_name,
+    parse_base_file_name,
+    parse_log_file_name,
+    write_token,
+)
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import LogSlicing, TableVersion
 from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker, delete_markers
@@ -98,17 +110,45 @@ def files_records(change: FilesChange) -> list[tuple[str, dict[str, Any]]]:
     return records
 
 
+def files_log_name(mdt: Storage, version: TableVersion, instant_time: str) -> tuple[str, int]:
+    """The name and version of the `files` log file the metadata delta commit `instant_time` writes.
+
+    v8+: `.files-0000-0_<instant_time>.log.1_<token>`. v6 (Hudi 0.x): the log joins the latest
+    file slice, so it carries that slice's base instant (the latest completed base HFile's) and
+    the next free version of it.
+    """
+    if version.log_slicing is LogSlicing.COMPLETION_TIME:
+        return log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN), 1
+    completed = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).completed()}
+    names = [e.name for e in mdt.list_dir(FILES_PARTITION) if not e.is_dir]
+    bases = [b.instant_time for n in names if (b := parse_base_file_name(n)) and b.instant_time in completed]
+    base = log_file_instant(version.log_slicing, max(bases, default=instant_time), instant_time)
+    versions = [
+        parsed.version
+        for n in names
+        if (parsed := parse_log_file_name(n))
+        and parsed.file_id == FILES_FILE_GROUP_ID
+        and parsed.base_instant_time == base
+    ]
+    next_version = max(versions, default=0) + 1
+    return log_file_name(FILES_FILE_GROUP_ID, base, next_version, LOG_WRITE_TOKEN), next_version
+
+
 def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str, change: FilesChange) -> Instant:
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
     Call under the data table's lock, right before the data instant `instant_time` completes;
-    `timezone`: the table's timeline time zone. Returns the completed metadata instant.
+    `timezone`: the table's timeline time zone. Returns the completed metadata instant. The
+    commit follows the metadata table's version (`hoodie.properties`): timeline layout, log file
+    naming (`files_log_name`) and commit metadata encoding (Avro on v8+, JSON on v6).
     """
     started = time.monotonic()
     mdt = metadata_storage(storage)
-    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
+    version = metadata_table_version(mdt)
+    encoding = version.metadata_encoding
+    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", version.timeline_layout)
     workload = CommitMetadata(operationType=METADATA_OPERATION)
-    inflight = transition_to_inflight(mdt, requested, workload.to_avro())
+    inflight = transition_to_inflight(mdt, requested, workload.to_bytes(encoding))
 
     records = files_records(change)
     cells = [(key, encode_record(record)) for key, record in records]
@@ -117,7 +157,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
         raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
     )
-    name = log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN)
+    name, log_version = files_log_name(mdt, version, instant_time)
     create_marker(mdt, instant_time, FILES_PARTITION, name, "APPEND")
     data = encode_block(block)
     path = posixpath.join(FILES_PARTITION, name)
@@ -132,7 +172,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         partitionPath=FILES_PARTITION,
         fileSizeInBytes=len(data),
         runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": _ms_since(started)},
-        logVersion=1,
+        logVersion=log_version,
         logOffset=0,
         baseFile="",
         logFiles=[name],
@@ -149,7 +189,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType=METADATA_OPERATION,
     )
-    completed = complete(mdt, inflight, metadata.to_avro(), timezone)
+    completed = complete(mdt, inflight, metadata.to_bytes(encoding), timezone)
     delete_markers(mdt, instant_time)
     return completed
 
@@ -162,6 +202,7 @@ __all__ = [
     "LOG_WRITE_TOKEN",
     "METADATA_OPERATION",
     "FilesChange",
+    "files_log_name",
     "files_records",
     "removal_change",
     "write_files_delta_commit",

@@ -182,13 +182,7 @@ def test_layout_is_hudis(tmp_path: Path, fixture_table: Callable[[str, str], str
     )
 
 
-def test_refused_on_version_6_with_a_pending_instant_and_twice(tmp_path: Path):
-    v6 = Table.create(str(tmp_path / "v6"), record_key="id", partition_by="part", ordering_field="ts")
-    v6.insert(_batch({"k1": ("p1", 1, 1)}))
-    with pytest.raises(MetadataTableError, match="versions 8 and 9 only"):
-        v6.initialize_metadata_table()
-    assert not (tmp_path / "v6" / ".hoodie" / "metadata").exists()
-
+def test_refused_with_a_pending_instant_and_twice(tmp_path: Path):
     path = tmp_path / "v9"
     _write_table(str(path), 9, "COPY_ON_WRITE")
     table = Table.open(str(path))
