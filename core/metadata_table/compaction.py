@@ -133,6 +133,8 @@ class MetadataCompactionCheck:
     pending: tuple[str, ...] = ()
     #: The oldest metadata delta commit not compacted yet (None: none).
     oldest: str | None = None
+    #: v6 (Hudi 0.x's rule): `blocked_by` holds the whole compaction back, not just the delta commits after it.
+    blocks_all: bool = False
 
     @property
     def due(self) -> bool:
@@ -148,6 +150,14 @@ class MetadataCompactionCheck:
         """Why no new metadata compaction is planned now ("" when it is due)."""
         if self.pending:
             return f"metadata compaction(s) {', '.join(self.pending)} pending: they run first, no new plan meanwhile"
+        if self.blocked and self.blocked_by is not None and self.blocks_all:
+            b = self.blocked_by
+            return (
+                f"data-table instant {b.time} ({b.action.value}, {b.state.value}) is pending at or before the metadata "
+                f"table's latest delta commit: on a version 6 table no metadata compaction is planned until it "
+                "completes or is rolled back (Hudi 0.x's rule; the next writer or `lakeward` rollback rolls back a "
+                "dead writer's instant)"
+            )
         if self.blocked and self.blocked_by is not None:
             b = self.blocked_by
             return (
@@ -204,6 +214,7 @@ def check_metadata_compaction(
         blocked_by=blocker,
         pending=tuple(pending_metadata_compactions(storage, mdt)),
         oldest=min((i.time for i in deltas), default=None),
+        blocks_all=suffix is not None,
     )
 
 

@@ -150,6 +150,7 @@ def test_a_pending_data_instant_holds_the_v6_metadata_compaction_back(tmp_path: 
     check = check_metadata_compaction(storage, Table.open(path).timeline(), 2)
     assert check.blocked and not check.due and check.eligible == 0  # Hudi 0.x: nothing while it pends
     assert check.blocked_by is not None and check.blocked_by.time == killed.time
+    assert killed.time in check.reason and "version 6" in check.reason
     assert (
         Table.open(path, options={"hoodie.metadata.compact.max.delta.commits": 2})
         .services["metadata_compaction"]
