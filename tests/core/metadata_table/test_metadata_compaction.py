@@ -74,7 +74,7 @@ def _check(path: str, model: dict[str, dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@pytest.mark.parametrize("version", [8, 9])
+@pytest.mark.parametrize("version", [6, 8, 9])
 def test_many_commits_compact_and_clean_the_metadata_table(tmp_path: Path, version: int, table_type: str):
     path = str(tmp_path / "t")
     table = _table_with_mdt(path, version, table_type, EAGER)
@@ -108,9 +108,10 @@ def test_many_commits_compact_and_clean_the_metadata_table(tmp_path: Path, versi
     assert {e.path for e in MetadataFileListing(table.storage).file_entries()}
 
 
-def test_rollback_of_a_write_the_metadata_compaction_took(tmp_path: Path):
+@pytest.mark.parametrize("version", [6, 9])
+def test_rollback_of_a_write_the_metadata_compaction_took(tmp_path: Path, version: int):
     path = str(tmp_path / "t")
-    table = _table_with_mdt(path, 9, "MERGE_ON_READ", EAGER)
+    table = _table_with_mdt(path, version, "MERGE_ON_READ", EAGER)
     model = {r["id"]: r for r in _rows(range(12), 1)}
     table.upsert(_batch(_rows(range(1, 12, 2), 2)))
     model |= {r["id"]: r for r in _rows(range(1, 12, 2), 2)}
