@@ -14,9 +14,7 @@ PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 
 _BASE_RE = re.compile(rf"^([^_]+)_(\d+-\d+-\d+)_({INSTANT_TIME_PATTERN})\.(parquet|orc|hfile)$")
-_LOG_RE = re.compile(
-    rf"^\.([^_]+)_({INSTANT_TIME_PATTERN}|)\.(log|archive)\.(\d+)(?:_(\d+-\d+-\d+))?(\.cdc|-cdc)?$"
-)
+_LOG_RE = re.compile(rf"^\.([^_]+)_({INSTANT_TIME_PATTERN}|)\.(log|archive)\.(\d+)(?:_(\d+-\d+-\d+))?(\.cdc|-cdc)?$")
 
 
 def new_file_id() -> str:
