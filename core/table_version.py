@@ -105,8 +105,8 @@ class MetadataTableRules:
 
     #: Partitions lakeward keeps on every commit when the table has them.
     partitions: frozenset[str]
-    #: Suffix of the `files` initialisation instant.
-    init_suffix: str = "000"
+    #: 3-digit offset of the first partition's initialisation instant (each later one takes the next).
+    init_offset: int = 0
     #: The initialisation instant starts from the data table's latest completed instant (v6),
     #: not from `SOLO_COMMIT_TIMESTAMP` alone.
     init_after_latest: bool = False
@@ -115,10 +115,11 @@ class MetadataTableRules:
     #: Suffix of a metadata clean after the latest metadata instant (None: a new instant time).
     clean_suffix: str | None = None
 
-    def init_instant(self, latest_completed: str | None) -> str:
-        """The instant that initialises `files` on a data table whose latest completed instant is given."""
+    def init_instant(self, latest_completed: str | None, offset: int = 0) -> str:
+        """The instant that initialises a metadata partition on a data table whose latest completed
+        instant is given (`offset`: 0 for the first, counting up past instants taken already)."""
         start = latest_completed if self.init_after_latest and latest_completed else SOLO_COMMIT_TIMESTAMP
-        return start + self.init_suffix
+        return f"{start}{self.init_offset + offset:03d}"
 
 
 @dataclass(frozen=True)
@@ -240,13 +241,13 @@ class TableVersion:
 
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
-#: Every metadata-table partition lakeward keeps on a v8/v9 table that has it (`record_index`: its
+#: Every metadata-table partition lakeward keeps on a table that has it (`record_index`: its
 #: `metadata_table.record_index`, unless the writer disables it).
 MAINTAINED_METADATA_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION, "record_index"})
-#: Hudi 0.x's metadata table on v6 tables: `files` kept (the record index not yet in lakeward).
+#: Hudi 0.14/0.15's metadata table on v6 tables: `files` and `record_index` kept.
 V6_METADATA_TABLE = MetadataTableRules(
-    frozenset({MAINTAINED_METADATA_PARTITION}),
-    init_suffix="010",
+    MAINTAINED_METADATA_PARTITIONS,
+    init_offset=10,
     init_after_latest=True,
     compaction_suffix="001",
     clean_suffix="002",

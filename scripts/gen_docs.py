@@ -62,7 +62,7 @@ DESCRIPTIONS: dict[str, str] = {
     "before a write (lakeward does not maintain it yet); unset or `true`: such a write is refused",
     "hoodie.metadata.index.partition.stats.enable": "`false` drops an existing `partition_stats` metadata "
     "partition before a write; unset or `true`: such a write is refused",
-    "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (v8/v9, on a table "
+    "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (every version, on a table "
     "with a metadata table) and every commit keeps it; `false` drops an existing one before a write; unset: an "
     "existing one is kept",
     "hoodie.metadata.record.index.min.filegroup.count": "the fewest file groups a new `record_index` partition gets",

@@ -30,9 +30,16 @@ from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group import log_file  # its modules load when a metadata table is read (issue 23)
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.file_group.naming import log_file_instant, log_file_name, parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
-from lakeward.core.table_version import METAFOLDER, TableVersion, TimelineLayout, table_version
+from lakeward.core.table_version import (
+    METAFOLDER,
+    SOLO_COMMIT_TIMESTAMP,
+    LogSlicing,
+    TableVersion,
+    TimelineLayout,
+    table_version,
+)
 from lakeward.core.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -42,7 +49,7 @@ FILES_PARTITION = "files"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 #: Prefix of the metadata table's reserved initialisation instant times (Hudi's 14-zero
 #: `SOLO_COMMIT_TIMESTAMP`; a partition's initialisation is this plus a 3-digit counter).
-INIT_INSTANT_PREFIX = "0" * 14
+INIT_INSTANT_PREFIX = SOLO_COMMIT_TIMESTAMP
 NON_PARTITIONED_KEY = "."
 METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
@@ -87,6 +94,34 @@ def load_metadata_timeline(mdt: Storage, layout: TimelineLayout | None = None) -
     """The active timeline of the metadata table at `mdt`, loaded now (`layout`: when the caller
     knows its data table's; otherwise read from the metadata table's `hoodie.properties`)."""
     return Timeline.load(mdt, layout or metadata_table_version(mdt).timeline_layout)
+
+
+def next_log_file(
+    mdt: Storage, version: TableVersion, partition: str, file_id: str, instant_time: str, token: str
+) -> tuple[str, int]:
+    """The name and version of the log file the metadata delta commit `instant_time` adds to a file group.
+
+    v8+: `.<fileId>_<instant_time>.log.1_<token>`. v6 (Hudi 0.x): the log joins the group's latest
+    file slice, so it carries that slice's base instant (its latest completed base HFile's) and
+    the next free version of it.
+    """
+    if version.log_slicing is LogSlicing.COMPLETION_TIME:
+        return log_file_name(file_id, instant_time, 1, token), 1
+    completed = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).completed()}
+    names = [e.name for e in mdt.list_dir(partition) if not e.is_dir]
+    bases = [
+        b.instant_time
+        for n in names
+        if (b := parse_base_file_name(n)) and b.file_id == file_id and b.instant_time in completed
+    ]
+    base = log_file_instant(version.log_slicing, max(bases, default=instant_time), instant_time)
+    versions = [
+        parsed.version
+        for n in names
+        if (parsed := parse_log_file_name(n)) and parsed.file_id == file_id and parsed.base_instant_time == base
+    ]
+    next_version = max(versions, default=0) + 1
+    return log_file_name(file_id, base, next_version, token), next_version
 
 
 def slice_times(timeline: Timeline) -> dict[str, str]:

@@ -21,23 +21,16 @@ from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     ALL_PARTITIONS_KEY,
     FILES_PARTITION,
-    load_metadata_timeline,
     metadata_storage,
     metadata_table_version,
+    next_log_file,
 )
-from lakeward.core.file_group.naming import (
-    log_file_instant,
-    log_file_name,
-    parse_base_file_name,
-    parse_log_file_name,
-    write_token,
-)
+from lakeward.core.file_group.naming import write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import LogSlicing, TableVersion
 from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker, delete_markers
@@ -110,37 +103,13 @@ def files_records(change: FilesChange) -> list[tuple[str, dict[str, Any]]]:
     return records
 
 
-def files_log_name(mdt: Storage, version: TableVersion, instant_time: str) -> tuple[str, int]:
-    """The name and version of the `files` log file the metadata delta commit `instant_time` writes.
-
-    v8+: `.files-0000-0_<instant_time>.log.1_<token>`. v6 (Hudi 0.x): the log joins the latest
-    file slice, so it carries that slice's base instant (the latest completed base HFile's) and
-    the next free version of it.
-    """
-    if version.log_slicing is LogSlicing.COMPLETION_TIME:
-        return log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN), 1
-    completed = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).completed()}
-    names = [e.name for e in mdt.list_dir(FILES_PARTITION) if not e.is_dir]
-    bases = [b.instant_time for n in names if (b := parse_base_file_name(n)) and b.instant_time in completed]
-    base = log_file_instant(version.log_slicing, max(bases, default=instant_time), instant_time)
-    versions = [
-        parsed.version
-        for n in names
-        if (parsed := parse_log_file_name(n))
-        and parsed.file_id == FILES_FILE_GROUP_ID
-        and parsed.base_instant_time == base
-    ]
-    next_version = max(versions, default=0) + 1
-    return log_file_name(FILES_FILE_GROUP_ID, base, next_version, LOG_WRITE_TOKEN), next_version
-
-
 def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str, change: FilesChange) -> Instant:
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
     Call under the data table's lock, right before the data instant `instant_time` completes;
     `timezone`: the table's timeline time zone. Returns the completed metadata instant. The
     commit follows the metadata table's version (`hoodie.properties`): timeline layout, log file
-    naming (`files_log_name`) and commit metadata encoding (Avro on v8+, JSON on v6).
+    naming (`next_log_file`) and commit metadata encoding (Avro on v8+, JSON on v6).
     """
     started = time.monotonic()
     mdt = metadata_storage(storage)
@@ -157,7 +126,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
         raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
     )
-    name, log_version = files_log_name(mdt, version, instant_time)
+    name, log_version = next_log_file(mdt, version, FILES_PARTITION, FILES_FILE_GROUP_ID, instant_time, LOG_WRITE_TOKEN)
     create_marker(mdt, instant_time, FILES_PARTITION, name, "APPEND")
     data = encode_block(block)
     path = posixpath.join(FILES_PARTITION, name)
@@ -183,7 +152,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
             index_change = change.record_index()
         else:
             index_change = record_index_change(storage, instant_time, change.commit)
-        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
+        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change, version)
     metadata = CommitMetadata(
         partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
@@ -202,7 +171,6 @@ __all__ = [
     "LOG_WRITE_TOKEN",
     "METADATA_OPERATION",
     "FilesChange",
-    "files_log_name",
     "files_records",
     "removal_change",
     "write_files_delta_commit",

@@ -1,7 +1,7 @@
 """Before a write: may lakeward write to this table's metadata table, and what must go first.
 
 lakeward keeps the `files` partition of a metadata table on every write, on every table version
-(`metadata_table.writer`), and on versions 8/9 its `record_index` partition when it has one
+(`metadata_table.writer`), and its `record_index` partition when it has one
 (`metadata_table.record_index`; dropped when the writer disables it): the version's
 `MetadataTableRules.partitions`. The other partitions
 Hudi 1.x maintains (column_stats, partition_stats, bloom_filters, secondary and expression indexes) it cannot
