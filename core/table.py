@@ -310,9 +310,14 @@ class Table:
 
         With `hoodie.metadata.enable=false` among the table's options the metadata table is deleted
         first, under the table lock, as Hudi's writer does (`lakeward.core.metadata_table.disable`).
+        With `hoodie.metadata.enable=true` a table without one gets it first (`_build_metadata_table`).
         Otherwise lakeward keeps its `files` partition on every commit; partitions it cannot maintain
         yet are dropped when this writer disables them, else refused (`metadata_table.gate`).
         """
+        if not metadata_partitions(self.config.to_properties()) and metadata_table.disable.metadata_table_enabled(
+            self.options
+        ):
+            self._build_metadata_table()
         if not metadata_partitions(self.config.to_properties()):
             return
         self._client = self._client or write_path.client.WriteClient(
@@ -329,6 +334,19 @@ class Table:
         self._build_record_index_if_enabled()
         self._build_stats_partitions_if_enabled()
 
+    def _build_metadata_table(self) -> None:
+        """`hoodie.metadata.enable=true` and no metadata table yet: build its `files` partition first, as a
+        Hudi writer does (`metadata_table.bootstrap.initialize_for_writer`; every table version)."""
+        client = self._client = self._client or write_path.client.WriteClient(
+            self.storage, self.config, self.options, self.engine
+        )
+        with client.lock:
+            built = metadata_table.bootstrap.initialize_for_writer(
+                self.storage, self.config, client.roll_back_failed_writes()
+            )
+        if built is not None:
+            self._reload()
+
     def _build_record_index_if_enabled(self) -> None:
         """Build the metadata table's `record_index` partition when this writer enables it
         (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and the table's
@@ -340,7 +358,8 @@ class Table:
         if not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
             return
         partitions = metadata_partitions(self.config.to_properties())
-        if "files" not in partitions or "record_index" in partitions or not self.config.version.metadata_table_listing:
+        kept = self.config.version.metadata_table.partitions
+        if "files" not in partitions or "record_index" in partitions or "record_index" not in kept:
             return
         with client.lock:
             timeline = client.roll_back_failed_writes()
@@ -634,10 +653,11 @@ class Table:
         return self.timeline().pending()
 
     def initialize_metadata_table(self) -> MetadataTableInit:
-        """Create the metadata table with its `files` partition (table versions 8 and 9), from a
-        listing as of the latest completed instant, as Hudi 1.x does when it enables it on an
-        existing table (`lakeward.core.metadata_table.bootstrap`); readers then list files
-        through it. lakeward does not maintain it yet, so writes are refused afterwards."""
+        """Create the metadata table with its `files` partition (every table version), from a listing
+        as of the latest completed instant, as Hudi does when it enables it on an existing table
+        (`lakeward.core.metadata_table.bootstrap`; Hudi 0.14/0.15's layout on version 6). Every
+        later commit keeps it; readers list files through it on versions 8 and 9. A writer opened
+        with `hoodie.metadata.enable=true` builds it by itself before its first commit."""
         with self._writer(write=True).lock:
             timeline = self._writer(write=True).roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)

@@ -13,6 +13,9 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
 - whether clustering has its own pending action (`clustering`) or uses `replacecommit`;
 - which `hoodie.properties` keys a table of the version carries (key generator, ordering
   field, merge mode, payload class, timeline paths);
+- how the metadata table (`.hoodie/metadata/`, itself a table of the same version) is kept:
+  which of its partitions lakeward maintains, and how its own instants are timed
+  (`MetadataTableRules`: Hudi 0.x derives them from data-table instants plus a suffix);
 - whether lakeward writes data to the table (6, 8, 9) and which table services it runs on it
   (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints,
   archival, change tracking (CDC) and secondary-index builds, on tables without a
@@ -79,6 +82,46 @@ class LogSlicing(str, Enum):
     COMPLETION_TIME = "completion_time"
 
 
+#: An instant time as it appears in file names (regex, no groups): `yyyyMMddHHmmss[SSS]`, and on the
+#: metadata table of a v6 table a 17-digit time with Hudi 0.x's 3-digit operation suffixes
+#: (`MetadataTableRules`; at most two: an initialisation's compaction, `<t>010001`).
+INSTANT_TIME_PATTERN = r"\d{14}|\d{17}(?:\d{3}){0,2}"
+#: Hudi's instant time of "no completed instant yet" (`SOLO_COMMIT_TIMESTAMP`, 14 zeros).
+SOLO_COMMIT_TIMESTAMP = "0" * 14
+
+
+@dataclass(frozen=True)
+class MetadataTableRules:
+    """How lakeward keeps the metadata table of a table of one version, as Hudi's writer of it does.
+
+    Hudi 0.14/0.15 (and Hudi 1.x's `HoodieBackedTableMetadataWriterTableVersionSix`) time the
+    metadata table's own instants from data-table instants plus a 3-digit suffix, so that they
+    sort right after the instant they follow: the `files` initialisation at the data table's
+    latest completed instant + `010`, a compaction at the metadata table's latest delta commit
+    + `001` (and none while a data instant before that delta commit is pending), a clean at
+    the instant it follows + `002`. Hudi 1.x initialises at `00000000000000000` and gives its
+    compactions and cleans new instant times.
+    """
+
+    #: Partitions lakeward keeps on every commit when the table has them.
+    partitions: frozenset[str]
+    #: 3-digit offset of the first partition's initialisation instant (each later one takes the next).
+    init_offset: int = 0
+    #: The initialisation instant starts from the data table's latest completed instant (v6),
+    #: not from `SOLO_COMMIT_TIMESTAMP` alone.
+    init_after_latest: bool = False
+    #: Suffix of a metadata compaction after the latest delta commit (None: a new instant time).
+    compaction_suffix: str | None = None
+    #: Suffix of a metadata clean after the latest metadata instant (None: a new instant time).
+    clean_suffix: str | None = None
+
+    def init_instant(self, latest_completed: str | None, offset: int = 0) -> str:
+        """The instant that initialises a metadata partition on a data table whose latest completed
+        instant is given (`offset`: 0 for the first, counting up past instants taken already)."""
+        start = latest_completed if self.init_after_latest and latest_completed else SOLO_COMMIT_TIMESTAMP
+        return f"{start}{self.init_offset + offset:03d}"
+
+
 @dataclass(frozen=True)
 class TableVersion:
     """What one `hoodie.table.version` means for readers and writers."""
@@ -93,8 +136,11 @@ class TableVersion:
     lsm_history: bool
     #: lakeward writes and runs every table service on this version (everything, as on v6).
     writable: bool
-    #: Readers list files from the metadata table's `files` partition when it exists.
+    #: Readers list files from the metadata table's `files` partition when it exists (hudi-rs
+    #: does on 8+ only; lakeward follows it, so that both read the same files).
     metadata_table_listing: bool = False
+    #: How the metadata table is kept on this version (every commit keeps `files` when it exists).
+    metadata_table: MetadataTableRules = MetadataTableRules(frozenset())
     #: lakeward writes data (insert, upsert, bulk_insert, delete, insert_overwrite(_table),
     #: delete_partition) to tables of this version, even where it does not run services yet.
     writes: bool = True
@@ -195,11 +241,21 @@ class TableVersion:
 
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
-#: Every metadata-table partition lakeward keeps when the table has it (`record_index`: its
+#: Every metadata-table partition lakeward keeps on a table that has it (`record_index`: its
 #: `metadata_table.record_index`, unless the writer disables it).
 MAINTAINED_METADATA_PARTITIONS = frozenset(
     {MAINTAINED_METADATA_PARTITION, "record_index", "column_stats", "partition_stats"}
 )
+#: Hudi 0.14/0.15's metadata table on v6 tables: `files` and `record_index` kept.
+V6_METADATA_TABLE = MetadataTableRules(
+    frozenset({MAINTAINED_METADATA_PARTITION, "record_index"}),
+    init_offset=10,
+    init_after_latest=True,
+    compaction_suffix="001",
+    clean_suffix="002",
+)
+#: Hudi 1.x's metadata table (versions 8 and 9).
+V8_METADATA_TABLE = MetadataTableRules(MAINTAINED_METADATA_PARTITIONS)
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far. `change_tracking`
 #: (CDC: `changetracking`, lakeward's own action, which Hudi 1.x and hudi-rs skip) and
@@ -221,7 +277,14 @@ V8_SERVICES = frozenset(
 )
 
 V6 = TableVersion(
-    6, TimelineLayout.V1, MetadataEncoding.JSON, LogSlicing.BASE_INSTANT, False, lsm_history=False, writable=True
+    6,
+    TimelineLayout.V1,
+    MetadataEncoding.JSON,
+    LogSlicing.BASE_INSTANT,
+    False,
+    lsm_history=False,
+    writable=True,
+    metadata_table=V6_METADATA_TABLE,
 )
 V8 = TableVersion(
     8,
@@ -233,6 +296,7 @@ V8 = TableVersion(
     writable=False,
     services=V8_SERVICES,
     metadata_table_listing=True,
+    metadata_table=V8_METADATA_TABLE,
     keygen_property="hoodie.table.keygenerator.type",
     merge_mode_property=True,
     merge_strategy_property=True,
@@ -247,6 +311,7 @@ V9 = TableVersion(
     writable=False,
     services=V8_SERVICES,
     metadata_table_listing=True,
+    metadata_table=V8_METADATA_TABLE,
     keygen_property="hoodie.table.keygenerator.type",
     ordering_property="hoodie.table.ordering.fields",
     payload_property=False,

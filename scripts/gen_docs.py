@@ -62,7 +62,7 @@ DESCRIPTIONS: dict[str, str] = {
     "before a write (lakeward does not maintain it yet); unset or `true`: such a write is refused",
     "hoodie.metadata.index.partition.stats.enable": "`false` drops an existing `partition_stats` metadata "
     "partition before a write; unset or `true`: such a write is refused",
-    "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (v8/v9, on a table "
+    "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (every version, on a table "
     "with a metadata table) and every commit keeps it; `false` drops an existing one before a write; unset: an "
     "existing one is kept",
     "hoodie.metadata.record.index.min.filegroup.count": "the fewest file groups a new `record_index` partition gets",
@@ -70,9 +70,9 @@ DESCRIPTIONS: dict[str, str] = {
     "before a write; unset or `true`: such a write is refused",
     "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
     "before a write; unset or `true`: such a write is refused",
-    "hoodie.metadata.compact.max.delta.commits": "metadata table (8, 9): completed metadata delta commits since its "
-    "last compaction that make the next one due (Hudi 1.x's default; see Metadata table)",
-    "hoodie.metadata.cleaner.commits.retained": "metadata table (8, 9): its clean keeps every file slice its last N "
+    "hoodie.metadata.compact.max.delta.commits": "metadata table (every version): completed metadata delta commits "
+    "since its last compaction that make the next one due (Hudi's default; see Metadata table)",
+    "hoodie.metadata.cleaner.commits.retained": "metadata table (every version): its clean keeps every file slice its last N "
     "completed commits need (Hudi's default)",
     "hoodie.combine.before.delete": "de-duplicate a batch by key",
     "hoodie.combine.before.insert": "de-duplicate a batch by key",
@@ -119,8 +119,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.keygen.timebased.timezone": "input and output zone of the time-based key generator",
     "hoodie.logfile.data.block.format": "merge-on-read log data blocks: `avro` or `parquet` (Parquet blocks use `hoodie.parquet.compression.codec`)",
     "hoodie.metadata.enable": "`false`: a write (or table service, upgrade) first deletes the table's metadata "
-    "table and clears `hoodie.table.metadata.partitions`, as Hudi's writer does with this option; unset or "
-    "`true`: a table with a metadata table is refused (lakeward does not maintain it yet)",
+    "table and clears `hoodie.table.metadata.partitions`, as Hudi's writer does with this option; `true`: a "
+    "table without one gets its `files` partition before the first commit (every version); unset: an existing "
+    "one is kept by every commit, none is created",
     "hoodie.logfile.max.size": "merge-on-read: a write's log blocks roll over to the next log file version past this size",
     "hoodie.parquet.compression.codec": "`snappy`, `gzip`, `zstd`, `lz4`, `brotli`, `none`",
     "hoodie.parquet.max.file.size": "upper bound of a base file",

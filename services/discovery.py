@@ -304,9 +304,9 @@ def _metadata_compaction(
 ) -> MetadataCompactionCheck | None:
     """The metadata table's compaction decision (at Hudi's default threshold), from the metadata
     timeline's file names (listed by `load_state`); None for tables without a `files` partition."""
-    if not config.version.metadata_table_listing or FILES_PARTITION not in metadata_partitions(config.to_properties()):
+    if FILES_PARTITION not in metadata_partitions(config.to_properties()):
         return None
-    mdt = Timeline.from_file_names(mdt_names or (), TimelineLayout.V2)
+    mdt = Timeline.from_file_names(mdt_names or (), config.version.timeline_layout)
     return check_metadata_compaction(storage, timeline, DEFAULT_MAX_DELTA_COMMITS, mdt)
 
 
@@ -332,9 +332,9 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
     with cache._lock:
         cache.listings += 1 if layout is TimelineLayout.V1 else 2
     has_index_folder = any(e.is_dir and e.name == ".index" for e in entries)
-    # a metadata table (versions 8+): its timeline's names too, so that its compactions show
+    # a metadata table (every version): its timeline's names too, so that its compactions show
     mdt_names: frozenset[str] | None = None
-    if layout is TimelineLayout.V2 and any(e.is_dir and e.name == "metadata" for e in entries):
+    if any(e.is_dir and e.name == "metadata" for e in entries):
         mdt_folder = posixpath.join(METADATA_FOLDER, layout.timeline_folder)
         mdt_names = frozenset(e.name for e in storage.list_dir(mdt_folder) if not e.is_dir)
     # The definitions file's size tells a changed set of indexes apart (it lives in `.index/`).

@@ -52,7 +52,8 @@ class WriteConfig(BaseModel):
     # defer_build: the validator is built on first use, not at import (CLI start-up time)
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
-    #: `false`: delete the table's metadata table before writing, as Hudi's writer does (unset: refused).
+    #: `false`: delete the table's metadata table before writing, as Hudi's writer does; `true`: build one
+    #: before the first commit when the table has none (unset: keep one that exists, create none).
     metadata_enable: bool | None = Field(None, alias="hoodie.metadata.enable")
     #: RECORD_INDEX: keys are located through the metadata table's `record_index` partition
     #: (built on first use, as `hoodie.metadata.record.index.enable=true` does).
@@ -154,7 +155,7 @@ class WriteConfig(BaseModel):
     )
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
-    #: Metadata table (v8/v9): its own compaction is planned once this many metadata delta commits
+    #: Metadata table (every table version): its own compaction is planned once this many metadata delta commits
     #: completed since its last compaction (Hudi 1.x's default).
     metadata_compact_max_delta_commits: int = Field(10, alias="hoodie.metadata.compact.max.delta.commits", gt=0)
     #: Metadata table: its clean keeps every file slice needed by its last N completed commits.

@@ -1,4 +1,4 @@
-"""File listing from the metadata table's `files` partition (table versions 8+).
+"""File listing from the metadata table's `files` partition (read by lakeward on table versions 8+).
 
 Hudi 1.x tables keep a merge-on-read metadata table under `.hoodie/metadata/`; its `files`
 partition maps every data partition to its files (name -> size), so a reader lists one
@@ -27,12 +27,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakeward.core.config.properties import parse_properties
-from lakeward.core.exceptions import LakewardError, MetadataTableError
+from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group import log_file  # its modules load when a metadata table is read (issue 23)
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.file_group.naming import log_file_instant, log_file_name, parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import FileEntry, Storage
-from lakeward.core.table_version import METAFOLDER, TimelineLayout, table_version
+from lakeward.core.table_version import (
+    METAFOLDER,
+    SOLO_COMMIT_TIMESTAMP,
+    LogSlicing,
+    TableVersion,
+    TimelineLayout,
+    table_version,
+)
 from lakeward.core.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -42,7 +49,7 @@ FILES_PARTITION = "files"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 #: Prefix of the metadata table's reserved initialisation instant times (Hudi's 14-zero
 #: `SOLO_COMMIT_TIMESTAMP`; a partition's initialisation is this plus a 3-digit counter).
-INIT_INSTANT_PREFIX = "0" * 14
+INIT_INSTANT_PREFIX = SOLO_COMMIT_TIMESTAMP
 NON_PARTITIONED_KEY = "."
 METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
@@ -79,10 +86,60 @@ def metadata_partitions(props: Mapping[str, str]) -> list[str]:
 
 
 def keeps_metadata_table(props: Mapping[str, str]) -> bool:
-    """Whether commits on a table with these `hoodie.properties` must keep its metadata table:
-    a table version that lists files through it (8+) with metadata partitions in use."""
-    version = table_version(props.get("hoodie.table.version", "6"))
-    return version.metadata_table_listing and bool(metadata_partitions(props))
+    """Whether commits on a table with these `hoodie.properties` must keep its metadata table: one
+    with metadata partitions in use, on every table version (Hudi 0.x writers keep it on v6 too)."""
+    return bool(metadata_partitions(props))
+
+
+def metadata_table_version(mdt: Storage) -> TableVersion:
+    """The table version of the metadata table at `mdt` (its data table's), from its own
+    `hoodie.properties`: what its timeline layout, file naming and instant times follow."""
+    return table_version(read_table_properties(mdt).get("hoodie.table.version", "6"))
+
+
+def load_metadata_timeline(mdt: Storage, layout: TimelineLayout | None = None) -> Timeline:
+    """The active timeline of the metadata table at `mdt`, loaded now (`layout`: when the caller
+    knows its data table's; otherwise read from the metadata table's `hoodie.properties`)."""
+    return Timeline.load(mdt, layout or metadata_table_version(mdt).timeline_layout)
+
+
+def next_log_file(
+    mdt: Storage, version: TableVersion, partition: str, file_id: str, instant_time: str, token: str
+) -> tuple[str, int]:
+    """The name and version of the log file the metadata delta commit `instant_time` adds to a file group.
+
+    v8+: `.<fileId>_<instant_time>.log.1_<token>`. v6 (Hudi 0.x): the log joins the group's latest
+    file slice, so it carries that slice's base instant (its latest completed base HFile's) and
+    the next free version of it.
+    """
+    if version.log_slicing is LogSlicing.COMPLETION_TIME:
+        return log_file_name(file_id, instant_time, 1, token), 1
+    completed = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).completed()}
+    names = [e.name for e in mdt.list_dir(partition) if not e.is_dir]
+    bases = [
+        b.instant_time
+        for n in names
+        if (b := parse_base_file_name(n)) and b.file_id == file_id and b.instant_time in completed
+    ]
+    base = log_file_instant(version.log_slicing, max(bases, default=instant_time), instant_time)
+    versions = [
+        parsed.version
+        for n in names
+        if (parsed := parse_log_file_name(n)) and parsed.file_id == file_id and parsed.base_instant_time == base
+    ]
+    next_version = max(versions, default=0) + 1
+    return log_file_name(file_id, base, next_version, token), next_version
+
+
+def slice_times(timeline: Timeline) -> dict[str, str]:
+    """Instant time -> the time that places a completed metadata write's log files in file slices.
+
+    Layout 2 (v8+): its completion time (logs carry the delta commit that wrote them). Layout 1
+    (v6): its instant time (logs carry their slice's base instant and are ordered by version).
+    """
+    if timeline.layout is TimelineLayout.V2:
+        return timeline.completion_times()
+    return {i.time: i.time for i in timeline.completed_writes()}
 
 
 def read_table_properties(storage: Storage) -> dict[str, str]:
@@ -91,29 +148,6 @@ def read_table_properties(storage: Storage) -> dict[str, str]:
     if not storage.exists(path):
         return {}
     return parse_properties(storage.read_bytes(path).decode("utf-8"))
-
-
-def check_no_metadata_table(props: Mapping[str, str]) -> None:
-    """Refuse (MetadataTableError) to write to a table whose metadata table is in use.
-
-    lakeward does not maintain the metadata table yet. A commit it does not record there
-    stays invisible to readers that list files through it (Hudi 1.x, hudi-rs) and breaks
-    record-index lookups, so the write must not happen: the user either passes lakeward the
-    write option `hoodie.metadata.enable=false`, which deletes the metadata table and clears
-    the property as a Hudi writer with that option does, or waits for lakeward's
-    metadata-table support.
-    """
-    partitions = metadata_partitions(props)
-    if partitions:
-        raise MetadataTableError(
-            f"the table has a metadata table ({METADATA_PARTITIONS_KEY}={','.join(partitions)}), which "
-            "lakeward does not maintain yet (metadata-table maintenance is not supported); writing around "
-            "it would leave it stale and hide the write from Hudi and hudi-rs readers. Nothing was written. "
-            f"Either pass the write option {METADATA_ENABLE_KEY}=false to lakeward (Table.open(path, "
-            f"options={{'{METADATA_ENABLE_KEY}': 'false'}}), the data source or `-o` of the CLI), which deletes "
-            f"{METADATA_FOLDER}/ and clears {METADATA_PARTITIONS_KEY} first, as Apache Hudi's writer does with "
-            "that option, or wait for metadata-table support"
-        )
 
 
 @dataclass(frozen=True)
@@ -192,8 +226,10 @@ def committed_blocks(
 class MetadataFileListing:
     """The merged `files` partition of a table's metadata table."""
 
-    def __init__(self, storage: Storage):
+    def __init__(self, storage: Storage, layout: TimelineLayout | None = None):
+        """`layout`: the data table's timeline layout (that of its metadata table) when known."""
         self.storage = storage
+        self.layout = layout
         self.mdt = metadata_storage(storage)
         try:
             self._files = self._load()
@@ -203,8 +239,8 @@ class MetadataFileListing:
             raise MetadataTableUnavailable(f"metadata table of {storage.uri} is unreadable: {exc}") from exc
 
     def _load(self) -> MergedFiles:
-        timeline = Timeline.load(self.mdt, TimelineLayout.V2)
-        completion = timeline.completion_times()
+        timeline = load_metadata_timeline(self.mdt, self.layout)
+        completion = slice_times(timeline)
         if not completion:
             raise MetadataTableUnavailable(f"metadata table of {self.storage.uri} has no completed instant")
         entries = [e for e in self.mdt.list_dir(FILES_PARTITION) if not e.is_dir]
@@ -227,7 +263,7 @@ class MetadataFileListing:
             if parsed_log is None:
                 continue
             done = completion.get(parsed_log.base_instant_time)
-            if done is not None and done >= base_time:  # the latest slice, by completion time
+            if done is not None and done >= base_time:  # the latest slice (v6: logs named after its base)
                 logs.append((done, parsed_log.version, parsed_log.write_token, entry))
         ordered = [entry.path for _, _, _, entry in sorted(logs, key=lambda x: x[:3])]
         return merge_files_slice(self.mdt, base.path, ordered, completion)

@@ -6,15 +6,15 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from lakeward.core.table_version import LogSlicing
+from lakeward.core.table_version import INSTANT_TIME_PATTERN, LogSlicing
 
 BASE_FILE_EXTENSION = ".parquet"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 #: Hudi's "unknown" write token, used for files not written by a numbered task.
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 
-_BASE_RE = re.compile(r"^([^_]+)_(\d+-\d+-\d+)_(\d{14}|\d{17})\.(parquet|orc|hfile)$")
-_LOG_RE = re.compile(r"^\.([^_]+)_(\d{14}|\d{17}|)\.(log|archive)\.(\d+)(?:_(\d+-\d+-\d+))?(\.cdc|-cdc)?$")
+_BASE_RE = re.compile(rf"^([^_]+)_(\d+-\d+-\d+)_({INSTANT_TIME_PATTERN})\.(parquet|orc|hfile)$")
+_LOG_RE = re.compile(rf"^\.([^_]+)_({INSTANT_TIME_PATTERN}|)\.(log|archive)\.(\d+)(?:_(\d+-\d+-\d+))?(\.cdc|-cdc)?$")
 
 
 def new_file_id() -> str:

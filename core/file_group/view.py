@@ -140,7 +140,7 @@ class FileSystemView:
                 props = {}
             if uses_files_partition(props):
                 try:
-                    view = cls(timeline, MetadataFileListing(storage).file_entries(), storage)
+                    view = cls(timeline, MetadataFileListing(storage, timeline.layout).file_entries(), storage)
                     view.from_metadata_table = True
                     return view
                 except MetadataTableUnavailable as exc:

@@ -1,5 +1,7 @@
 """The metadata table's own archival (table versions 8/9), as Hudi 1.x's archiver runs on it.
 
+A version 6 metadata table is not archived yet (Hudi 0.x writes its archived log files).
+
 Every data-table instant adds a delta commit to the metadata table's timeline
 (`.hoodie/metadata/.hoodie/timeline/`), and its compactions and cleans add their own instants;
 without archival that timeline grows forever and every reader lists it. Hudi's metadata writer
@@ -78,6 +80,8 @@ def archive_metadata_table(
     """Archive the metadata-table instants the rules allow into its LSM history, and finish what a
     killed run left; `storage` is the data table's. Call under the data table's lock."""
     mdt = mdt_timeline(storage)
+    if mdt.layout is not TimelineLayout.V2:  # v6: Hudi 0.x's archived log files; not written yet
+        return ArchiveResult((), None, 0, 0.0, dry_run=dry_run)
     planned = metadata_instants_to_archive(storage, data_timeline, write_config, mdt)
     history = rules_for_layout(TimelineLayout.V2).history_folder
     assert history is not None  # layout 2 keeps an LSM history

@@ -14,12 +14,12 @@ import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
 
-from lakeward.core.file_group.metadata_listing import MetadataFileListing
+from lakeward.core.file_group.metadata_listing import MetadataFileListing, read_table_properties
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.files_partition import list_partition_files
 from lakeward.core.metadata_table.writer import FilesChange
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import TimelineLayout, table_version
 from lakeward.core.timeline import Timeline
 
 
@@ -61,12 +61,14 @@ class FilesPartitionDiff:
         return "; ".join(parts)
 
 
-def compare_files_partition(storage: Storage, layout: TimelineLayout = TimelineLayout.V2) -> FilesPartitionDiff:
+def compare_files_partition(storage: Storage, layout: TimelineLayout | None = None) -> FilesPartitionDiff:
     """The differences between the `files` partition of the table at `storage` and a storage listing.
 
-    Raises MetadataTableUnavailable when the metadata table cannot be read at all.
+    `layout`: the data table's timeline layout (None: from its `hoodie.properties`; every table
+    version, v6 included). Raises MetadataTableUnavailable when the metadata table cannot be read at all.
     """
-    listing = MetadataFileListing(storage)
+    layout = layout or table_version(read_table_properties(storage).get("hoodie.table.version", "6")).timeline_layout
+    listing = MetadataFileListing(storage, layout)
     timeline = Timeline.load(storage, layout)
     completed = timeline.completed()
     as_of = completed[-1].time if completed else "0"
@@ -96,7 +98,7 @@ def compare_files_partition(storage: Storage, layout: TimelineLayout = TimelineL
     )
 
 
-def restore_change(storage: Storage, layout: TimelineLayout = TimelineLayout.V2) -> FilesChange:
+def restore_change(storage: Storage, layout: TimelineLayout | None = None) -> FilesChange:
     """What brings the `files` partition back in line with storage after a restore deleted files.
 
     As Hudi's metadata writer on a restore: the data files are listed and the difference becomes

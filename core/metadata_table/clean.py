@@ -1,4 +1,4 @@
-"""The metadata table's own clean, as Hudi 1.x's metadata writer runs it (`cleanIfNecessary`).
+"""The metadata table's own clean, as Hudi's metadata writer runs it (`cleanIfNecessary`).
 
 After a metadata compaction the older file slices of the `files` file group (the previous base
 HFile and the log files folded into the new one) are read by nobody once readers moved on. The
@@ -12,7 +12,9 @@ As in Hudi, a clean is considered only once a metadata compaction completed and 
 opened the old slice's files just before the compaction can finish. The clean is an instant of
 the metadata table (`<t>.clean.requested` with the `HoodieCleanerPlan`, `.inflight`, then
 `<t>_<c>.clean` with the `HoodieCleanMetadata`); it has no record in the `files` partition (the
-metadata table has no metadata table). Killed at any point, the pending plan is run again.
+metadata table has no metadata table); on version 6 the clean's instant time is the latest
+metadata delta commit's plus `002`, as Hudi 0.x names it. Killed at any point, the pending plan
+is run again.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from lakeward.core.metadata_table.compaction import last_metadata_compaction, md
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.execute import clean_metadata, delete_files
 from lakeward.core.table_services.clean.plan import KEEP_LATEST_COMMITS, CleanPlan, pending_cleans, plan_clean
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import rules_for_layout
 from lakeward.core.timeline import Action, Instant, State, Timeline
 from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.transitions import complete, create_requested, read_instant, transition_to_inflight
@@ -76,20 +78,32 @@ def schedule_metadata_clean(
     if not plan.file_count:
         return None
     mdt_storage = metadata_storage(storage)
-    instant_time = new_instant_time(mdt.latest_time(), timezone)
-    create_requested(mdt_storage, instant_time, Action.CLEAN, plan.to_bytes(mdt_storage), TimelineLayout.V2)
+    instant_time = _clean_instant(mdt, timezone)
+    if instant_time in {i.time for i in mdt.instants}:
+        return None  # v6: a clean after this delta commit exists already
+    create_requested(mdt_storage, instant_time, Action.CLEAN, plan.to_bytes(mdt_storage), mdt.layout)
     return instant_time
+
+
+def _clean_instant(mdt: Timeline, timezone: str) -> str:
+    """A new instant time (v8+), or the latest metadata delta commit's plus `002` (v6, as Hudi 0.x)."""
+    suffix = rules_for_layout(mdt.layout).metadata_table.clean_suffix
+    deltas = mdt.completed(Action.DELTA_COMMIT)
+    if suffix is None or not deltas:
+        return new_instant_time(mdt.latest_time(), timezone)
+    return max(i.time for i in deltas) + suffix
 
 
 def execute_metadata_clean(storage: Storage, instant_time: str, timezone: str = "LOCAL") -> MetadataCleanResult:
     """Run the metadata clean planned at `instant_time` (again, if a run died): delete, then complete."""
     started = time.monotonic()
     mdt_storage = metadata_storage(storage)
-    requested = Instant(instant_time, Action.CLEAN, State.REQUESTED, layout=TimelineLayout.V2)
+    mdt = mdt_timeline(storage)
+    requested = Instant(instant_time, Action.CLEAN, State.REQUESTED, layout=mdt.layout)
     data = read_instant(mdt_storage, requested)
     plan = CleanPlan.from_bytes(data, mdt_storage, requested.file_name)
     files = tuple(p for paths in plan.files.values() for p in paths)
-    state = mdt_timeline(storage).state_of(instant_time, Action.CLEAN)
+    state = mdt.state_of(instant_time, Action.CLEAN)
     if state is State.COMPLETED:
         return MetadataCleanResult(instant_time, files)
     inflight = (

@@ -39,12 +39,17 @@ import pyarrow.parquet as pq
 from lakeward.core.file_group import log_file
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.hfile_writer import java_string_hash
-from lakeward.core.file_group.metadata_listing import NON_PARTITIONED_KEY, committed_blocks, metadata_storage
+from lakeward.core.file_group.metadata_listing import (
+    NON_PARTITIONED_KEY,
+    committed_blocks,
+    load_metadata_timeline,
+    metadata_storage,
+    slice_times,
+)
 from lakeward.core.metadata_table.record_index import latest_slices
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import METAFOLDER, TimelineLayout
-from lakeward.core.timeline import Timeline
+from lakeward.core.table_version import METAFOLDER
 
 COLUMN_STATS_PARTITION = "column_stats"
 #: File-group id prefix of the partition (`col-stats-0000-0`) and Hudi's default group count.
@@ -466,8 +471,8 @@ def read_ranges(
     per file group its latest base HFile, then the committed log blocks, newest last. `keep`: decode
     only the keys it accepts (`columns_filter`, `partitions_filter`)."""
     mdt = metadata_storage(storage)
-    timeline = Timeline.load(mdt, TimelineLayout.V2)
-    completion = timeline.completion_times()
+    timeline = load_metadata_timeline(mdt)
+    completion = slice_times(timeline)
     first = timeline.instants[0].time if timeline.instants else None
     merged: dict[str, ColumnRange] = {}
     for group in latest_slices(mdt, completion, first, partition).values():

@@ -12,8 +12,9 @@ HFile; lakeward does the same:
   the data table but its metadata delta commit completed (a writer died between the two
   commits, or is between them now): then `m` is `T` minus one millisecond, so that the
   compaction never bakes `T` into a base file and `T` can still be rolled back on both tables.
-  This is Hudi 1.x's rule (0.x instead skipped the compaction while any data instant before
-  the last delta commit was pending, and named it `<last delta commit>001`).
+  This is Hudi 1.x's rule. On version 6 lakeward follows Hudi 0.x (`MetadataTableRules.
+  compaction_suffix`): `m` is `<last delta commit>001`, and no compaction is planned while
+  a data instant at or before the last delta commit is pending.
 - **Plan** (`<m>.compaction.requested` on the metadata table, a `HoodieCompactionPlan`): the
   latest slice of each `files` file group with the log files whose delta commit completed
   before `m` (Hudi's planner rule, see the v8/v9 format reference section 3.2). Logs that
@@ -42,10 +43,13 @@ from lakeward.core.file_group.metadata_listing import (
     ALL_PARTITIONS_KEY,
     FILES_PARTITION,
     MergedFiles,
+    load_metadata_timeline,
     merge_files_slice,
     metadata_partitions,
     metadata_storage,
+    metadata_table_version,
     read_table_properties,
+    slice_times,
 )
 from lakeward.core.file_group.naming import write_token
 from lakeward.core.file_group.view import FileSystemView
@@ -55,7 +59,7 @@ from lakeward.core.metadata_table.record_index_compaction import merge_record_in
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.metadata_table.stats_writer import STATS_PARTITIONS, merge_stats_slice
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, TimelineLayout
+from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, rules_for_layout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
@@ -74,8 +78,8 @@ _COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION, *STA
 
 
 def mdt_timeline(storage: Storage) -> Timeline:
-    """The metadata table's active timeline (layout 2), loaded now; `storage` is the data table's."""
-    return Timeline.load(metadata_storage(storage), TimelineLayout.V2)
+    """The metadata table's active timeline (of its version's layout), loaded now; `storage` is the data table's."""
+    return load_metadata_timeline(metadata_storage(storage))
 
 
 def pending_metadata_compactions(storage: Storage, timeline: Timeline | None = None) -> list[str]:
@@ -102,8 +106,13 @@ def delta_commits_since_compaction(mdt: Timeline) -> list[Instant]:
 
 def blocking_instant(data_timeline: Timeline, mdt: Timeline) -> Instant | None:
     """The oldest data-table instant pending on the data table whose metadata delta commit completed:
-    the metadata compaction must stay before it (Hudi 1.x's bound)."""
-    recorded = {i.time for i in mdt.completed(Action.DELTA_COMMIT)}
+    the metadata compaction must stay before it (Hudi 1.x's bound). On v6 (layout 1, Hudi 0.x's
+    rule): the oldest data instant pending at or before the latest metadata delta commit."""
+    done = mdt.completed(Action.DELTA_COMMIT)
+    if rules_for_layout(mdt.layout).metadata_table.compaction_suffix is not None:
+        latest = max((i.time for i in done), default="")
+        return next((i for i in data_timeline.pending() if i.time <= latest), None)
+    recorded = {i.time for i in done}
     return next((i for i in data_timeline.pending() if i.time in recorded), None)
 
 
@@ -125,6 +134,8 @@ class MetadataCompactionCheck:
     pending: tuple[str, ...] = ()
     #: The oldest metadata delta commit not compacted yet (None: none).
     oldest: str | None = None
+    #: v6 (Hudi 0.x's rule): `blocked_by` holds the whole compaction back, not just the delta commits after it.
+    blocks_all: bool = False
 
     @property
     def due(self) -> bool:
@@ -140,6 +151,14 @@ class MetadataCompactionCheck:
         """Why no new metadata compaction is planned now ("" when it is due)."""
         if self.pending:
             return f"metadata compaction(s) {', '.join(self.pending)} pending: they run first, no new plan meanwhile"
+        if self.blocked and self.blocked_by is not None and self.blocks_all:
+            b = self.blocked_by
+            return (
+                f"data-table instant {b.time} ({b.action.value}, {b.state.value}) is pending at or before the metadata "
+                f"table's latest delta commit: on a version 6 table no metadata compaction is planned until it "
+                "completes or is rolled back (Hudi 0.x's rule; the next writer or `lakeward` rollback rolls back a "
+                "dead writer's instant)"
+            )
         if self.blocked and self.blocked_by is not None:
             b = self.blocked_by
             return (
@@ -181,8 +200,13 @@ def check_metadata_compaction(
     mdt = mdt if mdt is not None else mdt_timeline(storage)
     deltas = delta_commits_since_compaction(mdt)
     blocker = blocking_instant(data_timeline, mdt)
-    instant_time = previous_instant_time(blocker.time) if blocker is not None else None
-    eligible = [i for i in deltas if instant_time is None or (i.completion_time or i.time) < instant_time]
+    suffix = rules_for_layout(mdt.layout).metadata_table.compaction_suffix
+    if suffix is not None:  # v6: after the latest delta commit, nothing while a data instant before it is pending
+        instant_time = max((i.time for i in deltas), default="") + suffix if deltas else None
+        eligible = [] if blocker is not None else deltas
+    else:
+        instant_time = previous_instant_time(blocker.time) if blocker is not None else None
+        eligible = [i for i in deltas if instant_time is None or (i.completion_time or i.time) < instant_time]
     return MetadataCompactionCheck(
         delta_commits=len(deltas),
         threshold=threshold,
@@ -191,6 +215,7 @@ def check_metadata_compaction(
         blocked_by=blocker,
         pending=tuple(pending_metadata_compactions(storage, mdt)),
         oldest=min((i.time for i in deltas), default=None),
+        blocks_all=suffix is not None,
     )
 
 
@@ -198,7 +223,7 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
     """The plan of a metadata compaction at `instant_time`: per `files` and `record_index` file group,
     its latest slice with the logs whose delta commit completed before `instant_time` (groups with
     none are left out)."""
-    completion = mdt.completion_times()
+    completion = slice_times(mdt)
     view = FileSystemView.load(metadata_storage(storage), mdt)
     operations = []
     for group in view.file_groups():
@@ -256,7 +281,7 @@ def schedule_metadata_compaction(
     plan = plan_metadata_compaction(storage, mdt, instant_time)
     if not plan.operations:
         return None
-    create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), TimelineLayout.V2)
+    create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), mdt.layout)
     return instant_time
 
 
@@ -293,7 +318,7 @@ def _compact_operation(
 ) -> tuple[WriteStat, int]:
     started = time.monotonic()
     mdt_storage = metadata_storage(storage)
-    completion = mdt.completion_times()
+    completion = slice_times(mdt)
     file_slice = op.file_slice()
     base_path = file_slice.base_file.path if file_slice.base_file is not None else None
     log_paths = [
@@ -352,9 +377,10 @@ def execute_metadata_compaction(
     """
     _check_maintained_partitions(storage)
     mdt_storage = metadata_storage(storage)
-    mdt = Timeline.load(mdt_storage, TimelineLayout.V2)
+    version = metadata_table_version(mdt_storage)
+    mdt = load_metadata_timeline(mdt_storage, version.timeline_layout)
     state = mdt.state_of(instant_time, Action.COMPACTION)
-    plan = read_compaction_plan(mdt_storage, instant_time, TimelineLayout.V2) if state is not None else None
+    plan = read_compaction_plan(mdt_storage, instant_time, mdt.layout) if state is not None else None
     if state is None or plan is None:
         raise MetadataTableError(
             f"no metadata-table compaction {instant_time} on {storage.uri}; "
@@ -366,7 +392,7 @@ def execute_metadata_compaction(
             for op in plan.operations
         )
         return MetadataCompactionResult(instant_time, names, sum(len(op.log_file_names) for op in plan.operations), 0)
-    requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED, layout=TimelineLayout.V2)
+    requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED, layout=mdt.layout)
     inflight = (
         transition_to_inflight(mdt_storage, requested)
         if state is State.REQUESTED
@@ -382,7 +408,7 @@ def execute_metadata_compaction(
     )
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
-    complete(mdt_storage, inflight, metadata.to_avro(), timezone)
+    complete(mdt_storage, inflight, metadata.to_bytes(version.metadata_encoding), timezone)
     delete_markers(mdt_storage, instant_time)
     return MetadataCompactionResult(
         instant_time, tuple(s.path for s in stats), sum(len(op.log_file_names) for op in plan.operations), records

@@ -16,15 +16,20 @@ from typing import Any
 from lakeward.core.file_group.hfile_writer import write_log_block_hfile
 from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
-from lakeward.core.file_group.metadata_listing import ALL_PARTITIONS_KEY, FILES_PARTITION, metadata_storage
-from lakeward.core.file_group.naming import log_file_name, write_token
+from lakeward.core.file_group.metadata_listing import (
+    ALL_PARTITIONS_KEY,
+    FILES_PARTITION,
+    metadata_storage,
+    metadata_table_version,
+    next_log_file,
+)
+from lakeward.core.file_group.naming import write_token
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.metadata_table.stats_writer import StatsChange, write_stats_change
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker, delete_markers
@@ -101,13 +106,17 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
     """Write and complete the metadata table's delta commit `instant_time` applying `change` to `files`.
 
     Call under the data table's lock, right before the data instant `instant_time` completes;
-    `timezone`: the table's timeline time zone. Returns the completed metadata instant.
+    `timezone`: the table's timeline time zone. Returns the completed metadata instant. The
+    commit follows the metadata table's version (`hoodie.properties`): timeline layout, log file
+    naming (`next_log_file`) and commit metadata encoding (Avro on v8+, JSON on v6).
     """
     started = time.monotonic()
     mdt = metadata_storage(storage)
-    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
+    version = metadata_table_version(mdt)
+    encoding = version.metadata_encoding
+    requested = create_requested(mdt, instant_time, Action.DELTA_COMMIT, b"", version.timeline_layout)
     workload = CommitMetadata(operationType=METADATA_OPERATION)
-    inflight = transition_to_inflight(mdt, requested, workload.to_avro())
+    inflight = transition_to_inflight(mdt, requested, workload.to_bytes(encoding))
 
     records = files_records(change)
     cells = [(key, encode_record(record)) for key, record in records]
@@ -116,7 +125,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
         raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
     )
-    name = log_file_name(FILES_FILE_GROUP_ID, instant_time, 1, LOG_WRITE_TOKEN)
+    name, log_version = next_log_file(mdt, version, FILES_PARTITION, FILES_FILE_GROUP_ID, instant_time, LOG_WRITE_TOKEN)
     create_marker(mdt, instant_time, FILES_PARTITION, name, "APPEND")
     data = encode_block(block)
     path = posixpath.join(FILES_PARTITION, name)
@@ -131,7 +140,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         partitionPath=FILES_PARTITION,
         fileSizeInBytes=len(data),
         runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": _ms_since(started)},
-        logVersion=1,
+        logVersion=log_version,
         logOffset=0,
         baseFile="",
         logFiles=[name],
@@ -142,7 +151,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
             index_change = change.record_index()
         else:
             index_change = record_index_change(storage, instant_time, change.commit)
-        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
+        partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change, version)
     # column_stats / partition_stats, when kept (`stats_writer`)
     partition_stats |= write_stats_change(storage, instant_time, StatsChange(change.added, change.deleted))
     metadata = CommitMetadata(
@@ -150,7 +159,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType=METADATA_OPERATION,
     )
-    completed = complete(mdt, inflight, metadata.to_avro(), timezone)
+    completed = complete(mdt, inflight, metadata.to_bytes(encoding), timezone)
     delete_markers(mdt, instant_time)
     return completed
 

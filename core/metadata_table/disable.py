@@ -36,6 +36,13 @@ from lakeward.core.storage import Storage
 log = logging.getLogger(__name__)
 
 
+def metadata_table_enabled(options: Mapping[str, Any]) -> bool:
+    """Whether the writer's options say `hoodie.metadata.enable=true` explicitly (`bootstrap`: such a
+    writer builds the metadata table of a table that has none before its first commit, as Hudi's does)."""
+    value = options.get(METADATA_ENABLE_KEY)
+    return value is not None and parse_bool(value, METADATA_ENABLE_KEY)
+
+
 def metadata_table_disabled(options: Mapping[str, Any]) -> bool:
     """Whether the writer's options say `hoodie.metadata.enable=false` (unset: not disabled)."""
     value = options.get(METADATA_ENABLE_KEY)
@@ -63,4 +70,4 @@ def delete_metadata_table(storage: Storage) -> list[str]:
     return partitions
 
 
-__all__ = ["delete_metadata_table", "metadata_table_disabled"]
+__all__ = ["delete_metadata_table", "metadata_table_disabled", "metadata_table_enabled"]

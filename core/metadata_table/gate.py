@@ -1,15 +1,16 @@
 """Before a write: may lakeward write to this table's metadata table, and what must go first.
 
-lakeward keeps the `files` partition of a table version 8/9 metadata table on every write
-(`metadata_table.writer`), and its `record_index`, `column_stats` and `partition_stats` partitions
-when it has them (`metadata_table.record_index`, `metadata_table.stats_writer`; dropped when the
-writer disables them). The other partitions Hudi 1.x maintains (bloom_filters, secondary and
+lakeward keeps the `files` partition of a metadata table on every write, on every table version
+(`metadata_table.writer`), and the index partitions it has among the version's
+`MetadataTableRules.partitions`: `record_index` (`metadata_table.record_index`) and, on
+versions 8/9, `column_stats` and `partition_stats` (`metadata_table.stats_writer`); each is
+dropped when the writer disables it. The other partitions Hudi 1.x maintains (bloom_filters, secondary and
 expression indexes) it cannot maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
 written) unless the writer disables them: as a Hudi writer whose config disables a partition
 that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
-why. Table services are gated the same way (each keeps `files` too). Version 6 metadata tables
-and partitions still being built (`…partitions.inflight`) stay refused.
+why. Table services are gated the same way (each keeps `files` too). Partitions still being
+built (`…partitions.inflight`) stay refused.
 """
 
 from __future__ import annotations
@@ -26,16 +27,12 @@ from lakeward.core.file_group.metadata_listing import (
     INFLIGHT_PARTITIONS_KEY,
     METADATA_FOLDER,
     METADATA_PARTITIONS_KEY,
-    check_no_metadata_table,
     metadata_partitions,
 )
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS
 
 log = logging.getLogger(__name__)
 
-#: Partitions lakeward keeps on every write.
-MAINTAINED_PARTITIONS = MAINTAINED_METADATA_PARTITIONS
 #: The option that disables each partition lakeward cannot maintain (a prefix for index families).
 _ENABLE_OPTIONS: dict[str, str] = {
     "column_stats": "hoodie.metadata.index.column.stats.enable",
@@ -67,7 +64,7 @@ def _disabled(write_config: WriteConfig, partition: str) -> bool:
     return family is not None and getattr(write_config, _WRITE_FIELDS[family]) is False
 
 
-def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
+def _refusal(storage: Storage, partitions: list[str], maintained: frozenset[str]) -> MetadataTableError:
     options = sorted({_ENABLE_OPTIONS[f] for p in partitions if (f := _family(p)) is not None})
     drop = (
         f"Drop them as a Hudi writer with them disabled does: pass {', '.join(o + '=false' for o in options)} "
@@ -77,8 +74,8 @@ def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
     )
     return MetadataTableError(
         f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
-        "maintain yet (maintaining them is not supported; lakeward keeps `files`, `record_index`, `column_stats` and "
-        "`partition_stats`); writing around "
+        "maintain yet on this table version (maintaining them is not supported; lakeward keeps "
+        f"{', '.join(sorted(maintained))}); writing around "
         "them would leave them stale for Hudi readers and writers. Nothing was written. "
         f"{drop}delete the whole metadata table: pass the write option hoodie.metadata.enable=false to lakeward "
         "(Table.open(path, options={'hoodie.metadata.enable': 'false'}), the data source or `-o` of the CLI), "
@@ -109,8 +106,6 @@ def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: 
     partitions = metadata_partitions(props)
     if not partitions:
         return config
-    if not config.version.metadata_table_listing:
-        check_no_metadata_table(props)
     current = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
     partitions = metadata_partitions(current)
     building = [p for p in current.get(INFLIGHT_PARTITIONS_KEY, "").split(",") if p.strip()]
@@ -121,12 +116,13 @@ def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: 
             "indexer finish, or delete the metadata table with hoodie.metadata.enable=false (lakeward or a Hudi writer)"
         )
     # a maintained partition the writer disables is dropped too (record_index)
-    others = [p for p in partitions if p not in MAINTAINED_PARTITIONS or _disabled(write_config, p)]
+    maintained = config.version.metadata_table.partitions
+    others = [p for p in partitions if p not in maintained or _disabled(write_config, p)]
     if FILES_PARTITION not in partitions:
-        raise _refusal(storage, partitions)
+        raise _refusal(storage, partitions, maintained)
     kept = [p for p in others if not _disabled(write_config, p)]
     if kept:
-        raise _refusal(storage, kept)
+        raise _refusal(storage, kept, maintained)
     if others:
         _drop_partitions(storage, others, [p for p in partitions if p not in others])
     return TableConfig.from_text(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")) if others else config

@@ -57,7 +57,12 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.log_block import BlockType
-from lakeward.core.file_group.metadata_listing import base_is_committed, metadata_storage
+from lakeward.core.file_group.metadata_listing import (
+    base_is_committed,
+    load_metadata_timeline,
+    metadata_storage,
+    slice_times,
+)
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
@@ -70,7 +75,6 @@ from lakeward.core.file_group.slice_keys import (
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import CommitMetadata, Timeline, WriteStat
 from lakeward.core.timeline.instant_time import parse_instant_time
 
@@ -336,8 +340,8 @@ class RecordIndex:
 
     def __init__(self, storage: Storage):
         self.mdt = metadata_storage(storage)
-        timeline = Timeline.load(self.mdt, TimelineLayout.V2)
-        self._completion = {t: c for t, c in timeline.completion_times().items() if c}
+        timeline = load_metadata_timeline(self.mdt)
+        self._completion = slice_times(timeline)
         first = timeline.instants[0].time if timeline.instants else None
         self._groups = latest_slices(self.mdt, self._completion, first)
         self.num_groups = len(self._groups)

@@ -29,13 +29,14 @@ from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_bl
 from lakeward.core.file_group.log_file.log_block import BlockType, DeleteBlock, HeaderKey, OpaqueBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
-    INIT_INSTANT_PREFIX,
     METADATA_PARTITIONS_KEY,
+    load_metadata_timeline,
     metadata_partitions,
     metadata_storage,
+    metadata_table_version,
+    next_log_file,
     read_table_properties,
 )
-from lakeward.core.file_group.naming import log_file_name
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.bootstrap import INIT_WRITE_TOKEN, start_file_group
@@ -52,7 +53,7 @@ from lakeward.core.metadata_table.record_index import (
 )
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import TableVersion
 from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker
@@ -109,8 +110,9 @@ def _num_groups(mdt: Storage) -> int:
     return len(ids)
 
 
-def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> list[WriteStat]:
-    """Write `change` as log files of the metadata delta commit `instant_time` (inflight); their stats."""
+def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange, version: TableVersion) -> list[WriteStat]:
+    """Write `change` as log files of the metadata delta commit `instant_time` (inflight); their stats.
+    `version`: the metadata table's (how its log files are named, `next_log_file`)."""
     if not change:
         return []
     started = time.monotonic()
@@ -135,7 +137,7 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> 
                 instant_time, HFILE_SCHEMA_JSON, gone, _DELETE_PARTITION_PATH, pa.array([0] * len(gone), pa.int64())
             )
             data += encode_block(block)
-        name = log_file_name(file_id, instant_time, 1, LOG_WRITE_TOKEN)
+        name, log_version = next_log_file(mdt, version, RECORD_INDEX_PARTITION, file_id, instant_time, LOG_WRITE_TOKEN)
         create_marker(mdt, instant_time, RECORD_INDEX_PARTITION, name, "APPEND")
         path = posixpath.join(RECORD_INDEX_PARTITION, name)
         mdt.create_if_absent(path, data)
@@ -156,7 +158,7 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> 
                     "totalCreateTime": 0,
                     "totalUpsertTime": int((time.monotonic() - started) * 1000),
                 },
-                logVersion=1,
+                logVersion=log_version,
                 logOffset=0,
                 baseFile="",
                 logFiles=[name],
@@ -165,9 +167,13 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> 
     return stats
 
 
-def _init_instant(mdt: Storage) -> str:
-    taken = {i.time for i in Timeline.load(mdt, TimelineLayout.V2).instants}
-    return next(t for n in range(1000) if (t := f"{INIT_INSTANT_PREFIX}{n:03d}") not in taken)
+def _init_instant(mdt: Storage, version: TableVersion, timeline: Timeline) -> str:
+    """The first free initialisation instant (`MetadataTableRules.init_instant`: `00000000000000xxx` on
+    v8/v9, the data table's latest completed instant + `01x` on v6)."""
+    taken = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).instants}
+    completed = timeline.completed()
+    latest = completed[-1].time if completed else None
+    return next(t for n in range(1000) if (t := version.metadata_table.init_instant(latest, n)) not in taken)
 
 
 def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str, str, str]]:
@@ -197,8 +203,9 @@ def initialize_record_index(
     mdt.delete_dir(RECORD_INDEX_PARTITION)  # leftovers of an interrupted initialisation
     locations = table_locations(storage, timeline)
     num_groups = file_group_count(len(locations), *(() if min_file_groups is None else (min_file_groups,)))
-    init = _init_instant(mdt)
-    requested = create_requested(mdt, init, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
+    version = metadata_table_version(mdt)
+    init = _init_instant(mdt, version, timeline)
+    requested = create_requested(mdt, init, Action.DELTA_COMMIT, b"", version.timeline_layout)
     inflight = transition_to_inflight(mdt, requested)
     keys = list(locations)
     groups = file_group_indexes(pa.array(keys, pa.string()), num_groups) if keys else np.zeros(0, dtype=np.int64)
@@ -236,6 +243,6 @@ def initialize_record_index(
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},
         operationType="BULK_INSERT_PREPPED",
     )
-    complete(mdt, inflight, metadata.to_avro(), config.timeline_timezone)
+    complete(mdt, inflight, metadata.to_bytes(version.metadata_encoding), config.timeline_timezone)
     update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted({*partitions, RECORD_INDEX_PARTITION}))})
     return init

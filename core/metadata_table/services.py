@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakeward.core.config.write import WriteConfig
+from lakeward.core.file_group.metadata_listing import read_table_properties
 from lakeward.core.metadata_table import compaction
 from lakeward.core.metadata_table.archival import archive_metadata_table
 from lakeward.core.metadata_table.clean import (
@@ -33,7 +34,7 @@ from lakeward.core.metadata_table.clean import (
 from lakeward.core.metadata_table.writer import maintains_files_partition
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.archival import ArchiveResult
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def run_metadata_table_services(
     if not maintains_files_partition(storage):
         return None
     threshold = write_config.metadata_compact_max_delta_commits
+    layout = table_version(read_table_properties(storage).get("hoodie.table.version", "6")).timeline_layout
     with lock:
         compactions = [
             compaction.execute_metadata_compaction(storage, t, timezone)
@@ -80,12 +82,12 @@ def run_metadata_table_services(
         clean_time = schedule_metadata_clean(storage, write_config.metadata_cleaner_commits_retained, timezone)
         if clean_time is not None:
             cleans.append(execute_metadata_clean(storage, clean_time, timezone))
-        data_timeline = Timeline.load(storage, TimelineLayout.V2)
+        data_timeline = Timeline.load(storage, layout)
         planned = compaction.schedule_metadata_compaction(storage, data_timeline, threshold, timezone, force=force)
         if planned is not None:
             compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone))
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
-        data_timeline = Timeline.load(storage, TimelineLayout.V2)
+        data_timeline = Timeline.load(storage, layout)
         check = compaction.check_metadata_compaction(storage, data_timeline, threshold)
         archived = archive_metadata_table(storage, data_timeline, write_config)
     if check.blocked:

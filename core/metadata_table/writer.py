@@ -1,4 +1,4 @@
-"""Keep the metadata table's `files` partition in step with every data-table commit, as Hudi 1.x does.
+"""Keep the metadata table's `files` partition in step with every data-table commit, as Hudi does.
 
 For each data-table instant `T` that adds or removes files, Hudi's `HoodieBackedTableMetadataWriter`
 writes a **delta commit `T` on the metadata table** (same requested time) and completes it
@@ -13,6 +13,10 @@ writes a **delta commit `T` on the metadata table** (same requested time) and co
    `isDeleted=true`), one record per partition listing the files written (name -> size, the
    largest size when a file is named twice) or removed (`isDeleted=true`);
 3. the completed `T_<c>.deltacommit` with a `HoodieDeltaWriteStat` of that log file.
+
+On version 6 tables the same steps follow Hudi 0.14/0.15 (`delta_commit`): timeline layout 1
+(`T.deltacommit.requested`, `.inflight`, `T.deltacommit`), JSON commit metadata, and the log
+file named after its slice's base instant with the next version (`.files-0000-0_<base>.log.<n>_<token>`).
 
 A crash between the metadata commit and the data commit leaves a metadata delta commit whose
 data instant never completed; the data table's rollback of `T` then rolls back `T` on the
@@ -36,8 +40,11 @@ from lakeward.core.file_group.metadata_listing import (
     FILES_PARTITION,
     keeps_metadata_table,
     metadata_partitions,
+    metadata_storage,
+    metadata_table_version,
     read_table_properties,
 )
+from lakeward.core.metadata_table.compaction import execute_metadata_compaction, pending_metadata_compactions
 from lakeward.core.metadata_table.delta_commit import (
     LOG_WRITE_TOKEN,
     METADATA_OPERATION,
@@ -94,14 +101,20 @@ def commit_files_change(storage: Storage, timezone: str, instant_time: str, chan
     `timezone`: the table's timeline time zone. An earlier attempt of `instant_time` on the
     metadata table is rolled back first (Hudi's "re-attempted commit" rule). Returns the
     completed metadata instant.
+
+    On v6, where a log file joins the slice its name carries, a metadata compaction a run left
+    pending is finished first: the log then joins the slice it creates, not the one it folds.
     """
     rollback_metadata_table(storage, instant_time, None, timezone)  # an earlier attempt of `instant_time`
+    if not metadata_table_version(metadata_storage(storage)).compacts_beside_pending_writes:
+        for pending in pending_metadata_compactions(storage):
+            execute_metadata_compaction(storage, pending, timezone)
     return write_files_delta_commit(storage, timezone, instant_time, change)
 
 
 def maintains_files_partition(storage: Storage) -> bool:
-    """Whether a commit on this table must keep its metadata table: a v8/v9 table whose
-    `hoodie.properties` (read now, not as opened) lists the `files` partition."""
+    """Whether a commit on this table must keep its metadata table: a table whose `hoodie.properties`
+    (read now, not as opened) lists the `files` partition (every table version)."""
     props = read_table_properties(storage)
     return keeps_metadata_table(props) and FILES_PARTITION in metadata_partitions(props)
 

@@ -56,11 +56,15 @@ import fastavro
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError, InstantExistsError
 from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, encode_block
-from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
+from lakeward.core.file_group.metadata_listing import (
+    keeps_metadata_table,
+    load_metadata_timeline,
+    metadata_storage,
+    read_table_properties,
+)
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
 from lakeward.core.timeline.lsm_history import load_archived_instants
@@ -416,7 +420,7 @@ def _metadata_table_barrier(storage: Storage, commits: list[Instant]) -> str | N
     without a metadata table."""
     if not keeps_metadata_table(read_table_properties(storage)):
         return None
-    compactions = Timeline.load(metadata_storage(storage), TimelineLayout.V2).completed(Action.COMMIT)
+    compactions = load_metadata_timeline(metadata_storage(storage)).completed(Action.COMMIT)
     if not compactions:
         return ""
     compacted = compactions[-1].time

@@ -48,12 +48,7 @@ class MetadataCompactionRun:
 
 
 def metadata_compaction_unavailable(storage: Storage, config: TableConfig) -> str | None:
-    """Why the metadata table of a table cannot be compacted by lakeward (None: it can)."""
-    if not config.version.metadata_table_listing:
-        return (
-            f"metadata_compaction applies to table versions 8 and 9 (lakeward keeps no metadata table on "
-            f"{config.version})"
-        )
+    """Why the metadata table of a table cannot be compacted by lakeward (None: it can; every table version)."""
     if not maintains_files_partition(storage):
         return "the table has no metadata table with a `files` partition (hoodie.table.metadata.partitions)"
     return None
@@ -70,7 +65,7 @@ class MetadataCompactionService:
 
     @classmethod
     def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
-        if not timeline.layout.completion_time_in_name or not maintains_files_partition(storage):
+        if not maintains_files_partition(storage):
             return []
         return pending_metadata_compactions(storage)
 

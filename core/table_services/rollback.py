@@ -32,7 +32,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lakeward.core.exceptions import InstantExistsError, MetadataTableError, RollbackAbortedError
-from lakeward.core.file_group.metadata_listing import keeps_metadata_table, metadata_storage, read_table_properties
+from lakeward.core.file_group.metadata_listing import (
+    keeps_metadata_table,
+    load_metadata_timeline,
+    metadata_storage,
+    read_table_properties,
+)
 from lakeward.core.file_group.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from lakeward.core.index.secondary.storage import delete_instant_index_files
 from lakeward.core.storage import Storage
@@ -389,7 +394,7 @@ def rollback_metadata_table(
     if not keeps_metadata_table(read_table_properties(storage)):
         return
     mdt = metadata_storage(storage)
-    timeline = Timeline.load(mdt, TimelineLayout.V2)
+    timeline = load_metadata_timeline(mdt)
     if rollback_time is None:
         rollback_time = new_instant_time(timeline.latest_time(), timezone)
     if timeline.state_of(rollback_time, Action.ROLLBACK) is State.COMPLETED:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from lakeward.core.table_version import TimelineLayout
+from lakeward.core.table_version import INSTANT_TIME_PATTERN, TimelineLayout
 
 
 class State(str, Enum):
@@ -56,8 +56,8 @@ _COMPLETED_AS = {
 #: Completed actions that define a table's data (what snapshot readers look at).
 WRITE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT})
 
-INSTANT_TIME_RE = re.compile(r"^(\d{14}|\d{17})$")
-_FILE_RE = re.compile(r"^(\d{14}|\d{17})(?:_(\d{14}|\d{17}))?\.([a-z]+)(?:\.(requested|inflight))?$")
+INSTANT_TIME_RE = re.compile(rf"^({INSTANT_TIME_PATTERN})$")
+_FILE_RE = re.compile(rf"^({INSTANT_TIME_PATTERN})(?:_(\d{{14}}|\d{{17}}))?\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
 @dataclass(frozen=True, order=False)

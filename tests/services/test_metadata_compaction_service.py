@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from lakeward import Table
 from lakeward.core.metadata_table.check import compare_files_partition
@@ -34,9 +35,9 @@ def _batch(ids: range, ts: int) -> pa.Table:
     )
 
 
-def _table(tmp_path: Path, writes: int) -> Table:
+def _table(tmp_path: Path, writes: int, version: int = 9) -> Table:
     path = str(tmp_path / "t")
-    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=version)
     table = Table.open(path, options=NO_INLINE)
     table.insert(_batch(range(12), 1))
     table.initialize_metadata_table()
@@ -56,8 +57,9 @@ def _decision(state: TableState) -> Decision:
     )
 
 
-def test_discovery_plans_and_the_daemon_runs_a_due_metadata_compaction(tmp_path: Path) -> None:
-    table = _table(tmp_path, 5)  # 6 metadata delta commits: under Hudi's 10
+@pytest.mark.parametrize("version", [6, 9])
+def test_discovery_plans_and_the_daemon_runs_a_due_metadata_compaction(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, 5, version)  # 6 metadata delta commits: under Hudi's 10
     ref, cache = TableRef("t", table.path), DiscoveryCache()
     state = load_state(ref, cache)
     assert state.metadata_compaction is not None and state.metadata_compaction.delta_commits == 6

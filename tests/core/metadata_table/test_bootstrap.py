@@ -182,13 +182,7 @@ def test_layout_is_hudis(tmp_path: Path, fixture_table: Callable[[str, str], str
     )
 
 
-def test_refused_on_version_6_with_a_pending_instant_and_twice(tmp_path: Path):
-    v6 = Table.create(str(tmp_path / "v6"), record_key="id", partition_by="part", ordering_field="ts")
-    v6.insert(_batch({"k1": ("p1", 1, 1)}))
-    with pytest.raises(MetadataTableError, match="versions 8 and 9 only"):
-        v6.initialize_metadata_table()
-    assert not (tmp_path / "v6" / ".hoodie" / "metadata").exists()
-
+def test_refused_with_a_pending_instant_and_twice(tmp_path: Path):
     path = tmp_path / "v9"
     _write_table(str(path), 9, "COPY_ON_WRITE")
     table = Table.open(str(path))
@@ -250,3 +244,22 @@ def test_reinitialized_on_a_copy_of_a_hudi_table_reads_as_before(fixture_table: 
     mine, theirs = both_readers(str(path))
     assert mine == theirs == rows_before
     assert posixpath.basename(result.base_file).startswith("files-0000-0_")
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_writer_with_the_metadata_table_enabled_builds_it_before_its_first_commit(tmp_path: Path, version: int):
+    path = tmp_path / "t"
+    model = _write_table(str(path), version, "MERGE_ON_READ")
+    Table.open(str(path), options={"hoodie.metadata.enable": "false"}).upsert(_batch({"k30": ("p1", 4, 30)}))
+    assert not (path / ".hoodie" / "metadata").exists()  # `false` (or unset) creates none
+    model |= {"k30": ("p1", 4, 30)}
+    table = Table.open(str(path), options={"hoodie.metadata.enable": "true"})
+    result = table.upsert(_batch({"k31": ("p2", 4, 31)}))
+    model |= {"k31": ("p2", 4, 31)}
+    props = parse_properties((path / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files"
+    assert any(i.time == result.instant_time for i in table.timeline().completed())
+    listed = {e.path for e in MetadataFileListing(Table.open(str(path)).storage).file_entries()}
+    assert {p for p, _ in _data_files(table.storage)} == listed
+    mine, theirs = both_readers(str(path))
+    assert _rows_of(mine) == _rows_of(theirs) == _model_rows(model)

@@ -1,4 +1,5 @@
-"""Metadata-table initialisation of a v9 table on a real S3 server (SeaweedFS): no folders to
+"""Metadata-table initialisation of a v9 table on a real S3 server (SeaweedFS), and a v6 writer keeping
+one there (its delta commits, compaction and clean, checked against a storage listing): no folders to
 create, the properties replaced by one PUT, hudi-rs reads the table to the same rows, and
 lakeward lists through the metadata table (a stray copy of a data file, put after
 initialisation, is not seen).
@@ -19,10 +20,12 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.file_group.metadata_listing import MetadataFileListing
+from lakeward.core.file_group.metadata_listing import MetadataFileListing, load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.naming import parse_base_file_name
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.storage import Storage
+from lakeward.core.timeline import Action
 
 pytestmark = pytest.mark.s3
 
@@ -66,3 +69,21 @@ def test_s3_initialize_then_both_readers_list_through_it(s3_server, s3_table_uri
     reopened = Table.open(s3_table_uri, storage_options=s3_server.options)
     assert FileSystemView.load(storage, reopened.timeline()).from_metadata_table
     assert _rows(reopened.read()) == expected
+
+
+def test_s3_a_v6_writer_keeps_the_metadata_table_as_hudi_0x_does(s3_server, s3_table_uri):  # type: ignore[no-untyped-def]
+    Table.create(
+        s3_table_uri, record_key="id", partition_by="part", ordering_field="ts", storage_options=s3_server.options
+    )
+    options = {"hoodie.metadata.enable": "true", "hoodie.metadata.compact.max.delta.commits": 2}
+    table = Table.open(s3_table_uri, options=options, storage_options=s3_server.options)
+    expected: dict[str, tuple[str, int]] = {}
+    for n in range(4):
+        rows = {"id": [f"k{n}", "a"], "part": [f"p{n % 2}", "x"], "ts": [n, n], "val": [n, 10 + n]}
+        table.upsert(pa.table(rows))
+        expected |= {k: (p, v) for k, p, v in zip(rows["id"], rows["part"], rows["val"], strict=True)}
+    storage = Storage.for_uri(s3_table_uri, s3_server.options)
+    assert compare_files_partition(storage).ok
+    assert load_metadata_timeline(metadata_storage(storage)).completed(Action.COMMIT)  # its compaction ran
+    got = Table.open(s3_table_uri, storage_options=s3_server.options).read()
+    assert _rows(got) == sorted((k, p, v) for k, (p, v) in expected.items())

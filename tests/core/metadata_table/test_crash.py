@@ -1,5 +1,5 @@
 """A writer killed (SIGKILL) between its metadata-table commit and its data-table commit: the next
-writer repairs both tables the way Hudi does.
+writer repairs both tables the way Hudi does (version 6 as Hudi 0.x, 9 as Hudi 1.x).
 
 The data instant `T` never completed, so the next writer rolls it back; that rollback rolls back
 the metadata table's delta commit `T` too (pending or completed) with a metadata rollback of the
@@ -16,9 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
-from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.metadata_table.check import compare_files_partition
-from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, Timeline
 from tests.core.metadata_table.test_writes import check_metadata_table
 from tests.support import crash
@@ -32,7 +31,7 @@ def _rows(ids: range, ts: int) -> list[dict[str, object]]:
 
 
 def _mdt_timeline(path: str) -> Timeline:
-    return Timeline.load(metadata_storage(Table.open(path).storage), TimelineLayout.V2)
+    return load_metadata_timeline(metadata_storage(Table.open(path).storage))
 
 
 #: Kill points: (what happens first, the point the writer dies at). The last one kills the first
@@ -45,12 +44,15 @@ POINTS = {
 }
 
 
+@pytest.mark.parametrize("version", [6, 9])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("case", sorted(POINTS))
-def test_killed_between_the_two_commits_is_repaired_by_the_next_writer(tmp_path: Path, case: str, table_type: str):
+def test_killed_between_the_two_commits_is_repaired_by_the_next_writer(
+    tmp_path: Path, case: str, table_type: str, version: int
+):
     path = str(tmp_path / "t")
     table = Table.create(
-        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=version
     )
     model = {r["id"]: r for r in _rows(range(30), 1)}
     table.insert(pa.Table.from_pylist(list(model.values()), schema=SCHEMA))

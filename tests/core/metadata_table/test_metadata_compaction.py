@@ -75,7 +75,7 @@ def _check(path: str, model: dict[str, dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@pytest.mark.parametrize("version", [8, 9])
+@pytest.mark.parametrize("version", [6, 8, 9])
 def test_many_commits_compact_and_clean_the_metadata_table(tmp_path: Path, version: int, table_type: str):
     path = str(tmp_path / "t")
     table = _table_with_mdt(path, version, table_type, EAGER)
@@ -113,13 +113,14 @@ def _tree(path: str) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in Path(path).rglob("*") if p.is_file()}
 
 
-def test_rollback_of_a_write_the_metadata_compaction_took_is_refused(tmp_path: Path):
+@pytest.mark.parametrize("version", [6, 9])
+def test_rollback_of_a_write_the_metadata_compaction_took_is_refused(tmp_path: Path, version: int):
     """As Hudi 1.x (`HoodieBackedTableMetadataWriter.validateRollback`): a write whose metadata delta
     commit a metadata compaction already took cannot be rolled back (its files and record-index
     entries are in the compacted base files); the error names the instant and the compaction, says
     to restore instead, and nothing changes. Restoring a savepoint before it undoes it."""
     path = str(tmp_path / "t")
-    table = _table_with_mdt(path, 9, "MERGE_ON_READ", {**EAGER, "hoodie.index.type": "RECORD_INDEX"})
+    table = _table_with_mdt(path, version, "MERGE_ON_READ", {**EAGER, "hoodie.index.type": "RECORD_INDEX"})
     model = {r["id"]: r for r in _rows(range(12), 1)}
     saved = table.upsert(_batch(_rows(range(1, 12, 2), 2))).instant_time
     model |= {r["id"]: r for r in _rows(range(1, 12, 2), 2)}

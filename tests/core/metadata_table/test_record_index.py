@@ -72,8 +72,9 @@ def _check(path: str, model: Model, gone: set[str]) -> None:
     assert all((p, f) in live for p, f in zip(partitions.to_pylist()[: len(model)], file_ids.to_pylist(), strict=False))
 
 
+@pytest.mark.parametrize("version", [6, 9])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str):
+def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str, version: int):
     rng = random.Random(17 if table_type == "COPY_ON_WRITE" else 18)
     path = str(tmp_path / "t")
     bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
@@ -83,7 +84,7 @@ def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str)
         partition_by="part",
         ordering_field="ts",
         table_type=table_type,
-        table_version=9,
+        table_version=version,
         options=bucket,
     )
     model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40)}

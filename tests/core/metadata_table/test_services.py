@@ -1,4 +1,4 @@
-"""Table services keep the metadata table's `files` partition (v8/v9), as Hudi 1.x's do.
+"""Table services keep the metadata table's `files` partition (v6 as Hudi 0.x's, v9 as Hudi 1.x's do).
 
 Compaction, clustering and clean complete a metadata delta commit of their own instant time
 first; a rollback rolls back the metadata delta commit of the instant it undoes; a restore
@@ -18,9 +18,8 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.metadata_table.check import compare_files_partition
-from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, Timeline
 from tests.core.metadata_table.test_writes import (
     DROP_INDEXES,
@@ -53,7 +52,7 @@ def _rows(model: dict[str, tuple[str, int, int]]) -> list[dict[str, Any]]:
 
 
 def _mdt(path: str) -> Timeline:
-    return Timeline.load(metadata_storage(Table.open(path).storage), TimelineLayout.V2)
+    return load_metadata_timeline(metadata_storage(Table.open(path).storage))
 
 
 def _check_rolled_back(path: str, instant_time: str, rollback_time: str, expected: list[dict[str, Any]]) -> None:
@@ -67,11 +66,12 @@ def _check_rolled_back(path: str, instant_time: str, rollback_time: str, expecte
     assert diff.ok, str(diff)
 
 
+@pytest.mark.parametrize("version", [6, 9])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_every_service_keeps_the_files_partition(tmp_path: Path, table_type: str):
+def test_every_service_keeps_the_files_partition(tmp_path: Path, table_type: str, version: int):
     path = str(tmp_path / "t")
     Table.create(
-        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=version
     )
     table = Table.open(path, options=OPTIONS)
     model = {f"k{i:02d}": (f"p{i % 2}", 1, i) for i in range(8)}

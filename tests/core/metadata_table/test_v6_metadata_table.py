@@ -1,0 +1,204 @@
+"""The metadata table of a version 6 table, kept as Hudi 0.14/0.15 writers keep it.
+
+Layout 1 timeline without completion times, JSON commit metadata, `files` log files named after
+their slice's base instant with growing versions, instant times derived from data-table instants
+(`<latest completed>010` initialisation, `<last delta commit>001` compaction, `<delta commit>002`
+clean), the table's own `hoodie.properties` as Hudi 0.x writes them, and Hudi 0.x's rule that a
+pending data instant at or before the last delta commit holds the metadata compaction back.
+hudi-rs ignores the metadata table on v6, so the `files` partition is checked against storage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakeward import Table
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
+from lakeward.core.file_group.naming import parse_log_file_name
+from lakeward.core.metadata_table.check import compare_files_partition
+from lakeward.core.metadata_table.compaction import check_metadata_compaction
+from lakeward.core.metadata_table.lag import metadata_table_lag
+from lakeward.core.timeline import Action, Timeline
+from tests.core.metadata_table.test_writes import _data_rows, _unique_rows
+from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
+from tests.support import crash
+from tests.support.fixture_tables import all_fixtures
+
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
+Model = dict[str, dict[str, Any]]
+
+
+def _rows(ids: range, ts: int) -> list[dict[str, Any]]:
+    return [{"id": f"k{i:03d}", "part": f"p{i % 3}", "ts": ts, "val": ts * 1000 + i} for i in ids]
+
+
+def _batch(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def _mdt(path: str) -> Timeline:
+    return load_metadata_timeline(metadata_storage(Table.open(path).storage))
+
+
+def _check(path: str, model: Model) -> None:
+    diff = compare_files_partition(Table.open(path).storage)
+    assert diff.ok, str(diff)
+    mine, theirs = both_readers(path)  # hudi-rs lists storage on v6
+    assert _data_rows(mine) == _data_rows(theirs) == sorted(model.values(), key=repr)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_writer_with_the_metadata_table_enabled_keeps_it_as_hudi_0x_does(tmp_path: Path, table_type: str):
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type)
+    first = Table.open(path).insert(_batch(_rows(range(12), 1))).instant_time
+    model = {r["id"]: r for r in _rows(range(12), 1)}
+    assert not (Path(path) / ".hoodie" / "metadata").exists()
+    options = {
+        "hoodie.metadata.enable": "true",
+        "hoodie.metadata.compact.max.delta.commits": 3,
+        "hoodie.metadata.cleaner.commits.retained": 1,
+    }
+    table = Table.open(path, options=options)
+    written = []
+    for n in range(2, 12):
+        batch = _rows(range(n % 4, 12, 4), n)
+        written.append(table.upsert(_batch(batch)).instant_time)
+        model |= {r["id"]: r for r in batch}
+        assert compare_files_partition(table.storage).ok
+    _check(path, model)
+
+    mdt_root = Path(path) / ".hoodie" / "metadata"
+    props = parse_properties((mdt_root / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.version"] == "6" and props["hoodie.timeline.layout.version"] == "1"
+    assert props["hoodie.table.keygenerator.class"] == "org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator"
+    assert props["hoodie.archivelog.folder"] == "archived" and props["hoodie.table.base.file.format"] == "HFILE"
+    assert not {"hoodie.record.merge.mode", "hoodie.timeline.path", "hoodie.table.keygenerator.type"} & set(props)
+    data_props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert data_props["hoodie.table.metadata.partitions"] == "files"
+
+    mdt = _mdt(path)
+    assert all(i.completion_time is None for i in mdt.instants)  # layout 1: `<t>.deltacommit`
+    deltas = [i.time for i in mdt.completed(Action.DELTA_COMMIT)]
+    assert deltas == [first + "010", *written]  # initialised as of the latest completed data instant
+    compactions = [i.time for i in mdt.completed(Action.COMMIT)]
+    assert compactions and all(c[:-3] in deltas and c.endswith("001") for c in compactions)
+    cleans = [i.time for i in mdt.completed(Action.CLEAN)]
+    assert cleans and all(c[:-3] in deltas and c.endswith("002") for c in cleans)
+    commit = json.loads((mdt_root / ".hoodie" / f"{written[-1]}.deltacommit").read_text())  # JSON on v6
+    [stat] = commit["partitionToWriteStats"]["files"]
+    log = parse_log_file_name(stat["logFiles"][0])
+    assert log is not None and log.base_instant_time == max([first + "010", *compactions])  # its slice's base
+    names = [p.name for p in (mdt_root / "files").iterdir()]
+    logs = [
+        parsed
+        for n in names
+        if (parsed := parse_log_file_name(n)) and parsed.base_instant_time == log.base_instant_time
+    ]
+    assert sorted(x.version for x in logs) == list(range(1, len(logs) + 1))  # one new version per delta commit
+
+    table = Table.open(path)
+    assert metadata_table_lag(table.storage, table.timeline()).behind == ()
+    assert table.services["metadata_compaction"].unavailable_reason() is None
+    table.upsert(_batch(_rows(range(3), 20)))  # a writer without the option keeps it too
+    model |= {r["id"]: r for r in _rows(range(3), 20)}
+    _check(path, model)
+
+
+def test_enabling_waits_while_another_instant_is_pending(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+    Table.open(path).insert(_batch(_rows(range(6), 1)))
+    Table.open(path).upsert(_batch(_rows(range(3), 2)))
+    planned = Table.open(path).schedule_compaction(force=True)  # pending: no initialisation meanwhile
+    assert planned is not None
+    options = {"hoodie.metadata.enable": "true"}
+    with caplog.at_level(logging.WARNING, logger="lakeward.core.metadata_table.bootstrap"):
+        Table.open(path, options=options).upsert(_batch(_rows(range(2), 3)))
+    assert any(planned in r.getMessage() for r in caplog.records if "not initialising" in r.getMessage())
+    assert not (Path(path) / ".hoodie" / "metadata").exists()
+    Table.open(path).run_compaction(planned)
+    Table.open(path, options=options).upsert(_batch(_rows(range(3), 4)))
+    assert compare_files_partition(Table.open(path).storage).ok
+
+
+@pytest.mark.slow
+def test_a_pending_data_instant_holds_the_v6_metadata_compaction_back(tmp_path: Path):
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+    Table.open(path).insert(_batch(_rows(range(12), 1)))
+    model = {r["id"]: r for r in _rows(range(12), 1)}
+    options = {"hoodie.metadata.enable": "true", "hoodie.metadata.compact.max.delta.commits": 1000}
+    table = Table.open(path, options=options)
+    for n in (2, 3):
+        table.upsert(_batch(_rows(range(n, 12, 3), n)))
+        model |= {r["id"]: r for r in _rows(range(n, 12, 3), n)}
+    batch_file = tmp_path / "crash.parquet"
+    pq.write_table(_batch(_rows(range(0, 20, 2), 9)), batch_file)
+    crash.run_and_kill("crash_writer.py", path, "before_complete", str(batch_file))  # metadata commit done
+    [killed] = Table.open(path).timeline().pending()
+    storage = Table.open(path).storage
+    check = check_metadata_compaction(storage, Table.open(path).timeline(), 2)
+    assert check.blocked and not check.due and check.eligible == 0  # Hudi 0.x: nothing while it pends
+    assert check.blocked_by is not None and check.blocked_by.time == killed.time
+    assert killed.time in check.reason and "version 6" in check.reason
+    assert (
+        Table.open(path, options={"hoodie.metadata.compact.max.delta.commits": 2})
+        .services["metadata_compaction"]
+        .schedule(force=True)
+        is None
+    )
+
+    repair = _rows(range(1, 12, 5), 10)  # the next writer rolls the killed write back on both tables
+    Table.open(path, options={"hoodie.metadata.compact.max.delta.commits": 2}).upsert(_batch(repair))
+    model |= {r["id"]: r for r in repair}
+    _check(path, model)
+    mdt = _mdt(path)
+    assert killed.time not in {i.time for i in mdt.completed(Action.DELTA_COMMIT)}
+    assert mdt.completed(Action.COMMIT) and not mdt.pending()
+
+
+#: Every version 6 fixture table Hudi 0.14/0.15 wrote (none has a metadata table: they were written with it off).
+V6_FIXTURES = [(kind, name) for kind, name in all_fixtures() if name.startswith("v6_") and name != "v6_empty"]
+
+
+@pytest.mark.parametrize(("kind", "name"), V6_FIXTURES)
+def test_a_hudi_v6_fixture_gets_a_metadata_table_that_every_write_keeps(
+    fixture_table: Callable[[str, str], str], kind: str, name: str
+):
+    path = fixture_table(kind, name)
+    start = pa.Table.from_batches(hudi_snapshot(hudi_table(path)))
+    data = start.drop_columns([c for c in start.column_names if c.startswith("_hoodie")])
+    expected = _data_rows(comparable_rows(start))
+    table = Table.open(path, options={"hoodie.metadata.enable": "true"})
+    key_fields = list(table.config.record_key_fields)
+    [gone] = _unique_rows(data.to_pylist(), key_fields)[:1]
+    row = pa.Table.from_pylist([gone], schema=data.schema)
+
+    def check(rows: list[dict[str, Any]]) -> None:
+        assert compare_files_partition(Table.open(path).storage).ok
+        mine, theirs = both_readers(path)
+        assert _data_rows(mine) == _data_rows(theirs) == rows
+
+    table.delete(row)
+    key = tuple(gone[f] for f in key_fields)
+    check([r for r in expected if tuple(r[f] for f in key_fields) != key])
+    assert (Path(path) / ".hoodie" / "metadata" / "files").is_dir()
+    Table.open(path).upsert(row)  # back again, by a writer without the option
+    check(expected)
+    if table.config.table_type == "MERGE_ON_READ":
+        planned = Table.open(path).schedule_compaction(force=True)
+        if planned is not None:
+            Table.open(path).run_compaction(planned)
+        check(expected)
+    Table.open(path).clean()
+    check(expected)
