@@ -431,7 +431,7 @@ def check_metadata_rollback(storage: Storage, target_time: str) -> None:
     """
     if not keeps_metadata_table(read_table_properties(storage)):
         return
-    timeline = Timeline.load(metadata_storage(storage), TimelineLayout.V2)
+    timeline = load_metadata_timeline(metadata_storage(storage))
     done = next((i for i in timeline.completed(Action.DELTA_COMMIT) if i.time == target_time), None)
     compaction = _compaction_of(timeline, done) if done is not None else None
     if done is None or compaction is None:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
+from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.timeline import Action
@@ -106,7 +107,12 @@ def _step(rng: random.Random, table: Table, model: Model, round_: int, mor: bool
     changed = {k: (model[k][0], round_, -1) for k in rng.sample(sorted(model), k=min(2, len(model)))}
     written = table.upsert(_batch(changed)).instant_time
     _check(table.path, model | changed, f"upsert {written} before its rollback")
-    table.rollback(written)
+    try:
+        table.rollback(written)
+    except MetadataTableError as refused:
+        # the inline metadata compaction took its delta commit: refused as in Hudi 1.x, the write stays
+        assert written in str(refused) and "restore" in str(refused)
+        return f"rollback {written} refused", model | changed
     return f"rollback {written}", model
 
 
