@@ -39,14 +39,14 @@ from lakeward.core.index import bloom
 from lakeward.core.metadata_table import record_index
 
 
-def _rows(keys: np.ndarray, ts: int) -> pa.Table:
+def rows(keys: np.ndarray, ts: int) -> pa.Table:
     n = len(keys)
     ids = pa.array([f"key-{k:010d}" for k in keys.tolist()], pa.string())
     parts = pa.array([f"p{k % 8}" for k in keys.tolist()], pa.string())
     return pa.table({"id": ids, "part": parts, "ts": pa.array(np.full(n, ts, np.int64)), "val": pa.array(keys * 3)})
 
 
-def _timed(action: Callable[[], object]) -> tuple[float, float]:
+def timed(action: Callable[[], object]) -> tuple[float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     action()
     return time.process_time() - cpu, time.perf_counter() - wall
@@ -71,14 +71,14 @@ def _tag_bloom(table: Table, batch: pa.Table) -> None:
         bloom.locate(table.storage, engine, mine, ids, True, committed)
 
 
-def _update_keys(rng: random.Random, keys: np.ndarray, count: int, pattern: str) -> np.ndarray:
+def update_keys(rng: random.Random, keys: np.ndarray, count: int, pattern: str) -> np.ndarray:
     """`count` existing keys: the `count` largest (clustered) or a uniform sample."""
     if pattern == "clustered":
         return np.sort(keys)[-count:]
     return np.array(rng.sample(keys.tolist(), count), dtype=np.int64)
 
 
-def _summary(label: str, runs: list[tuple[float, float]]) -> str:
+def summary(label: str, runs: list[tuple[float, float]]) -> str:
     cpus, walls = [c for c, _ in runs], [w for _, w in runs]
     return (
         f"{label:34s} CPU best {min(cpus):.2f} median {statistics.median(cpus):.2f} s; "
@@ -86,7 +86,7 @@ def _summary(label: str, runs: list[tuple[float, float]]) -> str:
     )
 
 
-def _ratio(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]]) -> str:
+def ratio(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]]) -> str:
     parts = []
     for name, pick in (("best", min), ("median", statistics.median)):
         cpu = pick(c for c, _ in ours) / pick(c for c, _ in theirs)
@@ -95,7 +95,7 @@ def _ratio(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float
     return f"{label}: " + "; ".join(parts)
 
 
-def _profile(action: Callable[[], object], title: str) -> None:
+def profile(action: Callable[[], object], title: str) -> None:
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(action)
     print(f"--- profile: {title} (main thread, CPU clock)")
@@ -121,10 +121,10 @@ def main() -> None:
             path, record_key="id", partition_by="part", ordering_field="ts", table_type=args.table_type, table_version=9
         )
         keys = np.array(rng.sample(range(args.rows * 10), args.rows), dtype=np.int64)
-        cpu, wall = _timed(lambda: table.bulk_insert(_rows(keys, 1)))
+        cpu, wall = timed(lambda: table.bulk_insert(rows(keys, 1)))
         print(f"bulk insert {args.rows} rows: CPU {cpu:.2f} s, wall {wall:.2f} s", flush=True)
         opened = Table.open(path, options={"hoodie.metadata.record.index.enable": "true"})
-        cpu, wall = _timed(opened.initialize_metadata_table)
+        cpu, wall = timed(opened.initialize_metadata_table)
         print(f"metadata table + record index of {args.rows} keys: CPU {cpu:.2f} s, wall {wall:.2f} s", flush=True)
         times: dict[str, list[tuple[float, float]]] = defaultdict(list)
         next_key = args.rows * 10
@@ -134,11 +134,11 @@ def main() -> None:
             nonlocal keys, next_key, ts
             updates = int(args.batch * args.update_share)
             fresh = np.arange(next_key, next_key + args.batch - updates, dtype=np.int64)
-            batch_keys = np.concatenate([_update_keys(rng, keys, updates, pattern), fresh])
+            batch_keys = np.concatenate([update_keys(rng, keys, updates, pattern), fresh])
             next_key += len(fresh)
             keys = np.concatenate([keys, fresh])
             ts += 1
-            return _rows(batch_keys, ts)
+            return rows(batch_keys, ts)
 
         for round_ in range(args.rounds):
             for pattern in patterns:
@@ -148,26 +148,26 @@ def main() -> None:
                     if index == "RECORD_INDEX":  # tagging alone, interleaved: both indexes on the same table
                         ids = batch.column("id").combine_chunks()
                         for label, cold in (("cold", True), ("warm", False)):
-                            run = _timed(lambda w=writer, k=ids, c=cold: _tag_record_index(w, k, c))
+                            run = timed(lambda w=writer, k=ids, c=cold: _tag_record_index(w, k, c))
                             times[f"{pattern} tagging RECORD_INDEX {label}"].append(run)
-                        times[f"{pattern} tagging BLOOM"].append(_timed(lambda w=writer, b=batch: _tag_bloom(w, b)))
-                    cpu, wall = _timed(lambda w=writer, b=batch: w.upsert(b))
+                        times[f"{pattern} tagging BLOOM"].append(timed(lambda w=writer, b=batch: _tag_bloom(w, b)))
+                    cpu, wall = timed(lambda w=writer, b=batch: w.upsert(b))
                     times[f"{pattern} upsert {index}"].append((cpu, wall))
                     print(f"round {round_} {pattern} {index} upsert: CPU {cpu:.2f} s, wall {wall:.2f} s", flush=True)
         if args.profile:
             for index in ("RECORD_INDEX", "BLOOM"):
                 writer = Table.open(path, options={"hoodie.index.type": index})
                 batch = batch_of(patterns[-1])
-                _profile(lambda w=writer, b=batch: w.upsert(b), f"{patterns[-1]} upsert {index}")
+                profile(lambda w=writer, b=batch: w.upsert(b), f"{patterns[-1]} upsert {index}")
     print(f"--- {args.rows} rows, {args.batch}-row upserts ({args.update_share:.0%} updates), {args.table_type}")
     for label, runs in sorted(times.items()):
-        print(_summary(label, runs))
+        print(summary(label, runs))
     for pattern in patterns:
         rli, bloom_runs = times[f"{pattern} upsert RECORD_INDEX"], times[f"{pattern} upsert BLOOM"]
-        print(_ratio(f"{pattern} upsert RECORD_INDEX / BLOOM (target <= 0.5x)", rli, bloom_runs))
+        print(ratio(f"{pattern} upsert RECORD_INDEX / BLOOM (target <= 0.5x)", rli, bloom_runs))
         for label in ("cold", "warm"):
             tag = times[f"{pattern} tagging RECORD_INDEX {label}"]
-            print(_ratio(f"{pattern} tagging RECORD_INDEX {label} / BLOOM", tag, times[f"{pattern} tagging BLOOM"]))
+            print(ratio(f"{pattern} tagging RECORD_INDEX {label} / BLOOM", tag, times[f"{pattern} tagging BLOOM"]))
     print(f"load average: {os.getloadavg()}")
 
 
