@@ -277,7 +277,11 @@ class HFileReader:
     def data_blocks(self) -> Iterator[bytes]:
         """The uncompressed payload of every data block, in key order (for bulk cell parsers)."""
         for entry in self.index:
-            yield self._block(entry.offset, DATA_MAGIC)
+            yield self.data_block(entry)
+
+    def data_block(self, entry: IndexEntry) -> bytes:
+        """The uncompressed payload of the data block of root-index entry `entry`."""
+        return self._block(entry.offset, DATA_MAGIC)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every (row key, value) in key order."""
