@@ -312,6 +312,25 @@ class HFileReader:
                 return value
         return None
 
+    def meta_block(self, name: str) -> bytes | None:
+        """The uncompressed payload of the meta block `name` (Hudi's `bloomFilter`), None when absent.
+
+        The meta index is the root-index block right after the data index (at the load-on-open offset).
+        """
+        if not self.trailer.meta_index_count:
+            return None
+        data_index = self.trailer.load_on_open_offset
+        on_disk = struct.unpack_from(">i", self._data, data_index + 8)[0]  # without header, with checksums
+        payload = self._block(data_index + BLOCK_HEADER_SIZE + on_disk, ROOT_INDEX_MAGIC)
+        wanted, pos = name.encode(), 0
+        for _ in range(self.trailer.meta_index_count):
+            offset = struct.unpack_from(">q", payload, pos)[0]
+            length, pos = _varint(payload, pos + 12)
+            if payload[pos : pos + length] == wanted:
+                return self._block(offset, META_MAGIC)
+            pos += length
+        return None
+
     def __len__(self) -> int:
         return self.trailer.entry_count
 

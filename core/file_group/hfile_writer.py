@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from lakeward.core.file_group.hfile import (
     BLOCK_HEADER_SIZE,
@@ -312,24 +312,48 @@ def write_base_hfile(
     *,
     create_time_ms: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    bloom: BloomFilter | None = None,
 ) -> bytes:
     """A metadata-table base HFile of `cells` (record key, Avro value), sorted by key.
 
     As Hudi's `HoodieAvroHFileWriter`: file info `schema`, `minRecordKey`, `maxRecordKey`
     (empty strings for a file without cells), `bloomFilterTypeCode`, and a `bloomFilter` meta
-    block holding the base64 `DYNAMIC_V0` filter over the keys.
+    block holding the base64 `DYNAMIC_V0` filter over the keys. `bloom`: a filter that already
+    holds every key of `cells` (the replaced base file's, extended with the keys new to it), used
+    instead of hashing every key again.
     """
     writer = HFileWriter(block_size=block_size, create_time_ms=create_time_ms)
     writer.add_file_info(FileInfoKey.SCHEMA, schema.encode())
     keys = _write_cells(writer, cells)
-    bloom = BloomFilter.create(MDT_BLOOM_NUM_ENTRIES, MDT_BLOOM_FPP, MDT_BLOOM_MAX_ENTRIES, DYNAMIC_V0)
-    if keys:
-        bloom.add_keys(keys)
+    if bloom is None:
+        bloom = new_metadata_bloom_filter()
+        if keys:
+            bloom.add_keys(keys)
     writer.add_file_info(FileInfoKey.MIN_RECORD_KEY, (keys[0] if keys else "").encode())
     writer.add_file_info(FileInfoKey.MAX_RECORD_KEY, (keys[-1] if keys else "").encode())
     writer.add_file_info(FileInfoKey.BLOOM_TYPE_CODE, bloom.type_code.encode())
     writer.add_meta_block(BLOOM_FILTER_META_BLOCK, bloom.serialize().encode())
     return writer.finish()
+
+
+def new_metadata_bloom_filter() -> BloomFilter:
+    """An empty bloom filter of the geometry Hudi gives metadata-table HFiles."""
+    return BloomFilter.create(MDT_BLOOM_NUM_ENTRIES, MDT_BLOOM_FPP, MDT_BLOOM_MAX_ENTRIES, DYNAMIC_V0)
+
+
+def extended_metadata_bloom_filter(base: bytes | None, new_keys: Sequence[str]) -> BloomFilter | None:
+    """The bloom filter of a base HFile (`base`: its `bloomFilter` meta block) extended with
+    `new_keys`, for the file that replaces it; None (hash every key afresh) when it has none or
+    could still grow rows (a parsed filter never grows, so it would fill up faster than a new one).
+    Keys deleted since stay in it as false positives, which readers confirm against the cells."""
+    if base is None:
+        return None
+    bloom = BloomFilter.deserialize(base, DYNAMIC_V0)
+    if bloom.num_rows * MDT_BLOOM_NUM_ENTRIES < MDT_BLOOM_MAX_ENTRIES:
+        return None
+    if new_keys:
+        bloom.add_keys(new_keys)
+    return bloom
 
 
 def write_log_block_hfile(
