@@ -229,7 +229,8 @@ class HFileWriter:
     def _flush_data_block(self) -> None:
         if not self._block:
             return
-        head, tail, parts = _CELL_HEAD.pack, _KEY_TAIL, []
+        head, tail = _CELL_HEAD.pack, _KEY_TAIL
+        parts: list[bytes] = []
         for key, value in self._block:
             parts += (head(len(key) + 2 + KEY_SUFFIX, len(value), len(key)), key, tail, value, b"\x00")
         cells = b"".join(parts)

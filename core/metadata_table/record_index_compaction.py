@@ -94,9 +94,9 @@ def merge_record_index_slice(
     new_keys: list[bytes] = []
     for path, block in committed_blocks(mdt, log_paths, completed):
         if block.block_type is log_file.BlockType.HFILE_DATA:
-            cells = dict(HFileReader(block.content, path).items())
-            new_keys += [key for key in cells if key not in merged]
-            merged.update(cells)
+            block_cells = dict(HFileReader(block.content, path).items())
+            new_keys += [key for key in block_cells if key not in merged]
+            merged.update(block_cells)
         elif block.block_type is log_file.BlockType.DELETE:
             deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
             for key in deleted:
