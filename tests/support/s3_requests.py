@@ -96,7 +96,8 @@ class CountingS3Proxy:
                 proxy._record(self.command, self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                connection = http.client.HTTPConnection(proxy.target.hostname or "127.0.0.1", proxy.target.port, timeout=60)
+                host = proxy.target.hostname or "127.0.0.1"
+                connection = http.client.HTTPConnection(host, proxy.target.port, timeout=60)
                 try:
                     connection.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
                     response = connection.getresponse()
