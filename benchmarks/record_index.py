@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--keys", default="both", choices=["clustered", "uniform", "both"])
     parser.add_argument("--table-type", default="MERGE_ON_READ", choices=["COPY_ON_WRITE", "MERGE_ON_READ"])
     parser.add_argument("--profile", action="store_true", help="one more upsert per index under cProfile")
+    parser.add_argument("--small-file-limit", default=None, help="hoodie.parquet.small.file.limit of the upserts")
     parser.add_argument("--workdir", default=None, help="parent folder of the temporary table")
     args = parser.parse_args()
     rng = random.Random(17)
@@ -130,6 +131,10 @@ def main() -> None:
         next_key = args.rows * 10
         ts = 2
 
+        def write_options(index: str) -> dict[str, str]:
+            limit = {} if args.small_file_limit is None else {"hoodie.parquet.small.file.limit": args.small_file_limit}
+            return {"hoodie.index.type": index, **limit}
+
         def batch_of(pattern: str) -> pa.Table:
             nonlocal keys, next_key, ts
             updates = int(args.batch * args.update_share)
@@ -143,7 +148,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for pattern in patterns:
                 for index in ("RECORD_INDEX", "BLOOM") if round_ % 2 == 0 else ("BLOOM", "RECORD_INDEX"):
-                    writer = Table.open(path, options={"hoodie.index.type": index})
+                    writer = Table.open(path, options=write_options(index))
                     batch = batch_of(pattern)
                     if index == "RECORD_INDEX":  # tagging alone, interleaved: both indexes on the same table
                         ids = batch.column("id").combine_chunks()
@@ -156,7 +161,7 @@ def main() -> None:
                     print(f"round {round_} {pattern} {index} upsert: CPU {cpu:.2f} s, wall {wall:.2f} s", flush=True)
         if args.profile:
             for index in ("RECORD_INDEX", "BLOOM"):
-                writer = Table.open(path, options={"hoodie.index.type": index})
+                writer = Table.open(path, options=write_options(index))
                 batch = batch_of(patterns[-1])
                 profile(lambda w=writer, b=batch: w.upsert(b), f"{patterns[-1]} upsert {index}")
     print(f"--- {args.rows} rows, {args.batch}-row upserts ({args.update_share:.0%} updates), {args.table_type}")
