@@ -45,6 +45,8 @@ CODEC_GZ = 1
 CODEC_NONE = 2
 #: Bytes after the row in a cell key: family length (1), timestamp (8), key type (1).
 KEY_SUFFIX = 10
+#: A cell's head: key length, value length, then the key's 2-byte row length.
+_CELL_HEAD = struct.Struct(">iih")
 
 
 class FileInfoKey:
@@ -261,23 +263,30 @@ class HFileReader:
     # -- cells -----------------------------------------------------------------------------
     def _cells_of_block(self, entry: IndexEntry) -> Iterator[tuple[bytes, bytes]]:
         payload = self._block(entry.offset, DATA_MAGIC)
-        pos = 0
-        while pos < len(payload):
-            key_len, value_len = struct.unpack_from(">ii", payload, pos)
-            pos += 8
-            key = payload[pos : pos + key_len]
-            value = payload[pos + key_len : pos + key_len + value_len]
-            pos += key_len + value_len
-            _, pos = _hadoop_vint(payload, pos)  # memstore timestamp (KEY_VALUE_VERSION 1)
-            if len(key) < 2 + KEY_SUFFIX or len(value) != value_len:
+        unpack = _CELL_HEAD.unpack_from
+        pos, end = 0, len(payload)
+        while pos < end:
+            if pos + 10 > end:
                 raise self._fail(f"truncated cell in the data block at offset {entry.offset}")
-            row_len = struct.unpack_from(">h", key, 0)[0]
-            yield key[2 : 2 + row_len], value
+            key_len, value_len, row_len = unpack(payload, pos)
+            start = pos + 8 + key_len
+            pos = start + value_len
+            if key_len < 2 + KEY_SUFFIX or value_len < 0 or pos >= end:  # no room left for the memstore VInt
+                raise self._fail(f"truncated cell in the data block at offset {entry.offset}")
+            yield payload[start - key_len + 2 : start - key_len + 2 + row_len], payload[start:pos]
+            first = (
+                payload[pos] - 256 if payload[pos] > 127 else payload[pos]
+            )  # memstore timestamp (KEY_VALUE_VERSION 1)
+            pos += 1 if first >= -112 else (-119 - first if first < -120 else -111 - first)
 
     def data_blocks(self) -> Iterator[bytes]:
         """The uncompressed payload of every data block, in key order (for bulk cell parsers)."""
         for entry in self.index:
-            yield self._block(entry.offset, DATA_MAGIC)
+            yield self.data_block(entry)
+
+    def data_block(self, entry: IndexEntry) -> bytes:
+        """The uncompressed payload of the data block of root-index entry `entry`."""
+        return self._block(entry.offset, DATA_MAGIC)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every (row key, value) in key order."""
@@ -301,6 +310,25 @@ class HFileReader:
         for found, value in self.items_with_prefix(key):
             if found == key:
                 return value
+        return None
+
+    def meta_block(self, name: str) -> bytes | None:
+        """The uncompressed payload of the meta block `name` (Hudi's `bloomFilter`), None when absent.
+
+        The meta index is the root-index block right after the data index (at the load-on-open offset).
+        """
+        if not self.trailer.meta_index_count:
+            return None
+        data_index = self.trailer.load_on_open_offset
+        on_disk = struct.unpack_from(">i", self._data, data_index + 8)[0]  # without header, with checksums
+        payload = self._block(data_index + BLOCK_HEADER_SIZE + on_disk, ROOT_INDEX_MAGIC)
+        wanted, pos = name.encode(), 0
+        for _ in range(self.trailer.meta_index_count):
+            offset = struct.unpack_from(">q", payload, pos)[0]
+            length, pos = _varint(payload, pos + 12)
+            if payload[pos : pos + length] == wanted:
+                return self._block(offset, META_MAGIC)
+            pos += length
         return None
 
     def __len__(self) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from lakeward.core.file_group.hfile import (
     BLOCK_HEADER_SIZE,
@@ -66,6 +66,9 @@ BLOOM_FILTER_META_BLOCK = "bloomFilter"
 _CELL_OVERHEAD = 4 + 4 + 2 + KEY_SUFFIX + 1
 _LATEST_TIMESTAMP = 2**63 - 1
 _KEY_TYPE_PUT = 4
+#: What follows every row in a cell key: family length 0, the latest timestamp, type Put.
+_KEY_TAIL = struct.pack(">bqb", 0, _LATEST_TIMESTAMP, _KEY_TYPE_PUT)
+_CELL_HEAD = struct.Struct(">iih")
 #: A gzip member header as `java.util.zip.GZIPOutputStream` writes it (no mtime, OS 0).
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00"
 
@@ -172,6 +175,34 @@ class HFileWriter:
         self._value_bytes += len(value)
         self._last_key = key
 
+    def extend(self, cells: Iterable[tuple[bytes, bytes]]) -> None:
+        """`append` of every cell, in order (the same checks, one loop for large files)."""
+        last, block, block_bytes, limit = self._last_key, self._block, self._block_bytes, self.block_size
+        entries = key_bytes = value_bytes = uncompressed = 0
+        for key, value in cells:
+            if last is not None and key <= last:
+                raise ValueError(f"HFile keys must be strictly ascending: {key!r} after {last!r}")
+            key_len, value_len = len(key), len(value)
+            if key_len > 0x7FFF:
+                raise ValueError(f"HFile row key of {key_len} bytes exceeds the 2-byte row length")
+            size = key_len + value_len + _CELL_OVERHEAD
+            if block and block_bytes + size > limit:
+                self._block_bytes = block_bytes
+                self._flush_data_block()
+                block, block_bytes = self._block, 0
+            block.append((key, value))
+            block_bytes += size
+            uncompressed += size
+            entries += 1
+            key_bytes += key_len
+            value_bytes += value_len
+            last = key
+        self._block_bytes, self._last_key = block_bytes, last
+        self._entries += entries
+        self._key_bytes += key_bytes
+        self._value_bytes += value_bytes
+        self._uncompressed += uncompressed
+
     def add_file_info(self, name: str, value: bytes) -> None:
         """Sets a file-info entry (a later value for the same name replaces the earlier one)."""
         self.file_info[name] = value
@@ -198,14 +229,15 @@ class HFileWriter:
     def _flush_data_block(self) -> None:
         if not self._block:
             return
-        cells = bytearray()
+        head, tail = _CELL_HEAD.pack, _KEY_TAIL
+        parts: list[bytes] = []
         for key, value in self._block:
-            cells += struct.pack(">iih", len(key) + 2 + KEY_SUFFIX, len(value), len(key))
-            cells += key + struct.pack(">bqb", 0, _LATEST_TIMESTAMP, _KEY_TYPE_PUT) + value + b"\x00"
+            parts += (head(len(key) + 2 + KEY_SUFFIX, len(value), len(key)), key, tail, value, b"\x00")
+        cells = b"".join(parts)
         # Hudi creates each data block after the first with the then-current file offset as
         # its "previous block offset" (that is, its own start); readers ignore the field.
         previous = -1 if self._first_block_offset < 0 else len(self._out)
-        block = self._block_bytes_of(DATA_MAGIC, bytes(cells), previous)
+        block = self._block_bytes_of(DATA_MAGIC, cells, previous)
         offset = self._write(block)
         if self._first_block_offset < 0:
             self._first_block_offset = offset
@@ -270,11 +302,9 @@ class HFileWriter:
 
 
 def _write_cells(writer: HFileWriter, cells: Iterable[tuple[str, bytes]]) -> list[str]:
-    keys = []
-    for key, value in cells:
-        writer.append(key.encode(), value)
-        keys.append(key)
-    return keys
+    pairs = list(cells)
+    writer.extend([(key.encode(), value) for key, value in pairs])
+    return [key for key, _ in pairs]
 
 
 def write_base_hfile(
@@ -283,24 +313,48 @@ def write_base_hfile(
     *,
     create_time_ms: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    bloom: BloomFilter | None = None,
 ) -> bytes:
     """A metadata-table base HFile of `cells` (record key, Avro value), sorted by key.
 
     As Hudi's `HoodieAvroHFileWriter`: file info `schema`, `minRecordKey`, `maxRecordKey`
     (empty strings for a file without cells), `bloomFilterTypeCode`, and a `bloomFilter` meta
-    block holding the base64 `DYNAMIC_V0` filter over the keys.
+    block holding the base64 `DYNAMIC_V0` filter over the keys. `bloom`: a filter that already
+    holds every key of `cells` (the replaced base file's, extended with the keys new to it), used
+    instead of hashing every key again.
     """
     writer = HFileWriter(block_size=block_size, create_time_ms=create_time_ms)
     writer.add_file_info(FileInfoKey.SCHEMA, schema.encode())
     keys = _write_cells(writer, cells)
-    bloom = BloomFilter.create(MDT_BLOOM_NUM_ENTRIES, MDT_BLOOM_FPP, MDT_BLOOM_MAX_ENTRIES, DYNAMIC_V0)
-    if keys:
-        bloom.add_keys(keys)
+    if bloom is None:
+        bloom = new_metadata_bloom_filter()
+        if keys:
+            bloom.add_keys(keys)
     writer.add_file_info(FileInfoKey.MIN_RECORD_KEY, (keys[0] if keys else "").encode())
     writer.add_file_info(FileInfoKey.MAX_RECORD_KEY, (keys[-1] if keys else "").encode())
     writer.add_file_info(FileInfoKey.BLOOM_TYPE_CODE, bloom.type_code.encode())
     writer.add_meta_block(BLOOM_FILTER_META_BLOCK, bloom.serialize().encode())
     return writer.finish()
+
+
+def new_metadata_bloom_filter() -> BloomFilter:
+    """An empty bloom filter of the geometry Hudi gives metadata-table HFiles."""
+    return BloomFilter.create(MDT_BLOOM_NUM_ENTRIES, MDT_BLOOM_FPP, MDT_BLOOM_MAX_ENTRIES, DYNAMIC_V0)
+
+
+def extended_metadata_bloom_filter(base: bytes | None, new_keys: Sequence[str]) -> BloomFilter | None:
+    """The bloom filter of a base HFile (`base`: its `bloomFilter` meta block) extended with
+    `new_keys`, for the file that replaces it; None (hash every key afresh) when it has none or
+    could still grow rows (a parsed filter never grows, so it would fill up faster than a new one).
+    Keys deleted since stay in it as false positives, which readers confirm against the cells."""
+    if base is None:
+        return None
+    bloom = BloomFilter.deserialize(base, DYNAMIC_V0)
+    if bloom.num_rows * MDT_BLOOM_NUM_ENTRIES < MDT_BLOOM_MAX_ENTRIES:
+        return None
+    if new_keys:
+        bloom.add_keys(new_keys)
+    return bloom
 
 
 def write_log_block_hfile(

@@ -329,13 +329,14 @@ def _compact_operation(
     ]
     name = f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
     path = posixpath.join(op.partition_path, name)
+    bloom = None
     if op.partition_path == RECORD_INDEX_PARTITION:
-        cells = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
+        cells, bloom = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
     elif op.partition_path in STATS_PARTITIONS:  # column_stats, partition_stats
         cells = merge_stats_slice(mdt_storage, base_path, log_paths, completion, name)
     else:
         cells = compacted_cells(merge_files_slice(mdt_storage, base_path, log_paths, completion), name)
-    data = write_base_hfile(cells, HFILE_SCHEMA_JSON)
+    data = write_base_hfile(cells, HFILE_SCHEMA_JSON, bloom=bloom)
     create_marker(mdt_storage, instant_time, op.partition_path, name, "CREATE")
     mdt_storage.write_bytes(path, data)  # a rerun rewrites the same bytes (same plan, same inputs)
     log_size = sum(_size(mdt_storage, f.path) for f in file_slice.log_files)

@@ -29,7 +29,9 @@ refused rather than written twice.
 
 Lookups (`RecordIndex.locate`) read, per file group the batch's keys hash to, the latest base HFile
 and the committed log blocks, oldest to newest, each parsed once into columnar form and cached
-for the process (metadata files never change once written).
+for the process (metadata files never change once written). Of a base HFile only the data blocks
+the batch's keys fall in are parsed (found by its block index) unless they are most of its blocks:
+a batch of nearby keys (recent keys, clustered updates) parses a few blocks, not the file.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import struct
 import threading
 import uuid
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -54,7 +56,7 @@ from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group import log_file
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.hfile import HFileReader, IndexEntry
 from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.log_block import BlockType
 from lakeward.core.file_group.metadata_listing import (
@@ -276,16 +278,25 @@ _CELL_HEAD = struct.Struct(">iih")
 _cells_cache: OrderedDict[tuple[str, str, int, int], _Cells] = OrderedDict()
 _cells_cache_lock = threading.Lock()
 _CACHE_MAX_CELLS = 20_000_000
+#: The block offset that stands for a whole base HFile in `_cells_cache`.
+_WHOLE_FILE = -1
+#: A lookup parses a base HFile whole when its keys fall in more than this share of its blocks.
+WHOLE_FILE_SHARE = 0.5
 
 
 def _parse_hfile_cells(reader: HFileReader) -> _Cells:
-    """Every cell of a record-index HFile, decoded once per distinct value (keys at one location
-    share their value bytes)."""
+    """Every cell of a record-index HFile (see `_parse_blocks`)."""
+    return _parse_blocks(reader.data_blocks())
+
+
+def _parse_blocks(payloads: Iterable[bytes]) -> _Cells:
+    """Every cell of these HFile data blocks, decoded once per distinct value (keys at one
+    location share their value bytes)."""
     keys: list[bytes] = []
     where: list[int] = []
     values: dict[bytes, int] = {}
     unpack = _CELL_HEAD.unpack_from
-    for payload in reader.data_blocks():
+    for payload in payloads:
         pos, end = 0, len(payload)
         while pos < end:
             key_len, value_len, row_len = unpack(payload, pos)
@@ -304,6 +315,39 @@ def _parse_hfile_cells(reader: HFileReader) -> _Cells:
         np.array(where, dtype=np.int32),
         tuple(decode_location(v) for v in values),
     )
+
+
+def _joined(parts: Sequence[_Cells]) -> _Cells:
+    """The cells of several sources (disjoint key ranges of one HFile) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _Cells(pa.array([], pa.string()), np.zeros(0, np.int32), ())
+    shifts = np.cumsum([0] + [len(p.locations) for p in parts[:-1]])
+    return _Cells(
+        pa.concat_arrays([p.keys for p in parts]),
+        np.concatenate([p.where + np.int32(shift) for p, shift in zip(parts, shifts)]),
+        tuple(location for p in parts for location in p.locations),
+    )
+
+
+def blocks_holding(first_keys: Sequence[bytes], keys: pa.Array) -> list[int]:
+    """Indexes of the HFile data blocks (by their first keys, in order) that can hold any of `keys`:
+    block i holds the keys from its first key up to the next block's."""
+    if not first_keys or not len(keys):
+        return []
+    firsts = np.array(first_keys, dtype=object)
+    probe = np.unique(keys.cast(pa.binary()).to_numpy(zero_copy_only=False))
+    positions = np.searchsorted(firsts, probe, side="right") - 1
+    return sorted(set(positions[positions >= 0].tolist()))
+
+
+def _peek(key: tuple[str, str, int, int]) -> _Cells | None:
+    with _cells_cache_lock:
+        cells = _cells_cache.get(key)
+        if cells is not None:
+            _cells_cache.move_to_end(key)
+        return cells
 
 
 def _deleted_cells(keys: list[str]) -> _Cells:
@@ -328,6 +372,7 @@ def clear_cache() -> None:
     with _cells_cache_lock:
         _cells_cache.clear()
     _block_index_cache.clear()
+    _hfile_index_cache.clear()
 
 
 class RecordIndex:
@@ -383,19 +428,14 @@ class RecordIndex:
             pa.array([f for _, f in places], pa.string()).take(found),
         )
 
-    def _sources(self, file_id: str) -> list[_Cells]:
-        """The group's cells, oldest first: its base HFile, then each committed log block."""
+    def _sources(self, file_id: str, keys: pa.Array) -> list[_Cells]:
+        """The group's cells that can hold `keys`, oldest first: its base HFile's (only the blocks
+        the keys fall in, `_base_cells`), then each committed log block's."""
         group = self._groups.get(file_id)
         if group is None:
             return []
         uri = self.mdt.uri
-        sources = []
-        if group.base is not None:
-            base = group.base
-            size = self.mdt.size(base)
-            sources.append(
-                _cached((uri, base, size, 0), lambda: _parse_hfile_cells(HFileReader(self.mdt.read_bytes(base), base)))
-            )
+        sources = [] if group.base is None else [self._base_cells(group.base, keys)]
         for _, _, _, path in sorted(group.logs):
             size = self.mdt.size(path)
             data: bytes | None = None
@@ -414,6 +454,33 @@ class RecordIndex:
                 sources.append(_cached((uri, path, size, offset), partial(self._block_cells, path, offset)))
         return sources
 
+    def _base_cells(self, path: str, keys: pa.Array) -> _Cells:
+        """The cells of the base HFile `path` in the data blocks `keys` fall in (found by the
+        file's block index), each block parsed once and cached; the whole file at once (and
+        cached whole) when the keys fall in more than `WHOLE_FILE_SHARE` of its blocks. A batch
+        of keys near each other (recent keys) parses a few blocks instead of the file."""
+        uri, size = self.mdt.uri, self.mdt.size(path)
+        whole = _peek((uri, path, size, _WHOLE_FILE))
+        if whole is not None:
+            return whole
+        reader: HFileReader | None = None
+        index = _hfile_index_cache.get((uri, path, size))
+        if index is None:
+            reader = HFileReader(self.mdt.read_bytes(path), path)
+            index = _hfile_index_cache[(uri, path, size)] = reader.index
+        wanted = [index[i] for i in blocks_holding([e.first_key for e in index], keys)]
+        if len(wanted) > WHOLE_FILE_SHARE * len(index):
+            reader = reader or HFileReader(self.mdt.read_bytes(path), path)
+            return _cached((uri, path, size, _WHOLE_FILE), partial(_parse_hfile_cells, reader))
+        parts = []
+        for entry in wanted:
+            cells = _peek((uri, path, size, entry.offset))
+            if cells is None:
+                reader = reader or HFileReader(self.mdt.read_bytes(path), path)
+                cells = _cached((uri, path, size, entry.offset), partial(_parse_blocks, [reader.data_block(entry)]))
+            parts.append(cells)
+        return _joined(parts)
+
     def _block_cells(self, path: str, offset: int) -> _Cells:
         block = next(
             b
@@ -429,7 +496,7 @@ class RecordIndex:
         self, file_id: str, keys: pa.Array, rows: np.ndarray, codes: np.ndarray, places: dict[tuple[str, str], int]
     ) -> None:
         """Set `codes[rows]` for `keys` from the group's sources, newest winning (-1: deleted)."""
-        for cells in self._sources(file_id):
+        for cells in self._sources(file_id, keys):
             # hash the group's share of the batch (small) and probe the source's keys (large)
             matched = np.flatnonzero(pc.is_in(cells.keys, value_set=keys).to_numpy(zero_copy_only=False))
             if not len(matched):
@@ -442,6 +509,8 @@ class RecordIndex:
             codes[rows[batch_rows.astype(np.int64)]] = mapped[cells.where[matched]]
 
 
+#: Base HFile (uri, path, size) -> its root data index.
+_hfile_index_cache: dict[tuple[str, str, int], list[IndexEntry]] = {}
 #: Log file (uri, path, size) -> its blocks' (offset, type, instant).
 _block_index_cache: dict[tuple[str, str, int], list[tuple[int, BlockType, str | None]]] = {}
 

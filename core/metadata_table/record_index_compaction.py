@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import fastavro
 
 from lakeward.core.file_group import log_file
 from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, extended_metadata_bloom_filter
 from lakeward.core.file_group.metadata_listing import committed_blocks
 from lakeward.core.file_group.slice_keys import read_zigzag_varint
+from lakeward.core.index.bloom_filter import BloomFilter
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
 from lakeward.core.storage import Storage
 
@@ -72,10 +75,6 @@ class FileNameStamp:
         return out.getvalue()
 
 
-def _apply_hfile(merged: dict[bytes, bytes], data: bytes, name: str) -> None:
-    merged.update(HFileReader(data, name).items())
-
-
 def merge_slice_cells(
     mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
 ) -> dict[bytes, bytes]:
@@ -83,29 +82,59 @@ def merge_slice_cells(
     index, column and partition stats): the base HFile (if any), then the blocks of `log_paths` (in
     the order given: completion time, version, write token) whose instant is in `completed`; a
     DELETE block's keys are removed. Raises MetadataTableUnavailable on a damaged log block."""
+    return _merge_slice(mdt, base_path, log_paths, completed).cells
+
+
+@dataclass(frozen=True)
+class _SliceMerge:
+    cells: dict[bytes, bytes]
+    #: The base HFile's bloom filter meta block (None: no base, or none in it).
+    base_bloom: bytes | None
+    base_count: int
+    #: Keys the logs added that the base did not hold (some may have been deleted again).
+    new_keys: list[bytes]
+
+
+def _merge_slice(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
+) -> _SliceMerge:
     merged: dict[bytes, bytes] = {}
+    base_bloom: bytes | None = None
     if base_path is not None:
-        _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
+        base = HFileReader(mdt.read_bytes(base_path), base_path)
+        merged.update(base.items())
+        base_bloom = base.meta_block(BLOOM_FILTER_META_BLOCK)
+    base_count = len(merged)
+    new_keys: list[bytes] = []
     for path, block in committed_blocks(mdt, log_paths, completed):
         if block.block_type is log_file.BlockType.HFILE_DATA:
-            _apply_hfile(merged, block.content, path)
+            block_cells = dict(HFileReader(block.content, path).items())
+            new_keys += [key for key in block_cells if key not in merged]
+            merged.update(block_cells)
         elif block.block_type is log_file.BlockType.DELETE:
             deleted = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
             for key in deleted:
                 if key is not None:
                     merged.pop(key.encode(), None)
-    return merged
+    return _SliceMerge(merged, base_bloom, base_count, new_keys)
 
 
 def merge_record_index_slice(
     mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
-) -> list[tuple[str, bytes]]:
+) -> tuple[list[tuple[str, bytes]], BloomFilter | None]:
     """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
     sorted by key bytes (`merge_slice_cells`: later values replace, deleted keys are dropped; module
-    doc). Nothing is written from a partial merge."""
-    merged = merge_slice_cells(mdt, base_path, log_paths, completed)
+    doc). Nothing is written from a partial merge. With them, the base HFile's bloom filter
+    extended with the keys new to the slice (`extended_metadata_bloom_filter`; None: build one):
+    hashing every key again (30 hashes a key) was half of a record-index compaction."""
+    merge = _merge_slice(mdt, base_path, log_paths, completed)
+    merged = merge.cells
     stamp = FileNameStamp(file_name)
-    return [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
+    cells = [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
+    if base_path is None or not merge.base_count:
+        return cells, None
+    live_new = sorted({key.decode() for key in merge.new_keys if key in merged})
+    return cells, extended_metadata_bloom_filter(merge.base_bloom, live_new)
 
 
 __all__ = ["FileNameStamp", "merge_record_index_slice", "merge_slice_cells"]
