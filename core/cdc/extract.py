@@ -506,16 +506,19 @@ def _new_base_file(split: ChangeSplit) -> bool:
     )
 
 
-def by_file_group(splits: Sequence[ChangeSplit]) -> list[tuple[ChangeSplit, ...]]:
-    """The splits grouped into tasks: one per file group (commit order kept within a group), except
-    that file groups whose only split is a new base file (`_new_base_file`: merge-on-read inserts
-    go to new file groups, one per partition and commit) share tasks, `_PACKED_INSERTS` at most."""
+def by_file_group(splits: Sequence[ChangeSplit], *, pack_new: bool = False) -> list[tuple[ChangeSplit, ...]]:
+    """The splits grouped into tasks: one per file group (commit order kept within a group).
+
+    `pack_new`: file groups whose only split is a new base file (`_new_base_file`: merge-on-read
+    inserts go to new file groups, one per partition and commit) share tasks, `_PACKED_INSERTS`
+    at most (the Spark surfaces keep one partition per file group).
+    """
     groups: dict[tuple[str, str], list[ChangeSplit]] = {}
     for split in splits:
         groups.setdefault((split.partition_path, split.file_id), []).append(split)
     tasks, new = [], []
     for group in groups.values():
-        if len(group) == 1 and _new_base_file(group[0]):
+        if pack_new and len(group) == 1 and _new_base_file(group[0]):
             new.append(group[0])
         else:
             tasks.append(tuple(group))

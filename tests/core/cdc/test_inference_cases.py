@@ -176,7 +176,8 @@ def test_new_file_groups_share_one_task_and_yield_their_inserts(tmp_path):
     third = t.insert(rows(("d", "x", 4, 3))).instant_time
     splits = plan_change_splits(t.storage, t.timeline(), t.config.table_type, first, None)
     assert [s.case for s in splits] == [InferenceCase.BASE_FILE_INSERT] * 3
-    assert by_file_group(splits) == [tuple(splits)]
+    assert by_file_group(splits, pack_new=True) == [tuple(splits)]
+    assert by_file_group(splits) == [(s,) for s in splits]  # the Spark surfaces: one partition per group
     assert changes(t, first) == [
         ("i", second, None, row("b", "x", 2, 2)),
         ("i", second, None, row("c", "y", 3, 2)),
