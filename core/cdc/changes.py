@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -78,13 +79,22 @@ def diff_states(
     if keys is not None:
         before = before.filter(pc.is_in(before.column(RECORD_KEY), value_set=keys))
         after = after.filter(pc.is_in(after.column(RECORD_KEY), value_set=keys))
+    return _diff(instant_time, instant_time, before, after, full_schema)
+
+
+def _diff(
+    after_times: str | pa.Array, before_times: str | pa.Array, before: pa.Table, after: pa.Table, full_schema: pa.Schema
+) -> pa.Table:
+    """`diff_states`, where each key's commit may be its own: `*_times` are the instant times of
+    the commits that turned `before` into `after`, one for all rows or one per row of each."""
     if before.num_rows == 0:
-        return _inserts(instant_time, after, full_schema)
+        times = pa.repeat(pa.scalar(after_times), after.num_rows) if isinstance(after_times, str) else after_times
+        return inserts_of(times, after, full_schema)
     b_keys = before.column(RECORD_KEY).combine_chunks()
     a_keys = after.column(RECORD_KEY).combine_chunks()
     b_images = as_images(before, full_schema)
     a_images = as_images(after, full_schema)
-    written = pc.fill_null(pc.equal(after.column(COMMIT_TIME), instant_time), False)
+    written = pc.fill_null(pc.equal(after.column(COMMIT_TIME), after_times), False)
     at_before = pc.index_in(a_keys, value_set=b_keys)
     existed = pc.is_valid(at_before)
     gone = pc.invert(pc.is_in(b_keys, value_set=a_keys))
@@ -96,7 +106,7 @@ def diff_states(
         parts.append(
             _changes(
                 pc.if_else(was, UPDATE, INSERT),
-                instant_time,
+                after_times if isinstance(after_times, str) else pc.take(after_times, upserted),
                 pc.take(a_keys, upserted),
                 pc.take(b_images, pc.take(at_before, upserted)),
                 pc.take(a_images, upserted),
@@ -109,7 +119,7 @@ def diff_states(
         parts.append(
             _changes(
                 pa.repeat(pa.scalar(DELETE), n),
-                instant_time,
+                before_times if isinstance(before_times, str) else pc.take(before_times, removed),
                 pc.take(b_keys, removed),
                 pc.take(b_images, removed),
                 pa.nulls(n, image_type(full_schema)),
@@ -121,15 +131,17 @@ def diff_states(
     return pa.concat_tables(parts)
 
 
-def _inserts(instant_time: str, after: pa.Table, full_schema: pa.Schema) -> pa.Table:
-    """`diff_states` of a file group that held no rows before: every row `instant_time` wrote is an insert."""
-    written = after.filter(pc.fill_null(pc.equal(after.column(COMMIT_TIME), instant_time), False))
+def inserts_of(instant_times: pa.Array, rows: pa.Table, full_schema: pa.Schema) -> pa.Table:
+    """The inserts of new file groups' rows (`rows` in `full_schema`, each group's rows as its
+    commit `instant_times` (one per row) left them): the rows their own commit wrote."""
+    keep = pc.fill_null(pc.equal(rows.column(COMMIT_TIME), instant_times), False)
+    written = rows.filter(keep)
     n = written.num_rows
     if n == 0:
         return empty_changes(full_schema)
     return _changes(
         pa.repeat(pa.scalar(INSERT), n),
-        instant_time,
+        instant_times.filter(keep),
         written.column(RECORD_KEY).combine_chunks(),
         pa.nulls(n, image_type(full_schema)),
         as_images(written, full_schema),
@@ -139,15 +151,16 @@ def _inserts(instant_time: str, after: pa.Table, full_schema: pa.Schema) -> pa.T
 
 def _changes(
     ops: pa.Array,
-    instant_time: str,
+    instant_time: str | pa.Array,
     keys: pa.Array,
     before: pa.Array,
     after: pa.Array,
     full_schema: pa.Schema,
 ) -> pa.Table:
     n = len(keys)
+    times = pa.repeat(pa.scalar(instant_time), n) if isinstance(instant_time, str) else instant_time
     return pa.Table.from_arrays(
-        [ops, pa.repeat(pa.scalar(instant_time), n), pc.cast(keys, pa.string()), before, after],
+        [ops, times, pc.cast(keys, pa.string()), before, after],
         schema=change_schema(full_schema),
     )
 
@@ -160,6 +173,26 @@ def _block_keys(blocks: Sequence[DataBlock | DeleteBlock]) -> pa.Array:
         for b in blocks
     ]
     return pc.unique(pa.concat_arrays(keys)) if keys else pa.array([], pa.string())
+
+
+def _by_instant(blocks: Sequence[DataBlock | DeleteBlock]) -> dict[str, list[DataBlock | DeleteBlock]]:
+    """The blocks of each instant, instants in log order."""
+    by_instant: dict[str, list[DataBlock | DeleteBlock]] = {}
+    for block in blocks:
+        by_instant.setdefault(block.instant_time, []).append(block)
+    return by_instant
+
+
+def _touched_base(
+    base: pa.Table | None, touched: pa.Array, full_schema: pa.Schema, settings: MergeSettings
+) -> pa.Table:
+    """The base records (in `full_schema`) of the `touched` keys. Records no block touches never
+    change: every state and diff of a fold needs only these (a fraction of a large slice)."""
+    state = merge_log_blocks(base, [], full_schema, settings)
+    if state.num_rows:
+        keys = state.column(RECORD_KEY)
+        state = state.filter(pc.is_in(keys, value_set=touched.cast(keys.type)))
+    return state
 
 
 def fold_log_changes(
@@ -176,16 +209,8 @@ def fold_log_changes(
     the keys the instant touched. `wanted`: only these instants' changes are kept (all
     instants are still applied, in order).
     """
-    by_instant: dict[str, list[DataBlock | DeleteBlock]] = {}
-    for block in blocks:
-        by_instant.setdefault(block.instant_time, []).append(block)
-    state = merge_log_blocks(base, [], full_schema, settings)
-    # Records no block touches never change: every state and diff below needs only the
-    # base records of keys some block holds (a fraction of a large slice), so drop the rest once.
-    touched = _block_keys(blocks)
-    if state.num_rows:
-        keys = state.column(RECORD_KEY)
-        state = state.filter(pc.is_in(keys, value_set=touched.cast(keys.type)))
+    by_instant = _by_instant(blocks)
+    state = _touched_base(base, _block_keys(blocks), full_schema, settings)
     out: dict[str, pa.Table] = {}
     for instant_time, instant_blocks in by_instant.items():
         after = merge_log_blocks(state, instant_blocks, full_schema, settings)
@@ -193,3 +218,36 @@ def fold_log_changes(
             out[instant_time] = diff_states(instant_time, state, after, full_schema, _block_keys(instant_blocks))
         state = after
     return out
+
+
+def fold_log_changes_at_once(
+    base: pa.Table | None,
+    blocks: Sequence[DataBlock | DeleteBlock],
+    full_schema: pa.Schema,
+    settings: MergeSettings,
+    wanted: frozenset[str] | None = None,
+) -> pa.Table | None:
+    """`fold_log_changes` in one merge, when no key is touched by two instants' blocks (and the
+    base holds each key once): each key's state before its instant is then its base record,
+    and after it the record a merge of every block leaves, so one merge and one diff (each
+    key's rows with its own instant's time) give every instant's changes. The rows come in
+    another order than the fold's (callers sort). None: the keys do not allow it (fold instead).
+    """
+    by_instant = _by_instant(blocks)
+    instant_keys = [_block_keys(instant_blocks) for instant_blocks in by_instant.values()]
+    touched = pa.concat_arrays(instant_keys) if instant_keys else pa.array([], pa.string())
+    if pc.count_distinct(touched).as_py() != len(touched):
+        return None
+    times = pa.array(np.repeat(list(by_instant), [len(k) for k in instant_keys]).astype(object), pa.string())
+    state = _touched_base(base, touched, full_schema, settings)
+    if state.num_rows and pc.count_distinct(state.column(RECORD_KEY)).as_py() != state.num_rows:
+        return None
+    after = merge_log_blocks(state, blocks, full_schema, settings)
+
+    def times_of(rows: pa.Table) -> pa.Array:
+        return pc.take(times, pc.index_in(rows.column(RECORD_KEY), value_set=touched))
+
+    changes = _diff(times_of(after), times_of(state), state, after, full_schema)
+    if wanted is not None:
+        changes = changes.filter(pc.is_in(changes.column(TS), value_set=pa.array(sorted(wanted), pa.string())))
+    return changes

@@ -21,6 +21,7 @@ and Spark engines run the same code.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 from collections.abc import Collection, Mapping, Sequence
@@ -44,8 +45,11 @@ from lakeward.core.cdc.changes import (
     diff_states,
     empty_changes,
     fold_log_changes,
+    fold_log_changes_at_once,
     image_type,
+    inserts_of,
 )
+from lakeward.core.cdc.image_versions import image_versions
 from lakeward.core.cdc.records import cdc_block_changes
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
@@ -172,6 +176,12 @@ def plan_change_splits(
     groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
     persisted = persisted_changes(storage, timeline) if table_type is TableType.MERGE_ON_READ else {}
     visible = VisibleInstants.from_timeline(timeline)
+    # What a reader saw right before / after each instant: one set per instant, not per split.
+    seen_before = functools.cache(lambda t: visible_before(visible, t))
+    seen_through = functools.cache(lambda t: visible_through(visible, t))
+    with_log = {
+        (g.partition_path, g.file_id, f.name): s for g in groups.values() for s in g.slices for f in s.log_files
+    }
     splits: list[ChangeSplit] = []
     log_splits: dict[tuple[str, str, str], tuple[FileSlice, list[str]]] = {}
 
@@ -203,7 +213,7 @@ def plan_change_splits(
             partition = stat.partitionPath
             group = group_of(partition, stat.fileId, t)
             if stat.is_delta:
-                file_slice = slice_with_log(group, posixpath.basename(stat.path))
+                file_slice = with_log.get((group.partition_path, group.file_id, posixpath.basename(stat.path)))
                 if file_slice is None:
                     raise missing(t, f"log file {stat.path}")
                 cdc = persisted.get((partition, stat.fileId, t))
@@ -214,8 +224,8 @@ def plan_change_splits(
                             t,
                             partition,
                             stat.fileId,
-                            FileGroupState(file_slice, visible_before(visible, t)),
-                            FileGroupState(file_slice, visible_through(visible, t)),
+                            FileGroupState(file_slice, seen_before(t)),
+                            FileGroupState(file_slice, seen_through(t)),
                             (cdc[0],),  # several runs may have persisted it: read one
                         )
                     )
@@ -226,12 +236,12 @@ def plan_change_splits(
             current = _slice_with_base(group, path=stat.path)
             if current is None:
                 raise missing(t, f"base file {stat.path}")
-            after = FileGroupState(current, visible_through(visible, t))
+            after = FileGroupState(current, seen_through(t))
             previous = None
             if stat.prevCommit and stat.prevCommit != "null":
                 prev_slice = _slice_with_base(group, instant_time=stat.prevCommit)
                 if prev_slice is not None:
-                    previous = FileGroupState(prev_slice, visible_before(visible, t))
+                    previous = FileGroupState(prev_slice, seen_before(t))
                 elif not stat.cdcStats:
                     raise missing(t, f"the previous version ({stat.prevCommit}) of file group {stat.fileId}")
             if stat.cdcStats:
@@ -253,7 +263,7 @@ def plan_change_splits(
                         t,
                         partition,
                         file_id,
-                        FileGroupState(replaced, visible_before(visible, t)),
+                        FileGroupState(replaced, seen_before(t)),
                     )
                 )
     for (partition, file_id, _), (file_slice, instants) in log_splits.items():
@@ -372,11 +382,8 @@ def read_state(
     return rows
 
 
-#: The images `_fill_images` looks up: column, the state they come from, the ops that have one.
-_IMAGE_SOURCES = (
-    (BEFORE, lambda split: split.before, (UPDATE, DELETE)),
-    (AFTER, lambda split: split.after, (INSERT, UPDATE)),
-)
+#: The images `_fill_images` looks up: column, the ops that have one.
+_IMAGE_SOURCES = ((BEFORE, (UPDATE, DELETE)), (AFTER, (INSERT, UPDATE)))
 
 
 def _fill_images(
@@ -387,49 +394,46 @@ def _fill_images(
     reads: SliceReads,
 ) -> list[pa.Table]:
     """The AS_IS changes of splits with the images their `.cdc` files did not persist (KEY_OP,
-    DATA_BEFORE) looked up, for the changed keys only, in the file group's states.
+    DATA_BEFORE) looked up, for the changed keys only, in the file group's versions.
 
-    All splits of a task are filled at once: each state (a file version serves as one
-    commit's after and the next one's before) is read once for every key looked up in it,
-    and the lookup is one `index_in` on (state, record key) for all the changes.
+    All splits of a task are filled at once: `image_versions` picks the version each image
+    is read from (as few as the changes allow), each version is read once for every key
+    looked up in it, and the lookup is one `index_in` on (version, record key) for all the changes.
     """
     if not pairs:
         return []
     sizes = [changes.num_rows for _, changes in pairs]
     changes = pa.concat_tables([changes for _, changes in pairs]).combine_chunks()
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     ops, keys = changes.column(OP), changes.column(KEY)
     missing = {
         column: pc.and_(pc.is_in(ops, value_set=pa.array(has_image)), pc.is_null(changes.column(column)))
-        for column, _, has_image in _IMAGE_SOURCES
+        for column, has_image in _IMAGE_SOURCES
     }
     flags = {column: m.to_numpy(zero_copy_only=False) for column, m in missing.items()}
-    # Which state each change's missing images come from; states numbered in commit order, so
-    # each version is read once (as one commit's after and the next one's before).
-    state_ids: dict[FileGroupState, int] = {}
-    row_state = {column: np.full(changes.num_rows, -1, dtype=np.int64) for column in missing}
-    for i, (split, _) in enumerate(pairs):
-        for column, state_of, _ in _IMAGE_SOURCES:
-            if not flags[column][starts[i] : starts[i + 1]].any():
-                continue
-            state = state_of(split)
-            if state is None:
-                raise InstantNotFoundError(
-                    f"the {column} images of instant {split.instant_time}'s changes to file group {split.file_id} "
-                    "were not persisted (logging mode) and the file version they come from is gone (cleaned): "
-                    "begin the range after this instant"
-                )
-            row_state[column][starts[i] : starts[i + 1]] = state_ids.setdefault(state, len(state_ids))
-    if not state_ids:
+    if not any(f.any() for f in flags.values()):
         return [changes for _, changes in pairs]
+    splits = [split for split, _ in pairs]
+    sources = image_versions(splits, sizes, keys.combine_chunks(), flags[BEFORE], flags[AFTER])
+    row_state = {BEFORE: sources.before, AFTER: sources.after}
+    looked_for: dict[int, np.ndarray] = {}
+    for column in missing:
+        for version in np.unique(row_state[column][flags[column]]):
+            rows = flags[column] & (row_state[column] == version)
+            looked_for[int(version)] = looked_for[int(version)] | rows if int(version) in looked_for else rows
     found_rows, found_states = [], []
-    for state, sid in state_ids.items():
-        looked_for = np.zeros(changes.num_rows, dtype=bool)
-        for column in missing:
-            looked_for |= flags[column] & (row_state[column] == sid)
-        rows = read_state(storage, state, full_schema, settings, pc.unique(keys.filter(pa.array(looked_for))), reads)
+    for version in sorted(looked_for):
+        state = sources.versions[version]
+        if state is None:
+            split = sources.introduced_by[version]
+            raise InstantNotFoundError(
+                f"the images of instant {split.instant_time}'s changes to file group {split.file_id} were not "
+                "persisted (logging mode) and the file version they come from is gone (cleaned): begin the "
+                "range after this instant"
+            )
+        wanted = pc.unique(keys.filter(pa.array(looked_for[version])))
+        rows = read_state(storage, state, full_schema, settings, wanted, reads)
         found_rows.append(rows)
-        found_states.append(np.full(rows.num_rows, sid, dtype=np.int64))
+        found_states.append(np.full(rows.num_rows, version, dtype=np.int64))
     found = pa.concat_tables(found_rows)
     found_keys = _state_keys(np.concatenate(found_states), found.column(RECORD_KEY))
     found_images = as_images(found, full_schema)
@@ -443,6 +447,7 @@ def _fill_images(
             looked_up = pc.take(found_images, at)
         filled = pc.if_else(missing[column], looked_up, changes.column(column))
         changes = changes.set_column(changes.schema.get_field_index(column), column, filled)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     return [changes.slice(starts[i], sizes[i]) for i in range(len(pairs))]
 
 
@@ -476,6 +481,9 @@ def split_changes(
         file_slice = split.after.file_slice
         base = reads.base(file_slice.base_file.path) if file_slice.base_file is not None else None
         blocks = reads.blocks(file_slice, split.after.visible)
+        at_once = fold_log_changes_at_once(base, blocks, full_schema, settings, frozenset(split.instants))
+        if at_once is not None:
+            return at_once
         by_instant = fold_log_changes(base, blocks, full_schema, settings, frozenset(split.instants))
         parts = [by_instant[t] for t in split.instants if t in by_instant]
         return pa.concat_tables(parts) if parts else empty_changes(full_schema)
@@ -484,18 +492,56 @@ def split_changes(
     return diff_states(split.instant_time, before, after, full_schema)
 
 
-def by_file_group(splits: Sequence[ChangeSplit]) -> list[tuple[ChangeSplit, ...]]:
-    """The splits grouped by file group (commit order kept within a group), for one task each."""
+#: New file groups (one insert of one base file each) packed into one task, at most.
+_PACKED_INSERTS = 32
+
+
+def _new_base_file(split: ChangeSplit) -> bool:
+    """A split of a new file group whose changes are its base file's rows, every one an insert."""
+    return (
+        split.case is InferenceCase.BASE_FILE_INSERT
+        and split.after is not None
+        and split.after.file_slice.base_file is not None
+        and not split.after.file_slice.log_files
+    )
+
+
+def by_file_group(splits: Sequence[ChangeSplit], *, pack_new: bool = False) -> list[tuple[ChangeSplit, ...]]:
+    """The splits grouped into tasks: one per file group (commit order kept within a group).
+
+    `pack_new`: file groups whose only split is a new base file (`_new_base_file`: merge-on-read
+    inserts go to new file groups, one per partition and commit) share tasks, `_PACKED_INSERTS`
+    at most (the Spark surfaces keep one partition per file group).
+    """
     groups: dict[tuple[str, str], list[ChangeSplit]] = {}
     for split in splits:
         groups.setdefault((split.partition_path, split.file_id), []).append(split)
-    return [tuple(g) for g in groups.values()]
+    tasks, new = [], []
+    for group in groups.values():
+        if pack_new and len(group) == 1 and _new_base_file(group[0]):
+            new.append(group[0])
+        else:
+            tasks.append(tuple(group))
+    tasks.extend(tuple(new[i : i + _PACKED_INSERTS]) for i in range(0, len(new), _PACKED_INSERTS))
+    return tasks
+
+
+def _new_base_file_inserts(reads: SliceReads, splits: Sequence[ChangeSplit], settings: MergeSettings) -> pa.Table:
+    """The changes of `_new_base_file` splits: the rows each base file's commit wrote, all
+    inserts, found in one pass over the files' rows (read once each, conformed together)."""
+    files = [reads.base(split.after.file_slice.base_file.path) for split in splits]  # type: ignore[union-attr]
+    if all(f.schema.equals(files[0].schema) for f in files):
+        rows = merge_log_blocks(pa.concat_tables(files), [], reads.full_schema, settings)
+    else:
+        rows = pa.concat_tables([merge_log_blocks(f, [], reads.full_schema, settings) for f in files])
+    instants = pa.array(np.repeat([split.instant_time for split in splits], [f.num_rows for f in files]))
+    return inserts_of(instants, rows, reads.full_schema)
 
 
 def file_group_changes(
     storage: Storage, splits: Sequence[ChangeSplit], full_schema: pa.Schema, settings: MergeSettings
 ) -> pa.Table:
-    """The changes of the splits of one file group (`by_file_group`), reading each file once."""
+    """The changes of the splits of one task (`by_file_group`), reading each file once."""
     reads = SliceReads(storage, full_schema)
     wanted: dict[str, set[str]] = {}
     for split in splits:
@@ -503,7 +549,12 @@ def file_group_changes(
             for path in split.cdc_files:
                 wanted.setdefault(path, set()).add(split.instant_time)
     reads.decode_cdc(wanted)  # every `.cdc` block of the group in one decoding pass
+    new = [split for split in splits if _new_base_file(split)]
+    if len(new) > 1:
+        splits = [split for split in splits if not _new_base_file(split)]
     parts = [split_changes(storage, split, full_schema, settings, reads, fill=False) for split in splits]
+    if len(new) > 1:
+        parts.append(_new_base_file_inserts(reads, new, settings))
     as_is = [i for i, split in enumerate(splits) if split.case is InferenceCase.AS_IS]
     filled = _fill_images(storage, [(splits[i], parts[i]) for i in as_is], full_schema, settings, reads)
     for i, changes in zip(as_is, filled):

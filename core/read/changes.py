@@ -117,7 +117,7 @@ def collect_changes(
     task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
     )
-    groups = by_file_group(splits)
+    groups = by_file_group(splits, pack_new=True)
     parts = engine.map(task, groups, f"CDC ({begin}, {end or 'latest'}]") if groups else []
     changes = pa.concat_tables([empty_changes(full_schema), *parts])
     in_range = pc.greater(changes.column(TS), begin)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.cdc.extract import InferenceCase, plan_change_splits
+from lakeward.core.cdc.extract import InferenceCase, by_file_group, plan_change_splits
 from lakeward.core.exceptions import InstantExistsError
 from lakeward.core.file_group.log_file import CdcDataBlock, LogFileReader, decode_block
 from lakeward.core.storage import Storage
@@ -129,6 +129,34 @@ def test_images_of_a_chain_of_rewrites_come_from_the_right_file_versions(tmp_pat
     assert len(base_reads) == len(set(base_reads)) == {"KEY_OP": 4, "DATA_BEFORE": 3}[mode]
 
 
+@pytest.mark.parametrize("mode", ["KEY_OP", "DATA_BEFORE"])
+def test_images_of_keys_changed_once_come_from_the_first_and_last_versions(tmp_path, mode, monkeypatch):
+    """Keys changed by one commit of a chain of rewrites: their rows stand unchanged in the
+    versions around that commit, so the images come from the chain's first and last versions
+    (and, for a key changed twice, the version before its second change), not from every version."""
+    t = new_table(tmp_path / "t", mode=mode)
+    first = t.insert(rows(("a", "x", 0, 0), ("b", "x", 0, 0), ("c", "x", 0, 0), ("d", "x", 0, 0))).instant_time
+    one = t.upsert(rows(("a", "x", 1, 1))).instant_time
+    two = t.upsert(rows(("b", "x", 2, 2), ("e", "x", 2, 2))).instant_time
+    three = t.upsert(rows(("a", "x", 3, 3))).instant_time
+    four = t.delete(rows(("d", "x", 0, 4))).instant_time
+    five = t.upsert(rows(("c", "x", 5, 5))).instant_time
+    opened = spy_reads(monkeypatch)
+    assert changes(t, first) == [
+        ("u", one, row("a", "x", 0, 0), row("a", "x", 1, 1)),
+        ("u", two, row("b", "x", 0, 0), row("b", "x", 2, 2)),
+        ("i", two, None, row("e", "x", 2, 2)),
+        ("u", three, row("a", "x", 1, 1), row("a", "x", 3, 3)),
+        ("d", four, row("d", "x", 0, 0), None),
+        ("u", five, row("c", "x", 0, 0), row("c", "x", 5, 5)),
+    ]
+    base_reads = [p for p in opened if p.endswith(".parquet")]
+    # KEY_OP: `first`'s version (before-images), the one before `a`'s second change (`two`'s:
+    # a's first after-image and its second before-image) and the last (every other after-image).
+    # DATA_BEFORE persists the before-images: `two`'s version and the last.
+    assert len(base_reads) == len(set(base_reads)) == {"KEY_OP": 3, "DATA_BEFORE": 2}[mode]
+
+
 def test_base_file_insert_every_record_of_a_new_file_group_is_an_insert(tmp_path):
     t = new_table(tmp_path / "t")
     first = t.insert(rows(("a", "x", 1, 1), ("b", "y", 2, 1))).instant_time
@@ -136,6 +164,24 @@ def test_base_file_insert_every_record_of_a_new_file_group_is_an_insert(tmp_path
     assert changes(t, "earliest") == [
         ("i", first, None, row("a", "x", 1, 1)),
         ("i", first, None, row("b", "y", 2, 1)),
+    ]
+
+
+def test_new_file_groups_share_one_task_and_yield_their_inserts(tmp_path):
+    """Merge-on-read inserts go to new file groups (one base file each): their splits are packed
+    into one task, and each file's rows are inserts of its own commit."""
+    t = new_table(tmp_path / "t", "MERGE_ON_READ", **{"hoodie.parquet.small.file.limit": 0})
+    first = t.insert(rows(("a", "x", 1, 1))).instant_time
+    second = t.insert(rows(("b", "x", 2, 2), ("c", "y", 3, 2))).instant_time
+    third = t.insert(rows(("d", "x", 4, 3))).instant_time
+    splits = plan_change_splits(t.storage, t.timeline(), t.config.table_type, first, None)
+    assert [s.case for s in splits] == [InferenceCase.BASE_FILE_INSERT] * 3
+    assert by_file_group(splits, pack_new=True) == [tuple(splits)]
+    assert by_file_group(splits) == [(s,) for s in splits]  # the Spark surfaces: one partition per group
+    assert changes(t, first) == [
+        ("i", second, None, row("b", "x", 2, 2)),
+        ("i", second, None, row("c", "y", 3, 2)),
+        ("i", third, None, row("d", "x", 4, 3)),
     ]
 
 
