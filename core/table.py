@@ -327,6 +327,7 @@ class Table:
             self.storage, self.config, self._client.write_config
         )
         self._build_record_index_if_enabled()
+        self._build_bloom_filters_if_enabled()
 
     def _build_record_index_if_enabled(self) -> None:
         """Build the metadata table's `record_index` partition when this writer enables it
@@ -345,6 +346,23 @@ class Table:
             timeline = client.roll_back_failed_writes()
             metadata_table.record_index_writer.initialize_record_index(
                 self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
+            )
+        self._reload()
+
+    def _build_bloom_filters_if_enabled(self) -> None:
+        """Build the metadata table's `bloom_filters` partition when this writer enables it
+        (`hoodie.metadata.index.bloom.filter.enable=true`) and the table's metadata table (v8/v9,
+        with `files`) lacks it, as a Hudi writer does on its first commit."""
+        client = self._client
+        if client is None or not client.write_config.metadata_bloom_filters:
+            return
+        partitions = metadata_partitions(self.config.to_properties())
+        if "files" not in partitions or "bloom_filters" in partitions or not self.config.version.metadata_table_listing:
+            return
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
+            metadata_table.bloom_filters.initialize_bloom_filters(
+                self.storage, self.config, timeline, file_groups=client.write_config.metadata_bloom_filter_file_groups
             )
         self._reload()
 

@@ -197,7 +197,7 @@ class TableVersion:
 MAINTAINED_METADATA_PARTITION = "files"
 #: Every metadata-table partition lakeward keeps when the table has it (`record_index`: its
 #: `metadata_table.record_index`, unless the writer disables it).
-MAINTAINED_METADATA_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION, "record_index"})
+MAINTAINED_METADATA_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION, "record_index", "bloom_filters"})
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far. `change_tracking`
 #: (CDC: `changetracking`, lakeward's own action, which Hudi 1.x and hudi-rs skip) and

@@ -1,9 +1,15 @@
-"""BLOOM index: prune base files by key range and footer bloom filter, then confirm by real keys."""
+"""BLOOM index: prune base files by key range and bloom filter, then confirm by real keys.
+
+The filters come from the base files' footers, or, with `hoodie.bloom.index.use.metadata` on a
+table whose metadata table keeps `bloom_filters`, from there (a `FilterSource` the write plane
+passes: same bytes, so the same candidates), the footers then giving only the key ranges.
+"""
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +23,19 @@ from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_location
 from lakeward.core.index.bloom_filter import hash_positions
 from lakeward.core.storage import Storage
 
+#: (data partition, base file name) -> (filter type code, the filter as its footer serialises it);
+#: None when the source has no filter for that file (its footer's is used).
+FilterSource = Callable[[str, str], tuple[str, bytes] | None]
 
-def _footer(storage: Storage, file_slice: FileSlice) -> FooterKeys:
+
+def _footer(storage: Storage, file_slice: FileSlice, filters: FilterSource | None = None) -> FooterKeys:
+    """The slice's base-file footer keys; its bloom filter from `filters` when that has one."""
     assert file_slice.base_file is not None
-    return read_footer_keys(storage, file_slice.base_file.path)
+    footer = read_footer_keys(storage, file_slice.base_file.path)
+    found = filters(file_slice.partition_path, file_slice.base_file.name) if filters is not None else None
+    if found is None:
+        return footer
+    return replace(footer, bloom_text=found[1], bloom_type=found[0], bloom_source=None)
 
 
 #: Above this many files, sorting the batch once beats comparing every key with every range.
@@ -117,6 +132,7 @@ def locate(
     prune_by_ranges: bool = True,
     committed: CommittedInstants = NO_INSTANTS,
     unconfirmed_single: bool = False,
+    filters: FilterSource | None = None,
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -130,6 +146,8 @@ def locate(
     a merge that tells updates from inserts (copy-on-write): then a false positive just
     becomes an insert into that group. Never on merge-on-read, where it would land in the
     group's log as an "update" of a key the group does not hold.
+
+    `filters`: where the base files' bloom filters come from instead of their footers.
     """
     result = empty_locations(len(keys))
     if not slices or not len(keys):
@@ -138,7 +156,7 @@ def locate(
     nothing = np.zeros(n, dtype=bool)
     everything = np.ones(n, dtype=bool)
     with_base = [s for s in slices if s.base_file is not None]
-    footers = engine.map(lambda s: _footer(storage, s), with_base, "read footers")
+    footers = engine.map(lambda s: _footer(storage, s, filters), with_base, "read footers")
     admitted = dict(zip((s.file_id for s in with_base), _admitted(keys, footers, prune_by_ranges)))
     with_logs = [s for s in slices if s.log_files]
     # Slices with logs: every key against the logs, admitted ones against the base file.

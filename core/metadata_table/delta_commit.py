@@ -20,6 +20,7 @@ from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, Op
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import ALL_PARTITIONS_KEY, FILES_PARTITION, metadata_storage
 from lakeward.core.file_group.naming import log_file_name, write_token
+from lakeward.core.metadata_table.bloom_filters import BLOOM_FILTERS_PARTITION, keeps_bloom_filters, write_bloom_change
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
@@ -144,6 +145,10 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         else:
             index_change = record_index_change(storage, instant_time, change.commit)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change)
+    if keeps_bloom_filters(storage):  # new base files' filters, removed ones' tombstones
+        partition_stats[BLOOM_FILTERS_PARTITION] = write_bloom_change(
+            storage, instant_time, change.added, change.deleted
+        )
     metadata = CommitMetadata(
         partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},

@@ -226,9 +226,12 @@ class _GroupSlice:
     logs: list[tuple[str, int, str, str]] = field(default_factory=list)  # (completion, version, token, path)
 
 
-def _latest_slices(mdt: Storage, completion: dict[str, str]) -> dict[str, _GroupSlice]:
-    """Per record-index file group: its latest completed base HFile and the committed logs after it."""
-    entries = [e for e in mdt.list_dir(RECORD_INDEX_PARTITION) if not e.is_dir]
+def latest_group_slices(
+    mdt: Storage, completion: dict[str, str], partition: str = RECORD_INDEX_PARTITION
+) -> dict[str, _GroupSlice]:
+    """Per file group of a metadata partition (`record_index`, `bloom_filters`): its latest completed
+    base HFile and the committed logs after it."""
+    entries = [e for e in mdt.list_dir(partition) if not e.is_dir]
     groups: dict[str, _GroupSlice] = defaultdict(_GroupSlice)
     for entry in entries:
         base = parse_base_file_name(entry.name)
@@ -328,7 +331,7 @@ class RecordIndex:
         self.mdt = metadata_storage(storage)
         timeline = Timeline.load(self.mdt, TimelineLayout.V2)
         self._completion = {t: c for t, c in timeline.completion_times().items() if c}
-        self._groups = _latest_slices(self.mdt, self._completion)
+        self._groups = latest_group_slices(self.mdt, self._completion)
         self.num_groups = len(self._groups)
         self._known: pa.Table | None = None
 

@@ -165,7 +165,9 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange) -> 
     return stats
 
 
-def _init_instant(mdt: Storage) -> str:
+def init_instant(mdt: Storage) -> str:
+    """The reserved time of a metadata partition's initialisation: the first `00000000000000NNN` not on
+    the metadata timeline (Hudi gives each partition's initialisation its own)."""
     taken = {i.time for i in Timeline.load(mdt, TimelineLayout.V2).instants}
     return next(t for n in range(1000) if (t := f"{INIT_INSTANT_PREFIX}{n:03d}") not in taken)
 
@@ -197,7 +199,7 @@ def initialize_record_index(
     mdt.delete_dir(RECORD_INDEX_PARTITION)  # leftovers of an interrupted initialisation
     locations = table_locations(storage, timeline)
     num_groups = file_group_count(len(locations), *(() if min_file_groups is None else (min_file_groups,)))
-    init = _init_instant(mdt)
+    init = init_instant(mdt)
     requested = create_requested(mdt, init, Action.DELTA_COMMIT, b"", TimelineLayout.V2)
     inflight = transition_to_inflight(mdt, requested)
     keys = list(locations)

@@ -1,0 +1,266 @@
+"""The metadata table's `bloom_filters` partition and BLOOM lookups from it (issue 17).
+
+The partition is built for an existing table when a writer enables it, kept by every write and
+table service (new base files' footer filters, bit-identical; tombstones for cleaned files),
+merged by the metadata table's own compaction, and read by BLOOM tagging with
+`hoodie.bloom.index.use.metadata`: the same candidates as the footers' filters, so the same
+tagging (checked against the footer path and a model), without reading the footers' filters.
+hudi-rs reads the table to the model's rows throughout.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.engine import LocalEngine
+from lakeward.core.file_group import base_file
+from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.file_group.slice_keys import CommittedInstants
+from lakeward.core.index import bloom as bloom_index
+from lakeward.core.metadata_table.bloom_filters import (
+    BLOOM_FILTERS_PARTITION,
+    MetadataBloomFilters,
+    decode_bloom_record,
+    encode_bloom_record,
+    footer_filter,
+    record_key,
+)
+from lakeward.core.metadata_table.check import compare_files_partition
+from lakeward.core.metadata_table.compaction import mdt_timeline
+from lakeward.core.metadata_table.index_ids import file_id, partition_id, xxh64
+from lakeward.core.timeline import Action
+from tests.interop.compare import both_readers
+
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
+PARTS = ["p0", "p1", "p2"]
+Model = dict[str, tuple[str, int, int]]
+ENABLE = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.metadata.compact.max.delta.commits": "3"}
+
+
+def _batch(rows: Model) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in sorted(rows.items())], schema=SCHEMA
+    )
+
+
+def _part_of(key: str) -> str:
+    return PARTS[int(key[1:]) % len(PARTS)]  # BLOOM is not global: a key stays in its partition
+
+
+def _base_files(path: str) -> dict[str, str]:
+    """Every base file on storage: name -> partition."""
+    return {f.name: f.parent.name for f in Path(path).glob("p*/*.parquet") if parse_base_file_name(f.name) is not None}
+
+
+def _file_id(file_path: str) -> str:
+    parsed = parse_base_file_name(file_path.rsplit("/", 1)[-1])
+    assert parsed is not None
+    return parsed.file_id
+
+
+def _check_partition(path: str, seen: set[tuple[str, str]]) -> None:
+    """Every base file on storage has its footer's filter (same bytes), every one gone a tombstone."""
+    table = Table.open(path)
+    filters = MetadataBloomFilters(table.storage)
+    on_storage = _base_files(path)
+    for name, partition in on_storage.items():
+        found = filters.entry(partition, name)
+        assert found is not None, name
+        assert (found.type_code, found.filter_bytes) == footer_filter(table.storage, f"{partition}/{name}")
+    seen |= {(p, n) for n, p in on_storage.items()}
+    for partition, name in seen:
+        if name not in on_storage:
+            value = filters.cells[record_key(partition, name)]
+            assert decode_bloom_record(value).deleted, name
+    assert compare_files_partition(table.storage).ok
+
+
+def _check_rows(path: str, model: Model) -> None:
+    mine, theirs = both_readers(path)
+    expected = sorted(({"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in model.items()), key=repr)
+    strip = [
+        sorted(({k: v for k, v in r.items() if not k.startswith("_hoodie")} for r in rows), key=repr)
+        for rows in (mine, theirs)
+    ]
+    assert strip[0] == strip[1] == expected
+
+
+def test_index_ids_are_hudis():
+    """Format reference 7.6: the ids Hudi's fixtures hold, and XXHash64's reference values."""
+    assert xxh64(b"", 0) == 0xEF46DB3751D8E999
+    assert xxh64(b"a", 0) == 0xD24EC4F1A98C6E5B
+    assert partition_id("region=us") == "431THTTwO5Q="
+    assert partition_id("") == partition_id(".") == "FXThHwelITM="
+    assert len(file_id("f.parquet")) == 24
+    key = record_key("region=us", "f.parquet")
+    assert key == "431THTTwO5Q=" + file_id("f.parquet")
+    value = encode_bloom_record("DYNAMIC_V0", "20260101000000000", b"abc", False)
+    entry = decode_bloom_record(value)
+    assert (entry.type_code, entry.instant_time, entry.filter_bytes, entry.deleted) == (
+        "DYNAMIC_V0",
+        "20260101000000000",
+        b"abc",
+        False,
+    )
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_bloom_filters_partition_follows_every_commit(tmp_path: Path, table_type: str):
+    rng = random.Random(7 if table_type == "COPY_ON_WRITE" else 8)
+    path = str(tmp_path / "t")
+    options = {
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.clustering.plan.strategy.sort.columns": "val",  # a group of one file is planned too
+        "hoodie.parquet.small.file.limit": "0",  # merge-on-read: updates go to logs, inserts to new files
+        **ENABLE,
+    }
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    table.insert(_batch(model))
+    table = Table.open(path, options=options)
+    table.initialize_metadata_table()  # with bloom_filters, from the base files' footers
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "bloom_filters,files"
+    seen: set[tuple[str, str]] = set()
+    _check_partition(path, seen)
+    next_key = 30
+    for step in range(6):
+        updates = rng.sample(sorted(model), 5)
+        fresh = [f"k{next_key + i}" for i in range(3)]
+        next_key += 3
+        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *fresh]}
+        table.upsert(_batch(batch))
+        model |= batch
+        if step == 1 and table_type == "MERGE_ON_READ":
+            instant = table.schedule_compaction(force=True)
+            assert instant is not None
+            table.run_compaction(instant)
+        if step == 2:
+            instant = table.schedule_clustering()
+            assert instant is not None
+            table.run_clustering(instant)
+        if step >= 3:
+            assert table.clean() is not None or step > 3
+        _check_partition(path, seen)
+        _check_rows(path, model)
+    assert any(name not in _base_files(path) for _, name in seen)  # the clean removed some
+    mdt = metadata_storage(Table.open(path).storage)
+    compactions = mdt_timeline(Table.open(path).storage).completed(Action.COMMIT)
+    assert compactions, "the metadata table compacted"
+    bases = [e.path for e in mdt.list_dir(BLOOM_FILTERS_PARTITION) if e.name.endswith(".hfile")]
+    assert any(compactions[-1].time in b for b in bases)
+    for base in bases:  # lakeward's own HFile reader reads every record the partition holds
+        for _, value in HFileReader(mdt.read_bytes(base), base).items():
+            decode_bloom_record(value)
+
+
+def _tag(table: Table, keys: list[str], filters: Callable[[str, str], Any] | None) -> list[str | None]:
+    """BLOOM tagging of `keys` (each in its own partition) over the latest slices: file id or None."""
+    committed = CommittedInstants.of(table.timeline())
+    slices = table.file_slices()
+    out: dict[str, str | None] = {}
+    for part in PARTS:
+        mine = [k for k in keys if _part_of(k) == part]
+        found = bloom_index.locate(
+            table.storage,
+            LocalEngine(),
+            [s for s in slices if s.partition_path == part],
+            pa.array(mine, pa.string()),
+            True,
+            committed,
+            unconfirmed_single=table.config.table_type.value == "COPY_ON_WRITE",
+            filters=filters,
+        )
+        out |= dict(zip(mine, found.to_pylist(), strict=True))
+    return [out[k] for k in keys]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_bloom_tagging_from_metadata_matches_footers_and_model(
+    tmp_path: Path, table_type: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Randomised: tagging from the metadata table's filters equals the footer path's, update and
+    insert counts equal the model's, and no filter of an existing base file's footer is read."""
+    parsed: list[base_file.FooterKeys] = []  # every footer-keys object whose bloom filter was used
+    cached_bloom = base_file.FooterKeys.__dict__["bloom"]
+
+    def spy(footer: base_file.FooterKeys) -> Any:
+        parsed.append(footer)
+        return cached_bloom.__get__(footer, base_file.FooterKeys)
+
+    monkeypatch.setattr(base_file.FooterKeys, "bloom", property(spy))
+
+    def footers_used(paths: set[str]) -> list[str]:
+        """The base files of `paths` whose own footer's filter was used since `parsed` was cleared."""
+        mine = {id(base_file.read_footer_keys(table.storage, p)): p for p in paths}
+        return [mine[id(f)] for f in parsed if id(f) in mine]
+
+    def rewritten(before: set[str]) -> set[str]:
+        """File ids that got a new base file since the listing `before`."""
+        return {_file_id(f"{p}/{n}") for n, p in _base_files(path).items() if f"{p}/{n}" not in before}
+
+    rng = random.Random(21 if table_type == "COPY_ON_WRITE" else 22)
+    path = str(tmp_path / "t")
+    Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=8
+    )
+    table = Table.open(path, options={**ENABLE, "hoodie.bloom.index.use.metadata": "true"})
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40)}
+    table.insert(_batch(model))
+    table.initialize_metadata_table()
+    table = Table.open(path, options={**ENABLE, "hoodie.bloom.index.use.metadata": "true"})
+    next_key = 40
+    for step in range(8):
+        updates = rng.sample(sorted(model), rng.randrange(1, 8))
+        fresh = [f"k{next_key + i}" for i in range(rng.randrange(0, 6))]
+        next_key += len(fresh)
+        keys = [*updates, *fresh]
+        existing = {f"{p}/{n}" for n, p in _base_files(path).items()}
+        parsed.clear()
+        from_metadata = _tag(table, keys, MetadataBloomFilters(table.storage).filter_of)
+        assert not footers_used(existing), "tagging from the metadata table used a footer's filter"
+        assert from_metadata == _tag(table, keys, None), step
+        assert footers_used(existing) or not updates  # the control: the footer path uses them
+        assert [f is not None for f in from_metadata] == [k in model for k in keys]
+        parsed.clear()
+        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in keys}
+        result = table.upsert(_batch(batch))
+        assert (result.num_updates, result.num_inserts) == (len(updates), len(fresh)), step
+        # only a copy-on-write merge reuses the filter of the file it rewrites (never the tagging's)
+        assert all(_file_id(p) in rewritten(existing) for p in footers_used(existing)), step
+        model |= batch
+        if step == 4 and table_type == "MERGE_ON_READ":
+            instant = table.schedule_compaction(force=True)
+            assert instant is not None
+            table.run_compaction(instant)
+    _check_rows(path, model)
+    if table_type == "MERGE_ON_READ":  # the control: an upsert tagging from the footers uses them
+        existing = {f"{p}/{n}" for n, p in _base_files(path).items()}
+        parsed.clear()
+        Table.open(path).upsert(_batch({k: (_part_of(k), 99, 0) for k in rng.sample(sorted(model), 3)}))
+        assert [p for p in footers_used(existing) if _file_id(p) not in rewritten(existing)]
+
+
+def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table.insert(_batch({"k1": ("p1", 1, 1)}))
+    Table.open(path, options=ENABLE).initialize_metadata_table()
+    assert (Path(path) / ".hoodie" / "metadata" / BLOOM_FILTERS_PARTITION).is_dir()
+    off = {"hoodie.metadata.index.bloom.filter.enable": "false"}
+    Table.open(path, options=off).upsert(_batch({"k2": ("p1", 1, 2)}))
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "files"
+    assert not (Path(path) / ".hoodie" / "metadata" / BLOOM_FILTERS_PARTITION).exists()
