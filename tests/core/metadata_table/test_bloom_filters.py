@@ -68,8 +68,9 @@ def _file_id(file_path: str) -> str:
     return parsed.file_id
 
 
-def _check_partition(path: str, seen: set[tuple[str, str]]) -> None:
-    """Every base file on storage has its footer's filter (same bytes), every one gone a tombstone."""
+def _check_partition(path: str, seen: set[tuple[str, str]], rolled_back: frozenset[str] = frozenset()) -> None:
+    """Every base file on storage has its footer's filter (same bytes), every one gone a tombstone
+    (or, for the base files of `rolled_back` instants, no record: the metadata rollback removed it)."""
     table = Table.open(path)
     filters = MetadataBloomFilters(table.storage)
     on_storage = _base_files(path)
@@ -80,8 +81,12 @@ def _check_partition(path: str, seen: set[tuple[str, str]]) -> None:
     seen |= {(p, n) for n, p in on_storage.items()}
     for partition, name in seen:
         if name not in on_storage:
-            value = filters.cells[record_key(partition, name)]
-            assert decode_bloom_record(value).deleted, name
+            value = filters.cells.get(record_key(partition, name))
+            if value is None:
+                parsed = parse_base_file_name(name)
+                assert parsed is not None and parsed.instant_time in rolled_back, name
+            else:
+                assert decode_bloom_record(value).deleted, name
     assert compare_files_partition(table.storage).ok
 
 
@@ -251,6 +256,44 @@ def test_bloom_tagging_from_metadata_matches_footers_and_model(
         parsed.clear()
         Table.open(path).upsert(_batch({k: (_part_of(k), 99, 0) for k in rng.sample(sorted(model), 3)}))
         assert [p for p in footers_used(existing) if _file_id(p) not in rewritten(existing)]
+
+
+def test_bloom_filters_follow_rollback_and_restore(tmp_path: Path):
+    """A rolled-back write's filters go with its metadata delta commit, a restore tombstones the
+    files it deletes; tagging from the partition stays the model's and hudi-rs reads the rows."""
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    options = {**ENABLE, "hoodie.bloom.index.use.metadata": "true", "hoodie.parquet.small.file.limit": "0"}
+    table = Table.open(path, options=options)
+    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(12)}
+    saved = table.insert(_batch(model)).instant_time
+    table.initialize_metadata_table()
+    table = Table.open(path, options=options)
+    table.savepoint(saved)
+    seen: set[tuple[str, str]] = set()
+    _check_partition(path, seen)
+    rolled_back: set[str] = set()
+    for step in range(3):
+        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in (step, 12 + step)}
+        written = table.upsert(_batch(batch)).instant_time
+        _check_partition(path, seen, frozenset(rolled_back))
+        if step == 1:
+            table.rollback(written)
+            rolled_back.add(written)
+            _check_partition(path, seen, frozenset(rolled_back))
+        else:
+            model |= batch
+    _check_rows(path, model)
+    assert table.restore(saved).rolled_back  # the files it deletes get tombstones
+    model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(12)}
+    _check_partition(path, seen, frozenset(rolled_back))
+    _check_rows(path, model)
+    table = Table.open(path, options=options)
+    batch = {"k3": (_part_of("k3"), 9, 9), "k40": (_part_of("k40"), 9, 9)}
+    result = table.upsert(_batch(batch))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    _check_partition(path, seen, frozenset(rolled_back))
+    _check_rows(path, model | batch)
 
 
 def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
