@@ -164,7 +164,7 @@ class TableVersion:
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
         services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of `files` alone or with `record_index` (which every write and service keeps); index
+        one of `files` alone or with `record_index` and `bloom_filters` (which every write and service keeps); index
         partitions lakeward does not maintain yet make the table read-only.
         """
         if self.writable:
@@ -195,8 +195,8 @@ class TableVersion:
 
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
-#: Every metadata-table partition lakeward keeps when the table has it (`record_index`: its
-#: `metadata_table.record_index`, unless the writer disables it).
+#: Every metadata-table partition lakeward keeps when the table has it (`record_index`, `bloom_filters`:
+#: `metadata_table.record_index`, `metadata_table.bloom_filters`, unless the writer disables them).
 MAINTAINED_METADATA_PARTITIONS = frozenset({MAINTAINED_METADATA_PARTITION, "record_index", "bloom_filters"})
 
 #: The table services lakeward runs on Hudi 1.x tables (versions 8 and 9) so far. `change_tracking`

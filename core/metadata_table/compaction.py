@@ -197,7 +197,7 @@ def check_metadata_compaction(
 
 
 def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str) -> CompactionPlan:
-    """The plan of a metadata compaction at `instant_time`: per `files` and `record_index` file group,
+    """The plan of a metadata compaction at `instant_time`: per `files`, `record_index` and `bloom_filters` file group,
     its latest slice with the logs whose delta commit completed before `instant_time` (groups with
     none are left out)."""
     completion = mdt.completion_times()

@@ -1,4 +1,4 @@
-"""One metadata-table delta commit of `files` (and `record_index`, when kept): how it is written.
+"""One metadata-table delta commit of `files` (and `record_index`, `bloom_filters`, when kept): how it is written.
 
 Below both the metadata writer (`writer`: which data-table instants change what) and the
 rollback (`table_services.rollback`: a rollback of a data instant the metadata table already

@@ -1,12 +1,12 @@
 """Before a write: may lakeward write to this table's metadata table, and what must go first.
 
 lakeward keeps the `files` partition of a table version 8/9 metadata table on every write
-(`metadata_table.writer`), and its `record_index` partition when it has one
-(`metadata_table.record_index`; dropped when the writer disables it). The other partitions
-Hudi 1.x maintains (column_stats, partition_stats, bloom_filters, secondary and expression indexes) it cannot
-maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
-written) unless the writer disables them: as a Hudi writer whose config disables a partition
-that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
+(`metadata_table.writer`), and its `record_index` and `bloom_filters` partitions when it has them
+(`metadata_table.record_index`, `metadata_table.bloom_filters`; dropped when the writer disables
+them). The other partitions Hudi 1.x maintains (column_stats, partition_stats, secondary and
+expression indexes) it cannot maintain yet, so a write to a table that has them is refused
+(MetadataTableError, nothing written) unless the writer disables them: as a Hudi writer whose
+config disables a partition that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
 why. Table services are gated the same way (each keeps `files` too). Version 6 metadata tables
 and partitions still being built (`…partitions.inflight`) stay refused.
@@ -75,8 +75,9 @@ def _refusal(storage: Storage, partitions: list[str]) -> MetadataTableError:
     )
     return MetadataTableError(
         f"the metadata table of {storage.uri} has partition(s) {','.join(partitions)} that lakeward does not "
-        "maintain yet (maintaining them is not supported; lakeward keeps `files` and `record_index`); writing around "
-        "them would leave them stale for Hudi readers and writers. Nothing was written. "
+        "maintain yet (maintaining them is not supported; lakeward keeps `files`, `record_index` and "
+        "`bloom_filters`); writing around them would leave them stale for Hudi readers and writers. "
+        "Nothing was written. "
         f"{drop}delete the whole metadata table: pass the write option hoodie.metadata.enable=false to lakeward "
         "(Table.open(path, options={'hoodie.metadata.enable': 'false'}), the data source or `-o` of the CLI), "
         "which deletes .hoodie/metadata/ first, as Apache Hudi's writer does with that option"
