@@ -326,44 +326,39 @@ class Table:
         self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
             self.storage, self.config, self._client.write_config
         )
-        self._build_record_index_if_enabled()
-        self._build_bloom_filters_if_enabled()
+        self._build_index_partitions_if_enabled()
 
-    def _build_record_index_if_enabled(self) -> None:
-        """Build the metadata table's `record_index` partition when this writer enables it
-        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and the table's
-        metadata table (v8/v9, with `files`) lacks it, as a Hudi writer does on its first commit."""
+    def _build_index_partitions_if_enabled(self) -> None:
+        """Build the metadata table's index partitions this writer enables and the table's metadata
+        table (v8/v9, with `files`) lacks, as a Hudi writer does on its first commit: `record_index`
+        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and
+        `bloom_filters` (`hoodie.metadata.index.bloom.filter.enable=true`)."""
         client = self._client
-        if client is None:
+        partitions = metadata_partitions(self.config.to_properties())
+        if client is None or "files" not in partitions or not self.config.version.metadata_table_listing:
             return
         wc = client.write_config
-        if not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
-            return
-        partitions = metadata_partitions(self.config.to_properties())
-        if "files" not in partitions or "record_index" in partitions or not self.config.version.metadata_table_listing:
-            return
-        with client.lock:
-            timeline = client.roll_back_failed_writes()
-            metadata_table.record_index_writer.initialize_record_index(
-                self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
-            )
-        self._reload()
-
-    def _build_bloom_filters_if_enabled(self) -> None:
-        """Build the metadata table's `bloom_filters` partition when this writer enables it
-        (`hoodie.metadata.index.bloom.filter.enable=true`) and the table's metadata table (v8/v9,
-        with `files`) lacks it, as a Hudi writer does on its first commit."""
-        client = self._client
-        if client is None or not client.write_config.metadata_bloom_filters:
-            return
-        partitions = metadata_partitions(self.config.to_properties())
-        if "files" not in partitions or "bloom_filters" in partitions or not self.config.version.metadata_table_listing:
+        builders: dict[str, tuple[bool, Callable[[Timeline], str]]] = {
+            "record_index": (
+                bool(wc.metadata_record_index) or wc.index_type == "RECORD_INDEX",
+                lambda timeline: metadata_table.record_index_writer.initialize_record_index(
+                    self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
+                ),
+            ),
+            "bloom_filters": (
+                bool(wc.metadata_bloom_filters),
+                lambda timeline: metadata_table.bloom_filters.initialize_bloom_filters(
+                    self.storage, self.config, timeline, file_groups=wc.metadata_bloom_filter_file_groups
+                ),
+            ),
+        }
+        wanted = [build for name, (enabled, build) in builders.items() if enabled and name not in partitions]
+        if not wanted:
             return
         with client.lock:
             timeline = client.roll_back_failed_writes()
-            metadata_table.bloom_filters.initialize_bloom_filters(
-                self.storage, self.config, timeline, file_groups=client.write_config.metadata_bloom_filter_file_groups
-            )
+            for build in wanted:
+                build(timeline)
         self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:
@@ -626,7 +621,7 @@ class Table:
             timeline = self._writer(write=True).roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
-        self._metadata_table_gate()  # the record index too, when this writer enables it
+        self._metadata_table_gate()  # the index partitions too (record_index, bloom_filters), when enabled
         return result
 
     # -- table version ---------------------------------------------------------------------

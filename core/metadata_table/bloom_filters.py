@@ -42,36 +42,33 @@ from dataclasses import dataclass
 import fastavro
 import pyarrow as pa
 
-from lakeward.core.config.table import TableConfig, update_table_properties
+from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.base_file import read_footer_keys
-from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_block_hfile
-from lakeward.core.file_group.log_file.log_block import BlockType, HeaderKey, OpaqueBlock
-from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
-    METADATA_PARTITIONS_KEY,
     metadata_partitions,
     metadata_storage,
     read_table_properties,
 )
-from lakeward.core.file_group.naming import log_file_name, parse_base_file_name
-from lakeward.core.metadata_table.bootstrap import INIT_WRITE_TOKEN, NO_INSTANT, start_file_group
+from lakeward.core.file_group.naming import parse_base_file_name
+from lakeward.core.metadata_table.bootstrap import NO_INSTANT
 from lakeward.core.metadata_table.files_partition import encode_record, list_partition_files
 from lakeward.core.metadata_table.index_ids import file_id, partition_id
-from lakeward.core.metadata_table.record_index import LOG_WRITE_TOKEN, file_group_indexes, latest_group_slices
+from lakeward.core.metadata_table.index_partition import (
+    append_log_file,
+    hfile_data_block,
+    prepare_build,
+    write_partition,
+)
+from lakeward.core.metadata_table.record_index import file_group_indexes, latest_group_slices
 from lakeward.core.metadata_table.record_index_compaction import merge_record_index_slice
-from lakeward.core.metadata_table.record_index_writer import init_instant
 from lakeward.core.metadata_table.schema import (
-    COMMIT_SCHEMA_JSON,
-    HFILE_SCHEMA_JSON,
     METADATA_RECORD_SCHEMA,
     MetadataRecordType,
 )
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout
-from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
-from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker
+from lakeward.core.timeline import Timeline, WriteStat
 
 log = logging.getLogger(__name__)
 
@@ -177,35 +174,6 @@ def _num_groups(mdt: Storage) -> int:
     return len(ids)
 
 
-def _stat(file_group: str, path: str, size: int, count: int, started: float, *, log_of: str | None = None) -> WriteStat:
-    """The stat of a base HFile (`log_of` None) or of the log file the delta commit `log_of` wrote."""
-    elapsed = int((time.monotonic() - started) * 1000)
-    common = {
-        "fileId": file_group,
-        "path": path,
-        "numWrites": count,
-        "totalWriteBytes": size,
-        "fileSizeInBytes": size,
-        "partitionPath": BLOOM_FILTERS_PARTITION,
-    }
-    if log_of is None:
-        return WriteStat(
-            **common,
-            numInserts=count,
-            runtimeStats={"totalScanTime": 0, "totalCreateTime": elapsed, "totalUpsertTime": 0},
-        )
-    return WriteStat(
-        **common,
-        prevCommit=log_of,
-        numUpdateWrites=count,
-        runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": elapsed},
-        logVersion=1,
-        logOffset=0,
-        baseFile="",
-        logFiles=[posixpath.basename(path)],
-    )
-
-
 def write_bloom_change(
     storage: Storage,
     instant_time: str,
@@ -222,17 +190,11 @@ def write_bloom_change(
     mdt = metadata_storage(storage)
     stats = []
     for index, group_cells in sorted(_by_group(cells, _num_groups(mdt)).items()):
-        block = OpaqueBlock(
-            kind=BlockType.HFILE_DATA,
-            header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
-            raw_content=write_log_block_hfile(group_cells, HFILE_SCHEMA_JSON),
+        data = hfile_data_block(instant_time, group_cells)
+        group = file_group_id(index)
+        stats.append(
+            append_log_file(mdt, instant_time, BLOOM_FILTERS_PARTITION, group, data, started, updates=len(group_cells))
         )
-        data = encode_block(block)
-        name = log_file_name(file_group_id(index), instant_time, 1, LOG_WRITE_TOKEN)
-        create_marker(mdt, instant_time, BLOOM_FILTERS_PARTITION, name, "APPEND")
-        path = posixpath.join(BLOOM_FILTERS_PARTITION, name)
-        mdt.create_if_absent(path, data)
-        stats.append(_stat(file_group_id(index), path, len(data), len(group_cells), started, log_of=instant_time))
     return stats
 
 
@@ -247,42 +209,13 @@ def initialize_bloom_filters(
 ) -> str:
     """Build the `bloom_filters` partition of a table whose metadata table has `files` (module
     docstring); call under the table lock with nothing pending. Returns the metadata instant."""
-    partitions = metadata_partitions(read_table_properties(storage))
-    if BLOOM_FILTERS_PARTITION in partitions:
-        raise MetadataTableError(f"{storage.uri} already has a bloom_filters partition; nothing was written")
-    if timeline.pending():
-        raise MetadataTableError(
-            f"cannot build the bloom_filters partition of {storage.uri} while instants are pending; nothing was written"
-        )
-    mdt = metadata_storage(storage)
-    mdt.delete_dir(BLOOM_FILTERS_PARTITION)  # leftovers of an interrupted initialisation
+    prepare_build(storage, timeline, BLOOM_FILTERS_PARTITION)
     completed = timeline.completed()
     as_of = completed[-1].time if completed else None
     cells = added_cells(storage, as_of or NO_INSTANT, table_base_files(storage, as_of))
-    init = init_instant(mdt)
-    inflight = transition_to_inflight(mdt, create_requested(mdt, init, Action.DELTA_COMMIT, b"", TimelineLayout.V2))
     grouped = _by_group(cells, file_groups)
-    stats = []
-    for index in range(file_groups):
-        group = file_group_id(index)
-        start_file_group(mdt, BLOOM_FILTERS_PARTITION, group, init)
-        if not grouped.get(index):
-            continue
-        started = time.monotonic()
-        hfile = write_base_hfile(grouped[index], HFILE_SCHEMA_JSON)
-        path = posixpath.join(BLOOM_FILTERS_PARTITION, f"{group}_{INIT_WRITE_TOKEN}_{init}.hfile")
-        mdt.create_if_absent(path, hfile)
-        stats.append(_stat(group, path, len(hfile), len(grouped[index]), started))
-    metadata = CommitMetadata(
-        partitionToWriteStats={BLOOM_FILTERS_PARTITION: stats},
-        extraMetadata={"schema": COMMIT_SCHEMA_JSON},
-        operationType="BULK_INSERT_PREPPED",
-    )
-    complete(mdt, inflight, metadata.to_avro(), config.timeline_timezone)
-    update_table_properties(
-        storage, {METADATA_PARTITIONS_KEY: ",".join(sorted({*partitions, BLOOM_FILTERS_PARTITION}))}
-    )
-    return init
+    file_ids = [file_group_id(i) for i in range(file_groups)]
+    return write_partition(storage, config, BLOOM_FILTERS_PARTITION, file_ids, lambda i: grouped.get(i, []))
 
 
 class MetadataBloomFilters:

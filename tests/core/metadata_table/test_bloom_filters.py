@@ -39,22 +39,10 @@ from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import mdt_timeline
 from lakeward.core.metadata_table.index_ids import file_id, partition_id, xxh64
 from lakeward.core.timeline import Action
-from tests.interop.compare import both_readers
+from tests.support.keyed_rows import PARTS, Model, check_rows, part_of
+from tests.support.keyed_rows import batch as _batch
 
-SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
-PARTS = ["p0", "p1", "p2"]
-Model = dict[str, tuple[str, int, int]]
 ENABLE = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.metadata.compact.max.delta.commits": "3"}
-
-
-def _batch(rows: Model) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in sorted(rows.items())], schema=SCHEMA
-    )
-
-
-def _part_of(key: str) -> str:
-    return PARTS[int(key[1:]) % len(PARTS)]  # BLOOM is not global: a key stays in its partition
 
 
 def _base_files(path: str) -> dict[str, str]:
@@ -90,16 +78,6 @@ def _check_partition(path: str, seen: set[tuple[str, str]], rolled_back: frozens
     assert compare_files_partition(table.storage).ok
 
 
-def _check_rows(path: str, model: Model) -> None:
-    mine, theirs = both_readers(path)
-    expected = sorted(({"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in model.items()), key=repr)
-    strip = [
-        sorted(({k: v for k, v in r.items() if not k.startswith("_hoodie")} for r in rows), key=repr)
-        for rows in (mine, theirs)
-    ]
-    assert strip[0] == strip[1] == expected
-
-
 def test_index_ids_are_hudis():
     """Format reference 7.6: the ids Hudi's fixtures hold, and XXHash64's reference values."""
     assert xxh64(b"", 0) == 0xEF46DB3751D8E999
@@ -132,7 +110,7 @@ def test_bloom_filters_partition_follows_every_commit(tmp_path: Path, table_type
     table = Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
     )
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(30)}
     table.insert(_batch(model))
     table = Table.open(path, options=options)
     table.initialize_metadata_table()  # with bloom_filters, from the base files' footers
@@ -145,7 +123,7 @@ def test_bloom_filters_partition_follows_every_commit(tmp_path: Path, table_type
         updates = rng.sample(sorted(model), 5)
         fresh = [f"k{next_key + i}" for i in range(3)]
         next_key += 3
-        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *fresh]}
+        batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *fresh]}
         table.upsert(_batch(batch))
         model |= batch
         if step == 1 and table_type == "MERGE_ON_READ":
@@ -159,7 +137,7 @@ def test_bloom_filters_partition_follows_every_commit(tmp_path: Path, table_type
         if step >= 3:
             assert table.clean() is not None or step > 3
         _check_partition(path, seen)
-        _check_rows(path, model)
+        check_rows(path, model)
     assert any(name not in _base_files(path) for _, name in seen)  # the clean removed some
     mdt = metadata_storage(Table.open(path).storage)
     compactions = mdt_timeline(Table.open(path).storage).completed(Action.COMMIT)
@@ -177,7 +155,7 @@ def _tag(table: Table, keys: list[str], filters: Callable[[str, str], Any] | Non
     slices = table.file_slices()
     out: dict[str, str | None] = {}
     for part in PARTS:
-        mine = [k for k in keys if _part_of(k) == part]
+        mine = [k for k in keys if part_of(k) == part]
         found = bloom_index.locate(
             table.storage,
             LocalEngine(),
@@ -222,7 +200,7 @@ def test_bloom_tagging_from_metadata_matches_footers_and_model(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=8
     )
     table = Table.open(path, options={**ENABLE, "hoodie.bloom.index.use.metadata": "true"})
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(40)}
     table.insert(_batch(model))
     table.initialize_metadata_table()
     table = Table.open(path, options={**ENABLE, "hoodie.bloom.index.use.metadata": "true"})
@@ -240,7 +218,7 @@ def test_bloom_tagging_from_metadata_matches_footers_and_model(
         assert footers_used(existing) or not updates  # the control: the footer path uses them
         assert [f is not None for f in from_metadata] == [k in model for k in keys]
         parsed.clear()
-        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in keys}
+        batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in keys}
         result = table.upsert(_batch(batch))
         assert (result.num_updates, result.num_inserts) == (len(updates), len(fresh)), step
         # only a copy-on-write merge reuses the filter of the file it rewrites (never the tagging's)
@@ -250,11 +228,11 @@ def test_bloom_tagging_from_metadata_matches_footers_and_model(
             instant = table.schedule_compaction(force=True)
             assert instant is not None
             table.run_compaction(instant)
-    _check_rows(path, model)
+    check_rows(path, model)
     if table_type == "MERGE_ON_READ":  # the control: an upsert tagging from the footers uses them
         existing = {f"{p}/{n}" for n, p in _base_files(path).items()}
         parsed.clear()
-        Table.open(path).upsert(_batch({k: (_part_of(k), 99, 0) for k in rng.sample(sorted(model), 3)}))
+        Table.open(path).upsert(_batch({k: (part_of(k), 99, 0) for k in rng.sample(sorted(model), 3)}))
         assert [p for p in footers_used(existing) if _file_id(p) not in rewritten(existing)]
 
 
@@ -265,7 +243,7 @@ def test_bloom_filters_follow_rollback_and_restore(tmp_path: Path):
     Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
     options = {**ENABLE, "hoodie.bloom.index.use.metadata": "true", "hoodie.parquet.small.file.limit": "0"}
     table = Table.open(path, options=options)
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(12)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(12)}
     saved = table.insert(_batch(model)).instant_time
     table.initialize_metadata_table()
     table = Table.open(path, options=options)
@@ -274,7 +252,7 @@ def test_bloom_filters_follow_rollback_and_restore(tmp_path: Path):
     _check_partition(path, seen)
     rolled_back: set[str] = set()
     for step in range(3):
-        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in (step, 12 + step)}
+        batch = {f"k{i}": (part_of(f"k{i}"), step + 2, step) for i in (step, 12 + step)}
         written = table.upsert(_batch(batch)).instant_time
         _check_partition(path, seen, frozenset(rolled_back))
         if step == 1:
@@ -283,17 +261,17 @@ def test_bloom_filters_follow_rollback_and_restore(tmp_path: Path):
             _check_partition(path, seen, frozenset(rolled_back))
         else:
             model |= batch
-    _check_rows(path, model)
+    check_rows(path, model)
     assert table.restore(saved).rolled_back  # the files it deletes get tombstones
-    model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(12)}
+    model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(12)}
     _check_partition(path, seen, frozenset(rolled_back))
-    _check_rows(path, model)
+    check_rows(path, model)
     table = Table.open(path, options=options)
-    batch = {"k3": (_part_of("k3"), 9, 9), "k40": (_part_of("k40"), 9, 9)}
+    batch = {"k3": (part_of("k3"), 9, 9), "k40": (part_of("k40"), 9, 9)}
     result = table.upsert(_batch(batch))
     assert (result.num_updates, result.num_inserts) == (1, 1)
     _check_partition(path, seen, frozenset(rolled_back))
-    _check_rows(path, model | batch)
+    check_rows(path, model | batch)
 
 
 def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
