@@ -61,7 +61,7 @@ from lakeward.core.metadata_table.index_partition import (
     write_partition,
 )
 from lakeward.core.metadata_table.record_index import file_group_indexes, latest_group_slices
-from lakeward.core.metadata_table.record_index_compaction import merge_record_index_slice
+from lakeward.core.metadata_table.record_index_compaction import merge_slice_values
 from lakeward.core.metadata_table.schema import (
     METADATA_RECORD_SCHEMA,
     MetadataRecordType,
@@ -231,7 +231,8 @@ class MetadataBloomFilters:
         self.cells: dict[str, bytes] = {}
         for group in latest_group_slices(mdt, completion, BLOOM_FILTERS_PARTITION).values():
             logs = [path for *_, path in sorted(group.logs)]
-            self.cells.update(merge_record_index_slice(mdt, group.base, logs, completion, ""))
+            merged = merge_slice_values(mdt, group.base, logs, completion)
+            self.cells.update((key.decode(), value) for key, value in merged.items())
 
     def entry(self, partition_path: str, file_name: str) -> BloomEntry | None:
         """The live record of a base file's filter (None: no record, or a tombstone)."""

@@ -9,7 +9,8 @@ the instant that put the key there, so the compacted base answers every lookup e
 slice it replaces did; as in the base files Hudi's compaction writes (its create handle stamps
 the file name even on the metadata table, which has no other meta fields), `_hoodie_file_name`
 is the new base file's name and `key` is "" (`HoodieAvroHFileWriter` blanks it, the HFile key
-holds it).
+holds it). `bloom_filters` file groups merge the same way (Hudi's type-4 payload: the newer
+record replaces the older; its log blocks have no deletes).
 """
 
 from __future__ import annotations
@@ -76,14 +77,13 @@ def _apply_hfile(merged: dict[bytes, bytes], data: bytes, name: str) -> None:
     merged.update(HFileReader(data, name).items())
 
 
-def merge_record_index_slice(
-    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
-) -> list[tuple[str, bytes]]:
-    """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
-    sorted by key bytes: the base HFile (if any), then the blocks of `log_paths` (in the order
-    given: completion time, version, write token) whose instant is in `completed`; later values
-    replace, deleted keys are dropped (module doc). Raises MetadataTableUnavailable on a damaged
-    log block (nothing is written from a partial merge)."""
+def merge_slice_values(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
+) -> dict[bytes, bytes]:
+    """The live values of one slice of a "newest cell wins" partition (`record_index`, `bloom_filters`),
+    by key bytes: the base HFile (if any), then the blocks of `log_paths` (in the order given:
+    completion time, version, write token) whose instant is in `completed`; later values replace,
+    deleted keys are dropped. Raises MetadataTableUnavailable on a damaged log block."""
     merged: dict[bytes, bytes] = {}
     if base_path is not None:
         _apply_hfile(merged, mdt.read_bytes(base_path), base_path)
@@ -95,8 +95,18 @@ def merge_record_index_slice(
             for key in deleted:
                 if key is not None:
                     merged.pop(key.encode(), None)
+    return merged
+
+
+def merge_record_index_slice(
+    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
+) -> list[tuple[str, bytes]]:
+    """The live cells (key, value) of one record-index (or bloom-filters) slice for its compacted base
+    file `file_name`, sorted by key bytes (`merge_slice_values`, each value stamped with the file name).
+    Nothing is written from a partial merge."""
+    merged = merge_slice_values(mdt, base_path, log_paths, completed)
     stamp = FileNameStamp(file_name)
     return [(key.decode(), stamp(merged[key])) for key in sorted(merged)]
 
 
-__all__ = ["FileNameStamp", "merge_record_index_slice"]
+__all__ = ["FileNameStamp", "merge_record_index_slice", "merge_slice_values"]

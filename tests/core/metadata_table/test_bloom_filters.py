@@ -10,12 +10,14 @@ hudi-rs reads the table to the model's rows throughout.
 
 from __future__ import annotations
 
+import posixpath
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
@@ -39,6 +41,8 @@ from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import mdt_timeline
 from lakeward.core.metadata_table.index_ids import file_id, partition_id, xxh64
 from lakeward.core.timeline import Action
+from tests.interop.compare import both_readers
+from tests.support import crash
 from tests.support.keyed_rows import PARTS, Model, check_rows, part_of
 from tests.support.keyed_rows import batch as _batch
 
@@ -46,8 +50,14 @@ ENABLE = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.metadata.
 
 
 def _base_files(path: str) -> dict[str, str]:
-    """Every base file on storage: name -> partition."""
-    return {f.name: f.parent.name for f in Path(path).glob("p*/*.parquet") if parse_base_file_name(f.name) is not None}
+    """Every base file on storage: name -> partition path ("" for the table's root)."""
+    root = Path(path)
+    found = {}
+    for f in root.rglob("*.parquet"):
+        relative = f.parent.relative_to(root).as_posix()
+        if ".hoodie" not in f.relative_to(root).parts and parse_base_file_name(f.name) is not None:
+            found[f.name] = "" if relative == "." else relative
+    return found
 
 
 def _file_id(file_path: str) -> str:
@@ -65,7 +75,7 @@ def _check_partition(path: str, seen: set[tuple[str, str]], rolled_back: frozens
     for name, partition in on_storage.items():
         found = filters.entry(partition, name)
         assert found is not None, name
-        assert (found.type_code, found.filter_bytes) == footer_filter(table.storage, f"{partition}/{name}")
+        assert (found.type_code, found.filter_bytes) == footer_filter(table.storage, posixpath.join(partition, name))
     seen |= {(p, n) for n, p in on_storage.items()}
     for partition, name in seen:
         if name not in on_storage:
@@ -272,6 +282,61 @@ def test_bloom_filters_follow_rollback_and_restore(tmp_path: Path):
     assert (result.num_updates, result.num_inserts) == (1, 1)
     _check_partition(path, seen, frozenset(rolled_back))
     check_rows(path, model | batch)
+
+
+def test_bloom_filters_on_a_hudi_fixture(fixture_table: Any):
+    """On Hudi's table (its other index partitions dropped, its record index kept): the partition is
+    built from the footers Hudi wrote, an upsert tagged from it counts exactly, and hudi-rs agrees."""
+    path = fixture_table("cow", "v9_txns_simple_meta")
+    options = {
+        "hoodie.metadata.index.column.stats.enable": "false",
+        "hoodie.metadata.index.partition.stats.enable": "false",
+        "hoodie.metadata.index.secondary.enable": "false",
+        "hoodie.bloom.index.use.metadata": "true",
+        **ENABLE,
+    }
+    table = Table.open(path, options=options)
+    data = table.read()
+    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
+    first = data.slice(0, 1).to_pylist()[0]
+    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
+    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert props["hoodie.table.metadata.partitions"] == "bloom_filters,files,record_index"
+    _check_partition(path, set())
+    mine, theirs = both_readers(path)
+    assert mine == theirs
+    assert len(mine) == data.num_rows + 1
+
+
+@pytest.mark.slow
+def test_writer_killed_after_the_metadata_commit_leaves_no_filters(tmp_path: Path):
+    """SIGKILL after the metadata delta commit (with its bloom_filters log) completed and before the
+    data instant did: the next writer's repair rolls both back, no record of the killed write's
+    files stays, and the partition still matches the footers."""
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table = Table.open(path, options=ENABLE)
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(20)}
+    table.insert(_batch(model))
+    table.initialize_metadata_table()
+    seen: set[tuple[str, str]] = set()
+    _check_partition(path, seen)
+    batch_file = tmp_path / "crash.parquet"
+    pq.write_table(_batch({f"k{i}": (part_of(f"k{i}"), 2, i) for i in range(15, 30)}), batch_file)
+    crash.run_and_kill("crash_writer.py", path, "before_complete", str(batch_file))
+    [killed] = [i.time for i in Table.open(path).timeline().pending()]
+    bloom_dir = Path(path) / ".hoodie" / "metadata" / BLOOM_FILTERS_PARTITION
+    assert any(killed in f.name for f in bloom_dir.iterdir())  # the killed write's filters were logged
+    seen |= {(p, n) for n, p in _base_files(path).items()}  # its new files too
+    repair = {"k3": (part_of("k3"), 3, 3), "k40": (part_of("k40"), 3, 40)}
+    result = Table.open(path).upsert(_batch(repair))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    assert not any(killed in f.name for f in bloom_dir.iterdir())
+    _check_partition(path, seen, frozenset({killed}))
+    check_rows(path, model | repair)
 
 
 def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
