@@ -23,6 +23,7 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine import LocalEngine
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.file_group import base_file
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.metadata_listing import metadata_storage
@@ -337,6 +338,23 @@ def test_writer_killed_after_the_metadata_commit_leaves_no_filters(tmp_path: Pat
     assert not any(killed in f.name for f in bloom_dir.iterdir())
     _check_partition(path, seen, frozenset({killed}))
     check_rows(path, model | repair)
+
+
+@pytest.mark.spark
+def test_spark_engine_writes_keep_the_bloom_filters(spark: Any, tmp_path: Path):
+    """The Spark data plane writes the base files; the commit records their footers' filters all the same."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(6)}
+    table.insert(_batch(model))
+    Table.open(path, options=ENABLE).initialize_metadata_table()
+    table = Table.open(path, engine=SparkEngine(spark))
+    updates = {"k0": ("p0", 2, 100), "k10": (part_of("k10"), 2, 10)}
+    table.upsert(spark.createDataFrame(_batch(updates).to_pandas()))
+    model |= updates
+    seen: set[tuple[str, str]] = set()
+    _check_partition(path, seen)
+    check_rows(path, model)
 
 
 def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
