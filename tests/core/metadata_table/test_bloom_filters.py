@@ -357,6 +357,26 @@ def test_spark_engine_writes_keep_the_bloom_filters(spark: Any, tmp_path: Path):
     check_rows(path, model)
 
 
+def test_bloom_filters_of_an_empty_table_start_empty(tmp_path: Path):
+    """Built before any write: four file groups with only their initialisation logs; the first
+    writes fill them and a BLOOM upsert tagged from them counts exactly."""
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=8)
+    options = {**ENABLE, "hoodie.bloom.index.use.metadata": "true"}
+    Table.open(path, options=options).initialize_metadata_table()
+    bloom_dir = Path(path) / ".hoodie" / "metadata" / BLOOM_FILTERS_PARTITION
+    assert sorted(f.name.split("_")[0] for f in bloom_dir.glob(".bloom-filters-*")) == [
+        f".bloom-filters-000{i}-0" for i in range(4)
+    ]
+    assert not list(bloom_dir.glob("*.hfile"))
+    table = Table.open(path, options=options)
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(9)}
+    table.insert(_batch(model))
+    result = table.upsert(_batch({"k1": (part_of("k1"), 2, 1), "k9": (part_of("k9"), 2, 9)}))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    _check_partition(path, set())
+
+
 def test_disabling_bloom_filters_drops_the_partition(tmp_path: Path):
     path = str(tmp_path / "t")
     table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
