@@ -23,19 +23,27 @@ from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_location
 from lakeward.core.index.bloom_filter import hash_positions
 from lakeward.core.storage import Storage
 
-#: (data partition, base file name) -> (filter type code, the filter as its footer serialises it);
-#: None when the source has no filter for that file (its footer's is used).
-FilterSource = Callable[[str, str], tuple[str, bytes] | None]
+#: (data partition, base file name) -> the file's bloom filter serialised as in its footer (the same
+#: bytes, so of the footer's type); None when the source has no filter for that file (the footer's is used).
+FilterSource = Callable[[str, str], bytes | None]
 
 
 def _footer(storage: Storage, file_slice: FileSlice, filters: FilterSource | None = None) -> FooterKeys:
-    """The slice's base-file footer keys; its bloom filter from `filters` when that has one."""
+    """The slice's base-file footer keys; with `filters`, its bloom filter is asked from there, and
+    only when the index first needs it (a file whose key range admits no key never asks)."""
     assert file_slice.base_file is not None
     footer = read_footer_keys(storage, file_slice.base_file.path)
-    found = filters(file_slice.partition_path, file_slice.base_file.name) if filters is not None else None
-    if found is None:
+    if filters is None:
         return footer
-    return replace(footer, bloom_text=found[1], bloom_type=found[0], bloom_source=None)
+    partition, name = file_slice.partition_path, file_slice.base_file.name
+
+    def filter_text() -> str | bytes | None:
+        found = filters(partition, name)
+        if found is not None:
+            return found
+        return footer.bloom_source() if footer.bloom_source is not None else footer.bloom_text
+
+    return replace(footer, bloom_text=None, bloom_source=filter_text)
 
 
 #: Above this many files, sorting the batch once beats comparing every key with every range.

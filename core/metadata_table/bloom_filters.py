@@ -38,14 +38,18 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import fastavro
 import pyarrow as pa
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import MetadataTableError
+from lakeward.core.file_group import log_file
 from lakeward.core.file_group.base_file import read_footer_keys
+from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.metadata_listing import (
+    committed_blocks,
     metadata_partitions,
     metadata_storage,
     read_table_properties,
@@ -61,7 +65,6 @@ from lakeward.core.metadata_table.index_partition import (
     write_partition,
 )
 from lakeward.core.metadata_table.record_index import file_group_indexes, latest_group_slices
-from lakeward.core.metadata_table.record_index_compaction import merge_slice_values
 from lakeward.core.metadata_table.schema import (
     METADATA_RECORD_SCHEMA,
     MetadataRecordType,
@@ -218,34 +221,69 @@ def initialize_bloom_filters(
     return write_partition(storage, config, BLOOM_FILTERS_PARTITION, file_ids, lambda i: grouped.get(i, []))
 
 
-class MetadataBloomFilters:
-    """The merged `bloom_filters` partition of a table's metadata table, read once, for bloom lookups.
+#: One source of a file group's records, newest first: an HFile (base or log block) or a DELETE block's keys.
+_Source: TypeAlias = HFileReader | frozenset[bytes]
 
-    Per file group: the latest base HFile, then each committed log block, newer cells replacing
-    older ones (the metadata compaction's merge); values are decoded only when asked for.
+
+class MetadataBloomFilters:
+    """The `bloom_filters` partition of a table's metadata table, for the bloom lookups of one write.
+
+    A lookup reads only the file group its key hashes to (its latest base HFile and committed log
+    blocks, each read once, on first use) and only the HFile blocks that can hold the key; the
+    newest record of the key wins, as the metadata compaction merges them.
     """
 
     def __init__(self, storage: Storage):
-        mdt = metadata_storage(storage)
-        completion = {t: c for t, c in Timeline.load(mdt, TimelineLayout.V2).completion_times().items() if c}
-        self.cells: dict[str, bytes] = {}
-        for group in latest_group_slices(mdt, completion, BLOOM_FILTERS_PARTITION).values():
-            logs = [path for *_, path in sorted(group.logs)]
-            merged = merge_slice_values(mdt, group.base, logs, completion)
-            self.cells.update((key.decode(), value) for key, value in merged.items())
+        self.mdt = metadata_storage(storage)
+        self._completion = {t: c for t, c in Timeline.load(self.mdt, TimelineLayout.V2).completion_times().items() if c}
+        self._groups = latest_group_slices(self.mdt, self._completion, BLOOM_FILTERS_PARTITION)
+        self._sources: dict[str, list[_Source]] = {}
+
+    def _group_sources(self, group_id: str) -> list[_Source]:
+        """The group's sources, newest first."""
+        sources = self._sources.get(group_id)
+        if sources is None:
+            sources = []
+            group = self._groups.get(group_id)
+            if group is not None:
+                if group.base is not None:
+                    sources.append(HFileReader(self.mdt.read_bytes(group.base), group.base))
+                logs = [path for *_, path in sorted(group.logs)]
+                for path, block in committed_blocks(self.mdt, logs, self._completion):
+                    if block.block_type is log_file.BlockType.HFILE_DATA:
+                        sources.append(HFileReader(block.content, path))
+                    elif block.block_type is log_file.BlockType.DELETE:
+                        keys = log_file.decode_block(block).records.column(0).to_pylist()  # type: ignore[attr-defined]
+                        sources.append(frozenset(k.encode() for k in keys if k is not None))
+            sources = self._sources[group_id] = sources[::-1]
+        return sources
+
+    def record(self, partition_path: str, file_name: str) -> BloomEntry | None:
+        """The newest record of a base file's filter, tombstones included (None: no record)."""
+        key = record_key(partition_path, file_name)
+        if not self._groups:
+            return None
+        index = int(file_group_indexes(pa.array([key], pa.string()), len(self._groups))[0])
+        raw = key.encode()
+        for source in self._group_sources(file_group_id(index)):
+            if isinstance(source, frozenset):
+                if raw in source:
+                    return None
+                continue
+            value = source.get(raw)
+            if value is not None:
+                return decode_bloom_record(value)
+        return None
 
     def entry(self, partition_path: str, file_name: str) -> BloomEntry | None:
         """The live record of a base file's filter (None: no record, or a tombstone)."""
-        value = self.cells.get(record_key(partition_path, file_name))
-        if value is None:
-            return None
-        found = decode_bloom_record(value)
-        return None if found.deleted else found
+        found = self.record(partition_path, file_name)
+        return None if found is None or found.deleted else found
 
-    def filter_of(self, partition_path: str, file_name: str) -> tuple[str, bytes] | None:
-        """(type code, serialised filter) of a base file, as the BLOOM index's `FilterSource` asks."""
+    def filter_of(self, partition_path: str, file_name: str) -> bytes | None:
+        """The serialised filter of a base file (None: no live record), as the BLOOM index's `FilterSource` asks."""
         found = self.entry(partition_path, file_name)
-        return None if found is None else (found.type_code, found.filter_bytes)
+        return None if found is None else found.filter_bytes
 
 
 __all__ = [

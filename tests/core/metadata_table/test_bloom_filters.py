@@ -80,12 +80,12 @@ def _check_partition(path: str, seen: set[tuple[str, str]], rolled_back: frozens
     seen |= {(p, n) for n, p in on_storage.items()}
     for partition, name in seen:
         if name not in on_storage:
-            value = filters.cells.get(record_key(partition, name))
-            if value is None:
+            record = filters.record(partition, name)
+            if record is None:
                 parsed = parse_base_file_name(name)
                 assert parsed is not None and parsed.instant_time in rolled_back, name
             else:
-                assert decode_bloom_record(value).deleted, name
+                assert record.deleted, name
     assert compare_files_partition(table.storage).ok
 
 
