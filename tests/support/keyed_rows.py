@@ -38,3 +38,11 @@ def check_rows(path: str, model: Model) -> None:
         for rows in (mine, theirs)
     ]
     assert strip[0] == strip[1] == expected
+
+
+def txns_update_and_insert(data: pa.Table) -> tuple[dict[str, object], dict[str, object]]:
+    """For the `v9_txns_*` fixtures' rows `data` (meta columns dropped): an update of the first row
+    (amount + 1, a later `txn_ts`) and a new row `TXN-900` in the same partition."""
+    first = data.slice(0, 1).to_pylist()[0]
+    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
+    return changed, dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)

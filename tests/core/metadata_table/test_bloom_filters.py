@@ -44,7 +44,7 @@ from lakeward.core.metadata_table.index_ids import file_id, partition_id, xxh64
 from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
 from tests.support import crash
-from tests.support.keyed_rows import PARTS, Model, check_rows, part_of
+from tests.support.keyed_rows import PARTS, Model, check_rows, part_of, txns_update_and_insert
 from tests.support.keyed_rows import batch as _batch
 
 ENABLE = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.metadata.compact.max.delta.commits": "3"}
@@ -299,9 +299,7 @@ def test_bloom_filters_on_a_hudi_fixture(fixture_table: Any):
     table = Table.open(path, options=options)
     data = table.read()
     data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    first = data.slice(0, 1).to_pylist()[0]
-    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
-    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    changed, new = txns_update_and_insert(data)
     result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
     assert (result.num_updates, result.num_inserts) == (1, 1)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())

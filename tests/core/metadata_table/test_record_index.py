@@ -39,7 +39,7 @@ from lakeward.core.timeline import Action, CommitMetadata
 from lakeward.core.timeline.transitions import read_instant
 from tests.interop.compare import both_readers
 from tests.support import crash
-from tests.support.keyed_rows import Model, check_rows, part_of
+from tests.support.keyed_rows import Model, check_rows, part_of, txns_update_and_insert
 from tests.support.keyed_rows import batch as _batch
 
 
@@ -183,9 +183,7 @@ def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
     table = Table.open(path, options=options)
     data = table.read()
     data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    first = data.slice(0, 1).to_pylist()[0]
-    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
-    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    changed, new = txns_update_and_insert(data)
     result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
     assert (result.num_updates, result.num_inserts) == (1, 1)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
