@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lakeward import Table
 from tests.interop.compare import both_readers
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
@@ -40,9 +41,15 @@ def check_rows(path: str, model: Model) -> None:
     assert strip[0] == strip[1] == expected
 
 
-def txns_update_and_insert(data: pa.Table) -> tuple[dict[str, object], dict[str, object]]:
-    """For the `v9_txns_*` fixtures' rows `data` (meta columns dropped): an update of the first row
-    (amount + 1, a later `txn_ts`) and a new row `TXN-900` in the same partition."""
+def upsert_txns_update_and_insert(table: Table) -> tuple[pa.Table, dict[str, object]]:
+    """On a `v9_txns_*` fixture: upsert an update of the first row (amount + 1, a later `txn_ts`) and a
+    new row `TXN-900` in its partition, assert they count as one update and one insert; the rows
+    before (meta columns dropped) and the new row."""
+    data = table.read()
+    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
     first = data.slice(0, 1).to_pylist()[0]
     changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
-    return changed, dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
+    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    return data, new

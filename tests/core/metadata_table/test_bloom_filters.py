@@ -44,7 +44,7 @@ from lakeward.core.metadata_table.index_ids import file_id, partition_id, xxh64
 from lakeward.core.timeline import Action
 from tests.interop.compare import both_readers
 from tests.support import crash
-from tests.support.keyed_rows import PARTS, Model, check_rows, part_of, txns_update_and_insert
+from tests.support.keyed_rows import PARTS, Model, check_rows, part_of, upsert_txns_update_and_insert
 from tests.support.keyed_rows import batch as _batch
 
 ENABLE = {"hoodie.metadata.index.bloom.filter.enable": "true", "hoodie.metadata.compact.max.delta.commits": "3"}
@@ -297,11 +297,7 @@ def test_bloom_filters_on_a_hudi_fixture(fixture_table: Any):
         **ENABLE,
     }
     table = Table.open(path, options=options)
-    data = table.read()
-    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    changed, new = txns_update_and_insert(data)
-    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
-    assert (result.num_updates, result.num_inserts) == (1, 1)
+    data, new = upsert_txns_update_and_insert(table)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.metadata.partitions"] == "bloom_filters,files,record_index"
     _check_partition(path, set())

@@ -39,7 +39,7 @@ from lakeward.core.timeline import Action, CommitMetadata
 from lakeward.core.timeline.transitions import read_instant
 from tests.interop.compare import both_readers
 from tests.support import crash
-from tests.support.keyed_rows import Model, check_rows, part_of, txns_update_and_insert
+from tests.support.keyed_rows import Model, check_rows, part_of, upsert_txns_update_and_insert
 from tests.support.keyed_rows import batch as _batch
 
 
@@ -181,11 +181,7 @@ def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
         "hoodie.index.type": "RECORD_INDEX",
     }
     table = Table.open(path, options=options)
-    data = table.read()
-    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    changed, new = txns_update_and_insert(data)
-    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
-    assert (result.num_updates, result.num_inserts) == (1, 1)
+    data, new = upsert_txns_update_and_insert(table)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.metadata.partitions"] == "files,record_index"
     _check_locations(path)
