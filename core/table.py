@@ -331,7 +331,7 @@ class Table:
         self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
             self.storage, self.config, self._client.write_config
         )
-        self._build_record_index_if_enabled()
+        self._build_index_partitions_if_enabled()
         self._build_stats_partitions_if_enabled()
 
     def _build_metadata_table(self) -> None:
@@ -347,25 +347,39 @@ class Table:
         if built is not None:
             self._reload()
 
-    def _build_record_index_if_enabled(self) -> None:
-        """Build the metadata table's `record_index` partition when this writer enables it
-        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and the table's
-        metadata table (v8/v9, with `files`) lacks it, as a Hudi writer does on its first commit."""
+    def _build_index_partitions_if_enabled(self) -> None:
+        """Build the metadata table's index partitions this writer enables and the table's metadata
+        table (with `files`) lacks, as a Hudi writer does on its first commit: `record_index`
+        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and
+        `bloom_filters` (`hoodie.metadata.index.bloom.filter.enable=true`), each where the table
+        version's metadata table keeps it (`MetadataTableRules.partitions`: v6 no `bloom_filters`)."""
         client = self._client
-        if client is None:
+        partitions = metadata_partitions(self.config.to_properties())
+        if client is None or "files" not in partitions:
             return
         wc = client.write_config
-        if not (wc.metadata_record_index or wc.index_type == "RECORD_INDEX"):
-            return
-        partitions = metadata_partitions(self.config.to_properties())
-        kept = self.config.version.metadata_table.partitions
-        if "files" not in partitions or "record_index" in partitions or "record_index" not in kept:
+        builders: dict[str, tuple[bool, Callable[[Timeline], str]]] = {
+            "record_index": (
+                bool(wc.metadata_record_index) or wc.index_type == "RECORD_INDEX",
+                lambda timeline: metadata_table.record_index_writer.initialize_record_index(
+                    self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
+                ),
+            ),
+            "bloom_filters": (
+                bool(wc.metadata_bloom_filters),
+                lambda timeline: metadata_table.bloom_filters.initialize_bloom_filters(
+                    self.storage, self.config, timeline, file_groups=wc.metadata_bloom_filter_file_groups
+                ),
+            ),
+        }
+        kept = self.config.version.metadata_table.partitions  # what this table version's metadata table keeps
+        wanted = [b for name, (enabled, b) in builders.items() if enabled and name in kept and name not in partitions]
+        if not wanted:
             return
         with client.lock:
             timeline = client.roll_back_failed_writes()
-            metadata_table.record_index_writer.initialize_record_index(
-                self.storage, self.config, timeline, min_file_groups=wc.metadata_record_index_min_file_groups
-            )
+            for build in wanted:
+                build(timeline)
         self._reload()
 
     def _build_stats_partitions_if_enabled(self) -> None:
@@ -662,7 +676,7 @@ class Table:
             timeline = self._writer(write=True).roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
-        self._metadata_table_gate()  # the record index too, when this writer enables it
+        self._metadata_table_gate()  # the index partitions too (record_index, bloom_filters), when enabled
         return result
 
     # -- table version ---------------------------------------------------------------------

@@ -210,7 +210,7 @@ class TableVersion:
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
         services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of `files` alone or with `record_index` (which every write and service keeps); index
+        one of `files` alone or with `record_index` and `bloom_filters` (which every write and service keeps); index
         partitions lakeward does not maintain yet make the table read-only.
         """
         if self.writable:
@@ -241,10 +241,10 @@ class TableVersion:
 
 #: The metadata-table partition lakeward keeps on every commit (`metadata_table.writer`).
 MAINTAINED_METADATA_PARTITION = "files"
-#: Every metadata-table partition lakeward keeps on a table that has it (`record_index`: its
-#: `metadata_table.record_index`, unless the writer disables it).
+#: Every metadata-table partition lakeward keeps on a table that has it (`record_index`,
+#: `bloom_filters`, `column_stats`, `partition_stats`: unless the writer disables them).
 MAINTAINED_METADATA_PARTITIONS = frozenset(
-    {MAINTAINED_METADATA_PARTITION, "record_index", "column_stats", "partition_stats"}
+    {MAINTAINED_METADATA_PARTITION, "record_index", "column_stats", "partition_stats", "bloom_filters"}
 )
 #: Hudi 0.14/0.15's metadata table on v6 tables: `files` and `record_index` kept.
 V6_METADATA_TABLE = MetadataTableRules(

@@ -66,8 +66,12 @@ DESCRIPTIONS: dict[str, str] = {
     "with a metadata table) and every commit keeps it; `false` drops an existing one before a write; unset: an "
     "existing one is kept",
     "hoodie.metadata.record.index.min.filegroup.count": "the fewest file groups a new `record_index` partition gets",
-    "hoodie.metadata.index.bloom.filter.enable": "`false` drops an existing `bloom_filters` metadata partition "
-    "before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.index.bloom.filter.enable": "`true` builds the `bloom_filters` metadata partition (v8/v9, on a "
+    "table with a metadata table: every base file's bloom filter) and every commit keeps it; `false` drops an "
+    "existing one before a write; unset: an existing one is kept",
+    "hoodie.metadata.index.bloom.filter.file.group.count": "the file groups a new `bloom_filters` partition gets",
+    "hoodie.bloom.index.use.metadata": "BLOOM tagging reads the base files' bloom filters from the metadata "
+    "table's `bloom_filters` partition (when the table has it) instead of from their footers",
     "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
     "before a write; unset or `true`: such a write is refused",
     "hoodie.metadata.compact.max.delta.commits": "metadata table (every version): completed metadata delta commits "

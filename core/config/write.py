@@ -65,6 +65,9 @@ class WriteConfig(BaseModel):
     bloom_filter_type: Literal["DYNAMIC_V0", "SIMPLE"] = Field("DYNAMIC_V0", alias="hoodie.bloom.index.filter.type")
     bloom_max_entries: int = Field(100000, alias="hoodie.bloom.index.filter.dynamic.max.entries", gt=0)
     bloom_prune_by_ranges: bool = Field(True, alias="hoodie.bloom.index.prune.by.ranges")
+    #: BLOOM tagging reads the base files' bloom filters from the metadata table's `bloom_filters`
+    #: partition (when the table has it) instead of from each file's footer.
+    bloom_index_use_metadata: bool = Field(False, alias="hoodie.bloom.index.use.metadata")
     max_file_size: int = Field(120 * 1024 * 1024, alias="hoodie.parquet.max.file.size", gt=0)
     small_file_limit: int = Field(100 * 1024 * 1024, alias="hoodie.parquet.small.file.limit", ge=0)
     #: None: estimated from the batch's Arrow size until commits give a measured average.
@@ -153,7 +156,11 @@ class WriteConfig(BaseModel):
     metadata_record_index_min_file_groups: int = Field(
         10, alias="hoodie.metadata.record.index.min.filegroup.count", gt=0
     )
+    #: `true`: keep every base file's bloom filter in the metadata table's `bloom_filters` partition
+    #: (built on the first write that enables it); `false` drops an existing one; unset keeps what is there.
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
+    #: The file groups a new `bloom_filters` partition gets (Hudi's default 4; fixed afterwards).
+    metadata_bloom_filter_file_groups: int = Field(4, alias="hoodie.metadata.index.bloom.filter.file.group.count", gt=0)
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
     #: Metadata table (every table version): its own compaction is planned once this many metadata delta commits
     #: completed since its last compaction (Hudi 1.x's default).

@@ -1,9 +1,15 @@
-"""BLOOM index: prune base files by key range and footer bloom filter, then confirm by real keys."""
+"""BLOOM index: prune base files by key range and bloom filter, then confirm by real keys.
+
+The filters come from the base files' footers, or, with `hoodie.bloom.index.use.metadata` on a
+table whose metadata table keeps `bloom_filters`, from there (a `FilterSource` the write plane
+passes: same bytes, so the same candidates), the footers then giving only the key ranges.
+"""
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +23,27 @@ from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_location
 from lakeward.core.index.bloom_filter import hash_positions
 from lakeward.core.storage import Storage
 
+#: (data partition, base file name) -> the file's bloom filter serialised as in its footer (the same
+#: bytes, so of the footer's type); None when the source has no filter for that file (the footer's is used).
+FilterSource = Callable[[str, str], bytes | None]
 
-def _footer(storage: Storage, file_slice: FileSlice) -> FooterKeys:
+
+def _footer(storage: Storage, file_slice: FileSlice, filters: FilterSource | None = None) -> FooterKeys:
+    """The slice's base-file footer keys; with `filters`, its bloom filter is asked from there, and
+    only when the index first needs it (a file whose key range admits no key never asks)."""
     assert file_slice.base_file is not None
-    return read_footer_keys(storage, file_slice.base_file.path)
+    footer = read_footer_keys(storage, file_slice.base_file.path)
+    if filters is None:
+        return footer
+    partition, name = file_slice.partition_path, file_slice.base_file.name
+
+    def filter_text() -> str | bytes | None:
+        found = filters(partition, name)
+        if found is not None:
+            return found
+        return footer.bloom_source() if footer.bloom_source is not None else footer.bloom_text
+
+    return replace(footer, bloom_text=None, bloom_source=filter_text)
 
 
 #: Above this many files, sorting the batch once beats comparing every key with every range.
@@ -117,6 +140,7 @@ def locate(
     prune_by_ranges: bool = True,
     committed: CommittedInstants = NO_INSTANTS,
     unconfirmed_single: bool = False,
+    filters: FilterSource | None = None,
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -130,6 +154,8 @@ def locate(
     a merge that tells updates from inserts (copy-on-write): then a false positive just
     becomes an insert into that group. Never on merge-on-read, where it would land in the
     group's log as an "update" of a key the group does not hold.
+
+    `filters`: where the base files' bloom filters come from instead of their footers.
     """
     result = empty_locations(len(keys))
     if not slices or not len(keys):
@@ -138,7 +164,7 @@ def locate(
     nothing = np.zeros(n, dtype=bool)
     everything = np.ones(n, dtype=bool)
     with_base = [s for s in slices if s.base_file is not None]
-    footers = engine.map(lambda s: _footer(storage, s), with_base, "read footers")
+    footers = engine.map(lambda s: _footer(storage, s, filters), with_base, "read footers")
     admitted = dict(zip((s.file_id for s in with_base), _admitted(keys, footers, prune_by_ranges)))
     with_logs = [s for s in slices if s.log_files]
     # Slices with logs: every key against the logs, admitted ones against the base file.

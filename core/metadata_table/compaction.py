@@ -53,6 +53,7 @@ from lakeward.core.file_group.metadata_listing import (
 )
 from lakeward.core.file_group.naming import write_token
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.bloom_filters import BLOOM_FILTERS_PARTITION
 from lakeward.core.metadata_table.files_partition import encode_record
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION
 from lakeward.core.metadata_table.record_index_compaction import merge_record_index_slice
@@ -74,7 +75,9 @@ COMPACT_OPERATION = "COMPACT"
 #: Write token of the base files lakeward's metadata compaction writes (one task, one attempt).
 BASE_WRITE_TOKEN = write_token(0, 0, 0)
 #: The metadata partitions whose file groups a metadata compaction folds (every maintained one).
-_COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION, *STATS_PARTITIONS})
+_COMPACTED_PARTITIONS = frozenset({FILES_PARTITION, RECORD_INDEX_PARTITION, BLOOM_FILTERS_PARTITION, *STATS_PARTITIONS})
+#: Partitions whose slices merge by "the newest cell of a key wins" (`merge_record_index_slice`).
+_NEWEST_WINS_PARTITIONS = frozenset({RECORD_INDEX_PARTITION, BLOOM_FILTERS_PARTITION})
 
 
 def mdt_timeline(storage: Storage) -> Timeline:
@@ -220,7 +223,7 @@ def check_metadata_compaction(
 
 
 def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str) -> CompactionPlan:
-    """The plan of a metadata compaction at `instant_time`: per `files` and `record_index` file group,
+    """The plan of a metadata compaction at `instant_time`: per `files`, `record_index` and `bloom_filters` file group,
     its latest slice with the logs whose delta commit completed before `instant_time` (groups with
     none are left out)."""
     completion = slice_times(mdt)
@@ -330,7 +333,7 @@ def _compact_operation(
     name = f"{op.file_id}_{BASE_WRITE_TOKEN}_{instant_time}.hfile"
     path = posixpath.join(op.partition_path, name)
     bloom = None
-    if op.partition_path == RECORD_INDEX_PARTITION:
+    if op.partition_path in _NEWEST_WINS_PARTITIONS:
         cells, bloom = merge_record_index_slice(mdt_storage, base_path, log_paths, completion, name)
     elif op.partition_path in STATS_PARTITIONS:  # column_stats, partition_stats
         cells = merge_stats_slice(mdt_storage, base_path, log_paths, completion, name)

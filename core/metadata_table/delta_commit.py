@@ -1,4 +1,4 @@
-"""One metadata-table delta commit of `files` (and `record_index`, when kept): how it is written.
+"""One metadata-table delta commit of `files` (and `record_index`, `bloom_filters`, when kept): how it is written.
 
 Below the metadata writer (`writer`: which data-table instants change what), which imports the
 rollback (`table_services.rollback`) too. See `writer` for the steps of a delta commit.
@@ -24,6 +24,7 @@ from lakeward.core.file_group.metadata_listing import (
     next_log_file,
 )
 from lakeward.core.file_group.naming import write_token
+from lakeward.core.metadata_table.bloom_filters import BLOOM_FILTERS_PARTITION, keeps_bloom_filters, write_bloom_change
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
@@ -154,6 +155,10 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change, version)
     # column_stats / partition_stats, when kept (`stats_writer`)
     partition_stats |= write_stats_change(storage, instant_time, StatsChange(change.added, change.deleted))
+    if keeps_bloom_filters(storage):  # new base files' filters, removed ones' tombstones
+        partition_stats[BLOOM_FILTERS_PARTITION] = write_bloom_change(
+            storage, instant_time, change.added, change.deleted
+        )
     metadata = CommitMetadata(
         partitionToWriteStats={p: stats for p, stats in partition_stats.items() if stats},
         extraMetadata={"schema": COMMIT_SCHEMA_JSON},

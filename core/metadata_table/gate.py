@@ -3,10 +3,11 @@
 lakeward keeps the `files` partition of a metadata table on every write, on every table version
 (`metadata_table.writer`), and the index partitions it has among the version's
 `MetadataTableRules.partitions`: `record_index` (`metadata_table.record_index`) and, on
-versions 8/9, `column_stats` and `partition_stats` (`metadata_table.stats_writer`); each is
-dropped when the writer disables it. The other partitions Hudi 1.x maintains (bloom_filters, secondary and
-expression indexes) it cannot maintain yet, so a write to a table that has them is refused (MetadataTableError, nothing
-written) unless the writer disables them: as a Hudi writer whose config disables a partition
+versions 8/9, `column_stats`, `partition_stats` (`metadata_table.stats_writer`) and
+`bloom_filters` (`metadata_table.bloom_filters`); each is dropped when the writer disables it.
+The other partitions Hudi 1.x maintains (secondary and expression indexes) it cannot maintain
+yet, so a write to a table that has them is refused (MetadataTableError, nothing written) unless the
+writer disables them: as a Hudi writer whose config disables a partition
 that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
 why. Table services are gated the same way (each keeps `files` too). Partitions still being

@@ -9,7 +9,8 @@ the instant that put the key there, so the compacted base answers every lookup e
 slice it replaces did; as in the base files Hudi's compaction writes (its create handle stamps
 the file name even on the metadata table, which has no other meta fields), `_hoodie_file_name`
 is the new base file's name and `key` is "" (`HoodieAvroHFileWriter` blanks it, the HFile key
-holds it).
+holds it). `bloom_filters` file groups merge the same way (Hudi's type-4 payload: the newer
+record replaces the older; its log blocks have no deletes).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def merge_slice_cells(
     mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
 ) -> dict[bytes, bytes]:
     """The newest value per key of one metadata file slice whose records replace each other (record
-    index, column and partition stats): the base HFile (if any), then the blocks of `log_paths` (in
+    index, bloom filters, column and partition stats): the base HFile (if any), then the blocks of `log_paths` (in
     the order given: completion time, version, write token) whose instant is in `completed`; a
     DELETE block's keys are removed. Raises MetadataTableUnavailable on a damaged log block."""
     return _merge_slice(mdt, base_path, log_paths, completed).cells
@@ -122,7 +123,8 @@ def _merge_slice(
 def merge_record_index_slice(
     mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str], file_name: str
 ) -> tuple[list[tuple[str, bytes]], BloomFilter | None]:
-    """The live cells (key, value) of one record-index slice for its compacted base file `file_name`,
+    """The live cells (key, value) of one record-index (or bloom-filters) slice for its compacted base
+    file `file_name`,
     sorted by key bytes (`merge_slice_cells`: later values replace, deleted keys are dropped; module
     doc). Nothing is written from a partial merge. With them, the base HFile's bloom filter
     extended with the keys new to the slice (`extended_metadata_bloom_filter`; None: build one):

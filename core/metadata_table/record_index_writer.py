@@ -16,7 +16,6 @@ Per data instant `T` the change goes into the metadata delta commit `T` that als
 from __future__ import annotations
 
 import logging
-import posixpath
 import time
 from collections import defaultdict
 
@@ -25,23 +24,23 @@ import pyarrow as pa
 
 from lakeward.core.config.table import TableConfig, update_table_properties
 from lakeward.core.exceptions import MetadataTableError
-from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_block_hfile
-from lakeward.core.file_group.log_file.log_block import BlockType, DeleteBlock, HeaderKey, OpaqueBlock
+from lakeward.core.file_group.log_file.log_block import DeleteBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
     METADATA_PARTITIONS_KEY,
-    load_metadata_timeline,
     metadata_partitions,
     metadata_storage,
-    metadata_table_version,
-    next_log_file,
     read_table_properties,
 )
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.metadata_table.bootstrap import INIT_WRITE_TOKEN, start_file_group
+from lakeward.core.metadata_table.index_partition import (
+    append_log_file,
+    hfile_data_block,
+    prepare_build,
+    write_partition,
+)
 from lakeward.core.metadata_table.record_index import (
-    LOG_WRITE_TOKEN,
     RECORD_INDEX_PARTITION,
     RecordIndexChange,
     encode_location,
@@ -51,12 +50,10 @@ from lakeward.core.metadata_table.record_index import (
     instant_epoch_ms,
     live_slice_keys,
 )
-from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON
+from lakeward.core.metadata_table.schema import HFILE_SCHEMA_JSON
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TableVersion
-from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
-from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker
+from lakeward.core.timeline import Timeline, WriteStat
 
 log = logging.getLogger(__name__)
 
@@ -124,56 +121,28 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange, ver
         file_id = file_group_id(index)
         data = b""
         if upserts.get(index):
-            cells = _cells({k: change.upserts[k] for k in upserts[index]})
-            block = OpaqueBlock(
-                kind=BlockType.HFILE_DATA,
-                header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
-                raw_content=write_log_block_hfile(cells, HFILE_SCHEMA_JSON),
-            )
-            data += encode_block(block)
+            data += hfile_data_block(instant_time, _cells({k: change.upserts[k] for k in upserts[index]}))
         if deletes.get(index):
             gone = deletes[index]
             block = DeleteBlock.create(
                 instant_time, HFILE_SCHEMA_JSON, gone, _DELETE_PARTITION_PATH, pa.array([0] * len(gone), pa.int64())
             )
             data += encode_block(block)
-        name, log_version = next_log_file(mdt, version, RECORD_INDEX_PARTITION, file_id, instant_time, LOG_WRITE_TOKEN)
-        create_marker(mdt, instant_time, RECORD_INDEX_PARTITION, name, "APPEND")
-        path = posixpath.join(RECORD_INDEX_PARTITION, name)
-        mdt.create_if_absent(path, data)
-        count = len(upserts.get(index, ())) + len(deletes.get(index, ()))
+        updated, deleted = len(upserts.get(index, ())), len(deletes.get(index, ()))
         stats.append(
-            WriteStat(
-                fileId=file_id,
-                path=path,
-                prevCommit=instant_time,
-                numWrites=count,
-                numUpdateWrites=len(upserts.get(index, ())),
-                numDeletes=len(deletes.get(index, ())),
-                totalWriteBytes=len(data),
-                partitionPath=RECORD_INDEX_PARTITION,
-                fileSizeInBytes=len(data),
-                runtimeStats={
-                    "totalScanTime": 0,
-                    "totalCreateTime": 0,
-                    "totalUpsertTime": int((time.monotonic() - started) * 1000),
-                },
-                logVersion=log_version,
-                logOffset=0,
-                baseFile="",
-                logFiles=[name],
+            append_log_file(
+                mdt,
+                version,
+                instant_time,
+                RECORD_INDEX_PARTITION,
+                file_id,
+                data,
+                started,
+                updates=updated,
+                deletes=deleted,
             )
         )
     return stats
-
-
-def _init_instant(mdt: Storage, version: TableVersion, timeline: Timeline) -> str:
-    """The first free initialisation instant (`MetadataTableRules.init_instant`: `00000000000000xxx` on
-    v8/v9, the data table's latest completed instant + `01x` on v6)."""
-    taken = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).instants}
-    completed = timeline.completed()
-    latest = completed[-1].time if completed else None
-    return next(t for n in range(1000) if (t := version.metadata_table.init_instant(latest, n)) not in taken)
 
 
 def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str, str, str]]:
@@ -191,58 +160,19 @@ def initialize_record_index(
 ) -> str:
     """Build the `record_index` partition of a table whose metadata table has `files` (module
     docstring); call under the table lock with nothing pending. Returns the metadata instant."""
-    props = read_table_properties(storage)
-    partitions = metadata_partitions(props)
-    if RECORD_INDEX_PARTITION in partitions:
-        raise MetadataTableError(f"{storage.uri} already has a record_index partition; nothing was written")
-    if timeline.pending():
-        raise MetadataTableError(
-            f"cannot build the record index of {storage.uri} while instants are pending; nothing was written"
-        )
-    mdt = metadata_storage(storage)
-    mdt.delete_dir(RECORD_INDEX_PARTITION)  # leftovers of an interrupted initialisation
+    prepare_build(storage, timeline, RECORD_INDEX_PARTITION)
     locations = table_locations(storage, timeline)
     num_groups = file_group_count(len(locations), *(() if min_file_groups is None else (min_file_groups,)))
-    version = metadata_table_version(mdt)
-    init = _init_instant(mdt, version, timeline)
-    requested = create_requested(mdt, init, Action.DELTA_COMMIT, b"", version.timeline_layout)
-    inflight = transition_to_inflight(mdt, requested)
     keys = list(locations)
     groups = file_group_indexes(pa.array(keys, pa.string()), num_groups) if keys else np.zeros(0, dtype=np.int64)
     members: dict[int, list[str]] = defaultdict(list)
     for key, index in zip(keys, groups.tolist(), strict=True):
         members[index].append(key)
-    stats = []
-    for index in range(num_groups):
-        file_id = file_group_id(index)
-        start_file_group(mdt, RECORD_INDEX_PARTITION, file_id, init)
-        if not members.get(index):
-            continue
-        started = time.monotonic()
-        hfile = write_base_hfile(_cells({k: locations[k] for k in members[index]}), HFILE_SCHEMA_JSON)
-        path = posixpath.join(RECORD_INDEX_PARTITION, f"{file_id}_{INIT_WRITE_TOKEN}_{init}.hfile")
-        mdt.create_if_absent(path, hfile)
-        stats.append(
-            WriteStat(
-                fileId=file_id,
-                path=path,
-                numWrites=len(members[index]),
-                numInserts=len(members[index]),
-                totalWriteBytes=len(hfile),
-                fileSizeInBytes=len(hfile),
-                partitionPath=RECORD_INDEX_PARTITION,
-                runtimeStats={
-                    "totalScanTime": 0,
-                    "totalCreateTime": int((time.monotonic() - started) * 1000),
-                    "totalUpsertTime": 0,
-                },
-            )
-        )
-    metadata = CommitMetadata(
-        partitionToWriteStats={RECORD_INDEX_PARTITION: stats},
-        extraMetadata={"schema": COMMIT_SCHEMA_JSON},
-        operationType="BULK_INSERT_PREPPED",
+    return write_partition(
+        storage,
+        config,
+        timeline,
+        RECORD_INDEX_PARTITION,
+        [file_group_id(i) for i in range(num_groups)],
+        lambda index: _cells({k: locations[k] for k in members.get(index, ())}),
     )
-    complete(mdt, inflight, metadata.to_bytes(version.metadata_encoding), config.timeline_timezone)
-    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted({*partitions, RECORD_INDEX_PARTITION}))})
-    return init

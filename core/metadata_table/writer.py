@@ -24,9 +24,10 @@ metadata table too (`table_services.rollback`), as Hudi does. A metadata delta c
 exists already when `T` is written again (a re-run table service) is rolled back first (Hudi's
 "re-attempted commit" rule).
 
-`files` is maintained, and `record_index` when the table keeps one (in the same delta commit,
-`delta_commit`); other metadata partitions are refused or dropped before anything is written
-(`metadata_table.gate`). The metadata table's own compaction, clean and archival run after
+`files` is maintained, and `record_index`, `bloom_filters`, `column_stats` and `partition_stats`
+when the table keeps them (in the same delta commit, `delta_commit`); other metadata partitions
+are refused or dropped before anything is written (`metadata_table.gate`). The metadata table's
+own compaction, clean and archival run after
 the data commit (`metadata_table.services`). How a delta commit is written is `delta_commit`.
 """
 

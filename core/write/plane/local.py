@@ -28,8 +28,10 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bloom as bloom_index
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index import simple as simple_index
+from lakeward.core.index.bloom import FilterSource
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.metadata_table.bloom_filters import MetadataBloomFilters, keeps_bloom_filters
 from lakeward.core.metadata_table.record_index import (
     RecordIndex,
     RecordIndexChange,
@@ -79,6 +81,8 @@ def _slices_by_partition(view: FileSystemView) -> dict[str, list[FileSlice]]:
 class LocalDataPlane:
     def __init__(self, client: WriteClient, engine: Engine):
         self._record_index: RecordIndex | None = None
+        #: The metadata table's bloom filters, read on the first BLOOM lookup of a write (None: not yet).
+        self._bloom_filters: MetadataBloomFilters | None = None
         #: Keys the tagging found new to the table (RECORD_INDEX upserts), per partition.
         self._new_keys: list[pa.Array] = []
         self.client = client
@@ -113,6 +117,7 @@ class LocalDataPlane:
         records: pa.Table = prepared.records
         deletes_by_group: dict[tuple[str, str], pa.Table] = {}
         self._record_index = None
+        self._bloom_filters = None
         self._new_keys = []
         if self.write_config.index_type == "RECORD_INDEX" and operation is not WriteOperation.BULK_INSERT:
             self._record_index = RecordIndex(self.storage)
@@ -239,7 +244,17 @@ class LocalDataPlane:
             wc.bloom_prune_by_ranges,
             committed,
             unconfirmed_single=not self.client.merge_on_read,
+            filters=self._metadata_filters(),
         )
+
+    def _metadata_filters(self) -> FilterSource | None:
+        """The bloom filters of `hoodie.bloom.index.use.metadata`: the metadata table's `bloom_filters`
+        partition, read once per write, when the table keeps it (None: the footers' filters)."""
+        if not self.write_config.bloom_index_use_metadata or not keeps_bloom_filters(self.storage):
+            return None
+        if self._bloom_filters is None:
+            self._bloom_filters = MetadataBloomFilters(self.storage)
+        return self._bloom_filters.filter_of
 
     def _bucket_ids(self, records: pa.Table) -> np.ndarray:
         fields = self.client.bucket_hash_fields(records.column_names)

@@ -39,30 +39,12 @@ from lakeward.core.timeline import Action, CommitMetadata
 from lakeward.core.timeline.transitions import read_instant
 from tests.interop.compare import both_readers
 from tests.support import crash
-
-SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
-PARTS = ["p0", "p1", "p2"]
-Model = dict[str, tuple[str, int, int]]
-
-
-def _batch(rows: Model) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in sorted(rows.items())], schema=SCHEMA
-    )
-
-
-def _part_of(key: str) -> str:
-    return PARTS[int(key[1:]) % len(PARTS)]  # a key stays in its partition (RECORD_INDEX is global)
+from tests.support.keyed_rows import Model, check_rows, part_of, upsert_txns_update_and_insert
+from tests.support.keyed_rows import batch as _batch
 
 
 def _check(path: str, model: Model, gone: set[str]) -> None:
-    mine, theirs = both_readers(path)
-    expected = sorted(({"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in model.items()), key=repr)
-    strip = [
-        sorted(({k: v for k, v in r.items() if not k.startswith("_hoodie")} for r in rows), key=repr)
-        for rows in (mine, theirs)
-    ]
-    assert strip[0] == strip[1] == expected
+    check_rows(path, model)
     table = Table.open(path)
     assert compare_files_partition(table.storage).ok
     keys = sorted(model) + sorted(gone)
@@ -87,9 +69,9 @@ def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str,
         table_version=version,
         options=bucket,
     )
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(40)}
     table.insert(_batch(model))
-    second = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(40, 60)}
+    second = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(40, 60)}
     table.upsert(_batch(second))  # merge-on-read: into the buckets' logs (keys only in log files)
     model |= second
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
@@ -104,7 +86,7 @@ def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str,
         reinserts = rng.sample(sorted(gone), min(2, len(gone)))
         fresh = [f"k{next_key + i}" for i in range(4)]
         next_key += 4
-        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
+        batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
         result = table.upsert(_batch(batch))
         assert (result.num_updates, result.num_inserts) == (len(updates), len(reinserts) + len(fresh)), step
         model |= batch
@@ -200,13 +182,7 @@ def test_lakeward_keeps_a_hudi_fixtures_record_index(fixture_table: Any):
         "hoodie.index.type": "RECORD_INDEX",
     }
     table = Table.open(path, options=options)
-    data = table.read()
-    data = data.drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    first = data.slice(0, 1).to_pylist()[0]
-    changed = dict(first, amount=first["amount"] + 1, txn_ts=first["txn_ts"] + 1000)
-    new = dict(first, txn_id="TXN-900", txn_ts=first["txn_ts"] + 1000)
-    result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
-    assert (result.num_updates, result.num_inserts) == (1, 1)
+    data, new = upsert_txns_update_and_insert(table)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.metadata.partitions"] == "files,record_index"
     _check_locations(path)
@@ -221,7 +197,7 @@ def _indexed_table(path: str, rows: int) -> tuple[Table, Model]:
     """A v9 copy-on-write table of `rows` keys with its metadata table and record index, opened
     with RECORD_INDEX tagging, and its model."""
     table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(rows)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(rows)}
     table.insert(_batch(model))
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
     table.initialize_metadata_table()
@@ -234,14 +210,14 @@ def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path
     saved = table.upsert(_batch({"k1": ("p1", 2, 10)})).instant_time
     model["k1"] = ("p1", 2, 10)
     table.savepoint(saved)
-    table.upsert(_batch({"k7": (_part_of("k7"), 3, 7)}))  # a key the restore takes away
+    table.upsert(_batch({"k7": (part_of("k7"), 3, 7)}))  # a key the restore takes away
     table.restore(saved)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.metadata.partitions"] == "files"
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
-    result = table.upsert(_batch({"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}))
+    result = table.upsert(_batch({"k7": (part_of("k7"), 4, 7), "k2": (part_of("k2"), 4, 2)}))
     assert (result.num_updates, result.num_inserts) == (1, 1)
-    model |= {"k7": (_part_of("k7"), 4, 7), "k2": (_part_of("k2"), 4, 2)}
+    model |= {"k7": (part_of("k7"), 4, 7), "k2": (part_of("k2"), 4, 2)}
     _check(path, model, set())
 
 
@@ -268,11 +244,11 @@ def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
     table = Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
     )
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(6)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(6)}
     table.insert(_batch(model))
     Table.open(path, options={"hoodie.metadata.record.index.enable": "true"}).initialize_metadata_table()
     table = Table.open(path, engine=SparkEngine(spark), options={"hoodie.index.type": "RECORD_INDEX"})
-    updates = {"k0": ("p0", 2, 100), "k10": (_part_of("k10"), 2, 10)}
+    updates = {"k0": ("p0", 2, 100), "k10": (part_of("k10"), 2, 10)}
     table.upsert(spark.createDataFrame(_batch(updates).to_pandas()))
     model |= updates
     deleted = {"k2": model.pop("k2")}
@@ -307,7 +283,7 @@ def test_the_record_index_stays_exact_through_metadata_table_compactions(tmp_pat
     initial = {f: sorted(n) for f, n in _record_index_bases(path).items()}
     gone: set[str] = set()
     for step in range(10):
-        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in range(step, 16 + step, 3)}
+        batch = {f"k{i}": (part_of(f"k{i}"), step + 2, step) for i in range(step, 16 + step, 3)}
         result = table.upsert(_batch(batch))
         updates = sum(k in model for k in batch)
         assert (result.num_updates, result.num_inserts) == (updates, len(batch) - updates), step
@@ -345,13 +321,13 @@ def test_killed_after_the_record_index_base_is_written_is_repaired_by_the_next_w
         path, options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.compact.max.delta.commits": 1000}
     )
     for step in range(6):
-        batch = {f"k{i}": (_part_of(f"k{i}"), step + 2, step) for i in range(step, 14 + step, 4)}
+        batch = {f"k{i}": (part_of(f"k{i}"), step + 2, step) for i in range(step, 14 + step, 4)}
         table.upsert(_batch(batch))
         model |= batch
     gone = {"k1"}
     table.delete(_batch({"k1": model.pop("k1")}))
     assert len(mdt_timeline(table.storage).completed(Action.DELTA_COMMIT)) == 9
-    crash_rows = {f"k{i}": (_part_of(f"k{i}"), 20, i) for i in range(0, 24, 2)}
+    crash_rows = {f"k{i}": (part_of(f"k{i}"), 20, i) for i in range(0, 24, 2)}
     batch_file = tmp_path / "crash.parquet"
     pq.write_table(_batch(crash_rows), batch_file)
     crash.run_and_kill("crash_writer.py", path, "mdt_compaction_base_written", str(batch_file))
@@ -363,7 +339,7 @@ def test_killed_after_the_record_index_base_is_written_is_repaired_by_the_next_w
     _check(path, model, gone)  # readers ignore the unfinished compaction's base files
 
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
-    repair = {"k1": (_part_of("k1"), 30, 1), "k99": (_part_of("k99"), 30, 99), "k3": (_part_of("k3"), 30, 3)}
+    repair = {"k1": (part_of("k1"), 30, 1), "k99": (part_of("k99"), 30, 99), "k3": (part_of("k3"), 30, 3)}
     result = table.upsert(_batch(repair))
     assert (result.num_updates, result.num_inserts) == (1, 2)
     model |= repair
@@ -437,14 +413,14 @@ def test_an_exactly_tagged_write_derives_the_rewrite_derived_change(
     table = Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
     )
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(30)}
     table.insert(_batch(model))
     Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).initialize_metadata_table()
     table = Table.open(path, options={"hoodie.index.type": index})
     seen.clear()
     for step in range(3):
         batch = {k: (model[k][0], step + 2, step) for k in sorted(model)[step : step + 8]}  # updates
-        batch |= {f"k{100 + 10 * step + i}": (_part_of(f"k{100 + 10 * step + i}"), step + 2, i) for i in range(5)}
+        batch |= {f"k{100 + 10 * step + i}": (part_of(f"k{100 + 10 * step + i}"), step + 2, i) for i in range(5)}
         batch[f"n{step}"] = ("p9", step + 2, 0)  # a new partition
         table.upsert(_batch(batch))
         model |= batch
