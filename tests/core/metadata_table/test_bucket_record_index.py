@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from lakeward import Table
-from tests.core.metadata_table.test_record_index import Model, _batch, _check, _part_of
+from tests.core.metadata_table.test_record_index import _check
+from tests.support.keyed_rows import Model, part_of
+from tests.support.keyed_rows import batch as _batch
 
 BUCKET = {
     "hoodie.index.type": "BUCKET",
@@ -31,7 +33,7 @@ def test_bucket_upserts_keep_the_record_index(tmp_path: Path, table_type: str):
     path = str(tmp_path / "t")
     Table.create(path, **LAYOUT, table_type=table_type, options=BUCKET)
     table = Table.open(path, options=BUCKET)
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(30)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(30)}
     table.insert(_batch(model))
     table.initialize_metadata_table()  # with the record index
     gone: set[str] = set()
@@ -40,7 +42,7 @@ def test_bucket_upserts_keep_the_record_index(tmp_path: Path, table_type: str):
         # updates, re-inserts of deleted keys, and new keys into existing buckets (logs on merge-on-read)
         keys = [*rng.sample(sorted(model), 4), *rng.sample(sorted(gone), min(2, len(gone)))]
         keys += [f"k{30 + 5 * step + i}" for i in range(5)]
-        batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in keys}
+        batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in keys}
         table.upsert(_batch(batch))
         model |= batch
         gone -= set(keys)

@@ -25,8 +25,10 @@ from lakeward.core.table_services.metadata_compaction import MetadataCompactionS
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.lsm_history import load_archived_instants
-from tests.core.metadata_table.test_record_index import Model, _batch, _check, _part_of
+from tests.core.metadata_table.test_record_index import _check
 from tests.support import crash
+from tests.support.keyed_rows import Model, part_of
+from tests.support.keyed_rows import batch as _batch
 
 HISTORY = rules_for_layout(TimelineLayout.V2).history_folder or ""
 #: Small keep counts (the metadata table keeps one more of each), eager metadata compaction and clean.
@@ -43,7 +45,7 @@ def _indexed(path: str, version: int, table_type: str, options: dict[str, object
     Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=version
     )
-    model: Model = {f"k{i}": (_part_of(f"k{i}"), 1, i) for i in range(24)}
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(24)}
     table = Table.open(path, options=options)
     table.insert(_batch(model))
     table.initialize_metadata_table()
@@ -52,7 +54,7 @@ def _indexed(path: str, version: int, table_type: str, options: dict[str, object
 
 def _step(table: Table, model: Model, gone: set[str], rng: random.Random, step: int) -> None:
     keys = rng.sample(sorted(model), 4) + [f"k{100 + step}"]
-    batch = {k: (_part_of(k), step + 2, rng.randrange(1000)) for k in keys}
+    batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in keys}
     table.upsert(_batch(batch))
     model |= batch
     if step % 3 == 2:
@@ -146,7 +148,7 @@ def test_killed_during_the_metadata_archival_is_finished_by_the_next_writer(tmp_
         _step(table, model, gone, rng, step)
     Table.open(path, options=OPTIONS).archive()  # the data table's archival
     assert not _history(path)
-    rows = {"k200": (_part_of("k200"), 50, 1)}
+    rows = {"k200": (part_of("k200"), 50, 1)}
     payload = [{"id": k, "part": p, "ts": ts, "val": v} for k, (p, ts, v) in rows.items()]
     crash.run_and_kill("crash_archiver.py", path, point, json.dumps(OPTIONS), json.dumps(payload))
     model |= rows  # the data commit completed before the metadata table's services ran
