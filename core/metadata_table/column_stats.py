@@ -19,10 +19,8 @@ uses (`core/read/pruning.py`).
 
 from __future__ import annotations
 
-import base64
 import datetime
 import decimal
-import hashlib
 import io
 import json
 import posixpath
@@ -46,6 +44,8 @@ from lakeward.core.file_group.metadata_listing import (
     metadata_storage,
     slice_times,
 )
+from lakeward.core.metadata_table.index_ids import file_id as file_id_hash
+from lakeward.core.metadata_table.index_ids import name_id as hash_id
 from lakeward.core.metadata_table.record_index import latest_slices
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
@@ -55,69 +55,11 @@ COLUMN_STATS_PARTITION = "column_stats"
 #: File-group id prefix of the partition (`col-stats-0000-0`) and Hudi's default group count.
 FILE_GROUP_PREFIX = "col-stats"
 DEFAULT_FILE_GROUPS = 2
-#: Hudi's hash seed of index keys: Java `int 0xdabadaba` sign-extended to 64 bits.
-XXH64_SEED = 0xFFFFFFFFDABADABA
 INDEX_DEFINITIONS_PATH = posixpath.join(METAFOLDER, ".index_defs", "index.json")
 #: Meta fields Hudi indexes besides the data columns (the others differ per record and file).
 INDEXED_META_FIELDS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
 _NAMESPACE = METADATA_RECORD_SCHEMA.get("namespace", "org.apache.hudi.avro.model")
 _PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
-
-_P1, _P2, _P3, _P4, _P5 = (
-    0x9E3779B185EBCA87,
-    0xC2B2AE3D27D4EB4F,
-    0x165667B19E3779F9,
-    0x85EBCA77C2B2AE63,
-    0x27D4EB2F165667C5,
-)
-_M64 = 0xFFFFFFFFFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (64 - r))) & _M64
-
-
-def _round(acc: int, lane: int) -> int:
-    return (_rotl((acc + lane * _P2) & _M64, 31) * _P1) & _M64
-
-
-def xxh64(data: bytes, seed: int = XXH64_SEED) -> int:
-    """XXHash64 of `data` (the algorithm Hudi's key ids use), as an unsigned 64-bit int."""
-    n, pos = len(data), 0
-    if n >= 32:
-        acc = [(seed + _P1 + _P2) & _M64, (seed + _P2) & _M64, seed & _M64, (seed - _P1) & _M64]
-        while pos + 32 <= n:
-            for i in range(4):
-                acc[i] = _round(acc[i], int.from_bytes(data[pos + 8 * i : pos + 8 * i + 8], "little"))
-            pos += 32
-        h = (_rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)) & _M64
-        for lane in acc:
-            h = ((h ^ _round(0, lane)) * _P1 + _P4) & _M64
-    else:
-        h = (seed + _P5) & _M64
-    h = (h + n) & _M64
-    while pos + 8 <= n:
-        h = (_rotl(h ^ _round(0, int.from_bytes(data[pos : pos + 8], "little")), 27) * _P1 + _P4) & _M64
-        pos += 8
-    if pos + 4 <= n:
-        h = (_rotl(h ^ (int.from_bytes(data[pos : pos + 4], "little") * _P1) & _M64, 23) * _P2 + _P3) & _M64
-        pos += 4
-    while pos < n:
-        h = (_rotl(h ^ (data[pos] * _P5) & _M64, 11) * _P1) & _M64
-        pos += 1
-    h = ((h ^ (h >> 33)) * _P2) & _M64
-    h = ((h ^ (h >> 29)) * _P3) & _M64
-    return h ^ (h >> 32)
-
-
-def hash_id(text: str) -> str:
-    """Hudi's `ColumnIndexID`/`PartitionIndexID`: base64 of the big-endian xxh64 of `text`."""
-    return base64.b64encode(xxh64(text.encode("utf-8")).to_bytes(8, "big")).decode("ascii")
-
-
-def file_id_hash(file_name: str) -> str:
-    """Hudi's `FileIndexID`: base64 of the md5 of the file name."""
-    return base64.b64encode(hashlib.md5(file_name.encode("utf-8")).digest()).decode("ascii")  # noqa: S324 (format)
 
 
 def partition_identifier(partition_path: str) -> str:

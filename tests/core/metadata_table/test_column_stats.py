@@ -35,8 +35,8 @@ from lakeward.core.metadata_table.column_stats import (
     hash_id,
     parquet_ranges,
     read_ranges,
-    xxh64,
 )
+from lakeward.core.metadata_table.index_ids import xxh64
 from lakeward.core.metadata_table.partition_stats import PARTITION_STATS_PARTITION, partition_stats_key
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.metadata_table.stats_writer import StatsChange, column_stats_cells, latest_files
