@@ -58,10 +58,16 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.clustering.plan.strategy.sort.columns": "columns the clustered files are sorted by",
     "hoodie.clustering.plan.strategy.target.file.max.bytes": "size of the files a clustering writes",
     "hoodie.clustering.updates.strategy": "the only one: updates to file groups under a pending clustering are rejected",
-    "hoodie.metadata.index.column.stats.enable": "`false` drops an existing `column_stats` metadata partition "
-    "before a write (lakeward does not maintain it yet); unset or `true`: such a write is refused",
-    "hoodie.metadata.index.partition.stats.enable": "`false` drops an existing `partition_stats` metadata "
-    "partition before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.index.column.stats.enable": "`true` builds the `column_stats` metadata partition (v8/v9, on a "
+    "table with a metadata table: per file and column min, max and null counts, for data skipping) and every "
+    "commit keeps it; `false` drops an existing one (and `partition_stats`) before a write; unset: an existing "
+    "one is kept",
+    "hoodie.metadata.index.column.stats.column.list": "the columns a new `column_stats` partition covers, "
+    "comma-separated (unset: the record key, partition path and commit time meta fields and the first primitive "
+    "data columns, 32 in all, as Hudi 1.x)",
+    "hoodie.metadata.index.partition.stats.enable": "`partition_stats` (per partition and column ranges, built "
+    "with `column_stats` on partitioned tables unless `false`) is kept by every commit; `false` drops an "
+    "existing one before a write",
     "hoodie.metadata.record.index.enable": "`true` builds the `record_index` metadata partition (every version, on a table "
     "with a metadata table) and every commit keeps it; `false` drops an existing one before a write; unset: an "
     "existing one is kept",
