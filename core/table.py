@@ -332,7 +332,6 @@ class Table:
             self.storage, self.config, self._client.write_config
         )
         self._build_index_partitions_if_enabled()
-        self._build_stats_partitions_if_enabled()
 
     def _build_metadata_table(self) -> None:
         """`hoodie.metadata.enable=true` and no metadata table yet: build its `files` partition first, as a
@@ -349,15 +348,19 @@ class Table:
 
     def _build_index_partitions_if_enabled(self) -> None:
         """Build the metadata table's index partitions this writer enables and the table's metadata
-        table (with `files`) lacks, as a Hudi writer does on its first commit: `record_index`
-        (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`) and
-        `bloom_filters` (`hoodie.metadata.index.bloom.filter.enable=true`), each where the table
-        version's metadata table keeps it (`MetadataTableRules.partitions`: v6 no `bloom_filters`)."""
+        table (with `files`) lacks, as a Hudi writer does on its first commit, in this order:
+        `record_index` (`hoodie.metadata.record.index.enable=true` or `hoodie.index.type=RECORD_INDEX`),
+        `bloom_filters` (`hoodie.metadata.index.bloom.filter.enable=true`), `column_stats`
+        (`hoodie.metadata.index.column.stats.enable=true`) and, on a partitioned table, `partition_stats`
+        (with `column_stats` being built unless `hoodie.metadata.index.partition.stats.enable=false`,
+        or beside kept ones when it is true); each where the table version's metadata table keeps it
+        (`MetadataTableRules.partitions`: v6 only `record_index`)."""
         client = self._client
         partitions = metadata_partitions(self.config.to_properties())
         if client is None or "files" not in partitions:
             return
         wc = client.write_config
+        builds_columns = wc.metadata_column_stats is True and "column_stats" not in partitions
         builders: dict[str, tuple[bool, Callable[[Timeline], str]]] = {
             "record_index": (
                 bool(wc.metadata_record_index) or wc.index_type == "RECORD_INDEX",
@@ -371,6 +374,20 @@ class Table:
                     self.storage, self.config, timeline, file_groups=wc.metadata_bloom_filter_file_groups
                 ),
             ),
+            "column_stats": (
+                wc.metadata_column_stats is True,
+                lambda timeline: metadata_table.stats_writer.initialize_column_stats(
+                    self.storage, self.config, timeline, column_list=wc.metadata_column_stats_columns
+                ),
+            ),
+            "partition_stats": (
+                self.config.is_partitioned
+                and wc.metadata_partition_stats is not False
+                and (builds_columns or (wc.metadata_partition_stats is True and "column_stats" in partitions)),
+                lambda timeline: metadata_table.stats_writer.initialize_partition_stats(
+                    self.storage, self.config, timeline
+                ),
+            ),
         }
         kept = self.config.version.metadata_table.partitions  # what this table version's metadata table keeps
         wanted = [b for name, (enabled, b) in builders.items() if enabled and name in kept and name not in partitions]
@@ -380,38 +397,6 @@ class Table:
             timeline = client.roll_back_failed_writes()
             for build in wanted:
                 build(timeline)
-        self._reload()
-
-    def _build_stats_partitions_if_enabled(self) -> None:
-        """Build the metadata table's `column_stats` (`hoodie.metadata.index.column.stats.enable=true`)
-        and `partition_stats` (unless `hoodie.metadata.index.partition.stats.enable=false`; it needs
-        column stats) partitions when the table's metadata table (v8/v9, with `files`) lacks them."""
-        client = self._client
-        if client is None or not self.config.version.metadata_table_listing:
-            return
-        wc = client.write_config
-        partitions = metadata_partitions(self.config.to_properties())
-        has_columns = "column_stats" in partitions
-        columns = wc.metadata_column_stats is True and not has_columns
-        partition_stats = (
-            wc.metadata_partition_stats is not False
-            and (has_columns or columns)
-            and (columns or wc.metadata_partition_stats is True)
-            and "partition_stats" not in partitions
-            and self.config.is_partitioned
-        )
-        if "files" not in partitions or not (columns or partition_stats):
-            return
-        with client.lock:
-            timeline = client.roll_back_failed_writes()
-            metadata_table.stats_writer.initialize_stats_partitions(
-                self.storage,
-                self.config,
-                timeline,
-                column_stats=columns,
-                partition_stats=partition_stats,
-                column_list=wc.metadata_column_stats_columns,
-            )
         self._reload()
 
     def service_context(self, service: str | None = None) -> TableContext:

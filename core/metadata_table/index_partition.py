@@ -1,12 +1,14 @@
 """The files of the metadata table's index partitions: their initialisation, and each delta commit's log files.
 
-Initialisation: `record_index` and `bloom_filters` are built the same way
-(`HoodieBackedTableMetadataWriter.initializeFromFilesystem` for a partition added to a metadata
-table that has `files`): one metadata delta commit with a reserved time (on v8/v9
+Initialisation: `record_index`, `bloom_filters`, `column_stats` and `partition_stats` are built
+the same way (`HoodieBackedTableMetadataWriter.initializeFromFilesystem` for a partition added to a
+metadata table that has `files`; `write_partition`): one metadata delta commit with a reserved
+time (on v8/v9
 `00000000000000` + the first 3-digit counter not on the metadata timeline, each partition its
-own; on v6 after the data table's latest completed instant), whose file groups each get their
-initialisation log file and, when they have records, a base HFile of their sorted cells
-(`BULK_INSERT_PREPPED`); then the partition joins
+own; on v6 after the data table's latest completed instant: `MetadataTableRules.init_instant`), on
+the timeline layout of the table version, whose file groups each get their initialisation log
+file and, when they have records, a base HFile of their sorted cells, each carrying the file's
+name in `_hoodie_file_name` as Hudi's base HFiles do (`BULK_INSERT_PREPPED`); then the partition joins
 `hoodie.table.metadata.partitions`, last. Until that last step no reader or writer uses it, so
 an interrupted build is deleted and done again by the next one.
 
@@ -39,6 +41,7 @@ from lakeward.core.file_group.metadata_listing import (
 )
 from lakeward.core.metadata_table.bootstrap import INIT_WRITE_TOKEN, start_file_group
 from lakeward.core.metadata_table.record_index import LOG_WRITE_TOKEN
+from lakeward.core.metadata_table.record_index_compaction import FileNameStamp
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TableVersion
@@ -100,7 +103,8 @@ def write_partition(
     cells_of: Callable[[int], Cells],
 ) -> str:
     """Write the initialisation delta commit of `partition` (file groups `file_ids`; `cells_of(i)`: the
-    sorted cells of group i, asked for once) and list the partition in the table's properties, last.
+    sorted cells of group i, asked for once; their `_hoodie_file_name` is set to the base HFile's
+    name) and list the partition in the table's properties, last.
     Call after `prepare_build`, under the table lock; `timeline` is the data table's. Returns the
     metadata instant."""
     mdt = metadata_storage(storage)
@@ -115,8 +119,10 @@ def write_partition(
         cells = cells_of(index)
         if not cells:
             continue
-        hfile = write_base_hfile(cells, HFILE_SCHEMA_JSON)
-        path = posixpath.join(partition, f"{file_id}_{INIT_WRITE_TOKEN}_{init}.hfile")
+        name = f"{file_id}_{INIT_WRITE_TOKEN}_{init}.hfile"
+        stamp = FileNameStamp(name)
+        hfile = write_base_hfile([(key, stamp(value)) for key, value in cells], HFILE_SCHEMA_JSON)
+        path = posixpath.join(partition, name)
         mdt.create_if_absent(path, hfile)
         stats.append(base_hfile_stat(partition, file_id, path, len(hfile), len(cells), started))
     metadata = CommitMetadata(

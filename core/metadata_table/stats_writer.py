@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import json
 import posixpath
+import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,19 +37,14 @@ import pyarrow.parquet as pq
 from lakeward.core.config.table import TableConfig, update_table_properties
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group import log_file
-from lakeward.core.file_group.hfile_writer import write_base_hfile, write_log_block_hfile
-from lakeward.core.file_group.log_file.log_block import BlockType, DataBlock, HeaderKey, OpaqueBlock
-from lakeward.core.file_group.log_file.log_format import encode_block
+from lakeward.core.file_group.log_file.log_block import DataBlock
 from lakeward.core.file_group.metadata_listing import (
-    INIT_INSTANT_PREFIX,
-    METADATA_PARTITIONS_KEY,
     metadata_partitions,
     metadata_storage,
+    metadata_table_version,
     read_table_properties,
 )
-from lakeward.core.file_group.naming import log_file_name
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.metadata_table.bootstrap import INIT_WRITE_TOKEN, start_file_group
 from lakeward.core.metadata_table.column_stats import (
     COLUMN_STATS_PARTITION,
     DEFAULT_FILE_GROUPS,
@@ -67,6 +63,13 @@ from lakeward.core.metadata_table.column_stats import (
     read_ranges,
     table_ranges,
 )
+from lakeward.core.metadata_table.index_partition import (
+    Cells,
+    append_log_file,
+    hfile_data_block,
+    prepare_build,
+    write_partition,
+)
 from lakeward.core.metadata_table.partition_stats import (
     DEFAULT_FILE_GROUPS as PARTITION_STATS_FILE_GROUPS,
 )
@@ -79,20 +82,15 @@ from lakeward.core.metadata_table.partition_stats import (
     partition_stats_key,
 )
 from lakeward.core.metadata_table.record_index_compaction import FileNameStamp, merge_slice_cells
-from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, METADATA_RECORD_SCHEMA
+from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
 from lakeward.core.metadata_table.schema import MetadataRecordType as RecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import TimelineLayout
-from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
-from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker
+from lakeward.core.timeline import Timeline, WriteStat
 
 #: Hudi's cap on the columns indexed by default (`hoodie.metadata.index.column.stats.max.columns.to.index`).
 MAX_COLUMNS = 32
 #: The table property naming the index definitions file (v9).
 INDEX_DEFS_KEY = "hoodie.table.index.defs.path"
-#: Write token of the log files lakeward writes into the metadata table.
-LOG_WRITE_TOKEN = "0-0-0"
 _PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
 #: The partitions this module keeps.
 STATS_PARTITIONS = (COLUMN_STATS_PARTITION, PARTITION_STATS_PARTITION)
@@ -252,46 +250,24 @@ def _file_group_ids(mdt: Storage, partition: str) -> list[str]:
     return ids
 
 
-def _write_stat(
-    partition: str, file_id: str, path: str, count: int, size: int, log_name: str | None, instant_time: str | None
-) -> WriteStat:
-    return WriteStat(
-        fileId=file_id,
-        path=path,
-        prevCommit=instant_time,
-        numWrites=count,
-        numInserts=count if log_name is None else 0,
-        numUpdateWrites=0 if log_name is None else count,
-        totalWriteBytes=size,
-        partitionPath=partition,
-        fileSizeInBytes=size,
-        runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": 0},
-        **({"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [log_name]} if log_name else {}),
-    )
-
-
 def write_cells(mdt: Storage, partition: str, instant_time: str, cells: Mapping[str, bytes]) -> list[WriteStat]:
-    """Write `cells` into the partition's file groups as log files of the delta commit `instant_time`."""
+    """Write `cells` into the partition's file groups as log files of the delta commit `instant_time`,
+    as every index partition's are (`index_partition.append_log_file`)."""
     if not cells:
         return []
     ids = _file_group_ids(mdt, partition)
-    groups: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
+    version = metadata_table_version(mdt)
+    groups: dict[int, Cells] = defaultdict(list)
     for key, value in cells.items():
         groups[file_group_index(key, len(ids))].append((key, value))
     stats = []
     for index, members in sorted(groups.items()):
+        started = time.monotonic()
         members.sort(key=lambda kv: kv[0].encode())
-        block = OpaqueBlock(
-            kind=BlockType.HFILE_DATA,
-            header={HeaderKey.SCHEMA: HFILE_SCHEMA_JSON, HeaderKey.INSTANT_TIME: instant_time},
-            raw_content=write_log_block_hfile(members, HFILE_SCHEMA_JSON),
+        data = hfile_data_block(instant_time, members)
+        stats.append(
+            append_log_file(mdt, version, instant_time, partition, ids[index], data, started, updates=len(members))
         )
-        name = log_file_name(ids[index], instant_time, 1, LOG_WRITE_TOKEN)
-        create_marker(mdt, instant_time, partition, name, "APPEND")
-        data = encode_block(block)
-        path = posixpath.join(partition, name)
-        mdt.create_if_absent(path, data)
-        stats.append(_write_stat(partition, ids[index], path, len(members), len(data), name, instant_time))
     return stats
 
 
@@ -344,44 +320,28 @@ def _any_schema(storage: Storage, files: Mapping[str, Mapping[str, int]]) -> pa.
 
 
 # -- initialisation ---------------------------------------------------------------------------
-def _init_instant(mdt: Storage) -> str:
-    taken = {i.time for i in Timeline.load(mdt, TimelineLayout.V2).instants}
-    return next(t for n in range(1000) if (t := f"{INIT_INSTANT_PREFIX}{n:03d}") not in taken)
-
-
-def _initialize_partition(
-    storage: Storage, config: TableConfig, partition: str, num_groups: int, cells: Mapping[str, bytes]
+def _write_partition(
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    partition: str,
+    num_groups: int,
+    cells: Mapping[str, bytes],
 ) -> str:
-    mdt = metadata_storage(storage)
-    mdt.delete_dir(partition)  # leftovers of an interrupted initialisation
-    init = _init_instant(mdt)
-    inflight = transition_to_inflight(mdt, create_requested(mdt, init, Action.DELTA_COMMIT, b"", TimelineLayout.V2))
-    members: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
+    """The initialisation delta commit of a stats partition of `num_groups` file groups holding
+    `cells`, written as every index partition's is (`index_partition.write_partition`)."""
+    members: dict[int, Cells] = defaultdict(list)
     for key, value in cells.items():
         members[file_group_index(key, num_groups)].append((key, value))
-    stats = []
-    for index in range(num_groups):
-        file_id = f"{_PREFIXES[partition]}-{index:04d}-0"
-        start_file_group(mdt, partition, file_id, init)
-        if not members.get(index):
-            continue
-        name = f"{file_id}_{INIT_WRITE_TOKEN}_{init}.hfile"
-        stamp = FileNameStamp(name)
-        hfile = write_base_hfile(
-            sorted(((k, stamp(v)) for k, v in members[index]), key=lambda kv: kv[0].encode()), HFILE_SCHEMA_JSON
-        )
-        path = posixpath.join(partition, name)
-        mdt.create_if_absent(path, hfile)
-        stats.append(_write_stat(partition, file_id, path, len(members[index]), len(hfile), None, None))
-    metadata = CommitMetadata(
-        partitionToWriteStats={partition: stats},
-        extraMetadata={"schema": COMMIT_SCHEMA_JSON},
-        operationType="BULK_INSERT_PREPPED",
+    file_ids = [f"{_PREFIXES[partition]}-{index:04d}-0" for index in range(num_groups)]
+    return write_partition(
+        storage,
+        config,
+        timeline,
+        partition,
+        file_ids,
+        lambda index: sorted(members.get(index, []), key=lambda kv: kv[0].encode()),
     )
-    complete(mdt, inflight, metadata.to_avro(), config.timeline_timezone)
-    partitions = metadata_partitions(read_table_properties(storage))
-    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted({*partitions, partition}))})
-    return init
 
 
 def latest_files(storage: Storage, timeline: Timeline) -> dict[str, dict[str, int]]:
@@ -415,38 +375,35 @@ def _define_index(storage: Storage, columns: Sequence[str]) -> None:
         update_table_properties(storage, {INDEX_DEFS_KEY: INDEX_DEFINITIONS_PATH})
 
 
-def initialize_stats_partitions(
-    storage: Storage,
-    config: TableConfig,
-    timeline: Timeline,
-    *,
-    column_stats: bool = True,
-    partition_stats: bool = True,
-    column_list: str | None = None,
-) -> list[str]:
-    """Build `column_stats` (and `partition_stats` on a partitioned table) of a table whose metadata
-    table has `files`, from its latest file slices; call under the table lock with nothing pending.
-    Each partition gets its own initialisation delta commit (a reserved time) and joins
-    `hoodie.table.metadata.partitions` last. `column_list`: the columns to index (Hudi's
-    `hoodie.metadata.index.column.stats.column.list`; default: module docstring). Returns the
-    instants written."""
-    listed = metadata_partitions(read_table_properties(storage))
+def initialize_column_stats(
+    storage: Storage, config: TableConfig, timeline: Timeline, *, column_list: str | None = None
+) -> str:
+    """Build the `column_stats` partition of a table whose metadata table (v8/v9) has `files`, from
+    its latest file slices; call under the table lock with nothing pending (`prepare_build`).
+    `column_list`: the columns to index (Hudi's `hoodie.metadata.index.column.stats.column.list`;
+    default: module docstring), recorded in `index.json` on v9. Returns the metadata instant."""
+    prepare_build(storage, timeline, COLUMN_STATS_PARTITION)
     files = latest_files(storage, timeline)
-    if column_stats and COLUMN_STATS_PARTITION not in listed and config.version.number >= 9:
+    if config.version.number >= 9:
         schema = _any_schema(storage, files)
         if schema is not None:
             _define_index(storage, default_columns(schema, config.populate_meta_fields, column_list))
-    version = index_version(storage, config.version.number)
-    cells, said = column_stats_cells(storage, StatsChange(files, {}), version)
-    done = []
-    if column_stats and COLUMN_STATS_PARTITION not in listed:
-        done.append(_initialize_partition(storage, config, COLUMN_STATS_PARTITION, DEFAULT_FILE_GROUPS, cells))
-    has_column_stats = column_stats or COLUMN_STATS_PARTITION in listed
-    if partition_stats and has_column_stats and config.is_partitioned and PARTITION_STATS_PARTITION not in listed:
-        partition_cells = partition_stats_cells(storage, set(files), said, version)
-        done.append(
-            _initialize_partition(
-                storage, config, PARTITION_STATS_PARTITION, PARTITION_STATS_FILE_GROUPS, partition_cells
-            )
+    cells, _ = column_stats_cells(storage, StatsChange(files, {}), index_version(storage, config.version.number))
+    return _write_partition(storage, config, timeline, COLUMN_STATS_PARTITION, DEFAULT_FILE_GROUPS, cells)
+
+
+def initialize_partition_stats(storage: Storage, config: TableConfig, timeline: Timeline) -> str:
+    """Build the `partition_stats` partition of a partitioned table whose metadata table (v8/v9) has
+    `files` and `column_stats` (a partition's range is taken over its column stats), from its latest
+    file slices; call under the table lock with nothing pending. Returns the metadata instant."""
+    prepare_build(storage, timeline, PARTITION_STATS_PARTITION)
+    if COLUMN_STATS_PARTITION not in metadata_partitions(read_table_properties(storage)):
+        raise MetadataTableError(
+            f"cannot build the {PARTITION_STATS_PARTITION} partition of {storage.uri} without "
+            f"{COLUMN_STATS_PARTITION}; nothing was written"
         )
-    return done
+    files = latest_files(storage, timeline)
+    version = index_version(storage, config.version.number)
+    _, said = column_stats_cells(storage, StatsChange(files, {}), version)
+    cells = partition_stats_cells(storage, set(files), said, version)
+    return _write_partition(storage, config, timeline, PARTITION_STATS_PARTITION, PARTITION_STATS_FILE_GROUPS, cells)

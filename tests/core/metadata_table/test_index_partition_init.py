@@ -1,0 +1,73 @@
+"""Every index partition of the metadata table is initialised by one mechanism (`index_partition.write_partition`).
+
+A writer enabling `record_index`, `bloom_filters`, `column_stats` and `partition_stats` on a table
+whose metadata table has `files` builds each with its own initialisation delta commit, timed as the
+table version's `MetadataTableRules.init_instant` says, on the timeline layout of that version;
+each base HFile's cells carry their file's name in `_hoodie_file_name`, as Hudi's base HFiles (and
+lakeward's compacted ones) do; the partitions join `hoodie.table.metadata.partitions`.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.file_group.hfile import HFileReader
+from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
+from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
+from lakeward.core.table_version import table_version
+from tests.support.metadata_tables import table_with_metadata
+
+SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
+_PARSED = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
+ALL = {
+    "hoodie.metadata.record.index.enable": "true",
+    "hoodie.metadata.index.bloom.filter.enable": "true",
+    "hoodie.metadata.index.column.stats.enable": "true",
+}
+
+
+def _rows(n: int, ts: int) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": f"k{i:02d}", "part": f"p{i % 3}", "ts": ts, "val": i} for i in range(n)], schema=SCHEMA
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        (9, {"bloom_filters", "column_stats", "files", "partition_stats", "record_index"}),
+        (8, {"bloom_filters", "column_stats", "files", "partition_stats", "record_index"}),
+        (6, {"files", "record_index"}),  # the v6 metadata table keeps no other index partition
+    ],
+)
+def test_index_partitions_are_initialised_alike(tmp_path: Path, version: int, expected: set[str]):
+    path = str(tmp_path / "t")
+    table_with_metadata(path, version, "COPY_ON_WRITE", _rows(12, 1))
+    data_completed = Table.open(path).timeline().completed()[-1].time
+    Table.open(path, options=ALL).upsert(_rows(3, 2))  # builds them first, as Hudi's writer does
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert set(props["hoodie.table.metadata.partitions"].split(",")) == expected
+    mdt = metadata_storage(Table.open(path).storage)
+    rules = table_version(str(version)).metadata_table
+    timeline = load_metadata_timeline(mdt)
+    built = expected - {"files"}
+    # `files` took the version's first reserved time; each index partition the next free one
+    wanted = {rules.init_instant(data_completed, n) for n in range(len(built) + 1)}
+    assert wanted <= {i.time for i in timeline.completed()}, sorted(wanted)
+    for partition in built:
+        base_files = [p for p in Path(path, ".hoodie", "metadata", partition).iterdir() if p.suffix == ".hfile"]
+        assert base_files, partition
+        for base in base_files:
+            init = base.stem.rsplit("_", 1)[1]
+            assert init in wanted
+            for _, value in HFileReader(base.read_bytes(), str(base)).items():
+                record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED, None)
+                assert record["_hoodie_file_name"] == posixpath.basename(str(base)), (partition, base.name)  # type: ignore[index,call-overload]
