@@ -329,7 +329,7 @@ class Table:
             self._reload()
             return
         self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
-            self.storage, self.config, self._client.write_config
+            self.storage, self.config, self._client.write_config, self._client.lock
         )
         self._build_index_partitions_if_enabled()
 

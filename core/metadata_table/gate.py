@@ -8,7 +8,8 @@ versions 8/9, `column_stats`, `partition_stats` (`metadata_table.stats_writer`) 
 The other partitions Hudi 1.x maintains (secondary and expression indexes) it cannot maintain
 yet, so a write to a table that has them is refused (MetadataTableError, nothing written) unless the
 writer disables them: as a Hudi writer whose config disables a partition
-that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it —
+that exists (`HoodieTable.deleteMetadataIndexIfNecessary`), lakeward then drops it under the
+table lock (as `disable.delete_metadata_table` deletes the whole metadata table) —
 `hoodie.table.metadata.partitions` first (readers stop using it), then its folder — and logs
 why. Table services are gated the same way (each keeps `files` too). Partitions still being
 built (`…partitions.inflight`) stay refused.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Collection
 
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, update_table_properties
@@ -30,6 +32,7 @@ from lakeward.core.file_group.metadata_listing import (
     METADATA_PARTITIONS_KEY,
     metadata_partitions,
 )
+from lakeward.core.locks import LockProvider
 from lakeward.core.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,7 @@ _ENABLE_OPTIONS: dict[str, str] = {
     "bloom_filters": "hoodie.metadata.index.bloom.filter.enable",
     "secondary_index_": "hoodie.metadata.index.secondary.enable",
 }
+_DISABLED_REASON = "it is disabled in this writer's options; Hudi writers rebuild it when they enable it again"
 _WRITE_FIELDS = {
     "column_stats": "metadata_column_stats",
     "partition_stats": "metadata_partition_stats",
@@ -84,29 +88,20 @@ def _refusal(storage: Storage, partitions: list[str], maintained: frozenset[str]
     )
 
 
-def _drop_partitions(storage: Storage, partitions: list[str], remaining: list[str]) -> None:
-    """Hudi's order: the table stops listing them, then their folders go."""
-    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted(remaining))})
+def drop_partitions(storage: Storage, partitions: Collection[str], reason: str) -> None:
+    """Drop metadata-table `partitions` in Hudi's order: the table's `hoodie.properties` (read now)
+    stops listing them, then their folders go; each logged with `reason`. Call under the table lock:
+    the properties are rewritten, and a concurrent writer's rewrite must not be lost or undo this."""
+    listed = metadata_partitions(parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")))
+    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted(set(listed) - set(partitions)))})
     for partition in partitions:
         storage.delete_dir(posixpath.join(METADATA_FOLDER, partition))
-        log.warning(
-            "dropped metadata-table partition %s of %s: it is disabled in this writer's options; "
-            "Hudi writers rebuild it when they enable it again",
-            partition,
-            storage.uri,
-        )
+        log.warning("dropped metadata-table partition %s of %s: %s", partition, storage.uri, reason)
 
 
-def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: WriteConfig) -> TableConfig:
-    """Check the table's metadata table before a write or table service (both keep `files`).
-
-    Returns the table's config, re-read when partitions were dropped. Raises MetadataTableError
-    (nothing written) when the metadata table cannot be kept: see the module docstring.
-    """
-    props = config.to_properties()
-    partitions = metadata_partitions(props)
-    if not partitions:
-        return config
+def _partitions_to_drop(storage: Storage, config: TableConfig, write_config: WriteConfig) -> list[str]:
+    """The partitions the table's `hoodie.properties` (read now) lists that this writer disables; raises
+    MetadataTableError (nothing written) when the metadata table cannot be kept (module docstring)."""
     current = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
     partitions = metadata_partitions(current)
     building = [p for p in current.get(INFLIGHT_PARTITIONS_KEY, "").split(",") if p.strip()]
@@ -124,6 +119,24 @@ def prepare_metadata_table(storage: Storage, config: TableConfig, write_config: 
     kept = [p for p in others if not _disabled(write_config, p)]
     if kept:
         raise _refusal(storage, kept, maintained)
-    if others:
-        _drop_partitions(storage, others, [p for p in partitions if p not in others])
-    return TableConfig.from_text(storage.read_bytes(PROPERTIES_PATH).decode("utf-8")) if others else config
+    return others
+
+
+def prepare_metadata_table(
+    storage: Storage, config: TableConfig, write_config: WriteConfig, lock: LockProvider
+) -> TableConfig:
+    """Check the table's metadata table before a write or table service (both keep `files`).
+
+    Partitions this writer disables are dropped under the table `lock` (the check is made again
+    under it), so that no concurrent writer's rewrite of `hoodie.properties` is lost or undoes
+    the drop. Returns the table's config, re-read when partitions were dropped. Raises
+    MetadataTableError (nothing written) when the metadata table cannot be kept: see the module
+    docstring.
+    """
+    if not metadata_partitions(config.to_properties()) or not _partitions_to_drop(storage, config, write_config):
+        return config
+    with lock:
+        others = _partitions_to_drop(storage, config, write_config)
+        if others:
+            drop_partitions(storage, others, _DISABLED_REASON)
+    return TableConfig.from_text(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))

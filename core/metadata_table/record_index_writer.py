@@ -15,25 +15,23 @@ Per data instant `T` the change goes into the metadata delta commit `T` that als
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
 
-from lakeward.core.config.table import TableConfig, update_table_properties
+from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.log_file.log_block import DeleteBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
-    METADATA_PARTITIONS_KEY,
     metadata_partitions,
-    metadata_storage,
     read_table_properties,
 )
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.metadata_table.gate import drop_partitions
 from lakeward.core.metadata_table.index_partition import (
     append_log_file,
     hfile_data_block,
@@ -55,8 +53,6 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_version import TableVersion
 from lakeward.core.timeline import Timeline, WriteStat
 
-log = logging.getLogger(__name__)
-
 _DELETE_PARTITION_PATH = "record_index"
 
 
@@ -66,15 +62,12 @@ def keeps_record_index(storage: Storage) -> bool:
 
 
 def drop_record_index(storage: Storage, reason: str) -> bool:
-    """Drop the `record_index` partition (the table stops listing it, then its folder goes), logging
-    `reason`; False when the table has none. A writer that enables the record index builds it again."""
-    partitions = metadata_partitions(read_table_properties(storage))
-    if RECORD_INDEX_PARTITION not in partitions:
+    """Drop the `record_index` partition (the table stops listing it, then its folder goes:
+    `gate.drop_partitions`), logging `reason`; False when the table has none. Call under the table
+    lock (a restore does). A writer that enables the record index builds it again."""
+    if RECORD_INDEX_PARTITION not in metadata_partitions(read_table_properties(storage)):
         return False
-    remaining = [p for p in partitions if p != RECORD_INDEX_PARTITION]
-    update_table_properties(storage, {METADATA_PARTITIONS_KEY: ",".join(sorted(remaining))})
-    metadata_storage(storage).delete_dir(RECORD_INDEX_PARTITION)
-    log.warning("dropped the record_index metadata partition of %s: %s", storage.uri, reason)
+    drop_partitions(storage, [RECORD_INDEX_PARTITION], reason)
     return True
 
 
