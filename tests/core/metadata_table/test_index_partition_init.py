@@ -19,6 +19,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
+from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.hfile import HFileReader
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
@@ -71,3 +72,16 @@ def test_index_partitions_are_initialised_alike(tmp_path: Path, version: int, ex
             for _, value in HFileReader(base.read_bytes(), str(base)).items():
                 record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED, None)
                 assert record["_hoodie_file_name"] == posixpath.basename(str(base)), (partition, base.name)  # type: ignore[index,call-overload]
+
+
+def test_stats_partitions_are_not_built_beside_pending_instants(tmp_path: Path):
+    path = str(tmp_path / "t")
+    table_with_metadata(path, 9, "MERGE_ON_READ", _rows(12, 1))
+    table = Table.open(path)
+    table.upsert(_rows(3, 2))
+    assert table.schedule_compaction(force=True) is not None
+    before = (Path(path) / ".hoodie" / "hoodie.properties").read_text()
+    with pytest.raises(MetadataTableError, match="while instants are pending"):
+        Table.open(path, options={"hoodie.metadata.index.column.stats.enable": "true"}).upsert(_rows(3, 3))
+    assert (Path(path) / ".hoodie" / "hoodie.properties").read_text() == before
+    assert not (Path(path) / ".hoodie" / "metadata" / "column_stats").exists()
