@@ -176,13 +176,22 @@ def test_two_daemons_on_zookeeper_run_each_plan_once(tmp_path, zookeeper_server)
                     and any(i.action.value == "commit" for i in Table.open(str(tmp_path / n)).completed_instants())
                 )
             )
-        succeeded = [
-            (r.table.name, r.instant)
-            for d in daemons
-            for r in d.runs()
-            if r.action.value == "compaction" and r.outcome is Outcome.SUCCEEDED
-        ]
-        assert sorted(n for n, _ in succeeded) == sorted(tables)  # one compaction per table, by one replica
+
+        def recorded() -> list[tuple[str, str, Outcome | None]]:
+            runs = [r for d in daemons for r in d.runs() if r.action.value == "compaction"]
+            return [(r.table.name, r.state, r.outcome) for r in runs]
+
+        # the runner records a run as finished (with its outcome) after the instant completes: wait
+        # until every compaction run of both replicas is finished, and each table has a succeeded
+        # one, before counting them
+        wait_for(
+            lambda: (
+                all(state == "finished" for _, state, _ in recorded())
+                and {n for n, _, o in recorded() if o is Outcome.SUCCEEDED} == set(tables)
+            )
+        )
+        succeeded = [n for n, _, o in recorded() if o is Outcome.SUCCEEDED]
+        assert sorted(succeeded) == sorted(tables)  # one compaction per table, by one replica
         for name in tables:
             commits = [i for i in Table.open(str(tmp_path / name)).completed_instants() if i.action.value == "commit"]
             assert len(commits) == 1
