@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -78,6 +79,8 @@ if TYPE_CHECKING:
     from lakeward.core.table_services.state import ServiceState
     from lakeward.core.table_services.upgrade import UpgradeResult
     from lakeward.core.write.client import WriteClient, WriteResult
+
+log = logging.getLogger(__name__)
 
 PROPERTIES_PATH = posixpath.join(METAFOLDER, "hoodie.properties")
 _INIT_FOLDERS = (".temp", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
@@ -354,7 +357,8 @@ class Table:
         (`hoodie.metadata.index.column.stats.enable=true`) and, on a partitioned table, `partition_stats`
         (with `column_stats` being built unless `hoodie.metadata.index.partition.stats.enable=false`,
         or beside kept ones when it is true); each where the table version's metadata table keeps it
-        (`MetadataTableRules.partitions`: v6 only `record_index`)."""
+        (`MetadataTableRules.partitions`: v6 only `record_index`). Not while data-table instants are
+        pending: the write goes on without them (a warning) unless it tags through the record index."""
         client = self._client
         partitions = metadata_partitions(self.config.to_properties())
         if client is None or "files" not in partitions:
@@ -390,12 +394,23 @@ class Table:
             ),
         }
         kept = self.config.version.metadata_table.partitions  # what this table version's metadata table keeps
-        wanted = [b for name, (enabled, b) in builders.items() if enabled and name in kept and name not in partitions]
+        wanted = {n: b for n, (enabled, b) in builders.items() if enabled and n in kept and n not in partitions}
         if not wanted:
             return
         with client.lock:
             timeline = client.roll_back_failed_writes()
-            for build in wanted:
+            pending = timeline.pending()
+            # Hudi's writer skips the builds then, writes, and tries again next time; a RECORD_INDEX
+            # write cannot tag without its partition, so its build is refused (MetadataTableError)
+            if pending and not (wc.index_type == "RECORD_INDEX" and "record_index" in wanted):
+                log.warning(
+                    "not building the metadata table's index partitions of %s yet: instants are pending (%s); "
+                    "the next write tries again",
+                    self.storage.uri,
+                    ", ".join(str(i) for i in pending),
+                )
+                return
+            for build in wanted.values():
                 build(timeline)
         self._reload()
 

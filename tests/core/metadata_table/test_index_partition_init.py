@@ -19,9 +19,13 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
-from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
+from lakeward.core.file_group.metadata_listing import (
+    load_metadata_timeline,
+    metadata_partitions,
+    metadata_storage,
+    read_table_properties,
+)
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
 from lakeward.core.table_version import table_version
 from tests.support.metadata_tables import table_with_metadata
@@ -74,14 +78,21 @@ def test_index_partitions_are_initialised_alike(tmp_path: Path, version: int, ex
                 assert record["_hoodie_file_name"] == posixpath.basename(str(base)), (partition, base.name)  # type: ignore[index,call-overload]
 
 
-def test_stats_partitions_are_not_built_beside_pending_instants(tmp_path: Path):
+def test_stats_partitions_wait_for_pending_instants(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """As Hudi's writer: beside a pending instant the write goes on without building the partition
+    (a warning), and a later write builds it once nothing is pending."""
     path = str(tmp_path / "t")
     table_with_metadata(path, 9, "MERGE_ON_READ", _rows(12, 1))
     table = Table.open(path)
     table.upsert(_rows(3, 2))
-    assert table.schedule_compaction(force=True) is not None
-    before = (Path(path) / ".hoodie" / "hoodie.properties").read_text()
-    with pytest.raises(MetadataTableError, match="while instants are pending"):
-        Table.open(path, options={"hoodie.metadata.index.column.stats.enable": "true"}).upsert(_rows(3, 3))
-    assert (Path(path) / ".hoodie" / "hoodie.properties").read_text() == before
+    compaction = table.schedule_compaction(force=True)
+    assert compaction is not None
+    options = {"hoodie.metadata.index.column.stats.enable": "true"}
+    with caplog.at_level("WARNING", logger="lakeward.core.table"):
+        Table.open(path, options=options).upsert(_rows(3, 3))
+    assert "instants are pending" in caplog.text
+    assert "column_stats" not in metadata_partitions(read_table_properties(Table.open(path).storage))
     assert not (Path(path) / ".hoodie" / "metadata" / "column_stats").exists()
+    Table.open(path).run_compaction(compaction)
+    Table.open(path, options=options).upsert(_rows(3, 4))
+    assert "column_stats" in metadata_partitions(read_table_properties(Table.open(path).storage))
