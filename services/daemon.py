@@ -396,6 +396,8 @@ class Daemon:
         for shared in self._lock_clients():
             if shared is not own and not shared.connected:
                 reasons.append(f"cannot reach ZooKeeper for table locks at {shared.hosts}: session {shared.state}")
+        if self._driver is not None and self._driver.starting:
+            reasons.append("starting: the Spark driver process is starting its SparkSession")
         if not reasons and self._last is None:
             reasons.append("starting: no discovery cycle yet")
         return reasons

@@ -264,6 +264,12 @@ class SparkDriver:
         with self._lock:
             return self._proc is not None and self._ready.is_set()
 
+    @property
+    def starting(self) -> bool:
+        """The driver process runs and its SparkSession has not started yet."""
+        with self._lock:
+            return self._proc is not None and not self._ready.is_set()
+
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the driver's SparkSession has started (starting the driver if none runs)."""
         with self._lock:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from lakeward.services.daemon import Daemon
 from lakeward.services.model import Outcome
 from lakeward.services.runner import Runner, RunRecord
-from lakeward.services.settings import ActionTimeouts, ResourceSettings, SparkSettings
+from lakeward.services.settings import ActionTimeouts, ResourceSettings, SparkSettings, load_settings
 from lakeward.services.spark_driver import SparkDriver
 from tests.services import test_runner
 from tests.services.test_run_isolation import gone
@@ -154,3 +155,39 @@ def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, 
     assert in_process.held_claims() == []  # not stuck: its claims are released
     wait_until(lambda: driver.pid is None, 30, "the runner to see the driver gone")
     runner.close()
+
+
+def test_a_spark_engine_daemon_holds_no_session_and_is_ready_once_its_driver_is(tmp_path):
+    table = mor_table(tmp_path / "t", commits=2)
+    config = tmp_path / "lakeward.yaml"
+    quiet = ", ".join(f"{k}: '{v}'" for k, v in QUIET.items())
+    config.write_text(
+        f"""
+tables: {{static: [{{path: {table.path}}}], refresh_interval_s: 0.2}}
+policies:
+  defaults: {{compaction: {{max_delta_commits: 1}}, clean: {{enabled: false}}, archival: {{enabled: false}}}}
+spark: {{engine: spark, master: 'local[1]', conf: {{{quiet}}}}}
+log: {{format: text, level: WARNING}}
+drain_time_s: 5
+"""
+    )
+    daemon = Daemon(load_settings(config, env={}))
+    started = time.monotonic()
+    daemon.start()
+    try:
+        assert time.monotonic() - started < 10  # no SparkSession built in the daemon's start
+        driver = daemon.runner.driver if daemon.runner is not None else None
+        assert driver is not None and daemon._spark is None
+        assert any("Spark driver" in r for r in daemon.readiness_problems()) or driver.ready
+        wait_until(lambda: daemon.ready, START_S, "the replica to be ready", lambda: str(daemon.readiness_problems()))
+        assert driver.ready
+
+        def compacted() -> bool:
+            return any(r.action.value == "compaction" and r.outcome is Outcome.SUCCEEDED for r in daemon.runs())
+
+        wait_until(compacted, START_S, "a compaction by the daemon", lambda: str([r.to_dict() for r in daemon.runs()]))
+        run = next(r for r in daemon.runs() if r.outcome is Outcome.SUCCEEDED)
+        assert run.to_dict()["peak_rss_mb"] > 0
+    finally:
+        daemon.drain(5)
+    assert driver.pid is None  # the drain stopped the driver
