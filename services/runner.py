@@ -1,4 +1,4 @@
-"""Runs work items: under a claim, each in a child process (local engine) or as Spark jobs of the replica's session.
+"""Runs work items: under a claim, each in a child process (local engine) or in the replica's Spark driver process.
 
 For every item it takes, the runner:
 
@@ -8,8 +8,10 @@ For every item it takes, the runner:
 2. runs it -- on the local engine in a child process of its own (`resources.isolation:
    process`, `lakeward.services.supervisor`: terminated on stop, memory-bounded by
    `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
-   engine in a thread of the daemon under its own Spark job group (the run id) and
-   fair-scheduler pool (named after the action) -- with every log line carrying the run's context;
+   engine in the replica's one Spark driver process (`lakeward.services.spark_driver`, the
+   daemon holds no SparkSession) under its own Spark job group (the run id) and fair-scheduler
+   pool (named after the action); under `resources.isolation: thread`, or with a SparkSession
+   handed in, in a thread of the daemon -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its
    own instant, so other replicas that discover it meanwhile skip it;
 3. fences: right before core completes the instant, the claim must still be valid and the
@@ -22,7 +24,8 @@ For every item it takes, the runner:
    quarantined, so it does not start again by itself) and from the drain on SIGTERM (not
    quarantined: another replica or the next start picks it up): a child process is
    terminated (SIGTERM, SIGKILL after `resources.terminate_grace_s`), Spark jobs are
-   cancelled by job group;
+   cancelled by job group (and a Spark run that has not ended after the same grace is
+   stopped by killing the driver process);
 6. releases its claims, reports to Prometheus and keeps a record of the run for the API.
 """
 

@@ -1,4 +1,5 @@
-"""A run's child process: one attempt of a plan on the local engine, outside the daemon's process.
+"""A run's child process: one attempt of a plan on the local engine, outside the daemon's process
+(`run_attempt` is also what the Spark driver process runs for each Spark run).
 
 The runner (`lakeward.services.supervisor`) starts `main` in a fresh process (the
 `forkserver` context: never a fork of the threaded daemon) with a `WorkerJob` and one end
