@@ -202,7 +202,9 @@ def driver_main(
         if kind == "run":
             job, pool, description = message[1:]
             link = links[job.run_id] = _DriverLink(conn, send_lock, job.run_id)
-            threading.Thread(target=run, args=(job, pool, description, link), name=f"run-{job.run_id}").start()
+            # daemon threads: a driver told to stop exits without waiting for runs the daemon gave up on
+            args = (job, pool, description, link)
+            threading.Thread(target=run, args=args, name=f"run-{job.run_id}", daemon=True).start()
         elif kind == "answer" and message[1] in links:
             links[message[1]].inbox.put(message[2])
         elif kind == "cancel":
