@@ -712,7 +712,10 @@ def main() -> None:
         "--isolation",
         choices=("process", "thread"),
         default="process",
-        help="local engine: plans in child processes (default) or in threads of the daemon (the old mode)",
+        help=(
+            "process (default): local-engine plans in child processes, Spark plans in the Spark driver "
+            "process; thread: plans in threads of the daemon (the old mode)"
+        ),
     )
     parser.add_argument(
         "--daemon-nice",
