@@ -326,6 +326,7 @@ class SparkDriver:
                 found = self._inboxes.get(run_id)
             if found is not None and found[0] == generation:
                 found[1].put(body)
+        conn.close()
         proc.join(5)
         reason = broken or exit_reason(proc.exitcode, DRIVER)
         with self._lock:
