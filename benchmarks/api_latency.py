@@ -5,9 +5,11 @@ ordering field; every key seeded with `bulk_insert`), starts a local standalone 
 (`tests.support.zookeeper.ZooKeeperServer`, or `--hosts`) and one daemon replica as a
 subprocess (`python -m lakeward.services.cli serve --config cfg.yaml`: the tables as
 `tables.static`, `refresh_interval_s: 1`, `compaction.max_delta_commits: 2`, ZooKeeper
-claims and table locks, `--engine spark` with `local[2]` or `--engine local`; with the
-local engine `--isolation process` (the default: each plan in a child process) or
-`--isolation thread` (the old mode: plans in threads of the daemon), issue 20).
+claims and table locks, `--engine spark` with `local[2]` or `--engine local`;
+`--isolation process` (the default: on the local engine each plan in a child process, on the
+Spark engine every plan in the one Spark driver child process, the daemon holding no
+SparkSession) or `--isolation thread` (the old mode: plans in threads of the daemon, which
+holds the SparkSession), issue 20).
 
 Two phases of `--seconds` each, with the same load: an open-loop schedule of `--rps`
 GET requests (request i starts at t0 + i/rps whether or not earlier ones have answered;
@@ -26,7 +28,7 @@ A response other than 200, or no response within `--timeout`, is an error.
 
 Before each phase, `--quiet-seconds` without any request measure what the daemon spends by
 itself. For those windows and the measured ones it prints the CPU seconds used by the
-daemon's process (and per request), by its runs' child processes, the writer, the load
+daemon's process (and per request), by its runs' child processes (or the Spark driver), the writer, the load
 generator and the whole machine (from /proc): on a machine shared with other work the
 latencies measure the machine as much as the daemon, these do not.
 
@@ -710,7 +712,10 @@ def main() -> None:
         "--isolation",
         choices=("process", "thread"),
         default="process",
-        help="local engine: plans in child processes (default) or in threads of the daemon (the old mode)",
+        help=(
+            "process (default): local-engine plans in child processes, Spark plans in the Spark driver "
+            "process; thread: plans in threads of the daemon (the old mode)"
+        ),
     )
     parser.add_argument(
         "--daemon-nice",

@@ -1,7 +1,8 @@
 """One attempt of a run: schedule a plan (if asked) and run it, wherever the attempt executes.
 
-The same steps run in a thread of the daemon (the Spark engine, or `resources.isolation:
-thread`) and in a run's child process (`lakeward.services.worker`). What needs the daemon --
+The same steps run in a run's child process (`lakeward.services.worker`), in a thread of the
+Spark driver process (`lakeward.services.spark_driver`) and in a thread of the daemon
+(`resources.isolation: thread`). What needs the daemon --
 claiming a newly written plan, the fencing check, reporting the phase -- goes through
 `AttemptHooks`: called directly in the daemon, answered by the runner over a pipe from a child.
 """

@@ -1,7 +1,8 @@
 """The daemon: composition root and lifecycle of one replica.
 
-`Daemon(settings)` wires the pieces (coordinator and control store, Spark session and
-engine, metrics, runner, scheduler); `start()` connects and starts the discovery cycles;
+`Daemon(settings)` wires the pieces (coordinator and control store, the engine -- on Spark
+the driver process that holds the SparkSession, `services/spark_driver.py` --, metrics,
+runner, scheduler); `start()` connects and starts the discovery cycles;
 `drain()` is the graceful stop of SIGTERM: readiness turns false, no new claims, running
 plans get `drain_time_s` to finish and are then cancelled (their instants stay inflight
 and are recoverable), claims are released. The HTTP API (`services/api`) reads and drives
@@ -16,20 +17,16 @@ ingestion writers on the same tables must use the same lock settings.
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import logging
-import shutil
-import tempfile
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from lakeward.core.engine.spark import SparkEngine, python_worker_conf
+from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import LockProvider, ZooKeeperLockProvider, lock_provider_for
 from lakeward.core.locks.zk_client import (
@@ -74,7 +71,8 @@ from lakeward.services.planning import (
 )
 from lakeward.services.runner import TRIGGER_API, Runner, RunRecord, Submitted
 from lakeward.services.scheduler import CycleScheduler
-from lakeward.services.settings import DaemonSettings, SparkSettings
+from lakeward.services.settings import DaemonSettings
+from lakeward.services.spark_driver import SparkDriver, build_spark_session
 
 log = logging.getLogger(__name__)
 
@@ -165,36 +163,6 @@ def table_options_for(settings: DaemonSettings, table_name: str) -> dict[str, st
     return options
 
 
-def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> Any:
-    """The replica's SparkSession: master and conf from settings, FAIR scheduling with one pool per action."""
-    # lazy: PySpark is optional (lakeward[spark]) and slow to import
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(spark.master).appName(spark.app_name)
-    conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
-    conf.update(python_worker_conf(spark.conf))  # Python workers run this interpreter: they can import lakeward
-    if spark.fair_scheduler:
-        folder = scratch
-        if folder is None:
-            folder = Path(tempfile.mkdtemp(prefix="lakeward-spark-"))
-            # Spark reads the allocation file when the session starts; the folder goes when this process exits.
-            atexit.register(shutil.rmtree, folder, True)
-        pools = "".join(
-            f'  <pool name="{p}"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>\n'
-            for p in spark.pools
-        )
-        allocation = folder / "fairscheduler.xml"
-        allocation.write_text(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
-        conf["spark.scheduler.mode"] = "FAIR"
-        conf["spark.scheduler.allocation.file"] = str(allocation)
-    conf.update(spark.conf)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
-
-
 class Daemon:
     """One replica of the table-services daemon (module doc)."""
 
@@ -215,6 +183,8 @@ class Daemon:
         self.replica_id = self.owner.replica_id
         self._spark = spark
         self._owns_spark = False
+        #: The Spark driver process runs execute in (Spark engine, process isolation).
+        self._driver: SparkDriver | None = None
         self.coordinator = coordinator or self._build_coordinator()
         self.control: ControlStore = (
             ZooKeeperControlStore(self.coordinator)
@@ -276,13 +246,27 @@ class Daemon:
         )
 
     def _engine(self) -> Any:
+        """The runner's engine: "local"; the Spark driver process (`spark_driver`, the daemon holds no
+        SparkSession); or, under `resources.isolation: thread` or with a session handed in, a SparkEngine
+        on the daemon's own session."""
         if self.settings.spark.engine == "local":
             return "local"
-
+        if self._spark is None and self.settings.resources.isolation == "process":
+            self._driver = SparkDriver(
+                self.settings.spark,
+                logging_setup=self._child_logging(),
+                nice=self.settings.resources.nice,
+            )
+            self._driver.start()  # the session builds in the background: runs wait for it in the pipe
+            return self._driver
         if self._spark is None:
             self._spark = build_spark_session(self.settings.spark)
             self._owns_spark = True
         return SparkEngine(self._spark)
+
+    def _child_logging(self) -> tuple[str, str, str]:
+        """(format, level, replica) of the log of the processes runs execute in."""
+        return (self.settings.log.format, self.settings.log.level, self.replica_id)
 
     def table_options(self, ref: TableRef) -> dict[str, str]:
         """The `hoodie.*` options a table is opened with: the daemon's lock defaults, then the policy's."""
@@ -318,7 +302,7 @@ class Daemon:
             on_started=self._run_started,
             share_of=self.share_of,
             resources=self.settings.resources,
-            child_logging=(self.settings.log.format, self.settings.log.level, self.replica_id),
+            child_logging=self._child_logging(),
         )
         tables = self.settings.tables
         self.scheduler = CycleScheduler(self.cycle, tables.refresh_interval_s, tables.refresh_jitter)
@@ -412,6 +396,8 @@ class Daemon:
         for shared in self._lock_clients():
             if shared is not own and not shared.connected:
                 reasons.append(f"cannot reach ZooKeeper for table locks at {shared.hosts}: session {shared.state}")
+        if self._driver is not None and self._driver.starting:
+            reasons.append("starting: the Spark driver process is starting its SparkSession")
         if not reasons and self._last is None:
             reasons.append("starting: no discovery cycle yet")
         return reasons
@@ -484,6 +470,8 @@ class Daemon:
             watches, self._lock_watches = list(self._lock_watches.values()), {}
         for shared in watches:
             shared.release()
+        if self._driver is not None:
+            self._driver.close()
         if self._owns_spark and self._spark is not None:
             try:
                 self._spark.stop()

@@ -1,4 +1,4 @@
-"""Runs work items: under a claim, each in a child process (local engine) or as Spark jobs of the replica's session.
+"""Runs work items: under a claim, each in a child process (local engine) or in the replica's Spark driver process.
 
 For every item it takes, the runner:
 
@@ -8,8 +8,10 @@ For every item it takes, the runner:
 2. runs it -- on the local engine in a child process of its own (`resources.isolation:
    process`, `lakeward.services.supervisor`: terminated on stop, memory-bounded by
    `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
-   engine in a thread of the daemon under its own Spark job group (the run id) and
-   fair-scheduler pool (named after the action) -- with every log line carrying the run's context;
+   engine in the replica's one Spark driver process (`lakeward.services.spark_driver`, the
+   daemon holds no SparkSession) under its own Spark job group (the run id) and fair-scheduler
+   pool (named after the action); under `resources.isolation: thread`, or with a SparkSession
+   handed in, in a thread of the daemon -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its
    own instant, so other replicas that discover it meanwhile skip it;
 3. fences: right before core completes the instant, the claim must still be valid and the
@@ -22,7 +24,8 @@ For every item it takes, the runner:
    quarantined, so it does not start again by itself) and from the drain on SIGTERM (not
    quarantined: another replica or the next start picks it up): a child process is
    terminated (SIGTERM, SIGKILL after `resources.terminate_grace_s`), Spark jobs are
-   cancelled by job group;
+   cancelled by job group (and a Spark run that has not ended after the same grace is
+   stopped by killing the driver process);
 6. releases its claims, reports to Prometheus and keeps a record of the run for the API.
 """
 
@@ -51,6 +54,7 @@ from lakeward.services.logs import run_context
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import Claim, Outcome, ServiceAction, TableRef, WorkItem
 from lakeward.services.settings import ConcurrencySettings, ResourceSettings
+from lakeward.services.spark_driver import SparkDriver, SparkJobGroup, job_group_progress
 from lakeward.services.worker import WorkerJob
 
 log = logging.getLogger(__name__)
@@ -204,9 +208,17 @@ class Runner:
 
     @property
     def isolated(self) -> bool:
-        """Plans run in child processes: process isolation and the local engine (named, or an engine
-        object that can be sent to the child); the Spark engine runs them in the daemon, its driver."""
-        return self.resources.isolation == "process" and _sendable_local_engine(self.engine)
+        """Plans run outside the daemon's process: in a child process each (process isolation and the
+        local engine, named or an engine object that can be sent to the child), or in the Spark driver
+        process (`lakeward.services.spark_driver`). A SparkSession handed in runs them in the daemon."""
+        return self.driver is not None or (
+            self.resources.isolation == "process" and _sendable_local_engine(self.engine)
+        )
+
+    @property
+    def driver(self) -> SparkDriver | None:
+        """The Spark driver process the runs execute in, when the engine is one."""
+        return self.engine if isinstance(self.engine, SparkDriver) else None
 
     # -- queries ----------------------------------------------------------------------------
     def running(self) -> list[RunRecord]:
@@ -281,21 +293,15 @@ class Runner:
 
     def progress_of(self, run: RunRecord) -> str:
         """The run's phase, with Spark task counts while its jobs run."""
-        if run.state != "running" or self.spark is None or run.phase != "running":
+        if run.state != "running" or run.phase != "running":
             return run.phase
-        try:
-            tracker = self.spark.sparkContext.statusTracker()
-            done = total = 0
-            for job_id in tracker.getJobIdsForGroup(run.run_id):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage is not None:
-                        done += stage.numCompletedTasks
-                        total += stage.numTasks
-        except Exception:  # the tracker is best effort; never fail a request over it
-            return run.phase
-        return f"running: {done}/{total} Spark tasks done" if total else run.phase
+        if self.driver is not None:
+            progress = self.driver.progress(run.run_id)
+        elif self.spark is not None:
+            progress = job_group_progress(self.spark, run.run_id)
+        else:
+            progress = None
+        return progress or run.phase
 
     # -- submitting --------------------------------------------------------------------------
     def submit(
@@ -524,7 +530,9 @@ class Runner:
         self._fence(run)
         spec = AttemptSpec(item.action, run.instant, run.mode, run.force, item.table_version)
         hooks = _RunHooks(self, run)
-        if self.isolated:
+        if self.driver is not None:
+            result = self._attempt_in_driver(run, spec, hooks, self.driver)
+        elif self.isolated:
             result = self._attempt_in_child(run, spec, hooks)
         else:
             options = self.table_options(item.table)
@@ -539,11 +547,12 @@ class Runner:
             run.outcome = result.outcome
         return result.execution
 
-    def _attempt_in_child(self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks) -> AttemptResult:
-        """One attempt in a child process (`lakeward.services.supervisor`)."""
+    def _job(self, run: RunRecord, spec: AttemptSpec, engine: Any) -> WorkerJob:
         options = dict(self.table_options(run.table))
-        engine = self.engine or "local"
-        job = WorkerJob(run.run_id, run.table, options, spec, self.child_logging, engine, self.resources.nice)
+        return WorkerJob(run.run_id, run.table, options, spec, self.child_logging, engine, self.resources.nice)
+
+    def _follow(self, run: RunRecord) -> dict[str, Any]:
+        """What the supervision of an attempt outside the daemon reports to the run record."""
 
         def started(pid: int) -> None:
             run.pid = pid
@@ -552,21 +561,39 @@ class Runner:
         def memory(peak: int) -> None:
             run.peak_rss_bytes = max(run.peak_rss_bytes, peak)
 
+        return {"stopped": lambda: run.stop, "on_start": started, "on_memory": memory}
+
+    def _attempt_in_child(self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks) -> AttemptResult:
+        """One attempt in a child process (`lakeward.services.supervisor`)."""
         try:
             return supervisor.run_in_child(
-                job,
+                self._job(run, spec, self.engine or "local"),
                 hooks,
-                stopped=lambda: run.stop,
                 max_memory_mb=self.resources.max_memory_mb.for_action(run.action),
                 grace_s=self.resources.terminate_grace_s,
-                on_start=started,
-                on_memory=memory,
+                **self._follow(run),
+            )
+        finally:
+            run.pid = None
+
+    def _attempt_in_driver(
+        self, run: RunRecord, spec: AttemptSpec, hooks: _RunHooks, driver: SparkDriver
+    ) -> AttemptResult:
+        """One attempt in the Spark driver process (`lakeward.services.spark_driver`)."""
+        try:
+            return driver.run(
+                self._job(run, spec, None),
+                hooks,
+                pool=self.pool_for(run.action),
+                description=f"lakeward {run.item.key}",
+                grace_s=self.resources.terminate_grace_s,
+                **self._follow(run),
             )
         finally:
             run.pid = None
 
     def _spark_job_group(self, run: RunRecord) -> Any:
-        return _SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
+        return SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
 
     def _watch(self) -> None:
         """One thread for every run of the replica: stops a run at its timeout and logs the progress of
@@ -633,26 +660,6 @@ def _sendable_local_engine(engine: Any) -> bool:
 def _describe(exc: BaseException) -> str:
     """A failed attempt's error as the run record shows it: a child's reason as is, else type and message."""
     return str(exc) if isinstance(exc, supervisor.ChildFailed) else f"{type(exc).__name__}: {exc}"
-
-
-class _SparkJobGroup:
-    """Within it, this thread's Spark jobs belong to the run's job group and fair-scheduler pool."""
-
-    def __init__(self, spark: Any, group: str, description: str, pool: str):
-        self.spark, self.group, self.description, self.pool = spark, group, description, pool
-
-    def __enter__(self) -> None:
-        if self.spark is not None:
-            sc = self.spark.sparkContext
-            sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
-            sc.setLocalProperty("spark.scheduler.pool", self.pool)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.spark is not None:
-            sc = self.spark.sparkContext
-            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 __all__ = ["MODES", "TRIGGER_API", "TRIGGER_POLICY", "RunRecord", "RunStopped", "Runner", "Submitted"]

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -40,23 +40,23 @@ log = logging.getLogger(__name__)
 #: How often the supervisor looks at the child's memory and the run's stop flag.
 POLL_S = 0.1
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["lakeward.services.worker"])
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["lakeward.services.worker"])
 
 
 class ChildFailed(Exception):
     """The run's child process died or raised; the message is the reason, as the run record shows it."""
 
 
-def exit_reason(exitcode: int | None) -> str:
+def exit_reason(exitcode: int | None, process: str = "the run's process") -> str:
     """Why a child ended without a result, from its exit code (negative: the signal that killed it)."""
     if exitcode is None:
-        return "the run's process is still running"
+        return f"{process} is still running"
     if exitcode < 0:
         name = signal.Signals(-exitcode).name if -exitcode in signal.Signals._value2member_map_ else "?"
         hint = "; the kernel's OOM killer sends it too" if -exitcode == signal.SIGKILL else ""
-        return f"the run's process was killed by signal {-exitcode} ({name}{hint})"
-    return f"the run's process exited with code {exitcode} without a result"
+        return f"{process} was killed by signal {-exitcode} ({name}{hint})"
+    return f"{process} exited with code {exitcode} without a result"
 
 
 def resident_bytes(pid: int) -> tuple[int, int]:
@@ -84,10 +84,11 @@ def stop_process(proc: BaseProcess, grace_s: float) -> None:
     proc.join()
 
 
-class _Supervision:
-    """One child being watched (module doc); `peak_rss_bytes` grows as it runs."""
+class Supervision:
+    """One child being watched (module doc); `peak_rss_bytes` grows as it runs. `conn` takes the
+    answers to the child's questions (`send`)."""
 
-    def __init__(self, proc: BaseProcess, conn: Connection, hooks: AttemptHooks, max_memory_mb: int | None):
+    def __init__(self, proc: BaseProcess, conn: Any, hooks: AttemptHooks, max_memory_mb: int | None):
         self.proc, self.conn, self.hooks = proc, conn, hooks
         self.limit = None if max_memory_mb is None else max_memory_mb * 1024 * 1024
         self.peak_rss_bytes = 0
@@ -160,13 +161,13 @@ def run_in_child(
     `stopped()` is the run's stop (None while it may go on); `on_start(pid)` and
     `on_memory(peak bytes)` report to the run record.
     """
-    conn, child_end = _CONTEXT.Pipe()
-    proc = _CONTEXT.Process(target=worker.main, args=(job, child_end), name=f"lakeward-run-{job.run_id}", daemon=True)
+    conn, child_end = CONTEXT.Pipe()
+    proc = CONTEXT.Process(target=worker.main, args=(job, child_end), name=f"lakeward-run-{job.run_id}", daemon=True)
     proc.start()
     child_end.close()
     assert proc.pid is not None
     on_start(proc.pid)
-    watch = _Supervision(proc, conn, hooks, max_memory_mb)
+    watch = Supervision(proc, conn, hooks, max_memory_mb)
     result: AttemptResult | None = None
     try:
         while result is None:
@@ -243,4 +244,14 @@ def unreaped_children() -> int:
     return _REAPER.pending()
 
 
-__all__ = ["ChildFailed", "exit_reason", "resident_bytes", "run_in_child", "stop_process", "unreaped_children"]
+__all__ = [
+    "CONTEXT",
+    "POLL_S",
+    "ChildFailed",
+    "Supervision",
+    "exit_reason",
+    "resident_bytes",
+    "run_in_child",
+    "stop_process",
+    "unreaped_children",
+]

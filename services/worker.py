@@ -1,4 +1,5 @@
-"""A run's child process: one attempt of a plan on the local engine, outside the daemon's process.
+"""A run's child process: one attempt of a plan on the local engine, outside the daemon's process
+(`run_attempt` is also what the Spark driver process runs for each Spark run).
 
 The runner (`lakeward.services.supervisor`) starts `main` in a fresh process (the
 `forkserver` context: never a fork of the threaded daemon) with a `WorkerJob` and one end
@@ -62,19 +63,27 @@ class ParentLink:
     def __init__(self, conn: Connection):
         self.conn = conn
 
+    def send(self, message: tuple[Any, ...]) -> None:
+        """One message to the runner (a question, or the attempt's last message)."""
+        self.conn.send(message)
+
+    def receive(self) -> Any:
+        """The runner's answer to the last question."""
+        return self.conn.recv()
+
     def fence(self) -> None:
-        self.conn.send(("fence",))
-        answer = self.conn.recv()
+        self.send(("fence",))
+        answer = self.receive()
         if isinstance(answer, RunStopped):
             raise answer
         log.info("claim re-checked by the daemon before completing")
 
     def claim_plan(self, instant: str) -> bool:
-        self.conn.send(("claim_plan", instant))
-        return bool(self.conn.recv())
+        self.send(("claim_plan", instant))
+        return bool(self.receive())
 
     def set_phase(self, phase: str) -> None:
-        self.conn.send(("phase", phase))
+        self.send(("phase", phase))
 
 
 def peak_rss_bytes() -> int:
@@ -84,6 +93,28 @@ def peak_rss_bytes() -> int:
 
 def _terminate(signum: int, frame: Any) -> None:
     raise Terminated(f"received {signal.Signals(signum).name}")
+
+
+def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
+    """Run the job's attempt on `engine` and send its last message to the runner (module doc), then
+    close the table (the runner has the result meanwhile). `Terminated` goes through."""
+    table = None
+    try:
+        try:
+            table = execution.open_table(job.table, job.options, engine, completion_check(link))
+            result = perform(table, job.spec, engine, link)
+        except RunStopped as stopped:
+            message: tuple[Any, ...] = ("stopped", stopped, peak_rss_bytes())
+        except TableVersionChangedError as changed:  # not retried: the runner re-raises it as it is
+            message = ("version_changed", str(changed), changed.expected, changed.found, peak_rss_bytes())
+        except Exception as exc:
+            message = ("failed", type(exc).__name__, str(exc), traceback.format_exc(limit=8), peak_rss_bytes())
+        else:
+            message = ("result", result, peak_rss_bytes())
+        link.send(message)
+    finally:
+        if table is not None:
+            table.close()  # its ZooKeeper session ends with the run, not at the session timeout
 
 
 def main(job: WorkerJob, conn: Connection) -> None:
@@ -99,28 +130,15 @@ def main(job: WorkerJob, conn: Connection) -> None:
     fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
     exit_code = 0
     with run_context(**fields):
-        table = None
         try:
-            table = execution.open_table(job.table, job.options, job.engine, completion_check(link))
-            result = perform(table, spec, job.engine, link)
-        except RunStopped as stopped:
-            conn.send(("stopped", stopped, peak_rss_bytes()))
-        except TableVersionChangedError as changed:  # not retried: the runner re-raises it as it is
-            conn.send(("version_changed", str(changed), changed.expected, changed.found, peak_rss_bytes()))
+            run_attempt(job, link, job.engine)
         except Terminated as terminated:  # quietly: the runner that asked knows why
             log.warning("run process stopping: %s", terminated)
             exit_code = 128 + signal.SIGTERM
-        except Exception as exc:
-            trace = traceback.format_exc(limit=8)
-            conn.send(("failed", type(exc).__name__, str(exc), trace, peak_rss_bytes()))
-        else:
-            conn.send(("result", result, peak_rss_bytes()))
         finally:
             conn.close()
-            if table is not None:
-                table.close()  # its ZooKeeper session ends with the run, not at the session timeout
     if exit_code:
         sys.exit(exit_code)
 
 
-__all__ = ["ParentLink", "Terminated", "WorkerJob", "main", "peak_rss_bytes"]
+__all__ = ["ParentLink", "Terminated", "WorkerJob", "run_attempt", "main", "peak_rss_bytes"]

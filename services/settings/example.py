@@ -69,7 +69,7 @@ scheduling:                    # priorities and fairness (docs/daemon.md, "Prior
     ingest: {priority: 3, max_concurrent_runs: 2}   # 3 runs for each run of a priority-1 group
 
 resources:
-  isolation: process           # local engine: each plan in a child process (thread: in the daemon)
+  isolation: process           # each plan in a child (spark: in the driver process); thread: in the daemon
   max_memory_mb:               # MiB of resident memory per run, by action (null: unbounded)
     compaction: 4096
     clustering: 4096

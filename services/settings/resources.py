@@ -14,8 +14,8 @@ class ActionMemory(Section):
     """Largest resident memory (MiB) of one run of each action; a run that grows past it is killed.
 
     Enforced on the local engine, where each run is a child process (``isolation: process``);
-    ``null`` leaves an action unbounded. Under the Spark engine the executors' own memory
-    settings apply instead.
+    ``null`` leaves an action unbounded. Under the Spark engine the runs share the Spark driver
+    process: ``spark.driver.memory`` and the executors' own memory settings apply instead.
     """
 
     rollback: int | None = Field(default=2048, gt=0)
@@ -39,8 +39,10 @@ class ResourceSettings(Section):
     isolation: Literal["process", "thread"] = Field(
         default="process",
         description=(
-            "Local engine only: process runs each plan in a child process the runner can terminate "
-            "(memory-bounded, crash-contained); thread runs it in a thread of the daemon (the old mode)."
+            "process: the local engine runs each plan in a child process the runner can terminate "
+            "(memory-bounded, crash-contained), the Spark engine runs plans in one Spark driver child "
+            "process (the daemon holds no SparkSession); thread: both run plans in threads of the daemon "
+            "(the old mode)."
         ),
     )
     max_memory_mb: ActionMemory = Field(default_factory=ActionMemory)
@@ -49,12 +51,16 @@ class ResourceSettings(Section):
         ge=0,
         le=19,
         description=(
-            "CPU priority of a run's child process (os.nice increment): runs are batch work, so the "
-            "API and the discovery cycle of the daemon get the CPU first when cores are busy."
+            "CPU priority of a run's child process and of the Spark driver process (os.nice increment): "
+            "runs are batch work, so the API and the discovery cycle of the daemon get the CPU first "
+            "when cores are busy."
         ),
     )
     terminate_grace_s: float = Field(
         default=3.0,
         gt=0,
-        description="A run's child process asked to stop (cancel, timeout, drain) gets this long before SIGKILL.",
+        description=(
+            "A run's child process asked to stop (cancel, timeout, drain) gets this long before SIGKILL; "
+            "a Spark run this long after its job group's cancel, before the driver process is killed."
+        ),
     )

@@ -1,4 +1,4 @@
-"""The ``spark`` section: the replica's one SparkSession (or the local engine)."""
+"""The ``spark`` section: the replica's one SparkSession, in its Spark driver process (or the local engine)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from lakeward.services.settings.base import Section, option_str
 
 
 class SparkSettings(Section):
-    """The replica's one SparkSession."""
+    """The replica's one SparkSession (built in the Spark driver child process under ``resources.isolation:
+    process``, in the daemon under ``thread``)."""
 
     master: str = Field(
         default="local[2]", min_length=1, description="Spark master URL (local[N], k8s://..., spark://...)."
@@ -20,7 +21,10 @@ class SparkSettings(Section):
     app_name: str = Field(default="lakeward-services", min_length=1, description="Spark application name.")
     engine: Literal["spark", "local"] = Field(
         default="spark",
-        description="spark: plans run as Spark jobs on this session; local: lakeward's thread-pool engine, no JVM.",
+        description=(
+            "spark: plans run as Spark jobs on this session, from the Spark driver process; "
+            "local: lakeward's thread-pool engine, no JVM."
+        ),
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (numbers/booleans accepted).")
     fair_scheduler: bool = Field(default=True, description="spark.scheduler.mode=FAIR, each run in its action's pool.")

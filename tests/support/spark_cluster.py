@@ -39,12 +39,17 @@ WORKER_MEMORY = "1g"
 
 
 def get_json(url: str, timeout_s: float = 5.0) -> Any:
-    """GET a JSON status page; None if it does not answer (yet)."""
+    """GET a JSON status page; None if it does not answer (yet) or not with JSON."""
     try:
         response = httpx.get(url, timeout=timeout_s, follow_redirects=True)
     except httpx.HTTPError:
         return None
-    return response.json() if response.status_code == 200 else None
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:  # a page that is not JSON yet (a UI still starting)
+        return None
 
 
 def group_members(pgid: int) -> list[int]:

@@ -1,0 +1,193 @@
+"""Spark-engine runs execute in the Spark driver process, not the daemon's: under their job group,
+stopped by a cancel of their Spark jobs or, when that is not enough, by killing the driver; a
+driver that dies is a failed run with its reason, and the next run starts a new driver.
+
+Real tables, a real SparkSession in a real driver process (`SparkDriver`, local master); a
+`GatedSparkEngine` holds a run at a gate of files -- in its Spark tasks or in the driver's
+Python -- so that a test acts while the run is half-way through.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakeward.services.daemon import Daemon
+from lakeward.services.model import Outcome
+from lakeward.services.runner import Runner, RunRecord
+from lakeward.services.settings import ActionTimeouts, ResourceSettings, SparkSettings, load_settings
+from lakeward.services.spark_driver import SparkDriver
+from tests.services import test_runner
+from tests.services.test_run_isolation import gone
+from tests.services.test_runner import concurrency, item, make_runner, mor_table, states
+from tests.support.gated_spark import gated_spark
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+in_process = test_runner.in_process  # the fixture
+QUIET = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1", "spark.python.worker.reuse": "true"}
+#: The driver's start (a JVM) takes a while on a loaded machine.
+START_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spark-gate")
+
+
+@pytest.fixture(scope="module")
+def driver(gate: Path) -> Iterator[SparkDriver]:
+    """One driver for the module (a JVM start is slow); tests that kill it leave the next run a new one."""
+    found = SparkDriver(SparkSettings(master="local[2]", conf=QUIET), engine_factory=gated_spark(gate))
+    found.start()
+    yield found
+    found.close()
+    assert found.pid is None
+
+
+@pytest.fixture
+def held(gate: Path) -> Iterator[Path]:
+    """The gate, closed; opened at the end so that nothing stays held."""
+    for name in ("gate", "arrived", "task-started", "hold-in-driver"):
+        (gate / name).unlink(missing_ok=True)
+    yield gate
+    (gate / "gate").touch()
+
+
+def arrived(gate: Path) -> int:
+    """The pid of the process whose engine reached the gate."""
+    marker = gate / "arrived"
+    wait_until(lambda: marker.exists() and marker.read_text(), START_S, "the run to reach the gate")
+    return int(marker.read_text())
+
+
+def finished(runner: Runner, run: RunRecord, timeout_s: float) -> RunRecord:
+    assert runner.wait_idle(timeout_s), f"run {run.run_id} still running: {run.phase}"
+    found = runner.get(run.run_id)
+    assert found is not None
+    return found
+
+
+def test_a_spark_run_executes_in_the_driver_process_under_its_job_group(tmp_path, in_process, driver, held):
+    table = mor_table(tmp_path / "t")
+    runner = make_runner(in_process, driver)
+    assert runner.isolated and runner.driver is driver
+    assert driver.wait_ready(START_S) and driver.ready and driver.application_id
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    pid = arrived(held)
+    assert pid == driver.pid and pid != os.getpid() and run.pid == pid  # not the daemon's process
+    wait_until((held / "task-started").exists, 60, "a Spark task to start")
+    wait_until(lambda: "Spark tasks" in runner.progress_of(run), 30, "the driver to report the run's Spark tasks")
+    (held / "gate").touch()
+    run = finished(runner, run, 120)
+    assert run.outcome is Outcome.SUCCEEDED, run.error
+    assert run.instant is not None and states(table, run.instant) == ["completed"]
+    assert run.records == 50 and run.pid is None and run.peak_rss_bytes > 0
+    assert in_process.held_claims() == []
+    runner.close()
+
+
+def test_a_cancel_stops_the_runs_spark_jobs_and_the_driver_lives_on(tmp_path, in_process, driver, held):
+    table = mor_table(tmp_path / "t", commits=1)
+    runner = make_runner(in_process, driver, resources=ResourceSettings(terminate_grace_s=30))
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    pid = arrived(held)
+    wait_until((held / "task-started").exists, 60, "a Spark task to start")
+    asked = time.monotonic()
+    assert runner.cancel(run.run_id, reason="cancelled by the test")
+    run = finished(runner, run, 40)
+    assert time.monotonic() - asked < 30  # the job group's cancel ended it, no kill after the grace
+    assert run.outcome is Outcome.CANCELLED and run.error == "cancelled by the test"
+    assert run.instant is not None and states(table, run.instant) == ["inflight"]
+    assert driver.pid == pid and not gone(pid)  # the driver was not killed
+    assert in_process.held_claims() == []
+    runner.close()
+
+
+def test_a_timeout_of_driver_side_work_kills_the_driver_and_the_next_run_completes(tmp_path, in_process, driver, held):
+    table = mor_table(tmp_path / "t", commits=1)
+    (held / "hold-in-driver").touch()  # Python work in the driver: no Spark job to cancel
+    assert driver.wait_ready(START_S)  # the timeout counts from the run's start, not the JVM's
+    settings = concurrency(timeouts_s=ActionTimeouts(compaction=3))
+    runner = make_runner(in_process, driver, settings=settings, resources=ResourceSettings(terminate_grace_s=1))
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    pid = arrived(held)
+    run = finished(runner, run, START_S)
+    assert run.outcome is Outcome.TIMED_OUT and "timed out after 3s" in (run.error or ""), run.error
+    wait_until(lambda: gone(pid), 30, "the killed driver to be reaped")  # killed: the run is not stuck
+    assert driver.pid is None  # the next run starts a new driver
+    assert run.instant is not None and states(table, run.instant) == ["inflight"]
+    assert in_process.held_claims() == []
+    runner.close()
+
+    (held / "hold-in-driver").unlink()
+    (held / "gate").touch()
+    again = make_runner(in_process, driver)
+    rerun = again.submit(item(table, instant=run.instant), mode="run").run
+    assert rerun is not None
+    done = finished(again, rerun, START_S)
+    assert done.outcome is Outcome.SUCCEEDED, done.error
+    assert driver.pid not in (None, pid)
+    assert states(table, run.instant)[-1] == "completed"
+    again.close()
+
+
+def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, in_process, driver, held):
+    table = mor_table(tmp_path / "t", commits=1)
+    runner = make_runner(in_process, driver)
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    pid = arrived(held)
+    os.kill(pid, signal.SIGKILL)  # a crash, the OOM killer, an operator's kill -9
+    run = finished(runner, run, 60)
+    assert run.outcome is Outcome.FAILED
+    assert run.error is not None and "the Spark driver process was killed by signal 9" in run.error, run.error
+    assert run.instant is not None and states(table, run.instant) == ["inflight"]
+    assert in_process.held_claims() == []  # not stuck: its claims are released
+    wait_until(lambda: driver.pid is None, 30, "the runner to see the driver gone")
+    runner.close()
+
+
+def test_a_spark_engine_daemon_holds_no_session_and_is_ready_once_its_driver_is(tmp_path):
+    table = mor_table(tmp_path / "t", commits=2)
+    config = tmp_path / "lakeward.yaml"
+    quiet = ", ".join(f"{k}: '{v}'" for k, v in QUIET.items())
+    config.write_text(
+        f"""
+tables: {{static: [{{path: {table.path}}}], refresh_interval_s: 0.2}}
+policies:
+  defaults: {{compaction: {{max_delta_commits: 1}}, clean: {{enabled: false}}, archival: {{enabled: false}}}}
+spark: {{engine: spark, master: 'local[1]', conf: {{{quiet}}}}}
+log: {{format: text, level: WARNING}}
+drain_time_s: 5
+"""
+    )
+    daemon = Daemon(load_settings(config, env={}))
+    started = time.monotonic()
+    daemon.start()
+    try:
+        assert time.monotonic() - started < 10  # no SparkSession built in the daemon's start
+        driver = daemon.runner.driver if daemon.runner is not None else None
+        assert driver is not None and daemon._spark is None
+        assert any("Spark driver" in r for r in daemon.readiness_problems()) or driver.ready
+        wait_until(lambda: daemon.ready, START_S, "the replica to be ready", lambda: str(daemon.readiness_problems()))
+        assert driver.ready
+
+        def compacted() -> bool:
+            return any(r.action.value == "compaction" and r.outcome is Outcome.SUCCEEDED for r in daemon.runs())
+
+        wait_until(compacted, START_S, "a compaction by the daemon", lambda: str([r.to_dict() for r in daemon.runs()]))
+        run = next(r for r in daemon.runs() if r.outcome is Outcome.SUCCEEDED)
+        assert run.to_dict()["peak_rss_mb"] > 0
+    finally:
+        daemon.drain(5)
+    assert driver.pid is None  # the drain stopped the driver
