@@ -23,6 +23,11 @@ writers do (`HoodieAvroHFileWriter` for base files: schema, bloom filter, min/ma
 key; `HFileUtils.serializeRecordsToLogBlock` for log blocks: schema only). Every field is
 a function of the cells and the schema except `hfile.CREATE_TIME_TS` (the wall clock, in
 milliseconds; pass `create_time_ms` to pin it).
+
+Cells are encoded first (`encode_cells`, or gathered already encoded by a columnar merge:
+`HFileWriter.extend_encoded`, `hfile_cells.EncodedCells`) and cut into data blocks once, when
+the file is finished: a block ends where the running size of its cells would pass `block_size`
+(a `searchsorted` over the cells' offsets), so no Python work is done per cell there.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
 
 from lakeward.core.file_group.hfile import (
     BLOCK_HEADER_SIZE,
@@ -50,6 +58,7 @@ from lakeward.core.file_group.hfile import (
     TRAILER_SIZE,
     FileInfoKey,
 )
+from lakeward.core.file_group.hfile_cells import EncodedCells, binary_array
 from lakeward.core.index.bloom_filter import DYNAMIC_V0, BloomFilter
 
 #: Hudi's `HFileContext` block size (1 MiB), used by both metadata-table HFile writers.
@@ -67,7 +76,9 @@ _CELL_OVERHEAD = 4 + 4 + 2 + KEY_SUFFIX + 1
 _LATEST_TIMESTAMP = 2**63 - 1
 _KEY_TYPE_PUT = 4
 #: What follows every row in a cell key: family length 0, the latest timestamp, type Put.
-_KEY_TAIL = struct.pack(">bqb", 0, _LATEST_TIMESTAMP, _KEY_TYPE_PUT)
+KEY_TAIL = struct.pack(">bqb", 0, _LATEST_TIMESTAMP, _KEY_TYPE_PUT)
+#: The memstore timestamp ending every cell (0, one VInt byte).
+MEMSTORE_ZERO = b"\x00"
 _CELL_HEAD = struct.Struct(">iih")
 #: A gzip member header as `java.util.zip.GZIPOutputStream` writes it (no mtime, OS 0).
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00"
@@ -126,6 +137,41 @@ def _gzip(raw: bytes) -> bytes:
     return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
 
 
+def encode_cells(cells: Sequence[tuple[bytes, bytes]]) -> EncodedCells:
+    """`cells` (key, value) encoded as data blocks hold them: `keyLen(4) valueLen(4) rowLen(2) row
+    family(0) LATEST_TIMESTAMP Put value mvcc(0)`."""
+    head = _CELL_HEAD.pack
+    parts: list[bytes] = []
+    for key, value in cells:
+        parts += (head(len(key) + 2 + KEY_SUFFIX, len(value), len(key)), key, KEY_TAIL, value, MEMSTORE_ZERO)
+    row_lengths = np.fromiter((len(key) for key, _ in cells), np.int64, len(cells))
+    value_lengths = np.fromiter((len(value) for _, value in cells), np.int64, len(cells))
+    starts = np.zeros(len(cells) + 1, np.int64)
+    np.cumsum(row_lengths + value_lengths + _CELL_OVERHEAD, out=starts[1:])
+    data = np.frombuffer(b"".join(parts), np.uint8)
+    return EncodedCells(data, starts, starts[:-1] + 10, row_lengths, value_lengths)
+
+
+def concat_encoded(chunks: Sequence[EncodedCells]) -> EncodedCells:
+    """Encoded cells of `chunks`, one after the other, as one."""
+    if len(chunks) == 1:
+        return chunks[0]
+    shifts, total = [], 0
+    for chunk in chunks:
+        shifts.append(total - int(chunk.starts[0]))
+        total += int(chunk.starts[-1] - chunk.starts[0])
+    data = np.concatenate([c.data[int(c.starts[0]) : int(c.starts[-1])] for c in chunks])
+    starts = np.concatenate([c.starts[:-1] + s for c, s in zip(chunks, shifts)] + [np.array([total], np.int64)])
+    row_starts = np.concatenate([c.row_starts + s for c, s in zip(chunks, shifts)])
+    return EncodedCells(
+        data,
+        starts,
+        row_starts,
+        np.concatenate([c.row_lengths for c in chunks]),
+        np.concatenate([c.value_lengths for c in chunks]),
+    )
+
+
 class HFileWriter:
     """Builds one HFile in memory from cells appended in strictly ascending key order.
 
@@ -149,8 +195,8 @@ class HFileWriter:
         # initialised first, as Hudi's writer does in its constructor (decides HashMap order)
         self.file_info: dict[str, bytes] = {FileInfoKey.MAX_MEMSTORE_TS: struct.pack(">q", 0)}
         self.meta_blocks: dict[str, bytes] = {}
-        self._block: list[tuple[bytes, bytes]] = []
-        self._block_bytes = 0
+        self._pending: list[tuple[bytes, bytes]] = []  # cells appended one by one, not encoded yet
+        self._chunks: list[EncodedCells] = []
         self._last_key: bytes | None = None
         self._out = bytearray()
         self._index: list[tuple[int, int, bytes]] = []  # (offset, on-disk size, first key)
@@ -160,48 +206,36 @@ class HFileWriter:
 
     def append(self, key: bytes, value: bytes) -> None:
         """Adds one cell; keys must be strictly ascending by unsigned bytes (Hudi rejects duplicates)."""
-        if self._last_key is not None and key <= self._last_key:
-            raise ValueError(f"HFile keys must be strictly ascending: {key!r} after {self._last_key!r}")
-        if len(key) > 0x7FFF:
-            raise ValueError(f"HFile row key of {len(key)} bytes exceeds the 2-byte row length")
-        size = len(key) + len(value) + _CELL_OVERHEAD
-        if self._block and self._block_bytes + size > self.block_size:
-            self._flush_data_block()
-        self._block.append((key, value))
-        self._block_bytes += size
-        self._uncompressed += size
-        self._entries += 1
-        self._key_bytes += len(key)
-        self._value_bytes += len(value)
-        self._last_key = key
+        self.extend(((key, value),))
 
     def extend(self, cells: Iterable[tuple[bytes, bytes]]) -> None:
         """`append` of every cell, in order (the same checks, one loop for large files)."""
-        last, block, block_bytes, limit = self._last_key, self._block, self._block_bytes, self.block_size
-        entries = key_bytes = value_bytes = uncompressed = 0
+        last, pending = self._last_key, self._pending
         for key, value in cells:
             if last is not None and key <= last:
                 raise ValueError(f"HFile keys must be strictly ascending: {key!r} after {last!r}")
-            key_len, value_len = len(key), len(value)
-            if key_len > 0x7FFF:
-                raise ValueError(f"HFile row key of {key_len} bytes exceeds the 2-byte row length")
-            size = key_len + value_len + _CELL_OVERHEAD
-            if block and block_bytes + size > limit:
-                self._block_bytes = block_bytes
-                self._flush_data_block()
-                block, block_bytes = self._block, 0
-            block.append((key, value))
-            block_bytes += size
-            uncompressed += size
-            entries += 1
-            key_bytes += key_len
-            value_bytes += value_len
+            if len(key) > 0x7FFF:
+                raise ValueError(f"HFile row key of {len(key)} bytes exceeds the 2-byte row length")
+            pending.append((key, value))
             last = key
-        self._block_bytes, self._last_key = block_bytes, last
-        self._entries += entries
-        self._key_bytes += key_bytes
-        self._value_bytes += value_bytes
-        self._uncompressed += uncompressed
+        self._last_key = last
+
+    def extend_encoded(self, cells: EncodedCells) -> None:
+        """Appends cells already encoded as data blocks hold them (`encode_cells`, or a columnar merge
+        gathering them); their keys must be strictly ascending and above every key appended so far
+        (only the boundary is checked here)."""
+        if not len(cells):
+            return
+        if self._last_key is not None and cells.row(0) <= self._last_key:
+            raise ValueError(f"HFile keys must be strictly ascending: {cells.row(0)!r} after {self._last_key!r}")
+        self._encode_pending()
+        self._chunks.append(cells)
+        self._last_key = cells.row(len(cells) - 1)
+
+    def _encode_pending(self) -> None:
+        if self._pending:
+            self._chunks.append(encode_cells(self._pending))
+            self._pending = []
 
     def add_file_info(self, name: str, value: bytes) -> None:
         """Sets a file-info entry (a later value for the same name replaces the earlier one)."""
@@ -226,24 +260,34 @@ class HFileWriter:
         self._out += block
         return offset
 
-    def _flush_data_block(self) -> None:
-        if not self._block:
+    def _write_data_blocks(self) -> None:
+        """Cuts the appended cells into data blocks (a new block when the next cell would take the
+        block past `block_size`; a block holds at least one cell) and writes them."""
+        self._encode_pending()
+        if not self._chunks:
             return
-        head, tail = _CELL_HEAD.pack, _KEY_TAIL
-        parts: list[bytes] = []
-        for key, value in self._block:
-            parts += (head(len(key) + 2 + KEY_SUFFIX, len(value), len(key)), key, tail, value, b"\x00")
-        cells = b"".join(parts)
-        # Hudi creates each data block after the first with the then-current file offset as
-        # its "previous block offset" (that is, its own start); readers ignore the field.
-        previous = -1 if self._first_block_offset < 0 else len(self._out)
-        block = self._block_bytes_of(DATA_MAGIC, cells, previous)
-        offset = self._write(block)
-        if self._first_block_offset < 0:
-            self._first_block_offset = offset
-        self._last_block_offset = offset
-        self._index.append((offset, len(block), self._block[0][0]))
-        self._block, self._block_bytes = [], 0
+        cells = concat_encoded(self._chunks)
+        self._chunks = []
+        starts, n = cells.starts, len(cells)
+        self._entries += n
+        self._key_bytes += int(cells.row_lengths.sum())
+        self._value_bytes += int(cells.value_lengths.sum())
+        self._uncompressed += int(starts[-1] - starts[0])
+        first = 0
+        while first < n:
+            end = int(np.searchsorted(starts, starts[first] + self.block_size, "right")) - 1
+            end = min(max(end, first + 1), n)
+            raw = cells.data[starts[first] : starts[end]].tobytes()
+            # Hudi creates each data block after the first with the then-current file offset as
+            # its "previous block offset" (that is, its own start); readers ignore the field.
+            previous = -1 if self._first_block_offset < 0 else len(self._out)
+            block = self._block_bytes_of(DATA_MAGIC, raw, previous)
+            offset = self._write(block)
+            if self._first_block_offset < 0:
+                self._first_block_offset = offset
+            self._last_block_offset = offset
+            self._index.append((offset, len(block), cells.row(first)))
+            first = end
 
     def _file_info_block(self) -> bytes:
         n = self._entries
@@ -261,7 +305,7 @@ class HFileWriter:
 
     def finish(self) -> bytes:
         """The complete HFile. The writer is spent afterwards."""
-        self._flush_data_block()
+        self._write_data_blocks()
         meta_index = bytearray()
         for name in java_hashmap_order(list(self.meta_blocks)):
             block = self._block_bytes_of(META_MAGIC, self.meta_blocks[name])
@@ -301,21 +345,16 @@ class HFileWriter:
         return bytes(self._out)
 
 
-def _write_cells(writer: HFileWriter, cells: Iterable[tuple[str, bytes]]) -> list[str]:
-    pairs = list(cells)
-    writer.extend([(key.encode(), value) for key, value in pairs])
-    return [key for key, _ in pairs]
-
-
 def write_base_hfile(
-    cells: Iterable[tuple[str, bytes]],
+    cells: Iterable[tuple[str, bytes]] | EncodedCells,
     schema: str,
     *,
     create_time_ms: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom: BloomFilter | None = None,
 ) -> bytes:
-    """A metadata-table base HFile of `cells` (record key, Avro value), sorted by key.
+    """A metadata-table base HFile of `cells` (record key, Avro value; or cells already encoded,
+    as a columnar merge gathers them), sorted by key.
 
     As Hudi's `HoodieAvroHFileWriter`: file info `schema`, `minRecordKey`, `maxRecordKey`
     (empty strings for a file without cells), `bloomFilterTypeCode`, and a `bloomFilter` meta
@@ -325,13 +364,25 @@ def write_base_hfile(
     """
     writer = HFileWriter(block_size=block_size, create_time_ms=create_time_ms)
     writer.add_file_info(FileInfoKey.SCHEMA, schema.encode())
-    keys = _write_cells(writer, cells)
+    keys: Sequence[str] | pa.Array
+    if isinstance(cells, EncodedCells):
+        writer.extend_encoded(cells)
+        count = len(cells)
+        first, last = (cells.row(0).decode(), cells.row(count - 1).decode()) if count else ("", "")
+        if bloom is None:  # hashed from the cells' rows
+            keys = binary_array(cells.data, cells.row_starts, cells.row_lengths).cast(pa.large_string())
+    else:
+        pairs = list(cells)
+        writer.extend([(key.encode(), value) for key, value in pairs])
+        keys = [key for key, _ in pairs]
+        count = len(keys)
+        first, last = (keys[0], keys[-1]) if count else ("", "")
     if bloom is None:
         bloom = new_metadata_bloom_filter()
-        if keys:
+        if count:
             bloom.add_keys(keys)
-    writer.add_file_info(FileInfoKey.MIN_RECORD_KEY, (keys[0] if keys else "").encode())
-    writer.add_file_info(FileInfoKey.MAX_RECORD_KEY, (keys[-1] if keys else "").encode())
+    writer.add_file_info(FileInfoKey.MIN_RECORD_KEY, first.encode())
+    writer.add_file_info(FileInfoKey.MAX_RECORD_KEY, last.encode())
     writer.add_file_info(FileInfoKey.BLOOM_TYPE_CODE, bloom.type_code.encode())
     writer.add_meta_block(BLOOM_FILTER_META_BLOCK, bloom.serialize().encode())
     return writer.finish()
@@ -372,5 +423,5 @@ def write_log_block_hfile(
     pairs.sort(key=lambda kv: kv[0].encode())
     writer = HFileWriter(create_time_ms=create_time_ms)
     writer.add_file_info(FileInfoKey.SCHEMA, schema.encode())
-    _write_cells(writer, pairs)
+    writer.extend([(key.encode(), value) for key, value in pairs])
     return writer.finish()

@@ -9,6 +9,8 @@ is the replaced base's (read from its meta block) extended with the keys new to 
 from __future__ import annotations
 
 import io
+import random
+import uuid
 from contextlib import nullcontext
 from typing import Any
 
@@ -19,13 +21,20 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK
+from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, write_base_hfile
+from lakeward.core.file_group.log_file.log_block import DeleteBlock
+from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.index.bloom_filter import DYNAMIC_V0, BloomFilter
 from lakeward.core.metadata_table.compaction import mdt_timeline
+from lakeward.core.metadata_table.index_partition import hfile_data_block
 from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, decode_location, encode_location
-from lakeward.core.metadata_table.record_index_compaction import FileNameStamp, merge_record_index_slice
-from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
+from lakeward.core.metadata_table.record_index_compaction import (
+    FileNameStamp,
+    merge_record_index_slice,
+    merge_slice_cells,
+)
+from lakeward.core.metadata_table.schema import HFILE_SCHEMA_JSON, METADATA_RECORD_SCHEMA
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action
@@ -43,7 +52,8 @@ def test_a_hudi_compacted_record_index_base_merges_into_its_own_cells(fixture_ta
     cells = 0
     for entry in bases:
         expected = [(k.decode(), v) for k, v in HFileReader(mdt.read_bytes(entry.path), entry.name).items()]
-        assert merge_record_index_slice(mdt, entry.path, [], completed, entry.name)[0] == expected
+        merged = merge_record_index_slice(mdt, entry.path, [], completed, entry.name)[0]
+        assert [(k.decode(), v) for k, v in merged.items()] == expected
         cells += len(expected)
     assert cells > 0
 
@@ -104,3 +114,79 @@ def test_record_index_compaction_extends_the_base_bloom_filter_with_the_new_keys
     assert raw.decode() == old_bloom.serialize()
     assert BloomFilter.deserialize(raw, DYNAMIC_V0).might_contain([k.decode() for k, _ in reader.items()]).all()
     assert len(reader) == rows + len(new_keys)
+
+
+def _odd_value(rng: random.Random, location: bytes) -> bytes:
+    """A value the file-name splice cannot take: the `key` field set, or a file name too long for a
+    one-byte length (both go through the Avro codec)."""
+    record = fastavro.schemaless_reader(io.BytesIO(location), _SCHEMA, None)
+    if rng.random() < 0.5:
+        record |= {"key": "k"}  # type: ignore[operator]
+    else:
+        record |= {"_hoodie_file_name": "f" * 70}  # type: ignore[operator]
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, _SCHEMA, record)
+    return out.getvalue()
+
+
+_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_columnar_slice_merge_equals_a_record_by_record_merge(tmp_path: Any, seed: int):
+    """Random keys (some of other lengths and non-ASCII), values of every layout, upserts, deletes
+    and re-inserts over several log files, blocks of uncommitted instants skipped: the compacted
+    cells (and the HFile written from them) are exactly the newest value per live key, stamped."""
+    rng = random.Random(seed)
+    storage = Storage.for_uri(str(tmp_path))
+    universe = [f"key-{i:05d}" for i in range(2500)] + [f"k{i}-é" for i in range(300)] + ["", "a" * 40]
+    universe = [k for k in universe if k]
+
+    def value() -> bytes:
+        partition = rng.choice(["p1", "year=2024/month=01", ""])
+        file_id = rng.choice([f"{uuid.UUID(int=rng.getrandbits(128))}-0", "not-a-uuid-file-7"])
+        location = encode_location(partition, file_id, rng.randrange(10**12, 2 * 10**12))
+        return _odd_value(rng, location) if rng.random() < 0.05 else location
+
+    base_keys = sorted(rng.sample(universe, rng.choice([0, 1, 1200])), key=str.encode)
+    stamp_old = FileNameStamp("record-index-0000-0_0-0-0_20250101000000000.hfile")
+    model = {k.encode(): stamp_old(value()) if rng.random() < 0.9 else value() for k in base_keys}
+    base_path = None
+    if base_keys or rng.random() < 0.5:
+        base_path = "record_index/record-index-0000-0_0-0-0_20250101000000000.hfile"
+        storage.write_bytes(
+            base_path, write_base_hfile(sorted((k.decode(), v) for k, v in model.items()), HFILE_SCHEMA_JSON)
+        )
+    completed, logs = set(), []
+    for n in range(rng.randint(1, 6)):
+        instant = f"2025010100000{n:04d}"
+        committed = rng.random() < 0.85
+        if committed:
+            completed.add(instant)
+        data = b""
+        for _ in range(rng.randint(1, 3)):
+            keys = rng.sample(universe, rng.randint(1, 400))
+            if rng.random() < 0.6:
+                cells = {k: value() for k in keys}
+                data += hfile_data_block(instant, sorted(cells.items(), key=lambda kv: kv[0].encode()))
+                if committed:
+                    model.update({k.encode(): v for k, v in cells.items()})
+            else:
+                block = DeleteBlock.create(instant, HFILE_SCHEMA_JSON, keys, "", pa.array([0] * len(keys), pa.int64()))
+                data += encode_block(block)
+                if committed:
+                    for k in keys:
+                        model.pop(k.encode(), None)
+        path = f"record_index/.record-index-0000-0_{instant}.log.1_0-0-0"
+        storage.write_bytes(path, data)
+        logs.append(path)
+    name = "record-index-0000-0_0-0-0_20250102000000000.hfile"
+    stamp = FileNameStamp(name)
+    expected = [(k, stamp(model[k])) for k in sorted(model)]
+    cells, _ = merge_record_index_slice(storage, base_path, logs, completed, name)
+    assert cells.items() == expected
+    assert merge_slice_cells(storage, base_path, logs, completed) == model
+    written = HFileReader(write_base_hfile(cells, HFILE_SCHEMA_JSON, create_time_ms=0))
+    assert list(written.items()) == expected
+    by_pairs = write_base_hfile([(k.decode(), v) for k, v in expected], HFILE_SCHEMA_JSON, create_time_ms=0)
+    assert write_base_hfile(cells, HFILE_SCHEMA_JSON, create_time_ms=0) == by_pairs
