@@ -32,7 +32,7 @@ from lakeward.core.metadata_table.record_index import (
     record_index_change,
 )
 from lakeward.core.write.plane.spark import SparkDataPlane
-from tests.support.keyed_rows import Model, batch, check_rows, part_of
+from tests.support.keyed_rows import Model, batch, bucket_table_with_log_keys, check_rows, random_upsert
 
 pytestmark = pytest.mark.spark
 
@@ -79,21 +79,7 @@ def test_spark_record_index_tagging_matches_the_model(
 
     rng = random.Random(170 if table_type == "COPY_ON_WRITE" else 171)
     path = str(tmp_path / "t")
-    bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=9,
-        options=bucket,
-    )
-    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(24)}
-    table.insert(batch(model))
-    second = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(24, 36)}
-    table.upsert(batch(second))  # merge-on-read: into the buckets' logs (keys only in log files)
-    model |= second
+    model = bucket_table_with_log_keys(path, table_type, 9, inserted=24, appended=12)
     Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).initialize_metadata_table()
     monkeypatch.setattr(writer, "write_files_delta_commit", spy)
     monkeypatch.setattr(SparkDataPlane, "_tag_by_join", no_join)
@@ -101,11 +87,9 @@ def test_spark_record_index_tagging_matches_the_model(
     gone: set[str] = set()
     next_key = 36
     for step in range(4):
-        updates = rng.sample(sorted(model), 5)
-        reinserts = rng.sample(sorted(gone), min(2, len(gone)))
         fresh = [f"k{next_key + i}" for i in range(3)]
         next_key += 3
-        rows = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
+        rows, updates, reinserts = random_upsert(rng, model, gone, fresh, updates=5, ts=step + 2)
         result = table.upsert(spark.createDataFrame(batch(rows).to_pandas()))
         assert (result.num_updates, result.num_inserts) == (len(updates), len(reinserts) + len(fresh)), step
         model |= rows
