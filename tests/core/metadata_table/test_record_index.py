@@ -230,7 +230,7 @@ def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path)
 
 @pytest.mark.spark
 def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
-    """The Spark data plane tags by its join, and the commit keeps the record index all the same."""
+    """Spark-engine writes keep the record index (tagging through it: tests/core/spark/test_spark_record_index.py)."""
     path = str(tmp_path / "t")
     table = Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
