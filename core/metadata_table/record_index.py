@@ -9,11 +9,12 @@ encoding 0; any other id raw, encoding 1) and the epoch milliseconds of the inst
 key in that file. A deleted key is a DELETE block entry (`partitionPath` "record_index",
 ordering value 0) in its group's log.
 
-A write whose tagging is exact (the record index's own lookups; BLOOM on merge-on-read, its
-candidates confirmed) keeps it from what the tagging found (`tagged_change`): keys found new go
-to the file group they are written to, located deletes are gone, updates keep their location.
-Every other commit-like instant (compaction, clustering, replace operations, the Spark data plane,
-delete markers with ordering values, BUCKET and copy-on-write BLOOM writes) is kept from files
+A write whose tagging is exact (the record index's own lookups, on the local and the Spark data
+planes; BLOOM on merge-on-read on the local data plane, its candidates confirmed) keeps it from
+what the tagging found (`tagged_change`): keys found new go to the file group they are written to,
+located deletes are gone, updates keep their location. Every other commit-like instant
+(compaction, clustering, replace operations, Spark-plane writes tagged by its join, delete
+markers with ordering values, BUCKET and copy-on-write BLOOM writes) is kept from files
 (`record_index_change`): for each file group a commit rewrites (a new base file), the keys its
 latest slice held before the commit and the keys its new base file holds decide what is added
 (new keys, or keys that moved there: clustering) and what is gone; log appends add the keys of

@@ -14,6 +14,7 @@ A scan reads the table as its timeline was when the scan was made (`Table.scan` 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -48,6 +49,8 @@ from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 class QueryType(str, Enum):
@@ -199,7 +202,7 @@ class Scan:
         """
         return self._plan(verify=True, use_index=self.use_index)
 
-    def _plan(self, *, verify: bool, use_index: bool, explain: bool = False) -> ScanPlan:
+    def _plan(self, *, verify: bool, use_index: bool, explain: bool = False, use_stats: bool | None = None) -> ScanPlan:
         merge = MergeSettings.from_config(self.config)
         if self.query_type is QueryType.CDC:
             return self._plan_changes(merge)
@@ -227,7 +230,7 @@ class Scan:
         kept: Sequence[FileSlice] = view.snapshot_file_slices(as_of, query_time=asked)
         pruned: list[PrunedSlice] = []
         index: IndexRead | None = None
-        for pruner in self._pruners(schema, use_index, explain):
+        for pruner in self._pruners(schema, use_index, explain, use_stats):
             pruning = pruner.prune(kept, self.filters)
             kept, index = pruning.kept, pruning.index or index
             pruned.extend(pruning.pruned)
@@ -244,9 +247,13 @@ class Scan:
             index=index,
         )
 
-    def _pruners(self, schema: pa.Schema | None, use_index: bool, explain: bool) -> list[Pruner]:
+    def _pruners(
+        self, schema: pa.Schema | None, use_index: bool, explain: bool, use_stats: bool | None = None
+    ) -> list[Pruner]:
+        """Partition pruning, data skipping (`use_stats`, default `use_index`) and secondary indexes."""
         pruners: list[Pruner] = [PartitionPruner(self.config, schema)]
-        if self.use_index and (use_index or explain):  # Hudi's data skipping: column and partition stats
+        stats = use_index if use_stats is None else use_stats
+        if self.use_index and (stats or explain):  # Hudi's data skipping: column and partition stats
             pruners.append(StatsPruner(self.storage, self.config, schema, use_partition_stats=self.as_of is None))
         if use_index or explain:
             read_optimized = self.query_type is QueryType.READ_OPTIMIZED
@@ -317,8 +324,17 @@ class Scan:
 
     def to_spark(self, spark: SparkSession) -> DataFrame:
         """Run the scan as a Spark DataFrame: base-only slices through Spark's Parquet scan,
-        merged slices and CDC splits as Python tasks (the filters are applied by Spark)."""
-        plan = self._plan(verify=True, use_index=False)  # Spark applies the filters itself
+        merged slices and CDC splits as Python tasks (the filters are applied by Spark). Data
+        skipping drops the slices the metadata table's statistics rule out, as for local reads
+        (the secondary indexes are not used: Spark applies the filters itself)."""
+        plan = self._plan(verify=True, use_index=False, use_stats=True)
+        if plan.pruned:
+            log.info(
+                "spark read of %s: data skipping pruned %d file slice(s): %s",
+                self.storage.uri,
+                len(plan.pruned),
+                "; ".join(str(p) for p in plan.pruned),
+            )
         if plan.query_type is QueryType.CDC:
             return changes_dataframe(spark, ChangeQuery.of(self, plan), plan.change_splits)
         condition = spark_read.dnf_to_column(self.filters)

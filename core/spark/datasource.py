@@ -10,6 +10,10 @@
   reads use Spark's native Parquet scan. A Python data source's writer only sees one
   input partition at a time and cannot shuffle, which a copy-on-write upsert needs;
   the hook is what lets `df.write.format("lakeward")` stay a distributed write.
+  Reads of a table with secondary indexes, or whose metadata table keeps `column_stats` or
+  `partition_stats`, go through the Python data source instead (unless
+  `hoodie.enable.data.skipping=false`): Spark pushes the query's filters to its reader, which
+  reads through the indexes and drops the file slices the statistics rule out.
 
 Options are Hudi's documented keys; an unknown or invalid option fails before any file
 is written, naming the option.
@@ -40,7 +44,10 @@ from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
+from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.keygen import partition_paths
+from lakeward.core.metadata_table.column_stats import COLUMN_STATS_PARTITION
+from lakeward.core.metadata_table.partition_stats import PARTITION_STATS_PARTITION
 from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
 from lakeward.core.schema import META_COLUMNS, with_meta
 from lakeward.core.spark import changes as cdc
@@ -240,8 +247,10 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         return cdc.read_changes_dataframe(spark, path, opts)
     engine = SparkEngine(spark)
     table = Table.open(path, engine=engine)
-    if query != "incremental" and parse_bool(opts.get(DATA_SKIPPING, True), DATA_SKIPPING) and table.indexes():
-        # Secondary indexes: the Python data source, so that Spark pushes the filters down to them.
+    skipping = query != "incremental" and parse_bool(opts.get(DATA_SKIPPING, True), DATA_SKIPPING)
+    if skipping and (table.indexes() or _keeps_statistics(table)):
+        # Secondary indexes, column or partition statistics: the Python data source, so that Spark
+        # pushes the filters down to them (Spark's native Parquet scan never tells lakeward its filters).
         from pyspark.sql.readwriter import DataFrameReader
 
         load = _ORIGINAL_LOAD[0] or DataFrameReader.load
@@ -250,6 +259,14 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         return table.read_incremental(str(opts[BEGIN]), str(opts[END]) if opts.get(END) else None)
     as_of = str(opts[AS_OF]) if opts.get(AS_OF) else None
     return table.read(as_of=as_of, read_optimized=query == "read_optimized")
+
+
+def _keeps_statistics(table: Table) -> bool:
+    """Whether the table's metadata table keeps statistics data skipping prunes with (`column_stats`,
+    `partition_stats`), on a table version whose readers list through it."""
+    kept = metadata_partitions(table.config.to_properties())
+    statistics = COLUMN_STATS_PARTITION in kept or PARTITION_STATS_PARTITION in kept
+    return statistics and table.config.version.metadata_table_listing
 
 
 # -- the registered Python data source (reads over Arrow) ------------------------------------

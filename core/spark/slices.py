@@ -1,24 +1,30 @@
 """A read of the registered data source, resolved once on the driver and then read slice by slice.
 
 The driver plans the read (timeline, instants, schema, file slices, the secondary indexes that can
-answer the pushed filters); each Spark partition then reads one file slice in a Python task. The
+answer the pushed filters; data skipping drops the slices whose column or partition statistics
+rule the pushed filters out); each Spark partition then reads one file slice in a Python task. The
 batch reader (`datasource`) and the stream reader of format `latest_state` (`changes`) share it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from lakeward.core.file_group.reader import read_file_slices
+from lakeward.core.read.data_skipping import StatsPruner
+from lakeward.core.read.pruning import PrunedSlice
 from lakeward.core.read.scan import QueryType
 from lakeward.core.read.spark import without_dictionaries
 from lakeward.core.spark.index_pushdown import IndexReadContext
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,6 +38,8 @@ class ReadPlan:
     window: Any = None
     #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
     index: Any = None
+    #: Slices data skipping ruled out (`read.data_skipping`, on the pushed filters), and why.
+    pruned: list[PrunedSlice] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -60,11 +68,27 @@ def plan_read(
     read_optimized = query == "read_optimized"
     kind = QueryType.READ_OPTIMIZED if read_optimized else None
     plan = table.scan(query_type=kind, as_of=as_of, use_index=False).plan()
+    slices: Sequence[Any] = plan.slices
+    pruned: Sequence[PrunedSlice] = ()
+    if pushed:  # data skipping on the pushed filters: the statistics of the metadata table
+        pruning = StatsPruner(table.storage, table.config, plan.schema, use_partition_stats=as_of is None).prune(
+            slices, list(pushed)
+        )
+        slices, pruned = pruning.kept, pruning.pruned
+        if pruned:
+            log.info(
+                "format lakeward read of %s: data skipping pruned %d of %d file slice(s): %s",
+                path,
+                len(pruned),
+                len(plan.slices),
+                "; ".join(str(p) for p in pruned),
+            )
     return ReadPlan(
-        list(plan.slices),
+        list(slices),
         plan.schema,
         {"instants": plan.instants, "merge": plan.merge, "read_optimized": read_optimized},
         index=IndexReadContext.for_table(table.storage, plan.timeline, list(pushed)),
+        pruned=list(pruned),
     )
 
 

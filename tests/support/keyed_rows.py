@@ -7,6 +7,8 @@ versions 8/9) both read exactly the model's rows.
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 
 from lakeward import Table
@@ -53,3 +55,34 @@ def upsert_txns_update_and_insert(table: Table) -> tuple[pa.Table, dict[str, obj
     result = table.upsert(pa.Table.from_pylist([changed, new], schema=data.schema))
     assert (result.num_updates, result.num_inserts) == (1, 1)
     return data, new
+
+
+def bucket_table_with_log_keys(path: str, table_type: str, version: int, inserted: int, appended: int) -> Model:
+    """Create a BUCKET-index table (2 buckets) at `path`: keys `k0`… inserted, then `appended` more
+    upserted (merge-on-read: into the buckets' logs, so those keys live only in log files, as
+    before a record index is built). The model of its rows."""
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=version,
+        options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"},
+    )
+    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(inserted)}
+    table.insert(batch(model))
+    second = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(inserted, inserted + appended)}
+    table.upsert(batch(second))
+    return model | second
+
+
+def random_upsert(
+    rng: random.Random, model: Model, gone: set[str], fresh: list[str], updates: int, ts: int
+) -> tuple[Model, list[str], list[str]]:
+    """An upsert batch of `updates` random live keys, up to 2 deleted keys (`gone`) inserted again
+    and the `fresh` keys, ordering value `ts`: (its rows, the updated keys, the re-inserted keys)."""
+    updated = rng.sample(sorted(model), updates)
+    reinserts = rng.sample(sorted(gone), min(2, len(gone)))
+    rows = {k: (part_of(k), ts, rng.randrange(1000)) for k in [*updated, *reinserts, *fresh]}
+    return rows, updated, reinserts

@@ -3,7 +3,8 @@
 Stages: keys and partition paths (mapInArrow over the batch, the same key generators as
 the local engine) -> de-duplication per key (repartition by key, `deduplicate` per
 partition) -> tagging (a join with the record keys of the candidate base files, read by
-Python tasks, or the bucket of each key) -> assignment of inserts to small files and new
+Python tasks, or the bucket of each key, or with RECORD_INDEX a lookup of the batch's keys
+on the driver, `spark_record_index`) -> assignment of inserts to small files and new
 file groups (planned on the driver from counts only, applied by key hash) -> one
 `write_file_group` call per file group (groupBy + applyInArrow). Only counts per file
 group and the write stats come back to the driver.
@@ -36,6 +37,7 @@ from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index.base import read_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
+from lakeward.core.metadata_table.record_index_writer import keeps_record_index
 from lakeward.core.read.spark import arrow_schema, spark_path
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
@@ -45,6 +47,7 @@ from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
 from lakeward.core.write.plane.local import IS_DELETED, to_arrow
+from lakeward.core.write.plane.spark_record_index import IS_NEW, RecordIndexTagging
 from lakeward.core.write.plane.spark_tasks import MAX_EXACT_SLOTS, parse_byte_size, partition_slots
 from lakeward.core.write.validation import check_batch_rows
 
@@ -58,7 +61,7 @@ IS_DELETE = "__lakeward_is_delete"
 KEY_HASH = "__lakeward_key_hash"
 BUCKET = "__lakeward_bucket"
 TASK = "__lakeward_task"
-_HELPER_COLUMNS = (LOCATION, IS_DELETE, KEY_HASH, BUCKET, TASK)
+_HELPER_COLUMNS = (LOCATION, IS_DELETE, KEY_HASH, BUCKET, TASK, IS_NEW)
 
 
 def _spark_errors(fn: Callable[[], Any]) -> Any:
@@ -251,16 +254,19 @@ class SparkDataPlane:
 
         tag = operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
         candidates = [s for key, s in slices.items() if key[0] in batch_partitions]
+        by_record_index = self._record_index_tagging(records, candidates) if tag else None
         if self.write_config.index_type == "BUCKET":
             # A replace writes new file groups, but still one per bucket (ids prefixed by the
             # bucket number), so that later writes find the keys in their buckets.
             tagged = self._tag_by_bucket(records, [] if operation.replaces else candidates)
+        elif by_record_index is not None:
+            tagged = by_record_index.tag(records, self._can_broadcast_keys(prepared.records))
         elif tag and candidates:
             broadcast = self._can_broadcast_keys(prepared.records)
             tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline), broadcast)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
-        if self.write_config.index_type == "BUCKET" or (tag and candidates):
+        if self.write_config.index_type == "BUCKET" or (tag and candidates) or by_record_index is not None:
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)  # a join: do it once for counts and writes
 
         started = time.monotonic()
@@ -324,10 +330,22 @@ class SparkDataPlane:
         # Largest first: tasks start in partition order, so the longest writes start earliest.
         groups = sorted(planned, key=lambda k: (bases[k].size if k in bases else 0, planned[k]), reverse=True)
 
-        def run(ctx: WriteContext) -> list[WriteStat]:
-            return self._write_groups(routed, ctx, bases, appends, operation, groups)
+        # Delete markers of an upsert keep their ordering values: a newer stored record may survive
+        # them, so which keys are gone is known only from the files written (as on the local engine).
+        exact = by_record_index is not None and not (
+            operation is WriteOperation.UPSERT
+            and by_record_index.located_deletes
+            and self.config.precombine_field in records.columns
+        )
 
-        plan = WritePlan(workload, run, touched, replaced)
+        def run(ctx: WriteContext) -> list[WriteStat]:
+            stats = self._write_groups(routed, ctx, bases, appends, operation, groups)
+            if exact and by_record_index is not None:
+                _spark_errors(lambda: by_record_index.collect_inserted(routed))  # before the lock is taken
+            return stats
+
+        index_change = by_record_index.change if exact and by_record_index is not None else None
+        plan = WritePlan(workload, run, touched, replaced, index_change)
         previous_release = prepared.release
 
         def release() -> None:
@@ -337,6 +355,30 @@ class SparkDataPlane:
 
         prepared.release = release
         return plan
+
+    def _record_index_tagging(self, records: DataFrame, candidates: Sequence[FileSlice]) -> RecordIndexTagging | None:
+        """The RECORD_INDEX lookup of the batch's keys (`spark_record_index`), or None: another index,
+        virtual keys (computed from the key fields by the join, as the local engine's SIMPLE lookup),
+        or a table whose metadata table does not keep `record_index` yet (the join, with a warning)."""
+        if self.write_config.index_type != "RECORD_INDEX" or not self.config.populate_meta_fields:
+            return None
+        if not keeps_record_index(self.storage):
+            log.warning(
+                "hoodie.index.type=RECORD_INDEX but %s keeps no record_index partition: tagged by a join "
+                "with the stored keys",
+                self.storage.uri,
+            )
+            return None
+        started = time.monotonic()
+        keys = _spark_errors(lambda: records.select(PARTITION_PATH, RECORD_KEY, IS_DELETE).toArrow())
+        tagging = RecordIndexTagging(self.storage, keys, candidates, IS_DELETE)
+        log.info(
+            "spark write: %d key(s) looked up in the record index on the driver, %d found, in %.2fs",
+            keys.num_rows,
+            0 if tagging.found is None else tagging.found.num_rows,
+            time.monotonic() - started,
+        )
+        return tagging
 
     def _can_broadcast_keys(self, records: SparkRecords) -> bool:
         """Whether the batch's keys are small enough to broadcast to the scan of the table's keys

@@ -39,7 +39,14 @@ from lakeward.core.timeline import Action, CommitMetadata
 from lakeward.core.timeline.transitions import read_instant
 from tests.interop.compare import both_readers
 from tests.support import crash
-from tests.support.keyed_rows import Model, check_rows, part_of, upsert_txns_update_and_insert
+from tests.support.keyed_rows import (
+    Model,
+    bucket_table_with_log_keys,
+    check_rows,
+    part_of,
+    random_upsert,
+    upsert_txns_update_and_insert,
+)
 from tests.support.keyed_rows import batch as _batch
 
 
@@ -59,21 +66,7 @@ def _check(path: str, model: Model, gone: set[str]) -> None:
 def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str, version: int):
     rng = random.Random(17 if table_type == "COPY_ON_WRITE" else 18)
     path = str(tmp_path / "t")
-    bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=version,
-        options=bucket,
-    )
-    model: Model = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(40)}
-    table.insert(_batch(model))
-    second = {f"k{i}": (part_of(f"k{i}"), 1, i) for i in range(40, 60)}
-    table.upsert(_batch(second))  # merge-on-read: into the buckets' logs (keys only in log files)
-    model |= second
+    model = bucket_table_with_log_keys(path, table_type, version, inserted=40, appended=20)
     table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
     table.initialize_metadata_table()  # with the record index, built from the latest slices
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
@@ -82,11 +75,9 @@ def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str,
     _check(path, model, gone)
     next_key = 60
     for step in range(8):
-        updates = rng.sample(sorted(model), 6)
-        reinserts = rng.sample(sorted(gone), min(2, len(gone)))
         fresh = [f"k{next_key + i}" for i in range(4)]
         next_key += 4
-        batch = {k: (part_of(k), step + 2, rng.randrange(1000)) for k in [*updates, *reinserts, *fresh]}
+        batch, updates, reinserts = random_upsert(rng, model, gone, fresh, updates=6, ts=step + 2)
         result = table.upsert(_batch(batch))
         assert (result.num_updates, result.num_inserts) == (len(updates), len(reinserts) + len(fresh)), step
         model |= batch
@@ -239,7 +230,7 @@ def test_insert_overwrite_and_delete_partition_remove_their_keys(tmp_path: Path)
 
 @pytest.mark.spark
 def test_spark_engine_writes_keep_the_record_index(spark: Any, tmp_path: Path):
-    """The Spark data plane tags by its join, and the commit keeps the record index all the same."""
+    """Spark-engine writes keep the record index (tagging through it: tests/core/spark/test_spark_record_index.py)."""
     path = str(tmp_path / "t")
     table = Table.create(
         path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
