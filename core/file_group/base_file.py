@@ -192,11 +192,18 @@ def read_base_file(
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
     dictionary: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> pa.Table:
     """Read a base file (optionally some columns and rows); a damaged file is a CorruptFileError.
 
     `dictionary`: columns to read as Arrow dictionaries (few-valued meta columns).
+    `exclude`: columns not to read, whichever else the file holds (not with `columns` or `filter`).
     """
+    if exclude:
+        with _readable(storage, path), storage.open_input_file(path) as source:
+            parquet = pq.ParquetFile(source, read_dictionary=list(dictionary) or None)
+            names = [name for name in parquet.schema_arrow.names if name not in exclude]
+            return parquet.read(columns=names).replace_schema_metadata(None)
     with _readable(storage, path), storage.open_input_file(path) as source:
         table = pq.read_table(
             source,

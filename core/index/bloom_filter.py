@@ -236,8 +236,15 @@ class BloomFilter:
             if rows[0] == rows[-1] and (rows == rows[0]).all():
                 self._rows[rows[0]][positions] = True
                 continue
-            for row in np.unique(rows):
-                self._rows[row][positions[:, rows == row]] = True
+            # Runs of keys going to one row (rows fill one after the other; once the filter
+            # is full they take turns): each run's positions are a slice, not a masked copy.
+            bounds = np.concatenate(([0], np.flatnonzero(np.diff(rows)) + 1, [len(rows)]))
+            if len(bounds) - 1 > len(self._rows):  # rows taking turns key by key: group them
+                for row in np.unique(rows):
+                    self._rows[row][positions[:, rows == row]] = True
+                continue
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                self._rows[rows[lo]][positions[:, lo:hi]] = True
 
     def might_contain_positions(self, positions: np.ndarray) -> np.ndarray:
         """Membership for precomputed `hash_positions` output of this filter's geometry."""

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from types import TracebackType
 
 from lakeward.core.exceptions import LockError
+from lakeward.core.storage import read_cache
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class LockProvider(ABC):
             if self._try_acquire(per_attempt):
                 self._owner = threading.get_ident()
                 self._depth = 1
+                read_cache.forget()  # other writers may have changed the table until now
                 return
             if attempt + 1 < attempts:
                 log.info("%s is busy; retrying (%d/%d)", self.description, attempt + 1, attempts - 1)

@@ -15,7 +15,8 @@ import logging
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakeward.core.exceptions import InstantExistsError, StorageError
-from lakeward.core.storage import s3
+from lakeward.core.storage import read_cache, s3
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,27 @@ class Storage:
 
     # -- reading ---------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
+        cache = read_cache.current()
+        if cache is not None and read_cache.caches_file(full := self.full_path(rel)):
+            return cache.file(full, lambda: self._read_if_exists(rel)) is not None
         return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
 
     def read_bytes(self, rel: str) -> bytes:
+        cache = read_cache.current()
+        if cache is not None and read_cache.caches_file(full := self.full_path(rel)):
+            data = cache.file(full, lambda: self._read_if_exists(rel))
+            if data is None:
+                raise FileNotFoundError(self.uri_of(rel))
+            return data
+        return self._read(rel)
+
+    def _read_if_exists(self, rel: str) -> bytes | None:
+        try:
+            return self._read(rel)
+        except FileNotFoundError:
+            return None
+
+    def _read(self, rel: str) -> bytes:
         try:
             with self.fs.open_input_stream(self.full_path(rel)) as f:
                 return f.read()
@@ -116,6 +135,12 @@ class Storage:
 
     def list_dir(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
         """Entries under `rel` (missing directory: empty list), paths relative to the base."""
+        cache = read_cache.current()
+        if cache is not None and read_cache.caches_listing(full := self.full_path(rel), recursive):
+            return cache.listing(full, lambda: self._list(rel, recursive), _sub_folders)
+        return self._list(rel, recursive)
+
+    def _list(self, rel: str, recursive: bool) -> list[FileEntry]:
         selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
         prefix = self.root.rstrip("/") + "/"
         entries = []
@@ -126,20 +151,22 @@ class Storage:
 
     # -- writing ---------------------------------------------------------------------------
     def make_dirs(self, rel: str) -> None:
-        self.fs.create_dir(self.full_path(rel), recursive=True)
+        with _changing(self.full_path(rel)):
+            self.fs.create_dir(self.full_path(rel), recursive=True)
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write (or replace) a whole file; readers never see a partial file on local disks."""
         full = self.full_path(rel)
-        if self.is_local:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            tmp = self._temp_name(full)
-            with open(tmp, "wb") as f:
+        with _changing(full):
+            if self.is_local:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                tmp = self._temp_name(full)
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, full)
+                return
+            with self.fs.open_output_stream(full) as f:
                 f.write(data)
-            os.replace(tmp, full)
-            return
-        with self.fs.open_output_stream(full) as f:
-            f.write(data)
 
     def create_if_absent(self, rel: str, data: bytes) -> None:
         """Atomically create `rel` with `data`; raise InstantExistsError if it exists.
@@ -147,6 +174,10 @@ class Storage:
         Exactly one of several racing callers succeeds, and readers see either no file
         or the whole content.
         """
+        with _changing(self.full_path(rel)):
+            self._create_if_absent(rel, data)
+
+    def _create_if_absent(self, rel: str, data: bytes) -> None:
         full = self.full_path(rel)
         if self.is_local:
             os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -165,31 +196,48 @@ class Storage:
             if not s3.put_if_absent(self.options, bucket, key, data):
                 raise InstantExistsError(f"{self.uri_of(rel)} already exists")
             return
-        if self.exists(rel):
+        if self.fs.get_file_info(full).type != pafs.FileType.NotFound:
             raise InstantExistsError(f"{self.uri_of(rel)} already exists")
         with self.fs.open_output_stream(full) as f:
             f.write(data)
 
     def open_output_stream(self, rel: str) -> pa.NativeFile:
         full = self.full_path(rel)
-        if self.is_local:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-        return self.fs.open_output_stream(full)
+        with _changing(full):  # the file is in its folder's listing from now on
+            if self.is_local:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+            return self.fs.open_output_stream(full)
 
     def delete_file(self, rel: str, missing_ok: bool = True) -> None:
-        try:
-            self.fs.delete_file(self.full_path(rel))
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
+        with _changing(self.full_path(rel)):
+            try:
+                self.fs.delete_file(self.full_path(rel))
+            except FileNotFoundError:
+                if not missing_ok:
+                    raise
 
     def delete_dir(self, rel: str) -> None:
-        try:
-            self.fs.delete_dir(self.full_path(rel))
-        except FileNotFoundError:
-            pass
+        with _changing(self.full_path(rel)):
+            try:
+                self.fs.delete_dir(self.full_path(rel))
+            except FileNotFoundError:
+                pass
 
     @staticmethod
     def _temp_name(full: str) -> str:
         head, tail = os.path.split(full)
         return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+
+
+def _sub_folders(entries: list[FileEntry]) -> set[str]:
+    return {e.name for e in entries if e.is_dir}
+
+
+@contextmanager
+def _changing(full_path: str) -> Iterator[None]:
+    """Around a write or delete of `full_path`: afterwards (also after a failure, which may have
+    changed it partly) the operations' read caches drop what it may have changed."""
+    try:
+        yield
+    finally:
+        read_cache.changed(full_path)

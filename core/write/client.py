@@ -43,7 +43,7 @@ from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.metadata_table.writer import apply_commit
 from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
-from lakeward.core.storage import Storage
+from lakeward.core.storage import Storage, read_cache
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services.rollback import (
     failed_writes,
@@ -185,7 +185,17 @@ class WriteClient:
         partitions: Sequence[str] | None = None,
         engine: Engine | str | None = None,
     ) -> WriteResult:
-        """Run one write operation as one instant, on the given engine (else the client's)."""
+        """Run one write operation as one instant, on the given engine (else the client's).
+
+        Its reads of `hoodie.properties` and of the timelines are served once per operation
+        (`read_cache`; taking the table lock reads them afresh).
+        """
+        with read_cache.cached_reads():
+            return self._write(data, operation, partitions, engine)
+
+    def _write(
+        self, data: Any, operation: WriteOperation, partitions: Sequence[str] | None, engine: Engine | str | None
+    ) -> WriteResult:
         started = time.monotonic()
         chosen = resolve_engine(engine, data, default=self.engine)
         plane = self._data_plane(chosen)

@@ -25,7 +25,8 @@ def split_by(table: pa.Table, column: str) -> dict[str | None, pa.Table]:
     encoded = pc.dictionary_encode(table.column(column)).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     codes = np.where(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False), -1, codes)
-    order = np.argsort(codes, kind="stable")
+    # Few groups: small integer codes take numpy's linear-time radix sort (stable).
+    order = np.argsort(codes.astype(np.int16) if len(encoded.dictionary) < 2**15 else codes, kind="stable")
     sorted_codes = codes[order]
     bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
     starts = np.concatenate([[0], bounds])
