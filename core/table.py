@@ -97,6 +97,10 @@ def _validate_options(options: Mapping[str, Any]) -> None:
     parse_lock_config(options)
 
 
+#: Services that take the table back in time: they build no missing metadata table first (`Table._writer`).
+_GOING_BACK = frozenset({"rollback", "restore"})
+
+
 class Table:
     """A Hudi table at a path (local, s3://, gs://, hdfs://)."""
 
@@ -299,7 +303,9 @@ class Table:
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
         if not version_change:  # an upgrade rewrites no records
             check_virtual_keys(self.config)
-        self._metadata_table_gate(build=build)  # first: the fix a user needs on any version
+        # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
+        # now, as of the latest instant, would list the files they remove (the next write builds it)
+        self._metadata_table_gate(build=build and service not in _GOING_BACK)
         if write:
             self.version.check_writes("write to this table")
         else:
@@ -330,10 +336,11 @@ class Table:
         self._client = self._client or write_path.client.WriteClient(
             self.storage, self.config, self.options, self.engine
         )
-        mismatch = metadata_table.disable.version_mismatch(self.storage, self.config)
-        if not enabled or mismatch is not None:
+        if not enabled or metadata_table.disable.version_mismatch(self.storage) is not None:
             with self._client.lock:
-                metadata_table.disable.delete_metadata_table(self.storage, reason=mismatch)
+                mismatch = metadata_table.disable.version_mismatch(self.storage)  # again, under the lock
+                if not enabled or mismatch is not None:
+                    metadata_table.disable.delete_metadata_table(self.storage, reason=mismatch)
             self._reload()
             if enabled and build:
                 self._metadata_table_gate()
@@ -676,15 +683,21 @@ class Table:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
         return self.timeline().pending()
 
-    def initialize_metadata_table(self) -> MetadataTableInit:
+    def initialize_metadata_table(self) -> MetadataTableInit | None:
         """Create the metadata table with its `files` partition (every table version), from a listing
         as of the latest completed instant, as Hudi does when it enables it on an existing table
         (`lakeward.core.metadata_table.bootstrap`; Hudi 0.14/0.15's layout on version 6). Every
-        later commit keeps it; readers list files through it on versions 8 and 9. A writer opened
-        unless opened with `hoodie.metadata.enable=false` builds it by itself before its first commit;
-        this builds it now, or raises MetadataTableError (the table has one, or instants are pending)."""
-        with self._writer(write=True, build=False).lock:
-            timeline = self._writer(write=True, build=False).roll_back_failed_writes()
+        later commit keeps it; readers list files through it on versions 8 and 9.
+
+        Writers build it by themselves before their first commit (`hoodie.metadata.enable` defaults to
+        true); this builds it now: None when the table has one already (nothing is written),
+        MetadataTableError while other instants are pending (Hudi's rule)."""
+        client = self._writer(write=True, build=False)
+        if metadata_partitions(self.config.to_properties()):
+            self._metadata_table_gate()  # the index partitions this handle enables, if missing
+            return None
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
         self._metadata_table_gate()  # the index partitions too (record_index, bloom_filters), when enabled

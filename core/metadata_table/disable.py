@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakeward.core.config.properties import parse_properties
-from lakeward.core.config.table import PROPERTIES_PATH, TableConfig, update_table_properties
+from lakeward.core.config.table import PROPERTIES_PATH, update_table_properties
 from lakeward.core.config.values import parse_bool
 from lakeward.core.exceptions import StorageError
 from lakeward.core.file_group.metadata_listing import (
@@ -54,18 +54,20 @@ def metadata_table_disabled(options: Mapping[str, Any]) -> bool:
     return value is not None and not parse_bool(value, METADATA_ENABLE_KEY)
 
 
-def version_mismatch(storage: Storage, config: TableConfig) -> str | None:
-    """Why the metadata table of the table at `storage` (`config`: its data table's) cannot be kept: its
-    own `hoodie.table.version` is not its data table's (an upgrade or downgrade died between the two
-    switches, `table_services.upgrade`); None when it matches or there is none."""
+def version_mismatch(storage: Storage) -> str | None:
+    """Why the metadata table of the table at `storage` cannot be kept: its own `hoodie.table.version`
+    is not its data table's, both as they are on storage now (an upgrade or downgrade died between the
+    two switches, `table_services.upgrade`); None when they match or there is none. Check again under
+    the table lock before acting on it: an upgrade in another process passes through that state."""
     try:
         props = read_table_properties(metadata_storage(storage))
+        data = read_table_properties(storage).get("hoodie.table.version", "6")
     except (FileNotFoundError, NotADirectoryError, StorageError):
         return None
     found = props.get("hoodie.table.version", "6")
-    if not props or found == str(config.table_version):
+    if not props or found == data:
         return None
-    return f"its table version {found} is not the data table's {config.table_version} (an interrupted upgrade)"
+    return f"its table version {found} is not the data table's {data} (an interrupted upgrade or downgrade)"
 
 
 def delete_metadata_table(storage: Storage, *, reason: str | None = None) -> list[str]:

@@ -150,6 +150,8 @@ def test_upgrade_converts_the_archived_timeline_to_the_lsm_history(tmp_path: Pat
             "hoodie.keep.min.commits": "2",
             "hoodie.keep.max.commits": "3",
             "hoodie.cleaner.commits.retained": "1",
+            # archival stays behind the metadata table's last compaction (Hudi's rule): compact it every commit
+            "hoodie.metadata.compact.max.delta.commits": "1",
         },
     )
     for i in range(6):
