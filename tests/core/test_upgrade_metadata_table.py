@@ -33,15 +33,8 @@ def _batch(ids: range, ts: int) -> pa.Table:
 
 def _write(path: str, version: int, table_type: str, options: dict[str, str] | None = None) -> Table:
     """A table whose default-configured writer kept a metadata table through inserts, upserts and a delete."""
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=version,
-        options=options,
-    )
+    keys = {"record_key": "id", "partition_by": "part", "ordering_field": "ts"}
+    table = Table.create(path, **keys, table_type=table_type, table_version=version, options=options)
     table.insert(_batch(range(40), 1))
     table.upsert(_batch(range(0, 40, 3), 2))
     table.delete(_batch(range(0, 6), 3))

@@ -51,15 +51,8 @@ def _batch(rows: Model) -> pa.Table:
 def _write_table(path: str, version: int, table_type: str) -> Model:
     """Insert, upsert (logs on MOR), delete and insert overwrite: a few instants of each kind, written
     without a metadata table (what these tests initialise afterwards)."""
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=version,
-        options=OFF,
-    )
+    keys = {"record_key": "id", "partition_by": "part", "ordering_field": "ts"}
+    table = Table.create(path, **keys, table_type=table_type, table_version=version, options=OFF)
     model = {f"k{i:02d}": (PARTS[i % 3], 1, i) for i in range(12)}
     table.insert(_batch(model))
     updates = {k: (model[k][0], 2, 100 + n) for n, k in enumerate(["k00", "k04", "k08"])}

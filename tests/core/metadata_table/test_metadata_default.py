@@ -17,6 +17,7 @@ from tests.interop.compare import both_readers
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
 OFF = {"hoodie.metadata.enable": "false"}
+KEYS = {"record_key": "id", "partition_by": "part", "ordering_field": "ts"}
 
 
 def _batch(ids: range, ts: int) -> pa.Table:
@@ -26,15 +27,7 @@ def _batch(ids: range, ts: int) -> pa.Table:
 
 
 def _create(path: str, version: int, table_type: str = "COPY_ON_WRITE", options: dict[str, str] | None = None) -> Table:
-    return Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_type=table_type,
-        table_version=version,
-        options=options,
-    )
+    return Table.create(path, **KEYS, table_type=table_type, table_version=version, options=options)
 
 
 def _partitions(path: str) -> str:
