@@ -29,7 +29,6 @@ from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
     InstantNotFoundError,
-    MetadataTableError,
     StorageError,
     TableClosedError,
     TableExistsError,
@@ -101,6 +100,10 @@ def _validate_options(options: Mapping[str, Any]) -> None:
     parse_lock_config(options)
 
 
+#: Services that take the table back in time: they build no missing metadata table first (`Table._writer`).
+_GOING_BACK = frozenset({"rollback", "restore"})
+
+
 class Table:
     """A Hudi table at a path (local, s3://, gs://, hdfs://)."""
 
@@ -122,6 +125,8 @@ class Table:
         #: clean) completes; an exception stops the completion and the instant stays inflight,
         #: to be run again later. The daemon sets it to check that its claim still holds.
         self.completion_check: Callable[[str], None] | None = None
+        #: True while `upgrade` / `downgrade` run: the services they run first build no metadata table.
+        self._changing_version = False
 
     @cached_property
     def services(self) -> TableServices:
@@ -280,7 +285,9 @@ class Table:
         return file_group.integrity.check_table(self.storage, self.timeline())
 
     # -- writes ---------------------------------------------------------------------------
-    def _writer(self, *, write: bool = False, service: str | None = None, version_change: bool = False) -> WriteClient:
+    def _writer(
+        self, *, write: bool = False, service: str | None = None, version_change: bool = False, build: bool = True
+    ) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
         `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
@@ -293,12 +300,15 @@ class Table:
         tables are refused (MetadataTableError). A table written without meta fields (virtual
         keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
         one (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
+        `build`: False keeps the metadata-table gate from building a missing metadata table.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
         if not version_change:  # an upgrade rewrites no records
             check_virtual_keys(self.config)
-        self._metadata_table_gate()  # first: the fix a user needs on any version
+        # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
+        # now, as of the latest instant, would list the files they remove (the next write builds it)
+        self._metadata_table_gate(build=build and service not in _GOING_BACK)
         if write:
             self.version.check_writes("write to this table")
         else:
@@ -308,28 +318,35 @@ class Table:
         self._client.completion_check = self.completion_check
         return self._client
 
-    def _metadata_table_gate(self) -> None:
+    def _metadata_table_gate(self, *, build: bool = True) -> None:
         """The write path's one metadata-table check, before any write or table service.
 
         With `hoodie.metadata.enable=false` among the table's options the metadata table is deleted
         first, under the table lock, as Hudi's writer does (`lakeward.core.metadata_table.disable`).
-        With `hoodie.metadata.enable=true` a table without one gets it first (`_build_metadata_table`).
-        Otherwise lakeward keeps its `files` partition on every commit; partitions it cannot maintain
-        yet are dropped when this writer disables them, else refused (`metadata_table.gate`).
+        Otherwise (the default, as in Hudi since 0.11) a table without one gets it first
+        (`_build_metadata_table`, unless `build` is False), and lakeward keeps it on every commit;
+        partitions it cannot maintain yet are dropped when this writer disables them, else refused
+        (`metadata_table.gate`). A metadata table of another table version than its data table's (an
+        upgrade or downgrade that died between the two switches) is deleted first, as Hudi's upgrade
+        deletes a metadata table it cannot use (`UpgradeDowngradeUtils.checkAndHandleMetadataTable`).
         """
-        if not metadata_partitions(self.config.to_properties()) and metadata_table.disable.metadata_table_enabled(
-            self.options
-        ):
+        enabled = metadata_table.disable.metadata_table_enabled(self.options)
+        build = build and not self._changing_version
+        if not metadata_partitions(self.config.to_properties()) and enabled and build:
             self._build_metadata_table()
         if not metadata_partitions(self.config.to_properties()):
             return
         self._client = self._client or write_path.client.WriteClient(
             self.storage, self.config, self.options, self.engine
         )
-        if metadata_table.disable.metadata_table_disabled(self.options):
+        if not enabled or metadata_table.disable.version_mismatch(self.storage) is not None:
             with self._client.lock:
-                metadata_table.disable.delete_metadata_table(self.storage)
+                mismatch = metadata_table.disable.version_mismatch(self.storage)  # again, under the lock
+                if not enabled or mismatch is not None:
+                    metadata_table.disable.delete_metadata_table(self.storage, reason=mismatch)
             self._reload()
+            if enabled and build:
+                self._metadata_table_gate()
             return
         self.config = self._client.table_context.config = metadata_table.gate.prepare_metadata_table(
             self.storage, self.config, self._client.write_config, self._client.lock
@@ -666,14 +683,21 @@ class Table:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""
         return self.timeline().pending()
 
-    def initialize_metadata_table(self) -> MetadataTableInit:
+    def initialize_metadata_table(self) -> MetadataTableInit | None:
         """Create the metadata table with its `files` partition (every table version), from a listing
         as of the latest completed instant, as Hudi does when it enables it on an existing table
         (`lakeward.core.metadata_table.bootstrap`; Hudi 0.14/0.15's layout on version 6). Every
-        later commit keeps it; readers list files through it on versions 8 and 9. A writer opened
-        with `hoodie.metadata.enable=true` builds it by itself before its first commit."""
-        with self._writer(write=True).lock:
-            timeline = self._writer(write=True).roll_back_failed_writes()
+        later commit keeps it; readers list files through it on versions 8 and 9.
+
+        Writers build it by themselves before their first commit (`hoodie.metadata.enable` defaults to
+        true); this builds it now: None when the table has one already (nothing is written),
+        MetadataTableError while other instants are pending (Hudi's rule)."""
+        client = self._writer(write=True, build=False)
+        if metadata_partitions(self.config.to_properties()):
+            self._metadata_table_gate()  # the index partitions this handle enables, if missing
+            return None
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
             result = metadata_table.bootstrap.initialize_metadata_table(self.storage, self.config, timeline=timeline)
         self.config, self._client = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode()), None
         self._metadata_table_gate()  # the index partitions too (record_index, bloom_filters), when enabled
@@ -690,8 +714,8 @@ class Table:
         old version's rules. A write still in flight, or another pending action (restore, index
         build, change tracking), refuses the upgrade (UpgradeError) before anything is written, as
         does a downgrade, version 7, CDC or lakeward secondary indexes (not written on 8/9 yet).
-        A table with a metadata table is refused (MetadataTableError) unless the table was opened with
-        `hoodie.metadata.enable=false`, which deletes it first.
+        A metadata table is upgraded with it, as Hudi's `UpgradeDowngrade` upgrades the metadata table
+        first (`upgrade_metadata_table`); `hoodie.metadata.enable=false` deletes it first instead.
 
         Crash-safe and resumable: run it again after a crash and it finishes the job; readers see the
         old version until the one atomic switch of `hoodie.properties`. Upgrading to the version the
@@ -716,20 +740,16 @@ class Table:
     def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
         """Run an upgrade or downgrade under the table lock, on the properties as they are on storage
         then (another process may have changed the version meanwhile); this handle reloads afterwards.
-        A metadata table is not converted: without `hoodie.metadata.enable=false` (which deletes it
-        first, in `_writer`) the change is refused before anything is written."""
-        partitions = metadata_partitions(self.config.to_properties())
-        if partitions and not metadata_table.disable.metadata_table_disabled(self.options):
-            raise MetadataTableError(
-                f"table {self.path} has a metadata table ({','.join(partitions)}); lakeward does not convert a "
-                "metadata table to another table version yet. Nothing was changed. Open the table with the write "
-                "option hoodie.metadata.enable=false to delete it first (as Apache Hudi's writer does with that "
-                "option; a Hudi writer with the metadata table enabled builds it again), then upgrade"
-            )
-        client = self._writer(write=True, version_change=True)
-        with client.lock:
-            on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-            result = change(client, on_disk)
+        A metadata table changes version with its data table (`upgrade.upgrade_metadata_table`); none is
+        built for the change (the next write builds one of the new version)."""
+        client = self._writer(write=True, version_change=True, build=False)
+        self._changing_version = True  # the services the change runs first build no metadata table either
+        try:
+            with client.lock:
+                on_disk = TableConfig.from_text(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+                result = change(client, on_disk)
+        finally:
+            self._changing_version = False
         self._reload()
         return result
 

@@ -128,10 +128,11 @@ DESCRIPTIONS: dict[str, str] = {
     "`DATE_STRING`, `MIXED`",
     "hoodie.keygen.timebased.timezone": "input and output zone of the time-based key generator",
     "hoodie.logfile.data.block.format": "merge-on-read log data blocks: `avro` or `parquet` (Parquet blocks use `hoodie.parquet.compression.codec`)",
-    "hoodie.metadata.enable": "`false`: a write (or table service, upgrade) first deletes the table's metadata "
-    "table and clears `hoodie.table.metadata.partitions`, as Hudi's writer does with this option; `true`: a "
-    "table without one gets its `files` partition before the first commit (every version); unset: an existing "
-    "one is kept by every commit, none is created",
+    "hoodie.metadata.enable": "`true` (the default, as in Hudi since 0.11): every commit keeps the metadata table, "
+    "and a table without one gets its `files` partition (plus the index partitions enabled) before its first "
+    "write or table service, once no other instant is pending (every version); `false`: a write (or table "
+    "service, upgrade) first deletes the table's metadata table and clears `hoodie.table.metadata.partitions`, "
+    "as Hudi's writer does with this option",
     "hoodie.logfile.max.size": "merge-on-read: a write's log blocks roll over to the next log file version past this size",
     "hoodie.parquet.compression.codec": "`snappy`, `gzip`, `zstd`, `lz4`, `brotli`, `none`",
     "hoodie.parquet.max.file.size": "upper bound of a base file",

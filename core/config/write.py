@@ -52,9 +52,9 @@ class WriteConfig(BaseModel):
     # defer_build: the validator is built on first use, not at import (CLI start-up time)
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
-    #: `false`: delete the table's metadata table before writing, as Hudi's writer does; `true`: build one
-    #: before the first commit when the table has none (unset: keep one that exists, create none).
-    metadata_enable: bool | None = Field(None, alias="hoodie.metadata.enable")
+    #: `true` (the default, as in Apache Hudi since 0.11): every write and table service keeps the metadata
+    #: table, and builds one first when the table has none; `false`: delete it before writing, as Hudi's writer does.
+    metadata_enable: bool = Field(True, alias="hoodie.metadata.enable")
     #: RECORD_INDEX: keys are located through the metadata table's `record_index` partition
     #: (built on first use, as `hoodie.metadata.record.index.enable=true` does).
     index_type: Literal["BLOOM", "SIMPLE", "BUCKET", "RECORD_INDEX"] = Field("BLOOM", alias="hoodie.index.type")

@@ -63,6 +63,7 @@ from lakeward.core.file_group.metadata_listing import (
     read_table_properties,
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.metadata_table.compaction import execute_metadata_compaction, schedule_metadata_compaction
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
@@ -72,7 +73,7 @@ from lakeward.core.timeline.lsm_writer import append_history_file, history_row
 from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
 
 if TYPE_CHECKING:
-    from lakeward.core.context import HoldsTableContext
+    from lakeward.core.context import HoldsTableContext, TableContext
 
 log = logging.getLogger(__name__)
 
@@ -428,10 +429,17 @@ def _metadata_table_barrier(storage: Storage, commits: list[Instant]) -> str | N
 
 
 def instants_to_archive(
-    storage: Storage, timeline: Timeline, keep_min: int, keep_max: int, more_barriers: Sequence[str] = ()
+    storage: Storage,
+    timeline: Timeline,
+    keep_min: int,
+    keep_max: int,
+    more_barriers: Sequence[str] = (),
+    *,
+    metadata_barrier: bool = True,
 ) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc); `more_barriers`:
-    more instant times at or after which nothing is archived (the metadata table's own rules)."""
+    more instant times at or after which nothing is archived (the metadata table's own rules);
+    `metadata_barrier` False: as if the metadata table were compacted up to now."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
@@ -440,9 +448,9 @@ def instants_to_archive(
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
-    metadata_barrier = _metadata_table_barrier(storage, commits)
-    if metadata_barrier is not None:
-        barriers.append(metadata_barrier)
+    compacted = _metadata_table_barrier(storage, commits) if metadata_barrier else None
+    if compacted is not None:
+        barriers.append(compacted)
     barrier = min(barriers) if barriers else None
     chosen: list[Instant] = []
     listings: dict[str, set[str]] = {}
@@ -502,6 +510,8 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
     with ctx.lock:
         timeline = ctx.timeline()
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
+        if not dry_run and _compact_metadata_table_first(ctx, timeline, planned):
+            planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
         return archive_instants(
             storage,
             timeline,
@@ -511,6 +521,26 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
             batch=wc.archival_batch,
             dry_run=dry_run,
         )
+
+
+def _compact_metadata_table_first(ctx: TableContext, timeline: Timeline, planned: Sequence[Instant]) -> bool:
+    """When only the metadata table's last compaction holds instants back (Hudi archives nothing newer, and
+    tables have a metadata table by default), compact it now, as its next due compaction would: it
+    folds the delta commits those instants left in its log files, after which they may go. Whether it
+    ran; call under the table lock."""
+    wc = ctx.write_config
+    unbarred = instants_to_archive(
+        ctx.storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_barrier=False
+    )
+    if len(unbarred) <= len(planned):
+        return False
+    instant = schedule_metadata_compaction(
+        ctx.storage, timeline, wc.metadata_compact_max_delta_commits, ctx.config.timeline_timezone, force=True
+    )
+    if instant is None:
+        return False
+    execute_metadata_compaction(ctx.storage, instant, ctx.config.timeline_timezone)
+    return True
 
 
 def archive_instants(

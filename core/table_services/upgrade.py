@@ -61,12 +61,18 @@ from lakeward.core.config.table import (
     update_table_properties,
 )
 from lakeward.core.exceptions import UpgradeError
+from lakeward.core.file_group.metadata_listing import metadata_partitions, metadata_storage, read_table_properties
 from lakeward.core.index.secondary.definitions import load_definitions
+from lakeward.core.metadata_table.compaction import (
+    execute_metadata_compaction,
+    pending_metadata_compactions,
+    schedule_metadata_compaction,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.compaction.schedule import schedule_compaction
 from lakeward.core.table_services.namespace import TableServices
 from lakeward.core.table_version import METAFOLDER, SUPPORTED_VERSIONS, TimelineLayout, table_version
-from lakeward.core.timeline import avro_plans
+from lakeward.core.timeline import Timeline, avro_plans
 from lakeward.core.timeline.archived import read_archived_entries
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -83,6 +89,11 @@ log = logging.getLogger(__name__)
 UPGRADE_TARGETS = (8, 9)
 LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
 PAYLOAD_KEY = "hoodie.compaction.payload.class"
+#: The metadata table's payload class and key generator (kept by Hudi's upgrade handlers: merge mode CUSTOM).
+METADATA_PAYLOAD = "org.apache.hudi.metadata.HoodieMetadataPayload"
+METADATA_KEYGEN_CLASS = "org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator"
+#: Hudi's `PAYLOAD_BASED_MERGE_STRATEGY_UUID`.
+PAYLOAD_STRATEGY_ID = "00000000-0000-0000-0000-000000000000"
 
 #: Apache Hudi's downgrade handlers, one step each (`UpgradeDowngrade.downgrade` chains them: 9 -> 8 -> 7 -> 6).
 HUDI_DOWNGRADE_STEPS = {
@@ -194,21 +205,30 @@ def _six_to_eight(props: dict[str, str]) -> None:
     props["hoodie.timeline.layout.version"] = str(int(TimelineLayout.V2))
     props["hoodie.timeline.path"] = "timeline"
     props.setdefault(INITIAL_VERSION_KEY, "6")
-    # `inferCorrectMergingBehavior`: the merge mode whose semantics the payload class has.
-    event_time = props.get(PAYLOAD_KEY) == DEFAULT_PAYLOAD
-    props[MERGE_MODE_KEY] = "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING"
-    props[MERGE_STRATEGY_ID_KEY] = EVENT_TIME_STRATEGY_ID if event_time else COMMIT_TIME_STRATEGY_ID
+    # `upgradeMergeMode`: the merge mode whose semantics the payload class has; a payload class of its own
+    # (the metadata table's `HoodieMetadataPayload`) keeps it, merge mode CUSTOM, payload-based strategy.
+    payload = props.get(PAYLOAD_KEY)
+    if payload == METADATA_PAYLOAD:
+        props[MERGE_MODE_KEY] = "CUSTOM"
+        props[MERGE_STRATEGY_ID_KEY] = PAYLOAD_STRATEGY_ID
+    else:
+        event_time = payload == DEFAULT_PAYLOAD
+        props[MERGE_MODE_KEY] = "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING"
+        props[MERGE_STRATEGY_ID_KEY] = EVENT_TIME_STRATEGY_ID if event_time else COMMIT_TIME_STRATEGY_ID
     keygen = props.get("hoodie.table.keygenerator.class")
-    if keygen:
+    if keygen == METADATA_KEYGEN_CLASS:
+        props["hoodie.table.keygenerator.type"] = "HOODIE_TABLE_METADATA"
+    elif keygen:
         props["hoodie.table.keygenerator.type"] = KeyGeneratorType.parse(keygen).name
 
 
 def _eight_to_nine(props: dict[str, str]) -> None:
     if props.get(MERGE_MODE_KEY) != "CUSTOM":
         props.pop(MERGE_STRATEGY_ID_KEY, None)
-    payload = props.pop(PAYLOAD_KEY, None)
-    if payload:
-        props[LEGACY_PAYLOAD_KEY] = payload
+    if props.get(PAYLOAD_KEY) != METADATA_PAYLOAD:  # Hudi moves its own payloads only (`PAYLOAD_CLASSES_TO_HANDLE`)
+        payload = props.pop(PAYLOAD_KEY, None)
+        if payload:
+            props[LEGACY_PAYLOAD_KEY] = payload
     ordering = props.pop("hoodie.table.precombine.field", None)
     if ordering:
         props["hoodie.table.ordering.fields"] = ordering
@@ -273,6 +293,12 @@ def remove_layout1_files(storage: Storage) -> int:
     for instant in files:
         storage.delete_file(instant_path(instant))
     return len(files)
+
+
+def _remove_leftovers(storage: Storage) -> int:
+    """`remove_layout1_files` of the data table and of its metadata table (after the switch); the count."""
+    found = metadata_table_at(storage)
+    return remove_layout1_files(storage) + (remove_layout1_files(found[0]) if found is not None else 0)
 
 
 # -- archived timeline -> LSM history -------------------------------------------------------------
@@ -347,6 +373,11 @@ def convert_timeline(storage: Storage, config: TableConfig, target: int) -> tupl
     """6 -> 8+: the layout-2 copy of the active and archived timelines (before the switch); the counts."""
     if config.version.timeline_layout is not TimelineLayout.V1:
         return 0, 0
+    return _copy_timeline(storage, config.timeline_timezone, config.archive_folder, target)
+
+
+def _copy_timeline(storage: Storage, timezone: str, archive_folder: str, target: int) -> tuple[int, int]:
+    """`convert_timeline` of the version 6 table at `storage` (a data table or its metadata table)."""
     rules = table_version(target)
     history = rules.history_folder
     assert history is not None
@@ -355,8 +386,8 @@ def convert_timeline(storage: Storage, config: TableConfig, target: int) -> tupl
     storage.delete_dir(rules.timeline_folder)
     if storage.is_local:
         storage.make_dirs(history)
-    files = copy_active_timeline(storage, config.timeline_timezone)
-    archived = copy_archived_timeline(storage, config.archive_folder, history)
+    files = copy_active_timeline(storage, timezone)
+    archived = copy_archived_timeline(storage, archive_folder, history)
     return files, archived
 
 
@@ -371,6 +402,51 @@ def _rewrite_properties(storage: Storage, change: Callable[[dict[str, str]], dic
     new = change(props)
     TableConfig.from_properties(new)
     return TableConfig.from_properties(update_table_properties(storage, new, remove=[k for k in props if k not in new]))
+
+
+# -- the metadata table ---------------------------------------------------------------------------
+def metadata_table_at(storage: Storage) -> tuple[Storage, int] | None:
+    """The metadata table of the table at `storage` and its own table version (None: the data table's
+    `hoodie.properties` list no metadata partition, or it has no properties of its own)."""
+    if not metadata_partitions(parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))):
+        return None
+    mdt = metadata_storage(storage)
+    props = read_table_properties(mdt)
+    return (mdt, table_version(props.get("hoodie.table.version", "6")).number) if props else None
+
+
+def compact_metadata_table(storage: Storage, data_timeline: Timeline, timezone: str) -> str | None:
+    """What Hudi's `UpgradeDowngrade` runs on the metadata table before its handlers
+    (`rollbackFailedWritesAndCompact`, merge-on-read): pending metadata compactions run, then one
+    compaction of every file group with log files; its instant time, or None when none had any. The
+    metadata table's failed delta commits were rolled back with the data table's (`prepare`)."""
+    for pending in pending_metadata_compactions(storage):
+        execute_metadata_compaction(storage, pending, timezone)
+    instant = schedule_metadata_compaction(storage, data_timeline, timezone=timezone, force=True)
+    if instant is not None:
+        execute_metadata_compaction(storage, instant, timezone)
+    return instant
+
+
+def _rewrite_metadata_properties(mdt: Storage, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    """Replace the metadata table's `hoodie.properties` by `change(current)` (backup first, one atomic step)."""
+    props = read_table_properties(mdt)
+    new = change(props)
+    update_table_properties(mdt, new, remove=[k for k in props if k not in new])
+
+
+def prepare_metadata_table(storage: Storage, data_timeline: Timeline, timezone: str, target: int) -> Storage | None:
+    """The metadata table's part of an upgrade or downgrade before any switch, as Hudi's `UpgradeDowngrade`
+    runs the same handlers on it first: its log files compacted, and from version 6 the layout-2 copy
+    of its timeline (`convert_timeline`). Returns its storage when its version changes with the data table's."""
+    found = metadata_table_at(storage)
+    if found is None or found[1] == target:
+        return None
+    mdt, version = found
+    compact_metadata_table(storage, data_timeline, timezone)
+    if version == 6 and target >= 8:
+        _copy_timeline(mdt, timezone, read_table_properties(mdt).get("hoodie.archivelog.folder", "archived"), target)
+    return mdt
 
 
 # -- what Hudi requires first -------------------------------------------------------------------
@@ -436,6 +512,9 @@ def downgrade_locked(client: WriteClient, services: TableServices, config: Table
         return UpgradeResult(target, target)
     storage = client.table_context.storage
     rolled_back, finished, compaction = prepare(client, services)
+    mdt = prepare_metadata_table(storage, client.table_context.timeline(), config.timeline_timezone, target)
+    if mdt is not None:  # the metadata table first, as Hudi's `UpgradeDowngrade` downgrades it first
+        _rewrite_metadata_properties(mdt, downgraded_properties)
     _rewrite_properties(storage, downgraded_properties)
     log.info("downgraded table %s from table version %d to %d", storage.uri, config.table_version, target)
     return UpgradeResult(config.table_version, target, rolled_back, finished, compaction)
@@ -450,14 +529,17 @@ def upgrade_locked(client: WriteClient, services: TableServices, config: TableCo
     storage = client.table_context.storage
     check_target(config.table_version, target)
     if config.table_version == target:  # done, perhaps by a run that crashed before removing the version 6 files
-        removed = remove_layout1_files(storage) if config.version.lsm_history else 0
+        removed = _remove_leftovers(storage) if config.version.lsm_history else 0
         return UpgradeResult(target, target, leftovers_removed=removed)
     check_upgradable(storage, config)
     rolled_back, finished, compaction = prepare(client, services)
+    mdt = prepare_metadata_table(storage, client.table_context.timeline(), config.timeline_timezone, target)
     files, archived = convert_timeline(storage, config, target)
+    if mdt is not None:  # the metadata table's switch first, as Hudi's `UpgradeDowngrade` upgrades it first
+        _rewrite_metadata_properties(mdt, lambda props: upgraded_properties(props, target))
     switch_version(storage, target)
     log.info("upgraded table %s from table version %d to %d", storage.uri, config.table_version, target)
-    removed = remove_layout1_files(storage) if not config.version.lsm_history else 0
+    removed = _remove_leftovers(storage) if not config.version.lsm_history else 0
     return UpgradeResult(config.table_version, target, rolled_back, finished, compaction, files, archived, removed)
 
 
@@ -475,7 +557,10 @@ __all__ = [
     "downgraded_properties",
     "layout1_files",
     "check_upgradable",
+    "compact_metadata_table",
+    "metadata_table_at",
     "prepare",
+    "prepare_metadata_table",
     "remove_layout1_files",
     "switch_version",
     "upgrade_locked",

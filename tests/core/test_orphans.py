@@ -15,8 +15,11 @@ import pytest
 
 from lakeward.core.exceptions import ReadOnlyTableVersionError
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.orphans import find_orphans, remove_orphans
+from lakeward.core.storage import Storage
 from lakeward.core.table import Table
+from lakeward.core.table_services.orphan_clean import DRY_RUN_KEY, OLDER_THAN_KEY, OrphanCleanService
 from lakeward.core.timeline import Timeline
 from tests.core.test_crash_recovery import run_and_kill
 from tests.support.fixture_tables import all_fixtures
@@ -133,7 +136,7 @@ def test_orphans_stray_log_file_of_completed_delta_commit(tmp_path: Path) -> Non
     path = tmp_path / "t"
     table = _table(path, "MERGE_ON_READ")
     table.upsert(_batch(range(0, 12, 3), 3))
-    log = next(p for p in sorted(path.rglob(".*")) if parse_log_file_name(p.name))
+    log = next(p for p in sorted(path.rglob(".*")) if parse_log_file_name(p.name) and ".hoodie" not in p.parts)
     parsed = parse_log_file_name(log.name)
     assert parsed is not None
     stray = log.with_name(log.name.replace(f".log.{parsed.version}_", ".log.99_"))
@@ -227,3 +230,26 @@ def test_orphans_files_a_savepoint_lists_kept(tmp_path: Path) -> None:
     assert find_orphans(table, DAY, now=_later()) == []
     table.delete_savepoint(middle)
     assert [o.path for o in find_orphans(table, DAY, now=_later())] == [saved]
+
+
+def test_orphans_never_the_metadata_tables_files(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, "MERGE_ON_READ")  # the default writer keeps a metadata table
+    table.upsert(_batch(range(0, 12, 3), 3))  # log files in the data table and in the metadata table
+    table.services.compaction.execute(table.services.compaction.schedule(force=True))
+    mdt = path / ".hoodie" / "metadata"
+    assert (mdt / "files").is_dir()
+    metadata_files = {k: v for k, v in _hashes(path).items() if k.startswith(".hoodie/metadata/")}
+    assert any(k.endswith(".hfile") for k in metadata_files) and any(".log." in k for k in metadata_files)
+    renamed, manual = _stray_copy(path)  # real orphans of the data table
+    orphans = {str(renamed.relative_to(path)), str(manual.relative_to(path))}
+
+    assert {o.path for o in find_orphans(table, dt.timedelta(0), now=_later())} == orphans
+    ctx = Table.open(str(path), options={OLDER_THAN_KEY: "0", DRY_RUN_KEY: "false"}).service_context("orphan_clean")
+    report = OrphanCleanService(ctx).execute()
+
+    assert set(report.removed) == orphans
+    after = _hashes(path)
+    assert {k: v for k, v in after.items() if k.startswith(".hoodie/metadata/")} == metadata_files
+    assert compare_files_partition(Storage.for_uri(str(path))).ok
+    assert find_orphans(Table.open(str(path)), dt.timedelta(0), now=_later()) == []

@@ -145,9 +145,9 @@ def test_cache_hit_costs_one_listing_and_no_reload(tmp_path: Path, monkeypatch: 
         listings.append(self.uri_of(rel))
         return real_list(self, rel, recursive)
 
-    def counting_parse(cls, names):  # type: ignore[no-untyped-def]
+    def counting_parse(cls, names, *layout):  # type: ignore[no-untyped-def]
         parses.append(1)
-        return real_parse(cls, names)
+        return real_parse(cls, names, *layout)
 
     def counting_open(cls, path, **kw):  # type: ignore[no-untyped-def]
         opens.append(path)
@@ -157,7 +157,9 @@ def test_cache_hit_costs_one_listing_and_no_reload(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(Timeline, "from_file_names", classmethod(counting_parse))
     monkeypatch.setattr(Table, "open", classmethod(counting_open))
     second = discover(refs, [], cache)
-    assert len(listings) == 3 and parses == [] and opens == []
+    # one listing of each table's timeline, and one of its metadata table's (discovery plans its compaction)
+    assert sorted(listings) == sorted(f"{r.path}/.hoodie{mdt}" for r in refs for mdt in ("", "/metadata/.hoodie"))
+    assert parses == [] and opens == []
     assert [s for s in second.states] == [s for s in first.states]
     assert cache.hits == 3
 
@@ -166,7 +168,8 @@ def test_cache_hit_costs_one_listing_and_no_reload(tmp_path: Path, monkeypatch: 
     listings.clear()
     parses.clear()
     third = discover(refs, [], cache)
-    assert len(listings) == 3 and len(parses) == 1 and opens == []
+    assert sorted(listings) == sorted(f"{r.path}/.hoodie{mdt}" for r in refs for mdt in ("", "/metadata/.hoodie"))
+    assert len(parses) == 2 and opens == []  # its timeline and its metadata table's
     changed = {s.ref.name: s for s in third.states}["t1"]
     assert len(changed.completed) == 3
 

@@ -80,7 +80,8 @@ def test_health_daemon_scores_tables_with_their_policy_and_options(daemon: Daemo
     codes = {f.code: f for f in orders.report.findings}
     assert "compaction_behind" in codes  # 5 log files > the override's max_log_files=3
     assert "3 log files" in codes["compaction_behind"].message
-    assert orders.report.score == 47  # compaction (weight 85 of 160) is critical: round(100 * 75 / 160)
+    # compaction (weight 85 of 180) is critical, the metadata table's factor (weight 20) healthy: round(100 * 95 / 180)
+    assert orders.report.score == 53
     customers = daemon.health("customers")
     assert customers.report is not None
     snap = customers.report.snapshot
@@ -107,7 +108,7 @@ def test_health_daemon_reuses_the_snapshot_until_the_table_changes(daemon: Daemo
 def test_health_daemon_metrics_api_and_unknown_table(daemon: Daemon) -> None:
     client = TestClient(create_app(daemon))
     text = client.get("/metrics").text
-    assert 'lakeward_table_health_score{table="orders"} 47.0' in text
+    assert 'lakeward_table_health_score{table="orders"} 53.0' in text
     assert 'lakeward_table_health_factor_penalty{factor="compaction",table="orders"} 1.0' in text
     assert 'lakeward_table_health_factor_penalty{factor="small_files",table="orders"} 0.0' in text
     assert 'lakeward_table_health_findings{severity="critical",table="orders"} 1.0' in text
@@ -116,7 +117,7 @@ def test_health_daemon_metrics_api_and_unknown_table(daemon: Daemon) -> None:
     one = client.get("/api/v1/tables/orders/health")
     assert one.status_code == 200
     body = one.json()
-    assert body["table"] == "orders" and body["score"] == 47 and body["error"] is None
+    assert body["table"] == "orders" and body["score"] == 53 and body["error"] is None
     assert body["factors"]["compaction"] == 1.0
     assert body["findings"][0]["code"] == "compaction_behind" and body["findings"][0]["severity"] == "critical"
     assert body["log_files"]["max"] == 5.0 and body["table_version"] == 6
@@ -138,10 +139,10 @@ def test_health_cli_by_name_all_and_by_path(daemon: Daemon, tmp_path: Path, monk
         assert every.exit_code == 0, every.output
         lines = {line.split()[0]: line for line in every.output.splitlines()[1:]}
         assert every.output.splitlines()[0].split() == ["name", "score", "worst", "finding"]
-        assert "47" in lines["orders"] and "critical: 1 file group(s) of 1 have > 3 log files" in lines["orders"]
+        assert "53" in lines["orders"] and "critical: 1 file group(s) of 1 have > 3 log files" in lines["orders"]
         assert "not scored" in lines["gone"]
         one = cli.invoke(cli_app, ["health", "orders"])
-        assert one.exit_code == 0 and "orders: score 47/100" in one.output
+        assert one.exit_code == 0 and "orders: score 53/100" in one.output
         assert "[critical] compaction_behind:" in one.output and "-> " in one.output
         as_json = cli.invoke(cli_app, ["health", "customers", "--json"])
         assert '"cleaner_retention": "hoodie.cleaner.commits.retained=2"' in as_json.output

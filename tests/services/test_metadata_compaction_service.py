@@ -27,6 +27,7 @@ QUIET = dict(compaction_enabled=False, clean_enabled=False, archival_enabled=Fal
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
 #: The writer does not compact the metadata table inline: the daemon does.
 NO_INLINE = {"hoodie.metadata.compact.max.delta.commits": 1000}
+OFF = {"hoodie.metadata.enable": "false"}
 
 
 def _batch(ids: range, ts: int) -> pa.Table:
@@ -38,8 +39,10 @@ def _batch(ids: range, ts: int) -> pa.Table:
 def _table(tmp_path: Path, writes: int, version: int = 9) -> Table:
     path = str(tmp_path / "t")
     Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=version)
-    table = Table.open(path, options=NO_INLINE)
+    # the first data is written before the metadata table exists: the delta-commit counts start at its bootstrap
+    table = Table.open(path, options=NO_INLINE | OFF)
     table.insert(_batch(range(12), 1))
+    table = Table.open(path, options=NO_INLINE)
     table.initialize_metadata_table()
     table = Table.open(path, options=NO_INLINE)
     for n in range(writes):
@@ -112,7 +115,9 @@ def test_explain_names_the_pending_data_instant_that_holds_the_metadata_compacti
 
 
 def test_metadata_compaction_is_not_applicable_without_a_metadata_table(tmp_path: Path) -> None:
-    table = Table.create(str(tmp_path / "t"), record_key="id", partition_by="part", ordering_field="ts")
+    table = Table.create(  # a table written without a metadata table: what this test is about
+        str(tmp_path / "t"), record_key="id", partition_by="part", ordering_field="ts", options=OFF
+    )
     table.insert(_batch(range(3), 1))
     state = load_state(TableRef("t", table.path), DiscoveryCache())
     assert state.metadata_compaction is None

@@ -125,7 +125,13 @@ def test_lag_health_finding_factor_score_and_metrics(tmp_path: Path) -> None:
 
 
 def test_lag_tables_without_a_metadata_table_have_no_lag_factor(tmp_path: Path) -> None:
-    table = Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=9)
+    table = Table.create(  # a table without a metadata table: what this test is about
+        str(tmp_path / "t"),
+        record_key="id",
+        ordering_field="ts",
+        table_version=9,
+        options={"hoodie.metadata.enable": "false"},
+    )
     table.upsert(_rows([1], 0))
     report = table_health(table)
     assert report.snapshot.metadata_lag_instants is None and "metadata_table" not in report.factors

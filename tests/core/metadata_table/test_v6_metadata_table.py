@@ -37,6 +37,9 @@ SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64(
 Model = dict[str, dict[str, Any]]
 
 
+OFF = {"hoodie.metadata.enable": "false"}
+
+
 def _rows(ids: range, ts: int) -> list[dict[str, Any]]:
     return [{"id": f"k{i:03d}", "part": f"p{i % 3}", "ts": ts, "val": ts * 1000 + i} for i in ids]
 
@@ -60,7 +63,8 @@ def _check(path: str, model: Model) -> None:
 def test_a_writer_with_the_metadata_table_enabled_keeps_it_as_hudi_0x_does(tmp_path: Path, table_type: str):
     path = str(tmp_path / "t")
     Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type)
-    first = Table.open(path).insert(_batch(_rows(range(12), 1))).instant_time
+    # first written without a metadata table (a Hudi 0.x writer with it off): this test enables it afterwards
+    first = Table.open(path, options=OFF).insert(_batch(_rows(range(12), 1))).instant_time
     model = {r["id"]: r for r in _rows(range(12), 1)}
     assert not (Path(path) / ".hoodie" / "metadata").exists()
     options = {
@@ -117,9 +121,10 @@ def test_a_writer_with_the_metadata_table_enabled_keeps_it_as_hudi_0x_does(tmp_p
 def test_enabling_waits_while_another_instant_is_pending(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     path = str(tmp_path / "t")
     Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
-    Table.open(path).insert(_batch(_rows(range(6), 1)))
-    Table.open(path).upsert(_batch(_rows(range(3), 2)))
-    planned = Table.open(path).schedule_compaction(force=True)  # pending: no initialisation meanwhile
+    # written without a metadata table, which this test enables while a compaction plan is pending
+    Table.open(path, options=OFF).insert(_batch(_rows(range(6), 1)))
+    Table.open(path, options=OFF).upsert(_batch(_rows(range(3), 2)))
+    planned = Table.open(path, options=OFF).schedule_compaction(force=True)  # pending: no initialisation meanwhile
     assert planned is not None
     options = {"hoodie.metadata.enable": "true"}
     with caplog.at_level(logging.WARNING, logger="lakeward.core.metadata_table.bootstrap"):

@@ -4,8 +4,9 @@ Usage: python crash_upgrader.py <table path> <point> <to version>
 
 Points (`lakeward.core.table_services.upgrade`): `prepared` (failed writes rolled back, log files compacted; nothing of
 the new layout written), `timeline_copied` (the layout-2 timeline and LSM history written, the table
-still at its old version), `switched` (`hoodie.properties` at the new version, the version 6 timeline
-files not removed yet).
+still at its old version), `metadata_switched` (the metadata table's `hoodie.properties` at the new
+version, the data table's not yet), `switched` (`hoodie.properties` at the new version, the version 6
+timeline files not removed yet).
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from freeze_points import after
 import lakeward.core.table_services.upgrade as upgrade_mod
 from lakeward.core.table import Table
 
-_STEPS = {"prepared": "prepare", "timeline_copied": "convert_timeline", "switched": "switch_version"}
+_STEPS = {
+    "prepared": "prepare",
+    "timeline_copied": "convert_timeline",
+    "metadata_switched": "_rewrite_metadata_properties",
+    "switched": "switch_version",
+}
 
 
 def main() -> int:

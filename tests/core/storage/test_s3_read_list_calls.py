@@ -28,9 +28,9 @@ def _read_lists(
     """(LIST requests, keys listed, prefixes listed relative to the table) of one snapshot read."""
     prefix = uuid.uuid4().hex
     uri = server.uri(prefix)
-    table = Table.create(
-        uri, record_key="id", partition_by="part", ordering_field="ts", table_version=9, storage_options=server.options
-    )
+    layout = {"record_key": "id", "partition_by": "part", "ordering_field": "ts", "table_version": 9}
+    off = None if metadata_table else {"hoodie.metadata.enable": "false"}  # the read of a table without one
+    table = Table.create(uri, **layout, storage_options=server.options, options=off)
     n = partitions * 3
     ids = [f"k{i}" for i in range(n)]
     table.insert(
