@@ -25,8 +25,6 @@ import functools
 import json
 import posixpath
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +49,7 @@ from lakeward.core.cdc.changes import (
 )
 from lakeward.core.cdc.image_versions import image_versions
 from lakeward.core.cdc.records import cdc_block_changes
+from lakeward.core.cdc.splits import ChangeSplit, FileGroupState, InferenceCase
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
@@ -69,35 +68,6 @@ from lakeward.core.timeline.transitions import read_commit_metadata
 #: Commit metadata key of compactions and change-tracking runs: `{cdc file: [instants]}`,
 #: the delta commits whose changes each `.cdc` file they wrote holds.
 PERSISTED_KEY = "lakeward.cdc.persisted"
-
-
-class InferenceCase(str, Enum):
-    AS_IS = "AS_IS"
-    BASE_FILE_INSERT = "BASE_FILE_INSERT"
-    BASE_FILE_DELETE = "BASE_FILE_DELETE"
-    LOG_FILE = "LOG_FILE"
-    REPLACE_COMMIT = "REPLACE_COMMIT"
-
-
-@dataclass(frozen=True)
-class FileGroupState:
-    """The rows of a file group at one point: a slice, read with the log blocks `visible` sees."""
-
-    file_slice: FileSlice
-    visible: VisibleInstants
-
-
-@dataclass(frozen=True)
-class ChangeSplit:
-    case: InferenceCase
-    instant_time: str
-    partition_path: str
-    file_id: str
-    before: FileGroupState | None = None
-    after: FileGroupState | None = None
-    cdc_files: tuple[str, ...] = ()
-    #: LOG_FILE: the delta commits of the slice (`before.file_slice`) wanted.
-    instants: tuple[str, ...] = field(default=())
 
 
 def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[str]]:
