@@ -188,8 +188,15 @@ def _touched_base(
 ) -> pa.Table:
     """The base records (in `full_schema`) of the `touched` keys. Records no block touches never
     change: every state and diff of a fold needs only these (a fraction of a large slice)."""
+    # With the keys stored (no virtual key field), the base is cut to the touched keys before
+    # it is conformed: a merge is per key, so the result is the same for a fraction of the rows.
+    stored_keys = False
+    if base is not None and settings.key_field is None and RECORD_KEY in base.column_names:
+        stored_keys = True
+        keys = base.column(RECORD_KEY)
+        base = base.filter(pc.is_in(keys, value_set=touched.cast(keys.type)))
     state = merge_log_blocks(base, [], full_schema, settings)
-    if state.num_rows:
+    if state.num_rows and not stored_keys:
         keys = state.column(RECORD_KEY)
         state = state.filter(pc.is_in(keys, value_set=touched.cast(keys.type)))
     return state

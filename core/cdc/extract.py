@@ -25,8 +25,6 @@ import functools
 import json
 import posixpath
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 
 import numpy as np
 import pyarrow as pa
@@ -46,11 +44,11 @@ from lakeward.core.cdc.changes import (
     empty_changes,
     fold_log_changes,
     fold_log_changes_at_once,
-    image_type,
     inserts_of,
 )
 from lakeward.core.cdc.image_versions import image_versions
 from lakeward.core.cdc.records import cdc_block_changes
+from lakeward.core.cdc.splits import ChangeSplit, FileGroupState, InferenceCase
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
@@ -69,35 +67,6 @@ from lakeward.core.timeline.transitions import read_commit_metadata
 #: Commit metadata key of compactions and change-tracking runs: `{cdc file: [instants]}`,
 #: the delta commits whose changes each `.cdc` file they wrote holds.
 PERSISTED_KEY = "lakeward.cdc.persisted"
-
-
-class InferenceCase(str, Enum):
-    AS_IS = "AS_IS"
-    BASE_FILE_INSERT = "BASE_FILE_INSERT"
-    BASE_FILE_DELETE = "BASE_FILE_DELETE"
-    LOG_FILE = "LOG_FILE"
-    REPLACE_COMMIT = "REPLACE_COMMIT"
-
-
-@dataclass(frozen=True)
-class FileGroupState:
-    """The rows of a file group at one point: a slice, read with the log blocks `visible` sees."""
-
-    file_slice: FileSlice
-    visible: VisibleInstants
-
-
-@dataclass(frozen=True)
-class ChangeSplit:
-    case: InferenceCase
-    instant_time: str
-    partition_path: str
-    file_id: str
-    before: FileGroupState | None = None
-    after: FileGroupState | None = None
-    cdc_files: tuple[str, ...] = ()
-    #: LOG_FILE: the delta commits of the slice (`before.file_slice`) wanted.
-    instants: tuple[str, ...] = field(default=())
 
 
 def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[str]]:
@@ -398,29 +367,34 @@ def _fill_images(
 
     All splits of a task are filled at once: `image_versions` picks the version each image
     is read from (as few as the changes allow), each version is read once for every key
-    looked up in it, and the lookup is one `index_in` on (version, record key) for all the changes.
+    looked up in it, and each image is then one `index_in` of its keys in that version's rows.
     """
     if not pairs:
         return []
-    sizes = [changes.num_rows for _, changes in pairs]
-    changes = pa.concat_tables([changes for _, changes in pairs]).combine_chunks()
-    ops, keys = changes.column(OP), changes.column(KEY)
+    parts = [changes for _, changes in pairs]
+    sizes = [changes.num_rows for changes in parts]
+    ops = pa.chunked_array([changes.column(OP) for changes in parts], pa.string())
     missing = {
-        column: pc.and_(pc.is_in(ops, value_set=pa.array(has_image)), pc.is_null(changes.column(column)))
+        column: pc.and_(
+            pc.is_in(ops, value_set=pa.array(has_image)),
+            pa.chunked_array([changes.column(column).is_null() for changes in parts], pa.bool_()),
+        )
         for column, has_image in _IMAGE_SOURCES
     }
-    flags = {column: m.to_numpy(zero_copy_only=False) for column, m in missing.items()}
+    flags = {column: m.to_numpy() for column, m in missing.items()}
     if not any(f.any() for f in flags.values()):
-        return [changes for _, changes in pairs]
+        return parts
+    changes = pa.concat_tables(parts).combine_chunks()
+    keys = changes.column(KEY).combine_chunks()
     splits = [split for split, _ in pairs]
-    sources = image_versions(splits, sizes, keys.combine_chunks(), flags[BEFORE], flags[AFTER])
+    sources = image_versions(splits, sizes, keys, flags[BEFORE], flags[AFTER])
     row_state = {BEFORE: sources.before, AFTER: sources.after}
     looked_for: dict[int, np.ndarray] = {}
     for column in missing:
         for version in np.unique(row_state[column][flags[column]]):
             rows = flags[column] & (row_state[column] == version)
             looked_for[int(version)] = looked_for[int(version)] | rows if int(version) in looked_for else rows
-    found_rows, found_states = [], []
+    found_rows: dict[int, pa.Table] = {}
     for version in sorted(looked_for):
         state = sources.versions[version]
         if state is None:
@@ -431,29 +405,27 @@ def _fill_images(
                 "range after this instant"
             )
         wanted = pc.unique(keys.filter(pa.array(looked_for[version])))
-        rows = read_state(storage, state, full_schema, settings, wanted, reads)
-        found_rows.append(rows)
-        found_states.append(np.full(rows.num_rows, version, dtype=np.int64))
-    found = pa.concat_tables(found_rows)
-    found_keys = _state_keys(np.concatenate(found_states), found.column(RECORD_KEY))
+        found_rows[version] = read_state(storage, state, full_schema, settings, wanted, reads)
+    found = pa.concat_tables(list(found_rows.values()))
+    offsets = dict(zip(found_rows, np.cumsum([0] + [rows.num_rows for rows in found_rows.values()]).tolist()))
     found_images = as_images(found, full_schema)
     for column in missing:
         if not flags[column].any():
             continue
-        if found.num_rows == 0:
-            looked_up = pa.nulls(changes.num_rows, image_type(full_schema))
-        else:
-            at = pc.index_in(_state_keys(row_state[column], keys), value_set=found_keys)
-            looked_up = pc.take(found_images, at)
-        filled = pc.if_else(missing[column], looked_up, changes.column(column))
+        # Each missing image's row in `found` (-1: not found, null image): one `index_in` per
+        # version, of the keys whose image that version holds.
+        at = np.full(changes.num_rows, -1, np.int64)
+        for version in np.unique(row_state[column][flags[column]]).tolist():
+            rows = np.flatnonzero(flags[column] & (row_state[column] == version))
+            found_keys = found_rows[version].column(RECORD_KEY)
+            position = pc.index_in(keys.take(pa.array(rows)), value_set=found_keys)
+            at[rows] = pc.fill_null(pc.add(position, offsets[version]), -1).to_numpy()
+        looked_up = found_images.take(pa.array(at, mask=at < 0))
+        existing = changes.column(column)
+        filled = looked_up if existing.null_count == len(existing) else pc.if_else(missing[column], looked_up, existing)
         changes = changes.set_column(changes.schema.get_field_index(column), column, filled)
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     return [changes.slice(starts[i], sizes[i]) for i in range(len(pairs))]
-
-
-def _state_keys(states: np.ndarray, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """(state, record key) pairs as one string each, for one `index_in` over many states."""
-    return pc.binary_join_element_wise(pc.cast(pa.array(states), pa.string()), pc.cast(keys, pa.string()), "\x00")
 
 
 def split_changes(

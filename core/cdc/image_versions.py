@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-if TYPE_CHECKING:
-    from lakeward.core.cdc.extract import ChangeSplit, FileGroupState
+from lakeward.core.cdc.splits import ChangeSplit, FileGroupState
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,9 @@ def collect_changes(
     splits: Sequence[ChangeSplit],
     engine: Engine,
 ) -> pa.Table:
-    """The changes (full images, `changes.change_schema`) of the planned `splits` (`plan_change_splits`)
-    of completed commits in (begin, end], sorted; each file group's splits run as one `engine` task."""
+    """The changes (`changes.change_schema`, images without `_hoodie_*` columns: `shown_images`) of
+    the planned `splits` (`plan_change_splits`) of completed commits in (begin, end], sorted; each
+    file group's splits run as one `engine` task."""
     full_schema = with_meta(schema)
     task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
@@ -120,14 +121,39 @@ def collect_changes(
     groups = by_file_group(splits, pack_new=True)
     parts = engine.map(task, groups, f"CDC ({begin}, {end or 'latest'}]") if groups else []
     changes = pa.concat_tables([empty_changes(full_schema), *parts])
-    in_range = pc.greater(changes.column(TS), begin)
-    if end is not None:
-        in_range = pc.and_(in_range, pc.less_equal(changes.column(TS), end))
-    changes = changes.filter(in_range)
+    times = changes.column(TS)
+    bounds = pc.min_max(times)
+    lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
+    if lowest is not None and (lowest <= begin or (end is not None and highest > end)):
+        in_range = pc.greater(times, begin)
+        if end is not None:
+            in_range = pc.and_(in_range, pc.less_equal(times, end))
+        changes = changes.filter(in_range)
+    changes = shown_images(changes)
     rank = pc.fill_null(pc.index_in(changes.column(OP), value_set=pa.array(list(OP_RANK))), 9)
-    ordered = changes.append_column("_rank", rank)
-    order = pc.sort_indices(ordered, sort_keys=[(TS, "ascending"), (KEY, "ascending"), ("_rank", "ascending")])
-    return changes.take(order)
+    keys = pa.table({TS: changes.column(TS), KEY: changes.column(KEY), "_rank": rank})
+    order = pc.sort_indices(keys, sort_keys=[(TS, "ascending"), (KEY, "ascending"), ("_rank", "ascending")])
+    return changes.combine_chunks().take(order)
+
+
+def shown_images(changes: pa.Table) -> pa.Table:
+    """`changes` with images holding only the columns a CDC query shows (no `_hoodie_*` columns):
+    what the sort and the output then carry."""
+    image_type = changes.schema.field(BEFORE).type
+    data_names = [f.name for f in image_type if f.name not in META_COLUMNS]
+    if len(data_names) == image_type.num_fields:
+        return changes
+    for name in (BEFORE, AFTER):
+        images = changes.column(name)
+        shown = [_data_images(chunk, data_names) for chunk in images.chunks]
+        changes = changes.set_column(
+            changes.schema.get_field_index(name), name, pa.chunked_array(shown, _image_type(image_type, data_names))
+        )
+    return changes
+
+
+def _image_type(image_type: pa.StructType, data_names: list[str]) -> pa.StructType:
+    return pa.struct([image_type.field(n) for n in data_names])
 
 
 def _data_images(images: pa.Array, data_names: list[str]) -> pa.StructArray:
@@ -150,10 +176,9 @@ def format_changes(changes: pa.Table, images: Images = "json") -> pa.Table:
     """The user-facing columns `op`, `ts_ms`, `before`, `after` (images without meta columns)."""
     if images not in ("json", "struct"):
         raise ConfigError(f"images={images!r} must be 'json' or 'struct'")
-    image_type = changes.schema.field(BEFORE).type
-    data_names = [f.name for f in image_type if f.name not in META_COLUMNS]
+    changes = shown_images(changes)
     columns: dict[str, pa.Array] = {OP: changes.column(OP).combine_chunks(), TS: changes.column(TS).combine_chunks()}
     for name in (BEFORE, AFTER):
-        data = _data_images(changes.column(name).combine_chunks(), data_names)
+        data = changes.column(name).combine_chunks()
         columns[name] = _json(data) if images == "json" else data
     return pa.table(columns)

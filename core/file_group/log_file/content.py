@@ -510,7 +510,7 @@ def encode_delete_records(records: pa.Table) -> bytes:
 
 def _ordering_array(wrapped: list[Any]) -> pa.Array:
     """One Arrow array of decoded `(wrapper name, {"value": v})` ordering values."""
-    names = {w[0].rsplit(".", 1)[-1] for w in wrapped if w is not None}
+    names = {name.rsplit(".", 1)[-1] for name in {w[0] for w in wrapped if w is not None}}
     if not names:
         return pa.nulls(len(wrapped), pa.int64())
     if names == {"IntWrapper", "LongWrapper"}:
