@@ -127,6 +127,9 @@ class Table:
         self.completion_check: Callable[[str], None] | None = None
         #: True while `upgrade` / `downgrade` run: the services they run first build no metadata table.
         self._changing_version = False
+        #: The current write's gate built the metadata table of a table without completed instants.
+        self._built_for_empty_table = False
+        self._properties_before_build: bytes | None = None
 
     @cached_property
     def services(self) -> TableServices:
@@ -360,10 +363,11 @@ class Table:
             self.storage, self.config, self.options, self.engine
         )
         with client.lock:
-            built = metadata_table.bootstrap.initialize_for_writer(
-                self.storage, self.config, client.roll_back_failed_writes()
-            )
+            timeline = client.roll_back_failed_writes()
+            self._properties_before_build = None if timeline.completed() else self.storage.read_bytes(PROPERTIES_PATH)
+            built = metadata_table.bootstrap.initialize_for_writer(self.storage, self.config, timeline)
         if built is not None:
+            self._built_for_empty_table = not timeline.completed()
             self._reload()
 
     def _build_index_partitions_if_enabled(self) -> None:
@@ -464,21 +468,42 @@ class Table:
     ) -> None:
         self.close()
 
-    def _written(self, result: WriteResult) -> WriteResult:
+    def _write(self, data: Any, operation: WriteOperation, engine: Engine | str | None, **kwargs: Any) -> WriteResult:
+        """One write operation; a failed first write leaves an empty table as it was: the metadata table its
+        gate built for it (nothing committed, nothing listed) is deleted again (`_undo_empty_bootstrap`)."""
+        self._built_for_empty_table = False
+        client = self._writer(write=True)
+        try:
+            result = client.write(data, operation, engine=engine, **kwargs)
+        except BaseException:
+            self._undo_empty_bootstrap()
+            raise
         self._compact_inline()
         return result
 
+    def _undo_empty_bootstrap(self) -> None:
+        """Delete the metadata table this write's gate built on a table without any completed instant, when
+        the write failed and the table still has none (bad input leaves the table exactly as it was)."""
+        if not self._built_for_empty_table or self._client is None:
+            return
+        with self._client.lock:
+            if not Timeline.load(self.storage, self.version.timeline_layout).completed():
+                metadata_table.disable.delete_metadata_table(self.storage, reason="the first write failed")
+                if self._properties_before_build is not None:  # byte for byte as before the build
+                    self.storage.write_bytes(PROPERTIES_PATH, self._properties_before_build)
+        self._reload()
+
     def upsert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert new records and update existing ones (by record key); returns the instant."""
-        return self._written(self._writer(write=True).write(data, WriteOperation.UPSERT, engine=engine))
+        return self._write(data, WriteOperation.UPSERT, engine)
 
     def insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records without looking up existing keys (duplicates possible), filling small files."""
-        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT, engine=engine))
+        return self._write(data, WriteOperation.INSERT, engine)
 
     def bulk_insert(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Insert records into new files only: the fastest initial load."""
-        return self._written(self._writer(write=True).write(data, WriteOperation.BULK_INSERT, engine=engine))
+        return self._write(data, WriteOperation.BULK_INSERT, engine)
 
     def delete(
         self, data: Any = None, *, keys: Sequence[Any] | None = None, engine: Engine | str | None = None
@@ -492,23 +517,19 @@ class Table:
             raise ConfigError("delete() takes either rows or keys=..., not both or neither")
         if keys is not None:
             data = self._rows_for_keys(keys)
-        return self._written(self._writer(write=True).write(data, WriteOperation.DELETE, engine=engine))
+        return self._write(data, WriteOperation.DELETE, engine)
 
     def insert_overwrite(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
-        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT_OVERWRITE, engine=engine))
+        return self._write(data, WriteOperation.INSERT_OVERWRITE, engine)
 
     def insert_overwrite_table(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
         """Replace the whole table with `data` (a replacecommit)."""
-        return self._written(self._writer(write=True).write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine=engine))
+        return self._write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine)
 
     def delete_partition(self, partitions: Sequence[str], *, engine: Engine | str | None = None) -> WriteResult:
         """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
-        return self._written(
-            self._writer(write=True).write(
-                None, WriteOperation.DELETE_PARTITION, partitions=list(partitions), engine=engine
-            )
-        )
+        return self._write(None, WriteOperation.DELETE_PARTITION, engine, partitions=list(partitions))
 
     def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
         if keys and isinstance(keys[0], Mapping):
