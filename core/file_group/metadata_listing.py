@@ -64,6 +64,19 @@ def base_is_committed(instant_time: str, completion: Mapping[str, str | None], f
     return instant_time in completion or (first is not None and instant_time < first)
 
 
+def log_slice_time(completion: Mapping[str, str], base_instant_time: str, first: str | None) -> str | None:
+    """The time that places a metadata log file named after `base_instant_time` in its file slice
+    (`slice_times`), None when it is not committed. A log named after an instant older than the
+    timeline's first instant `first` is committed: on v6 its name is its slice's base instant, which
+    the metadata table's archival may have archived while the slice still takes new logs (Hudi's
+    `containsOrBeforeTimelineStarts`); on v8/v9 it is an archived delta commit, older than any
+    slice's base, so no slice takes it."""
+    done = completion.get(base_instant_time)
+    if done is None and first is not None and base_instant_time < first:
+        return base_instant_time
+    return done
+
+
 class MetadataTableUnavailable(LakewardError):
     """The metadata table cannot serve a listing (missing, damaged, or not as expected)."""
 
@@ -262,7 +275,7 @@ class MetadataFileListing:
             parsed_log = parse_log_file_name(entry.name)
             if parsed_log is None:
                 continue
-            done = completion.get(parsed_log.base_instant_time)
+            done = log_slice_time(completion, parsed_log.base_instant_time, first)
             if done is not None and done >= base_time:  # the latest slice (v6: logs named after its base)
                 logs.append((done, parsed_log.version, parsed_log.write_token, entry))
         ordered = [entry.path for _, _, _, entry in sorted(logs, key=lambda x: x[:3])]

@@ -1,6 +1,4 @@
-"""The metadata table's own archival (table versions 8/9), as Hudi 1.x's archiver runs on it.
-
-A version 6 metadata table is not archived yet (Hudi 0.x writes its archived log files).
+"""The metadata table's own archival, as Hudi's archiver runs on it (1.x on versions 8/9, 0.x on 6).
 
 Every data-table instant adds a delta commit to the metadata table's timeline
 (`.hoodie/metadata/.hoodie/timeline/`), and its compactions and cleans add their own instants;
@@ -24,21 +22,29 @@ archival machinery (`table_services.archival`) and these rules of Hudi 1.x for t
   commit go with the commits (`table_services.archival`).
 
 The archived instants go to the metadata table's own LSM history
-(`.hoodie/metadata/.hoodie/timeline/history/`); a run killed part-way is finished by the next
-one (the history is written first, then the timeline files are deleted oldest first).
+(`.hoodie/metadata/.hoodie/timeline/history/`) on versions 8/9, and to its archived log files
+(`.hoodie/metadata/.hoodie/archived/`, Hudi 0.x's `HoodieArchivedMetaEntry` blocks, as the data
+table's) on version 6, where Hudi 0.x's metadata writer archives with the same rules; a run killed
+part-way is finished by the next one (the archive is written first, then the timeline files are
+deleted oldest first).
 Readers of the metadata table take base files older than its first active instant as committed
 (they were archived), as Hudi's file-system view does.
 """
 
 from __future__ import annotations
 
+from lakeward.core.config.properties import parse_properties
+from lakeward.core.config.table import PROPERTIES_PATH
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.file_group.metadata_listing import metadata_storage
 from lakeward.core.metadata_table.compaction import last_metadata_compaction, mdt_timeline
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.archival import ArchiveResult, archive_instants, instants_to_archive
-from lakeward.core.table_version import TimelineLayout, rules_for_layout
+from lakeward.core.table_version import rules_for_layout
 from lakeward.core.timeline import Instant, Timeline
+
+#: The key of a table's archive folder (version 6), relative to `.hoodie/`.
+ARCHIVE_FOLDER_KEY = "hoodie.archivelog.folder"
 
 #: The metadata table keeps this many more commits than the data table's `hoodie.keep.*.commits` (Hudi).
 EXTRA_COMMITS_KEPT = 1
@@ -77,20 +83,23 @@ def metadata_instants_to_archive(
 def archive_metadata_table(
     storage: Storage, data_timeline: Timeline, write_config: WriteConfig, *, dry_run: bool = False
 ) -> ArchiveResult:
-    """Archive the metadata-table instants the rules allow into its LSM history, and finish what a
-    killed run left; `storage` is the data table's. Call under the data table's lock."""
+    """Archive the metadata-table instants the rules allow into its LSM history (v8/v9) or archived
+    log files (v6), and finish what a killed run left; `storage` is the data table's. Call under the
+    data table's lock."""
     mdt = mdt_timeline(storage)
-    if mdt.layout is not TimelineLayout.V2:  # v6: Hudi 0.x's archived log files; not written yet
-        return ArchiveResult((), None, 0, 0.0, dry_run=dry_run)
     planned = metadata_instants_to_archive(storage, data_timeline, write_config, mdt)
-    history = rules_for_layout(TimelineLayout.V2).history_folder
-    assert history is not None  # layout 2 keeps an LSM history
+    metadata = metadata_storage(storage)
+    history = rules_for_layout(mdt.layout).history_folder  # None on layout 1: archived log files
+    folder = ""
+    if history is None:
+        properties = parse_properties(metadata.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+        folder = properties.get(ARCHIVE_FOLDER_KEY, "archived")
     return archive_instants(
-        metadata_storage(storage),
+        metadata,
         mdt,
         planned,
         history=history,
-        folder="",
+        folder=folder,
         batch=write_config.archival_batch,
         dry_run=dry_run,
     )

@@ -44,6 +44,7 @@ from lakeward.core.file_group.metadata_listing import (
     FILES_PARTITION,
     MergedFiles,
     load_metadata_timeline,
+    log_slice_time,
     merge_files_slice,
     metadata_partitions,
     metadata_storage,
@@ -227,6 +228,7 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
     its latest slice with the logs whose delta commit completed before `instant_time` (groups with
     none are left out)."""
     completion = slice_times(mdt)
+    first = mdt.instants[0].time if mdt.instants else None
     view = FileSystemView.load(metadata_storage(storage), mdt)
     operations = []
     for group in view.file_groups():
@@ -234,7 +236,9 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
             continue
         latest = max(group.slices, key=lambda s: s.base_instant_time)
         logs = tuple(
-            f for f in latest.log_files if (done := completion.get(f.base_instant_time)) and done < instant_time
+            f
+            for f in latest.log_files
+            if (done := log_slice_time(completion, f.base_instant_time, first)) and done < instant_time
         )
         if not logs:
             continue

@@ -63,6 +63,7 @@ from lakeward.core.file_group.log_file.log_block import BlockType
 from lakeward.core.file_group.metadata_listing import (
     base_is_committed,
     load_metadata_timeline,
+    log_slice_time,
     metadata_storage,
     slice_times,
 )
@@ -258,7 +259,7 @@ def latest_slices(
         if parsed is None:
             continue
         group = groups[parsed.file_id]
-        done = completion.get(parsed.base_instant_time)
+        done = log_slice_time(completion, parsed.base_instant_time, first)
         if done is not None and done >= group.base_time:
             group.logs.append((done, parsed.version, parsed.write_token, entry.path))
     return dict(groups)

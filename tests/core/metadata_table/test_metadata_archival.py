@@ -24,6 +24,7 @@ from lakeward.core.table_services.archival import instants_to_archive
 from lakeward.core.table_services.metadata_compaction import MetadataCompactionService
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline.archived import read_archived_entries
 from lakeward.core.timeline.lsm_history import load_archived_instants
 from tests.core.metadata_table.test_record_index import _check
 from tests.support import crash
@@ -64,10 +65,16 @@ def _step(table: Table, model: Model, gone: set[str], rng: random.Random, step: 
 
 
 def _history(path: str) -> list[str]:
-    return [i.time for i in load_archived_instants(metadata_storage(Table.open(path).storage), HISTORY)]
+    """The metadata table's archived instants: its LSM history (v8/v9) or archived log files (v6)."""
+    table = Table.open(path)
+    mdt = metadata_storage(table.storage)
+    if table.version.lsm_history:
+        return [i.time for i in load_archived_instants(mdt, HISTORY)]
+    done = {str(e["commitTime"]) for e in read_archived_entries(mdt, "archived") if e["actionState"] == "COMPLETED"}
+    return sorted(done)
 
 
-@pytest.mark.parametrize(("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE")])
+@pytest.mark.parametrize(("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE"), (6, "MERGE_ON_READ")])
 def test_the_metadata_timeline_stays_bounded(tmp_path: Path, version: int, table_type: str):
     path = str(tmp_path / "t")
     table, model = _indexed(path, version, table_type, OPTIONS)
@@ -84,7 +91,7 @@ def test_the_metadata_timeline_stays_bounded(tmp_path: Path, version: int, table
         # never past the latest metadata compaction, nor the data table's earliest active instant
         last = last_metadata_compaction(mdt)
         history = _history(path)
-        barrier = data_table_barrier(Timeline.load(table.storage, TimelineLayout.V2))  # the active one
+        barrier = data_table_barrier(Timeline.load(table.storage, table.version.timeline_layout))  # the active one
         assert all(t < last.time for t in history) if last else not history
         assert barrier is None or all(t < barrier for t in history)
     _check(path, model, gone)
@@ -93,10 +100,12 @@ def test_the_metadata_timeline_stays_bounded(tmp_path: Path, version: int, table
     # 24 upserts, 8 deletes, metadata compactions and cleans: the active timeline stays short
     assert len(history) > 30, history
     assert max(sizes[-8:]) <= 16, sizes
-    assert any(t.startswith("0" * 14) for t in history)  # the initialisation delta commits went first
     # the active timeline is a suffix of the full one: history and active timeline do not overlap
     assert not set(history) & {i.time for i in mdt.instants}
     assert max(history) < min(i.time for i in mdt.instants)
+    if version == 6:  # Hudi 0.x's archived log files, whose entries say what each instant was
+        return
+    assert any(t.startswith("0" * 14) for t in history)  # the initialisation delta commits went first
     full = Timeline.load(metadata_storage(table.storage), TimelineLayout.V2).with_history(
         metadata_storage(table.storage), HISTORY
     )
