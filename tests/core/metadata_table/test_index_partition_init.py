@@ -64,18 +64,23 @@ def test_index_partitions_are_initialised_alike(tmp_path: Path, version: int, ex
     rules = table_version(str(version)).metadata_table
     timeline = load_metadata_timeline(mdt)
     built = expected - {"files"}
-    # `files` took the version's first reserved time; each index partition the next free one
+    # each index partition took the next free reserved time after the data table's latest instant
+    # (`files`, built by the table's first write, took an earlier one), each its own
     wanted = {rules.init_instant(data_completed, n) for n in range(len(built) + 1)}
-    assert wanted <= {i.time for i in timeline.completed()}, sorted(wanted)
+    completed = {i.time for i in timeline.completed()}
+    inits: dict[str, set[str]] = {}
     for partition in built:
         base_files = [p for p in Path(path, ".hoodie", "metadata", partition).iterdir() if p.suffix == ".hfile"]
         assert base_files, partition
         for base in base_files:
             init = base.stem.rsplit("_", 1)[1]
-            assert init in wanted
+            assert init in wanted and init in completed, (init, sorted(wanted))
+            inits.setdefault(partition, set()).add(init)
             for _, value in HFileReader(base.read_bytes(), str(base)).items():
                 record = fastavro.schemaless_reader(io.BytesIO(value), _PARSED, None)
                 assert record["_hoodie_file_name"] == posixpath.basename(str(base)), (partition, base.name)  # type: ignore[index,call-overload]
+    assert all(len(times) == 1 for times in inits.values()), inits  # one initialisation per partition
+    assert len({t for times in inits.values() for t in times}) == len(built), inits  # each its own instant
 
 
 def test_stats_partitions_wait_for_pending_instants(tmp_path: Path, caplog: pytest.LogCaptureFixture):
