@@ -35,7 +35,7 @@ from lakeward.core.exceptions import (
     TableNotFoundError,
 )
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.metadata_listing import metadata_partitions
+from lakeward.core.file_group.metadata_listing import metadata_partitions, read_table_properties
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
@@ -363,11 +363,16 @@ class Table:
             self.storage, self.config, self.options, self.engine
         )
         with client.lock:
-            timeline = client.roll_back_failed_writes()
-            self._properties_before_build = None if timeline.completed() else self.storage.read_bytes(PROPERTIES_PATH)
-            built = metadata_table.bootstrap.initialize_for_writer(self.storage, self.config, timeline)
-        if built is not None:
-            self._built_for_empty_table = not timeline.completed()
+            built_by_another = bool(metadata_partitions(read_table_properties(self.storage)))
+            if not built_by_another:
+                timeline = client.roll_back_failed_writes()
+                completed = timeline.completed()
+                self._properties_before_build = None if completed else self.storage.read_bytes(PROPERTIES_PATH)
+                built = metadata_table.bootstrap.initialize_for_writer(self.storage, self.config, timeline)
+        if built_by_another:  # another writer built it meanwhile
+            self._reload()
+        elif built is not None:
+            self._built_for_empty_table = not completed
             self._reload()
 
     def _build_index_partitions_if_enabled(self) -> None:

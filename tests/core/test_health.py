@@ -68,7 +68,7 @@ def test_health_mor_with_many_log_files_finds_compaction_behind(tmp_path: Path) 
     assert "1 file group(s) of 1 have > 10 log files (max 12)" in finding.message
     assert "no completed compaction" in finding.message
     assert report.factors["compaction"] == 1.0
-    assert report.score == 75  # weight 25 of 100 lost
+    assert report.score == 79  # weight 25 of 120 lost (the metadata table's factor, 20, counts: it has one)
 
     # a compaction plan pending for 2 h is named with its age
     instant = table.schedule_compaction(force=True)
@@ -147,9 +147,9 @@ def test_health_pending_plan_ages_into_warning_then_critical(tmp_path: Path) -> 
     critical = table_health(table, now=now + 7 * HOUR)
     assert _codes(critical)["pending_plan_aging"].severity is Severity.CRITICAL
     assert critical.oldest_pending_plans["compaction"].instant_time == instant
-    assert critical.score == 85
+    assert critical.score == 88  # weight 15 of 120 lost
     data = json.loads(json.dumps(critical.to_json_dict()))
-    assert data["score"] == 85 and data["factors"]["pending_plans"] == 1.0
+    assert data["score"] == 88 and data["factors"]["pending_plans"] == 1.0
     assert data["findings"][0]["severity"] == "critical" and data["findings"][0]["code"] == "pending_plan_aging"
     assert data["oldest_pending_plans"]["compaction"]["instant_time"] == instant
     assert data["snapshot"]["taken_at"].startswith(str((now + 7 * HOUR).year))
@@ -203,11 +203,11 @@ def test_health_score_follows_configured_weights(tmp_path: Path) -> None:
     for ts in range(7):
         table.upsert(_rows([ts], ts))
     snapshot = take_snapshot(table)
-    assert health_report(snapshot).score == 85
+    assert health_report(snapshot).score == 88  # weight 15 of 120 lost (with the metadata table's 20)
     heavy_archival = parse_health_policy({"weights": {"archival": 50, "compaction": 50, "small_files": 0}})
-    assert health_report(snapshot, heavy_archival).score == 66  # 50 of 145 lost
+    assert health_report(snapshot, heavy_archival).score == 70  # 50 of 165 lost
     lenient = parse_health_policy({"thresholds": {"archival_critical_ratio": 3}})
-    assert health_report(snapshot, lenient).score == 92  # a warning: half of 15
+    assert health_report(snapshot, lenient).score == 94  # a warning: half of 15, of 120
 
 
 @pytest.mark.parametrize(
