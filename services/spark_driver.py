@@ -450,7 +450,8 @@ class SparkDriver:
         if proc.is_alive():
             log.warning("%s %s did not stop within %.0fs: SIGKILL", DRIVER, proc.pid, grace_s)
         _kill_group(proc)
-        conn.close()
+        # the pipe is closed by the driver's reader thread (`_read`), which sees it end: closing it here
+        # too raced that close (EBADF on SIGTERM, or closing a descriptor reused in between)
 
 
 def _kill_group(proc: BaseProcess) -> None:
