@@ -223,10 +223,12 @@ def check_metadata_compaction(
     )
 
 
-def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str) -> CompactionPlan:
+def plan_metadata_compaction(
+    storage: Storage, mdt: Timeline, instant_time: str, *, every_group: bool = False
+) -> CompactionPlan:
     """The plan of a metadata compaction at `instant_time`: per `files`, `record_index` and `bloom_filters` file group,
     its latest slice with the logs whose delta commit completed before `instant_time` (groups with
-    none are left out)."""
+    none are left out, unless `every_group`: then their base file is rewritten under `instant_time`)."""
     completion = slice_times(mdt)
     first = mdt.instants[0].time if mdt.instants else None
     view = FileSystemView.load(metadata_storage(storage), mdt)
@@ -240,7 +242,7 @@ def plan_metadata_compaction(storage: Storage, mdt: Timeline, instant_time: str)
             for f in latest.log_files
             if (done := log_slice_time(completion, f.base_instant_time, first)) and done < instant_time
         )
-        if not logs:
+        if not logs and not (every_group and latest.base_file is not None):
             continue
         operation = CompactionOperation.of_slice(latest)
         operations.append(
@@ -286,6 +288,30 @@ def schedule_metadata_compaction(
     if instant_time in {i.time for i in mdt.instants}:
         return None  # Hudi: a compaction of the same time exists already (an earlier attempt)
     plan = plan_metadata_compaction(storage, mdt, instant_time)
+    if not plan.operations:
+        return None
+    create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), mdt.layout)
+    return instant_time
+
+
+def schedule_rebasing_metadata_compaction(
+    storage: Storage, data_timeline: Timeline, timezone: str = "LOCAL"
+) -> str | None:
+    """Plan a metadata compaction at a new instant time that rewrites the latest slice of every file group,
+    logs or not; its instant time, or None when the metadata table has no file group. Call under the
+    data table's lock, with no data-table instant pending.
+
+    Why: on version 6 a metadata compaction is named `<delta commit>001` (Hudi 0.x). Hudi 1.x names them
+    with new instant times, and hudi-rs, which lists files through the metadata table from version 8
+    on, does not take a base file of a 20-digit instant as a file slice: after an upgrade it listed the
+    files of the slice before the first compaction (a row of the first commit came back). An upgrade
+    from 6 therefore ends the metadata table's version 6 history with one compaction of the new kind.
+    """
+    _check_maintained_partitions(storage)
+    mdt = mdt_timeline(storage)
+    latest = max(filter(None, (mdt.latest_time(), data_timeline.latest_time())), default=None)
+    instant_time = new_instant_time(latest[:17] if latest else None, timezone)
+    plan = plan_metadata_compaction(storage, mdt, instant_time, every_group=True)
     if not plan.operations:
         return None
     create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), mdt.layout)
@@ -438,4 +464,5 @@ __all__ = [
     "pending_metadata_compactions",
     "plan_metadata_compaction",
     "schedule_metadata_compaction",
+    "schedule_rebasing_metadata_compaction",
 ]

@@ -67,6 +67,7 @@ from lakeward.core.metadata_table.compaction import (
     execute_metadata_compaction,
     pending_metadata_compactions,
     schedule_metadata_compaction,
+    schedule_rebasing_metadata_compaction,
 )
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.compaction.schedule import schedule_compaction
@@ -415,14 +416,23 @@ def metadata_table_at(storage: Storage) -> tuple[Storage, int] | None:
     return (mdt, table_version(props.get("hoodie.table.version", "6")).number) if props else None
 
 
-def compact_metadata_table(storage: Storage, data_timeline: Timeline, timezone: str) -> str | None:
+def compact_metadata_table(
+    storage: Storage, data_timeline: Timeline, timezone: str, *, from_version_6: bool = False
+) -> str | None:
     """What Hudi's `UpgradeDowngrade` runs on the metadata table before its handlers
     (`rollbackFailedWritesAndCompact`, merge-on-read): pending metadata compactions run, then one
     compaction of every file group with log files; its instant time, or None when none had any. The
-    metadata table's failed delta commits were rolled back with the data table's (`prepare`)."""
+    metadata table's failed delta commits were rolled back with the data table's (`prepare`).
+
+    `from_version_6` (an upgrade to 8/9): that compaction takes a new instant time and rewrites every
+    file group, so that no latest base file keeps a version 6 name (`schedule_rebasing_metadata_compaction`)."""
     for pending in pending_metadata_compactions(storage):
         execute_metadata_compaction(storage, pending, timezone)
-    instant = schedule_metadata_compaction(storage, data_timeline, timezone=timezone, force=True)
+    instant = (
+        schedule_rebasing_metadata_compaction(storage, data_timeline, timezone)
+        if from_version_6
+        else schedule_metadata_compaction(storage, data_timeline, timezone=timezone, force=True)
+    )
     if instant is not None:
         execute_metadata_compaction(storage, instant, timezone)
     return instant
@@ -443,7 +453,7 @@ def prepare_metadata_table(storage: Storage, data_timeline: Timeline, timezone: 
     if found is None or found[1] == target:
         return None
     mdt, version = found
-    compact_metadata_table(storage, data_timeline, timezone)
+    compact_metadata_table(storage, data_timeline, timezone, from_version_6=version == 6 and target >= 8)
     if version == 6 and target >= 8:
         _copy_timeline(mdt, timezone, read_table_properties(mdt).get("hoodie.archivelog.folder", "archived"), target)
     return mdt

@@ -171,6 +171,8 @@ def test_upgrade_converts_the_archived_timeline_to_the_lsm_history(tmp_path: Pat
     assert set(archived_before) <= set(history), "archived instants are read from the LSM history"
     for t in instants:
         assert _data_rows(upgraded.read(as_of=t)) == before[t], f"time travel to {t}"
+    # hudi-rs lists files through the metadata table from version 8 on: it must see the latest slices
+    fail_on(snapshot_mismatches(path))
     upgraded.upsert(pa.table({"id": ["k9"], "part": ["a"], "ts": [9], "val": [9]}))
     fail_on(snapshot_mismatches(path))  # hudi-rs reads no incremental range that reaches into the history
 
