@@ -14,6 +14,7 @@ bound for an existing bucket goes to its log, and a new bucket starts a base fil
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from lakeward.core.metadata_table.record_index import (
     located_by_record_index,
     tagged_change,
 )
+from lakeward.core.metadata_table.record_index_writer import keeps_record_index
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
@@ -48,6 +50,8 @@ from lakeward.core.write.validation import IS_DELETED, check_batch_rows
 
 if TYPE_CHECKING:
     from lakeward.core.write.client import WriteClient
+
+log = logging.getLogger(__name__)
 
 
 def to_arrow(data: Any) -> pa.Table:
@@ -119,7 +123,7 @@ class LocalDataPlane:
         self._record_index = None
         self._bloom_filters = None
         self._new_keys = []
-        if self.write_config.index_type == "RECORD_INDEX" and operation is not WriteOperation.BULK_INSERT:
+        if self._tags_by_record_index(operation):
             self._record_index = RecordIndex(self.storage)
             self._record_index.prefetch(records.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
         replaced: dict[str, list[str]] = {}
@@ -196,6 +200,23 @@ class LocalDataPlane:
         exact = self._exact_tagging() and operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
         exact = exact and not any(t.delete_orderings is not None for t in tasks)  # a newer record may survive
         return WritePlan(workload, run, touched, replaced, self._index_change(tasks) if exact else None)
+
+    def _tags_by_record_index(self, operation: WriteOperation) -> bool:
+        """Whether this write tags through the record index: `hoodie.index.type=RECORD_INDEX` on a table
+        whose metadata table keeps `record_index`. Without it (the metadata table disabled, or the
+        partition not built yet beside pending instants) every key would look new, so the write tags
+        as BLOOM does (footer filters confirmed by stored keys, within the batch's partitions) and says
+        so, as the Spark plane falls back to its join."""
+        if self.write_config.index_type != "RECORD_INDEX" or operation is WriteOperation.BULK_INSERT:
+            return False
+        if keeps_record_index(self.storage):
+            return True
+        log.warning(
+            "hoodie.index.type=RECORD_INDEX but %s keeps no record_index partition: tagged as BLOOM "
+            "(bloom filters and stored keys)",
+            self.storage.uri,
+        )
+        return False
 
     def _exact_tagging(self) -> bool:
         """Whether tagging tells exactly which keys are new and where the others live: the record

@@ -431,3 +431,25 @@ def test_an_exactly_tagged_write_derives_the_rewrite_derived_change(
         assert tagged is not None  # the write's own change, not a re-read
         assert tagged.upserts == derived.upserts and tagged.deletes == derived.deletes
     assert sum(len(t.upserts) for t, _ in seen) == 18 and sum(len(t.deletes) for t, _ in seen) == 9
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_record_index_type_without_its_partition_tags_by_the_stored_keys(tmp_path: Path, table_type: str):
+    """`hoodie.index.type=RECORD_INDEX` on a table whose metadata table keeps no `record_index` (here:
+    disabled) must not take every key for new: updates stay updates (no duplicate rows)."""
+    path = str(tmp_path / "t")
+    options = {
+        "hoodie.index.type": "RECORD_INDEX",
+        "hoodie.metadata.enable": "false",
+        "hoodie.parquet.small.file.limit": "0",  # inserts go to new file groups: duplicates would show
+    }
+    Table.create(path, record_key="id", ordering_field="ts", table_type=table_type, options=options)
+    first = pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "v": [1, 2, 3]})
+    Table.open(path, options=options).upsert(first)
+    result = Table.open(path, options=options).upsert(
+        pa.table({"id": ["a", "b", "d"], "ts": [2, 2, 2], "v": [4, 5, 6]})
+    )
+    rows = Table.open(path).read().sort_by("id")
+    assert rows.column("id").to_pylist() == ["a", "b", "c", "d"]
+    assert rows.column("v").to_pylist() == [4, 5, 3, 6]
+    assert (result.num_updates, result.num_inserts) == (2, 1)
