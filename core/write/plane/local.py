@@ -203,10 +203,9 @@ class LocalDataPlane:
 
     def _tags_by_record_index(self, operation: WriteOperation) -> bool:
         """Whether this write tags through the record index: `hoodie.index.type=RECORD_INDEX` on a table
-        whose metadata table keeps `record_index`. Without it (the metadata table disabled, or the
-        partition not built yet beside pending instants) every key would look new, so the write tags
-        as BLOOM does (footer filters confirmed by stored keys, within the batch's partitions) and says
-        so, as the Spark plane falls back to its join."""
+        whose metadata table keeps `record_index`. Without it (no metadata table, or one without the
+        partition) every key would look new, so the write tags as BLOOM does (footer filters confirmed
+        by stored keys, within the batch's partitions) and logs a warning."""
         if self.write_config.index_type != "RECORD_INDEX" or operation is WriteOperation.BULK_INSERT:
             return False
         if keeps_record_index(self.storage):
