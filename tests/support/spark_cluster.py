@@ -16,6 +16,7 @@ worker, so a test can tell on which worker a driver's executors ran tasks.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,8 @@ SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 STARTUP_TIMEOUT_S = 120.0
 WORKER_CORES = 1
 WORKER_MEMORY = "1g"
+#: The line a master or worker logs once its web UI listens (Spark's `Utils.startServiceOnPort`).
+UI_BOUND = re.compile(r"Successfully started service '(?:Master|Worker)UI' on port (\d+)")
 
 
 def get_json(url: str, timeout_s: float = 5.0) -> Any:
@@ -48,7 +51,8 @@ def get_json(url: str, timeout_s: float = 5.0) -> Any:
         return None
     try:
         return response.json()
-    except ValueError:  # a page that is not JSON yet (a UI still starting)
+    except ValueError:
+        # Another web UI answered on that port (see `SparkDaemon.url`): not the status asked for.
         return None
 
 
@@ -85,7 +89,14 @@ class SparkDaemon:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.webui_port}"
+        """The web UI's address, at the port the JVM reports it bound.
+
+        The port chosen by `free_port` is free when chosen but may be taken before the JVM binds it
+        (the CI run saw another Spark UI answer there); Spark then binds the next port and logs it.
+        """
+        # A restarted worker appends to its log: its latest start counts.
+        bound = UI_BOUND.findall(self.log_path.read_text(errors="replace")) if self.log_path.exists() else []
+        return f"http://127.0.0.1:{bound[-1] if bound else self.webui_port}"
 
     def status(self) -> Any:
         return get_json(f"{self.url}/json")
