@@ -22,6 +22,7 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
 from lakeward.core.exceptions import MetadataTableError
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.table_version import table_version
 from tests.core.metadata_table.test_writes import (
     META_FIXTURES,
@@ -143,3 +144,26 @@ def test_only_partitions_lakeward_neither_keeps_nor_drops_make_the_table_read_on
     assert v9.read_only_reason(["column_stats", "files", "record_index", "secondary_index_merchant_idx"]) is None
     reason = v9.read_only_reason(["expression_index_amount", "files", "secondary_index_merchant_idx"])
     assert reason is not None and reason.startswith("read-only: table version 9 with a metadata table (expression_")
+
+
+def test_the_daemons_metadata_compaction_as_first_action_drops_them(
+    fixture_table: Callable[[str, str], str], caplog: pytest.LogCaptureFixture
+):
+    """The daemon runs an action as `services/execution.py` does: `table.services[action]`, schedule
+    then execute; the table's secondary indexes go first, and the metadata table is compacted."""
+    path = fixture_table("cow", "v9_txns_complex_meta")
+    before = _partitions(path)
+    secondary = _secondary(before)
+    _, expected = fixture_rows(path)
+    table = Table.open(path)
+    service = table.services["metadata_compaction"]
+    with caplog.at_level(logging.WARNING, logger=GATE_LOGGER):
+        assert service.unavailable_reason() is None
+        instant = service.schedule(force=True)
+        assert instant is not None
+        service.execute(instant)
+    _assert_dropped(path, before, secondary, caplog)
+    assert list((Path(path) / ".hoodie" / "metadata" / ".hoodie" / "timeline").glob(f"{instant}_*.commit"))
+    mine, theirs = both_readers(path)
+    assert _data_rows(mine) == _data_rows(theirs) == expected
+    assert compare_files_partition(Table.open(path).storage).ok
