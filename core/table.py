@@ -299,7 +299,8 @@ class Table:
         whose services lakeward does not run yet, so that no version-6-shaped instant is ever
         written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
         writes and services on a v8/v9 table keep its `files` partition (other partitions are
-        dropped when the options disable them, else MetadataTableError); version 6 metadata
+        dropped when the options disable them, secondary indexes unless the options keep them,
+        else MetadataTableError); version 6 metadata
         tables are refused (MetadataTableError). A table written without meta fields (virtual
         keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
         one (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
@@ -328,10 +329,11 @@ class Table:
         first, under the table lock, as Hudi's writer does (`lakeward.core.metadata_table.disable`).
         Otherwise (the default, as in Hudi since 0.11) a table without one gets it first
         (`_build_metadata_table`, unless `build` is False), and lakeward keeps it on every commit;
-        partitions it cannot maintain yet are dropped when this writer disables them, else refused
-        (`metadata_table.gate`). A metadata table of another table version than its data table's (an
-        upgrade or downgrade that died between the two switches) is deleted first, as Hudi's upgrade
-        deletes a metadata table it cannot use (`UpgradeDowngradeUtils.checkAndHandleMetadataTable`).
+        partitions it cannot maintain yet are dropped when this writer disables them (secondary
+        indexes unless it asks to keep them), else refused (`metadata_table.gate`). A metadata
+        table of another table version than its data table's (an upgrade or downgrade that died
+        between the two switches) is deleted first, as Hudi's upgrade deletes a metadata table it
+        cannot use (`UpgradeDowngradeUtils.checkAndHandleMetadataTable`).
         """
         enabled = metadata_table.disable.metadata_table_enabled(self.options)
         build = build and not self._changing_version

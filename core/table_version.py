@@ -210,14 +210,14 @@ class TableVersion:
 
         `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
         services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of `files` alone or with `record_index` and `bloom_filters` (which every write and service keeps); index
-        partitions lakeward does not maintain yet make the table read-only.
+        one of the partitions every write and service keeps (`MAINTAINED_METADATA_PARTITIONS`) or drops
+        first (`dropped_by_default`: secondary indexes); other index partitions make the table read-only.
         """
         if self.writable:
             return None
         if not self.services:
             return f"read-only: {self}"
-        if any(p not in MAINTAINED_METADATA_PARTITIONS for p in metadata_partitions):
+        if any(p not in MAINTAINED_METADATA_PARTITIONS and not dropped_by_default(p) for p in metadata_partitions):
             return (
                 f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), whose index "
                 "partitions lakeward does not maintain yet; drop them with the write options "
@@ -246,6 +246,16 @@ MAINTAINED_METADATA_PARTITION = "files"
 MAINTAINED_METADATA_PARTITIONS = frozenset(
     {MAINTAINED_METADATA_PARTITION, "record_index", "column_stats", "partition_stats", "bloom_filters"}
 )
+#: The prefix of Hudi 1.x's secondary-index partitions (`secondary_index_<index name>`), one per index.
+SECONDARY_INDEX_PREFIX = "secondary_index_"
+
+
+def dropped_by_default(partition: str) -> bool:
+    """Whether lakeward drops this metadata-table partition before a write or table service unless the writer
+    asks to keep it (`metadata_table.gate`): Hudi 1.x's secondary indexes, which it cannot maintain yet."""
+    return partition.startswith(SECONDARY_INDEX_PREFIX)
+
+
 #: Hudi 0.14/0.15's metadata table on v6 tables: `files` and `record_index` kept.
 V6_METADATA_TABLE = MetadataTableRules(
     frozenset({MAINTAINED_METADATA_PARTITION, "record_index"}),

@@ -78,8 +78,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.metadata.index.bloom.filter.file.group.count": "the file groups a new `bloom_filters` partition gets",
     "hoodie.bloom.index.use.metadata": "BLOOM tagging reads the base files' bloom filters from the metadata "
     "table's `bloom_filters` partition (when the table has it) instead of from their footers",
-    "hoodie.metadata.index.secondary.enable": "`false` drops existing `secondary_index_*` metadata partitions "
-    "before a write; unset or `true`: such a write is refused",
+    "hoodie.metadata.index.secondary.enable": "unset or `false`: a write or table service first drops existing "
+    "`secondary_index_*` metadata partitions (and their index definitions), which lakeward cannot maintain yet; "
+    "`true`: such a write or service is refused",
     "hoodie.metadata.compact.max.delta.commits": "metadata table (every version): completed metadata delta commits "
     "since its last compaction that make the next one due (Hudi's default; see Metadata table)",
     "hoodie.metadata.cleaner.commits.retained": "metadata table (every version): its clean keeps every file slice its last N "

@@ -161,6 +161,8 @@ class WriteConfig(BaseModel):
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
     #: The file groups a new `bloom_filters` partition gets (Hudi's default 4; fixed afterwards).
     metadata_bloom_filter_file_groups: int = Field(4, alias="hoodie.metadata.index.bloom.filter.file.group.count", gt=0)
+    #: Hudi 1.x secondary indexes (`secondary_index_*` metadata partitions), which lakeward cannot maintain yet:
+    #: unset or false drops them before a write or table service (`metadata_table.gate`); true refuses it.
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
     #: Metadata table (every table version): its own compaction is planned once this many metadata delta commits
     #: completed since its last compaction (Hudi 1.x's default).

@@ -22,8 +22,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
-import json
-import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -44,18 +42,17 @@ from lakeward.core.file_group.metadata_listing import (
     metadata_storage,
     slice_times,
 )
+from lakeward.core.metadata_table.index_definitions import load_index_definitions
 from lakeward.core.metadata_table.index_ids import file_id as file_id_hash
 from lakeward.core.metadata_table.index_ids import name_id as hash_id
 from lakeward.core.metadata_table.record_index import latest_slices
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
-from lakeward.core.table_version import METAFOLDER
 
 COLUMN_STATS_PARTITION = "column_stats"
 #: File-group id prefix of the partition (`col-stats-0000-0`) and Hudi's default group count.
 FILE_GROUP_PREFIX = "col-stats"
 DEFAULT_FILE_GROUPS = 2
-INDEX_DEFINITIONS_PATH = posixpath.join(METAFOLDER, ".index_defs", "index.json")
 #: Meta fields Hudi indexes besides the data columns (the others differ per record and file).
 INDEXED_META_FIELDS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
 _NAMESPACE = METADATA_RECORD_SCHEMA.get("namespace", "org.apache.hudi.avro.model")
@@ -373,11 +370,9 @@ def table_ranges(table: pa.Table, file_name: str, columns: Iterable[str]) -> dic
 def index_version(storage: Storage, table_version: int) -> int:
     """The column-stats index version of a table: its `index.json` entry (v9), else 2 on table
     version 9 and 1 before."""
-    if storage.exists(INDEX_DEFINITIONS_PATH):
-        definitions = json.loads(storage.read_bytes(INDEX_DEFINITIONS_PATH)).get("indexDefinitions", {})
-        version = str(definitions.get(COLUMN_STATS_PARTITION, {}).get("version", "") or "")
-        if version.upper().startswith("V"):
-            return int(version[1:])
+    version = str(load_index_definitions(storage).get(COLUMN_STATS_PARTITION, {}).get("version", "") or "")
+    if version.upper().startswith("V"):
+        return int(version[1:])
     return 2 if table_version >= 9 else 1
 
 

@@ -67,7 +67,7 @@ def drop_record_index(storage: Storage, reason: str) -> bool:
     lock (a restore does). A writer that enables the record index builds it again."""
     if RECORD_INDEX_PARTITION not in metadata_partitions(read_table_properties(storage)):
         return False
-    drop_partitions(storage, [RECORD_INDEX_PARTITION], reason)
+    drop_partitions(storage, {RECORD_INDEX_PARTITION: reason})
     return True
 
 

@@ -23,7 +23,6 @@ The metadata compaction folds both partitions' slices: newest record per key, to
 from __future__ import annotations
 
 import io
-import json
 import posixpath
 import time
 from collections import defaultdict
@@ -49,7 +48,6 @@ from lakeward.core.metadata_table.column_stats import (
     COLUMN_STATS_PARTITION,
     DEFAULT_FILE_GROUPS,
     FILE_GROUP_PREFIX,
-    INDEX_DEFINITIONS_PATH,
     INDEXED_META_FIELDS,
     ColumnRange,
     column_stats_key,
@@ -62,6 +60,11 @@ from lakeward.core.metadata_table.column_stats import (
     partitions_filter,
     read_ranges,
     table_ranges,
+)
+from lakeward.core.metadata_table.index_definitions import (
+    INDEX_DEFINITIONS_PATH,
+    load_index_definitions,
+    write_index_definitions,
 )
 from lakeward.core.metadata_table.index_partition import (
     Cells,
@@ -124,11 +127,9 @@ def default_columns(schema: pa.Schema, populate_meta_fields: bool = True, column
 
 def indexed_columns(storage: Storage, schema: pa.Schema) -> list[str]:
     """The columns the table's column_stats covers: its `index.json` definition, else the default."""
-    if storage.exists(INDEX_DEFINITIONS_PATH):
-        definitions = json.loads(storage.read_bytes(INDEX_DEFINITIONS_PATH)).get("indexDefinitions", {})
-        fields = definitions.get(COLUMN_STATS_PARTITION, {}).get("sourceFields")
-        if fields:
-            return list(fields)
+    fields = load_index_definitions(storage).get(COLUMN_STATS_PARTITION, {}).get("sourceFields")
+    if fields:
+        return list(fields)
     return default_columns(schema, "_hoodie_record_key" in schema.names)
 
 
@@ -358,9 +359,7 @@ def latest_files(storage: Storage, timeline: Timeline) -> dict[str, dict[str, in
 def _define_index(storage: Storage, columns: Sequence[str]) -> None:
     """Record the `column_stats` definition in `.hoodie/.index_defs/index.json` (table version 9), as
     Hudi 1.1 does when it builds the index: the columns it covers, index version 2."""
-    definitions: dict[str, object] = {}
-    if storage.exists(INDEX_DEFINITIONS_PATH):
-        definitions = json.loads(storage.read_bytes(INDEX_DEFINITIONS_PATH)).get("indexDefinitions", {})
+    definitions = load_index_definitions(storage)
     definitions[COLUMN_STATS_PARTITION] = {
         "indexName": COLUMN_STATS_PARTITION,
         "indexType": COLUMN_STATS_PARTITION,
@@ -369,8 +368,7 @@ def _define_index(storage: Storage, columns: Sequence[str]) -> None:
         "indexOptions": {},
         "version": "V2",
     }
-    text = json.dumps({"indexDefinitions": definitions}, indent=2, separators=(",", " : "))
-    storage.write_bytes(INDEX_DEFINITIONS_PATH, text.encode())
+    write_index_definitions(storage, definitions)
     if INDEX_DEFS_KEY not in read_table_properties(storage):
         update_table_properties(storage, {INDEX_DEFS_KEY: INDEX_DEFINITIONS_PATH})
 

@@ -26,6 +26,7 @@ from lakeward.core.table import Table
 from lakeward.core.timeline import Action, new_instant_time
 from lakeward.core.timeline.transitions import create_requested, transition_to_inflight
 from lakeward.core.write.heartbeat import heartbeat_path, this_process
+from tests.support.fixture_tables import with_unmaintained_index
 
 HOUR = dt.timedelta(hours=1)
 
@@ -188,7 +189,7 @@ def test_health_archival_backlog_against_keep_max_commits(tmp_path: Path) -> Non
 
 
 def test_health_v9_fixture_reads_without_writing(fixture_table: Any) -> None:
-    path = Path(fixture_table("mor/avro", "v9_txns_simple_meta"))
+    path = with_unmaintained_index(fixture_table("mor/avro", "v9_txns_simple_meta"))
     before = sorted((p, p.stat().st_mtime_ns) for p in path.rglob("*") if p.is_file())
     report = table_health(Table.open(str(path)))
     assert report.snapshot.table_version == 9

@@ -19,7 +19,7 @@ from lakeward import Table
 from lakeward.core.exceptions import ConfigError
 from lakeward.services.cli import app
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table, same_rows
-from tests.support.fixture_tables import all_fixtures
+from tests.support.fixture_tables import all_fixtures, with_unmaintained_index
 from tests.support.lsm_history import archive_instants, completed_times
 
 V8_V9 = [(kind, name) for kind, name in all_fixtures() if name.startswith(("v8", "v9"))]
@@ -99,7 +99,7 @@ def test_cli_timeline_shows_completion_times_and_archived_instants(fixture_table
 
 
 def test_cli_show_and_plans_on_a_v9_table(fixture_table):
-    path = fixture_table("mor/avro", "v9_txns_simple_meta")
+    path = str(with_unmaintained_index(fixture_table("mor/avro", "v9_txns_simple_meta")))
     text = runner.invoke(app, ["show", path])
     assert text.exit_code == 0, text.output
     assert "read-only: table version 9" in text.output

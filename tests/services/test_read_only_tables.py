@@ -2,7 +2,8 @@
 
 Discovery reads their timeline from `.hoodie/timeline/` and reports each table's version.
 A v8/v9 table without a metadata table is served like a version 6 one (the v8 fixture);
-one with a metadata table (the v9 fixture) stays read-only with the reason: `/tables` and
+one with a metadata-table index partition lakeward neither keeps nor drops (the v9 fixture, given
+an expression index) stays read-only with the reason: `/tables` and
 the CLI show `read-only: table version 9 with a metadata table (...)`, a metric counts
 tables per version, and planning proposes nothing on it (not even the plans Hudi left
 pending), so no run ever touches it. A real daemon (in-process coordinator, local engine)
@@ -32,7 +33,7 @@ from lakeward.services.model import TableRef
 from lakeward.services.planning import Policy, plan_work, skip_reason
 from lakeward.services.settings import load_settings
 from tests.interop.compare import fail_on, snapshot_mismatches
-from tests.support.fixture_tables import unzip_table
+from tests.support.fixture_tables import unzip_table, with_unmaintained_index
 
 TOKEN = "s3cret-token"
 #: Plans everything it can: a table that gets no work under it gets none under any policy.
@@ -56,11 +57,12 @@ def _files(path: Path) -> dict[str, int]:
 @pytest.fixture
 def tables(tmp_path: Path) -> dict[str, Path]:
     """A version 6 table lakeward wrote, a v9 MOR table with a pending compaction Hudi scheduled
-    (its completed commit removed), and a v8 copy-on-write table."""
+    (its completed commit removed) and an index partition lakeward cannot maintain, and a v8
+    copy-on-write table."""
     v6 = Table.create(str(tmp_path / "orders"), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
     v6.bulk_insert(pa.table({"id": list(range(10)), "v": [0] * 10, "ts": [0] * 10}))
     v6.upsert(pa.table({"id": [1, 2], "v": [1, 1], "ts": [1, 1]}))
-    v9 = unzip_table("mor/avro", "v9_txns_simple_meta", tmp_path / "fixtures")
+    v9 = with_unmaintained_index(unzip_table("mor/avro", "v9_txns_simple_meta", tmp_path / "fixtures"))
     compaction = next((v9 / ".hoodie" / "timeline").glob("*.compaction.requested")).name.split(".")[0]
     completed = next((v9 / ".hoodie" / "timeline").glob(f"{compaction}_*.commit"))
     completed.unlink()  # the compaction is pending now: a plan Hudi left for a table service

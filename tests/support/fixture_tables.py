@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from lakeward import Table
+from lakeward.core.config.table import update_table_properties
+from lakeward.core.file_group.metadata_listing import read_table_properties
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -128,3 +132,20 @@ def fixture_table(tmp_path: Path) -> Callable[[str, str], str]:
         return str(unzip_table(kind.strip("/"), name, tmp_path / "fixture-tables"))
 
     return make
+
+
+#: A metadata-table partition lakeward neither keeps nor drops yet (one of Hudi 1.x's expression indexes).
+UNMAINTAINED_PARTITION = "expression_index_amount_idx"
+
+
+def with_unmaintained_index(path: str | Path) -> Path:
+    """Give a `_meta` fixture copy a metadata partition lakeward cannot maintain nor drops by itself
+    (`UNMAINTAINED_PARTITION`, listed in `hoodie.table.metadata.partitions`, an empty folder), so that
+    it stays read-only for lakeward's table services; its base path. (Its secondary indexes alone no
+    longer do: lakeward drops them before its first write or service.)"""
+    storage = Table.open(str(path)).storage
+    listed = read_table_properties(storage)["hoodie.table.metadata.partitions"].split(",")
+    partitions = ",".join(sorted([*listed, UNMAINTAINED_PARTITION]))
+    update_table_properties(storage, {"hoodie.table.metadata.partitions": partitions})
+    (Path(path) / ".hoodie" / "metadata" / UNMAINTAINED_PARTITION).mkdir()
+    return Path(path)

@@ -27,7 +27,7 @@ from lakeward.core.table_version import (
     table_version,
 )
 from lakeward.core.timeline import Action, Instant, State
-from tests.support.fixture_tables import all_fixtures
+from tests.support.fixture_tables import all_fixtures, with_unmaintained_index
 
 PROPS = Path(".hoodie") / "hoodie.properties"
 
@@ -155,7 +155,7 @@ def _service_attempts(table: Table) -> list[Callable[[], object]]:
 def test_services_on_a_v9_table_with_a_metadata_table_refuse_without_touching_it(
     fixture_table: Callable[[str, str], str],
 ):
-    path = fixture_table("mor/avro", "v9_txns_simple_meta")
+    path = str(with_unmaintained_index(fixture_table("mor/avro", "v9_txns_simple_meta")))
     table = Table.open(path)
     before = sorted((p.name, p.stat().st_size) for p in Path(path).rglob("*") if p.is_file())
     for attempt in _service_attempts(table):

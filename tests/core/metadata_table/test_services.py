@@ -145,7 +145,7 @@ def test_services_on_a_hudi_meta_fixture(fixture_table: Callable[[str, str], str
     data = start.drop_columns([c for c in start.column_names if c.startswith("_hoodie")])
     expected = _data_rows(comparable_rows(start))
     table = Table.open(path, options={**DROP_INDEXES, **OPTIONS})
-    assert (table.read_only_reason() or "").startswith("read-only: table version 9 with a metadata table (column_")
+    assert table.read_only_reason() is None  # its secondary indexes are dropped by the first action
     key_fields = list(table.config.record_key_fields)
     unique = _unique_rows(data.to_pylist(), key_fields)
     changed = [dict(r, amount=r["amount"] + 1, txn_ts=r["txn_ts"] + 1000) for r in unique[:2]]

@@ -152,7 +152,14 @@ def test_upsert_then_delete_on_a_hudi_meta_fixture(
 def test_index_partitions_not_disabled_refuse_and_change_nothing(fixture_table: Callable[[str, str], str]):
     path = fixture_table("cow", "v9_txns_nonpart_meta")
     before = sorted((p, p.stat().st_size) for p in Path(path).rglob("*") if p.is_file())
-    table = Table.open(path, options={"hoodie.metadata.index.column.stats.enable": "false"})
+    # secondary indexes are dropped unless the writer asks to keep them (test_secondary_index_drop.py)
+    table = Table.open(
+        path,
+        options={
+            "hoodie.metadata.index.column.stats.enable": "false",
+            "hoodie.metadata.index.secondary.enable": "true",
+        },
+    )
     rows = table.read().slice(0, 1)
     data = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie")])
     with pytest.raises(
