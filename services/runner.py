@@ -10,7 +10,8 @@ For every item it takes, the runner:
    `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
    engine in the replica's one Spark driver process (`lakeward.services.spark_driver`, the
    daemon holds no SparkSession) under its own Spark job group (the run id) and fair-scheduler
-   pool (named after the action); under `resources.isolation: thread`, or with a SparkSession
+   pool (named after the action), the driver's process group memory-bounded by the same
+   `resources.max_memory_mb` while the run executes; under `resources.isolation: thread`, or with a SparkSession
    handed in, in a thread of the daemon -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its
    own instant, so other replicas that discover it meanwhile skip it;
@@ -587,6 +588,7 @@ class Runner:
                 pool=self.pool_for(run.action),
                 description=f"lakeward {run.item.key}",
                 grace_s=self.resources.terminate_grace_s,
+                max_memory_mb=self.resources.max_memory_mb.for_action(run.action),
                 **self._follow(run),
             )
         finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: How often the supervisor looks at the child's memory and the run's stop flag.
 POLL_S = 0.1
+#: Fields of `/proc/<pid>/stat` after the command name: the process group and the resident pages.
+STAT_PGRP, STAT_RSS = 2, 21
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(["lakeward.services.worker"])
@@ -71,6 +75,27 @@ def resident_bytes(pid: int) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         return 0, 0
     return found["VmRSS:"], found["VmHWM:"]
+
+
+def group_resident_bytes(pgid: int) -> int:
+    """Resident memory of every process in process group `pgid` together, in bytes (0 once none is left).
+
+    Read from `/proc/<pid>/stat` (its process group and resident pages): one file per process of
+    the machine, so callers sample it at a coarser pace than one process's status. Pages shared
+    between the processes (libraries, copy-on-write) count once per process.
+    """
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()  # after "pid (comm)": state ppid pgrp ...
+        except OSError:
+            continue  # ended meanwhile
+        if len(fields) > STAT_RSS and int(fields[STAT_PGRP]) == pgid:
+            total += int(fields[STAT_RSS]) * PAGE_BYTES
+    return total
 
 
 def stop_process(proc: BaseProcess, grace_s: float) -> None:
@@ -250,6 +275,7 @@ __all__ = [
     "ChildFailed",
     "Supervision",
     "exit_reason",
+    "group_resident_bytes",
     "resident_bytes",
     "run_in_child",
     "stop_process",

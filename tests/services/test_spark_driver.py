@@ -1,6 +1,7 @@
 """Spark-engine runs execute in the Spark driver process, not the daemon's: under their job group,
 stopped by a cancel of their Spark jobs or, when that is not enough, by killing the driver; a
-driver that dies is a failed run with its reason, and the next run starts a new driver.
+driver that dies is a failed run with its reason, and the next run starts a new driver; a run past
+its `resources.max_memory_mb` (the driver's process group) fails with that reason.
 
 Real tables, a real SparkSession in a real driver process (`SparkDriver`, local master); a
 `GatedSparkEngine` holds a run at a gate of files -- in its Spark tasks or in the driver's
@@ -20,7 +21,7 @@ import pytest
 from lakeward.services.daemon import Daemon
 from lakeward.services.model import Outcome
 from lakeward.services.runner import Runner, RunRecord
-from lakeward.services.settings import ActionTimeouts, ResourceSettings, SparkSettings, load_settings
+from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings, SparkSettings, load_settings
 from lakeward.services.spark_driver import SparkDriver
 from tests.services import test_runner
 from tests.services.test_run_isolation import gone
@@ -138,6 +139,42 @@ def test_a_timeout_of_driver_side_work_kills_the_driver_and_the_next_run_complet
     assert done.outcome is Outcome.SUCCEEDED, done.error
     assert driver.pid not in (None, pid)
     assert states(table, run.instant)[-1] == "completed"
+    again.close()
+
+
+def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_driver(tmp_path, in_process, driver, held):
+    """`resources.max_memory_mb` holds for Spark runs: the driver's process group (its Python, its JVM with
+    the local executor, Spark's Python workers) is sampled while the run executes; past a tiny bound the run
+    is stopped without completing its instant and fails naming the bound, and the driver, whose memory does
+    not come back under it, is replaced for the next run."""
+    table = mor_table(tmp_path / "t", commits=1)
+    assert driver.wait_ready(START_S)
+    pid = driver.pid
+    (held / "gate").touch()  # nothing held: the run goes as far as it can
+    tiny = ResourceSettings(max_memory_mb=ActionMemory(compaction=1), terminate_grace_s=60)
+    runner = make_runner(in_process, driver, resources=tiny)
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    run = finished(runner, run, START_S)
+    assert run.outcome is Outcome.FAILED, run.error
+    error = run.error or ""
+    assert "memory limit exceeded" in error and "Spark driver" in error and "> max_memory_mb 1" in error, error
+    assert run.peak_rss_bytes > 100 * 2**20  # the group's memory, the JVM's included
+    assert run.instant is not None and states(table, run.instant)[-1] != "completed"
+    wait_until(lambda: gone(pid), 30, "the driver, its memory still past the bound, to be killed")
+    assert driver.pid is None
+    assert in_process.held_claims() == []
+    runner.close()
+
+    again = make_runner(in_process, driver)  # the default bounds
+    rerun = again.submit(item(table, instant=run.instant), mode="run").run
+    assert rerun is not None
+    done = finished(again, rerun, START_S)
+    assert done.outcome is Outcome.SUCCEEDED, done.error
+    assert driver.pid not in (None, pid)
+    assert states(table, run.instant)[-1] == "completed"
+    print(f"\ndriver group peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
+    assert 0 < done.peak_rss_bytes < 4096 * 2**20
     again.close()
 
 
