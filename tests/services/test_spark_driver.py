@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,21 @@ def finished(runner: Runner, run: RunRecord, timeout_s: float) -> RunRecord:
     return found
 
 
+def rerun_on_a_new_driver(
+    coordinator: Any, driver: SparkDriver, table: Any, run: RunRecord, old_pid: int | None
+) -> RunRecord:
+    """Run the plan `run` left pending again, on a new runner: it succeeds, in a driver other than `old_pid`."""
+    again = make_runner(coordinator, driver)
+    rerun = again.submit(item(table, instant=run.instant), mode="run").run
+    assert rerun is not None and run.instant is not None
+    done = finished(again, rerun, START_S)
+    assert done.outcome is Outcome.SUCCEEDED, done.error
+    assert driver.pid not in (None, old_pid)
+    assert states(table, run.instant)[-1] == "completed"
+    again.close()
+    return done
+
+
 def test_a_spark_run_executes_in_the_driver_process_under_its_job_group(tmp_path, in_process, driver, held):
     table = mor_table(tmp_path / "t")
     runner = make_runner(in_process, driver)
@@ -132,14 +148,7 @@ def test_a_timeout_of_driver_side_work_kills_the_driver_and_the_next_run_complet
 
     (held / "hold-in-driver").unlink()
     (held / "gate").touch()
-    again = make_runner(in_process, driver)
-    rerun = again.submit(item(table, instant=run.instant), mode="run").run
-    assert rerun is not None
-    done = finished(again, rerun, START_S)
-    assert done.outcome is Outcome.SUCCEEDED, done.error
-    assert driver.pid not in (None, pid)
-    assert states(table, run.instant)[-1] == "completed"
-    again.close()
+    rerun_on_a_new_driver(in_process, driver, table, run, pid)
 
 
 def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_driver(tmp_path, in_process, driver, held):
@@ -166,16 +175,9 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     assert in_process.held_claims() == []
     runner.close()
 
-    again = make_runner(in_process, driver)  # the default bounds
-    rerun = again.submit(item(table, instant=run.instant), mode="run").run
-    assert rerun is not None
-    done = finished(again, rerun, START_S)
-    assert done.outcome is Outcome.SUCCEEDED, done.error
-    assert driver.pid not in (None, pid)
-    assert states(table, run.instant)[-1] == "completed"
+    done = rerun_on_a_new_driver(in_process, driver, table, run, pid)  # with the default bounds
     print(f"\ndriver group peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
     assert 0 < done.peak_rss_bytes < 4096 * 2**20
-    again.close()
 
 
 def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, in_process, driver, held):
