@@ -18,9 +18,11 @@ id (`(run_id, *message)`) over the one pipe; the daemon answers the questions (`
 run_id, value)`), asks for a cancel (`("cancel", run_id)`: `cancelJobGroup`) and ends the
 driver (`("stop",)`). While a run's jobs run the driver reports its task counts (`"progress"`).
 
-Stopping a run (cancel, timeout, drain) cancels its job group; a run that has not ended
-`grace_s` later (Python work between jobs cannot be interrupted) is stopped by SIGKILL of
-the driver's process group, its JVM included: the other runs in it then fail with that
+Stopping a run (cancel, timeout, drain) cancels its job group and refuses its fence; a run
+that had passed its fence completes its instant all the same (nothing interrupts a completion)
+and reports what it did, not the stop. A run that has not ended `grace_s` later (Python work
+between jobs cannot be interrupted) is stopped by SIGKILL of the driver's process group, its
+JVM included: the other runs in it then fail with that
 reason (and are retried), and the next run starts a new driver. A driver that dies fails
 its runs with its exit reason, never leaves them stuck.
 
@@ -51,7 +53,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.services.attempt import AttemptHooks, AttemptResult, RunStopped
@@ -437,12 +439,15 @@ class SparkDriver:
             while True:
                 stop = stopped()
                 if stop is not None:
-                    self._stop_run(job.run_id, inbox, watch, grace_s)
+                    completed = self._stop_run(job.run_id, inbox, watch, grace_s)
+                    if completed is not None:  # it passed its fence before the stop: the instant is completed
+                        log.warning("run %s completed its instant before its stop (%s) took effect", job.run_id, stop)
+                        return completed
                     raise stop
                 exceeded = memory.exceeded()
                 on_memory(memory.peak)
                 if exceeded is not None:
-                    self._stop_over_memory(job.run_id, inbox, watch, grace_s, memory, exceeded)
+                    return self._stop_over_memory(job.run_id, inbox, watch, grace_s, memory, exceeded)
                 try:
                     message = inbox.get(timeout=POLL_S)
                 except queue.Empty:
@@ -465,31 +470,37 @@ class SparkDriver:
         watch: Supervision,
         grace_s: float,
         refusal: RunStopped | None = None,
-    ) -> None:
+    ) -> AttemptResult | None:
         """Cancel the run's Spark jobs and wait `grace_s` for it to end; past that, kill the driver.
 
         Its fence is answered with the run's stop, or with `refusal` when the runner did not stop it.
+        The attempt's result when the run completed its instant all the same (it had passed its fence
+        before the stop: the completion is not interrupted), else None.
         """
         try:
             self._send(("cancel", run_id))
         except ChildFailed:
-            return
+            return None
         deadline = time.monotonic() + grace_s
         while (left := deadline - time.monotonic()) > 0:
             try:
                 message = inbox.get(timeout=left)
             except queue.Empty:
                 break
+            if message[0] == "result":
+                result: AttemptResult = message[1]
+                return result
             if message[0] == "died" or message[0] in LAST_MESSAGES:
-                return
+                return None
             try:
                 if refusal is not None and message[0] == "fence":
                     watch.conn.send(refusal)
                 else:
                     watch.answer(message)  # a fence is answered with the run's stop
             except Exception:
-                return
+                return None
         self.kill(f"run {run_id} did not stop within {grace_s:g}s of its cancel")
+        return None
 
     def _stop_over_memory(
         self,
@@ -499,11 +510,12 @@ class SparkDriver:
         grace_s: float,
         memory: DriverMemory,
         reason: str,
-    ) -> NoReturn:
+    ) -> AttemptResult:
         """Stop a run past its memory bound as a cancel does (its instant is not completed); kill the
-        driver when its memory has not come back under the bound once the run ended (module doc)."""
+        driver when its memory has not come back under the bound once the run ended (module doc).
+        Raises ChildFailed with `reason`; the attempt's result when it completed its instant all the same."""
         log.warning("stopping run %s: %s", run_id, reason)
-        self._stop_run(run_id, inbox, watch, grace_s, RunStopped(Outcome.FAILED, reason))
+        completed = self._stop_run(run_id, inbox, watch, grace_s, RunStopped(Outcome.FAILED, reason))
         left = memory.sample()
         if memory.limit is not None and left > memory.limit:
             mib = memory.limit // 2**20
@@ -512,6 +524,9 @@ class SparkDriver:
                 f"after run {run_id} went past it",
                 only=memory.proc,
             )
+        if completed is not None:
+            log.warning("run %s completed its instant before its stop took effect", run_id)
+            return completed
         raise ChildFailed(reason)
 
     def kill(self, reason: str, only: BaseProcess | None = None) -> None:

@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
+from lakeward.services.attempt import AttemptSpec, RunStopped
 from lakeward.services.daemon import Daemon
-from lakeward.services.model import Outcome
+from lakeward.services.model import Outcome, ServiceAction, TableRef
 from lakeward.services.runner import Runner, RunRecord
 from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings, SparkSettings, load_settings
 from lakeward.services.spark_driver import SparkDriver
+from lakeward.services.worker import WorkerJob
 from tests.services import test_runner
 from tests.services.test_run_isolation import gone
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, states
@@ -178,6 +180,39 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     done = rerun_on_a_new_driver(in_process, driver, table, run, pid)  # with the default bounds
     print(f"\ndriver group peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
     assert 0 < done.peak_rss_bytes < 4096 * 2**20
+
+
+class StoppedRightAfterTheFence:
+    """Attempt hooks whose fence lets the run complete and then stops it: a cancel that comes in while
+    the run completes its instant, which nothing interrupts any more."""
+
+    def __init__(self) -> None:
+        self.stop: RunStopped | None = None
+
+    def fence(self) -> None:
+        self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
+
+    def claim_plan(self, instant: str) -> bool:
+        return True
+
+    def set_phase(self, phase: str) -> None:
+        pass
+
+
+def test_a_stop_that_comes_after_the_fence_reports_the_completed_instant(tmp_path, driver, held):
+    """The run completed its instant during its stop's grace: the attempt's result is what it did (a
+    run must not be reported cancelled while its plan is completed: the plan would count as done by
+    no run, and a quarantine would hold back a plan that is no more)."""
+    table = mor_table(tmp_path / "t", commits=1)
+    (held / "gate").touch()
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    spec = AttemptSpec(ServiceAction.COMPACTION, instant, "run", True)
+    job = WorkerJob("late-stop", TableRef(table.name, table.path), {}, spec)
+    hooks = StoppedRightAfterTheFence()
+    result = driver.run(job, hooks, pool="compaction", description="late stop", stopped=lambda: hooks.stop, grace_s=60)
+    assert hooks.stop is not None and result.instant == instant
+    assert states(table, instant)[-1] == "completed"
 
 
 def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, in_process, driver, held):
