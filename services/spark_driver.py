@@ -22,9 +22,9 @@ Stopping a run (cancel, timeout, drain) cancels its job group and refuses its fe
 that had passed its fence completes its instant all the same (nothing interrupts a completion)
 and reports what it did, not the stop. A run that has not ended `grace_s` later (Python work
 between jobs cannot be interrupted) is stopped by SIGKILL of the driver's process group, its
-JVM included: the other runs in it then fail with that
-reason (and are retried), and the next run starts a new driver. A driver that dies fails
-its runs with its exit reason, never leaves them stuck.
+JVM included: the other runs in it then fail with that reason (and are retried), and the
+next run starts a new driver. A driver that dies fails its runs with its exit reason, never
+leaves them stuck.
 
 Memory: while a run executes, the resident memory of the driver's process group (the
 driver's Python, its JVM and what the JVM starts on this machine: a local master's
