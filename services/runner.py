@@ -10,7 +10,7 @@ For every item it takes, the runner:
    `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
    engine in the replica's one Spark driver process (`lakeward.services.spark_driver`, the
    daemon holds no SparkSession) under its own Spark job group (the run id) and fair-scheduler
-   pool (named after the action), the driver's process group memory-bounded by the same
+   pool (named after the action), the driver's process tree memory-bounded by the same
    `resources.max_memory_mb` while the run executes; under `resources.isolation: thread`, or with a SparkSession
    handed in, in a thread of the daemon -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its

@@ -26,12 +26,12 @@ JVM included: the other runs in it then fail with that reason (and are retried),
 next run starts a new driver. A driver that dies fails its runs with its exit reason, never
 leaves them stuck.
 
-Memory: while a run executes, the resident memory of the driver's process group (the
+Memory: while a run executes, the resident memory of the driver's process tree (the
 driver's Python, its JVM and what the JVM starts on this machine: a local master's
 executors and Spark's Python workers) is sampled every `MEMORY_POLL_S`; its peak is the
 run's `peak_rss_bytes`. Past the run's `max_memory_mb` the run is stopped as a cancel is
 (its job group cancelled, its fence refused, the driver killed if it has not ended
-`grace_s` later) and fails with "memory limit exceeded"; when the group's memory has not
+`grace_s` later) and fails with "memory limit exceeded"; when the tree's memory has not
 come back under that bound once the run ended (a JVM keeps the heap it grew), the driver
 is killed too, and the next run starts a new one. The runs share the driver, so the bound
 is on the driver as a whole while the run executes, whichever of its runs used the memory.
@@ -66,7 +66,7 @@ from lakeward.services.supervisor import (
     ChildFailed,
     Supervision,
     exit_reason,
-    group_resident_bytes,
+    tree_resident_bytes,
 )
 from lakeward.services.worker import ParentLink, WorkerJob, run_attempt
 
@@ -78,7 +78,7 @@ PROGRESS_S = 1.0
 LAST_MESSAGES = frozenset({"result", "stopped", "failed", "version_changed"})
 #: What the driver process is called in reasons.
 DRIVER = "the Spark driver process"
-#: How often a run samples the resident memory of the driver's process group.
+#: How often a run samples the resident memory of the driver's process tree.
 MEMORY_POLL_S = 0.5
 
 
@@ -150,7 +150,7 @@ def job_group_progress(spark: Any, group: str) -> str | None:
 
 
 class DriverMemory:
-    """The resident memory of the driver's process group while one run executes (module doc): its peak,
+    """The resident memory of the driver's process tree while one run executes (module doc): its peak,
     and whether it went past the run's bound."""
 
     def __init__(self, proc: BaseProcess, max_memory_mb: int | None):
@@ -161,14 +161,14 @@ class DriverMemory:
         self._next_sample = 0.0
 
     def sample(self) -> int:
-        """The group's resident memory now, in bytes (the driver does `setsid`: its pid is the group's id)."""
+        """The tree's resident memory now, in bytes."""
         assert self.proc.pid is not None
-        rss = group_resident_bytes(self.proc.pid)
+        rss = tree_resident_bytes(self.proc.pid)
         self.peak = max(self.peak, rss)
         return rss
 
     def exceeded(self) -> str | None:
-        """Why the run must stop, when a sample (every `MEMORY_POLL_S`) finds the group past the bound."""
+        """Why the run must stop, when a sample (every `MEMORY_POLL_S`) finds the tree past the bound."""
         now = time.monotonic()
         if now < self._next_sample:
             return None
@@ -177,7 +177,7 @@ class DriverMemory:
         if self.limit is None or rss <= self.limit:
             return None
         return (
-            f"memory limit exceeded: {rss / 2**20:.0f} MiB resident in {DRIVER}'s group "
+            f"memory limit exceeded: {rss / 2**20:.0f} MiB resident in {DRIVER} and its children "
             f"> max_memory_mb {self.limit // 2**20}"
         )
 
@@ -423,8 +423,8 @@ class SparkDriver:
     ) -> AttemptResult:
         """Run one attempt in the driver and follow it to its end, as `supervisor.run_in_child` does a child's.
 
-        `max_memory_mb` bounds the driver process group's resident memory while the run executes
-        (module doc); `on_memory` sees the group's peak so far.
+        `max_memory_mb` bounds the driver process tree's resident memory while the run executes
+        (module doc); `on_memory` sees the tree's peak so far.
         """
         inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         with self._lock:

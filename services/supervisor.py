@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 
 #: How often the supervisor looks at the child's memory and the run's stop flag.
 POLL_S = 0.1
-#: Fields of `/proc/<pid>/stat` after the command name: the process group and the resident pages.
-STAT_PGRP, STAT_RSS = 2, 21
+#: Fields of `/proc/<pid>/stat` after the command name: the parent pid and the resident pages.
+STAT_PPID, STAT_RSS = 1, 21
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -77,14 +77,17 @@ def resident_bytes(pid: int) -> tuple[int, int]:
     return found["VmRSS:"], found["VmHWM:"]
 
 
-def group_resident_bytes(pgid: int) -> int:
-    """Resident memory of every process in process group `pgid` together, in bytes (0 once none is left).
+def tree_resident_bytes(root: int) -> int:
+    """Resident memory of process `root` and every process descended from it, together, in bytes (0 once
+    `root` is gone).
 
-    Read from `/proc/<pid>/stat` (its process group and resident pages): one file per process of
-    the machine, so callers sample it at a coarser pace than one process's status. Pages shared
-    between the processes (libraries, copy-on-write) count once per process.
+    Read from `/proc/<pid>/stat` (parent pid and resident pages): one file per process of the
+    machine, so callers sample it at a coarser pace than one process's status. Descendants, not a
+    process group: PySpark's worker daemon makes a group of its own. Pages shared between the
+    processes (libraries, copy-on-write) count once per process.
     """
-    total = 0
+    children: dict[int, list[int]] = {}
+    resident: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -93,8 +96,15 @@ def group_resident_bytes(pgid: int) -> int:
                 fields = stat.read().rpartition(b")")[2].split()  # after "pid (comm)": state ppid pgrp ...
         except OSError:
             continue  # ended meanwhile
-        if len(fields) > STAT_RSS and int(fields[STAT_PGRP]) == pgid:
-            total += int(fields[STAT_RSS]) * PAGE_BYTES
+        if len(fields) > STAT_RSS:
+            pid = int(entry.name)
+            resident[pid] = int(fields[STAT_RSS]) * PAGE_BYTES
+            children.setdefault(int(fields[STAT_PPID]), []).append(pid)
+    total, todo = 0, [root] if root in resident else []
+    while todo:
+        pid = todo.pop()
+        total += resident.get(pid, 0)
+        todo.extend(children.get(pid, ()))
     return total
 
 
@@ -275,9 +285,9 @@ __all__ = [
     "ChildFailed",
     "Supervision",
     "exit_reason",
-    "group_resident_bytes",
     "resident_bytes",
     "run_in_child",
     "stop_process",
+    "tree_resident_bytes",
     "unreaped_children",
 ]

@@ -14,7 +14,7 @@ class ActionMemory(Section):
     """Largest resident memory (MiB) of one run of each action; a run that grows past it is stopped and fails.
 
     With ``isolation: process``: on the local engine the bound is on the run's child process (killed
-    past it); on the Spark engine on the Spark driver's process group while the run executes (its
+    past it); on the Spark engine on the Spark driver's process tree while the run executes (its
     Python, its JVM and, with a local master, the executors and Spark's Python workers; executors on
     a cluster are bounded by Spark's own memory settings): the run's Spark jobs are cancelled, and the
     driver is restarted when its memory does not come back under the bound. ``null`` leaves an

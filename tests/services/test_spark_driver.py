@@ -1,7 +1,7 @@
 """Spark-engine runs execute in the Spark driver process, not the daemon's: under their job group,
 stopped by a cancel of their Spark jobs or, when that is not enough, by killing the driver; a
 driver that dies is a failed run with its reason, and the next run starts a new driver; a run past
-its `resources.max_memory_mb` (the driver's process group) fails with that reason.
+its `resources.max_memory_mb` (the driver's process tree) fails with that reason.
 
 Real tables, a real SparkSession in a real driver process (`SparkDriver`, local master); a
 `GatedSparkEngine` holds a run at a gate of files -- in its Spark tasks or in the driver's
@@ -154,7 +154,7 @@ def test_a_timeout_of_driver_side_work_kills_the_driver_and_the_next_run_complet
 
 
 def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_driver(tmp_path, in_process, driver, held):
-    """`resources.max_memory_mb` holds for Spark runs: the driver's process group (its Python, its JVM with
+    """`resources.max_memory_mb` holds for Spark runs: the driver's process tree (its Python, its JVM with
     the local executor, Spark's Python workers) is sampled while the run executes; past a tiny bound the run
     is stopped without completing its instant and fails naming the bound, and the driver, whose memory does
     not come back under it, is replaced for the next run."""
@@ -170,7 +170,7 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     assert run.outcome is Outcome.FAILED, run.error
     error = run.error or ""
     assert "memory limit exceeded" in error and "Spark driver" in error and "> max_memory_mb 1" in error, error
-    assert run.peak_rss_bytes > 100 * 2**20  # the group's memory, the JVM's included
+    assert run.peak_rss_bytes > 100 * 2**20  # the tree's memory, the JVM's included
     assert run.instant is not None and states(table, run.instant)[-1] != "completed"
     wait_until(lambda: gone(pid), 30, "the driver, its memory still past the bound, to be killed")
     assert driver.pid is None
@@ -178,7 +178,7 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     runner.close()
 
     done = rerun_on_a_new_driver(in_process, driver, table, run, pid)  # with the default bounds
-    print(f"\ndriver group peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
+    print(f"\ndriver tree peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
     assert 0 < done.peak_rss_bytes < 4096 * 2**20
 
 
