@@ -431,8 +431,8 @@ def cancel(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Cancel a running run; its plan stays pending and is quarantined until `lakeward release`."""
-    _api(url, token, lambda c: c.cancel(run_id))
-    typer.echo(f"cancelling run {run_id}")
+    answer = _api(url, token, lambda c: c.cancel(run_id))
+    typer.echo(f"cancelling run {run_id} on {answer.get('replica') or 'its replica'}")
 
 
 @app.command()

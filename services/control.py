@@ -1,4 +1,4 @@
-"""On-call state shared by every replica: paused tables, failure counts, quarantined plans.
+"""On-call state shared by every replica: paused tables, failure counts, quarantined plans, cancels.
 
 Pausing a table through one replica's API must stop work on all of them, and a plan that
 keeps failing must stay quarantined whichever replica would pick it up next; so with
@@ -6,15 +6,18 @@ ZooKeeper this state lives in persistent znodes next to the claims:
 
 - `<base>/paused/<table>`: the table is paused (data: who paused it, when, why);
 - `<base>/failures/<key>`: failed runs of a work item so far (data: count, last error);
-- `<base>/quarantine/<key>`: the work item is quarantined (data: reason, failures, when).
+- `<base>/quarantine/<key>`: the work item is quarantined (data: reason, failures, when);
+- `<base>/cancels/<run id>`: on-call asked, through another replica, to cancel a run (data: the
+  replica that runs it, the reason); that replica cancels it and removes the request.
 
 Keys are `WorkItem.key`s (`table/action/instant`), URL-quoted into one node name. With the
 in-process coordinator (one replica) the same state lives in memory. Only the replica
 holding a claim records failures of that item, so counts need no compare-and-set.
 
-Every API read and every discovery cycle asks for the paused tables and the quarantine, so
-with ZooKeeper those two folders are read by one background thread every `CACHE_S` and
-served from the last read: no request waits on ZooKeeper for them (under plan load the
+Every API read and every discovery cycle asks for the paused tables and the quarantine (and
+each replica's watch of its runs for the cancel requests, while it runs any), so with
+ZooKeeper those folders are read by one background thread every `CACHE_S` and served from
+the last read: no request waits on ZooKeeper for them (under plan load the
 session also carries the claims' and the run history's writes, each a disk sync on the
 server, and requests queued behind them took seconds). A change made through another
 replica shows within about `CACHE_S`; one made through this store shows at once (the
@@ -59,6 +62,14 @@ class PauseEntry:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class CancelRequest:
+    run_id: str
+    #: The replica that runs the run (and is to cancel it).
+    replica: str
+    reason: str
+
+
 class ControlStore(abc.ABC):
     """Paused tables, failure counts and quarantine; thread-safe."""
 
@@ -96,6 +107,19 @@ class ControlStore(abc.ABC):
     def release(self, key: str) -> bool:
         """Release `key` from quarantine and reset its failures; False if it was not quarantined."""
 
+    # -- cancel requests --------------------------------------------------------------------
+    @abc.abstractmethod
+    def request_cancel(self, run_id: str, replica: str, reason: str) -> None:
+        """Ask `replica`, which runs `run_id`, to cancel it (a cancel that reached another replica)."""
+
+    @abc.abstractmethod
+    def cancel_requests(self) -> dict[str, CancelRequest]:
+        """Every pending cancel request, by run id."""
+
+    @abc.abstractmethod
+    def drop_cancel_request(self, run_id: str) -> None:
+        """Forget the request about `run_id` (done, or its run ended)."""
+
 
 class MemoryControlStore(ControlStore):
     """For the in-process coordinator (one replica)."""
@@ -105,6 +129,7 @@ class MemoryControlStore(ControlStore):
         self._paused: dict[str, PauseEntry] = {}
         self._failures: dict[str, int] = {}
         self._quarantine: dict[str, QuarantineEntry] = {}
+        self._cancels: dict[str, CancelRequest] = {}
 
     def paused(self) -> dict[str, PauseEntry]:
         with self._lock:
@@ -142,6 +167,18 @@ class MemoryControlStore(ControlStore):
             self._failures.pop(key, None)
             return self._quarantine.pop(key, None) is not None
 
+    def request_cancel(self, run_id: str, replica: str, reason: str) -> None:
+        with self._lock:
+            self._cancels[run_id] = CancelRequest(run_id, replica, reason)
+
+    def cancel_requests(self) -> dict[str, CancelRequest]:
+        with self._lock:
+            return dict(self._cancels)
+
+    def drop_cancel_request(self, run_id: str) -> None:
+        with self._lock:
+            self._cancels.pop(run_id, None)
+
 
 class ZooKeeperControlStore(ControlStore):
     """Persistent znodes under the coordinator's base path (module doc)."""
@@ -166,6 +203,7 @@ class ZooKeeperControlStore(ControlStore):
         self.paused_path = f"{base}/paused"
         self.failures_path = f"{base}/failures"
         self.quarantine_path = f"{base}/quarantine"
+        self.cancels_path = f"{base}/cancels"
 
     @property
     def _zk(self) -> KazooClient:
@@ -327,5 +365,24 @@ class ZooKeeperControlStore(ControlStore):
         self.clear_failures(key)
         return self._delete(f"{self.quarantine_path}/{self._node(key)}")
 
+    def request_cancel(self, run_id: str, replica: str, reason: str) -> None:
+        self._put(f"{self.cancels_path}/{self._node(run_id)}", {"replica": replica, "reason": reason[:2000]})
 
-__all__ = ["ControlStore", "MemoryControlStore", "PauseEntry", "QuarantineEntry", "ZooKeeperControlStore"]
+    def cancel_requests(self) -> dict[str, CancelRequest]:
+        return {
+            run_id: CancelRequest(run_id, str(v.get("replica", "")), str(v.get("reason", "")))
+            for run_id, v in self._read_all(self.cancels_path).items()
+        }
+
+    def drop_cancel_request(self, run_id: str) -> None:
+        self._delete(f"{self.cancels_path}/{self._node(run_id)}")
+
+
+__all__ = [
+    "CancelRequest",
+    "ControlStore",
+    "MemoryControlStore",
+    "PauseEntry",
+    "QuarantineEntry",
+    "ZooKeeperControlStore",
+]

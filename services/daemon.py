@@ -48,7 +48,7 @@ from lakeward.services.discovery import (
     load_state,
 )
 from lakeward.services.fairness import FairShareLedger, Share, order_fairly, shares_for
-from lakeward.services.history import SharedHistory
+from lakeward.services.history import ENDED, SharedHistory
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import (
     ACTION_PRIORITY,
@@ -872,11 +872,22 @@ class Daemon:
         log.info("dry run of %s on %s: %s", action.value, ref.name, report.detail)
         return run
 
-    def cancel(self, run_id: str) -> bool:
-        """Cancel a run from the API: its instant stays inflight and the plan is quarantined until released."""
+    def cancel(self, run_id: str) -> str | None:
+        """Cancel a run of the deployment from the API: its instant stays inflight and the plan is quarantined
+        until released. The replica that cancels it (this one, or the one running it, asked through the
+        shared control store); None when no replica runs it."""
         if self.runner is None:
-            return False
-        return self.runner.cancel(run_id, Outcome.CANCELLED, "cancelled from the API", quarantine=True)
+            return None
+        reason = "cancelled from the API"
+        if self.runner.cancel(run_id, Outcome.CANCELLED, reason, quarantine=True):
+            return self.replica_id
+        found = self.history.run(run_id)
+        if found is None or found.get("state") in ENDED or found.get("replica") == self.replica_id:
+            return None
+        replica = str(found["replica"])
+        self.control.request_cancel(run_id, replica, f"{reason} (through {self.replica_id})")
+        log.warning("asked replica %s to cancel its run %s", replica, run_id)
+        return replica
 
     def release(self, key: str) -> bool:
         released = self.control.release(key)

@@ -14,10 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lakeward.services.client import DaemonAPIError, DaemonClient
-from lakeward.services.history import LOST
+from lakeward.services.history import ENDED
 
-#: States after which a run changes no more.
-ENDED = frozenset({"finished", LOST})
 #: How long a run may be unknown (404) or the API unreachable before the wait gives up.
 GRACE_S = 30.0
 SKIPPED_CLAIMED = "skipped_claimed"

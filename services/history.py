@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: A run whose replica is gone (or restarted) while the history says it was running.
 LOST = "lost"
+#: States of a recorded run after which it changes no more.
+ENDED = frozenset({"finished", LOST})
 
 
 @dataclass(frozen=True)
@@ -479,6 +481,7 @@ class SharedHistory:
 
 
 __all__ = [
+    "ENDED",
     "LOST",
     "LocalReplicas",
     "MemoryRecordLog",

@@ -142,7 +142,8 @@ class DaemonMetrics:
         )
         self.run_peak_rss = Histogram(
             "lakeward_run_peak_rss_bytes",
-            "Peak resident memory of a run's child process (local engine, process isolation)",
+            "Peak resident memory of a run's child process (local engine) or of the Spark driver's process tree "
+            "while the run executed (Spark engine); process isolation",
             ["action"],
             buckets=tuple(2**20 * mb for mb in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)) + (float("inf"),),
             registry=r,

@@ -10,7 +10,8 @@ For every item it takes, the runner:
    `resources.max_memory_mb`, a death is a failed attempt with its exit reason), on the Spark
    engine in the replica's one Spark driver process (`lakeward.services.spark_driver`, the
    daemon holds no SparkSession) under its own Spark job group (the run id) and fair-scheduler
-   pool (named after the action); under `resources.isolation: thread`, or with a SparkSession
+   pool (named after the action), the driver's process tree memory-bounded by the same
+   `resources.max_memory_mb` while the run executes; under `resources.isolation: thread`, or with a SparkSession
    handed in, in a thread of the daemon -- with every log line carrying the run's context;
    a new plan is scheduled first (under the table's lock, by core) and then claimed by its
    own instant, so other replicas that discover it meanwhile skip it;
@@ -65,6 +66,8 @@ TRIGGER_API = "api"
 
 #: How often the watch thread looks for runs past their timeout.
 WATCH_S = 0.1
+#: How often the watch looks for cancels of this replica's runs asked through another replica.
+CANCEL_REQUESTS_S = 1.0
 
 #: What a run does with a plan: write a new one and run it, only write it, or only run a pending one.
 MODES = ("schedule_and_run", "schedule", "run")
@@ -587,6 +590,7 @@ class Runner:
                 pool=self.pool_for(run.action),
                 description=f"lakeward {run.item.key}",
                 grace_s=self.resources.terminate_grace_s,
+                max_memory_mb=self.resources.max_memory_mb.for_action(run.action),
                 **self._follow(run),
             )
         finally:
@@ -596,19 +600,36 @@ class Runner:
         return SparkJobGroup(self.spark, run.run_id, f"lakeward {run.item.key}", self.pool_for(run.item.action))
 
     def _watch(self) -> None:
-        """One thread for every run of the replica: stops a run at its timeout and logs the progress of
-        the running ones every `progress_interval_s` (no timer thread per run: a replica's thread count
-        does not move with the runs it has in flight)."""
-        next_progress = time.monotonic() + self._progress_interval_s
+        """One thread for every run of the replica: stops a run at its timeout or when on-call asked
+        another replica to cancel it, and logs the progress of the running ones every
+        `progress_interval_s` (no timer thread per run: a replica's thread count does not move with
+        the runs it has in flight)."""
+        next_progress, next_requests = time.monotonic() + self._progress_interval_s, 0.0
         while not self._closed.wait(WATCH_S):
             now = time.monotonic()
-            for run in self.running():
+            running = self.running()
+            for run in running:
                 deadline = run.deadline
                 if deadline is not None and now >= deadline and run.stop is None:
                     self.cancel(run.run_id, Outcome.TIMED_OUT, f"timed out after {run.timeout_s:g}s")
+            if running and now >= next_requests:
+                next_requests = now + CANCEL_REQUESTS_S
+                self._take_cancel_requests()
             if now >= next_progress:
                 next_progress = now + self._progress_interval_s
                 self._log_progress()
+
+    def _take_cancel_requests(self) -> None:
+        """Cancel (and quarantine, as an on-call cancel does) this replica's runs that on-call asked another
+        replica to cancel; forget the requests about this replica's runs once done or ended."""
+        try:
+            for run_id, request in self.control.cancel_requests().items():
+                if request.replica != self.replica:
+                    continue
+                self.cancel(run_id, Outcome.CANCELLED, request.reason, quarantine=True)
+                self.control.drop_cancel_request(run_id)
+        except Exception:  # ZooKeeper unreachable: the requests wait for the next look
+            log.warning("could not read or drop the cancel requests of this replica", exc_info=True)
 
     def _log_progress(self) -> None:
         for run in self.running():

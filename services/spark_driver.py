@@ -18,11 +18,23 @@ id (`(run_id, *message)`) over the one pipe; the daemon answers the questions (`
 run_id, value)`), asks for a cancel (`("cancel", run_id)`: `cancelJobGroup`) and ends the
 driver (`("stop",)`). While a run's jobs run the driver reports its task counts (`"progress"`).
 
-Stopping a run (cancel, timeout, drain) cancels its job group; a run that has not ended
-`grace_s` later (Python work between jobs cannot be interrupted) is stopped by SIGKILL of
-the driver's process group, its JVM included: the other runs in it then fail with that
-reason (and are retried), and the next run starts a new driver. A driver that dies fails
-its runs with its exit reason, never leaves them stuck.
+Stopping a run (cancel, timeout, drain) cancels its job group and refuses its fence; a run
+that had passed its fence completes its instant all the same (nothing interrupts a completion)
+and reports what it did, not the stop. A run that has not ended `grace_s` later (Python work
+between jobs cannot be interrupted) is stopped by SIGKILL of the driver's process group, its
+JVM included: the other runs in it then fail with that reason (and are retried), and the
+next run starts a new driver. A driver that dies fails its runs with its exit reason, never
+leaves them stuck.
+
+Memory: while a run executes, the resident memory of the driver's process tree (the
+driver's Python, its JVM and what the JVM starts on this machine: a local master's
+executors and Spark's Python workers) is sampled every `MEMORY_POLL_S`; its peak is the
+run's `peak_rss_bytes`. Past the run's `max_memory_mb` the run is stopped as a cancel is
+(its job group cancelled, its fence refused, the driver killed if it has not ended
+`grace_s` later) and fails with "memory limit exceeded"; when the tree's memory has not
+come back under that bound once the run ended (a JVM keeps the heap it grew), the driver
+is killed too, and the next run starts a new one. The runs share the driver, so the bound
+is on the driver as a whole while the run executes, whichever of its runs used the memory.
 """
 
 from __future__ import annotations
@@ -46,8 +58,16 @@ from typing import Any
 from lakeward.core.engine.spark import SparkEngine, python_worker_conf
 from lakeward.services.attempt import AttemptHooks, AttemptResult, RunStopped
 from lakeward.services.logs import configure_logging, run_context
+from lakeward.services.model import Outcome
 from lakeward.services.settings import SparkSettings
-from lakeward.services.supervisor import CONTEXT, POLL_S, ChildFailed, Supervision, exit_reason
+from lakeward.services.supervisor import (
+    CONTEXT,
+    POLL_S,
+    ChildFailed,
+    Supervision,
+    exit_reason,
+    tree_resident_bytes,
+)
 from lakeward.services.worker import ParentLink, WorkerJob, run_attempt
 
 log = logging.getLogger(__name__)
@@ -58,6 +78,8 @@ PROGRESS_S = 1.0
 LAST_MESSAGES = frozenset({"result", "stopped", "failed", "version_changed"})
 #: What the driver process is called in reasons.
 DRIVER = "the Spark driver process"
+#: How often a run samples the resident memory of the driver's process tree.
+MEMORY_POLL_S = 0.5
 
 
 def build_spark_session(spark: SparkSettings, scratch: Path | None = None) -> Any:
@@ -125,6 +147,39 @@ def job_group_progress(spark: Any, group: str) -> str | None:
     except Exception:  # the tracker is best effort
         return None
     return f"running: {done}/{total} Spark tasks done" if total else None
+
+
+class DriverMemory:
+    """The resident memory of the driver's process tree while one run executes (module doc): its peak,
+    and whether it went past the run's bound."""
+
+    def __init__(self, proc: BaseProcess, max_memory_mb: int | None):
+        assert proc.pid is not None
+        self.proc = proc
+        self.limit = None if max_memory_mb is None else max_memory_mb * 2**20
+        self.peak = 0
+        self._next_sample = 0.0
+
+    def sample(self) -> int:
+        """The tree's resident memory now, in bytes."""
+        assert self.proc.pid is not None
+        rss = tree_resident_bytes(self.proc.pid)
+        self.peak = max(self.peak, rss)
+        return rss
+
+    def exceeded(self) -> str | None:
+        """Why the run must stop, when a sample (every `MEMORY_POLL_S`) finds the tree past the bound."""
+        now = time.monotonic()
+        if now < self._next_sample:
+            return None
+        self._next_sample = now + MEMORY_POLL_S
+        rss = self.sample()
+        if self.limit is None or rss <= self.limit:
+            return None
+        return (
+            f"memory limit exceeded: {rss / 2**20:.0f} MiB resident in {DRIVER} and its children "
+            f"> max_memory_mb {self.limit // 2**20}"
+        )
 
 
 # -- the driver process ---------------------------------------------------------------------------
@@ -362,10 +417,15 @@ class SparkDriver:
         description: str,
         stopped: Callable[[], RunStopped | None],
         grace_s: float,
+        max_memory_mb: int | None = None,
         on_start: Callable[[int], None] = lambda pid: None,
         on_memory: Callable[[int], None] = lambda peak: None,
     ) -> AttemptResult:
-        """Run one attempt in the driver and follow it to its end, as `supervisor.run_in_child` does a child's."""
+        """Run one attempt in the driver and follow it to its end, as `supervisor.run_in_child` does a child's.
+
+        `max_memory_mb` bounds the driver process tree's resident memory while the run executes
+        (module doc); `on_memory` sees the tree's peak so far.
+        """
         inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         with self._lock:
             proc = self._ensure_started()
@@ -373,15 +433,21 @@ class SparkDriver:
         assert proc.pid is not None
         on_start(proc.pid)
         watch = Supervision(proc, _Answers(self, job.run_id), hooks, None)
+        memory = DriverMemory(proc, max_memory_mb)
         try:
             self._send(("run", job, pool, description))
             while True:
                 stop = stopped()
                 if stop is not None:
-                    self._stop_run(job.run_id, inbox, watch, grace_s)
+                    completed = self._stop_run(job.run_id, inbox, watch, grace_s)
+                    if completed is not None:  # it passed its fence before the stop: the instant is completed
+                        log.warning("run %s completed its instant before its stop (%s) took effect", job.run_id, stop)
+                        return completed
                     raise stop
-                watch.check_memory()
-                on_memory(watch.peak_rss_bytes)
+                exceeded = memory.exceeded()
+                on_memory(memory.peak)
+                if exceeded is not None:
+                    return self._stop_over_memory(job.run_id, inbox, watch, grace_s, memory, exceeded)
                 try:
                     message = inbox.get(timeout=POLL_S)
                 except queue.Empty:
@@ -392,37 +458,83 @@ class SparkDriver:
                 if result is not None:
                     return result
         finally:
-            on_memory(watch.peak_rss_bytes)
+            on_memory(memory.peak)
             with self._lock:
                 self._inboxes.pop(job.run_id, None)
             self._progress.pop(job.run_id, None)
 
-    def _stop_run(self, run_id: str, inbox: queue.Queue[tuple[Any, ...]], watch: Supervision, grace_s: float) -> None:
-        """Cancel the run's Spark jobs and wait `grace_s` for it to end; past that, kill the driver."""
+    def _stop_run(
+        self,
+        run_id: str,
+        inbox: queue.Queue[tuple[Any, ...]],
+        watch: Supervision,
+        grace_s: float,
+        refusal: RunStopped | None = None,
+    ) -> AttemptResult | None:
+        """Cancel the run's Spark jobs and wait `grace_s` for it to end; past that, kill the driver.
+
+        Its fence is answered with the run's stop, or with `refusal` when the runner did not stop it.
+        The attempt's result when the run completed its instant all the same (it had passed its fence
+        before the stop: the completion is not interrupted), else None.
+        """
         try:
             self._send(("cancel", run_id))
         except ChildFailed:
-            return
+            return None
         deadline = time.monotonic() + grace_s
         while (left := deadline - time.monotonic()) > 0:
             try:
                 message = inbox.get(timeout=left)
             except queue.Empty:
                 break
+            if message[0] == "result":
+                result: AttemptResult = message[1]
+                return result
             if message[0] == "died" or message[0] in LAST_MESSAGES:
-                return
+                return None
             try:
-                watch.answer(message)  # a fence is answered with the run's stop
+                if refusal is not None and message[0] == "fence":
+                    watch.conn.send(refusal)
+                else:
+                    watch.answer(message)  # a fence is answered with the run's stop
             except Exception:
-                return
+                return None
         self.kill(f"run {run_id} did not stop within {grace_s:g}s of its cancel")
+        return None
 
-    def kill(self, reason: str) -> None:
+    def _stop_over_memory(
+        self,
+        run_id: str,
+        inbox: queue.Queue[tuple[Any, ...]],
+        watch: Supervision,
+        grace_s: float,
+        memory: DriverMemory,
+        reason: str,
+    ) -> AttemptResult:
+        """Stop a run past its memory bound as a cancel does (its instant is not completed); kill the
+        driver when its memory has not come back under the bound once the run ended (module doc).
+        Raises ChildFailed with `reason`; the attempt's result when it completed its instant all the same."""
+        log.warning("stopping run %s: %s", run_id, reason)
+        completed = self._stop_run(run_id, inbox, watch, grace_s, RunStopped(Outcome.FAILED, reason))
+        left = memory.sample()
+        if memory.limit is not None and left > memory.limit:
+            mib = memory.limit // 2**20
+            self.kill(
+                f"its memory ({left / 2**20:.0f} MiB) did not come back under max_memory_mb {mib} "
+                f"after run {run_id} went past it",
+                only=memory.proc,
+            )
+        if completed is not None:
+            log.warning("run %s completed its instant before its stop took effect", run_id)
+            return completed
+        raise ChildFailed(reason)
+
+    def kill(self, reason: str, only: BaseProcess | None = None) -> None:
         """SIGKILL the driver's process group (its JVM too); its runs fail with `reason`, the next run starts
-        a new driver."""
+        a new driver. `only`: kill the driver only if it is still this process."""
         with self._lock:
             proc = self._proc
-        if proc is None or proc.pid is None:
+        if proc is None or proc.pid is None or (only is not None and proc is not only):
             return
         log.warning("killing %s %s: %s", DRIVER, proc.pid, reason)
         with self._lock:
@@ -466,6 +578,7 @@ def _kill_group(proc: BaseProcess) -> None:
 
 __all__ = [
     "DRIVER",
+    "DriverMemory",
     "EngineFactory",
     "SparkDriver",
     "SparkJobGroup",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: How often the supervisor looks at the child's memory and the run's stop flag.
 POLL_S = 0.1
+#: Fields of `/proc/<pid>/stat` after the command name: the parent pid and the resident pages.
+STAT_PPID, STAT_RSS = 1, 21
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(["lakeward.services.worker"])
@@ -71,6 +75,37 @@ def resident_bytes(pid: int) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         return 0, 0
     return found["VmRSS:"], found["VmHWM:"]
+
+
+def tree_resident_bytes(root: int) -> int:
+    """Resident memory of process `root` and every process descended from it, together, in bytes (0 once
+    `root` is gone).
+
+    Read from `/proc/<pid>/stat` (parent pid and resident pages): one file per process of the
+    machine, so callers sample it at a coarser pace than one process's status. Descendants, not a
+    process group: PySpark's worker daemon makes a group of its own. Pages shared between the
+    processes (libraries, copy-on-write) count once per process.
+    """
+    children: dict[int, list[int]] = {}
+    resident: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()  # after "pid (comm)": state ppid pgrp ...
+        except OSError:
+            continue  # ended meanwhile
+        if len(fields) > STAT_RSS:
+            pid = int(entry.name)
+            resident[pid] = int(fields[STAT_RSS]) * PAGE_BYTES
+            children.setdefault(int(fields[STAT_PPID]), []).append(pid)
+    total, todo = 0, [root] if root in resident else []
+    while todo:
+        pid = todo.pop()
+        total += resident.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total
 
 
 def stop_process(proc: BaseProcess, grace_s: float) -> None:
@@ -253,5 +288,6 @@ __all__ = [
     "resident_bytes",
     "run_in_child",
     "stop_process",
+    "tree_resident_bytes",
     "unreaped_children",
 ]

@@ -5,7 +5,8 @@ PUT, PATCH, DELETE) -- trigger, pause, resume, cancel, release and whatever muta
 is added later, refused ones included -- with the time, the replica that answered, the
 name of the bearer token (`http.api_tokens`; never the token itself), the route and its
 target (a table, a run id, a work item), the request body (shortened) and the status code.
-`GET /api/v1/audit` and `lakeward audit` read it back.
+The entry is written before the answer goes out: a call its client saw answered is in the
+log. `GET /api/v1/audit` and `lakeward audit` read it back.
 
 The middleware is plain ASGI: a read passes straight through to the app. (Starlette's
 `@app.middleware("http")` wrapped every request, reads included, in a task, memory streams
@@ -78,7 +79,7 @@ class AuditMiddleware:
             return
         body = await _read_body(receive)
         replayed = False
-        status = 500  # the app raised before answering
+        recorded = False
 
         async def replay() -> Message:
             nonlocal replayed
@@ -88,15 +89,18 @@ class AuditMiddleware:
             return {"type": "http.request", "body": body, "more_body": False}
 
         async def send_status(message: Message) -> None:
-            nonlocal status
+            nonlocal recorded
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                # before the answer: a call the client saw answered is in the log (and readable at once)
+                recorded = True
+                await self._record(scope, body, int(message["status"]))
             await send(message)
 
         try:
             await self.app(scope, replay, send_status)
         finally:
-            await self._record(scope, body, status)
+            if not recorded:  # the app raised before answering
+                await self._record(scope, body, 500)
 
     async def _record(self, scope: Scope, body: bytes, status: int) -> None:
         route = scope.get("route")  # set by the router on this same scope

@@ -206,6 +206,8 @@ class PauseResult(BaseModel):
 class CancelResult(BaseModel):
     run_id: str
     cancelling: bool
+    #: The replica that runs the run and stops it.
+    replica: str | None = None
 
 
 class ReleaseResult(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lakeward.services.model import TableRef
+from lakeward.services.model import ServiceAction, TableRef
 from lakeward.services.settings.base import ENV_PREFIX
 from lakeward.services.settings.concurrency import ConcurrencySettings
 from lakeward.services.settings.example import EXAMPLE_YAML
@@ -78,6 +78,23 @@ class DaemonSettings(BaseSettings):
         for where, limit in limits:
             if limit is not None and limit > most:
                 raise ValueError(f"{where}.max_concurrent_runs: must be <= concurrency.max_running ({most})")
+        return self
+
+    @model_validator(mode="after")
+    def _memory_bounds_above_the_spark_driver(self) -> DaemonSettings:
+        # On the Spark engine a run's bound holds for the driver's process group, whose JVM heap alone may
+        # grow to spark.driver.memory: a bound not above it would fail that action's runs once the heap grew.
+        if self.spark.engine != "spark" or self.resources.isolation != "process":
+            return self
+        heap = self.spark.driver_memory_mib()
+        for action in ServiceAction:
+            bound = self.resources.max_memory_mb.for_action(action)
+            if bound is not None and bound <= heap:
+                raise ValueError(
+                    f"resources.max_memory_mb.{action.value}: {bound} MiB is not above spark.driver.memory "
+                    f"({heap} MiB); on the Spark engine it bounds the Spark driver's processes, the JVM's heap "
+                    "included: raise it (or null: unbounded)"
+                )
         return self
 
     @model_validator(mode="after")

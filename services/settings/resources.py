@@ -11,11 +11,14 @@ from lakeward.services.settings.base import Section
 
 
 class ActionMemory(Section):
-    """Largest resident memory (MiB) of one run of each action; a run that grows past it is killed.
+    """Largest resident memory (MiB) of one run of each action; a run that grows past it is stopped and fails.
 
-    Enforced on the local engine, where each run is a child process (``isolation: process``);
-    ``null`` leaves an action unbounded. Under the Spark engine the runs share the Spark driver
-    process: ``spark.driver.memory`` and the executors' own memory settings apply instead.
+    With ``isolation: process``: on the local engine the bound is on the run's child process (killed
+    past it); on the Spark engine on the Spark driver's process tree while the run executes (its
+    Python, its JVM and, with a local master, the executors and Spark's Python workers; executors on
+    a cluster are bounded by Spark's own memory settings): the run's Spark jobs are cancelled, and the
+    driver is restarted when its memory does not come back under the bound. ``null`` leaves an
+    action unbounded.
     """
 
     rollback: int | None = Field(default=2048, gt=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -51,3 +52,19 @@ class SparkSettings(Section):
 
     def pool_for(self, action: ServiceAction) -> str:
         return action.value if action.value in self.pools else self.pools[0]
+
+    def driver_memory_mib(self) -> int:
+        """`spark.driver.memory` in MiB (Spark's default, 1g, when not set): the most the driver's JVM heap
+        may grow to."""
+        value = self.conf.get(DRIVER_MEMORY, "1g")
+        found = _JVM_SIZE.fullmatch(value.strip().lower())
+        if found is None:
+            raise ValueError(f"conf.{DRIVER_MEMORY}: {value!r} is not a size such as 512m or 4g")
+        number, unit = int(found.group(1)), found.group(2) or "m"  # a bare number is MiB, as for Spark
+        return number * _BYTES_PER_UNIT[unit[0]] // 2**20
+
+
+DRIVER_MEMORY = "spark.driver.memory"
+#: A JVM memory size as Spark reads it: a number and an optional unit (b, k, m, g, t; kb, mb... too).
+_JVM_SIZE = re.compile(r"(\d+)\s*([bkmgt]b?)?")
+_BYTES_PER_UNIT = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

@@ -15,20 +15,29 @@ writers stop, the survivors drain the backlog, and then the test checks:
   exactly one run that succeeded, across all replicas; no run failed;
 - no two replicas held the claim of the same key at the same time (claim logs);
 - `lakeward_runs_total` of each survivor equals its list of runs;
-- every survivor's `GET /api/v1/runs` lists every run of the deployment (the killed replica's
-  unfinished ones as `lost`), and each survivor's audit log holds the mutating calls made
-  through any replica, with the token's name;
+- every survivor's `GET /api/v1/runs` lists every run of the deployment, each with the replica
+  that ran it and its outcome (the killed replica's unfinished ones as `lost`);
 - every table's timeline has no duplicate completed instant and nothing pending (no plan,
   no write) and the survivors' `GET /api/v1/plans` is empty;
 - every table reads to the same rows with hudi-rs and lakeward, and those are the rows the
   writers' deterministic batches imply;
-- the survivors exit 0 on SIGTERM.
+- on-call through the real CLI (issue 20): `lakeward trigger --mode run --instant I --wait`
+  through one survivor follows the run another survivor executes and exits with its outcome;
+  a cancel through one survivor stops the run another executes and quarantines its plan, a
+  release and a resume let it complete; each survivor's audit
+  log holds every mutating call (trigger, pause, resume, cancel, release) made through any
+  replica, with the token's name;
+- the survivors exit 0 on SIGTERM, and replicas started again in their place list the same
+  runs (same replica, same outcome) and the same audit log: the history outlives them all.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -40,12 +49,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kazoo.client import KazooClient
+from typer.testing import CliRunner, Result
 
+from lakeward.core.locks import lock_provider_for
 from lakeward.core.table import Table
 from lakeward.core.table_services.compaction.execute import COMPACT
 from lakeward.core.timeline import Instant, Timeline
 from lakeward.core.timeline.archived import read_archived_entries
 from lakeward.core.timeline.transitions import read_commit_metadata
+from lakeward.services.cli import app as cli_app
 from lakeward.services.client import DaemonAPIError
 from lakeward.services.daemon import table_lock_options
 from lakeward.services.settings import load_settings
@@ -55,17 +68,21 @@ from tests.support import waiting
 from tests.support.daemon_process import DaemonProcess, runs_total
 from tests.support.zookeeper import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.spark, pytest.mark.timeout(900)]
 
 N_TABLES = 20
 N_WRITERS = 4
 REPLICAS = ("d1", "d2", "d3")
 TOKEN = "e2e-token"
+#: The name the replicas know the token by: what the audit log records (never the token).
+TOKEN_NAME = "e2e-oncall"
 MAX_DELTA_COMMITS = 3
 SESSION_TIMEOUT_S = 4.0
 WRITER_SCRIPT = Path(__file__).with_name("writer.py")
 PLANNED = ("compaction", "clean")
 BAD_OUTCOMES = ("failed", "timed_out", "cancelled", "claim_lost")
+#: How long a change of the shared state (history, quarantine) may take to show on another replica.
+VIEW_S = 10.0
 #: Table i is created with table version TABLE_VERSIONS[i % 3].
 TABLE_VERSIONS = (6, 8, 9)
 
@@ -96,7 +113,10 @@ def daemon_config(table_paths: list[str], zk_hosts: str, chroot: str, port: int)
                 "spark.driver.memory": "512m",
             },
         },
-        "http": {"host": "127.0.0.1", "port": port, "api_tokens": [TOKEN]},
+        "http": {"host": "127.0.0.1", "port": port, "api_tokens": [{"name": TOKEN_NAME, "token": TOKEN}]},
+        # a cancelled Spark run that waited for the table lock finishes its Spark work before its fence
+        # refuses it: time enough for that, the driver is not killed (the on-call part)
+        "resources": {"terminate_grace_s": 20},
         "log": {"format": "json"},
         "drain_time_s": 10,
     }
@@ -261,6 +281,55 @@ def claim_overlaps(claims: dict[str, list[dict[str, Any]]], ends: dict[str, floa
 
 def data_rows(table: pa.Table) -> list[dict[str, Any]]:
     return sorted(table.select(["id", "part", "amount", "ts"]).to_pylist(), key=lambda r: r["id"])
+
+
+# -- on-call --------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def table_lock_held(path: str, lock_options: dict[str, str]) -> Iterator[None]:
+    """The table's ZooKeeper lock, held by the test: a run of the table waits for it where it schedules
+    or completes a plan, so an on-call call surely acts on a run that is still running."""
+    lock = lock_provider_for(path, Table.open(path).name, lock_options)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+        lock.close()
+
+
+def lakeward(replica: DaemonProcess, *args: str) -> Result:
+    """`lakeward <args>` (the real CLI, in this process) against one replica's API, with the token."""
+    return CliRunner().invoke(cli_app, [*args, "--url", replica.url, "--token", TOKEN])
+
+
+def lakeward_process(replica: DaemonProcess, *args: str) -> subprocess.Popen[str]:
+    """`lakeward <args>` against one replica's API as a process of its own (what on-call runs)."""
+    command = [sys.executable, "-m", "lakeward.services.cli", *args, "--url", replica.url, "--token", TOKEN]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out = subprocess.PIPE
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def zookeeper_nodes(hosts: str, path: str) -> list[str]:
+    """The children of a znode ([] when it does not exist), read through a client of the test's own."""
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=30)
+    try:
+        return list(zk.get_children(path)) if zk.exists(path) else []
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def history_of(replica: DaemonProcess) -> dict[str, tuple[str, str, str | None]]:
+    """Every run a replica lists for the deployment: run id -> (replica that ran it, state, outcome)."""
+    return {r["run_id"]: (r["replica"], r["state"], r["outcome"]) for r in replica.client.runs("all", limit=1000)}
+
+
+def audit_of(replica: DaemonProcess) -> list[tuple[Any, ...]]:
+    """The deployment's audit log as a replica answers it, newest first: (token name, route, target,
+    status, replica that answered)."""
+    return [(e["token"], e["route"], e["target"], e["status"], e["replica"]) for e in replica.client.audit(1000)]
 
 
 # -- the test ------------------------------------------------------------------------------------
@@ -531,6 +600,14 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
     for replica in survivors:
         listed_here = {r["run_id"]: r for r in replica.client.runs(state="all", limit=1000)}
         assert every_run <= set(listed_here), f"{replica.name} misses runs: {sorted(every_run - set(listed_here))}"
+        wrong = [
+            (r["run_id"], r["replica"], r["outcome"], listed_here[r["run_id"]]["replica"])
+            for r in runs
+            if r["state"] == "finished"
+            and (listed_here[r["run_id"]]["replica"], listed_here[r["run_id"]]["outcome"])
+            != (r["replica"], r["outcome"])
+        ]
+        assert wrong == [], f"{replica.name} shows runs with another replica or outcome than their own: {wrong}"
         killed_running = [r for r in listed_here.values() if r["replica"] == killed.name and r["state"] != "finished"]
         assert all(r["state"] == "lost" for r in killed_running), killed_running  # never running forever
 
@@ -541,12 +618,144 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
     for replica in survivors:
         audited = [(e["token"], e["route"], e["target"], e["status"]) for e in replica.client.audit()]
         assert audited[:2] == [
-            ("token-1", "/api/v1/tables/{name}/resume", names[paths[0]], 200),
-            ("token-1", "/api/v1/tables/{name}/pause", names[paths[0]], 200),
+            (TOKEN_NAME, "/api/v1/tables/{name}/resume", names[paths[0]], 200),
+            (TOKEN_NAME, "/api/v1/tables/{name}/pause", names[paths[0]], 200),
         ], audited
 
-    # -- graceful stop ------------------------------------------------------------------------------
+    # -- on-call through the real CLI: `trigger --wait` through one replica follows another's run ---
+    # `there` runs the plan, `here` is the replica the on-call engineer's CLI reaches.
+    there, here = survivors[0], survivors[-1]
+    on_call_began = time.monotonic()
+    on_call = paths[1]  # table 1
+    table_name = names[on_call]
+    assert lakeward(here, "pause", table_name, "--reason", "e2e on-call").exit_code == 0  # no scheduled runs
+    # Two more rounds of the table's writer, each giving a plan to compact log files (its last compaction
+    # may have compacted them all).
+    writer_round = len(rounds[1])
+    writer_round += 1
+    Table.open(on_call, options=lock_options).upsert(workload.batch(1, writer_round))
+    instant = Table.open(on_call, options=lock_options).schedule_compaction(force=True)
+    assert instant is not None
+    plan_key = f"{table_name}/compaction/{instant}"
+    with table_lock_held(on_call, lock_options):  # `there`'s run waits for the lock to complete the plan
+        run_id = there.client.trigger(table_name, "compaction", "run", instant)["run_id"]
+        wait_until(
+            lambda: run_id in {r["run_id"] for r in _running(here)}, 30, f"{here.name} to list {run_id}", cluster
+        )
+        waiter = lakeward_process(
+            here, "trigger", "compaction", table_name, "--mode", "run", "--instant", instant, "--wait"
+        )
+
+        def refused_and_following() -> bool:  # the CLI's trigger met the claim of `there`'s run
+            return any(e[1].endswith("/trigger") and e[3] == 409 and e[4] == here.name for e in audit_of(there)[:5])
+
+        wait_until(refused_and_following, 60, f"the CLI's trigger through {here.name} to be refused", cluster)
+        assert waiter.stdout is not None
+        following = waiter.stdout.readline()  # printed once it found the run that holds the plan
+        assert f"already running: following run {run_id} on {there.name}" in following, following
+    output = following + waiter.communicate(timeout=180)[0]
+    assert waiter.returncode == 0, output
+    assert f"{plan_key}: succeeded (run {run_id} on {there.name})" in output, output
+    assert instant in completed_services(on_call)["compaction"]
+
+    # -- cancel, release, resume: the cancelled plan is quarantined until released, then completes ---
+    writer_round += 1
+    Table.open(on_call, options=lock_options).upsert(workload.batch(1, writer_round))
+    with table_lock_held(on_call, lock_options):  # the run waits for the lock to write its plan
+        started = lakeward(there, "trigger", "compaction", table_name)
+        assert started.exit_code == 0, started.output
+        found = re.search(r"started run (\S+):", started.output)
+        assert found is not None, started.output
+        cancelled_id = found.group(1)
+        wait_until(lambda: cancelled_id in {r["run_id"] for r in _running(here)}, 30, "the run to show", cluster)
+        cancel = lakeward(here, "cancel", cancelled_id)  # through another replica than the run's
+        assert cancel.exit_code == 0 and f"cancelling run {cancelled_id} on {there.name}" in cancel.output, (
+            cancel.output
+        )
+        # `there` takes the request `here` wrote (and removes it) before its run may go on
+        wait_until(
+            lambda: not zookeeper_nodes(zookeeper_server.hosts, f"{chroot}/cancels"),
+            30,
+            f"{there.name} to take the cancel request",
+            cluster,
+            0.5,
+        )
+    # The lock is free: the run writes its plan, its fence refuses it (its replica took the cancel request
+    # `here` wrote), it ends cancelled, its plan quarantined.
+    cancelled = wait_until(
+        lambda: (r := there.client.run(cancelled_id))["state"] == "finished" and r, 120, "the cancel", cluster
+    )
+    assert (cancelled["replica"], cancelled["outcome"]) == (there.name, "cancelled"), cancelled
+    assert f"through {here.name}" in cancelled["error"], cancelled
+    cancelled_key = cancelled["key"]
+    assert cancelled["instant"] and cancelled_key == f"{table_name}/compaction/{cancelled['instant']}"
+    assert cancelled["instant"] not in completed_services(on_call)["compaction"]
+    quarantined = wait_until(
+        lambda: [q["key"] for q in here.client.quarantine() if q["key"].startswith(table_name + "/")],
+        VIEW_S,
+        "the quarantine to show on another replica",
+        cluster,
+    )
+    assert quarantined == [cancelled_key]
+    assert lakeward(here, "release", cancelled_key).exit_code == 0
+    assert lakeward(here, "resume", table_name).exit_code == 0
+    wait_until(
+        lambda: (
+            cancelled["instant"] in completed_services(on_call)["compaction"]
+            and not Table.open(on_call).timeline().pending()
+        ),
+        180,
+        f"the released plan {cancelled_key} to complete",
+        cluster,
+        0.5,
+    )
+
+    # -- audit: every one of those calls, in order, with the token's name, on every replica ----------
+    expected_calls = [
+        (TOKEN_NAME, "/api/v1/tables/{name}/pause", table_name, 200, here.name),
+        (TOKEN_NAME, "/api/v1/tables/{name}/trigger", table_name, 202, there.name),
+        (TOKEN_NAME, "/api/v1/tables/{name}/trigger", table_name, 409, here.name),
+        (TOKEN_NAME, "/api/v1/tables/{name}/trigger", table_name, 202, there.name),
+        (TOKEN_NAME, "/api/v1/runs/{run_id}/cancel", cancelled_id, 200, here.name),
+        (TOKEN_NAME, "/api/v1/quarantine/release", cancelled_key, 200, here.name),
+        (TOKEN_NAME, "/api/v1/tables/{name}/resume", table_name, 200, here.name),
+    ]
     for replica in survivors:
+        assert audit_of(replica)[:7] == expected_calls[::-1], f"{replica.name}: {audit_of(replica)[:9]}"
+
+    # -- graceful stop ------------------------------------------------------------------------------
+    history = {k: v for k, v in history_of(here).items() if v[1] != "running"}  # those change no more
+    audited_calls = audit_of(here)
+    assert history[run_id] == (there.name, "finished", "succeeded")
+    assert every_run <= set(history)
+    for replica in survivors:
+        assert replica.terminate(timeout_s=60) == 0, f"{replica.name} did not exit 0:\n{replica.tail()}"
+
+    # -- the history outlives every replica: started again, they list the same runs and audit log ----
+    # The history is the deployment's (ZooKeeper), not the engine's: the replicas come back on the local
+    # engine, so that the check does not wait for their Spark drivers' JVMs.
+    restarted = [
+        DaemonProcess(
+            r.name,
+            {**r.config, "spark": {"engine": "local"}, "http": {**r.config["http"], "port": free_port()}},
+            tmp_path,
+            TOKEN,
+        )
+        for r in survivors
+    ]
+    cluster.replicas.extend(restarted)
+    for replica in restarted:
+        replica.start()
+    for replica in restarted:
+        replica.wait_ready(time.monotonic() + 120)
+    for replica in restarted:
+        again = history_of(replica)
+        lost = {k: (v, again.get(k)) for k, v in history.items() if again.get(k) != v}
+        assert lost == {}, f"{replica.name}: runs changed or gone after the restart: {lost}"
+        assert audit_of(replica)[: len(audited_calls)] == audited_calls, f"{replica.name}: the audit log changed"
+    runs_cli = lakeward(restarted[0], "runs", "--limit", "1000")
+    assert runs_cli.exit_code == 0 and run_id in runs_cli.output and there.name in runs_cli.output, runs_cli.output
+    for replica in restarted:
         assert replica.terminate(timeout_s=60) == 0, f"{replica.name} did not exit 0:\n{replica.tail()}"
 
     elapsed = time.monotonic() - began
@@ -554,7 +763,7 @@ def test_three_replicas_twenty_tables_exactly_once_and_sigkill_in_a_compaction(
         f"\ne2e: daemons ready after {started_daemons:.0f}s; {n_compactions} compactions, {n_cleans} cleans, "
         f"{len(runs)} runs, {claimed_total} claims; {key} killed on {killed.name} and completed by a survivor "
         f"{recovered_after_s:.1f}s later; late kills: {late_kills}; observer errors: {len(observer.errors)}; "
-        f"total {elapsed:.0f}s"
+        f"on-call and restart {time.monotonic() - on_call_began:.0f}s; total {elapsed:.0f}s"
     )
 
 

@@ -24,6 +24,7 @@ from lakeward.services.api.audit import AuditMiddleware
 from lakeward.services.api.server import ApiServer
 from lakeward.services.cli import _pause_cell
 from lakeward.services.cli import app as cli_app
+from lakeward.services.client import DaemonClient
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import load_settings
 
@@ -361,3 +362,24 @@ def test_reads_pass_no_http_middleware_of_starlette(daemon):
     app = create_app(daemon)
     assert [m.cls for m in app.user_middleware if m.cls is BaseHTTPMiddleware] == []
     assert AuditMiddleware in [m.cls for m in app.user_middleware]
+
+
+def test_a_mutating_call_is_in_the_audit_log_before_it_is_answered(daemon, monkeypatch):
+    """An answered call is audited: its entry is written before the answer goes out (written after it, a
+    read right after the answer missed it, and a replica dying right after answering lost it)."""
+    write = daemon.history.record_call
+
+    def slow_write(entry: dict[str, Any]) -> None:  # a ZooKeeper slow to take the write
+        time.sleep(1.0)
+        write(entry)
+
+    monkeypatch.setattr(daemon.history, "record_call", slow_write)
+    server = ApiServer(daemon, port=0)
+    server.start()
+    try:
+        with DaemonClient(f"http://127.0.0.1:{server.port}", TOKEN) as api:
+            api.pause("orders", "audited first")
+            audited = [(e["route"], e["target"], e["status"]) for e in api.audit(5)]
+    finally:
+        server.stop()
+    assert audited[:1] == [("/api/v1/tables/{name}/pause", "orders", 200)], audited

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,10 +23,11 @@ from lakeward import Table
 from lakeward.services.model import Outcome, ServiceAction
 from lakeward.services.runner import Runner, RunRecord
 from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings
-from lakeward.services.supervisor import exit_reason
+from lakeward.services.supervisor import exit_reason, resident_bytes, tree_resident_bytes
 from tests.services import test_runner
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, sample, states
 from tests.support.gated_engine import FileGatedEngine
+from tests.support.waiting import wait_until
 
 in_process = test_runner.in_process  # the fixture
 
@@ -161,3 +164,24 @@ def test_thread_isolation_runs_in_the_daemon_process(tmp_path, in_process):
 )
 def test_exit_reasons_name_the_signal_or_code(exitcode, words):
     assert words in exit_reason(exitcode)
+
+
+def test_tree_resident_bytes_counts_descendants_in_groups_of_their_own(tmp_path):
+    """The Spark driver's memory is its process tree's: PySpark's worker daemon (a grandchild of the
+    driver) makes a process group of its own, and its memory still counts."""
+    ready = tmp_path / "ready"
+    grandchild = (
+        "import os, pathlib, time; os.setpgid(0, 0); held = bytearray(b'x' * (96 * 2**20)); "
+        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid())); time.sleep(60)"
+    )
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", child])
+    try:
+        wait_until(lambda: ready.exists() and ready.read_text(), 30, "the grandchild to hold its memory")
+        assert tree_resident_bytes(proc.pid) > 96 * 2**20
+        assert resident_bytes(proc.pid)[0] < 96 * 2**20  # not the child's own
+        assert tree_resident_bytes(2**22 + 7) == 0  # no such process
+    finally:
+        if ready.exists() and ready.read_text():
+            os.kill(int(ready.read_text()), signal.SIGKILL)
+        proc.wait(30)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lakeward.services.model import ServiceAction, TableRef
-from lakeward.services.settings import ConfigurationError, DaemonSettings, load_settings
+from lakeward.services.settings import ConfigurationError, DaemonSettings, SparkSettings, load_settings
 
 DAEMON_DOC = Path(__file__).resolve().parents[2] / "docs" / "daemon.md"
 
@@ -198,6 +198,12 @@ def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
         ({"http": {"protect_reads": True}}, {}, "http.protect_reads: needs at least one entry in api_tokens"),
         ({"http": {"api_tokens": [""]}}, {}, "http.api_tokens[0]: a token must be non-empty"),
         ({"spark": {"conf": {"spark.x": [1]}}}, {}, "spark.conf.spark.x: must be a valid string"),
+        (
+            {"spark": {"conf": {"spark.driver.memory": "4g"}}},
+            {},
+            "resources.max_memory_mb.rollback: 2048 MiB is not above spark.driver.memory (4096 MiB)",
+        ),
+        ({"spark": {"conf": {"spark.driver.memory": "lots"}}}, {}, "conf.spark.driver.memory: 'lots' is not a size"),
         ({}, {"LAKEWARD_TABLES__STATIC": "not json"}, "tables: cannot parse a LAKEWARD_* environment value as JSON"),
     ],
 )
@@ -339,6 +345,28 @@ def test_history_retention_settings(tmp_path: Path) -> None:
     assert (s.history.runs_max_count, s.history.audit_max_age_s, s.history.runs_max_age_s) == (10, 60, 7 * 86400)
     with pytest.raises(ConfigurationError, match=r"history.record_max_bytes: must be >= 512"):
         load_settings(write(tmp_path, {"history": {"record_max_bytes": 10}}), env={})
+
+
+def test_spark_run_memory_bounds_must_be_above_the_drivers_heap(tmp_path: Path) -> None:
+    """On the Spark engine a run's bound holds for the driver's processes, its JVM heap included."""
+    bounds = {a.value: 5000 for a in ServiceAction}
+    big_driver = {"spark": {"conf": {"spark.driver.memory": "4096m"}}, "resources": {"max_memory_mb": bounds}}
+    assert load_settings(write(tmp_path, big_driver), env={}).spark.driver_memory_mib() == 4096
+    bounds["clean"] = 4096
+    with pytest.raises(ConfigurationError, match=r"resources.max_memory_mb.clean: 4096 MiB is not above"):
+        load_settings(write(tmp_path, big_driver), env={})
+    bounds["clean"] = None  # unbounded
+    load_settings(write(tmp_path, big_driver), env={})
+    # the local engine, or runs in the daemon's threads: no driver process to bound
+    for other in ({"engine": "local"}, {"engine": "spark"}):
+        small = {"spark": {**other, "conf": {"spark.driver.memory": "8g"}}, "resources": {"isolation": "thread"}}
+        load_settings(write(tmp_path, small), env={})
+    local = {"spark": {"engine": "local", "conf": {"spark.driver.memory": "8g"}}}
+    load_settings(write(tmp_path, local), env={})
+    sizes = {"512": 512, "1g": 1024, "2G": 2048, "1048576k": 1024, "1gb": 1024, "1073741824b": 1024}
+    for text, mib in sizes.items():
+        assert SparkSettings(conf={"spark.driver.memory": text}).driver_memory_mib() == mib, text
+    assert SparkSettings().driver_memory_mib() == 1024  # Spark's default
 
 
 def test_resources_are_per_action_and_null_means_unbounded(tmp_path: Path) -> None:

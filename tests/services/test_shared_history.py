@@ -188,6 +188,33 @@ def test_any_replica_lists_follows_and_audits_the_runs_of_the_deployment(deploym
     assert run_id in runs.output and first_a in runs.output
 
 
+def test_a_cancel_through_another_replica_stops_the_run_where_it_runs(deployment):
+    """Behind a Service the cancel reaches any replica: the one running the run stops it (about a second
+    later, through the shared control store), quarantines its plan, and the request is gone."""
+    a, b = deployment()
+    api_b = TestClient(create_app(b))
+    assert a.runner is not None
+    gated = GatedEngine()
+    a.runner.engine = gated
+    run = a.trigger("orders", ServiceAction.COMPACTION).run
+    assert run is not None and gated.arrived.wait(30)
+    try:
+        wait_for(lambda: api_b.get(f"/api/v1/runs/{run.run_id}").json()["state"] == "running", VIEW_BOUND_S)
+        answer = api_b.post(f"/api/v1/runs/{run.run_id}/cancel", headers=ONCALL)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"run_id": run.run_id, "cancelling": True, "replica": a.replica_id}
+        wait_for(lambda: run.stop is not None, VIEW_BOUND_S)  # A took the request
+    finally:
+        gated.gate.set()
+    done = wait_for(lambda: (r := api_b.get(f"/api/v1/runs/{run.run_id}").json())["state"] == "finished" and r)
+    assert (done["replica"], done["outcome"]) == (a.replica_id, "cancelled"), done
+    assert f"through {b.replica_id}" in done["error"]
+    assert [q["key"] for q in api_b.get("/api/v1/quarantine").json()] == [run.key]
+    wait_for(lambda: a.control.cancel_requests() == {} and b.control.cancel_requests() == {}, VIEW_BOUND_S)
+    missing = api_b.post("/api/v1/runs/nope/cancel", headers=ONCALL)
+    assert missing.status_code == 404 and "no running run 'nope' in the deployment" in missing.text
+
+
 def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookeeper_server):
     a, b = deployment()
     settings = a.settings

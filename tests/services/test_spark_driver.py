@@ -1,6 +1,7 @@
 """Spark-engine runs execute in the Spark driver process, not the daemon's: under their job group,
 stopped by a cancel of their Spark jobs or, when that is not enough, by killing the driver; a
-driver that dies is a failed run with its reason, and the next run starts a new driver.
+driver that dies is a failed run with its reason, and the next run starts a new driver; a run past
+its `resources.max_memory_mb` (the driver's process tree) fails with that reason.
 
 Real tables, a real SparkSession in a real driver process (`SparkDriver`, local master); a
 `GatedSparkEngine` holds a run at a gate of files -- in its Spark tasks or in the driver's
@@ -14,14 +15,17 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from lakeward.services.attempt import AttemptSpec, RunStopped
 from lakeward.services.daemon import Daemon
-from lakeward.services.model import Outcome
+from lakeward.services.model import Outcome, ServiceAction, TableRef
 from lakeward.services.runner import Runner, RunRecord
-from lakeward.services.settings import ActionTimeouts, ResourceSettings, SparkSettings, load_settings
+from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings, SparkSettings, load_settings
 from lakeward.services.spark_driver import SparkDriver
+from lakeward.services.worker import WorkerJob
 from tests.services import test_runner
 from tests.services.test_run_isolation import gone
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, states
@@ -72,6 +76,21 @@ def finished(runner: Runner, run: RunRecord, timeout_s: float) -> RunRecord:
     found = runner.get(run.run_id)
     assert found is not None
     return found
+
+
+def rerun_on_a_new_driver(
+    coordinator: Any, driver: SparkDriver, table: Any, run: RunRecord, old_pid: int | None
+) -> RunRecord:
+    """Run the plan `run` left pending again, on a new runner: it succeeds, in a driver other than `old_pid`."""
+    again = make_runner(coordinator, driver)
+    rerun = again.submit(item(table, instant=run.instant), mode="run").run
+    assert rerun is not None and run.instant is not None
+    done = finished(again, rerun, START_S)
+    assert done.outcome is Outcome.SUCCEEDED, done.error
+    assert driver.pid not in (None, old_pid)
+    assert states(table, run.instant)[-1] == "completed"
+    again.close()
+    return done
 
 
 def test_a_spark_run_executes_in_the_driver_process_under_its_job_group(tmp_path, in_process, driver, held):
@@ -131,14 +150,69 @@ def test_a_timeout_of_driver_side_work_kills_the_driver_and_the_next_run_complet
 
     (held / "hold-in-driver").unlink()
     (held / "gate").touch()
-    again = make_runner(in_process, driver)
-    rerun = again.submit(item(table, instant=run.instant), mode="run").run
-    assert rerun is not None
-    done = finished(again, rerun, START_S)
-    assert done.outcome is Outcome.SUCCEEDED, done.error
-    assert driver.pid not in (None, pid)
-    assert states(table, run.instant)[-1] == "completed"
-    again.close()
+    rerun_on_a_new_driver(in_process, driver, table, run, pid)
+
+
+def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_driver(tmp_path, in_process, driver, held):
+    """`resources.max_memory_mb` holds for Spark runs: the driver's process tree (its Python, its JVM with
+    the local executor, Spark's Python workers) is sampled while the run executes; past a tiny bound the run
+    is stopped without completing its instant and fails naming the bound, and the driver, whose memory does
+    not come back under it, is replaced for the next run."""
+    table = mor_table(tmp_path / "t", commits=1)
+    assert driver.wait_ready(START_S)
+    pid = driver.pid
+    (held / "gate").touch()  # nothing held: the run goes as far as it can
+    tiny = ResourceSettings(max_memory_mb=ActionMemory(compaction=1), terminate_grace_s=60)
+    runner = make_runner(in_process, driver, resources=tiny)
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    run = finished(runner, run, START_S)
+    assert run.outcome is Outcome.FAILED, run.error
+    error = run.error or ""
+    assert "memory limit exceeded" in error and "Spark driver" in error and "> max_memory_mb 1" in error, error
+    assert run.peak_rss_bytes > 100 * 2**20  # the tree's memory, the JVM's included
+    assert run.instant is not None and states(table, run.instant)[-1] != "completed"
+    wait_until(lambda: gone(pid), 30, "the driver, its memory still past the bound, to be killed")
+    assert driver.pid is None
+    assert in_process.held_claims() == []
+    runner.close()
+
+    done = rerun_on_a_new_driver(in_process, driver, table, run, pid)  # with the default bounds
+    print(f"\ndriver tree peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
+    assert 0 < done.peak_rss_bytes < 4096 * 2**20
+
+
+class StoppedRightAfterTheFence:
+    """Attempt hooks whose fence lets the run complete and then stops it: a cancel that comes in while
+    the run completes its instant, which nothing interrupts any more."""
+
+    def __init__(self) -> None:
+        self.stop: RunStopped | None = None
+
+    def fence(self) -> None:
+        self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
+
+    def claim_plan(self, instant: str) -> bool:
+        return True
+
+    def set_phase(self, phase: str) -> None:
+        pass
+
+
+def test_a_stop_that_comes_after_the_fence_reports_the_completed_instant(tmp_path, driver, held):
+    """The run completed its instant during its stop's grace: the attempt's result is what it did (a
+    run must not be reported cancelled while its plan is completed: the plan would count as done by
+    no run, and a quarantine would hold back a plan that is no more)."""
+    table = mor_table(tmp_path / "t", commits=1)
+    (held / "gate").touch()
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    spec = AttemptSpec(ServiceAction.COMPACTION, instant, "run", True)
+    job = WorkerJob("late-stop", TableRef(table.name, table.path), {}, spec)
+    hooks = StoppedRightAfterTheFence()
+    result = driver.run(job, hooks, pool="compaction", description="late stop", stopped=lambda: hooks.stop, grace_s=60)
+    assert hooks.stop is not None and result.instant == instant
+    assert states(table, instant)[-1] == "completed"
 
 
 def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, in_process, driver, held):

@@ -47,10 +47,12 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.post("/runs/{run_id}/cancel", response_model=CancelResult)
     def cancel(run_id: str) -> dict[str, Any]:
-        """Cancel a running run of this replica; its plan stays pending and is quarantined until released."""
-        if not daemon.cancel(run_id):
-            raise HTTPException(404, f"no running run {run_id!r} on this replica ({daemon.replica_id})")
-        return {"run_id": run_id, "cancelling": True}
+        """Cancel a running run of the deployment (the replica that runs it stops it, within about a second
+        when that is another one); its plan stays pending and is quarantined until released."""
+        replica = daemon.cancel(run_id)
+        if replica is None:
+            raise HTTPException(404, f"no running run {run_id!r} in the deployment (asked {daemon.replica_id})")
+        return {"run_id": run_id, "cancelling": True, "replica": replica}
 
     @routes.post("/quarantine/release", response_model=ReleaseResult)
     def release(body: ReleaseBody) -> dict[str, Any]:
