@@ -25,14 +25,15 @@ from tests.support.zookeeper import ZooKeeperServer
 pytestmark = pytest.mark.zookeeper
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 30.0, show: Callable[[], Any] | None = None) -> Any:
+    """`predicate()` once it is true; fails after `timeout_s`, with `show()` (the state it saw) in the message."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+    raise AssertionError(f"condition not met in {timeout_s:.0f}s" + (f"; last seen: {show()!r}" if show else ""))
 
 
 def daemon_on(tmp_path: Path, claims: ZooKeeperServer, policy_options: str = "") -> Daemon:
@@ -86,7 +87,7 @@ def test_readyz_is_503_naming_zookeeper_while_it_is_down_and_200_after(tmp_path,
             assert not daemon.ready
         finally:
             server.start()
-        wait_for(lambda: readyz(client) == (200, []), 30)
+        wait_for(lambda: readyz(client) == (200, []), 60, show=lambda: readyz(client))
         assert daemon.ready
     finally:
         daemon.drain(2)
@@ -99,6 +100,9 @@ def test_readyz_is_503_while_the_table_lock_ensemble_is_down(tmp_path, make_zook
         "hoodie_options: {hoodie.write.lock.provider: zookeeper, "
         f"hoodie.write.lock.zookeeper.url: '{locks.hosts}', hoodie.write.lock.zookeeper.base_path: /locks, "
         "hoodie.write.lock.zookeeper.connection_timeout_ms: '2000', "
+        # Its clients back off up to a third of the session timeout between reconnection
+        # attempts: 60 s by default would leave them asleep up to 20 s after the server is back.
+        "hoodie.write.lock.zookeeper.session_timeout_ms: '15000', "
         "hoodie.write.concurrency.mode: optimistic_concurrency_control}"
     )
     daemon = daemon_on(tmp_path, claims, lock_options)
@@ -114,7 +118,7 @@ def test_readyz_is_503_while_the_table_lock_ensemble_is_down(tmp_path, make_zook
             assert daemon.coordinator.connected  # the claims' ZooKeeper is fine
         finally:
             locks.start()
-        wait_for(lambda: readyz(client) == (200, []), 30)
+        wait_for(lambda: readyz(client) == (200, []), 60, show=lambda: readyz(client))
     finally:
         daemon.drain(2)
 
