@@ -529,6 +529,7 @@ class Daemon:
         self._check_overrides()
         paused = self.control.paused()
         quarantined = self.control.quarantined()
+        self._prune_cancel_requests()
         self.metrics.observe_quarantined(quarantined)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
@@ -888,6 +889,18 @@ class Daemon:
         self.control.request_cancel(run_id, replica, f"{reason} (through {self.replica_id})")
         log.warning("asked replica %s to cancel its run %s", replica, run_id)
         return replica
+
+    def _prune_cancel_requests(self) -> None:
+        """Drop cancel requests whose run has ended: a replica that dies between on-call's cancel and
+        taking it (`Runner._take_cancel_requests`) leaves its request behind, and nobody else would."""
+        try:
+            for run_id in self.control.cancel_requests():
+                found = self.history.run(run_id)
+                if found is None or found.get("state") in ENDED:
+                    self.control.drop_cancel_request(run_id)
+                    log.info("dropped the cancel request of run %s: the run has ended", run_id)
+        except Exception:  # ZooKeeper unreachable: the next cycle tries again
+            log.warning("could not prune the cancel requests of ended runs", exc_info=True)
 
     def release(self, key: str) -> bool:
         released = self.control.release(key)

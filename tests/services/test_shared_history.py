@@ -249,6 +249,37 @@ def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookee
     c.drain(2)
 
 
+def test_a_cancel_request_for_a_replica_that_died_is_pruned(deployment):
+    """A replica that dies between on-call's cancel (through another replica) and taking it leaves
+    the request behind; once the history shows its run lost, any replica's cycle drops it. A request
+    for a run still running stays (its replica takes it)."""
+    a, b = deployment()
+    zk = a.settings.zookeeper
+    coordinator = ZooKeeperCoordinator(
+        zk.hosts or "", chroot=zk.chroot, base_path="/", session_timeout_s=zk.session_timeout_s, private_client=True
+    )
+    c = Daemon(a.settings, coordinator=coordinator)
+    c.start()
+    assert c.runner is not None
+    gated = GatedEngine()
+    c.runner.engine = gated
+    dead = c.trigger("orders", ServiceAction.COMPACTION).run
+    assert dead is not None and gated.arrived.wait(30)
+    coordinator.close()  # C is gone before it could take the request below
+    try:
+        wait_for(lambda: (b.history.run(dead.run_id) or {}).get("state") == LOST, VIEW_BOUND_S)
+        b.control.request_cancel(dead.run_id, coordinator.replica_id, "cancelled from the API (through B)")
+        running = {"run_id": "r-live", "replica": a.replica_id, "started_at": time.time(), "state": "running"}
+        a.history.record_run(running)  # as A records a run it starts
+        b.control.request_cancel("r-live", a.replica_id, "kept: its run is running")
+        assert set(b.control.cancel_requests()) == {dead.run_id, "r-live"}
+        b.cycle()
+        wait_for(lambda: set(b.control.cancel_requests()) == {"r-live"}, VIEW_BOUND_S)
+    finally:
+        gated.gate.set()
+        c.drain(2)
+
+
 def test_paused_table_accepts_explicit_triggers(deployment):
     """Pause holds back the daemon's own scheduling, not on-call: a trigger on a paused table runs."""
     a, _ = deployment()
