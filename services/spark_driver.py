@@ -64,6 +64,7 @@ from lakeward.services.supervisor import (
     CONTEXT,
     POLL_S,
     ChildFailed,
+    MemoryBound,
     Supervision,
     exit_reason,
     tree_resident_bytes,
@@ -151,20 +152,23 @@ def job_group_progress(spark: Any, group: str) -> str | None:
 
 class DriverMemory:
     """The resident memory of the driver's process tree while one run executes (module doc): its peak,
-    and whether it went past the run's bound."""
+    and whether it went past the run's bound (`MemoryBound`), sampled every `MEMORY_POLL_S`."""
 
     def __init__(self, proc: BaseProcess, max_memory_mb: int | None):
         assert proc.pid is not None
         self.proc = proc
-        self.limit = None if max_memory_mb is None else max_memory_mb * 2**20
-        self.peak = 0
+        self.bound = MemoryBound(max_memory_mb, f"{DRIVER} and its children")
         self._next_sample = 0.0
+
+    @property
+    def peak(self) -> int:
+        return self.bound.peak
 
     def sample(self) -> int:
         """The tree's resident memory now, in bytes."""
         assert self.proc.pid is not None
         rss = tree_resident_bytes(self.proc.pid)
-        self.peak = max(self.peak, rss)
+        self.bound.observe(rss)
         return rss
 
     def exceeded(self) -> str | None:
@@ -173,13 +177,8 @@ class DriverMemory:
         if now < self._next_sample:
             return None
         self._next_sample = now + MEMORY_POLL_S
-        rss = self.sample()
-        if self.limit is None or rss <= self.limit:
-            return None
-        return (
-            f"memory limit exceeded: {rss / 2**20:.0f} MiB resident in {DRIVER} and its children "
-            f"> max_memory_mb {self.limit // 2**20}"
-        )
+        assert self.proc.pid is not None
+        return self.bound.observe(tree_resident_bytes(self.proc.pid))
 
 
 # -- the driver process ---------------------------------------------------------------------------
@@ -517,10 +516,10 @@ class SparkDriver:
         log.warning("stopping run %s: %s", run_id, reason)
         completed = self._stop_run(run_id, inbox, watch, grace_s, RunStopped(Outcome.FAILED, reason))
         left = memory.sample()
-        if memory.limit is not None and left > memory.limit:
-            mib = memory.limit // 2**20
+        if memory.bound.over(left):
             self.kill(
-                f"its memory ({left / 2**20:.0f} MiB) did not come back under max_memory_mb {mib} "
+                f"its memory ({left / 2**20:.0f} MiB) did not come back under max_memory_mb "
+                f"{(memory.bound.limit or 0) // 2**20} "
                 f"after run {run_id} went past it",
                 only=memory.proc,
             )

@@ -119,24 +119,48 @@ def stop_process(proc: BaseProcess, grace_s: float) -> None:
     proc.join()
 
 
+class MemoryBound:
+    """A run's `resources.max_memory_mb` and the peak resident memory seen while it runs: one rule for a
+    run's own process (`Supervision`) and for the Spark driver's process tree (`spark_driver.DriverMemory`)."""
+
+    def __init__(self, max_memory_mb: int | None, where: str = ""):
+        self.limit = None if max_memory_mb is None else max_memory_mb * 2**20
+        self.peak = 0
+        self._where = f" in {where}" if where else ""
+
+    def over(self, rss: int) -> bool:
+        """`rss` bytes resident are past the bound."""
+        return self.limit is not None and rss > self.limit
+
+    def observe(self, rss: int, peak: int = 0) -> str | None:
+        """Record a sample (and a peak the process reported itself); why the run must stop when past the bound."""
+        self.peak = max(self.peak, rss, peak)
+        if self.limit is None or not self.over(rss):
+            return None
+        mib = self.limit // 2**20
+        return f"memory limit exceeded: {rss / 2**20:.0f} MiB resident{self._where} > max_memory_mb {mib}"
+
+
 class Supervision:
     """One child being watched (module doc); `peak_rss_bytes` grows as it runs. `conn` takes the
     answers to the child's questions (`send`)."""
 
     def __init__(self, proc: BaseProcess, conn: Any, hooks: AttemptHooks, max_memory_mb: int | None):
         self.proc, self.conn, self.hooks = proc, conn, hooks
-        self.limit = None if max_memory_mb is None else max_memory_mb * 1024 * 1024
-        self.peak_rss_bytes = 0
+        self.memory = MemoryBound(max_memory_mb)
+
+    @property
+    def peak_rss_bytes(self) -> int:
+        return self.memory.peak
 
     def check_memory(self) -> None:
+        """Kill the child and fail the attempt when its resident memory is past the run's bound."""
         assert self.proc.pid is not None
-        rss, peak = resident_bytes(self.proc.pid)
-        self.peak_rss_bytes = max(self.peak_rss_bytes, rss, peak)
-        if self.limit is not None and rss > self.limit:
+        reason = self.memory.observe(*resident_bytes(self.proc.pid))
+        if reason is not None:
             self.proc.kill()
             self.proc.join()
-            mib = self.limit // (1024 * 1024)
-            raise ChildFailed(f"memory limit exceeded: {rss / 2**20:.0f} MiB resident > max_memory_mb {mib}")
+            raise ChildFailed(reason)
 
     def answer(self, message: tuple[Any, ...]) -> AttemptResult | None:
         """Handle one message of the child; the attempt's result when it is the last one."""
@@ -153,7 +177,7 @@ class Supervision:
             else:
                 self.conn.send(None)
         else:
-            self.peak_rss_bytes = max(self.peak_rss_bytes, int(message[-1]))
+            self.memory.observe(0, int(message[-1]))
             if kind == "result":
                 result: AttemptResult = message[1]
                 return result
@@ -285,6 +309,7 @@ __all__ = [
     "ChildFailed",
     "Supervision",
     "exit_reason",
+    "MemoryBound",
     "resident_bytes",
     "run_in_child",
     "stop_process",
