@@ -287,7 +287,12 @@ def schedule_metadata_compaction(
     instant_time = check.instant_time or new_instant_time(latest, timezone)
     if instant_time in {i.time for i in mdt.instants}:
         return None  # Hudi: a compaction of the same time exists already (an earlier attempt)
-    plan = plan_metadata_compaction(storage, mdt, instant_time)
+    return _request_compaction(storage, mdt, instant_time)
+
+
+def _request_compaction(storage: Storage, mdt: Timeline, instant_time: str, *, every_group: bool = False) -> str | None:
+    """Write the requested compaction plan at `instant_time`; its time, or None when it has nothing to compact."""
+    plan = plan_metadata_compaction(storage, mdt, instant_time, every_group=every_group)
     if not plan.operations:
         return None
     create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), mdt.layout)
@@ -311,11 +316,7 @@ def schedule_rebasing_metadata_compaction(
     mdt = mdt_timeline(storage)
     latest = max(filter(None, (mdt.latest_time(), data_timeline.latest_time())), default=None)
     instant_time = new_instant_time(latest[:17] if latest else None, timezone)
-    plan = plan_metadata_compaction(storage, mdt, instant_time, every_group=True)
-    if not plan.operations:
-        return None
-    create_requested(metadata_storage(storage), instant_time, Action.COMPACTION, plan.to_bytes(), mdt.layout)
-    return instant_time
+    return _request_compaction(storage, mdt, instant_time, every_group=True)
 
 
 @dataclass(frozen=True)
