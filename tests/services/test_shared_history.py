@@ -29,6 +29,7 @@ from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.history import LOST, Retention, SharedHistory, ZooKeeperRecordLog, cap_record
 from lakeward.services.model import ServiceAction
+from lakeward.services.runner import RunRecord
 from lakeward.services.settings import DaemonSettings, HistorySettings, load_settings
 from tests.services.test_api import wait_for
 from tests.services.test_runner import GatedEngine, mor_table
@@ -216,17 +217,14 @@ def test_a_cancel_through_another_replica_stops_the_run_where_it_runs(deployment
     assert missing.status_code == 404 and "no running run 'nope' in the deployment" in missing.text
 
 
-def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookeeper_server):
-    a, b = deployment()
-    settings = a.settings
+def replica_with_a_held_compaction(
+    settings: DaemonSettings,
+) -> tuple[Daemon, ZooKeeperCoordinator, GatedEngine, RunRecord]:
+    """Replica C of the deployment, running a compaction held at its engine's gate; C has a ZooKeeper
+    session of its own, so closing its coordinator is what a crash does to its nodes."""
     zk = settings.zookeeper
-    # Replica C has a ZooKeeper session of its own: closing it is what a crash does to its nodes.
     coordinator = ZooKeeperCoordinator(
-        zk.hosts or "",
-        chroot=zk.chroot,
-        base_path="/",
-        session_timeout_s=zk.session_timeout_s,
-        private_client=True,
+        zk.hosts or "", chroot=zk.chroot, base_path="/", session_timeout_s=zk.session_timeout_s, private_client=True
     )
     c = Daemon(settings, coordinator=coordinator)
     c.start()
@@ -235,6 +233,12 @@ def test_a_run_of_a_replica_that_died_shows_as_lost(deployment, tmp_path, zookee
     c.runner.engine = gated
     run = c.trigger("orders", ServiceAction.COMPACTION).run
     assert run is not None and gated.arrived.wait(30)
+    return c, coordinator, gated, run
+
+
+def test_a_run_of_a_replica_that_died_shows_as_lost(deployment):
+    a, b = deployment()
+    c, coordinator, gated, run = replica_with_a_held_compaction(a.settings)
     api_b = TestClient(create_app(b))
     assert api_b.get(f"/api/v1/runs/{run.run_id}").json()["state"] == "running"
     coordinator.close()  # the replica's session ends: its claims and its replica node go
@@ -254,17 +258,7 @@ def test_a_cancel_request_for_a_replica_that_died_is_pruned(deployment):
     the request behind; once the history shows its run lost, any replica's cycle drops it. A request
     for a run still running stays (its replica takes it)."""
     a, b = deployment()
-    zk = a.settings.zookeeper
-    coordinator = ZooKeeperCoordinator(
-        zk.hosts or "", chroot=zk.chroot, base_path="/", session_timeout_s=zk.session_timeout_s, private_client=True
-    )
-    c = Daemon(a.settings, coordinator=coordinator)
-    c.start()
-    assert c.runner is not None
-    gated = GatedEngine()
-    c.runner.engine = gated
-    dead = c.trigger("orders", ServiceAction.COMPACTION).run
-    assert dead is not None and gated.arrived.wait(30)
+    c, coordinator, gated, dead = replica_with_a_held_compaction(a.settings)
     coordinator.close()  # C is gone before it could take the request below
     try:
         wait_for(lambda: (b.history.run(dead.run_id) or {}).get("state") == LOST, VIEW_BOUND_S)
