@@ -70,55 +70,98 @@ def _mix_block(word: np.ndarray) -> np.ndarray:
     return word
 
 
-def _hash_chain(data: np.ndarray, offsets: np.ndarray, k: int, size: int) -> np.ndarray:
-    """Bit positions, shape (k, n), of the keys delimited by `offsets` within `data`."""
-    n = len(offsets) - 1
-    out = np.empty((k, n), np.int32)
+def _length_groups(offsets: np.ndarray) -> list[np.ndarray | None]:
+    """Indices of the keys of each byte length (None: all keys share one length)."""
+    if len(offsets) < 2:
+        return []
+    lengths = np.diff(offsets)
+    present = np.flatnonzero(np.bincount(lengths)) if lengths.max() < 1 << 16 else np.unique(lengths)
+    if len(present) == 1:
+        return [None]
+    if len(present) <= 16:  # few lengths (the usual keys): one comparison pass per length
+        return [np.flatnonzero(lengths == length) for length in present]
+    order = np.argsort(lengths, kind="stable")
+    return list(np.split(order, np.flatnonzero(np.diff(lengths[order])) + 1))
+
+
+def _hash_chain(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    k: int,
+    size: int,
+    row_offsets: np.ndarray | None = None,
+    dtype: type[np.integer] = np.intp,
+) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+    """(key indices, bit positions of shape (k, len(indices))) per group of equally long keys
+    delimited by `offsets` within `data`; indices None: all the keys, in order.
+
+    `row_offsets` (intp per key) is added to each key's positions: flat indices into the rows
+    of a filter laid out one after the other. intp positions index without a conversion.
+    """
     # Little-endian 4-byte words starting at every byte (unaligned strided view, no copy).
     words = np.ndarray((len(data) - 3,), "<u4", buffer=data, strides=(1,))
     signed = data.view(np.int8)
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    order = np.argsort(lengths, kind="stable")
-    groups = np.split(order, np.flatnonzero(np.diff(lengths[order])) + 1) if n else []
-    for idx in groups:
-        length = int(lengths[idx[0]])
-        whole = len(idx) == n  # a single length group: idx is 0..n-1, skip scatters
-        first = starts[idx]
+    divisor = np.uint32(size)
+    for idx in _length_groups(offsets):
+        first = offsets[:-1] if idx is None else offsets[:-1][idx]
+        length = int(offsets[1] - offsets[0]) if idx is None else int(offsets[idx[0] + 1] - offsets[idx[0]])
+        count = len(first)
+        # Seed-independent work, once per key: the scrambled blocks, and the tail (Java XORs
+        # data[len-3] << 16, data[len-2] << 8, data[len-1], sign-extended) folded into the
+        # last XOR of the chain (blocks' XOR and the tail's XOR are adjacent), or, for keys
+        # shorter than a block, into the XOR with the length that opens each pass.
         blocks = [_mix_block(words[first + 4 * j]) for j in range(length // 4)]
-        tail = None
-        if length % 4:  # Java XORs data[len-3] << 16, data[len-2] << 8, data[len-1]
-            tail = np.zeros(len(idx), np.uint32)
+        opening: np.ndarray | np.uint32 = np.uint32(length)
+        if length % 4:
+            tail = np.zeros(count, np.uint32)
             for back in range(1, length % 4 + 1):
                 byte = signed[first + (length - back)].astype(np.int32).view(np.uint32)
                 tail ^= byte << np.uint32(8 * (back - 1))
-        h = np.zeros(len(idx), np.uint32)  # h_0 = 0 seeds the chain
+            if blocks:
+                blocks[-1] ^= tail
+            else:
+                opening = tail ^ opening
+        offset = None if row_offsets is None else (row_offsets if idx is None else row_offsets[idx])
+        out = np.empty((k, count), dtype)
+        h = np.zeros(count, np.uint32)  # h_0 = 0 seeds the chain
         tmp = np.empty_like(h)
-        pos = np.empty(len(idx), np.int32)
+        quotient = np.empty_like(h)
         for i in range(k):
-            h ^= np.uint32(length)
+            h ^= opening
             for block in blocks:
                 h *= _M
                 h ^= block
-            if tail is not None:
-                h ^= tail
+            if length % 4:
                 h *= _M
             h ^= np.right_shift(h, 13, out=tmp)
             h *= _M
             h ^= np.right_shift(h, 15, out=tmp)
-            # Java: Math.abs(h % size) with a truncating remainder on the signed value.
-            target = out[i] if whole else pos
-            np.fmod(h.view(np.int32), size, out=target)
-            np.abs(target, out=target)
-            if not whole:
-                out[i, idx] = pos
-    return out
+            # Java: Math.abs(h % size), truncating remainder on the signed value, which is
+            # |h| mod size (|INT_MIN| is 2**31 as uint32); unsigned division by a constant
+            # vectorises, a remainder does not.
+            magnitude = np.abs(h.view(np.int32), out=tmp.view(np.int32)).view(np.uint32)
+            np.floor_divide(magnitude, divisor, out=quotient)
+            quotient *= divisor
+            np.subtract(magnitude, quotient, out=tmp)
+            if offset is None:
+                out[i] = tmp
+            else:
+                np.add(tmp, offset, out=out[i])
+        yield idx, out
 
 
 def _chunks(data: np.ndarray, offsets: np.ndarray, k: int, size: int) -> Iterator[tuple[int, int, np.ndarray]]:
-    """(start, stop, positions of shape (k, stop - start)) for bounded batches of keys."""
+    """(start, stop, positions of shape (k, stop - start) int32) for bounded batches of keys."""
     for start in range(0, len(offsets) - 1, _CHUNK):
         stop = min(start + _CHUNK, len(offsets) - 1)
-        yield start, stop, _hash_chain(data, offsets[start : stop + 1], k, size)
+        groups = list(_hash_chain(data, offsets[start : stop + 1], k, size, dtype=np.int32))
+        if len(groups) == 1 and groups[0][0] is None:
+            yield start, stop, groups[0][1]
+            continue
+        positions = np.empty((k, stop - start), np.int32)
+        for idx, group in groups:
+            positions[:, idx] = group
+        yield start, stop, positions
 
 
 def hash_positions(keys: Keys, num_hashes: int, vector_size: int) -> np.ndarray:
@@ -154,7 +197,9 @@ class BloomFilter:
     present when any row has all its k bits set.
     """
 
-    def __init__(self, code: str, k: int, size: int, rows: list[np.ndarray]) -> None:
+    def __init__(self, code: str, k: int, size: int, rows: np.ndarray) -> None:
+        # rows: bool (rows, size), one row after the other, so that a key's bit positions
+        # plus its row's offset index the whole filter at once.
         self._type_code, self._k, self._size, self._rows = code, k, size, rows
         self._nr = self._max = self._current = self._cursor = 0  # dynamic growth state
         self._reached_max = False
@@ -177,7 +222,7 @@ class BloomFilter:
         if bits >= 2**31:
             raise ConfigError(f"bloom filter of {bits} bits exceeds Java's int range")
         k = math.ceil(math.log(2) * bits / num_entries)
-        created = cls(code, k, bits, [np.zeros(bits, bool)])
+        created = cls(code, k, bits, np.zeros((1, bits), bool))
         created._nr, created._max = num_entries, max_entries
         return created
 
@@ -216,7 +261,7 @@ class BloomFilter:
                 break
             if self._current >= self._nr:
                 if len(self._rows) * self._nr < self._max:
-                    self._rows.append(np.zeros(self._size, bool))
+                    self._rows = np.concatenate((self._rows, np.zeros((1, self._size), bool)))
                     self._current = 0
                 else:  # this key goes to row 0 without advancing the cursor
                     self._reached_max, target[i] = True, 0
@@ -231,20 +276,14 @@ class BloomFilter:
         """Adds record keys (hashed as UTF-8), in order, as Hudi adds one key per written record."""
         data, offsets = _key_buffers(keys)
         target = self._assign_rows(len(offsets) - 1)
-        for start, stop, positions in _chunks(data, offsets, self._k, self._size):
+        flat = self._rows.reshape(-1)
+        for start in range(0, len(offsets) - 1, _CHUNK):
+            stop = min(start + _CHUNK, len(offsets) - 1)
             rows = target[start:stop]
-            if rows[0] == rows[-1] and (rows == rows[0]).all():
-                self._rows[rows[0]][positions] = True
-                continue
-            # Runs of keys going to one row (rows fill one after the other; once the filter
-            # is full they take turns): each run's positions are a slice, not a masked copy.
-            bounds = np.concatenate(([0], np.flatnonzero(np.diff(rows)) + 1, [len(rows)]))
-            if len(bounds) - 1 > len(self._rows):  # rows taking turns key by key: group them
-                for row in np.unique(rows):
-                    self._rows[row][positions[:, rows == row]] = True
-                continue
-            for lo, hi in zip(bounds[:-1], bounds[1:]):
-                self._rows[rows[lo]][positions[:, lo:hi]] = True
+            single = rows[0] == rows[-1] and (rows == rows[0]).all()
+            row_offsets = None if single and rows[0] == 0 else rows.astype(np.intp) * self._size
+            for _, positions in _hash_chain(data, offsets[start : stop + 1], self._k, self._size, row_offsets):
+                flat[positions] = True
 
     def might_contain_positions(self, positions: np.ndarray) -> np.ndarray:
         """Membership for precomputed `hash_positions` output of this filter's geometry."""
@@ -318,12 +357,12 @@ class BloomFilter:
         k, size = header()
         if code == SIMPLE:
             offset = 0
-            parsed = cls(code, k, size, [row(k, size)])
+            parsed = cls(code, k, size, row(k, size)[np.newaxis])
         else:
             nr, current, count = _DYNAMIC_HEADER.unpack(take(12, "the dynamic header"))
             if nr <= 0 or count <= 0:
                 raise CorruptTableError(f"bad bloom filter header nr={nr} rows={count}")
-            parsed = cls(code, k, size, [row(k, size) for _ in range(count)])
+            parsed = cls(code, k, size, np.stack([row(k, size) for _ in range(count)]))
             parsed._nr, parsed._current = nr, current  # max 0: never grows, as in Java
         if offset != len(raw):
             raise CorruptTableError(f"{len(raw) - offset} stray bytes after bloom filter")
