@@ -635,8 +635,8 @@ def _decode_deletes_column_wise(payload: bytes) -> pa.Table | None:
         return None
     keys, partitions, branches = (table.column(i).combine_chunks() for i in range(3))
     found = np.asarray(branches.cast(pa.int64()).to_numpy(zero_copy_only=False))
-    allowed = _INT_WRAPPERS if branch in _INT_WRAPPERS else {branch}
-    if not np.isin(found, list(allowed)).all():
+    matching = ((found == 2) | (found == 3)) if branch in _INT_WRAPPERS else found == branch
+    if not matching.all():
         return None
     sizes = 2 + _string_sizes(keys) + _string_sizes(partitions) + avro_vector.varint_sizes(avro_vector.zigzag(found))
     if branch == 0:
