@@ -567,7 +567,8 @@ def _delete_entries_header(branch: int) -> bytes:
 
 def _string_sizes(arr: pa.Array) -> Any:
     """Encoded bytes of each value of a decoded `["null", string|bytes]` (or plain) field, sans branch."""
-    arr = arr.cast(pa.large_binary())
+    if arr.type != pa.large_binary():  # polars' bytes come as large_binary: no cast
+        arr = arr.cast(pa.large_binary())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
     lengths = np.diff(offsets)
     sizes = avro_vector.varint_sizes(avro_vector.zigzag(lengths)) + lengths
@@ -633,8 +634,8 @@ def _decode_deletes_column_wise(payload: bytes) -> pa.Table | None:
     table = avro_vector.read_container(avro_vector.frame_container(_delete_entries_header(branch), count, body))
     if table is None or table.num_rows != count:
         return None
-    keys, partitions, branches = (table.column(i).combine_chunks() for i in range(3))
-    found = np.asarray(branches.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    keys, partitions, branches = (_one_chunk(table.column(i)) for i in range(3))
+    found = branches.cast(pa.int64()).to_numpy(zero_copy_only=False)
     matching = ((found == 2) | (found == 3)) if branch in _INT_WRAPPERS else found == branch
     if not matching.all():
         return None
@@ -646,11 +647,11 @@ def _decode_deletes_column_wise(payload: bytes) -> pa.Table | None:
             return _delete_table(keys, partitions, pa.nulls(count, pa.int64()))
         except pa.ArrowInvalid:  # not UTF-8
             return None
-    values = table.column(3).combine_chunks()
+    values = _one_chunk(table.column(3))
     wrapper = ORDERING_WRAPPERS[branch - 1][0]
     read = _WRAPPER_READ[wrapper]
     if read == "long":
-        sizes += avro_vector.varint_sizes(avro_vector.zigzag(values.cast(pa.int64()).to_numpy()))
+        sizes += avro_vector.varint_sizes(avro_vector.zigzag(values.to_numpy()))  # int64: read as long
     elif read in ("bytes", "string"):
         sizes += _string_sizes(values)
     else:
@@ -676,6 +677,10 @@ def _decode_deletes_column_wise(payload: bytes) -> pa.Table | None:
         return _delete_table(keys, partitions, ordering if physical == logical else ordering.cast(logical))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # invalid UTF-8, values out of range
         return None
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _delete_table(keys: pa.Array, partitions: pa.Array, ordering: pa.Array) -> pa.Table:
