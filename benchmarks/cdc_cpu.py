@@ -13,6 +13,7 @@ references that later runs must equal exactly (Arrow IPC files next to the table
 
     python benchmarks/cdc_cpu.py build --rows 53334
     python benchmarks/cdc_cpu.py measure --rows 53334 --repeat 7
+    python benchmarks/cdc_cpu.py delete-blocks --repeat 7   # delete-block decode alone
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,15 +132,53 @@ def measure(root: Path, repeat: int, only: str, save: bool) -> int:
     return 1 if failures else 0
 
 
+def delete_blocks(sizes: list[int], repeat: int) -> int:
+    """CPU time of decoding one delete block of each size: entry by entry (fastavro, the decoder
+    before issue 19's fifth round and still the fallback) against column-wise (polars), for the
+    ordering wrappers lakeward and Hudi write most (LongWrapper, Spark SQL's IntWrapper 0) and
+    none. Both results are checked equal first."""
+    from lakeward.core.file_group.log_file import content
+
+    print(f"load average {os.getloadavg()[0]:.1f}; CPU per block, best of {repeat}")
+    failures = 0
+    for n in sizes:
+        keys = [f"{i:08x}-7f3a-4c1e-9b2d-{i * 7919 % 10**12:012d}" for i in range(n)]
+        cases = {
+            "LongWrapper": pa.array([1_700_000_000_000 + i * 37 for i in range(n)], pa.int64()),
+            "IntWrapper 0": pa.array([0] * n, pa.int32()),
+            "no ordering": pa.nulls(n),
+        }
+        for label, ordering in cases.items():
+            records = pa.table(
+                {"record_key": keys, "partition_path": [f"city={i % 3}" for i in range(n)], "ordering_value": ordering}
+            )
+            block = content.encode_delete_records(records)
+            old = content._decode_deletes_with_fastavro(block[8:])
+            new = content.decode_delete_records(block)
+            if not new.equals(old) or content._decode_deletes_column_wise(block[8:]) is None:
+                print(f"CHECK FAILED: {n} entries, {label}: the column-wise decode differs or was not taken")
+                failures += 1
+            before = min(cpu(partial(content._decode_deletes_with_fastavro, block[8:])) for _ in range(repeat))
+            after = min(cpu(partial(content.decode_delete_records, block)) for _ in range(repeat))
+            print(
+                f"{n:>7} entries, {label:<13} fastavro {before * 1e3:8.2f} ms  column-wise {after * 1e3:7.2f} ms"
+                f"  ({before / after:5.1f}x)"
+            )
+    return 1 if failures else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["build", "measure"])
+    parser.add_argument("action", choices=["build", "measure", "delete-blocks"])
     parser.add_argument("--rows", type=int, default=cdc.SMALL_ROWS)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--only", default="", help="measure only the tables whose name contains this")
     parser.add_argument("--save", action="store_true", help="keep the results as the references of later runs")
     parser.add_argument("--workdir", default="/tmp/lakeward-cdc-cpu")
+    parser.add_argument("--entries", default="10000,100000", help="delete-blocks: entries per block")
     args = parser.parse_args()
+    if args.action == "delete-blocks":
+        return delete_blocks([int(n) for n in args.entries.split(",")], args.repeat)
     root = Path(args.workdir) / f"rows{args.rows}"
     if args.action == "build":
         build(root, args.rows)

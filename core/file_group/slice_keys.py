@@ -30,6 +30,7 @@ from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice, LogFile
 from lakeward.core.file_group.log_file import BlockType, CommandBlock, CommandType, HeaderKey, LogFileReader, RawBlock
+from lakeward.core.file_group.log_file.avro_vector import read_long
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY, decode_avro_records, decode_delete_records
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
@@ -80,18 +81,6 @@ def _keys_are_third_string(schema_json: str) -> bool:
     return all(f.get("type") in ("string", ["null", "string"], ["string", "null"]) for f in fields[:3])
 
 
-def read_zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos`: (value, next position)."""
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _avro_keys(content: bytes, schema_json: str) -> pa.Array:
     """Record keys of an Avro data block: the third field of each framed record, the rest skipped."""
     fields = json.loads(schema_json)["fields"][:3]
@@ -109,11 +98,11 @@ def _avro_keys(content: bytes, schema_json: str) -> pa.Array:
             key: bytes | None = None
             for i, branch in enumerate(branches):
                 if branch is not None:
-                    chosen, at = read_zigzag_varint(content, at)
+                    chosen, at = read_long(content, at)
                     if chosen != branch:
                         key = None
                         continue  # null
-                size, at = read_zigzag_varint(content, at)
+                size, at = read_long(content, at)
                 if i == 2:
                     key = content[at : at + size]
                 at += size

@@ -59,6 +59,7 @@ from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.hfile import HFileReader, IndexEntry
 from lakeward.core.file_group.hfile_writer import java_string_hash
+from lakeward.core.file_group.log_file.avro_vector import read_long
 from lakeward.core.file_group.log_file.log_block import BlockType
 from lakeward.core.file_group.metadata_listing import (
     base_is_committed,
@@ -74,7 +75,6 @@ from lakeward.core.file_group.slice_keys import (
     base_record_keys,
     block_record_keys,
     log_block_keys,
-    read_zigzag_varint,
 )
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
@@ -157,7 +157,7 @@ def _avro_string(text: str) -> bytes:
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:
-    length, pos = read_zigzag_varint(data, pos)
+    length, pos = read_long(data, pos)
     return data[pos : pos + length].decode(), pos + length
 
 
@@ -185,7 +185,7 @@ def encode_location(partition: str, file_id: str, instant_ms: int) -> bytes:
 
 
 def _optional(data: bytes, pos: int, read: object) -> tuple[object, int]:
-    branch, pos = read_zigzag_varint(data, pos)
+    branch, pos = read_long(data, pos)
     if branch == 0:
         return None, pos
     return read(data, pos)  # type: ignore[operator]
@@ -196,12 +196,12 @@ def decode_location(value: bytes) -> tuple[str, str]:
     if value.startswith(_VALUE_PREFIX):
         pos = len(_VALUE_PREFIX)
         partition, pos = _optional(value, pos, _read_string)
-        high, pos = _optional(value, pos, read_zigzag_varint)
-        low, pos = _optional(value, pos, read_zigzag_varint)
-        index, pos = _optional(value, pos, read_zigzag_varint)
+        high, pos = _optional(value, pos, read_long)
+        low, pos = _optional(value, pos, read_long)
+        index, pos = _optional(value, pos, read_long)
         raw_id, pos = _optional(value, pos, _read_string)
-        _instant, pos = _optional(value, pos, read_zigzag_varint)
-        encoding, pos = read_zigzag_varint(value, pos)
+        _instant, pos = _optional(value, pos, read_long)
+        encoding, pos = read_long(value, pos)
         info: dict[str, object] = {"partitionName": partition, "fileIdHighBits": high, "fileIdLowBits": low}
         info["fileIndex"] = index
         info |= {"fileId": raw_id, "fileIdEncoding": encoding}

@@ -43,8 +43,8 @@ from lakeward.core.file_group.hfile_writer import (
     MEMSTORE_ZERO,
     extended_metadata_bloom_filter,
 )
+from lakeward.core.file_group.log_file.avro_vector import read_long
 from lakeward.core.file_group.metadata_listing import committed_blocks
-from lakeward.core.file_group.slice_keys import read_zigzag_varint
 from lakeward.core.index.bloom_filter import BloomFilter
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA
 from lakeward.core.storage import Storage
@@ -82,7 +82,7 @@ class FileNameStamp:
         if value.startswith(_NULL_META) and len(value) > 5:
             pos = 5
             if value[4] == 2:  # a file name: skip it
-                length, pos = read_zigzag_varint(value, 5)
+                length, pos = read_long(value, 5)
                 pos += length
             elif value[4] != 0:
                 pos = -1

@@ -45,7 +45,15 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["decode_block_records", "decode_blocks_records", "encode_block_records"]
+__all__ = [
+    "decode_block_records",
+    "decode_blocks_records",
+    "encode_block_records",
+    "read_container",
+    "read_long",
+    "varint_sizes",
+    "zigzag",
+]
 
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
@@ -191,9 +199,14 @@ def _compatible(kind: str, t: pa.DataType) -> bool:
 
 
 # -- encodings -----------------------------------------------------------------------------
+def varint_sizes(u: npt.NDArray[np.uint64]) -> _I64:
+    """How many bytes Avro's base-128 varint of each unsigned value takes (1 to 10)."""
+    return np.searchsorted(_VARINT_STEPS, u, side="right").astype(np.int64) + 1
+
+
 def _varints(u: npt.NDArray[np.uint64]) -> tuple[_U8, _I64]:
     """Avro varint bytes of unsigned values: a (n, k) matrix (k bytes for the largest) and lengths."""
-    lens = np.searchsorted(_VARINT_STEPS, u, side="right").astype(np.int64) + 1
+    lens = varint_sizes(u)
     width = int(lens.max()) if len(lens) else 1
     mat = np.empty((len(u), width), dtype=np.uint8)
     for k in range(width):
@@ -204,7 +217,7 @@ def _varints(u: npt.NDArray[np.uint64]) -> tuple[_U8, _I64]:
     return mat, lens
 
 
-def _zigzag(v: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
+def zigzag(v: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
     """Avro's zigzag mapping of signed longs to unsigned: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ..."""
     s = v.astype(np.int64, copy=False)
     return (s.view(np.uint64) << np.uint64(1)) ^ (s >> np.int64(63)).view(np.uint64)
@@ -241,7 +254,7 @@ def _encode_field(field: _Field, arr: pa.Array) -> list[_Small | _Data]:
     if kind in ("int", "long"):
         dtype = _int_dtype(t, kind)
         assert dtype is not None
-        u = _zigzag(_fixed(arr, dtype))
+        u = zigzag(_fixed(arr, dtype))
         if valid is not None:
             u = np.where(valid, u, np.uint64(0))
         mat, lens = _varints(u)
@@ -270,7 +283,7 @@ def _encode_field(field: _Field, arr: pa.Array) -> list[_Small | _Data]:
     lens = np.diff(offsets)
     if valid is not None:
         lens = np.where(valid, lens, 0)
-    mat, vlens = _varints(_zigzag(lens))
+    mat, vlens = _varints(zigzag(lens))
     return [_with_branch(field, valid, mat, vlens), _Data(data, starts, lens)]
 
 
@@ -462,6 +475,28 @@ def _avro_long(value: int) -> bytes:
     return bytes(out)
 
 
+def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The Avro long (zig-zag varint) at `pos` and the position after it (IndexError: the bytes end inside it)."""
+    shift = result = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def read_container(container: bytes) -> pa.Table | None:
+    """An Avro object container decoded by polars' (Rust) reader, None if polars cannot decode it."""
+    import polars as pl  # lazy: polars takes ~0.15 s to import, too slow for CLI start-up
+
+    try:
+        return pl.read_avro(io.BytesIO(container)).to_arrow()
+    except (Exception, pl.exceptions.PanicException):  # several unrelated types (a panic on short bytes)
+        return None
+
+
 def frame_container(header: bytes, count: int, body: bytes | memoryview) -> bytes:
     """An Avro object container holding one block of `count` records: `header` (written with
     `CONTAINER_SYNC` as its sync marker), the block's count and size, `body`, the marker."""
@@ -504,13 +539,8 @@ def decode_blocks_records(
         parts += [_avro_long(count), _avro_long(len(body)), body, CONTAINER_SYNC]
     container = b"".join(parts)
     total = sum(counts)
-    import polars as pl  # lazy: polars takes ~0.15 s to import, too slow for CLI start-up
-
-    try:
-        table = pl.read_avro(io.BytesIO(container)).to_arrow()
-    except (Exception, pl.exceptions.PanicException):  # several unrelated types (a panic on short bytes)
-        return None
-    if table.num_rows != total or table.column_names != [_FRAME_FIELD, *physical.names]:
+    table = read_container(container)
+    if table is None or table.num_rows != total or table.column_names != [_FRAME_FIELD, *physical.names]:
         return None
     frames = table.column(0).combine_chunks().cast(pa.binary())
     offsets = np.frombuffer(frames.buffers()[1], dtype=np.int32, count=total + 1, offset=frames.offset * 4)

@@ -17,6 +17,9 @@ record with its own length, so there is no container to hand over whole). To kee
 per-record work small, date and timestamp columns travel as their physical ints: the
 Avro schema given to fastavro has those logical types removed (the bytes are the same)
 and Arrow casts the ints back. Decimals keep their logical type (fastavro <-> Decimal).
+
+Delete blocks are decoded column-wise by polars when every entry's ordering value takes one
+wrapper (as Hudi writes them; `_decode_deletes_column_wise`), else by fastavro, entry by entry.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from functools import lru_cache
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -525,6 +529,189 @@ def _ordering_array(wrapped: list[Any]) -> pa.Array:
     return values if physical == logical else values.cast(logical)
 
 
+#: Physical Avro type polars reads each wrapper's value as (the same bytes as the wrapper's
+#: own type: ints read as longs, strings and decimals as bytes, converted by Arrow after).
+_WRAPPER_READ: dict[str, str] = {
+    "BooleanWrapper": "boolean",
+    "IntWrapper": "long",
+    "LongWrapper": "long",
+    "FloatWrapper": "float",
+    "DoubleWrapper": "double",
+    "BytesWrapper": "bytes",
+    "StringWrapper": "bytes",
+    "DateWrapper": "long",
+    "DecimalWrapper": "bytes",
+    "TimeMicrosWrapper": "long",
+    "TimestampMicrosWrapper": "long",
+}
+_INT_WRAPPERS = frozenset({2, 3})  # IntWrapper and LongWrapper: decoded together as longs
+
+
+@lru_cache(maxsize=16)
+def _delete_entries_header(branch: int) -> bytes:
+    """Container header of delete entries whose `orderingVal` is always union branch `branch`.
+
+    The entry's union index is read as a plain long field (`branch`), the wrapper's value
+    (a one-field record: the same bytes as its field) as the field `value`; branch 0 (null)
+    has no value field. Entries with any other branch are not described by this schema.
+    """
+    fields: list[dict[str, Any]] = [
+        {"name": "recordKey", "type": ["null", "bytes"]},  # checked as UTF-8 by Arrow's cast
+        {"name": "partitionPath", "type": ["null", "bytes"]},
+        {"name": "branch", "type": "long"},
+    ]
+    if branch:
+        fields.append({"name": "value", "type": _WRAPPER_READ[ORDERING_WRAPPERS[branch - 1][0]]})
+    return _container_header(json.dumps({"type": "record", "name": "DeleteEntry", "fields": fields}))
+
+
+def _string_sizes(arr: pa.Array) -> Any:
+    """Encoded bytes of each value of a decoded `["null", string|bytes]` (or plain) field, sans branch."""
+    if arr.type != pa.large_binary():  # polars' bytes come as large_binary: no cast
+        arr = arr.cast(pa.large_binary())
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    lengths = np.diff(offsets)
+    sizes = avro_vector.varint_sizes(avro_vector.zigzag(lengths)) + lengths
+    if arr.null_count:
+        sizes[~np.asarray(arr.is_valid())] = 0
+    return sizes
+
+
+def _decimal_values(values: pa.Array) -> pa.Array | None:
+    """Unscaled big-endian two's-complement bytes (no nulls) as decimal128(30, 15), None past 16 bytes."""
+    arr = values.cast(pa.large_binary())
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    lengths = np.diff(offsets)
+    if n == 0 or int(lengths.max()) > 16:
+        return None
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] is not None else np.empty(0, np.uint8)
+    negative = np.zeros(n, dtype=np.bool_)
+    if data.size:  # an empty value is 0 (Python's int.from_bytes, as fastavro reads it)
+        negative = (lengths > 0) & (data[np.minimum(offsets[:-1], data.size - 1)] >= 0x80)
+    big = np.repeat(np.where(negative, np.uint8(0xFF), np.uint8(0))[:, None], 16, axis=1)
+    column = np.arange(16)[None, :]
+    shift = 16 - lengths[:, None]
+    take = column >= shift  # right-aligned: byte j of the matrix is value byte j - (16 - length)
+    source = offsets[:-1, None] + column - shift
+    big[take] = data[source[take]]
+    little = np.ascontiguousarray(big[:, ::-1])
+    wide = pa.Array.from_buffers(pa.decimal128(38, 15), n, [None, pa.py_buffer(little.tobytes())])
+    return wide.cast(_DECIMAL)  # ArrowInvalid past 30 digits (fastavro rounds those: left to it)
+
+
+def _decode_deletes_column_wise(payload: bytes) -> pa.Table | None:
+    """A `HoodieDeleteRecordList` datum decoded column-wise by polars, or None to use fastavro.
+
+    Hudi (and fastavro) write the entry array as one block: a count, the entries, a 0. When
+    every entry's `orderingVal` takes the same union branch as the first's (Hudi writes one
+    wrapper per block; IntWrapper and LongWrapper may mix), the entries are flat records
+    polars can read (`_delete_entries_header`) and go to it as one container block. The
+    result is taken only when every entry's branch is that one and the entries' encoded
+    sizes, recomputed from the decoded values, add up to the block's bytes exactly: then
+    each entry was read from where it starts, as fastavro reads it. Anything else (mixed
+    null and non-null ordering values, other block layouts, bytes polars refuses, values
+    out of range) returns None.
+    """
+    try:
+        count, pos = avro_vector.read_long(payload, 0)
+        if count == 0:
+            return _ordering_free_deletes() if pos == len(payload) else None
+        if count < 0 or payload[-1] != 0:
+            return None
+        start = pos
+        for _ in range(2):  # recordKey, partitionPath of the first entry
+            present, pos = avro_vector.read_long(payload, pos)
+            if present:
+                length, pos = avro_vector.read_long(payload, pos)
+                pos += length
+        branch, _ = avro_vector.read_long(payload, pos)
+    except IndexError:
+        return None
+    if not 0 <= branch <= len(ORDERING_WRAPPERS):
+        return None
+    body = memoryview(payload)[start:-1]
+    table = avro_vector.read_container(avro_vector.frame_container(_delete_entries_header(branch), count, body))
+    if table is None or table.num_rows != count:
+        return None
+    keys, partitions, branches = (_one_chunk(table.column(i)) for i in range(3))
+    found = branches.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    matching = ((found == 2) | (found == 3)) if branch in _INT_WRAPPERS else found == branch
+    if not matching.all():
+        return None
+    sizes = 2 + _string_sizes(keys) + _string_sizes(partitions) + avro_vector.varint_sizes(avro_vector.zigzag(found))
+    if branch == 0:
+        if int(sizes.sum()) != len(body):
+            return None
+        try:
+            return _delete_table(keys, partitions, pa.nulls(count, pa.int64()))
+        except pa.ArrowInvalid:  # not UTF-8
+            return None
+    values = _one_chunk(table.column(3))
+    wrapper = ORDERING_WRAPPERS[branch - 1][0]
+    read = _WRAPPER_READ[wrapper]
+    if read == "long":
+        sizes += avro_vector.varint_sizes(avro_vector.zigzag(values.to_numpy()))  # int64: read as long
+    elif read in ("bytes", "string"):
+        sizes += _string_sizes(values)
+    else:
+        sizes += {"boolean": 1, "float": 4, "double": 8}[read]
+    if int(sizes.sum()) != len(body):
+        return None
+    if wrapper == "BooleanWrapper":
+        ends = np.cumsum(sizes) + (start - 1)  # the boolean is each entry's last byte
+        if (np.frombuffer(payload, dtype=np.uint8)[ends] > 1).any():
+            return None  # fastavro reads any non-zero byte as true
+    physical, logical = _WRAPPER_ARROW[wrapper]
+    if branch in _INT_WRAPPERS and (found == 3).any():
+        physical = logical = pa.int64()  # `_ordering_array`: IntWrapper and LongWrapper mixed decode as longs
+    try:
+        if wrapper == "DecimalWrapper":
+            ordering = _decimal_values(values)
+        elif wrapper == "FloatWrapper":
+            ordering = _quieted_floats(values.cast(pa.float32()))
+        else:
+            ordering = values.cast(physical)
+        if ordering is None:
+            return None
+        return _delete_table(keys, partitions, ordering if physical == logical else ordering.cast(logical))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # invalid UTF-8, values out of range
+        return None
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _delete_table(keys: pa.Array, partitions: pa.Array, ordering: pa.Array) -> pa.Table:
+    """The delete table of decoded columns (keys and partition paths as bytes or strings).
+
+    Raises ArrowInvalid for keys or partition paths that are not UTF-8.
+    """
+    return pa.table(
+        {
+            DELETE_RECORD_KEY: keys.cast(pa.string()),
+            DELETE_PARTITION_PATH: partitions.cast(pa.string()),
+            DELETE_ORDERING_VALUE: ordering,
+        }
+    )
+
+
+def _ordering_free_deletes() -> pa.Table:
+    """An empty delete table (`_ordering_array` of no entries: int64 nulls)."""
+    return _delete_table(pa.array([], pa.string()), pa.array([], pa.string()), pa.nulls(0, pa.int64()))
+
+
+def _quieted_floats(values: pa.Array) -> pa.Array:
+    """float32 values (no nulls) with signalling NaNs made quiet, as fastavro's float -> double ->
+    Arrow float trip leaves them."""
+    bits = values.to_numpy().view("<u4")
+    nan = ((bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)) & ((bits & np.uint32(0x007FFFFF)) != 0)
+    if not nan.any():
+        return values
+    return pa.array(np.where(nan, bits | np.uint32(0x00400000), bits).astype("<u4").view(np.float32))
+
+
 def decode_delete_records(content: bytes) -> pa.Table:
     """Entries of a delete block (content version 3) as record_key, partition_path, ordering_value."""
     if len(content) < 8:
@@ -537,7 +724,16 @@ def decode_delete_records(content: bytes) -> pa.Table:
         )
     if length != len(content) - 8:
         raise CorruptTableError(f"delete block payload is {len(content) - 8} bytes, framed as {length}")
-    buf = io.BytesIO(content[8:])
+    payload = content[8:]
+    fast = _decode_deletes_column_wise(payload)
+    return fast if fast is not None else _decode_deletes_with_fastavro(payload)
+
+
+def _decode_deletes_with_fastavro(payload: bytes) -> pa.Table:
+    """A `HoodieDeleteRecordList` datum decoded by fastavro, entry by entry: any layout and
+    mix of ordering wrappers, with precise errors for damaged bytes."""
+    length = len(payload)
+    buf = io.BytesIO(payload)
     try:
         datum = fastavro.schemaless_reader(buf, _DELETE_SCHEMA, None, return_record_name=True)
     except (EOFError, ValueError, TypeError, IndexError, KeyError, struct.error) as exc:
