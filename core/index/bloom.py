@@ -8,7 +8,7 @@ passes: same bytes, so the same candidates), the footers then giving only the ke
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -197,31 +197,3 @@ def locate(
         "confirm bloom candidates",
     )
     return locations_array(result)
-
-
-def admitting_slices(
-    storage: Storage,
-    engine: Engine,
-    slices: Sequence[FileSlice],
-    keys_by_partition: Mapping[str, pa.Array],
-    prune_by_ranges: bool = True,
-    filters: FilterSource | None = None,
-) -> list[FileSlice]:
-    """The slices that may hold some key of their partition: every slice with log files (a key can live
-    only in a log, which no filter covers), and the base-only slices whose key range and bloom filter
-    admit one (no false negatives). For an engine that confirms candidates by a join with the slices'
-    keys (the Spark plane): the slices left out need not be read."""
-    kept = [s for s in slices if s.log_files or s.base_file is None]
-    base_only = [
-        s
-        for s in slices
-        if not s.log_files and s.base_file is not None and len(keys_by_partition.get(s.partition_path, []))
-    ]
-    footers = engine.map(lambda s: _footer(storage, s, filters), base_only, "read footers")
-    by_partition: dict[str, list[tuple[FileSlice, FooterKeys]]] = {}
-    for file_slice, footer in zip(base_only, footers):
-        by_partition.setdefault(file_slice.partition_path, []).append((file_slice, footer))
-    for partition, found in by_partition.items():
-        admitted = _admitted(keys_by_partition[partition], [footer for _, footer in found], prune_by_ranges)
-        kept += [file_slice for (file_slice, _), rows in zip(found, admitted) if len(rows)]
-    return kept

@@ -29,17 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.config.table import TableConfig
-from lakeward.core.engine.local import LocalEngine
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index.base import read_keys
-from lakeward.core.index.bloom import admitting_slices
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
-from lakeward.core.metadata_table.bloom_filters import MetadataBloomFilters, keeps_bloom_filters
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
 from lakeward.core.read.spark import arrow_schema, spark_path
 from lakeward.core.schema import META_COLUMNS
@@ -47,7 +44,7 @@ from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.operation import WriteOperation
-from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts, split_by
+from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
 from lakeward.core.write.plane.local import IS_DELETED, to_arrow
 from lakeward.core.write.plane.spark_record_index import IS_NEW, RecordIndexTagging
@@ -266,8 +263,6 @@ class SparkDataPlane:
             tagged = by_record_index.tag(records, self._can_broadcast_keys(prepared.records))
         elif tag and candidates:
             broadcast = self._can_broadcast_keys(prepared.records)
-            if broadcast and self.write_config.index_type == "BLOOM" and self.config.populate_meta_fields:
-                candidates = self._bloom_candidates(records, candidates)
             tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline), broadcast)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
@@ -384,37 +379,6 @@ class SparkDataPlane:
             time.monotonic() - started,
         )
         return tagging
-
-    def _bloom_candidates(self, records: DataFrame, candidates: Sequence[FileSlice]) -> list[FileSlice]:
-        """BLOOM: the candidate slices whose key range and bloom filter admit some key of the batch in their
-        partition (slices with logs always), so that the join reads the keys of those only. The filters
-        come from the footers, or with `hoodie.bloom.index.use.metadata` from the metadata table's
-        `bloom_filters` partition when the table keeps it, as on the local engine. Checked on the driver,
-        with the batch's keys: the caller asks only for a batch whose keys fit a broadcast."""
-        started = time.monotonic()
-        keys = _spark_errors(lambda: records.select(PARTITION_PATH, RECORD_KEY).toArrow())
-        by_partition = {
-            (p or ""): t.column(RECORD_KEY).combine_chunks() for p, t in split_by(keys, PARTITION_PATH).items()
-        }
-        filters = None
-        if self.write_config.bloom_index_use_metadata and keeps_bloom_filters(self.storage):
-            filters = MetadataBloomFilters(self.storage).filter_of
-        kept = admitting_slices(
-            self.storage,
-            LocalEngine(),
-            candidates,
-            by_partition,
-            self.write_config.bloom_prune_by_ranges,
-            filters,
-        )
-        log.info(
-            "spark write: %d of %d file slice(s) admit a key of the batch (bloom filters%s, key ranges) in %.2fs",
-            len(kept),
-            len(candidates),
-            " from the metadata table" if filters is not None else "",
-            time.monotonic() - started,
-        )
-        return kept
 
     def _can_broadcast_keys(self, records: SparkRecords) -> bool:
         """Whether the batch's keys are small enough to broadcast to the scan of the table's keys

@@ -11,7 +11,6 @@ with the same insert/update/delete counts as the local engine.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -129,48 +128,3 @@ def test_datasource_upsert_of_a_key_only_in_a_log(spark: Any, tmp_path: Path) ->
     save(_rows(["k3"], 3, "c"))
     assert _duplicates(p) == ({}, {})
     assert Table.open(p).read().num_rows == 10
-
-
-@pytest.mark.parametrize("use_metadata", [False, True])
-def test_spark_bloom_tagging_reads_the_keys_of_the_admitting_slices_only(
-    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, use_metadata: bool
-) -> None:
-    """Issue 17: BLOOM on the Spark engine prunes the slices by key range and bloom filter (from the
-    footers, or from the metadata table's `bloom_filters` with `hoodie.bloom.index.use.metadata`)
-    before the join reads their keys; a slice with logs is always read (a key can live only there).
-    Counts and rows stay exact (lakeward and hudi-rs)."""
-    p = str(tmp_path / "t")
-    options = {
-        "hoodie.parquet.small.file.limit": "0",  # one file group per insert
-        "hoodie.metadata.index.bloom.filter.enable": "true",
-        "hoodie.bloom.index.use.metadata": str(use_metadata).lower(),
-    }
-    Table.create(p, record_key="uuid", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9)
-    live: dict[str, tuple[int, str]] = {}
-    for group in "abcd":  # four file groups with disjoint key ranges: a000-a099, b000-b099, ...
-        keys = [f"{group}{i:03d}" for i in range(100)]
-        Table.open(p, options=options).insert(_rows(keys, 1, "i"))
-        live |= {k: (1, "i") for k in keys}
-    source = "bloom filters from the metadata table" if use_metadata else "bloom filters, key ranges"
-
-    def upsert(keys: list[str], ts: int) -> tuple[int, int, int]:
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="lakeward.core.write.plane.spark"):
-            result = _upsert(spark, p, _rows(keys, ts, f"u{ts}"), "spark", options)
-        live.update({k: (ts, f"u{ts}") for k in keys})
-        return _counts(result)
-
-    def admitted() -> str:
-        found = [r.getMessage() for r in caplog.records if "admit a key of the batch" in r.getMessage()]
-        assert len(found) == 1 and source in found[0], found
-        return found[0].split(" file slice(s)")[0].removeprefix("spark write: ")
-
-    # b500 is inside b's key range, but b's bloom filter rejects it; z001 is in no range
-    assert upsert(["b010", "b020", "b500", "z001"], 2) == (2, 2, 0)
-    assert admitted() == "1 of 4"
-    # b now has a log: read whatever the keys; c by its filter; a and d not at all
-    assert upsert(["c005", "c600"], 3) == (1, 1, 0)
-    assert admitted() == "2 of 5"  # c600 and z001 went to a new file group (the fifth)
-    assert _duplicates(p) == ({}, {})
-    rows = Table.open(p).read(columns=["uuid", "ts", "v"]).to_pylist()
-    assert sorted((r["uuid"], r["ts"], r["v"]) for r in rows) == sorted((k, *v) for k, v in live.items())
