@@ -7,9 +7,7 @@ fraction of a second), answers the child's questions with the run's hooks (plan 
 the fencing check), and while the child runs:
 
 - stops it when the run is stopped (cancel, timeout, drain): SIGTERM, then SIGKILL after
-  `grace_s`; the attempt then ends as the run's `RunStopped`, unless the child had passed
-  its fence (it finishes completing its instant before it stops: `worker`), when it ends
-  with what the attempt did;
+  `grace_s`; the attempt then ends as the run's `RunStopped`;
 - reads its resident memory (`/proc/<pid>/status`) every `POLL_S` and SIGKILLs it past
   `max_memory_mb` (`ChildFailed`: "memory limit exceeded"), keeping the peak for the record;
 - turns a death without a result into `ChildFailed` with the exit reason ("killed by
@@ -234,10 +232,7 @@ def run_in_child(
         while result is None:
             stop = stopped()
             if stop is not None:
-                result = _stop_child(watch, grace_s)
-                if result is not None:  # it passed its fence before the stop: the instant is completed
-                    log.warning("run %s completed its instant before its stop (%s) took effect", job.run_id, stop)
-                    return result
+                stop_process(proc, grace_s)
                 raise stop
             watch.check_memory()
             on_memory(watch.peak_rss_bytes)
@@ -251,33 +246,6 @@ def run_in_child(
             stop_process(proc, grace_s)
         else:  # the plan is done: report it now, while the child closes its table and exits
             _REAPER.add(proc, grace_s)
-
-
-def _stop_child(watch: Supervision, grace_s: float) -> AttemptResult | None:
-    """SIGTERM the child and follow it to its end (SIGKILL past `grace_s`), answering its fence with the
-    run's stop. The attempt's result when the child completed its instant all the same: it had passed
-    its fence, and a child completing its instant finishes that before it stops (`worker`)."""
-    proc = watch.proc
-    if proc.is_alive():
-        proc.terminate()
-    deadline = time.monotonic() + grace_s
-    try:
-        while time.monotonic() < deadline:
-            message = watch.next_message()
-            if message is None:
-                continue
-            if message[0] == "result":  # the child exits by itself (the caller reaps it)
-                result: AttemptResult = message[1]
-                return result
-            watch.answer(message)  # a fence is answered with the run's stop; a last message raises
-    except Exception:  # the child is gone, or ended without completing: the stop stands
-        pass
-    proc.join(max(0.0, deadline - time.monotonic()))  # it unwinds (its table lock released) and exits
-    if proc.is_alive():
-        log.warning("the run's process %s did not stop within %.1fs of SIGTERM: SIGKILL", proc.pid, grace_s)
-        proc.kill()
-    proc.join()
-    return None
 
 
 class _Reaper:

@@ -13,9 +13,7 @@ Messages, child to runner: `("phase", str)`, `("claim_plan", instant)` -> bool,
 `("fence",)` -> None or a `RunStopped`, and last one of `("result", AttemptResult, peak)`,
 `("stopped", RunStopped, peak)`, `("failed", type name, message, traceback, peak)`, where
 peak is the child's peak resident memory in bytes. SIGTERM (cancel, timeout, drain)
-raises `Terminated` in the child so that its table lock is released on the way out; once the
-fence let the attempt complete its instant, the completion goes on and the signal waits for
-the attempt's last message.
+raises `Terminated` in the child so that its table lock is released on the way out.
 """
 
 from __future__ import annotations
@@ -93,39 +91,8 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-class _Termination:
-    """SIGTERM in a child: `Terminated` at once, except once the fence let the attempt complete its
-    instant: then the completion goes on (a stop must not leave a half-completed instant behind) and
-    the signal takes effect after the attempt's last message (the runner reports what it did)."""
-
-    def __init__(self) -> None:
-        self.completing = False
-        self.pending: str | None = None
-
-    def signal(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.completing:
-            self.pending = name
-            log.warning("run process asked to stop (%s) while completing its instant: after the completion", name)
-            return
-        raise Terminated(f"received {name}")
-
-
-_TERMINATION = _Termination()
-
-
-class _ChildLink(ParentLink):
-    """The link of a run's own process: from the fence's question on, SIGTERM waits for the runner's
-    answer (which is the run's stop when the runner stopped it), and once the fence let the attempt
-    complete, for the attempt's end."""
-
-    def fence(self) -> None:
-        _TERMINATION.completing = True
-        try:
-            super().fence()
-        except BaseException:
-            _TERMINATION.completing = False
-            raise
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated(f"received {signal.Signals(signum).name}")
 
 
 def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
@@ -152,21 +119,19 @@ def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
 
 def main(job: WorkerJob, conn: Connection) -> None:
     """Run one attempt and send its outcome to the runner (module doc)."""
-    signal.signal(signal.SIGTERM, _TERMINATION.signal)
+    signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon drains, not us
     if job.nice:
         os.nice(job.nice)
     if job.logging is not None:
         configure_logging(*job.logging, stream=sys.stderr)
     spec = job.spec
-    link = _ChildLink(conn)
+    link = ParentLink(conn)
     fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
     exit_code = 0
     with run_context(**fields):
         try:
             run_attempt(job, link, job.engine)
-            if _TERMINATION.pending is not None:  # held back while completing: the result went out first
-                raise Terminated(f"received {_TERMINATION.pending}")
         except Terminated as terminated:  # quietly: the runner that asked knows why
             log.warning("run process stopping: %s", terminated)
             exit_code = 128 + signal.SIGTERM

@@ -20,12 +20,10 @@ import pyarrow.compute as pc
 import pytest
 
 from lakeward import Table
-from lakeward.services.attempt import AttemptSpec, RunStopped
-from lakeward.services.model import Outcome, ServiceAction, TableRef
+from lakeward.services.model import Outcome, ServiceAction
 from lakeward.services.runner import Runner, RunRecord
 from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings
-from lakeward.services.supervisor import exit_reason, resident_bytes, run_in_child, tree_resident_bytes
-from lakeward.services.worker import WorkerJob
+from lakeward.services.supervisor import exit_reason, resident_bytes, tree_resident_bytes
 from tests.services import test_runner
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, sample, states
 from tests.support.gated_engine import FileGatedEngine
@@ -41,23 +39,6 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
-class StoppedRightAfterTheFence:
-    """Attempt hooks whose fence lets the run complete and then stops it: a cancel that comes in while
-    the run completes its instant, which nothing interrupts any more."""
-
-    def __init__(self) -> None:
-        self.stop: RunStopped | None = None
-
-    def fence(self) -> None:
-        self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
-
-    def claim_plan(self, instant: str) -> bool:
-        return True
-
-    def set_phase(self, phase: str) -> None:
-        pass
 
 
 def start_held(runner: Runner, table: Table, engine: FileGatedEngine) -> tuple[RunRecord, int]:
@@ -204,18 +185,3 @@ def test_tree_resident_bytes_counts_descendants_in_groups_of_their_own(tmp_path)
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
         proc.wait(30)
-
-
-def test_a_stop_that_comes_after_the_fence_reports_the_completed_instant(tmp_path):
-    """The stop lands right after the fence let the child complete its instant: the child finishes the
-    completion (SIGTERM waits for it) and the attempt's result is what it did, not a cancel (the
-    plan would count as done by no run). The Spark driver's runs do the same (test_spark_driver)."""
-    table = mor_table(tmp_path / "t", commits=1)
-    instant = table.schedule_compaction(force=True)
-    assert instant is not None
-    spec = AttemptSpec(ServiceAction.COMPACTION, instant, "run", True)
-    job = WorkerJob("late-stop", TableRef(table.name, table.path), {}, spec)
-    hooks = StoppedRightAfterTheFence()
-    result = run_in_child(job, hooks, stopped=lambda: hooks.stop, max_memory_mb=None, grace_s=60)
-    assert hooks.stop is not None and result.instant == instant
-    assert states(table, instant)[-1] == "completed"

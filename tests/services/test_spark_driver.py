@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lakeward.services.attempt import AttemptSpec
+from lakeward.services.attempt import AttemptSpec, RunStopped
 from lakeward.services.daemon import Daemon
 from lakeward.services.model import Outcome, ServiceAction, TableRef
 from lakeward.services.runner import Runner, RunRecord
@@ -27,7 +27,7 @@ from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSet
 from lakeward.services.spark_driver import SparkDriver
 from lakeward.services.worker import WorkerJob
 from tests.services import test_runner
-from tests.services.test_run_isolation import StoppedRightAfterTheFence, gone
+from tests.services.test_run_isolation import gone
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, states
 from tests.support.gated_spark import gated_spark
 from tests.support.waiting import wait_until
@@ -180,6 +180,23 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     done = rerun_on_a_new_driver(in_process, driver, table, run, pid)  # with the default bounds
     print(f"\ndriver tree peak: {run.peak_rss_bytes / 2**20:.0f} MiB, then {done.peak_rss_bytes / 2**20:.0f} MiB")
     assert 0 < done.peak_rss_bytes < 4096 * 2**20
+
+
+class StoppedRightAfterTheFence:
+    """Attempt hooks whose fence lets the run complete and then stops it: a cancel that comes in while
+    the run completes its instant, which nothing interrupts any more."""
+
+    def __init__(self) -> None:
+        self.stop: RunStopped | None = None
+
+    def fence(self) -> None:
+        self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
+
+    def claim_plan(self, instant: str) -> bool:
+        return True
+
+    def set_phase(self, phase: str) -> None:
+        pass
 
 
 def test_a_stop_that_comes_after_the_fence_reports_the_completed_instant(tmp_path, driver, held):
