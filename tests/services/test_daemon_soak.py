@@ -6,9 +6,10 @@ threads that nothing closed: with `maxClientCnxns=12` the daemon stopped working
 runs. Here an ingestion writer in the same process upserts one row at a time into two tiny
 merge-on-read tables (through the daemon's ZooKeeper lock options, never closing its
 tables), and the daemon compacts after every delta commit. The CI version stops at 100
-compactions; `-m slow` runs 300. (Clean and archival are off, so every run reads a longer
-timeline than the one before: 500 runs no longer fit the test's 600 s on a 2-core machine
-once the metadata table was on by default.)
+compactions; `-m slow` runs 300. Both run the cleaner and the archiver along (a clean every 10
+commits, the active timeline kept between 10 and 20 commits), as a production table does: their
+runs must succeed too, and they keep every run's cost flat (without them every run reads a
+longer timeline than the one before, and 500 runs no longer fitted 600 s on a 2-core machine).
 
 With runs in child processes (`resources.isolation: process`, the default) each run's
 table lock connects from its child and disconnects when the child ends: the daemon's own
@@ -40,8 +41,9 @@ pytestmark = pytest.mark.zookeeper
 TABLES = ("a", "b")
 
 
-def soak_daemon(tmp_path: Path, server: ZooKeeperServer, isolation: str) -> Daemon:
+def soak_daemon(tmp_path: Path, server: ZooKeeperServer, isolation: str, housekeeping: bool = False) -> Daemon:
     static = "\n".join(f"    - path: {tmp_path / t}" for t in TABLES)
+    on = "true" if housekeeping else "false"  # clean and archival
     config = tmp_path / "lakeward.yaml"
     config.write_text(
         f"""
@@ -52,8 +54,8 @@ tables:
 policies:
   defaults:
     compaction: {{max_delta_commits: 1}}
-    clean: {{enabled: false}}
-    archival: {{enabled: false}}
+    clean: {{enabled: {on}, commits_retained: 2, min_commits_between: 10}}
+    archival: {{enabled: {on}, keep_min_commits: 10, keep_max_commits: 20}}
 concurrency: {{max_running: 2}}
 resources: {{isolation: {isolation}}}
 zookeeper: {{hosts: '{server.hosts}', chroot: /soak, session_timeout_s: 10, connection_timeout_s: 5}}
@@ -65,16 +67,21 @@ drain_time_s: 5
     return Daemon(load_settings(config, env={}))
 
 
-def compactions(daemon: Daemon, outcome: str) -> int:
+def runs_of(daemon: Daemon, action: str, outcome: str) -> int:
+    """How many runs of `action` over both tables ended with `outcome` (the daemon's counter)."""
     value = 0.0
     for table in TABLES:
         value += (
             daemon.metrics.registry.get_sample_value(
-                "lakeward_runs_total", {"table": table, "action": "compaction", "outcome": outcome}
+                "lakeward_runs_total", {"table": table, "action": action, "outcome": outcome}
             )
             or 0.0
         )
     return int(value)
+
+
+def compactions(daemon: Daemon, outcome: str) -> int:
+    return runs_of(daemon, "compaction", outcome)
 
 
 def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
@@ -109,14 +116,21 @@ def pool_threads(prefix: str) -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
 
 
-def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float, isolation: str = "thread") -> None:
+def soak(
+    tmp_path: Path,
+    server: ZooKeeperServer,
+    runs: int,
+    budget_s: float,
+    isolation: str = "thread",
+    housekeeping: bool = False,
+) -> None:
     """Compactions until `runs` succeeded; then threads and open files are where they were at rest after
     the first 10 (no leak), they never rose by more than `PEAK_THREADS_SLACK` while runs were in flight
     (no per-run growth), and ZooKeeper connections stayed within bounds throughout."""
     for name in TABLES:
         table = Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
         table.bulk_insert(pa.table({"id": list(range(5)), "v": [0] * 5, "ts": [0] * 5}))
-    daemon = soak_daemon(tmp_path, server, isolation)
+    daemon = soak_daemon(tmp_path, server, isolation, housekeeping)
     # Runs in child processes hold a connection each while they run (max_running=2).
     connections = 1 if isolation == "thread" else 1 + 2
     lock_options = table_lock_options(daemon.settings)
@@ -161,6 +175,10 @@ def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float, is
         assert peak[1] <= baseline[1] + slack, f"threads grew with runs: baseline {baseline[1]}, peak {peak[1]}"
         assert final[2] <= baseline[2] + 2, f"open files grew: baseline {baseline[2]}, final {final[2]}"
         assert daemon.ready
+        if housekeeping:  # the cleaner and the archiver ran along, and none of their runs failed
+            for action in ("clean", "archival"):
+                assert runs_of(daemon, action, "succeeded") > 0, f"no {action} run succeeded"
+                assert runs_of(daemon, action, "failed") == 0, [r.to_dict() for r in daemon.runs() if r.error][:3]
     finally:
         daemon.drain(5)
     # The replica's claims and locks shared one session: once drained, nothing is left open.
@@ -171,12 +189,12 @@ def soak(tmp_path: Path, server: ZooKeeperServer, runs: int, budget_s: float, is
 
 
 def test_daemon_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
-    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=100, budget_s=90)
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=100, budget_s=90, housekeeping=True)
 
 
 @pytest.mark.slow
 def test_daemon_long_soak_keeps_zookeeper_connections_and_threads_flat(tmp_path, make_zookeeper_server):
-    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=300, budget_s=480)
+    soak(tmp_path, make_zookeeper_server(max_client_cnxns=5), runs=300, budget_s=480, housekeeping=True)
 
 
 def test_daemon_soak_with_runs_in_child_processes_leaks_no_connections(tmp_path, make_zookeeper_server):
