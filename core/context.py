@@ -4,7 +4,8 @@ Table services (compaction, clustering, clean, change tracking, index builds, ar
 savepoints) receive a context instead of the `WriteClient`: the table's storage, its
 properties (`TableConfig`), the parsed `hoodie.*` write options (`WriteConfig`), the table
 lock, the engine that runs per-file-group tasks, the fencing hook the daemon sets (its claim
-must still hold when a service completes), and timeline access in the table version's layout.
+must still hold when a service completes), the completion scope the daemon sets (a stop must
+not cut a completion short once it is underway), and timeline access in the table version's layout.
 
 The write client builds and holds one (`WriteClient.table_context`; it keeps its own commit protocol: heartbeats,
 failed-write rollback, conflict checks) and exposes that protocol's recovery through the
@@ -15,6 +16,7 @@ the client.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,7 +61,7 @@ class HoldsTableContext(Protocol):
 class TableContext:
     """One table as its services see it: storage, config, write config, lock, engine and hooks.
 
-    Mutable on purpose: the daemon sets `completion_check` per run, and a caller may swap the
+    Mutable on purpose: the daemon sets `completion_check` and `completion_scope` per run, and a caller may swap the
     `engine` of a long-lived client (tests interleave writers that way).
     """
 
@@ -73,6 +75,12 @@ class TableContext:
     #: Called with a table service's instant time right before it completes; raising stops the
     #: completion (the instant stays inflight). The daemon's fencing: its claim must still hold.
     completion_check: Callable[[str], None] | None = None
+    #: Entered with a table service's instant time once its completion is underway -- past the
+    #: fencing check and holding the table lock when the completion takes it -- and left when the
+    #: completion ended (the instant completed, or it raised). The daemon marks its run
+    #: "committing" there: a stop that comes inside no longer interrupts the completion, and one
+    #: that came before (while the run waited for the lock) may still refuse it by raising on entry.
+    completion_scope: Callable[[str], AbstractContextManager[None]] | None = None
     #: The write client's recovery of failed writes (None: a context without a writer).
     recovery: WriteRecovery | None = None
 
@@ -154,6 +162,13 @@ class TableContext:
         """Run the fencing hook (if any) for a table service about to complete `instant_time`."""
         if self.completion_check is not None:
             self.completion_check(instant_time)
+
+    def completing(self, instant_time: str) -> AbstractContextManager[None]:
+        """The completion scope (if any) of a table service completing `instant_time`: enter it once the
+        completion is underway (fence passed, table lock held), around the writes that complete the instant."""
+        if self.completion_scope is None:
+            return nullcontext()
+        return self.completion_scope(instant_time)
 
 
 __all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "TableContext", "WriteRecovery"]

@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import cached_property
 from types import TracebackType
@@ -125,6 +126,10 @@ class Table:
         #: clean) completes; an exception stops the completion and the instant stays inflight,
         #: to be run again later. The daemon sets it to check that its claim still holds.
         self.completion_check: Callable[[str], None] | None = None
+        #: Entered with the instant time once a table service's completion is underway (past
+        #: `completion_check`, holding the table lock) and left when it ended: the daemon defers
+        #: a stop that comes inside until the completion is done (`TableContext.completion_scope`).
+        self.completion_scope: Callable[[str], AbstractContextManager[None]] | None = None
         #: True while `upgrade` / `downgrade` run: the services they run first build no metadata table.
         self._changing_version = False
         #: The current write's gate built the metadata table of a table without completed instants.
@@ -320,6 +325,7 @@ class Table:
         if self._client is None:
             self._client = write_path.client.WriteClient(self.storage, self.config, self.options, self.engine)
         self._client.completion_check = self.completion_check
+        self._client.completion_scope = self.completion_scope
         return self._client
 
     def _metadata_table_gate(self, *, build: bool = True) -> None:

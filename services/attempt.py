@@ -5,10 +5,18 @@ Spark driver process (`lakeward.services.spark_driver`) and in a thread of the d
 (`resources.isolation: thread`). What needs the daemon --
 claiming a newly written plan, the fencing check, reporting the phase -- goes through
 `AttemptHooks`: called directly in the daemon, answered by the runner over a pipe from a child.
+
+A stop (cancel, timeout, drain) takes effect up to the moment the attempt holds the table lock
+for its completion: the fence refuses it, or (in a child) SIGTERM unwinds it, waiting for the
+lock included. Once the completion is underway (`AttemptHooks.completing`: fence passed, lock
+held; the run's phase is `COMMITTING`), a stop no longer interrupts it: the attempt completes
+its instant and reports what it did.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,6 +24,10 @@ from lakeward.core.exceptions import InstantExistsError
 from lakeward.core.table import Table
 from lakeward.services import execution
 from lakeward.services.model import Outcome, ServiceAction
+
+#: The run's phase once its instant's completion is underway (fence passed, table lock held):
+#: a stop no longer interrupts it (module doc).
+COMMITTING = "committing"
 
 
 class RunStopped(Exception):
@@ -60,7 +72,12 @@ class AttemptHooks(Protocol):
         """Claim the plan this attempt just wrote; False when another replica claimed it first."""
 
     def set_phase(self, phase: str) -> None:
-        """Report the run's phase (scheduling, running, completing)."""
+        """Report the run's phase (scheduling, running, completing, committing)."""
+
+    def completing(self) -> AbstractContextManager[None]:
+        """Around the instant's completion once it is underway (fence passed, table lock held): raise
+        RunStopped on entry when the run was stopped meanwhile and nothing else would stop it; inside,
+        a stop no longer interrupts the attempt (module doc). Reports the phase `COMMITTING`."""
 
 
 def completion_check(hooks: AttemptHooks) -> Any:
@@ -73,8 +90,17 @@ def completion_check(hooks: AttemptHooks) -> Any:
     return check
 
 
+def completion_scope(hooks: AttemptHooks) -> Callable[[str], AbstractContextManager[None]]:
+    """The table's completion scope (`TableContext.completion_scope`): the hooks' `completing`."""
+
+    def scope(instant_time: str) -> AbstractContextManager[None]:
+        return hooks.completing()
+
+    return scope
+
+
 def perform(table: Table, spec: AttemptSpec, engine: Any, hooks: AttemptHooks) -> AttemptResult:
-    """Schedule (mode permitting) and run `spec` on `table`; the table's completion check must be set."""
+    """Schedule (mode permitting) and run `spec` on `table`; the table's completion check and scope must be set."""
     action, instant = spec.action, spec.instant
     execution.check_planned_version(table, spec.table_version)
     planned = action in execution.PLANNED_ACTIONS
@@ -106,4 +132,13 @@ def perform(table: Table, spec: AttemptSpec, engine: Any, hooks: AttemptHooks) -
         return AttemptResult(execution.Execution(instant, nothing_to_do=True, detail=str(exc)), instant)
 
 
-__all__ = ["AttemptHooks", "AttemptResult", "AttemptSpec", "RunStopped", "completion_check", "perform"]
+__all__ = [
+    "COMMITTING",
+    "AttemptHooks",
+    "AttemptResult",
+    "AttemptSpec",
+    "RunStopped",
+    "completion_check",
+    "completion_scope",
+    "perform",
+]

@@ -892,9 +892,15 @@ class Daemon:
 
     def _prune_cancel_requests(self) -> None:
         """Drop cancel requests whose run has ended: a replica that dies between on-call's cancel and
-        taking it (`Runner._take_cancel_requests`) leaves its request behind, and nobody else would."""
+        taking it (`Runner._take_cancel_requests`) leaves its request behind, and nobody else would.
+        A request for a run this replica's runner is running stays for the runner to take: the history
+        shows a replica's own runs as lost (it is asked only about other runs), and dropping the request
+        here let a run cancelled through another replica go on and complete."""
+        own = {run.run_id for run in self.runner.running()} if self.runner is not None else set()
         try:
             for run_id in self.control.cancel_requests():
+                if run_id in own:
+                    continue
                 found = self.history.run(run_id)
                 if found is None or found.get("state") in ENDED:
                     self.control.drop_cancel_request(run_id)

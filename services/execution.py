@@ -14,6 +14,7 @@ finishes interrupted rollbacks and rolls back writes whose writer is gone) only 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, TypeAlias
 
 from lakeward.core.exceptions import LakewardError, TableVersionChangedError
@@ -45,10 +46,13 @@ def open_table(
     options: Mapping[str, Any],
     engine: Any = None,
     completion_check: Callable[[str], None] | None = None,
+    completion_scope: Callable[[str], AbstractContextManager[None]] | None = None,
 ) -> Table:
-    """Open a table for the daemon: its `hoodie.*` options, the run's engine and the fencing check."""
+    """Open a table for the daemon: its `hoodie.*` options, the run's engine, the fencing check and the
+    completion scope (`lakeward.services.attempt`)."""
     table = Table.open(ref.path, options=dict(options), engine=engine)
     table.completion_check = completion_check
+    table.completion_scope = completion_scope
     return table
 
 

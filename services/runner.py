@@ -26,7 +26,10 @@ For every item it takes, the runner:
    quarantined: another replica or the next start picks it up): a child process is
    terminated (SIGTERM, SIGKILL after `resources.terminate_grace_s`), Spark jobs are
    cancelled by job group (and a Spark run that has not ended after the same grace is
-   stopped by killing the driver process);
+   stopped by killing the driver process). A stop takes effect until the run holds the
+   table lock for its completion (waiting for it included); once its completion is underway
+   (phase `committing`) the run completes its instant and ends with what it did, a warning
+   in the log (`lakeward.services.attempt`);
 6. releases its claims, reports to Prometheus and keeps a record of the run for the API.
 """
 
@@ -39,15 +42,24 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakeward.core.engine import LocalEngine
 from lakeward.core.exceptions import TableVersionChangedError
 from lakeward.services import execution, supervisor
-from lakeward.services.attempt import AttemptResult, AttemptSpec, RunStopped, completion_check, perform
+from lakeward.services.attempt import (
+    COMMITTING,
+    AttemptResult,
+    AttemptSpec,
+    RunStopped,
+    completion_check,
+    completion_scope,
+    perform,
+)
 from lakeward.services.claims import Coordinator, SessionEvent
 from lakeward.services.control import ControlStore
 from lakeward.services.fairness import DEFAULT_SHARE, Share
@@ -539,7 +551,9 @@ class Runner:
             result = self._attempt_in_child(run, spec, hooks)
         else:
             options = self.table_options(item.table)
-            table = execution.open_table(item.table, options, self.engine, completion_check(hooks))
+            table = execution.open_table(
+                item.table, options, self.engine, completion_check(hooks), completion_scope(hooks)
+            )
             # The table is not closed: its lock keeps a share of the process's shared ZooKeeper client,
             # so the client (one connection per ensemble) lives as long as the daemon and /readyz can
             # watch it; closing would end the session after every run and reconnect for the next.
@@ -663,6 +677,15 @@ class _RunHooks:
 
     def set_phase(self, phase: str) -> None:
         self.run.phase = phase
+
+    @contextmanager
+    def completing(self) -> Iterator[None]:
+        """In the daemon's own thread nothing else stops an attempt: a stop that came while it waited for
+        the table lock refuses the completion here; once past, the completion goes on (`attempt`)."""
+        if self.run.stop is not None:
+            raise self.run.stop
+        self.set_phase(COMMITTING)
+        yield
 
 
 def _sendable_local_engine(engine: Any) -> bool:

@@ -18,9 +18,13 @@ id (`(run_id, *message)`) over the one pipe; the daemon answers the questions (`
 run_id, value)`), asks for a cancel (`("cancel", run_id)`: `cancelJobGroup`) and ends the
 driver (`("stop",)`). While a run's jobs run the driver reports its task counts (`"progress"`).
 
-Stopping a run (cancel, timeout, drain) cancels its job group and refuses its fence; a run
-that had passed its fence completes its instant all the same (nothing interrupts a completion)
-and reports what it did, not the stop. A run that has not ended `grace_s` later (Python work
+Stopping a run (cancel, timeout, drain) cancels its job group, refuses its fence and, when it
+passed its fence and waits for the table lock to complete, refuses its completion once it has
+the lock (`_DriverLink.completing`). A run whose completion was underway (fence passed, lock
+held: phase `committing`) completes its instant all the same (nothing interrupts a completion)
+and reports what it did, not the stop; the daemon then waits `completion_grace_s` (the local
+engine's, `supervisor.COMPLETION_GRACE_S`) for it rather than `grace_s`. Any other run that
+has not ended `grace_s` later (Python work
 between jobs cannot be interrupted) is stopped by SIGKILL of the driver's process group, its
 JVM included: the other runs in it then fail with that reason (and are retried), and the
 next run starts a new driver. A driver that dies fails its runs with its exit reason, never
@@ -49,7 +53,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -61,6 +66,7 @@ from lakeward.services.logs import configure_logging, run_context
 from lakeward.services.model import Outcome
 from lakeward.services.settings import SparkSettings
 from lakeward.services.supervisor import (
+    COMPLETION_GRACE_S,
     CONTEXT,
     POLL_S,
     ChildFailed,
@@ -189,6 +195,8 @@ class _DriverLink(ParentLink):
         super().__init__(conn)
         self.send_lock, self.run_id = send_lock, run_id
         self.inbox: queue.Queue[Any] = queue.Queue()
+        #: The daemon asked to stop the run (`("cancel", run_id)`).
+        self.cancelled = False
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
@@ -196,6 +204,15 @@ class _DriverLink(ParentLink):
 
     def receive(self) -> Any:
         return self.inbox.get()
+
+    @contextmanager
+    def completing(self) -> Iterator[None]:
+        """A run stopped while it waited for the table lock does not complete (nothing else interrupts a
+        thread); once past this check, its completion goes on whatever comes (module doc)."""
+        if self.cancelled:
+            raise RunStopped(Outcome.CANCELLED, "stopped before its completion started")
+        with super().completing():
+            yield
 
 
 #: Builds the driver's engine from its session (picklable: a class or a module-level function).
@@ -262,6 +279,8 @@ def driver_main(
         elif kind == "answer" and message[1] in links:
             links[message[1]].inbox.put(message[2])
         elif kind == "cancel":
+            if message[1] in links:
+                links[message[1]].cancelled = True
             spark.sparkContext.cancelJobGroup(message[1])
         elif kind == "stop":
             break
@@ -416,6 +435,7 @@ class SparkDriver:
         description: str,
         stopped: Callable[[], RunStopped | None],
         grace_s: float,
+        completion_grace_s: float = COMPLETION_GRACE_S,
         max_memory_mb: int | None = None,
         on_start: Callable[[int], None] = lambda pid: None,
         on_memory: Callable[[int], None] = lambda peak: None,
@@ -438,7 +458,7 @@ class SparkDriver:
             while True:
                 stop = stopped()
                 if stop is not None:
-                    completed = self._stop_run(job.run_id, inbox, watch, grace_s)
+                    completed = self._stop_run(job.run_id, inbox, watch, (grace_s, completion_grace_s))
                     if completed is not None:  # it passed its fence before the stop: the instant is completed
                         log.warning("run %s completed its instant before its stop (%s) took effect", job.run_id, stop)
                         return completed
@@ -446,7 +466,8 @@ class SparkDriver:
                 exceeded = memory.exceeded()
                 on_memory(memory.peak)
                 if exceeded is not None:
-                    return self._stop_over_memory(job.run_id, inbox, watch, grace_s, memory, exceeded)
+                    graces = (grace_s, completion_grace_s)
+                    return self._stop_over_memory(job.run_id, inbox, watch, graces, memory, exceeded)
                 try:
                     message = inbox.get(timeout=POLL_S)
                 except queue.Empty:
@@ -467,21 +488,23 @@ class SparkDriver:
         run_id: str,
         inbox: queue.Queue[tuple[Any, ...]],
         watch: Supervision,
-        grace_s: float,
+        graces: tuple[float, float],
         refusal: RunStopped | None = None,
     ) -> AttemptResult | None:
-        """Cancel the run's Spark jobs and wait `grace_s` for it to end; past that, kill the driver.
+        """Cancel the run's Spark jobs and wait for it to end -- `grace_s`, or `completion_grace_s` once its
+        completion is underway (`graces`) --; past that, kill the driver.
 
         Its fence is answered with the run's stop, or with `refusal` when the runner did not stop it.
-        The attempt's result when the run completed its instant all the same (it had passed its fence
-        before the stop: the completion is not interrupted), else None.
+        The attempt's result when the run completed its instant all the same (its completion was
+        underway before the stop: it is not interrupted), else None.
         """
         try:
             self._send(("cancel", run_id))
         except ChildFailed:
             return None
-        deadline = time.monotonic() + grace_s
-        while (left := deadline - time.monotonic()) > 0:
+        stopped_at = time.monotonic()
+        grace_s, completion_grace_s = graces
+        while (left := stopped_at + (completion_grace_s if watch.committing else grace_s) - time.monotonic()) > 0:
             try:
                 message = inbox.get(timeout=left)
             except queue.Empty:
@@ -498,7 +521,8 @@ class SparkDriver:
                     watch.answer(message)  # a fence is answered with the run's stop
             except Exception:
                 return None
-        self.kill(f"run {run_id} did not stop within {grace_s:g}s of its cancel")
+        waited = completion_grace_s if watch.committing else grace_s
+        self.kill(f"run {run_id} did not stop within {waited:g}s of its cancel")
         return None
 
     def _stop_over_memory(
@@ -506,7 +530,7 @@ class SparkDriver:
         run_id: str,
         inbox: queue.Queue[tuple[Any, ...]],
         watch: Supervision,
-        grace_s: float,
+        graces: tuple[float, float],
         memory: DriverMemory,
         reason: str,
     ) -> AttemptResult:
@@ -514,7 +538,7 @@ class SparkDriver:
         driver when its memory has not come back under the bound once the run ended (module doc).
         Raises ChildFailed with `reason`; the attempt's result when it completed its instant all the same."""
         log.warning("stopping run %s: %s", run_id, reason)
-        completed = self._stop_run(run_id, inbox, watch, grace_s, RunStopped(Outcome.FAILED, reason))
+        completed = self._stop_run(run_id, inbox, watch, graces, RunStopped(Outcome.FAILED, reason))
         left = memory.sample()
         if memory.bound.over(left):
             self.kill(

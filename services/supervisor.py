@@ -7,7 +7,13 @@ fraction of a second), answers the child's questions with the run's hooks (plan 
 the fencing check), and while the child runs:
 
 - stops it when the run is stopped (cancel, timeout, drain): SIGTERM, then SIGKILL after
-  `grace_s`; the attempt then ends as the run's `RunStopped`;
+  `grace_s`; the attempt then ends as the run's `RunStopped` -- unless the child's completion
+  was underway (it reported the phase `committing`: fence passed, table lock held). Such a
+  child holds SIGTERM back, completes its instant and sends its result (`worker`); the
+  attempt ends with that result, and its SIGKILL waits `completion_grace_s` (default
+  `COMPLETION_GRACE_S`, counted from the SIGTERM) instead of `grace_s`: a completion is a
+  few small writes under the lock, and a SIGKILL in the middle of it would leave a
+  half-completed instant for the next writer to repair;
 - reads its resident memory (`/proc/<pid>/status`) every `POLL_S` and SIGKILLs it past
   `max_memory_mb` (`ChildFailed`: "memory limit exceeded"), keeping the peak for the record;
 - turns a death without a result into `ChildFailed` with the exit reason ("killed by
@@ -33,13 +39,17 @@ from typing import Any
 
 from lakeward.core.exceptions import TableVersionChangedError
 from lakeward.services import worker
-from lakeward.services.attempt import AttemptHooks, AttemptResult, RunStopped
+from lakeward.services.attempt import COMMITTING, AttemptHooks, AttemptResult, RunStopped
 from lakeward.services.worker import WorkerJob
 
 log = logging.getLogger(__name__)
 
 #: How often the supervisor looks at the child's memory and the run's stop flag.
 POLL_S = 0.1
+#: How long a stopped run whose completion was underway gets to finish it before SIGKILL (module doc):
+#: far longer than a completion takes (a metadata delta commit and the completed file, under the lock),
+#: short enough that a child hung in its storage does not hold a drain up for long.
+COMPLETION_GRACE_S = 30.0
 #: Fields of `/proc/<pid>/stat` after the command name: the parent pid and the resident pages.
 STAT_PPID, STAT_RSS = 1, 21
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -154,6 +164,8 @@ class Supervision:
     def __init__(self, proc: BaseProcess, conn: Any, hooks: AttemptHooks, max_memory_mb: int | None):
         self.proc, self.conn, self.hooks = proc, conn, hooks
         self.memory = MemoryBound(max_memory_mb)
+        #: The child reported that its completion is underway (phase `COMMITTING`): a stop waits for it.
+        self.committing = False
 
     @property
     def peak_rss_bytes(self) -> int:
@@ -172,6 +184,7 @@ class Supervision:
         """Handle one message of the child; the attempt's result when it is the last one."""
         kind = message[0]
         if kind == "phase":
+            self.committing = self.committing or message[1] == COMMITTING
             self.hooks.set_phase(message[1])
         elif kind == "claim_plan":
             self.conn.send(self.hooks.claim_plan(message[1]))
@@ -218,6 +231,7 @@ def run_in_child(
     stopped: Callable[[], RunStopped | None],
     max_memory_mb: int | None,
     grace_s: float,
+    completion_grace_s: float = COMPLETION_GRACE_S,
     on_start: Callable[[int], None] = lambda pid: None,
     on_memory: Callable[[int], None] = lambda peak: None,
 ) -> AttemptResult:
@@ -238,7 +252,10 @@ def run_in_child(
         while result is None:
             stop = stopped()
             if stop is not None:
-                stop_process(proc, grace_s)
+                result = _stop_child(watch, grace_s, completion_grace_s)
+                if result is not None:  # its completion was underway: the instant is completed
+                    log.warning("run %s completed its instant before its stop (%s) took effect", job.run_id, stop)
+                    return result
                 raise stop
             watch.check_memory()
             on_memory(watch.peak_rss_bytes)
@@ -252,6 +269,33 @@ def run_in_child(
             stop_process(proc, grace_s)
         else:  # the plan is done: report it now, while the child closes its table and exits
             _REAPER.add(proc, grace_s)
+
+
+def _stop_child(watch: Supervision, grace_s: float, completion_grace_s: float) -> AttemptResult | None:
+    """SIGTERM the child and follow it to its end, answering its questions (a fence with the run's stop);
+    SIGKILL it `grace_s` after the SIGTERM, or `completion_grace_s` after it once the child reported
+    that its completion is underway. The attempt's result when the child sent it (it completed its
+    instant: module doc), else None (the stop stands; the child is reaped)."""
+    proc = watch.proc
+    if proc.is_alive():
+        proc.terminate()
+    stopped_at = time.monotonic()
+    try:
+        while time.monotonic() < stopped_at + (completion_grace_s if watch.committing else grace_s):
+            message = watch.next_message()
+            if message is None:
+                continue
+            result = watch.answer(message)  # a last message other than a result raises
+            if result is not None:  # the child exits by itself (the caller hands it to the reaper)
+                return result
+    except (ChildFailed, RunStopped, TableVersionChangedError, OSError):  # gone or ended otherwise: the stop stands
+        pass
+    if proc.is_alive():
+        waited = completion_grace_s if watch.committing else grace_s
+        log.warning("the run's process %s did not stop within %.1fs of SIGTERM: SIGKILL", proc.pid, waited)
+        proc.kill()
+    proc.join()
+    return None
 
 
 class _Reaper:
@@ -310,6 +354,7 @@ def unreaped_children() -> int:
 
 
 __all__ = [
+    "COMPLETION_GRACE_S",
     "CONTEXT",
     "POLL_S",
     "ChildFailed",

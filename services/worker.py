@@ -13,7 +13,13 @@ Messages, child to runner: `("phase", str)`, `("claim_plan", instant)` -> bool,
 `("fence",)` -> None or a `RunStopped`, and last one of `("result", AttemptResult, peak)`,
 `("stopped", RunStopped, peak)`, `("failed", type name, message, traceback, peak)`, where
 peak is the child's peak resident memory in bytes. SIGTERM (cancel, timeout, drain)
-raises `Terminated` in the child so that its table lock is released on the way out.
+raises `Terminated` in the child so that its table lock is released on the way out -- up to
+the moment its instant's completion is underway (`ParentLink.completing`: fence passed, table
+lock held; the child reports the phase `committing` then). From there on SIGTERM is held
+back: the completion goes on, the attempt's last message goes out, and only then does the
+child stop (exit code 143), so that a stop never leaves a half-completed instant behind nor
+a completed one reported as stopped. A completion that raises lets the held stop take effect
+at once.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ import resource
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from lakeward.core.exceptions import TableVersionChangedError
 from lakeward.services import execution
-from lakeward.services.attempt import AttemptSpec, RunStopped, completion_check, perform
+from lakeward.services.attempt import COMMITTING, AttemptSpec, RunStopped, completion_check, completion_scope, perform
 from lakeward.services.logs import configure_logging, run_context
 from lakeward.services.model import TableRef
 
@@ -85,14 +93,62 @@ class ParentLink:
     def set_phase(self, phase: str) -> None:
         self.send(("phase", phase))
 
+    @contextmanager
+    def completing(self) -> Iterator[None]:
+        """The completion is underway: the runner learns it (phase `COMMITTING`: it waits for the
+        completion before it kills the process of a stopped run)."""
+        self.set_phase(COMMITTING)
+        yield
+
 
 def peak_rss_bytes() -> int:
     """This process's peak resident memory (Linux reports KiB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated(f"received {signal.Signals(signum).name}")
+class _Termination:
+    """SIGTERM in a run's child: `Terminated` at once, except while held (the instant's completion is
+    underway): then it is noted, and takes effect at `release` (module doc)."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: str | None = None
+
+    def signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.held:
+            self.pending = name  # no logging here: a handler may interrupt a log call
+            return
+        raise Terminated(f"received {name}")
+
+    def hold(self) -> None:
+        """From now on SIGTERM waits for `release`."""
+        self.held = True
+
+    def release(self, after: str) -> None:
+        """SIGTERM takes effect again: `Terminated` now if one came while held (`after`: what it waited for)."""
+        self.held = False
+        if self.pending is not None:
+            log.warning("run process asked to stop (%s) while completing its instant: stopping %s", self.pending, after)
+            raise Terminated(f"received {self.pending} while completing its instant")
+
+
+_TERMINATION = _Termination()
+
+
+class _ChildLink(ParentLink):
+    """The link of a run's own process: SIGTERM is held back from the moment the completion is underway
+    until the attempt's last message went out (`main`), or until the completion raised."""
+
+    @contextmanager
+    def completing(self) -> Iterator[None]:
+        _TERMINATION.hold()  # first: a SIGTERM before this line raised Terminated (the lock wait included)
+        try:
+            with super().completing():
+                yield
+        except BaseException:
+            _TERMINATION.release("as the completion failed")
+            raise
 
 
 def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
@@ -101,7 +157,7 @@ def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
     table = None
     try:
         try:
-            table = execution.open_table(job.table, job.options, engine, completion_check(link))
+            table = execution.open_table(job.table, job.options, engine, completion_check(link), completion_scope(link))
             result = perform(table, job.spec, engine, link)
         except RunStopped as stopped:
             message: tuple[Any, ...] = ("stopped", stopped, peak_rss_bytes())
@@ -119,19 +175,20 @@ def run_attempt(job: WorkerJob, link: ParentLink, engine: Any) -> None:
 
 def main(job: WorkerJob, conn: Connection) -> None:
     """Run one attempt and send its outcome to the runner (module doc)."""
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, _TERMINATION.signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon drains, not us
     if job.nice:
         os.nice(job.nice)
     if job.logging is not None:
         configure_logging(*job.logging, stream=sys.stderr)
     spec = job.spec
-    link = ParentLink(conn)
+    link = _ChildLink(conn)
     fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
     exit_code = 0
     with run_context(**fields):
         try:
             run_attempt(job, link, job.engine)
+            _TERMINATION.release("now that its result went out")  # a stop held back takes effect
         except Terminated as terminated:  # quietly: the runner that asked knows why
             log.warning("run process stopping: %s", terminated)
             exit_code = 128 + signal.SIGTERM

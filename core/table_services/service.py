@@ -18,8 +18,9 @@ fenced, the instant completes:
    when nothing was ever written);
 4. `run` the work on the engine -> the completed instant's metadata and the typed result;
 5. fence: the context's completion check (the daemon's claim must still hold);
-6. complete the instant (under the table lock when the service asks), then the run's
-   `after` step (markers, superseded files).
+6. complete the instant (under the table lock when the service asks, inside the context's
+   completion scope once the lock is held), then the run's `after` step (markers, superseded
+   files).
 """
 
 from __future__ import annotations
@@ -296,8 +297,9 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         keeps = maintains_files_partition(storage)
         try:
             with self.ctx.lock if self.complete_under_lock or keeps else nullcontext():
-                apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
-                complete(storage, inflight, metadata, tz)
+                with self.ctx.completing(inflight.time):  # underway: the daemon lets no stop cut it short
+                    apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
+                    complete(storage, inflight, metadata, tz)
         except InstantExistsError:
             if not self.tolerates_completed_by_other:
                 raise

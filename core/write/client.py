@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -172,6 +173,15 @@ class WriteClient:
     @completion_check.setter
     def completion_check(self, check: Callable[[str], None] | None) -> None:
         self.table_context.completion_check = check
+
+    @property
+    def completion_scope(self) -> Callable[[str], AbstractContextManager[None]] | None:
+        """The context's completion scope: entered once a table service's completion is underway."""
+        return self.table_context.completion_scope
+
+    @completion_scope.setter
+    def completion_scope(self, scope: Callable[[str], AbstractContextManager[None]] | None) -> None:
+        self.table_context.completion_scope = scope
 
     def check_completion(self, instant_time: str) -> None:
         """Run the completion check (if any) for a table service about to complete `instant_time`."""

@@ -64,6 +64,8 @@ class ResourceSettings(Section):
         gt=0,
         description=(
             "A run's child process asked to stop (cancel, timeout, drain) gets this long before SIGKILL; "
-            "a Spark run this long after its job group's cancel, before the driver process is killed."
+            "a Spark run this long after its job group's cancel, before the driver process is killed. "
+            "A run whose instant's completion is underway (phase committing) finishes it first and gets "
+            "30 s instead."
         ),
     )

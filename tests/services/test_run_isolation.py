@@ -1,6 +1,8 @@
 """Runs in child processes (local engine): a dead child is a failed run with its exit reason,
 cancel and timeout terminate the child, memory is bounded and reported, and a killed plan
-completes on its next run.
+completes on its next run. A stop ends a run `cancelled` up to the moment it holds the table
+lock for its completion (waiting for that lock included); once its completion is underway the
+child finishes it and the run reports what it did.
 
 Real tables and real child processes; a `FileGatedEngine` (the local engine, held at a gate
 of files, so it works inside the child) lets a test act while the child is half-way through.
@@ -13,17 +15,25 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import hudi
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from kazoo.client import KazooClient
 
 from lakeward import Table
-from lakeward.services.model import Outcome, ServiceAction
+from lakeward.core.locks import lock_provider_for
+from lakeward.services.attempt import COMMITTING, AttemptSpec, RunStopped
+from lakeward.services.model import Outcome, ServiceAction, TableRef
 from lakeward.services.runner import Runner, RunRecord
 from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSettings
-from lakeward.services.supervisor import exit_reason, resident_bytes, tree_resident_bytes
+from lakeward.services.supervisor import exit_reason, resident_bytes, run_in_child, tree_resident_bytes
+from lakeward.services.worker import WorkerJob
 from tests.services import test_runner
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, sample, states
 from tests.support.gated_engine import FileGatedEngine
@@ -39,6 +49,64 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+class StoppedOnceCommitting:
+    """The runner's side of an attempt (`AttemptHooks`) that stops the run the moment the child reports
+    that its completion is underway (fence passed, table lock held): a cancel that lands while the
+    child writes the metadata table's commit and the timeline's."""
+
+    def __init__(self) -> None:
+        self.stop: RunStopped | None = None
+        self.phases: list[str] = []
+
+    def fence(self) -> None:
+        if self.stop is not None:
+            raise self.stop
+
+    def claim_plan(self, instant: str) -> bool:
+        return True
+
+    def set_phase(self, phase: str) -> None:
+        self.phases.append(phase)
+        if phase == COMMITTING:
+            self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
+
+    @contextmanager
+    def completing(self) -> Iterator[None]:  # the attempt's own side; a child asks its link, not this
+        yield
+
+
+def zookeeper_lock_options(hosts: str) -> dict[str, str]:
+    """Hudi's ZooKeeper lock for one test table (a lock the test and a run's child process share)."""
+    host, port = hosts.split(":")
+    return {
+        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
+        "hoodie.write.lock.zookeeper.url": host,
+        "hoodie.write.lock.zookeeper.port": port,
+        "hoodie.write.lock.zookeeper.base_path": "/lakeward/late-cancel",
+        "hoodie.write.lock.zookeeper.lock_key": f"t{uuid.uuid4().hex}",
+    }
+
+
+def lock_waiters(hosts: str, options: dict[str, str]) -> int:
+    """How many hold or wait for the table lock `options` names (its contender nodes in ZooKeeper)."""
+    path = f"{options['hoodie.write.lock.zookeeper.base_path']}/{options['hoodie.write.lock.zookeeper.lock_key']}"
+    zk = KazooClient(hosts=hosts)
+    zk.start()
+    try:
+        return len(zk.get_children(path)) if zk.exists(path) else 0
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def hudi_rs_view(table: Table) -> tuple[dict[int, int], set[tuple[str, bool]]]:
+    """What hudi-rs (the oracle) reads now: id -> v, and each file slice's (creation instant, has logs)."""
+    found = hudi.HudiTableBuilder.from_base_uri(table.path).build()
+    read = pa.Table.from_batches(found.read())
+    rows = dict(zip(read.column("id").to_pylist(), read.column("v").to_pylist(), strict=True))
+    return rows, {(s.creation_instant_time, s.has_log_files()) for s in found.get_file_slices()}
 
 
 def start_held(runner: Runner, table: Table, engine: FileGatedEngine) -> tuple[RunRecord, int]:
@@ -185,3 +253,96 @@ def test_tree_resident_bytes_counts_descendants_in_groups_of_their_own(tmp_path)
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
         proc.wait(30)
+
+
+def test_a_stop_once_the_completion_is_underway_lets_the_child_complete_and_report_it(tmp_path):
+    """The stop lands while the child completes its instant (it holds the table lock, writing the metadata
+    table's commit and the timeline's): the child finishes the completion and the attempt's result is
+    what it did -- not a cancel, which would count the plan done by no run, nor a half-completed
+    instant. A `grace_s` far shorter than any completion does not cut it short either."""
+    table = mor_table(tmp_path / "t", commits=1)
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    spec = AttemptSpec(ServiceAction.COMPACTION, instant, "run", True)
+    job = WorkerJob("late-stop", TableRef(table.name, table.path), {}, spec)
+    hooks = StoppedOnceCommitting()
+    pids: list[int] = []
+    result = run_in_child(
+        job, hooks, stopped=lambda: hooks.stop, max_memory_mb=None, grace_s=0.01, on_start=pids.append
+    )
+    assert hooks.stop is not None, f"the child never reported its completion underway: {hooks.phases}"
+    assert hooks.phases[-2:] == ["completing", COMMITTING]
+    assert result.instant == instant and result.outcome is None and not result.execution.nothing_to_do
+    assert states(table, instant)[-1] == "completed"
+    wait_until(lambda: gone(pids[0]), 30, "the child to exit after its result")
+    rows, slices = hudi_rs_view(table)
+    assert slices == {(instant, False)}  # readers see the compacted slice
+    assert rows == {i: (1 if i in (1, 2, 3) else 0) for i in range(50)}
+
+
+@pytest.mark.zookeeper
+def test_a_stop_while_the_run_waits_for_the_table_lock_to_complete_cancels_it(tmp_path, in_process, zookeeper_server):
+    """The run passed its fence and waits for the table lock to complete its instant when on-call cancels
+    it: it ends `cancelled` (its plan quarantined), its child gone, its instant not completed -- the
+    completion had not begun. (Holding SIGTERM back from the fence on let such a run complete.)"""
+    table = mor_table(tmp_path / "t", commits=1)
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    options = zookeeper_lock_options(zookeeper_server.hosts)
+    resources = ResourceSettings(terminate_grace_s=10)  # SIGKILL must not be what ends the run
+    runner = make_runner(in_process, "local", table_options=lambda ref: options, resources=resources)
+    held = lock_provider_for(table.path, table.name, options)
+    held.acquire()
+    try:
+        submitted = runner.submit(item(table, instant=instant), mode="run")
+        run = submitted.run
+        assert run is not None, submitted.reason
+        wait_until(lambda: run.phase == "completing", 60, "the run to pass its fence")
+        wait_until(lambda: lock_waiters(zookeeper_server.hosts, options) == 2, 30, "the child to wait for the lock")
+        pid = run.pid
+        assert pid is not None
+        assert runner.cancel(run.run_id, reason="cancelled by on-call", quarantine=True)
+        deadline = time.monotonic() + 2  # SIGTERM ends the wait for the lock: the child is soon gone
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:  # then the lock is free, well within the grace: a child still there could complete now
+        held.release()
+        held.close()
+    done = finished(runner, run, 30)
+    assert (done.outcome, done.phase) == (Outcome.CANCELLED, "finished"), done.error
+    assert gone(pid)
+    assert states(table, instant) == ["inflight"]
+    assert list(runner.control.quarantined()) == [done.key]
+    rows, slices = hudi_rs_view(table)
+    assert instant not in {created for created, _ in slices}  # readers see no compaction
+    assert rows == {i: (1 if i in (1, 2, 3) else 0) for i in range(50)}
+    runner.close()
+
+
+@pytest.mark.zookeeper
+def test_a_stop_while_a_thread_run_waits_for_the_table_lock_refuses_its_completion(
+    tmp_path, in_process, zookeeper_server
+):
+    """`resources.isolation: thread`: nothing interrupts the daemon's thread waiting for the table lock, but
+    once it has the lock the completion is refused -- `cancelled`, nothing completed -- as in a child."""
+    table = mor_table(tmp_path / "t", commits=1)
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    options = zookeeper_lock_options(zookeeper_server.hosts)
+    resources = ResourceSettings(isolation="thread")
+    runner = make_runner(in_process, "local", table_options=lambda ref: options, resources=resources)
+    held = lock_provider_for(table.path, table.name, options)
+    held.acquire()
+    try:
+        run = runner.submit(item(table, instant=instant), mode="run").run
+        assert run is not None
+        wait_until(lambda: run.phase == "completing", 60, "the run to pass its fence")
+        wait_until(lambda: lock_waiters(zookeeper_server.hosts, options) == 2, 30, "the run to wait for the lock")
+        assert runner.cancel(run.run_id, reason="cancelled by on-call")
+    finally:
+        held.release()
+        held.close()
+    done = finished(runner, run, 30)
+    assert done.outcome is Outcome.CANCELLED and done.error == "cancelled by on-call", done.error
+    assert states(table, instant) == ["inflight"]
+    runner.close()

@@ -28,7 +28,7 @@ from lakeward.services.claims import ZooKeeperCoordinator
 from lakeward.services.cli import app as cli_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.history import LOST, Retention, SharedHistory, ZooKeeperRecordLog, cap_record
-from lakeward.services.model import ServiceAction
+from lakeward.services.model import Outcome, ServiceAction
 from lakeward.services.runner import RunRecord
 from lakeward.services.settings import DaemonSettings, HistorySettings, load_settings
 from tests.services.test_api import wait_for
@@ -269,6 +269,30 @@ def test_a_cancel_request_for_a_replica_that_died_is_pruned(deployment):
         assert set(b.control.cancel_requests()) == {dead.run_id, "r-live"}
         b.cycle()
         wait_for(lambda: set(b.control.cancel_requests()) == {"r-live"}, VIEW_BOUND_S)
+    finally:
+        gated.gate.set()
+        c.drain(2)
+
+
+def test_a_cancel_request_for_a_run_of_this_replica_is_not_pruned_by_its_own_cycle(deployment):
+    """On-call cancels a run through another replica; the run's own replica prunes requests in its cycle
+    before its runner took this one (`Runner._take_cancel_requests`, every second). Its history shows
+    its own runs as lost (it asks only about other runs), so the prune dropped the request, and the
+    run went on to complete (the e2e test's cancel step ended `succeeded`). The request must stay
+    for the runner: the run ends cancelled."""
+    a, _ = deployment()
+    c, _, gated, run = replica_with_a_held_compaction(a.settings)
+    try:
+        # what A writes when on-call's cancel reaches it (`Daemon.cancel`); C's cycle comes at once, most
+        # often before C's runner looks at the requests (every second)
+        assert c.runner is not None
+        c.control.request_cancel(run.run_id, c.runner.replica, "cancelled from the API (through A)")
+        c.cycle()
+        wait_for(lambda: run.stop is not None, VIEW_BOUND_S)  # C's runner took the request
+        gated.gate.set()
+        assert c.runner is not None and c.runner.wait_idle(60)
+        assert run.outcome is Outcome.CANCELLED, (run.outcome, run.error)
+        assert run.error == "cancelled from the API (through A)"
     finally:
         gated.gate.set()
         c.drain(2)

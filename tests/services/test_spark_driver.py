@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from lakeward.services.attempt import AttemptSpec, RunStopped
+from lakeward.core.locks import lock_provider_for
+from lakeward.services.attempt import AttemptSpec
 from lakeward.services.daemon import Daemon
 from lakeward.services.model import Outcome, ServiceAction, TableRef
 from lakeward.services.runner import Runner, RunRecord
@@ -27,7 +28,7 @@ from lakeward.services.settings import ActionMemory, ActionTimeouts, ResourceSet
 from lakeward.services.spark_driver import SparkDriver
 from lakeward.services.worker import WorkerJob
 from tests.services import test_runner
-from tests.services.test_run_isolation import gone
+from tests.services.test_run_isolation import StoppedOnceCommitting, gone, lock_waiters, zookeeper_lock_options
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, states
 from tests.support.gated_spark import gated_spark
 from tests.support.waiting import wait_until
@@ -182,37 +183,61 @@ def test_a_spark_run_past_its_memory_bound_fails_and_the_next_run_gets_a_new_dri
     assert 0 < done.peak_rss_bytes < 4096 * 2**20
 
 
-class StoppedRightAfterTheFence:
-    """Attempt hooks whose fence lets the run complete and then stops it: a cancel that comes in while
-    the run completes its instant, which nothing interrupts any more."""
-
-    def __init__(self) -> None:
-        self.stop: RunStopped | None = None
-
-    def fence(self) -> None:
-        self.stop = RunStopped(Outcome.CANCELLED, "cancelled while completing")
-
-    def claim_plan(self, instant: str) -> bool:
-        return True
-
-    def set_phase(self, phase: str) -> None:
-        pass
-
-
-def test_a_stop_that_comes_after_the_fence_reports_the_completed_instant(tmp_path, driver, held):
-    """The run completed its instant during its stop's grace: the attempt's result is what it did (a
-    run must not be reported cancelled while its plan is completed: the plan would count as done by
-    no run, and a quarantine would hold back a plan that is no more)."""
+def test_a_stop_once_the_completion_is_underway_reports_the_completed_instant(tmp_path, driver, held):
+    """The stop lands while the run completes its instant (fence passed, table lock held): the attempt's
+    result is what it did (a run must not be reported cancelled while its plan is completed: the plan
+    would count as done by no run, and a quarantine would hold back a plan that is no more), and a
+    `grace_s` shorter than the completion does not kill the driver in the middle of it. As a local
+    run's child (test_run_isolation)."""
     table = mor_table(tmp_path / "t", commits=1)
     (held / "gate").touch()
     instant = table.schedule_compaction(force=True)
     assert instant is not None
     spec = AttemptSpec(ServiceAction.COMPACTION, instant, "run", True)
     job = WorkerJob("late-stop", TableRef(table.name, table.path), {}, spec)
-    hooks = StoppedRightAfterTheFence()
-    result = driver.run(job, hooks, pool="compaction", description="late stop", stopped=lambda: hooks.stop, grace_s=60)
-    assert hooks.stop is not None and result.instant == instant
+    hooks = StoppedOnceCommitting()
+    pid = driver.pid
+    result = driver.run(
+        job, hooks, pool="compaction", description="late stop", stopped=lambda: hooks.stop, grace_s=0.01
+    )
+    assert hooks.stop is not None, hooks.phases
+    assert result.instant == instant and result.outcome is None
     assert states(table, instant)[-1] == "completed"
+    assert driver.pid == pid  # not killed
+
+
+@pytest.mark.zookeeper
+def test_a_stop_while_a_spark_run_waits_for_the_table_lock_to_complete_cancels_it(
+    tmp_path, in_process, driver, held, zookeeper_server
+):
+    """Passed its fence, waiting for the table lock to complete, the run is cancelled: nothing interrupts a
+    thread waiting for a lock, but once it has the lock its completion is refused -- `cancelled`, the
+    instant not completed -- as a local run's child (test_run_isolation). The driver lives on."""
+    table = mor_table(tmp_path / "t", commits=1)
+    (held / "gate").touch()
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    options = zookeeper_lock_options(zookeeper_server.hosts)
+    resources = ResourceSettings(terminate_grace_s=60)  # the driver is not killed: the run ends by itself
+    runner = make_runner(in_process, driver, table_options=lambda ref: options, resources=resources)
+    held_lock = lock_provider_for(table.path, table.name, options)
+    held_lock.acquire()
+    try:
+        run = runner.submit(item(table, instant=instant), mode="run").run
+        assert run is not None
+        wait_until(lambda: run.phase == "completing", START_S, "the run to pass its fence")
+        wait_until(lambda: lock_waiters(zookeeper_server.hosts, options) == 2, 30, "the run to wait for the lock")
+        pid = driver.pid
+        assert runner.cancel(run.run_id, reason="cancelled by on-call", quarantine=True)
+        time.sleep(2)  # the driver has the cancel well before the lock is free
+    finally:
+        held_lock.release()
+        held_lock.close()
+    done = finished(runner, run, 60)
+    assert done.outcome is Outcome.CANCELLED and done.error == "cancelled by on-call", done.error
+    assert states(table, instant) == ["inflight"]
+    assert driver.pid == pid and pid is not None and not gone(pid)
+    runner.close()
 
 
 def test_a_driver_killed_from_outside_is_a_failed_run_with_its_reason(tmp_path, in_process, driver, held):
