@@ -197,3 +197,19 @@ def locate(
         "confirm bloom candidates",
     )
     return locations_array(result)
+
+
+def admitted_keys(storage: Storage, file_slice: FileSlice, keys: pa.Array, prune_by_ranges: bool = True) -> pa.Array:
+    """The keys of `keys` that the slice's base file may hold: those its footer's key range (with
+    `prune_by_ranges`) and bloom filter admit, as `locate` prunes (no false negatives; a false
+    positive is left to the caller's check against the file's real keys).
+
+    For an engine that checks a base file where its keys are read (the Spark plane's key-scan
+    tasks): a file that admits none of the batch's keys need not be read. The filter is the
+    footer's, which is read for the key range anyway (no metadata table lookup per file).
+    """
+    assert file_slice.base_file is not None
+    if not len(keys):
+        return keys
+    (rows,) = _admitted(keys, [_footer(storage, file_slice)], prune_by_ranges)
+    return keys.take(pa.array(rows, pa.int64()))

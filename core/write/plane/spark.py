@@ -35,6 +35,7 @@ from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index.base import read_keys
+from lakeward.core.index.bloom import admitted_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
@@ -52,6 +53,7 @@ from lakeward.core.write.plane.spark_tasks import MAX_EXACT_SLOTS, parse_byte_si
 from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, GroupedData
 
     from lakeward.core.write.client import WriteClient
@@ -97,12 +99,55 @@ def _slice_key_batch(
     engine's index (`read_keys`), so both engines agree on which group holds a key
     (`virtual_keys`: the config of a table without meta fields, whose keys are computed).
     """
-    keys = pc.unique(read_keys(storage, file_slice, committed, virtual_keys=virtual_keys))
+    return _key_batch(file_slice, pc.unique(read_keys(storage, file_slice, committed, virtual_keys=virtual_keys)))
+
+
+def _key_batch(file_slice: FileSlice, keys: pa.Array) -> pa.RecordBatch:
+    """(partition, key, file id) rows of `keys`, held by `file_slice`."""
     n = len(keys)
     return pa.RecordBatch.from_arrays(
         [pa.array([file_slice.partition_path] * n, pa.string()), keys, pa.array([file_slice.file_id] * n, pa.string())],
         names=["__lw_partition", "__lw_key", LOCATION],
     )
+
+
+def _matched_slice_keys(
+    storage: Storage, file_slice: FileSlice, wanted: pa.Array, committed: CommittedInstants, prune_by_ranges: bool
+) -> pa.RecordBatch | None:
+    """(partition, key, file id) of the keys of `wanted` (the batch's keys of the slice's partition) that
+    the slice holds; None when its base file's key range and bloom filter admit none of them (the file
+    is then not read). A slice with logs is always read: a key can live only in a log, which no filter
+    covers. Admitted keys are checked against the slice's real keys (`read_keys`, as the local
+    engine's index), so a bloom filter's false positive is never tagged.
+
+    Runs in the Spark plane's key-scan tasks (BLOOM, `_tag_by_bloom`)."""
+    candidates = wanted
+    if not file_slice.log_files and file_slice.base_file is not None:
+        candidates = admitted_keys(storage, file_slice, wanted, prune_by_ranges)
+        if not len(candidates):
+            return None
+    stored = read_keys(storage, file_slice, committed)
+    return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))))
+
+
+@dataclass
+class BloomScan:
+    """What the BLOOM key scan (`SparkDataPlane._tag_by_bloom`) read: a Spark accumulator the tasks add
+    to for each base file (of a slice without logs) whose keys they read, reported after the scan ran.
+    A retried task adds again: a figure for the log, never for a decision."""
+
+    reads: Accumulator[int]
+    slices: list[FileSlice]
+
+    def report(self) -> None:
+        base_only = sum(1 for s in self.slices if not s.log_files and s.base_file is not None)
+        log.info(
+            "spark write: BLOOM key scan read the keys of %d of %d base file(s) without logs (the others' key "
+            "range and bloom filter admit no key of the batch) and of %d slice(s) with logs",
+            self.reads.value,
+            base_only,
+            len(self.slices) - base_only,
+        )
 
 
 def _whole_partition(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -253,6 +298,7 @@ class SparkDataPlane:
             records = records.withColumn(IS_DELETE, F.lit(False))
 
         tag = operation in (WriteOperation.UPSERT, WriteOperation.DELETE)
+        bloom_scan: BloomScan | None = None
         candidates = [s for key, s in slices.items() if key[0] in batch_partitions]
         by_record_index = self._record_index_tagging(records, candidates) if tag else None
         if self.write_config.index_type == "BUCKET":
@@ -263,7 +309,11 @@ class SparkDataPlane:
             tagged = by_record_index.tag(records, self._can_broadcast_keys(prepared.records))
         elif tag and candidates:
             broadcast = self._can_broadcast_keys(prepared.records)
-            tagged = self._tag_by_join(records, candidates, CommittedInstants.of(view.timeline), broadcast)
+            committed = CommittedInstants.of(view.timeline)
+            if broadcast and self.write_config.index_type == "BLOOM" and self.config.populate_meta_fields:
+                tagged, bloom_scan = self._tag_by_bloom(records, candidates, committed)
+            else:
+                tagged = self._tag_by_join(records, candidates, committed, broadcast)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
         if self.write_config.index_type == "BUCKET" or (tag and candidates) or by_record_index is not None:
@@ -281,6 +331,8 @@ class SparkDataPlane:
             len(counts),
             time.monotonic() - started,
         )
+        if bloom_scan is not None:
+            bloom_scan.report()
         located: dict[tuple[str, str], int] = {}
         new_rows: dict[str, int] = {}
         for row in counts:
@@ -455,6 +507,71 @@ class SparkDataPlane:
         joined = numbered.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
         return joined.dropDuplicates([PARTITION_PATH, RECORD_KEY, "__lw_row"]).drop("__lw_row")
 
+    def _tag_by_bloom(
+        self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants
+    ) -> tuple[DataFrame, BloomScan]:
+        """BLOOM, for a batch whose keys fit a broadcast: LOCATION = file id of the slice that holds the key,
+        each base file pruned by its key range and bloom filter in the key-scan task that would read it.
+
+        The batch's keys are broadcast (as `_tag_by_broadcast`) to a scan with a row per candidate
+        slice; the join gives each slice's task the batch's keys of its partition, the task checks
+        them against the base file's footer (`index.bloom.admitted_keys`, the local engine's
+        pruning) and reads the file's keys only if some key passes, emitting only the keys the
+        slice really holds (`_matched_slice_keys`). Slices with logs are always read. Nothing is
+        collected to the driver and the jobs are those of the broadcast join: the broadcast, the
+        scan with one location per key, and the broadcast of the locations. The filters are the
+        footers' (read for the key ranges anyway): `hoodie.bloom.index.use.metadata` is not
+        consulted here, as a metadata table lookup in each task would read its timeline and a
+        whole `bloom_filters` HFile per task; the filters are the same bytes.
+        """
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
+        from pyspark.sql import functions as F
+
+        storage = self.storage
+        prune_by_ranges = self.write_config.bloom_prune_by_ranges
+        slices = list(candidates)
+        scan = BloomScan(self.spark.sparkContext.accumulator(0), slices)
+        reads = scan.reads
+
+        def slice_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            # The join streams the slices in order: the rows of a slice come one after the other.
+            current = -1
+            chunks: list[pa.Array] = []
+
+            def flush() -> Iterator[pa.RecordBatch]:
+                file_slice = slices[current]
+                wanted = pc.unique(pa.concat_arrays(chunks))
+                found = _matched_slice_keys(storage, file_slice, wanted, committed, prune_by_ranges)
+                if found is None:
+                    return
+                if not file_slice.log_files and file_slice.base_file is not None:
+                    reads.add(1)
+                if found.num_rows:
+                    yield found
+
+            for batch in batches:
+                ids = batch.column(0).to_numpy(zero_copy_only=False)
+                keys = batch.column(1)
+                bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
+                for start, end in zip(bounds, bounds[1:]):
+                    if int(ids[start]) != current and chunks:
+                        yield from flush()
+                        chunks = []
+                    current = int(ids[start])
+                    chunks.append(keys.slice(start, end - start))
+            if chunks:
+                yield from flush()
+
+        partitions = F.array(*[F.lit(s.partition_path) for s in slices])
+        tasks = min(len(slices), max(1, 2 * self.spark.sparkContext.defaultParallelism))
+        rows = self.spark.range(len(slices), numPartitions=tasks)
+        rows = rows.select(F.col("id"), F.element_at(partitions, (F.col("id") + 1).cast("int")).alias("__lw_sp"))
+        wanted = F.broadcast(records.select(F.col(PARTITION_PATH).alias("__lw_bp"), F.col(RECORD_KEY).alias("__lw_bk")))
+        pairs = rows.join(wanted, rows["__lw_sp"] == wanted["__lw_bp"], "inner").select("id", "__lw_bk")
+        key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
+        found = pairs.mapInArrow(slice_keys, key_schema).dropDuplicates(["__lw_partition", "__lw_key"])
+        return _join_locations(records, found), scan
+
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
         """LOCATION = the file group of each key's bucket; keys of new buckets get new file groups."""
         # lazy: PySpark is optional (lakeward[spark]) and slow to import
@@ -624,6 +741,14 @@ def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: Data
         return frame.join(wanted, condition, "left_semi")
 
     found = _union_of_keys(kept(named), kept(located)).dropDuplicates(["__lw_partition", "__lw_key"])
+    return _join_locations(records, found)
+
+
+def _join_locations(records: DataFrame, found: DataFrame) -> DataFrame:
+    """LOCATION of each record from `found` (partition, key, file id; one row per key), a broadcast."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
     condition = (records[PARTITION_PATH] == found["__lw_partition"]) & (records[RECORD_KEY] == found["__lw_key"])
     return records.join(F.broadcast(found), condition, "left").drop("__lw_partition", "__lw_key")
 

@@ -11,6 +11,8 @@ with the same insert/update/delete counts as the local engine.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 import lakeward.spark
+from lakeward.core.file_group.base_file import read_footer_keys
 from lakeward.core.table import Table
 from lakeward.core.write.client import WriteResult
 
@@ -128,3 +131,93 @@ def test_datasource_upsert_of_a_key_only_in_a_log(spark: Any, tmp_path: Path) ->
     save(_rows(["k3"], 3, "c"))
     assert _duplicates(p) == ({}, {})
     assert Table.open(p).read().num_rows == 10
+
+
+def _scan_reads(caplog: pytest.LogCaptureFixture) -> tuple[int, int, int]:
+    """(base files read, base files without logs, slices with logs) of the one BLOOM key scan logged."""
+    found = [r.getMessage() for r in caplog.records if "BLOOM key scan read the keys of" in r.getMessage()]
+    assert len(found) == 1, f"no (or more than one) BLOOM key scan on the Spark engine: {found}"
+    numbers = re.search(r"of (\d+) of (\d+) base file\(s\) without logs .* of (\d+) slice\(s\) with logs", found[0])
+    assert numbers is not None, found[0]
+    read, base_only, with_logs = (int(x) for x in numbers.groups())
+    return read, base_only, with_logs
+
+
+@pytest.mark.parametrize("use_metadata", [False, True])
+def test_spark_bloom_tagging_reads_the_keys_of_the_admitting_base_files_only(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, use_metadata: bool
+) -> None:
+    """Issue 17: BLOOM on the Spark engine checks each base file's key range and bloom filter in the
+    key-scan task and reads the file's keys only if some key of the batch passes; a slice with logs
+    is always read (a key can live only there). Counts and rows stay exact (lakeward and hudi-rs),
+    with or without `hoodie.bloom.index.use.metadata` (the footers' filters are the same bytes)."""
+    p = str(tmp_path / "t")
+    options = {
+        "hoodie.parquet.small.file.limit": "0",  # one file group per insert
+        "hoodie.metadata.index.bloom.filter.enable": "true",
+        "hoodie.bloom.index.use.metadata": str(use_metadata).lower(),
+    }
+    Table.create(p, record_key="uuid", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9)
+    live: dict[str, tuple[int, str]] = {}
+    for group in "abcd":  # four file groups with disjoint key ranges: a000-a099, b000-b099, ...
+        keys = [f"{group}{i:03d}" for i in range(100)]
+        Table.open(p, options=options).insert(_rows(keys, 1, "i"))
+        live |= {k: (1, "i") for k in keys}
+
+    def upsert(keys: list[str], ts: int) -> tuple[int, int, int]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="lakeward.core.write.plane.spark"):
+            result = _upsert(spark, p, _rows(keys, ts, f"u{ts}"), "spark", options)
+        live.update({k: (ts, f"u{ts}") for k in keys})
+        return _counts(result)
+
+    # b500 is inside b's key range, but b's bloom filter rejects it; z001 is in no range: b only is read
+    assert upsert(["b010", "b020", "b500", "z001"], 2) == (2, 2, 0)
+    assert _scan_reads(caplog) == (1, 4, 0)
+    # b now has a log: read whatever the keys; c by its filter; the new group (b500, z001) for b500;
+    # a and d not at all
+    assert upsert(["c005", "c600", "b500"], 3) == (1, 2, 0)
+    assert _scan_reads(caplog) == (2, 4, 1)
+    # no key admitted anywhere (in no range, or rejected by the filter): nothing read, all inserts
+    assert upsert(["a500", "e001"], 4) == (2, 0, 0)
+    assert _scan_reads(caplog)[0] == 0
+    assert _duplicates(p) == ({}, {})
+    rows = Table.open(p).read(columns=["uuid", "ts", "v"]).to_pylist()
+    assert sorted((r["uuid"], r["ts"], r["v"]) for r in rows) == sorted((k, *v) for k, v in live.items())
+
+
+def test_spark_bloom_false_positive_is_read_and_stays_an_insert(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key the base file's bloom filter admits but the file does not hold: the file is read (its
+    keys checked) and the key is inserted, as on the local engine, which the table matches."""
+    paths = {engine: str(tmp_path / engine) for engine in ("local", "spark")}
+    options = {**SMALL_BLOOM, "hoodie.bloom.index.prune.by.ranges": "true"}
+    keys = [f"k{i:03d}" for i in range(0, 200, 2)]  # even keys: the odd ones are inside the key range
+    for p in paths.values():
+        Table.create(p, record_key="uuid", ordering_field="ts", options=options)
+        Table.open(p, options=options).insert(_rows(keys, 1, "i"))
+
+    def absent_keys(admitted: bool) -> list[str]:
+        """Keys inside the file's key range that it does not hold, which its bloom filter admits (or not)."""
+        table = Table.open(paths["spark"])
+        (base,) = [s.base_file for s in table.file_slices()]
+        assert base is not None
+        bloom = read_footer_keys(table.storage, base.path).bloom
+        assert bloom is not None
+        odd = [f"k{i:03d}" for i in range(101, 199, 2)]
+        found = [k for k, hit in zip(odd, bloom.might_contain(pa.array(odd)).tolist()) if hit == admitted]
+        assert len(found) >= 2, "the small filter should admit some absent keys and reject others"
+        return found[:2]
+
+    for step, read in ((1, 1), (2, 0)):
+        batch = _rows(absent_keys(admitted=read == 1) + (["k010"] if read else []), 1 + step, "u")
+        local = _upsert(spark, paths["local"], batch, "local", options)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="lakeward.core.write.plane.spark"):
+            on_spark = _upsert(spark, paths["spark"], batch, "spark", options)
+        assert _counts(on_spark) == _counts(local) == ((2, 1, 0) if read else (2, 0, 0))
+        assert _scan_reads(caplog)[0] == read
+    columns = ["uuid", "ts", "v"]
+    spark_rows, local_rows = (sorted(Table.open(p).read(columns=columns).to_pylist(), key=str) for p in paths.values())
+    assert spark_rows == local_rows and len(spark_rows) == 104
