@@ -40,6 +40,7 @@ from lakeward.core.cdc.changes import (
     OP,
     UPDATE,
     as_images,
+    block_keys,
     diff_states,
     empty_changes,
     fold_log_changes,
@@ -350,8 +351,8 @@ class SliceReads:
 
         A file this task holds already is filtered; another is read with its dictionary-encoded
         string columns left as dictionaries until the filter (only the rows kept are decoded to
-        strings) and not kept: the lookups of images (`_fill_images`) read each version once,
-        after every other read of the task.
+        strings) and not kept: a slice's fold (LOG_FILE) reads its base once, and the lookups
+        of images (`_fill_images`) read each version once, after every other read of the task.
         """
         rows = self.base(path) if path in self._bases else self._read(path, dictionaries=True)
         rows = rows.filter(pc.is_in(rows.column(RECORD_KEY), value_set=keys))
@@ -498,8 +499,14 @@ def split_changes(
     if split.case is InferenceCase.LOG_FILE:
         assert split.after is not None
         file_slice = split.after.file_slice
-        base = reads.base(file_slice.base_file.path) if file_slice.base_file is not None else None
         blocks = reads.blocks(file_slice, split.after.visible)
+        base = None
+        if file_slice.base_file is not None:
+            path = file_slice.base_file.path
+            # With stored record keys, the folds use only the base records of the keys the log
+            # touches (`changes._touched_base`): those alone are decoded in full.
+            stored_keys = settings.key_field is None and RECORD_KEY in reads.columns
+            base = reads.base_rows(path, block_keys(blocks)) if stored_keys else reads.base(path)
         at_once = fold_log_changes_at_once(base, blocks, full_schema, settings, frozenset(split.instants))
         if at_once is not None:
             return at_once
