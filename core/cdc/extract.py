@@ -355,7 +355,8 @@ class SliceReads:
         of images (`_fill_images`) read each version once, after every other read of the task.
         """
         rows = self.base(path) if path in self._bases else self._read(path, dictionaries=True)
-        rows = rows.filter(pc.is_in(rows.column(RECORD_KEY), value_set=keys))
+        stored = rows.column(RECORD_KEY)
+        rows = rows.filter(pc.is_in(stored, value_set=keys.cast(stored.type)))
         for i, field in enumerate(rows.schema):
             if pa.types.is_dictionary(field.type):
                 value_type = field.type.value_type
