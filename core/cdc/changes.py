@@ -165,7 +165,8 @@ def _changes(
     )
 
 
-def _block_keys(blocks: Sequence[DataBlock | DeleteBlock]) -> pa.Array:
+def block_keys(blocks: Sequence[DataBlock | DeleteBlock]) -> pa.Array:
+    """The distinct record keys the data and delete blocks touch (strings)."""
     keys = [
         (b.records.column(RECORD_KEY) if isinstance(b, DataBlock) else b.records.column(DELETE_RECORD_KEY))
         .combine_chunks()
@@ -217,12 +218,12 @@ def fold_log_changes(
     instants are still applied, in order).
     """
     by_instant = _by_instant(blocks)
-    state = _touched_base(base, _block_keys(blocks), full_schema, settings)
+    state = _touched_base(base, block_keys(blocks), full_schema, settings)
     out: dict[str, pa.Table] = {}
     for instant_time, instant_blocks in by_instant.items():
         after = merge_log_blocks(state, instant_blocks, full_schema, settings)
         if wanted is None or instant_time in wanted:
-            out[instant_time] = diff_states(instant_time, state, after, full_schema, _block_keys(instant_blocks))
+            out[instant_time] = diff_states(instant_time, state, after, full_schema, block_keys(instant_blocks))
         state = after
     return out
 
@@ -241,7 +242,7 @@ def fold_log_changes_at_once(
     another order than the fold's (callers sort). None: the keys do not allow it (fold instead).
     """
     by_instant = _by_instant(blocks)
-    instant_keys = [_block_keys(instant_blocks) for instant_blocks in by_instant.values()]
+    instant_keys = [block_keys(instant_blocks) for instant_blocks in by_instant.values()]
     touched = pa.concat_arrays(instant_keys) if instant_keys else pa.array([], pa.string())
     if pc.count_distinct(touched).as_py() != len(touched):
         return None
