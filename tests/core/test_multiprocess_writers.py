@@ -30,20 +30,17 @@ from lakeward.core.table import Table
 from lakeward.core.timeline import Timeline
 from lakeward.core.write.heartbeat import HEARTBEAT_FOLDER
 from tests.core.scripts.mp_writer import batch
+from tests.support.zookeeper import hudi_lock_options
 
 SCRIPT = Path(__file__).parent / "scripts" / "mp_writer.py"
 COMPACTOR = Path(__file__).parent / "scripts" / "mp_compactor.py"
 
 
 def _zk_options(hosts: str) -> dict[str, Any]:
-    host, port = hosts.split(":")
     return {
         "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
-        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
-        "hoodie.write.lock.zookeeper.url": host,
-        "hoodie.write.lock.zookeeper.port": port,
-        "hoodie.write.lock.zookeeper.base_path": "/lakeward/multiprocess-test",
-        "hoodie.write.lock.zookeeper.lock_key": f"t{time.time_ns()}",  # one lock per test table
+        # one lock per test table
+        **hudi_lock_options(hosts, "/lakeward/multiprocess-test", f"t{time.time_ns()}"),
     }
 
 

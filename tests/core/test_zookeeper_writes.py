@@ -9,18 +9,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakeward import Table
+from tests.support.zookeeper import hudi_lock_options
 
 pytestmark = pytest.mark.zookeeper
 
 
 def _zk_options(hosts: str) -> dict[str, str]:
-    host, port = hosts.split(":")
-    return {
-        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
-        "hoodie.write.lock.zookeeper.url": host,
-        "hoodie.write.lock.zookeeper.port": port,
-        "hoodie.write.lock.zookeeper.base_path": "/lakeward/locks",
-    }
+    return hudi_lock_options(hosts, "/lakeward/locks")
 
 
 def test_writers_with_zookeeper_lock_on_disjoint_partitions_lose_nothing(tmp_path, zookeeper_server):

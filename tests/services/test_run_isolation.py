@@ -38,6 +38,7 @@ from tests.services import test_runner
 from tests.services.test_runner import concurrency, item, make_runner, mor_table, sample, states
 from tests.support.gated_engine import FileGatedEngine
 from tests.support.waiting import wait_until
+from tests.support.zookeeper import hudi_lock_options
 
 in_process = test_runner.in_process  # the fixture
 
@@ -79,14 +80,7 @@ class StoppedOnceCommitting:
 
 def zookeeper_lock_options(hosts: str) -> dict[str, str]:
     """Hudi's ZooKeeper lock for one test table (a lock the test and a run's child process share)."""
-    host, port = hosts.split(":")
-    return {
-        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
-        "hoodie.write.lock.zookeeper.url": host,
-        "hoodie.write.lock.zookeeper.port": port,
-        "hoodie.write.lock.zookeeper.base_path": "/lakeward/late-cancel",
-        "hoodie.write.lock.zookeeper.lock_key": f"t{uuid.uuid4().hex}",
-    }
+    return hudi_lock_options(hosts, "/lakeward/late-cancel", f"t{uuid.uuid4().hex}")
 
 
 def lock_waiters(hosts: str, options: dict[str, str]) -> int:

@@ -47,6 +47,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def hudi_lock_options(hosts: str, base_path: str, lock_key: str | None = None) -> dict[str, str]:
+    """Hudi's ZooKeeper lock provider options for a server at `hosts` ("host:port"), under `base_path`;
+    `lock_key` names the lock (default: the table's name, as Hudi's)."""
+    host, port = hosts.split(":")
+    options = {
+        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
+        "hoodie.write.lock.zookeeper.url": host,
+        "hoodie.write.lock.zookeeper.port": port,
+        "hoodie.write.lock.zookeeper.base_path": base_path,
+    }
+    if lock_key is not None:
+        options["hoodie.write.lock.zookeeper.lock_key"] = lock_key
+    return options
+
+
 def four_letter_word(port: int, command: str, timeout_s: float = 1.0) -> str:
     """Send a four-letter command (`srvr`, `ruok`, ...) and return the answer ('' if none)."""
     try:

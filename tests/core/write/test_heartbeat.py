@@ -25,6 +25,7 @@ from lakeward.core.timeline import Action, Timeline, avro_plans
 from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.transitions import create_requested, read_instant, transition_to_inflight
 from lakeward.core.write.heartbeat import heartbeat_path, is_heartbeat_expired
+from tests.support.zookeeper import hudi_lock_options
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 LAZY = {
@@ -167,13 +168,9 @@ def test_lazy_leaves_a_live_writer_alone_and_rolls_back_one_whose_process_is_gon
 
 
 def _zk_options(hosts: str) -> dict[str, Any]:
-    host, port = hosts.split(":")
     return {
         "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
-        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
-        "hoodie.write.lock.zookeeper.url": host,
-        "hoodie.write.lock.zookeeper.port": port,
-        "hoodie.write.lock.zookeeper.base_path": "/lakeward/heartbeat-test",
+        **hudi_lock_options(hosts, "/lakeward/heartbeat-test"),
         "hoodie.client.heartbeat.interval_in_ms": 500,
     }
 
