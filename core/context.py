@@ -15,8 +15,8 @@ the client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -163,12 +163,19 @@ class TableContext:
         if self.completion_check is not None:
             self.completion_check(instant_time)
 
-    def completing(self, instant_time: str) -> AbstractContextManager[None]:
-        """The completion scope (if any) of a table service completing `instant_time`: enter it once the
-        completion is underway (fence passed, table lock held), around the writes that complete the instant."""
-        if self.completion_scope is None:
-            return nullcontext()
-        return self.completion_scope(instant_time)
+    @contextmanager
+    def completing(self, instant_time: str) -> Iterator[None]:
+        """Around the writes that complete a table service's `instant_time`, entered once the completion is
+        underway (fence passed, table lock held when the completion takes it): the completion scope (if any),
+        then -- right before the irreversible writes -- the check that the table lock is still this thread's.
+
+        A ZooKeeper lock is lost while held when its session expires (a long compaction under the lock, a
+        paused process): LockError then, and the instant stays inflight for the next run, as a writer's does.
+        """
+        with self.completion_scope(instant_time) if self.completion_scope is not None else nullcontext():
+            if self.lock.is_held:
+                self.lock.ensure_held()
+            yield
 
 
 __all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "TableContext", "WriteRecovery"]

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -403,12 +404,17 @@ def _size(storage: Storage, path: str) -> int:
 
 
 def execute_metadata_compaction(
-    storage: Storage, instant_time: str, timezone: str = "LOCAL"
+    storage: Storage,
+    instant_time: str,
+    timezone: str = "LOCAL",
+    completing: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> MetadataCompactionResult:
     """Run the metadata compaction planned at `instant_time` to completion (again, if a run died).
 
     Idempotent: a completed compaction returns what it wrote; an inflight one is run again
     from its immutable plan. Call under the data table's lock (no metadata delta commit races it).
+    `completing` is entered around the instant's completion alone, once the new base files are
+    written (the table service's completion scope: `TableContext.completing`).
     """
     _check_maintained_partitions(storage)
     mdt_storage = metadata_storage(storage)
@@ -443,7 +449,8 @@ def execute_metadata_compaction(
     )
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
-    complete(mdt_storage, inflight, metadata.to_bytes(version.metadata_encoding), timezone)
+    with completing():
+        complete(mdt_storage, inflight, metadata.to_bytes(version.metadata_encoding), timezone)
     delete_markers(mdt_storage, instant_time)
     return MetadataCompactionResult(
         instant_time, tuple(s.path for s in stats), sum(len(op.log_file_names) for op in plan.operations), records

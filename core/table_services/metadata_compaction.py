@@ -106,12 +106,15 @@ class MetadataCompactionService:
         tz = ctx.config.timeline_timezone
         with ctx.lock:
             ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
-            with ctx.completing(instant_time):  # the whole step completes: no stop cuts it short
-                compaction = execute_metadata_compaction(ctx.storage, instant_time, tz)
-                retained = ctx.write_config.metadata_cleaner_commits_retained
-                clean_time = schedule_metadata_clean(ctx.storage, retained, tz)
-                clean = execute_metadata_clean(ctx.storage, clean_time, tz) if clean_time is not None else None
-                archived = archive_metadata_table(ctx.storage, ctx.timeline(), ctx.write_config)
+            # The completion scope wraps the instant's completion only: a stop while the new base
+            # files are written still cancels the run (the plan is run again, idempotently).
+            compaction = execute_metadata_compaction(
+                ctx.storage, instant_time, tz, completing=lambda: ctx.completing(instant_time)
+            )
+            retained = ctx.write_config.metadata_cleaner_commits_retained
+            clean_time = schedule_metadata_clean(ctx.storage, retained, tz)
+            clean = execute_metadata_clean(ctx.storage, clean_time, tz) if clean_time is not None else None
+            archived = archive_metadata_table(ctx.storage, ctx.timeline(), ctx.write_config)
         return MetadataCompactionRun(compaction, clean, archived)
 
     def report(self, result: MetadataCompactionRun) -> ServiceReport:

@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakeward import Table
-from tests.support.zookeeper import hudi_lock_options
+from tests.support.zookeeper import expire_client_session, hudi_lock_options
 
 pytestmark = pytest.mark.zookeeper
 
@@ -67,11 +67,7 @@ def test_a_write_whose_lock_is_lost_before_completing_is_not_completed(tmp_path,
 
     def expire_session_after_check(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        session_id, password = self.lock._client.client_id  # the writer's own ZooKeeper session
-        hijacker = KazooClient(hosts=zookeeper_server.hosts, client_id=(session_id, password))
-        hijacker.start(timeout=10)
-        hijacker.stop()  # closing a second connection on the session expires it on the server
-        hijacker.close()
+        expire_client_session(self.lock._client, zookeeper_server.hosts)  # the writer's own ZooKeeper session
 
     monkeypatch.setattr(client_mod.WriteClient, "_check_conflicts", expire_session_after_check)
     with pytest.raises(LockError, match="lost"):

@@ -258,7 +258,12 @@ def make_coordinator(zookeeper_server) -> Iterator[Callable[..., ZooKeeperCoordi
 
 def expire_session(coordinator: ZooKeeperCoordinator, hosts: str) -> None:
     """Expire the coordinator's session on the server (attach to it and close, as ZooKeeper's tests do)."""
-    session_id, password = coordinator._client.client_id  # type: ignore[union-attr]
+    expire_client_session(coordinator._client, hosts)  # type: ignore[arg-type]
+
+
+def expire_client_session(client: KazooClient, hosts: str) -> None:
+    """Expire a kazoo client's session on the server: attach a second connection to it and close that."""
+    session_id, password = client.client_id
     hijacker = KazooClient(hosts=hosts, client_id=(session_id, password))
     hijacker.start(timeout=10)
     hijacker.stop()

@@ -1,0 +1,121 @@
+"""A table service completes its instant only while it still holds the ZooKeeper table lock, and the
+table's completion scope wraps the completion alone (not the work before it).
+
+A ZooKeeper lock is lost while held when the session expires (a paused process, a partition); the
+session is expired here on the real server, the way ZooKeeper's own tests do it, once the service holds
+the lock and its completion is underway. Expected rows come from the input batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.exceptions import LockError
+from lakeward.core.timeline import Action, State
+from tests.interop.test_hudi_rs_mor_writes import hudi_read
+from tests.support.zookeeper import expire_client_session, hudi_lock_options
+
+pytestmark = pytest.mark.zookeeper
+
+ROWS = {i: "old" for i in range(10)} | {1: "new", 2: "new"}
+
+
+def _mor_table(path: Path, options: dict[str, str]) -> Table:
+    """Version 9 merge-on-read with the metadata table, one base file and one log file to compact."""
+    table = Table.create(
+        str(path),
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_type="MERGE_ON_READ",
+        options=options,
+        table_version=9,
+    )
+    table.upsert(pa.table({"id": list(range(10)), "part": ["a"] * 10, "ts": [0] * 10, "v": ["old"] * 10}))
+    table.upsert(pa.table({"id": [1, 2], "part": ["a", "a"], "ts": [1, 1], "v": ["new", "new"]}))
+    return table
+
+
+def _rows(path: Path) -> dict[int, str]:
+    return _as_dict(Table.open(str(path)).read(columns=["id", "v"]))
+
+
+def _hudi_rs_rows(path: Path) -> dict[int, str]:
+    """What hudi-rs reads (it lists through the metadata table on version 9)."""
+    return _as_dict(pa.Table.from_batches(hudi_read(str(path))))
+
+
+def _as_dict(data: pa.Table) -> dict[int, str]:
+    return dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+
+
+def test_a_compaction_whose_lock_is_lost_once_completing_is_not_completed(tmp_path: Path, zookeeper_server) -> None:
+    options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks")
+    path = tmp_path / "t"
+    table = _mor_table(path, options)
+    instant = table.schedule_compaction(force=True)
+    assert instant is not None
+    lock = table.service_context("compaction").lock
+    entered: list[str] = []
+
+    @contextmanager
+    def expire_the_session(instant_time: str) -> Iterator[None]:
+        entered.append(instant_time)
+        expire_client_session(lock._client, zookeeper_server.hosts)  # type: ignore[attr-defined]
+        yield
+
+    table.completion_scope = expire_the_session
+    with pytest.raises(LockError, match="lost"):
+        table.run_compaction(instant)
+    assert entered == [instant]
+    table.close()
+
+    reopened = Table.open(str(path), options=options)
+    assert reopened.timeline().state_of(instant, Action.COMPACTION) is State.INFLIGHT  # not completed
+    assert _rows(path) == ROWS
+    reopened.run_compaction(instant)  # the next run completes the plan
+    assert reopened.timeline().state_of(instant, Action.COMPACTION) is State.COMPLETED
+    assert _rows(path) == ROWS
+    assert _hudi_rs_rows(path) == ROWS
+    reopened.close()
+
+
+def test_the_metadata_compaction_enters_its_completion_scope_once_its_base_files_are_written(
+    tmp_path: Path, zookeeper_server
+) -> None:
+    """A stop while the metadata table's new base files are written must still cancel the run: the
+    completion scope (where the daemon stops interrupting) starts at the instant's completion."""
+    options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks")
+    path = tmp_path / "t"
+    table = _mor_table(path, options)
+    compaction = table.services["metadata_compaction"]
+    instant = compaction.schedule(force=True)
+    assert instant is not None
+    mdt_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    seen: list[tuple[bool, bool]] = []
+
+    def base_files_of(instant_time: str) -> list[Path]:
+        return [p for p in (path / ".hoodie" / "metadata").rglob(f"*_{instant_time}.hfile")]
+
+    @contextmanager
+    def observe(instant_time: str) -> Iterator[None]:
+        completed = any(
+            p.name.startswith(f"{instant_time}_") and p.name.endswith(".commit") for p in mdt_timeline.iterdir()
+        )
+        seen.append((bool(base_files_of(instant_time)), completed))
+        yield
+
+    table.completion_scope = observe
+    result = compaction.execute(instant)
+    assert result.compaction.base_files
+    assert seen == [(True, False)]  # entered once: base files written, instant not yet completed
+    assert base_files_of(instant)
+    assert _rows(path) == ROWS
+    assert _hudi_rs_rows(path) == ROWS
+    table.close()
