@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
+from lakeward.core.file_group.base_file import read_footer_keys
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
@@ -130,6 +131,17 @@ def _matched_slice_keys(
     return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))))
 
 
+def _base_key_range(storage: Storage, file_slice: FileSlice) -> tuple[str, str] | None:
+    """The footer's key range of the slice's base file, for a slice without logs whose footer records
+    one; None: every key of the partition goes to the slice's task (a log can hold any key)."""
+    if file_slice.log_files or file_slice.base_file is None:
+        return None
+    footer = read_footer_keys(storage, file_slice.base_file.path)
+    if footer.min_key is None or footer.max_key is None:
+        return None
+    return footer.min_key, footer.max_key
+
+
 @dataclass
 class BloomScan:
     """What the BLOOM key scan (`SparkDataPlane._tag_by_bloom`) read: a Spark accumulator the tasks add
@@ -138,15 +150,19 @@ class BloomScan:
 
     reads: Accumulator[int]
     slices: list[FileSlice]
+    #: (slice, batch key) pairs the join gave the tasks: keys inside the base files' key ranges.
+    checked: Accumulator[int]
 
     def report(self) -> None:
         base_only = sum(1 for s in self.slices if not s.log_files and s.base_file is not None)
         log.info(
             "spark write: BLOOM key scan read the keys of %d of %d base file(s) without logs (the others' key "
-            "range and bloom filter admit no key of the batch) and of %d slice(s) with logs",
+            "range and bloom filter admit no key of the batch) and of %d slice(s) with logs; %d (slice, key) "
+            "pair(s) checked",
             self.reads.value,
             base_only,
             len(self.slices) - base_only,
+            self.checked.value,
         )
 
 
@@ -514,15 +530,19 @@ class SparkDataPlane:
         each base file pruned by its key range and bloom filter in the key-scan task that would read it.
 
         The batch's keys are broadcast (as `_tag_by_broadcast`) to a scan with a row per candidate
-        slice; the join gives each slice's task the batch's keys of its partition, the task checks
-        them against the base file's footer (`index.bloom.admitted_keys`, the local engine's
-        pruning) and reads the file's keys only if some key passes, emitting only the keys the
-        slice really holds (`_matched_slice_keys`). Slices with logs are always read. Nothing is
-        collected to the driver and the jobs are those of the broadcast join: the broadcast, the
-        scan with one location per key, and the broadcast of the locations. The filters are the
-        footers' (read for the key ranges anyway): `hoodie.bloom.index.use.metadata` is not
-        consulted here, as a metadata table lookup in each task would read its timeline and a
-        whole `bloom_filters` HFile per task; the filters are the same bytes.
+        slice. With `hoodie.bloom.index.prune.by.ranges` the scan first reads each base file's key
+        range from its footer (slices without logs), and the join gives each slice's task only the
+        batch keys of its partition inside that range (compared in the JVM: a partition of many
+        file groups no longer sends every key to every task). The task checks them against the
+        footer (`index.bloom.admitted_keys`, the local engine's pruning) and reads the file's keys
+        only if some key passes, emitting only the keys the slice really holds
+        (`_matched_slice_keys`). Slices with logs get every key of their partition and are always
+        read. Nothing is collected to the driver and the jobs are those of the broadcast join: the
+        broadcast, the scan with one location per key (ranges, join and key checks in one stage),
+        and the broadcast of the locations. The filters are the footers' (read for the key ranges
+        anyway): `hoodie.bloom.index.use.metadata` is not consulted here, as a metadata table
+        lookup in each task would read its timeline and a whole `bloom_filters` HFile per task;
+        the filters are the same bytes.
         """
         # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
@@ -530,8 +550,9 @@ class SparkDataPlane:
         storage = self.storage
         prune_by_ranges = self.write_config.bloom_prune_by_ranges
         slices = list(candidates)
-        scan = BloomScan(self.spark.sparkContext.accumulator(0), slices)
-        reads = scan.reads
+        context = self.spark.sparkContext
+        scan = BloomScan(context.accumulator(0), slices, context.accumulator(0))
+        reads, checked = scan.reads, scan.checked
 
         def slice_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             # The join streams the slices in order: the rows of a slice come one after the other.
@@ -550,6 +571,7 @@ class SparkDataPlane:
                     yield found
 
             for batch in batches:
+                checked.add(batch.num_rows)
                 ids = batch.column(0).to_numpy(zero_copy_only=False)
                 keys = batch.column(1)
                 bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
@@ -562,12 +584,25 @@ class SparkDataPlane:
             if chunks:
                 yield from flush()
 
+        def key_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                ranges = [_base_key_range(storage, slices[i]) for i in batch.column(0).to_pylist()]
+                lows = pa.array([r[0] if r else None for r in ranges], pa.string())
+                highs = pa.array([r[1] if r else None for r in ranges], pa.string())
+                names = [*batch.schema.names, "__lw_lo", "__lw_hi"]
+                yield pa.RecordBatch.from_arrays([*batch.columns, lows, highs], names)
+
         partitions = F.array(*[F.lit(s.partition_path) for s in slices])
-        tasks = min(len(slices), max(1, 2 * self.spark.sparkContext.defaultParallelism))
+        tasks = min(len(slices), max(1, 2 * context.defaultParallelism))
         rows = self.spark.range(len(slices), numPartitions=tasks)
         rows = rows.select(F.col("id"), F.element_at(partitions, (F.col("id") + 1).cast("int")).alias("__lw_sp"))
         wanted = F.broadcast(records.select(F.col(PARTITION_PATH).alias("__lw_bp"), F.col(RECORD_KEY).alias("__lw_bk")))
-        pairs = rows.join(wanted, rows["__lw_sp"] == wanted["__lw_bp"], "inner").select("id", "__lw_bk")
+        condition = rows["__lw_sp"] == wanted["__lw_bp"]
+        if prune_by_ranges:
+            rows = rows.mapInArrow(key_ranges, "id long, __lw_sp string, __lw_lo string, __lw_hi string")
+            in_range = (wanted["__lw_bk"] >= rows["__lw_lo"]) & (wanted["__lw_bk"] <= rows["__lw_hi"])
+            condition = (rows["__lw_sp"] == wanted["__lw_bp"]) & (rows["__lw_lo"].isNull() | in_range)
+        pairs = rows.join(wanted, condition, "inner").select("id", "__lw_bk")
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
         found = pairs.mapInArrow(slice_keys, key_schema).dropDuplicates(["__lw_partition", "__lw_key"])
         return _join_locations(records, found), scan

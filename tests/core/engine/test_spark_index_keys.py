@@ -133,14 +133,18 @@ def test_datasource_upsert_of_a_key_only_in_a_log(spark: Any, tmp_path: Path) ->
     assert Table.open(p).read().num_rows == 10
 
 
-def _scan_reads(caplog: pytest.LogCaptureFixture) -> tuple[int, int, int]:
-    """(base files read, base files without logs, slices with logs) of the one BLOOM key scan logged."""
+def _scan_reads(caplog: pytest.LogCaptureFixture) -> tuple[int, int, int, int]:
+    """(base files read, base files without logs, slices with logs, (slice, key) pairs the tasks checked)
+    of the one BLOOM key scan logged."""
     found = [r.getMessage() for r in caplog.records if "BLOOM key scan read the keys of" in r.getMessage()]
     assert len(found) == 1, f"no (or more than one) BLOOM key scan on the Spark engine: {found}"
-    numbers = re.search(r"of (\d+) of (\d+) base file\(s\) without logs .* of (\d+) slice\(s\) with logs", found[0])
+    numbers = re.search(
+        r"of (\d+) of (\d+) base file\(s\) without logs .* of (\d+) slice\(s\) with logs; (\d+) \(slice, key\)",
+        found[0],
+    )
     assert numbers is not None, found[0]
-    read, base_only, with_logs = (int(x) for x in numbers.groups())
-    return read, base_only, with_logs
+    read, base_only, with_logs, pairs = (int(x) for x in numbers.groups())
+    return read, base_only, with_logs, pairs
 
 
 @pytest.mark.parametrize("use_metadata", [False, True])
@@ -171,16 +175,21 @@ def test_spark_bloom_tagging_reads_the_keys_of_the_admitting_base_files_only(
         live.update({k: (ts, f"u{ts}") for k in keys})
         return _counts(result)
 
-    # b500 is inside b's key range, but b's bloom filter rejects it; z001 is in no range: b only is read
+    # b500 and z001 are in no file's key range (b holds b000-b099): b only is read, and only b010 and
+    # b020 reach a task (the join compares the keys with each file's key range)
     assert upsert(["b010", "b020", "b500", "z001"], 2) == (2, 2, 0)
-    assert _scan_reads(caplog) == (1, 4, 0)
-    # b now has a log: read whatever the keys; c by its filter; the new group (b500, z001) for b500;
-    # a and d not at all
+    assert _scan_reads(caplog) == (1, 4, 0, 2)
+    # b now has a log: read whatever the keys (all 3 reach it); c for c005 (c600 is out of its range) by
+    # its filter; the new group (b500-z001 from the last step) gets all 3 and is read for b500; a and d
+    # get none
     assert upsert(["c005", "c600", "b500"], 3) == (1, 2, 0)
-    assert _scan_reads(caplog) == (2, 4, 1)
-    # no key admitted anywhere (in no range, or rejected by the filter): nothing read, all inserts
+    assert _scan_reads(caplog) == (2, 4, 1, 3 + 1 + 3)
+    # no key admitted anywhere (in no range, or rejected by the filter): no base file without logs read,
+    # all inserts; b, c and b500-z001 (logs since the last steps' updates) get both keys each, a, d
+    # and the group of c600 none
     assert upsert(["a500", "e001"], 4) == (2, 0, 0)
     assert _scan_reads(caplog)[0] == 0
+    assert _scan_reads(caplog)[3] == 3 * 2
     assert _duplicates(p) == ({}, {})
     rows = Table.open(p).read(columns=["uuid", "ts", "v"]).to_pylist()
     assert sorted((r["uuid"], r["ts"], r["v"]) for r in rows) == sorted((k, *v) for k, v in live.items())
