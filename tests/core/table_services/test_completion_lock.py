@@ -119,3 +119,37 @@ def test_the_metadata_compaction_enters_its_completion_scope_once_its_base_files
     assert _rows(path) == ROWS
     assert _hudi_rs_rows(path) == ROWS
     table.close()
+
+
+def test_a_metadata_compaction_stopped_at_its_completion_is_run_again_to_completion(
+    tmp_path: Path, zookeeper_server
+) -> None:
+    """The daemon refuses a stopped run when it enters the completion scope: the new base files are
+    written, the instant stays inflight, readers see the table as before, and the next run completes it."""
+    options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks")
+    path = tmp_path / "t"
+    table = _mor_table(path, options)
+    compaction = table.services["metadata_compaction"]
+    instant = compaction.schedule(force=True)
+    assert instant is not None
+
+    class Stopped(Exception):
+        pass
+
+    @contextmanager
+    def refuse(instant_time: str) -> Iterator[None]:
+        raise Stopped(instant_time)
+        yield
+
+    table.completion_scope = refuse
+    with pytest.raises(Stopped):
+        compaction.execute(instant)
+    table.completion_scope = None
+    assert compaction.pending() == [instant]
+    assert _rows(path) == ROWS
+    assert _hudi_rs_rows(path) == ROWS
+    again = compaction.execute(instant)
+    assert again.compaction.base_files and compaction.pending() == []
+    assert _rows(path) == ROWS
+    assert _hudi_rs_rows(path) == ROWS
+    table.close()
