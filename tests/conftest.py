@@ -31,6 +31,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("soak") is None]
 
 
+#: Seconds (setup + call + teardown) and tests per test file, for the summary's slowest files.
+_FILE_SECONDS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    spent = _FILE_SECONDS.setdefault(report.nodeid.split("::", 1)[0], [0.0, 0.0])
+    spent[0] += report.duration
+    if report.when == "call":
+        spent[1] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The 25 test files that took longest (the suite's time budget is spent per file as much as per test)."""
+    if not _FILE_SECONDS:
+        return
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda item: item[1][0], reverse=True)[:25]
+    terminalreporter.section("slowest 25 test files")
+    for path, (seconds, tests) in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}s {int(tests):4d} tests  {path}")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_instant_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts with lakeward's instant clock unset: it issues times after the last one it
