@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from lakeward import Table
 from lakeward.core.exceptions import LockError
+from lakeward.core.table_services.namespace import ServiceNamespace
 from lakeward.core.timeline import Action, State
 from tests.interop.test_hudi_rs_mor_writes import hudi_read
 from tests.support.zookeeper import expire_client_session, hudi_lock_options
@@ -86,17 +89,39 @@ def test_a_compaction_whose_lock_is_lost_once_completing_is_not_completed(tmp_pa
     reopened.close()
 
 
-def test_the_metadata_compaction_enters_its_completion_scope_once_its_base_files_are_written(
-    tmp_path: Path, zookeeper_server
-) -> None:
-    """A stop while the metadata table's new base files are written must still cancel the run: the
-    completion scope (where the daemon stops interrupting) starts at the instant's completion."""
+@dataclass
+class MetadataCompaction:
+    """A version 9 table with a planned metadata-table compaction."""
+
+    path: Path
+    table: Table
+    service: ServiceNamespace[Any]
+    instant: str
+
+
+@pytest.fixture
+def metadata_compaction(tmp_path: Path, zookeeper_server) -> Iterator[MetadataCompaction]:
     options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks")
     path = tmp_path / "t"
     table = _mor_table(path, options)
-    compaction = table.services["metadata_compaction"]
-    instant = compaction.schedule(force=True)
+    service = table.services["metadata_compaction"]
+    instant = service.schedule(force=True)
     assert instant is not None
+    yield MetadataCompaction(path, table, service, instant)
+    table.close()
+
+
+def test_the_metadata_compaction_enters_its_completion_scope_once_its_base_files_are_written(
+    metadata_compaction: MetadataCompaction,
+) -> None:
+    """A stop while the metadata table's new base files are written must still cancel the run: the
+    completion scope (where the daemon stops interrupting) starts at the instant's completion."""
+    path, table, compaction, instant = (
+        metadata_compaction.path,
+        metadata_compaction.table,
+        metadata_compaction.service,
+        metadata_compaction.instant,
+    )
     mdt_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
     seen: list[tuple[bool, bool]] = []
 
@@ -118,20 +143,19 @@ def test_the_metadata_compaction_enters_its_completion_scope_once_its_base_files
     assert base_files_of(instant)
     assert _rows(path) == ROWS
     assert _hudi_rs_rows(path) == ROWS
-    table.close()
 
 
 def test_a_metadata_compaction_stopped_at_its_completion_is_run_again_to_completion(
-    tmp_path: Path, zookeeper_server
+    metadata_compaction: MetadataCompaction,
 ) -> None:
     """The daemon refuses a stopped run when it enters the completion scope: the new base files are
     written, the instant stays inflight, readers see the table as before, and the next run completes it."""
-    options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks")
-    path = tmp_path / "t"
-    table = _mor_table(path, options)
-    compaction = table.services["metadata_compaction"]
-    instant = compaction.schedule(force=True)
-    assert instant is not None
+    path, table, compaction, instant = (
+        metadata_compaction.path,
+        metadata_compaction.table,
+        metadata_compaction.service,
+        metadata_compaction.instant,
+    )
 
     class Stopped(Exception):
         pass
@@ -152,4 +176,3 @@ def test_a_metadata_compaction_stopped_at_its_completion_is_run_again_to_complet
     assert again.compaction.base_files and compaction.pending() == []
     assert _rows(path) == ROWS
     assert _hudi_rs_rows(path) == ROWS
-    table.close()
