@@ -74,12 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", type=int, default=20_000, help="keys of the upsert, in one group's key range (<= rows per group)"
     )
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--no-broadcast",
+        action="store_true",
+        help="spark.sql.autoBroadcastJoinThreshold=-1: the tagging path of batches too big to broadcast",
+    )
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--memory", default="4g")
     args = p.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers import lakeward
     spark = spark_session(args.cores, args.memory)
+    if args.no_broadcast:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     pairs_log = PairsLog()
     logging.getLogger("lakeward.core.write.plane.spark").addHandler(pairs_log)
     logging.getLogger("lakeward.core.write.plane.spark").setLevel(logging.INFO)

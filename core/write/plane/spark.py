@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ from lakeward.core.write.validation import check_batch_rows
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
-    from pyspark.sql import DataFrame, GroupedData
+    from pyspark.sql import Column, DataFrame, GroupedData
 
     from lakeward.core.write.client import WriteClient
 
@@ -179,6 +179,9 @@ class SparkRecords:
     partitions: dict[str, int]
     #: Bytes of the batch's record keys and partition paths: whether its keys can be broadcast.
     key_bytes: int = 0
+    #: Per partition path, the batch's smallest and largest record key: a stored key outside them
+    #: cannot match (the tagging scan of a large batch skips what the Parquet statistics rule out).
+    key_ranges: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,10 +191,12 @@ class PartitionStats:
     rows: int
     distinct_keys: int
     key_bytes: int
+    min_key: str | None = None
+    max_key: str | None = None
 
 
 def _batch_stats(records: DataFrame, distinct_keys: bool) -> dict[str, PartitionStats]:
-    """Per partition path: rows, distinct keys (else rows) and key bytes, in one Spark job.
+    """Per partition path: rows, distinct keys (else rows), key bytes and key range, in one Spark job.
 
     Counting distinct keys here lets a batch without duplicates skip the de-duplication
     shuffle: a shuffle of the keys alone, in the JVM, instead of every record through Python.
@@ -203,9 +208,11 @@ def _batch_stats(records: DataFrame, distinct_keys: bool) -> dict[str, Partition
         F.count(F.lit(1)),
         F.countDistinct(RECORD_KEY) if distinct_keys else F.count(F.lit(1)),
         F.sum(F.length(RECORD_KEY) + F.coalesce(F.length(PARTITION_PATH), F.lit(0))),
+        F.min(RECORD_KEY),
+        F.max(RECORD_KEY),
     ]
     rows = _spark_errors(lambda: records.groupBy(PARTITION_PATH).agg(*aggregates).collect())
-    return {r[0] or "": PartitionStats(int(r[1]), int(r[2]), int(r[3] or 0)) for r in rows}
+    return {r[0] or "": PartitionStats(int(r[1]), int(r[2]), int(r[3] or 0), r[4], r[5]) for r in rows}
 
 
 class SparkDataPlane:
@@ -281,7 +288,12 @@ class SparkDataPlane:
             time.monotonic() - started,
         )
         key_bytes = sum(s.key_bytes for s in stats.values())
-        return Prepared(schema, SparkRecords(records, partitions_in_batch, key_bytes), release=records.unpersist)
+        # Every partition's key range, or none: a partition left out would have its stored keys filtered away.
+        ranges = {
+            p: (s.min_key, s.max_key) for p, s in stats.items() if s.min_key is not None and s.max_key is not None
+        }
+        batch = SparkRecords(records, partitions_in_batch, key_bytes, ranges if len(ranges) == len(stats) else {})
+        return Prepared(schema, batch, release=records.unpersist)
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(
@@ -329,7 +341,7 @@ class SparkDataPlane:
             if broadcast and self.write_config.index_type == "BLOOM" and self.config.populate_meta_fields:
                 tagged, bloom_scan = self._tag_by_bloom(records, candidates, committed)
             else:
-                tagged = self._tag_by_join(records, candidates, committed, broadcast)
+                tagged = self._tag_by_join(records, candidates, committed, broadcast, prepared.records.key_ranges)
         else:
             tagged = records.withColumn(LOCATION, F.lit(None).cast("string"))
         if self.write_config.index_type == "BUCKET" or (tag and candidates) or by_record_index is not None:
@@ -461,7 +473,12 @@ class SparkDataPlane:
 
     # -- tagging -------------------------------------------------------------------------------
     def _tag_by_join(
-        self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants, broadcast: bool
+        self,
+        records: DataFrame,
+        candidates: Sequence[FileSlice],
+        committed: CommittedInstants,
+        broadcast: bool,
+        key_ranges: Mapping[str, tuple[str, str]] | None = None,
     ) -> DataFrame:
         """LOCATION = file id of the slice that holds the key: a join with the keys of the candidate slices.
 
@@ -475,7 +492,10 @@ class SparkDataPlane:
 
         With `broadcast` (a batch whose keys fit a broadcast), the batch's keys go to every
         task of the key scan, which keeps only the stored keys the batch holds: the table's
-        keys are never shuffled or sorted. Otherwise both sides are shuffled by key.
+        keys are never shuffled or sorted. Otherwise both sides are shuffled by key, and the
+        native scan keeps only stored keys inside the batch's key range of their partition
+        (`key_ranges`; a filter Spark pushes into the Parquet reader, whose column statistics
+        skip the row groups, and so the files, of other key ranges: clustered keys read little).
         """
         # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
@@ -499,6 +519,8 @@ class SparkDataPlane:
                     F.col("_metadata.file_name").alias("__lw_file"),
                 )
             )
+            if not broadcast and key_ranges:
+                named = named.where(_inside_key_ranges(key_ranges))
         with_logs = [s for s in candidates if s.log_files or virtual is not None]
         if with_logs:
             storage = self.storage
@@ -745,6 +767,35 @@ class SparkDataPlane:
         finally:
             self.spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
         return [WriteStat.from_json_dict(json.loads(r[0])) for r in rows]
+
+
+#: Above this many partitions in a batch, the key-range filter of the tagging scan is the batch's
+#: overall key range (one comparison pair) instead of one per partition.
+MAX_RANGE_FILTER_PARTITIONS = 64
+
+
+def _inside_key_ranges(key_ranges: Mapping[str, tuple[str, str]]) -> Column:
+    """A filter on the scanned (`__lw_partition`, `__lw_key`) rows: the key lies inside the batch's key
+    range of its partition. Every stored key that matches a batch key passes (it equals one), so the
+    filter loses nothing; Spark pushes its comparisons into the Parquet reader."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    key = F.col("__lw_key")
+    if len(key_ranges) > MAX_RANGE_FILTER_PARTITIONS:
+        low = min(lo for lo, _ in key_ranges.values())
+        high = max(hi for _, hi in key_ranges.values())
+        return (key >= F.lit(low)) & (key <= F.lit(high))
+    partition = F.col("__lw_partition")
+
+    def of_partition(path: str) -> Column:
+        return (partition == F.lit(path)) | partition.isNull() if path == "" else partition == F.lit(path)
+
+    conditions = [of_partition(p) & (key >= F.lit(lo)) & (key <= F.lit(hi)) for p, (lo, hi) in key_ranges.items()]
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined | condition
+    return combined
 
 
 def _union_of_keys(named: DataFrame | None, located: DataFrame | None) -> DataFrame:

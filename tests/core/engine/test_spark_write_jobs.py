@@ -127,6 +127,34 @@ def test_duplicates_and_keys_stored_twice_without_and_with_broadcast(spark, tmp_
     assert {r["id"]: r["v"] for r in table_rows(paths[0])}[3] == "3@9"
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("partition_by", ["part", None])
+def test_a_batch_too_big_to_broadcast_finds_every_stored_key_inside_its_key_ranges(
+    spark, tmp_path: Path, partition_by: str | None, table_type: str
+) -> None:
+    """Without a broadcast, the scan of the stored keys keeps only those inside the batch's key range of
+    their partition: every stored key of the batch is still found (updated, never inserted twice), on
+    files whose key ranges the batch covers partly, wholly or not at all, partitioned or not."""
+    options = {"hoodie.parquet.small.file.limit": "0"}  # one file group per insert: three key ranges
+    paths = str(tmp_path / "spark"), str(tmp_path / "local")
+    for path in paths:
+        Table.create(path, record_key="id", partition_by=partition_by, ordering_field="ts", table_type=table_type)
+        for start in (100, 200, 300):
+            Table.open(path, options=options).insert(batch(range(start, start + 50), 1))
+    # keys are strings: "5" and "999" sort after "349", "1000" between "100" and "149"
+    steps = [batch([150, 151, 149, 999, 100], 2), batch([300, 349, 250, 1000, 5], 3), batch([151, 152, 349], 4)]
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        for n, step in enumerate(steps):
+            result = Table.open(paths[0], options=options).upsert(spark.createDataFrame(step).repartition(2))
+            expected = Table.open(paths[1], options=options).upsert(step)
+            assert (result.num_inserts, result.num_updates) == (expected.num_inserts, expected.num_updates), n
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert table_rows(paths[0]) == table_rows(paths[1])
+    assert len(table_rows(paths[0])) == 150 + 7  # 150, 151, 999, 250, 1000, 5 and 152 were new
+
+
 def test_parse_byte_size() -> None:
     assert parse_byte_size("10485760b", 0) == 10 << 20
     assert parse_byte_size("10MB", 0) == 10 << 20
