@@ -268,8 +268,9 @@ def _merge(
                 raise SchemaError(
                     f"column '{sub}' of the table is missing from the batch (dropping columns is not supported)"
                 )
+        table_names = set(table_t.names)  # `names` builds a list on every call
         for f in batch_t:
-            if f.name in table_t.names:
+            if f.name in table_names:
                 continue
             sub = f"{path}.{f.name}" if path else f.name
             if not allow_new:
@@ -324,18 +325,26 @@ def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_
     timestamp) raises SchemaError naming the column.
     """
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    if table.schema.equals(target, check_metadata=True):
+        return table  # what the loop below would rebuild (no cast, nothing missing)
     names = set(target.names)
     keep = [f for f in table.schema if f.name in names or f.name not in META_COLUMNS]
     src, dst = pa.struct(keep), pa.struct(list(target))
     _merge(dst, src, "", allow_new=False, allow_missing=allow_missing)
+    # `table.column_names` builds a list on every call, `table.column(name)` searches the
+    # schema: one dict instead (a name the batch holds twice is looked up by `table.column`,
+    # which refuses it, as before).
+    present = table.column_names
+    by_name = dict(zip(present, table.columns))
+    unique = len(by_name) == len(present)
     columns: list[pa.ChunkedArray | pa.Array] = []
     for f in target:
-        if f.name not in table.column_names:
+        if f.name not in by_name:
             if not f.nullable:
                 raise SchemaError(f"column '{f.name}' is missing from the batch and not nullable")
             columns.append(pa.nulls(table.num_rows, f.type))
             continue
-        column = table.column(f.name)
+        column = by_name[f.name] if unique else table.column(f.name)
         if column.type != f.type:
             try:
                 column = column.cast(f.type, safe=True)  # Arrow's cast (pyarrow.compute loads on first use)

@@ -326,11 +326,16 @@ class SliceReads:
                 # file of an older schema lacks are skipped (and conformed to null later).
                 # One thread: a task reads small files one after another, and the query
                 # runs file groups in parallel already (threads here cost more CPU than they save).
-                parquet = pq.ParquetFile(source)
+                # No pre-buffering on a local disk: it coalesces reads for object stores, and
+                # costs ~10% of the CPU of reading a small file here.
+                pre_buffer = not self.storage.is_local
+                parquet = pq.ParquetFile(source, pre_buffer=pre_buffer)
                 if dictionaries:
                     encoded = _dictionary_encoded_strings(parquet, self.columns)
                     if encoded:
-                        parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=encoded)
+                        parquet = pq.ParquetFile(
+                            source, metadata=parquet.metadata, read_dictionary=encoded, pre_buffer=pre_buffer
+                        )
                 rows = parquet.read(columns=self.columns, use_threads=False)
         except (pa.ArrowInvalid, OSError) as exc:
             raise corrupt_base_file(self.storage, path, exc) from exc

@@ -247,11 +247,12 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
 
 def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """Rows in the merge schema: columns the schema lacks are dropped, missing ones are null."""
-    known = [c for c in rows.column_names if c in schema.names]
+    targets = {f.name: f.type for f in schema}  # `schema.names` builds a list on every call
+    known = [c for c in rows.column_names if c in targets]
     if len(known) != rows.num_columns:
         rows = rows.select(known)
     for i, f in enumerate(rows.schema):
-        target = schema.field(f.name).type
+        target = targets[f.name]
         if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(target):
             rows = rows.set_column(i, f.name, pc.cast(rows.column(i), f.type.value_type))
         elif pa.types.is_dictionary(target) and not pa.types.is_dictionary(f.type):

@@ -79,10 +79,15 @@ def _same(new: pa.Table, old: pa.Table) -> None:
 
 
 def _check(payload: bytes, *, fast: bool = True) -> pa.Table:
-    """The decoded block, asserted equal to the fastavro decoding (and taken by the fast path if `fast`)."""
-    assert (content._decode_deletes_column_wise(payload) is not None) == fast
+    """The decoded block, asserted equal to the fastavro decoding, and the column-wise decoding
+    equal to it too (taken if `fast`; `decode_delete_records` sends small blocks to fastavro)."""
+    reference = content._decode_deletes_with_fastavro(payload)
+    column_wise = content._decode_deletes_column_wise(payload)
+    assert (column_wise is not None) == fast
+    if column_wise is not None:
+        _same(column_wise, reference)
     new = content.decode_delete_records(_block(payload))
-    _same(new, content._decode_deletes_with_fastavro(payload))
+    _same(new, reference)
     return new
 
 
@@ -101,6 +106,22 @@ def test_every_wrapper_decodes_column_wise_as_fastavro_does(wrapper: str, n: int
     rng = random.Random(f"{wrapper}-{n}")
     new = _check(_payload(_entries(rng, n, wrapper)))
     assert new.num_rows == n
+
+
+@pytest.mark.parametrize("n", [content.COLUMN_WISE_MIN_ENTRIES - 1, content.COLUMN_WISE_MIN_ENTRIES])
+def test_small_blocks_decode_with_fastavro_and_larger_ones_column_wise(n: int, monkeypatch: Any) -> None:
+    """Below `COLUMN_WISE_MIN_ENTRIES` entries fastavro is the cheaper decoder (the column-wise
+    path's fixed cost): `decode_delete_records` takes it there, with the same result."""
+    payload = _payload(_entries(random.Random(n), n, "LongWrapper"))
+    taken: list[str] = []
+    for name in ("_decode_deletes_with_fastavro", "_decode_deletes_column_wise"):
+        decoder = getattr(content, name)
+        monkeypatch.setattr(content, name, lambda p, decoder=decoder, name=name: taken.append(name) or decoder(p))
+    _check(payload)
+    taken.clear()
+    content.decode_delete_records(_block(payload))
+    small = n < content.COLUMN_WISE_MIN_ENTRIES
+    assert taken == (["_decode_deletes_with_fastavro"] if small else ["_decode_deletes_column_wise"])
 
 
 @pytest.mark.parametrize("n", [1, 1000])
