@@ -107,7 +107,8 @@ class MetadataCompactionService:
         with ctx.lock:
             ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
             with ctx.completing(instant_time):  # the whole step completes: no stop cuts it short
-                compaction = execute_metadata_compaction(ctx.storage, instant_time, tz)
+                level = ctx.write_config.metadata_compact_deflate_level
+                compaction = execute_metadata_compaction(ctx.storage, instant_time, tz, deflate_level=level)
                 retained = ctx.write_config.metadata_cleaner_commits_retained
                 clean_time = schedule_metadata_clean(ctx.storage, retained, tz)
                 clean = execute_metadata_clean(ctx.storage, clean_time, tz) if clean_time is not None else None
