@@ -45,6 +45,9 @@ CODEC_GZ = 1
 CODEC_NONE = 2
 #: Bytes after the row in a cell key: family length (1), timestamp (8), key type (1).
 KEY_SUFFIX = 10
+#: What follows the row in the key of every cell Hudi 1.x and lakeward write: family length 0, the
+#: latest timestamp (Long.MAX_VALUE), key type Put (4).
+KEY_TAIL = struct.pack(">bqb", 0, 2**63 - 1, 4)
 #: A cell's head: key length, value length, then the key's 2-byte row length.
 _CELL_HEAD = struct.Struct(">iih")
 

@@ -3,8 +3,9 @@ encoded cells for the writer, without a Python object per cell.
 
 The metadata table's compaction rewrites every cell of a record-index file group (millions a
 file): reading them as `(key, value)` byte strings, merging dicts, sorting and re-encoding cell by
-cell cost about 3 us a key. Here a file's data blocks are decompressed into one buffer, a single
-loop finds where each cell starts (cells have variable lengths, so the walk is sequential), and
+cell cost about 3 us a key. Here a file's data blocks are decompressed into one buffer, a walk
+finds where each cell starts (cells have variable lengths, so it is sequential; it runs in lanes
+over the file, one numpy step per cell for every lane at once: `_walk_single_byte_memstore`), and
 everything else — keys, values, the re-encoded cells of the output — is numpy offsets and byte
 gathers (`gather`). The cell layout is `hfile`'s: `keyLen(4) valueLen(4) rowLen(2) row
 family(1) timestamp(8) type(1) value memstoreTs(vlong)`.
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakeward.core.exceptions import CorruptTableError
-from lakeward.core.file_group.hfile import KEY_SUFFIX, HFileReader
+from lakeward.core.file_group.hfile import KEY_SUFFIX, KEY_TAIL, HFileReader
 
 _LENGTHS = struct.Struct(">ii")
 
@@ -110,23 +111,79 @@ class CellColumns:
         return binary_array(self.data, self.row_starts, self.row_lengths)
 
 
-def _walk_single_byte_memstore(data: bytes, bounds: list[tuple[int, int]]) -> list[int] | None:
+#: Lanes of the walk (`_lane_starts`) are `sqrt(_LANE_FACTOR * bytes)` bytes apart, at least
+#: `_MIN_LANE_BYTES`: a numpy step per cell of the longest lane against a search per lane, measured
+#: best on record-index files (27 MB: about 29 KiB; a 300 KB log block: about 3 KiB).
+_LANE_FACTOR = 32
+_MIN_LANE_BYTES = 1024
+#: Row lengths a lane start is searched back over from a key tail (longer rows: no lane there).
+_LANE_ROW_SEARCH = 256
+_HEAD = np.arange(8, dtype=np.int64)
+
+
+def _lane_starts(data: bytes, buffer: np.ndarray, bounds: list[tuple[int, int]]) -> np.ndarray:
+    """Where the walk's lanes start: every block's start, and inside blocks, about every
+    `sqrt(_LANE_FACTOR * len(data))` bytes, a likely cell start: the first `KEY_TAIL` from there (what
+    ends the key of every cell Hudi and lakeward write) whose row length and key length agree with a
+    cell starting before it. A guess may be wrong (a tail inside a value): `_walk_single_byte_memstore`
+    keeps a lane only when the one before it lands exactly on its start."""
+    starts = np.array([pos for pos, _ in bounds], np.int64)
+    found_tails = []
+    find = data.find
+    step = max(_MIN_LANE_BYTES, int((_LANE_FACTOR * len(data)) ** 0.5))
+    for pos, end in bounds:
+        for offset in range(pos + step, end, step):
+            tail = find(KEY_TAIL, offset, end)
+            if tail < 0:
+                break
+            found_tails.append(tail)
+    if not found_tails:
+        return starts
+    tails = np.array(found_tails, np.int64)
+    rows = np.arange(_LANE_ROW_SEARCH, dtype=np.int64)
+    row_at = tails[:, None] - 2 - rows  # where the row length sits for a row of `rows` bytes
+    inside = row_at >= 0
+    row_at = np.where(inside, row_at, 0)
+    agree = inside & ((buffer[row_at].astype(np.int64) << 8 | buffer[row_at + 1]) == rows)
+    has_row = agree.any(axis=1)
+    row = np.argmax(agree, axis=1)[has_row]
+    cells = tails[has_row] - 10 - row
+    fits = cells >= 0
+    cells, row = cells[fits], row[fits]
+    cells = cells[be_int(buffer, cells, 4) == row + 2 + KEY_SUFFIX]
+    return np.unique(np.concatenate([starts, cells]))
+
+
+def _walk_single_byte_memstore(data: bytes, buffer: np.ndarray, bounds: list[tuple[int, int]]) -> np.ndarray | None:
     """Cell starts assuming every memstore timestamp is one byte (Hudi writes 0); None when the
-    walk does not land on the blocks' ends."""
-    unpack = _LENGTHS.unpack_from
-    starts: list[int] = []
-    append = starts.append
-    try:
-        for pos, end in bounds:
-            while pos < end:
-                key_len, value_len = unpack(data, pos)
-                append(pos)
-                pos += 9 + key_len + value_len
-            if pos != end:
-                return None
-    except struct.error:
+    walk does not land on the blocks' ends or on its own lanes' starts.
+
+    A cell's size is `9 + keyLen + valueLen`, so finding the next cell needs the one before: the
+    walk is sequential. It runs in lanes, one numpy step per cell for all lanes at once: a lane from
+    every block's start and from likely cell starts inside blocks (`_lane_starts`), each walking up
+    to the next lane's start. Every lane must land on the next one's start exactly; then, by
+    induction from the first block's start, each lane started on a real cell."""
+    if not bounds or bounds[-1][1] == 0:
+        return np.zeros(0, np.int64)
+    lanes = _lane_starts(data, buffer, bounds)
+    stops = np.append(lanes[1:], bounds[-1][1])
+    limit = len(buffer) - 8
+    pos, live = lanes, lanes < stops
+    visited: list[np.ndarray] = []
+    for _ in range(int((stops - lanes).max()) // 10 + 1):  # a cell takes 10 bytes at least
+        heads = buffer[np.minimum(pos, limit)[:, None] + _HEAD].view(">i4").astype(np.int64)
+        visited.append(pos)
+        pos = pos + (heads[:, 0] + heads[:, 1] + 9) * live
+        live = pos < stops
+        if not live.any():
+            break
+    if not np.array_equal(pos, stops):
         return None
-    return starts
+    found = np.stack(visited, axis=1)  # lane by lane: the cells in file order
+    found = found[found < stops[:, None]]
+    if len(found) and (found.max() > limit or (np.diff(found) <= 9).any()):
+        return None  # a head read past the data, or a cell too short: not this layout
+    return found
 
 
 def _walk(data: bytes, bounds: list[tuple[int, int]], name: str) -> list[int]:
@@ -157,9 +214,9 @@ def cell_columns(reader: HFileReader) -> CellColumns:
         bounds.append((pos, pos + len(payload)))
         pos += len(payload)
     buffer = np.frombuffer(data, np.uint8)
-    found = _walk_single_byte_memstore(data, bounds)
+    found = _walk_single_byte_memstore(data, buffer, bounds)
     if found is not None:
-        starts = np.array(found, np.int64)
+        starts = found
         key_lengths, value_lengths = be_int(buffer, starts, 4), be_int(buffer, starts + 4, 4)
         memstore = buffer[starts + 8 + key_lengths + value_lengths] if len(starts) else buffer[:0]
         if (

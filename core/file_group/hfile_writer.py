@@ -13,7 +13,8 @@ writer produces, so that Java Hudi, hudi-rs and lakeward read what lakeward writ
   file info (`FILEINF2`: `PBUF` + delimited `InfoProto`), its pairs in Java `HashMap`
   iteration order as Hudi's writer emits them;
 - every block GZ-compressed (gzip header with mtime 0, deflate level 6 — bit-identical to
-  Java's `GZIPOutputStream` on every block of the fixtures), `NULL` checksums reserved as
+  Java's `GZIPOutputStream` on every block of the fixtures; the metadata compaction passes its
+  own level, `lakeward.metadata.compact.deflate.level`), `NULL` checksums reserved as
   4 zero bytes per started 16 KiB of on-disk block;
 - the 4096-byte trailer: `TRABLK"$`, varint-delimited `TrailerProto`, version 3 in the
   last byte.
@@ -52,6 +53,7 @@ from lakeward.core.file_group.hfile import (
     FILE_INFO_PB_MAGIC,
     HFILE_MAJOR_VERSION,
     KEY_SUFFIX,
+    KEY_TAIL,
     META_MAGIC,
     ROOT_INDEX_MAGIC,
     TRAILER_MAGIC,
@@ -73,13 +75,12 @@ MDT_BLOOM_MAX_ENTRIES = 100000
 BLOOM_FILTER_META_BLOCK = "bloomFilter"
 #: Cell overhead beyond row and value: keyLen(4) valueLen(4) rowLen(2) suffix(10) mvcc(1).
 _CELL_OVERHEAD = 4 + 4 + 2 + KEY_SUFFIX + 1
-_LATEST_TIMESTAMP = 2**63 - 1
-_KEY_TYPE_PUT = 4
-#: What follows every row in a cell key: family length 0, the latest timestamp, type Put.
-KEY_TAIL = struct.pack(">bqb", 0, _LATEST_TIMESTAMP, _KEY_TYPE_PUT)
 #: The memstore timestamp ending every cell (0, one VInt byte).
 MEMSTORE_ZERO = b"\x00"
 _CELL_HEAD = struct.Struct(">iih")
+#: The deflate level of `java.util.zip.GZIPOutputStream` (Hudi's HFile writer): blocks written at it
+#: are byte for byte Java's. Other levels are valid gzip too (any reader inflates them).
+JAVA_DEFLATE_LEVEL = 6
 #: A gzip member header as `java.util.zip.GZIPOutputStream` writes it (no mtime, OS 0).
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00"
 
@@ -131,8 +132,8 @@ def java_hashmap_order(keys: list[str]) -> list[str]:
     return sorted(keys, key=lambda k: (bucket(k), position[k]))
 
 
-def _gzip(raw: bytes) -> bytes:
-    deflater = zlib.compressobj(6, zlib.DEFLATED, -15, 8)
+def _gzip(raw: bytes, level: int = JAVA_DEFLATE_LEVEL) -> bytes:
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -15, 8)
     body = deflater.compress(raw) + deflater.flush()
     return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
 
@@ -186,11 +187,13 @@ class HFileWriter:
         block_size: int = DEFAULT_BLOCK_SIZE,
         codec: int = CODEC_GZ,
         create_time_ms: int | None = None,
+        deflate_level: int = JAVA_DEFLATE_LEVEL,
     ):
         if codec not in (CODEC_GZ, CODEC_NONE):
             raise ValueError(f"HFile codec {codec} is not writable (GZ={CODEC_GZ} or NONE={CODEC_NONE})")
         self.block_size = block_size
         self.codec = codec
+        self.deflate_level = deflate_level
         self.create_time_ms = int(time.time() * 1000) if create_time_ms is None else create_time_ms
         # initialised first, as Hudi's writer does in its constructor (decides HashMap order)
         self.file_info: dict[str, bytes] = {FileInfoKey.MAX_MEMSTORE_TS: struct.pack(">q", 0)}
@@ -247,7 +250,7 @@ class HFileWriter:
 
     # -- blocks ----------------------------------------------------------------------------
     def _block_bytes_of(self, magic: bytes, raw: bytes, previous_offset: int = -1) -> bytes:
-        payload = _gzip(raw) if self.codec == CODEC_GZ else raw
+        payload = _gzip(raw, self.deflate_level) if self.codec == CODEC_GZ else raw
         with_header = BLOCK_HEADER_SIZE + len(payload)
         checksum = -(-with_header // BYTES_PER_CHECKSUM) * CHECKSUM_SIZE
         header = magic + struct.pack(
@@ -352,6 +355,7 @@ def write_base_hfile(
     create_time_ms: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom: BloomFilter | None = None,
+    deflate_level: int = JAVA_DEFLATE_LEVEL,
 ) -> bytes:
     """A metadata-table base HFile of `cells` (record key, Avro value; or cells already encoded,
     as a columnar merge gathers them), sorted by key.
@@ -360,9 +364,10 @@ def write_base_hfile(
     (empty strings for a file without cells), `bloomFilterTypeCode`, and a `bloomFilter` meta
     block holding the base64 `DYNAMIC_V0` filter over the keys. `bloom`: a filter that already
     holds every key of `cells` (the replaced base file's, extended with the keys new to it), used
-    instead of hashing every key again.
+    instead of hashing every key again. `deflate_level`: of its GZ blocks (Java's by default, which
+    keeps the bytes Hudi's; the metadata compaction passes its own, `lakeward.metadata.compact.deflate.level`).
     """
-    writer = HFileWriter(block_size=block_size, create_time_ms=create_time_ms)
+    writer = HFileWriter(block_size=block_size, create_time_ms=create_time_ms, deflate_level=deflate_level)
     writer.add_file_info(FileInfoKey.SCHEMA, schema.encode())
     keys: Sequence[str] | pa.Array
     if isinstance(cells, EncodedCells):

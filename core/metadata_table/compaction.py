@@ -38,6 +38,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from lakeward.core.config.write import DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL
 from lakeward.core.exceptions import MetadataTableError
 from lakeward.core.file_group.hfile_writer import write_base_hfile
 from lakeward.core.file_group.metadata_listing import (
@@ -349,7 +350,7 @@ def compacted_cells(merged: MergedFiles, file_name: str) -> list[tuple[str, byte
 
 
 def _compact_operation(
-    storage: Storage, mdt: Timeline, instant_time: str, op: CompactionOperation
+    storage: Storage, mdt: Timeline, instant_time: str, op: CompactionOperation, deflate_level: int
 ) -> tuple[WriteStat, int]:
     started = time.monotonic()
     mdt_storage = metadata_storage(storage)
@@ -371,7 +372,7 @@ def _compact_operation(
         cells = merge_stats_slice(mdt_storage, base_path, log_paths, completion, name)
     else:
         cells = compacted_cells(merge_files_slice(mdt_storage, base_path, log_paths, completion), name)
-    data = write_base_hfile(cells, HFILE_SCHEMA_JSON, bloom=bloom)
+    data = write_base_hfile(cells, HFILE_SCHEMA_JSON, bloom=bloom, deflate_level=deflate_level)
     create_marker(mdt_storage, instant_time, op.partition_path, name, "CREATE")
     mdt_storage.write_bytes(path, data)  # a rerun rewrites the same bytes (same plan, same inputs)
     log_size = sum(_size(mdt_storage, f.path) for f in file_slice.log_files)
@@ -408,6 +409,8 @@ def execute_metadata_compaction(
     instant_time: str,
     timezone: str = "LOCAL",
     completing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    *,
+    deflate_level: int = DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL,
 ) -> MetadataCompactionResult:
     """Run the metadata compaction planned at `instant_time` to completion (again, if a run died).
 
@@ -415,6 +418,7 @@ def execute_metadata_compaction(
     from its immutable plan. Call under the data table's lock (no metadata delta commit races it).
     `completing` is entered around the instant's completion alone, once the new base files are
     written (the table service's completion scope: `TableContext.completing`).
+    `deflate_level`: of the new base files' GZ blocks (`lakeward.metadata.compact.deflate.level`).
     """
     _check_maintained_partitions(storage)
     mdt_storage = metadata_storage(storage)
@@ -441,7 +445,7 @@ def execute_metadata_compaction(
     )
     stats, records = [], 0
     for op in plan.operations:
-        stat, n = _compact_operation(storage, mdt, instant_time, op)
+        stat, n = _compact_operation(storage, mdt, instant_time, op, deflate_level)
         stats.append(stat)
         records += n
     metadata = CommitMetadata(

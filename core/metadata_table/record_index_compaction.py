@@ -223,8 +223,11 @@ def _merge_slice(cells: _SliceCells) -> _Merged:
     candidates = np.concatenate([np.flatnonzero(~replaced), newest])
     order = pc.sort_indices(cells.keys.take(pa.array(candidates))).to_numpy()
     live = candidates[order]
+    # a log key is in the base exactly when it is one of the base keys the logs replace: look it up
+    # among those (few, often none) instead of hashing every base key
+    in_base = base_keys.filter(pa.array(replaced))
     new = np.zeros(n, bool)
-    new[newest] = ~pc.is_in(cells.keys.take(pa.array(newest)), value_set=base_keys).to_numpy(zero_copy_only=False)
+    new[newest] = ~pc.is_in(cells.keys.take(pa.array(newest)), value_set=in_base).to_numpy(zero_copy_only=False)
     return _Merged(cells, live, new[live])
 
 

@@ -72,10 +72,11 @@ def run_metadata_table_services(
     if not maintains_files_partition(storage):
         return None
     threshold = write_config.metadata_compact_max_delta_commits
+    level = write_config.metadata_compact_deflate_level
     layout = table_version(read_table_properties(storage).get("hoodie.table.version", "6")).timeline_layout
     with lock:
         compactions = [
-            compaction.execute_metadata_compaction(storage, t, timezone)
+            compaction.execute_metadata_compaction(storage, t, timezone, deflate_level=level)
             for t in compaction.pending_metadata_compactions(storage)
         ]
         cleans = run_pending_metadata_cleans(storage, timezone)
@@ -85,7 +86,7 @@ def run_metadata_table_services(
         data_timeline = Timeline.load(storage, layout)
         planned = compaction.schedule_metadata_compaction(storage, data_timeline, threshold, timezone, force=force)
         if planned is not None:
-            compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone))
+            compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone, deflate_level=level))
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
         data_timeline = Timeline.load(storage, layout)
         check = compaction.check_metadata_compaction(storage, data_timeline, threshold)

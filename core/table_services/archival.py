@@ -539,7 +539,9 @@ def _compact_metadata_table_first(ctx: TableContext, timeline: Timeline, planned
     )
     if instant is None:
         return False
-    execute_metadata_compaction(ctx.storage, instant, ctx.config.timeline_timezone)
+    execute_metadata_compaction(
+        ctx.storage, instant, ctx.config.timeline_timezone, deflate_level=wc.metadata_compact_deflate_level
+    )
     return True
 
 

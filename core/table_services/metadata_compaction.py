@@ -109,7 +109,11 @@ class MetadataCompactionService:
             # The completion scope wraps the instant's completion only: a stop while the new base
             # files are written still cancels the run (the plan is run again, idempotently).
             compaction = execute_metadata_compaction(
-                ctx.storage, instant_time, tz, completing=lambda: ctx.completing(instant_time)
+                ctx.storage,
+                instant_time,
+                tz,
+                completing=lambda: ctx.completing(instant_time),
+                deflate_level=ctx.write_config.metadata_compact_deflate_level,
             )
             retained = ctx.write_config.metadata_cleaner_commits_retained
             clean_time = schedule_metadata_clean(ctx.storage, retained, tz)

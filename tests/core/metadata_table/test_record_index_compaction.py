@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import random
+import struct
 import uuid
 from contextlib import nullcontext
 from typing import Any
@@ -19,9 +20,10 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.config.write import WriteConfig
-from lakeward.core.file_group.hfile import HFileReader
-from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, write_base_hfile
+from lakeward.core.config.write import WriteConfig, parse_write_config
+from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.hfile import BLOCK_HEADER_SIZE, HFileReader
+from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, _gzip, write_base_hfile
 from lakeward.core.file_group.log_file.log_block import DeleteBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import metadata_storage
@@ -38,6 +40,7 @@ from lakeward.core.metadata_table.schema import HFILE_SCHEMA_JSON, METADATA_RECO
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action
+from tests.interop.compare import both_readers
 
 
 @pytest.mark.parametrize("name", ["v9_txns_simple_meta", "v9_txns_nonpart_meta"])
@@ -190,3 +193,57 @@ def test_the_columnar_slice_merge_equals_a_record_by_record_merge(tmp_path: Any,
     assert list(written.items()) == expected
     by_pairs = write_base_hfile([(k.decode(), v) for k, v in expected], HFILE_SCHEMA_JSON, create_time_ms=0)
     assert write_base_hfile(cells, HFILE_SCHEMA_JSON, create_time_ms=0) == by_pairs
+
+
+def _gz_payloads(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(on-disk GZ payload, uncompressed payload) of every data block of an HFile."""
+    reader = HFileReader(data)
+    out = []
+    for entry in reader.index:
+        on_disk = struct.unpack_from(">i", data, entry.offset + 29)[0]
+        out.append((data[entry.offset + BLOCK_HEADER_SIZE : entry.offset + on_disk], reader.data_block(entry)))
+    return out
+
+
+@pytest.mark.parametrize(("level", "options"), [(1, {}), (6, {"lakeward.metadata.compact.deflate.level": "6"})])
+def test_the_metadata_compaction_deflates_its_base_files_at_the_configured_level(
+    tmp_path: Any, level: int, options: dict[str, str]
+):
+    """`lakeward.metadata.compact.deflate.level` (default 1) is the deflate level of every block of the
+    base files the metadata compaction writes (`files` and `record_index`); 6 gives Java's bytes. The
+    compacted cells are the same at any level, and hudi-rs (listing through `files`) reads the table."""
+    path = str(tmp_path / "t")
+    keys = [f"k{i:05d}" for i in range(3000)]
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    table.bulk_insert(pa.table({"id": keys, "part": ["p"] * len(keys), "ts": [1] * len(keys)}))
+    index = {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.record.index.min.filegroup.count": "2"}
+    Table.open(path, options=index).initialize_metadata_table()
+    mdt = metadata_storage(table.storage)
+    before = {e.path for e in mdt.list_dir(RECORD_INDEX_PARTITION) if e.name.endswith(".hfile")}
+    Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).upsert(
+        pa.table({"id": ["n1", "n2", "k00001"], "part": ["p"] * 3, "ts": [2] * 3})
+    )
+    config = WriteConfig.model_validate(options)
+    assert config.metadata_compact_deflate_level == level
+    run = run_metadata_table_services(table.storage, nullcontext(), config, force=True)
+    assert run is not None and run.compactions
+    [compaction] = run.compactions
+    assert any(name.startswith("files/") for name in compaction.base_files)
+    cells = 0
+    for name in compaction.base_files:
+        data = mdt.read_bytes(name)
+        for payload, raw in _gz_payloads(data):
+            assert payload == _gzip(raw, level), name
+        cells += len(HFileReader(data))
+    assert cells == len(keys) + 2 + 2  # the record index's keys; `files`: the partition list and partition p
+    after = {e.path for e in mdt.list_dir(RECORD_INDEX_PARTITION) if e.name.endswith(".hfile")} - before
+    merged = {k for p in after for k, _ in HFileReader(mdt.read_bytes(p)).items()}
+    assert merged == {k.encode() for k in [*keys, "n1", "n2"]}
+    mine, theirs = both_readers(path)
+    assert len(mine) == len(theirs) == len(keys) + 2
+
+
+@pytest.mark.parametrize("level", ["0", "10", "fast"])
+def test_a_deflate_level_outside_1_to_9_is_refused(level: str):
+    with pytest.raises(ConfigError, match=r"lakeward\.metadata\.compact\.deflate\.level"):
+        parse_write_config({"lakeward.metadata.compact.deflate.level": level})
