@@ -204,15 +204,20 @@ def _walk(data: bytes, bounds: list[tuple[int, int]], name: str) -> list[int]:
     return starts
 
 
-def cell_columns(reader: HFileReader) -> CellColumns:
-    """Every cell of the HFile `reader` reads, as arrays (the module doc); the same cells, in the
-    same order, as `reader.items()`."""
+def joined_blocks(reader: HFileReader) -> tuple[bytes, list[tuple[int, int]]]:
+    """The HFile's decompressed data blocks as one buffer, and each block's (start, end) in it."""
     payloads = list(reader.data_blocks())
-    data = b"".join(payloads)
     bounds, pos = [], 0
     for payload in payloads:
         bounds.append((pos, pos + len(payload)))
         pos += len(payload)
+    return b"".join(payloads), bounds
+
+
+def cell_columns(reader: HFileReader) -> CellColumns:
+    """Every cell of the HFile `reader` reads, as arrays (the module doc); the same cells, in the
+    same order, as `reader.items()`."""
+    data, bounds = joined_blocks(reader)
     buffer = np.frombuffer(data, np.uint8)
     found = _walk_single_byte_memstore(data, buffer, bounds)
     if found is not None:
@@ -259,4 +264,14 @@ class EncodedCells:
         return [(data[r : r + n], data[r + n + KEY_SUFFIX : r + n + KEY_SUFFIX + v]) for r, n, v in rows]
 
 
-__all__ = ["CellColumns", "EncodedCells", "be_int", "binary_array", "cell_columns", "encoded", "gather", "pieces"]
+__all__ = [
+    "CellColumns",
+    "EncodedCells",
+    "be_int",
+    "binary_array",
+    "cell_columns",
+    "encoded",
+    "gather",
+    "joined_blocks",
+    "pieces",
+]

@@ -39,12 +39,7 @@ def _cells_of(reader: HFileReader) -> list[tuple[bytes, bytes]]:
 
 def _walked(reader: HFileReader) -> np.ndarray | None:
     """The lane walk's cell starts over `reader`'s blocks (None: it gave up), and the scalar walk's check."""
-    payloads = list(reader.data_blocks())
-    data = b"".join(payloads)
-    bounds, pos = [], 0
-    for payload in payloads:
-        bounds.append((pos, pos + len(payload)))
-        pos += len(payload)
+    data, bounds = hfile_cells.joined_blocks(reader)
     found = hfile_cells._walk_single_byte_memstore(data, np.frombuffer(data, np.uint8), bounds)
     if found is not None:
         assert found.tolist() == hfile_cells._walk(data, bounds, reader.name)
