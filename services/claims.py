@@ -175,6 +175,10 @@ class Coordinator(abc.ABC):
     def is_valid(self, claim: Claim) -> bool:
         """Fencing check right before completion: the claim still exists and is ours."""
 
+    def invalid_reason(self, claim: Claim) -> str | None:
+        """Why `is_valid(claim)` is False (for the run's record and log); None when the claim is valid."""
+        return None if self.is_valid(claim) else "no longer held by this replica"
+
     @abc.abstractmethod
     def live_claims(self) -> set[str]:
         """Keys claimed by anyone right now."""
@@ -509,29 +513,35 @@ class ZooKeeperCoordinator(Coordinator):
         return released
 
     def is_valid(self, claim: Claim) -> bool:
+        return self.invalid_reason(claim) is None
+
+    def invalid_reason(self, claim: Claim) -> str | None:
         client = self._client
         with self._mutex:
             held = self._held.get(claim.key)
-            if (
-                held is None
-                or held.claim != claim
-                or held.extra.get("lost")
-                or held.epoch != self._epoch
-                or held.session_id != self._session_id
-                or not self.connected
-                or client is None
-            ):
-                return False
+            if held is None or held.claim != claim:
+                return "this replica released it (or never held it)"
+            if held.extra.get("lost"):
+                return "marked lost: the ZooKeeper session it was taken in ended"
+            if held.epoch != self._epoch:
+                return "the ZooKeeper connection was suspended since it was taken"
+            if held.session_id != self._session_id:
+                return "taken in another ZooKeeper session than the current one"
+            if not self.connected or client is None:
+                return f"not connected to ZooKeeper (state {self._state})"
         try:
             data, stat = client.get(claim.path)
-        except (NoNodeError, KazooException):
-            return False
+        except NoNodeError:
+            return f"its node {claim.path} no longer exists"
+        except KazooException as exc:
+            return f"its node could not be read: {exc!r}"
         if int(stat.ephemeralOwner) != held.session_id:
-            return False
+            return f"its node belongs to ZooKeeper session {stat.ephemeralOwner:#x}, not {held.session_id}"
         try:
-            return OwnerInfo.from_json(data).replica_id == claim.owner
+            owner = OwnerInfo.from_json(data).replica_id
         except (ValueError, KeyError):
-            return False
+            return "its node's owner cannot be parsed"
+        return None if owner == claim.owner else f"its node names {owner} as its owner"
 
     def live_claims(self) -> set[str]:
         """Every claimed key, by anyone: three levels of children, each level read in parallel."""

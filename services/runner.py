@@ -434,8 +434,9 @@ class Runner:
         if run.stop is not None:
             raise run.stop
         for claim in run.claims:
-            if not self.coordinator.is_valid(claim):
-                raise RunStopped(Outcome.CLAIM_LOST, f"claim {claim.key} is no longer held by this replica")
+            reason = self.coordinator.invalid_reason(claim)
+            if reason is not None:
+                raise RunStopped(Outcome.CLAIM_LOST, f"claim {claim.key} is no longer held by this replica: {reason}")
 
     def _run(self, run: RunRecord) -> None:
         item = run.item

@@ -104,6 +104,25 @@ def test_owner_identity_is_readable_from_the_node(make_coordinator, zookeeper_se
 
 
 @pytest.mark.zookeeper
+def test_an_invalid_claim_says_why(make_coordinator, zookeeper_server):
+    """The fence's refusal names its reason (a run ended `claim_lost` says which check failed)."""
+    a = make_coordinator("a")
+    claim = a.try_claim(item_key("why", "20260101000005"))
+    assert claim is not None and a.invalid_reason(claim) is None
+    raw = KazooClient(hosts=zookeeper_server.hosts)
+    raw.start(timeout=10)
+    try:
+        raw.delete(claim.path)  # behind the replica's back
+    finally:
+        raw.stop()
+        raw.close()
+    assert a.invalid_reason(claim) == f"its node {claim.path} no longer exists"
+    assert not a.is_valid(claim)
+    a.release(claim)
+    assert a.invalid_reason(claim) == "this replica released it (or never held it)"
+
+
+@pytest.mark.zookeeper
 def test_session_expiry_fires_callbacks_invalidates_claims_and_frees_them(make_coordinator, zookeeper_server):
     a, b = make_coordinator("a"), make_coordinator("b")
     events: list[SessionEvent] = []
