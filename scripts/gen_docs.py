@@ -85,7 +85,7 @@ DESCRIPTIONS: dict[str, str] = {
     "since its last compaction that make the next one due (Hudi's default; see Metadata table)",
     "lakeward.metadata.compact.deflate.level": "metadata table: deflate level (1-9) of the GZ blocks of the base "
     "HFiles its compaction writes; 1 (the default) compresses in a third of the CPU of Java's 6 for files about "
-    "25% larger (benchmarks/README.md, `mdt_overhead.py`); 6 writes blocks byte for byte as Java's GZIPOutputStream; "
+    "21% larger (benchmarks/README.md, `mdt_overhead.py`); 6 writes blocks byte for byte as Java's GZIPOutputStream; "
     "Hudi and hudi-rs read any level",
     "hoodie.metadata.cleaner.commits.retained": "metadata table (every version): its clean keeps every file slice its last N "
     "completed commits need (Hudi's default)",

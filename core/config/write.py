@@ -48,7 +48,7 @@ TABLE_CREATE_KEYS = frozenset(
 
 #: `lakeward.metadata.compact.deflate.level`'s default: the deflate level of the base HFiles the metadata
 #: table's compaction writes. 1, not Java's 6: on 2M record-index keys it compresses in a third of the
-#: CPU (1.0 s against 2.9 s, the largest part of the compaction) for files 28% larger; any level is
+#: CPU (1.0 s against 2.9 s, the largest part of the compaction) for files about 21% larger; any level is
 #: gzip that Hudi and hudi-rs read (benchmarks/README.md, `mdt_overhead.py`).
 DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL = 1
 

@@ -619,11 +619,12 @@ class SparkDataPlane:
         rows = self.spark.range(len(slices), numPartitions=tasks)
         rows = rows.select(F.col("id"), F.element_at(partitions, (F.col("id") + 1).cast("int")).alias("__lw_sp"))
         wanted = F.broadcast(records.select(F.col(PARTITION_PATH).alias("__lw_bp"), F.col(RECORD_KEY).alias("__lw_bk")))
-        condition = rows["__lw_sp"] == wanted["__lw_bp"]
         if prune_by_ranges:
             rows = rows.mapInArrow(key_ranges, "id long, __lw_sp string, __lw_lo string, __lw_hi string")
+        condition = rows["__lw_sp"] == wanted["__lw_bp"]
+        if prune_by_ranges:
             in_range = (wanted["__lw_bk"] >= rows["__lw_lo"]) & (wanted["__lw_bk"] <= rows["__lw_hi"])
-            condition = (rows["__lw_sp"] == wanted["__lw_bp"]) & (rows["__lw_lo"].isNull() | in_range)
+            condition = condition & (rows["__lw_lo"].isNull() | in_range)
         pairs = rows.join(wanted, condition, "inner").select("id", "__lw_bk")
         key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
         found = pairs.mapInArrow(slice_keys, key_schema).dropDuplicates(["__lw_partition", "__lw_key"])
@@ -787,11 +788,9 @@ def _inside_key_ranges(key_ranges: Mapping[str, tuple[str, str]]) -> Column:
         high = max(hi for _, hi in key_ranges.values())
         return (key >= F.lit(low)) & (key <= F.lit(high))
     partition = F.col("__lw_partition")
-
-    def of_partition(path: str) -> Column:
-        return (partition == F.lit(path)) | partition.isNull() if path == "" else partition == F.lit(path)
-
-    conditions = [of_partition(p) & (key >= F.lit(lo)) & (key <= F.lit(hi)) for p, (lo, hi) in key_ranges.items()]
+    conditions = [
+        (partition == F.lit(p)) & (key >= F.lit(lo)) & (key <= F.lit(hi)) for p, (lo, hi) in key_ranges.items()
+    ]
     combined = conditions[0]
     for condition in conditions[1:]:
         combined = combined | condition
