@@ -21,6 +21,8 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 from lakeward.core.exceptions import LockError
@@ -154,6 +156,13 @@ class LockProvider(ABC):
         if not self.is_held:
             raise LockError(f"the {self.description} is not held by this thread")
         self._check()
+
+    @contextmanager
+    def confirmed(self) -> Iterator[None]:
+        """A scope around an irreversible step taken under this lock (completing an instant): entered only
+        once `ensure_held` has confirmed the calling thread still holds it (LockError otherwise)."""
+        self.ensure_held()
+        yield
 
     def close(self) -> None:
         """Release the lock if the calling thread holds it, then free resources."""

@@ -17,12 +17,11 @@ is not due or blocked.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.file_group.metadata_listing import read_table_properties
+from lakeward.core.locks import LockProvider
 from lakeward.core.metadata_table import compaction
 from lakeward.core.metadata_table.archival import archive_metadata_table
 from lakeward.core.metadata_table.clean import (
@@ -58,7 +57,7 @@ class MetadataServicesRun:
 
 def run_metadata_table_services(
     storage: Storage,
-    lock: AbstractContextManager[Any],
+    lock: LockProvider,
     write_config: WriteConfig,
     timezone: str = "LOCAL",
     *,
@@ -67,7 +66,8 @@ def run_metadata_table_services(
     """One pass of the metadata table's services on the table at `storage` (module doc).
 
     None when the table keeps no metadata table. `force`: compact whenever there is a log to fold
-    (and nothing blocks), whatever `hoodie.metadata.compact.max.delta.commits` says.
+    (and nothing blocks), whatever `hoodie.metadata.compact.max.delta.commits` says. Each compaction
+    completes only while `lock` is still this thread's (a ZooKeeper session can expire meanwhile).
     """
     if not maintains_files_partition(storage):
         return None
@@ -76,7 +76,7 @@ def run_metadata_table_services(
     layout = table_version(read_table_properties(storage).get("hoodie.table.version", "6")).timeline_layout
     with lock:
         compactions = [
-            compaction.execute_metadata_compaction(storage, t, timezone, deflate_level=level)
+            compaction.execute_metadata_compaction(storage, t, timezone, lock.confirmed, deflate_level=level)
             for t in compaction.pending_metadata_compactions(storage)
         ]
         cleans = run_pending_metadata_cleans(storage, timezone)
@@ -86,7 +86,9 @@ def run_metadata_table_services(
         data_timeline = Timeline.load(storage, layout)
         planned = compaction.schedule_metadata_compaction(storage, data_timeline, threshold, timezone, force=force)
         if planned is not None:
-            compactions.append(compaction.execute_metadata_compaction(storage, planned, timezone, deflate_level=level))
+            compactions.append(
+                compaction.execute_metadata_compaction(storage, planned, timezone, lock.confirmed, deflate_level=level)
+            )
             log.info("compacted the metadata table of %s at %s", storage.uri, planned)
         data_timeline = Timeline.load(storage, layout)
         check = compaction.check_metadata_compaction(storage, data_timeline, threshold)

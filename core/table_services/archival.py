@@ -63,7 +63,11 @@ from lakeward.core.file_group.metadata_listing import (
     read_table_properties,
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
-from lakeward.core.metadata_table.compaction import execute_metadata_compaction, schedule_metadata_compaction
+from lakeward.core.metadata_table.compaction import (
+    execute_metadata_compaction,
+    pending_metadata_compactions,
+    schedule_metadata_compaction,
+)
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
@@ -500,7 +504,8 @@ class ArchiveResult:
 
 
 def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult:
-    """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock.
+    """Archive the instants Hudi's rules allow (`hoodie.keep.min.commits` / `.max.commits`), under the table lock
+    (confirmed still held before anything moves: LockError, and nothing archived, when it was lost).
 
     `dry_run`: decide the same way, write and delete nothing; the result lists the instants and
     instant files a real archival would move now.
@@ -512,6 +517,8 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
         if not dry_run and _compact_metadata_table_first(ctx, timeline, planned):
             planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
+        if not dry_run:
+            ctx.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: archive nothing
         return archive_instants(
             storage,
             timeline,
@@ -534,15 +541,22 @@ def _compact_metadata_table_first(ctx: TableContext, timeline: Timeline, planned
     )
     if len(unbarred) <= len(planned):
         return False
-    instant = schedule_metadata_compaction(
-        ctx.storage, timeline, wc.metadata_compact_max_delta_commits, ctx.config.timeline_timezone, force=True
-    )
-    if instant is None:
-        return False
-    execute_metadata_compaction(
-        ctx.storage, instant, ctx.config.timeline_timezone, deflate_level=wc.metadata_compact_deflate_level
-    )
-    return True
+    # one a run left pending first (it holds a new one back), as the metadata services pass does
+    instants = pending_metadata_compactions(ctx.storage)
+    if not instants:
+        scheduled = schedule_metadata_compaction(
+            ctx.storage, timeline, wc.metadata_compact_max_delta_commits, ctx.config.timeline_timezone, force=True
+        )
+        instants = [scheduled] if scheduled is not None else []
+    for instant in instants:
+        execute_metadata_compaction(
+            ctx.storage,
+            instant,
+            ctx.config.timeline_timezone,
+            ctx.lock.confirmed,
+            deflate_level=wc.metadata_compact_deflate_level,
+        )
+    return bool(instants)
 
 
 def archive_instants(

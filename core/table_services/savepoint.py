@@ -27,6 +27,8 @@ import logging
 import posixpath
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +100,7 @@ def savepoint(table: HoldsTableContext, instant_time: str, user: str | None = No
             "version": 1,
         }
         inflight = Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT, layout=ctx.layout)
+        ctx.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: write nothing
         storage.write_bytes(instant_path(inflight), b"")
         content = avro_plans.serialize(avro_plans.SAVEPOINT_METADATA, metadata)
         complete(storage, inflight, content, ctx.config.timeline_timezone)
@@ -112,6 +115,7 @@ def delete_savepoint(table: HoldsTableContext, instant_time: str) -> None:
         timeline = ctx.timeline()
         if timeline.state_of(instant_time, Action.SAVEPOINT) is None:
             raise InstantNotFoundError(f"no savepoint at {instant_time} in {storage.uri}")
+        ctx.lock.ensure_held()
         _drop_savepoint(storage, timeline, instant_time)
         log.info("deleted savepoint %s", instant_time)
 
@@ -169,7 +173,7 @@ def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
         timeline = ctx.timeline()
         resumed = None
         for interrupted in pending_restores(timeline):
-            resumed = resume_restore(storage, interrupted, timezone)
+            resumed = resume_restore(storage, interrupted, timezone, ctx.lock.confirmed)
             timeline = ctx.timeline()
         if savepoint_time not in savepoints(timeline):
             raise InstantNotFoundError(
@@ -180,26 +184,39 @@ def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
             return resumed  # the interrupted restore was this one
         plan = {"instantsToRollback": [_info(timeline, i) for i in targets], "version": 1}
         restore_time = _new_instant_time(timeline.latest_time(), timezone)
+        ctx.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: undo nothing
         requested = create_requested(
             storage, restore_time, Action.RESTORE, avro_plans.serialize(avro_plans.RESTORE_PLAN, plan), ctx.layout
         )
         inflight = transition_to_inflight(storage, requested)
-        return _execute(storage, inflight, savepoint_time, timezone)
+        return _execute(storage, inflight, savepoint_time, timezone, ctx.lock.confirmed)
 
 
-def resume_restore(storage: Storage, restore_instant: Instant, timezone: str = "LOCAL") -> RestoreResult:
+def resume_restore(
+    storage: Storage,
+    restore_instant: Instant,
+    timezone: str = "LOCAL",
+    completing: Callable[[], AbstractContextManager[None]] = nullcontext,
+) -> RestoreResult:
     """Finish an interrupted restore from its plan (each rollback step is idempotent).
 
-    `timezone`: the table's timeline time zone, for the completion time on layout 2.
+    `timezone`: the table's timeline time zone, for the completion time on layout 2. `completing`:
+    entered around the restore's completion (the table lock's `confirmed` scope).
     """
     requested = restore_instant.with_state(State.REQUESTED)
     inflight = restore_instant.with_state(State.INFLIGHT)
     if restore_instant.state is State.REQUESTED:
         inflight = transition_to_inflight(storage, requested)
-    return _execute(storage, inflight, None, timezone)
+    return _execute(storage, inflight, None, timezone, completing)
 
 
-def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None, timezone: str) -> RestoreResult:
+def _execute(
+    storage: Storage,
+    inflight: Instant,
+    savepoint_time: str | None,
+    timezone: str,
+    completing: Callable[[], AbstractContextManager[None]] = nullcontext,
+) -> RestoreResult:
     started = time.monotonic()
     layout = inflight.layout
     timeline = Timeline.load(storage, layout)
@@ -230,13 +247,14 @@ def _execute(storage: Storage, inflight: Instant, savepoint_time: str | None, ti
     }
     # the record index is not restored (Hudi restores the whole metadata table): dropped, so that
     # no lookup trusts keys of the rolled-back instants; a writer that enables it builds it again
-    drop_record_index(storage, f"restore {inflight.time} does not roll it back; it is rebuilt when enabled again")
-    # the metadata table: one delta commit of the restore's time, from a listing (as Hudi)
-    apply_change(storage, timezone, inflight.time, lambda: restore_change(storage, layout))
-    try:
-        complete(storage, inflight, avro_plans.serialize(avro_plans.RESTORE_METADATA, metadata), timezone)
-    except InstantExistsError:
-        pass
+    with completing():
+        drop_record_index(storage, f"restore {inflight.time} does not roll it back; it is rebuilt when enabled again")
+        # the metadata table: one delta commit of the restore's time, from a listing (as Hudi)
+        apply_change(storage, timezone, inflight.time, lambda: restore_change(storage, layout))
+        try:
+            complete(storage, inflight, avro_plans.serialize(avro_plans.RESTORE_METADATA, metadata), timezone)
+        except InstantExistsError:
+            pass
     log.info("restore %s rolled back %d instant(s), %d file(s)", inflight.time, len(infos), len(deleted))
     return RestoreResult(inflight.time, savepoint_time or "", tuple(i["commitTime"] for i in infos), tuple(deleted))
 

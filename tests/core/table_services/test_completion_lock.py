@@ -19,6 +19,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.exceptions import LockError
+from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.table_services.namespace import ServiceNamespace
 from lakeward.core.timeline import Action, State
 from tests.interop.test_hudi_rs_mor_writes import hudi_read
@@ -176,3 +177,120 @@ def test_a_metadata_compaction_stopped_at_its_completion_is_run_again_to_complet
     assert again.compaction.base_files and compaction.pending() == []
     assert _rows(path) == ROWS
     assert _hudi_rs_rows(path) == ROWS
+
+
+# -- housekeeping under the table lock: archival, savepoints, restore, the metadata table's services --
+
+
+@contextmanager
+def session_expired_once_locked(table: Table, zookeeper_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The next time the table's lock is taken, its ZooKeeper session expires right after (once): the
+    lock is held, then lost before the operation's irreversible step. Yields the count of expiries."""
+    lock = table.service_context("savepoint").lock
+    acquire = lock._acquire  # type: ignore[attr-defined]
+    expired: list[int] = []
+
+    def acquire_then_expire(timeout_s: float) -> bool:
+        acquired = acquire(timeout_s)
+        if acquired and not expired:
+            expired.append(1)
+            expire_client_session(lock._client, zookeeper_server.hosts)  # type: ignore[attr-defined]
+        return acquired
+
+    monkeypatch.setattr(lock, "_acquire", acquire_then_expire)
+    yield expired
+    monkeypatch.undo()
+
+
+def _data_timeline_files(path: Path) -> list[str]:
+    """The data table's timeline: active instants and LSM history."""
+    return [f for f in _timeline_files(path) if f.startswith("timeline/")]
+
+
+def _timeline_files(path: Path) -> list[str]:
+    """Every file of the table's `.hoodie` (the active timeline, history, metadata table), relative."""
+    hoodie = path / ".hoodie"
+    return sorted(str(p.relative_to(hoodie)) for p in hoodie.rglob("*") if p.is_file() and ".lock" not in p.name)
+
+
+@pytest.fixture
+def zk_table(tmp_path: Path, zookeeper_server) -> Iterator[tuple[Path, Table, dict[str, str]]]:
+    """A version 9 merge-on-read table under the ZooKeeper lock, with a few commits to archive."""
+    options = hudi_lock_options(zookeeper_server.hosts, "/lakeward/locks") | {
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+    }
+    path = tmp_path / "t"
+    table = _mor_table(path, options)
+    for ts in range(2, 6):
+        table.upsert(pa.table({"id": [1, 2], "part": ["a", "a"], "ts": [ts, ts], "v": ["new", "new"]}))
+    yield path, table, options
+    table.close()
+
+
+def test_a_savepoint_whose_lock_is_lost_writes_nothing(zk_table, zookeeper_server, monkeypatch) -> None:
+    path, table, _ = zk_table
+    first = min(table.timeline().completed_write_times())
+    before = _timeline_files(path)
+    with session_expired_once_locked(table, zookeeper_server, monkeypatch) as expired:
+        with pytest.raises(LockError, match="lost"):
+            table.savepoint(first)
+    assert expired == [1]
+    assert _timeline_files(path) == before and table.savepoints() == []
+    assert table.savepoint(first) == first  # the next attempt, under a new session, savepoints
+    with session_expired_once_locked(table, zookeeper_server, monkeypatch):
+        with pytest.raises(LockError, match="lost"):
+            table.delete_savepoint(first)
+    assert table.savepoints() == [first]
+
+
+def test_an_archival_whose_lock_is_lost_moves_nothing(zk_table, zookeeper_server, monkeypatch) -> None:
+    path, table, _ = zk_table
+    before = _data_timeline_files(path)
+    with session_expired_once_locked(table, zookeeper_server, monkeypatch) as expired:
+        with pytest.raises(LockError, match="lost"):
+            table.archive()
+    assert expired == [1]
+    assert _data_timeline_files(path) == before  # nothing archived (its metadata compaction stays inflight)
+    assert _rows(path) == ROWS and _hudi_rs_rows(path) == ROWS
+    assert table.archive().archived  # the next run archives
+    assert _rows(path) == ROWS and _hudi_rs_rows(path) == ROWS
+
+
+def test_a_restore_whose_lock_is_lost_undoes_nothing(zk_table, zookeeper_server, monkeypatch) -> None:
+    path, table, _ = zk_table
+    first = min(table.timeline().completed_write_times())
+    table.savepoint(first)
+    before = _timeline_files(path)
+    with session_expired_once_locked(table, zookeeper_server, monkeypatch) as expired:
+        with pytest.raises(LockError, match="lost"):
+            table.restore(first)
+    assert expired == [1]
+    assert _timeline_files(path) == before
+    assert _rows(path) == ROWS and _hudi_rs_rows(path) == ROWS
+    table.restore(first)  # the next attempt restores
+    assert _rows(path) == dict.fromkeys(range(10), "old")
+
+
+def _completed_metadata_compactions(path: Path) -> list[str]:
+    timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    return sorted(p.name for p in timeline.iterdir() if p.name.endswith(".commit"))
+
+
+def test_the_metadata_services_pass_completes_no_compaction_once_its_lock_is_lost(
+    zk_table, zookeeper_server, monkeypatch
+) -> None:
+    """The writer's inline pass of the metadata table's services (`run_metadata_table_services`)."""
+    path, table, _ = zk_table
+    ctx = table.service_context("metadata_compaction")
+    before = _completed_metadata_compactions(path)
+    with session_expired_once_locked(table, zookeeper_server, monkeypatch) as expired:
+        with pytest.raises(LockError, match="lost"):
+            run_metadata_table_services(ctx.storage, ctx.lock, ctx.write_config, force=True)
+    assert expired == [1]
+    assert _completed_metadata_compactions(path) == before  # planned and written, not completed
+    assert _rows(path) == ROWS and _hudi_rs_rows(path) == ROWS
+    again = run_metadata_table_services(ctx.storage, ctx.lock, ctx.write_config, force=True)
+    assert again is not None and again.compactions  # the next pass completes it
+    assert len(_completed_metadata_compactions(path)) > len(before)
+    assert _rows(path) == ROWS and _hudi_rs_rows(path) == ROWS
