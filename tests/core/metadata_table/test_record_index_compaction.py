@@ -12,7 +12,6 @@ import io
 import random
 import struct
 import uuid
-from contextlib import nullcontext
 from typing import Any
 
 import fastavro
@@ -104,7 +103,9 @@ def test_record_index_compaction_extends_the_base_bloom_filter_with_the_new_keys
     Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).upsert(
         pa.table({"id": new_keys + ["k0000001"], "part": ["p"] * 51, "ts": [2] * 51})
     )
-    run = run_metadata_table_services(table.storage, nullcontext(), WriteConfig.model_validate({}), force=True)
+    run = run_metadata_table_services(
+        table.storage, table.service_context("metadata_compaction").lock, WriteConfig.model_validate({}), force=True
+    )
     assert run is not None and run.compactions
     [new] = [e for e in mdt.list_dir(RECORD_INDEX_PARTITION) if e.name.endswith(".hfile") and e.path != old.path]
     old_bloom = BloomFilter.deserialize(
@@ -225,7 +226,9 @@ def test_the_metadata_compaction_deflates_its_base_files_at_the_configured_level
     )
     config = WriteConfig.model_validate(options)
     assert config.metadata_compact_deflate_level == level
-    run = run_metadata_table_services(table.storage, nullcontext(), config, force=True)
+    run = run_metadata_table_services(
+        table.storage, table.service_context("metadata_compaction").lock, config, force=True
+    )
     assert run is not None and run.compactions
     [compaction] = run.compactions
     assert any(name.startswith("files/") for name in compaction.base_files)
