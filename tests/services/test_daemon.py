@@ -201,9 +201,17 @@ def test_two_daemons_on_zookeeper_run_each_plan_once(tmp_path, zookeeper_server)
 
 
 def test_a_busy_table_still_gets_compacted_when_its_cleans_find_nothing(tmp_path):
-    """No-op cleans (due by count after every write) must not keep the table's only slot."""
+    """No-op cleans (due by count after every write) must not keep the table's only slot.
+
+    The writer is a thread of this process, under the default in-process table lock: the daemon runs
+    plans in threads here (`isolation: thread`), so that the lock excludes them. A child process would not
+    share it (several processes need the ZooKeeper lock), and the two commits could race."""
     table = mor(tmp_path / "busy", 0)
-    daemon = daemon_for(tmp_path, tables=("busy",), extra="policies: {defaults: {clean: {min_commits_between: 1}}}\n")
+    daemon = daemon_for(
+        tmp_path,
+        tables=("busy",),
+        extra="policies: {defaults: {clean: {min_commits_between: 1}}}\nresources: {isolation: thread}\n",
+    )
     stop = threading.Event()
 
     def write() -> None:
