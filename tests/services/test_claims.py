@@ -167,7 +167,8 @@ def test_server_stop_suspends_and_invalidates_claims(make_coordinator, zookeeper
     assert wait_for(lambda: a.connected, 30)
     # Same or new session: a claim taken before the suspension stays invalid (its run was cancelled).
     assert not a.is_valid(claim)
-    assert events[-1] in (SessionEvent.RECONNECTED, SessionEvent.NEW_SESSION)
+    # the listener hears of the outcome just after `connected` (an expired session: LOST, then NEW_SESSION)
+    assert wait_for(lambda: events[-1] in (SessionEvent.RECONNECTED, SessionEvent.NEW_SESSION), 30), events
     a.release(claim)
     again = a.try_claim(claim.key)
     assert again is not None and a.is_valid(again)
