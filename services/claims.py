@@ -536,7 +536,7 @@ class ZooKeeperCoordinator(Coordinator):
         except KazooException as exc:
             return f"its node could not be read: {exc!r}"
         if int(stat.ephemeralOwner) != held.session_id:
-            return f"its node belongs to ZooKeeper session {stat.ephemeralOwner:#x}, not {held.session_id}"
+            return f"its node belongs to ZooKeeper session {stat.ephemeralOwner}, not {held.session_id}"
         try:
             owner = OwnerInfo.from_json(data).replica_id
         except (ValueError, KeyError):

@@ -215,7 +215,7 @@ def _execute(
     inflight: Instant,
     savepoint_time: str | None,
     timezone: str,
-    completing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    completing: Callable[[], AbstractContextManager[None]],
 ) -> RestoreResult:
     started = time.monotonic()
     layout = inflight.layout
