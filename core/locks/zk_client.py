@@ -17,7 +17,8 @@ command retries) are those of the first user.
 The shared client is reference-counted: `ZooKeeperLockProvider.close()` (and so
 `Table.close()`) and `ZooKeeperCoordinator.close()` release their share; a lock whose table
 is never closed keeps its share until the process exits (one connection, not one per table),
-and an exit handler closes what is left so that the session's ephemeral nodes go at once.
+and an exit handler closes what is left so that the session's ephemeral nodes go at once
+(`close_shared_clients` does the same for a process that goes on without the ensemble).
 
 Sessions. kazoo reconnects by itself: after a connection loss with the same session, and
 after an expiry with a new one. Every loss of a session (LOST) bumps `generation`, which is
@@ -267,6 +268,21 @@ class SharedZooKeeperClient:
             return False
         return client.connected or self._connected.wait(timeout_s) or client.connected
 
+    def end_session(self, notify: bool = True) -> bool:
+        """Stop the current client and end its session (`close_shared_clients`); the shares stay,
+        and the next `client()` call opens a new session. False if no client was running."""
+        with self._mutex:
+            client, self._client = self._client, None
+            self._connected.clear()
+            if client is None:
+                return False
+            self._generation += 1
+            pid = self._pid
+        _stop(client, pid)
+        if notify:
+            self._notify(KazooState.LOST)
+        return True
+
     # -- lock nodes that could not be deleted -------------------------------------------------
     def abandon_node(self, path: str, session_id: int) -> None:
         """Delete `path` (an ephemeral node of `session_id`) as soon as that session is reachable again."""
@@ -342,15 +358,26 @@ def _stop(client: KazooClient | None, pid: int) -> None:
         log.debug("closing a ZooKeeper client failed", exc_info=True)
 
 
+def close_shared_clients(hosts: str | None = None) -> int:
+    """End the ZooKeeper sessions of this process's shared clients: every one, or those of the
+    ensemble `hosts` (chroots aside). Returns how many sessions were ended.
+
+    What interpreter exit does (so that ephemeral nodes go at once), for a process that is done
+    with an ensemble but goes on: without it, the share of a `Table` that is never closed keeps
+    its client reconnecting, to a decommissioned ensemble too, until the process exits. Users
+    keep their shares; a later use opens a new session, and its new `generation` tells them
+    that what they held on the ended one (lock nodes, claims) is gone.
+    """
+    wanted = None if hosts is None else client_key({"hosts": hosts})[0]
+    return sum(shared.end_session() for shared in shared_clients() if wanted in (None, shared.key[0]))
+
+
 def _close_all_at_exit() -> None:
-    """End every shared session at interpreter exit, so its ephemeral nodes go at once."""
     with _REGISTRY_GUARD:
         found = [s for s in _REGISTRY.values() if s._pid == os.getpid()]
         _REGISTRY.clear()
     for shared in found:
-        with shared._mutex:
-            client, shared._client = shared._client, None
-        _stop(client, shared._pid)
+        shared.end_session(notify=False)  # nobody is left to tell
 
 
 atexit.register(_close_all_at_exit)
@@ -360,6 +387,7 @@ __all__ = [
     "ZooKeeperUnavailableError",
     "acquire_shared_client",
     "client_key",
+    "close_shared_clients",
     "find_shared_client",
     "kazoo_client_options",
     "shared_clients",

@@ -185,8 +185,10 @@ class ZooKeeperLockProvider(LockProvider):
         lock, self._lock = self._lock, None
         shared = self._shared
         client = shared.current if shared is not None else None
-        if lock is None or shared is None or client is None:
+        if lock is None or shared is None:
             return
+        if client is None:  # its session was ended (`close_shared_clients`), the lock node with it
+            raise LockError(self._lost_message())
         try:
             if not self._await_connection(shared):
                 raise LockError(
@@ -216,8 +218,10 @@ class ZooKeeperLockProvider(LockProvider):
     def _check(self) -> None:
         lock, shared = self._lock, self._shared
         client = shared.current if shared is not None else None
-        if lock is None or shared is None or client is None:
+        if lock is None or shared is None:
             raise LockError(f"the {self.description} is not held")
+        if client is None:  # its session was ended (`close_shared_clients`), the lock node with it
+            raise LockError(self._lost_message())
         if not self._await_connection(shared):
             raise LockError(
                 f"no connection to ZooKeeper for {self.connection_timeout_s:g}s while holding "

@@ -88,6 +88,7 @@ def test_table_commands_with_the_daemons_config_take_its_zookeeper_lock(tmp_path
         assert blocked.exit_code == 2 and "lock" in blocked.output.lower(), blocked.output
     finally:
         held.release()
+        held.close()  # its share of the process's ZooKeeper client
     done = runner.invoke(app, ["compact", table.path, "--force", "--config", str(config), *quick])
     assert done.exit_code == 0 and "completed compaction" in done.output, done.output
 

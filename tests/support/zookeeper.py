@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from lakeward.core.locks.zk_client import close_shared_clients
 from lakeward.services.claims import OwnerInfo, ZooKeeperCoordinator
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -198,6 +199,7 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
         server.start()
         yield server
     finally:
+        close_shared_clients(server.hosts)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -216,6 +218,9 @@ def make_zookeeper_server() -> Iterator[Callable[..., ZooKeeperServer]]:
 
     yield make
     for server, workdir in made:
+        # What a process exit would do: tables the test never closed keep a share of a client that
+        # would otherwise reconnect to the stopped server for the rest of the test session.
+        close_shared_clients(server.hosts)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from lakeward import Table
 from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import ZooKeeperLockProvider, lock_provider_for
+from lakeward.core.locks.zk_client import close_shared_clients
 from tests.support.zookeeper import ZooKeeperServer, alive_connections
 
 pytestmark = pytest.mark.zookeeper
@@ -186,3 +187,36 @@ def test_a_lock_node_left_by_a_release_during_an_outage_goes_when_the_session_re
         provider.close()
         raw.stop()
         raw.close()
+
+
+def test_close_shared_clients_ends_the_sessions_of_one_ensemble_and_a_later_use_opens_a_new_one(
+    tmp_path: Path, make_zookeeper_server
+):
+    # Tables never closed keep their share, and so a client reconnecting, until the process exits;
+    # a process done with an ensemble ends its sessions at once, the other ensemble's untouched.
+    gone, kept = make_zookeeper_server(max_client_cnxns=3), make_zookeeper_server(max_client_cnxns=3)
+    for name, server in (("a", gone), ("b", kept)):
+        Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", options=zk_lock(server)).upsert(row(0))
+    assert alive_connections(gone) == 1 and alive_connections(kept) == 1
+    held = lock_provider_for(str(tmp_path / "a"), "a", zk_lock(gone))
+    assert isinstance(held, ZooKeeperLockProvider)
+    try:
+        held.acquire()
+        session = held._client.client_id[0]  # type: ignore[union-attr]
+
+        assert close_shared_clients(gone.hosts) == 1
+        assert wait_for(lambda: alive_connections(gone) == 0), "the session of the closed ensemble is still open"
+        assert alive_connections(kept) == 1
+        with pytest.raises(LockError, match="lost"):
+            held.ensure_held()  # the lock node went with the session
+        with pytest.raises(LockError, match="lost"):
+            held.release()
+
+        Table.open(str(tmp_path / "a"), options=zk_lock(gone)).upsert(row(1))  # a later use: a new session
+        assert held._client is not None and held._client.client_id[0] != session
+        assert alive_connections(gone) == 1
+    finally:
+        held.close()
+    assert Table.open(str(tmp_path / "a")).read().num_rows == 2
+    assert close_shared_clients() >= 2  # every ensemble (what interpreter exit does)
+    assert wait_for(lambda: alive_connections(gone) == 0 and alive_connections(kept) == 0)
