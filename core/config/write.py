@@ -175,7 +175,8 @@ class WriteConfig(BaseModel):
     #: completed since its last compaction (Hudi 1.x's default).
     metadata_compact_max_delta_commits: int = Field(10, alias="hoodie.metadata.compact.max.delta.commits", gt=0)
     #: Metadata table: the deflate level (1-9) of the GZ blocks of the base HFiles its compaction writes
-    #: (`DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL`); 6 is Java's `GZIPOutputStream`, what Hudi's writer uses.
+    #: (`DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL`); 6 is Java's `GZIPOutputStream`, what Hudi's writer uses;
+    #: 1 and 2 deflate with ISA-L's igzip (`file_group.deflate`), about 5x faster than zlib's level 1.
     metadata_compact_deflate_level: int = Field(
         DEFAULT_METADATA_COMPACTION_DEFLATE_LEVEL, alias="lakeward.metadata.compact.deflate.level", ge=1, le=9
     )

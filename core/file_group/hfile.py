@@ -19,11 +19,11 @@ metadata-table files); anything else is a CorruptTableError naming the problem.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lakeward.core.exceptions import CorruptTableError
+from lakeward.core.file_group.deflate import InflateError, inflate_gzip
 
 TRAILER_SIZE = 4096
 BLOCK_HEADER_SIZE = 33
@@ -211,8 +211,8 @@ class HFileReader:
         payload = self._data[offset + BLOCK_HEADER_SIZE : end]
         if self.trailer.codec == CODEC_GZ:
             try:
-                payload = zlib.decompress(payload, wbits=31)
-            except zlib.error as exc:
+                payload = inflate_gzip(payload)
+            except InflateError as exc:
                 raise self._fail(f"block at offset {offset} does not decompress: {exc}") from exc
         if len(payload) != uncompressed_size:
             raise self._fail(f"block at offset {offset} holds {len(payload)} bytes, header says {uncompressed_size}")

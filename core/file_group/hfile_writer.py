@@ -14,7 +14,8 @@ writer produces, so that Java Hudi, hudi-rs and lakeward read what lakeward writ
   iteration order as Hudi's writer emits them;
 - every block GZ-compressed (gzip header with mtime 0, deflate level 6 — bit-identical to
   Java's `GZIPOutputStream` on every block of the fixtures; the metadata compaction passes its
-  own level, `lakeward.metadata.compact.deflate.level`), `NULL` checksums reserved as
+  own level, `lakeward.metadata.compact.deflate.level`, whose fast levels go through igzip:
+  `deflate.gzip_member`), `NULL` checksums reserved as
   4 zero bytes per started 16 KiB of on-disk block;
 - the 4096-byte trailer: `TRABLK"$`, varint-delimited `TrailerProto`, version 3 in the
   last byte.
@@ -35,12 +36,12 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from lakeward.core.file_group.deflate import JAVA_DEFLATE_LEVEL, gzip_member
 from lakeward.core.file_group.hfile import (
     BLOCK_HEADER_SIZE,
     BYTES_PER_CHECKSUM,
@@ -78,11 +79,6 @@ _CELL_OVERHEAD = 4 + 4 + 2 + KEY_SUFFIX + 1
 #: The memstore timestamp ending every cell (0, one VInt byte).
 MEMSTORE_ZERO = b"\x00"
 _CELL_HEAD = struct.Struct(">iih")
-#: The deflate level of `java.util.zip.GZIPOutputStream` (Hudi's HFile writer): blocks written at it
-#: are byte for byte Java's. Other levels are valid gzip too (any reader inflates them).
-JAVA_DEFLATE_LEVEL = 6
-#: A gzip member header as `java.util.zip.GZIPOutputStream` writes it (no mtime, OS 0).
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00"
 
 
 def protobuf_varint(value: int) -> bytes:
@@ -130,12 +126,6 @@ def java_hashmap_order(keys: list[str]) -> list[str]:
 
     position = {key: i for i, key in enumerate(keys)}
     return sorted(keys, key=lambda k: (bucket(k), position[k]))
-
-
-def _gzip(raw: bytes, level: int = JAVA_DEFLATE_LEVEL) -> bytes:
-    deflater = zlib.compressobj(level, zlib.DEFLATED, -15, 8)
-    body = deflater.compress(raw) + deflater.flush()
-    return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
 
 
 def encode_cells(cells: Sequence[tuple[bytes, bytes]]) -> EncodedCells:
@@ -250,7 +240,7 @@ class HFileWriter:
 
     # -- blocks ----------------------------------------------------------------------------
     def _block_bytes_of(self, magic: bytes, raw: bytes, previous_offset: int = -1) -> bytes:
-        payload = _gzip(raw, self.deflate_level) if self.codec == CODEC_GZ else raw
+        payload = gzip_member(raw, self.deflate_level) if self.codec == CODEC_GZ else raw
         with_header = BLOCK_HEADER_SIZE + len(payload)
         checksum = -(-with_header // BYTES_PER_CHECKSUM) * CHECKSUM_SIZE
         header = magic + struct.pack(

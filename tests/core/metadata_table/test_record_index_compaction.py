@@ -21,8 +21,9 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.exceptions import ConfigError
+from lakeward.core.file_group.deflate import gzip_member
 from lakeward.core.file_group.hfile import BLOCK_HEADER_SIZE, HFileReader
-from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, _gzip, write_base_hfile
+from lakeward.core.file_group.hfile_writer import BLOOM_FILTER_META_BLOCK, write_base_hfile
 from lakeward.core.file_group.log_file.log_block import DeleteBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import metadata_storage
@@ -236,7 +237,7 @@ def test_the_metadata_compaction_deflates_its_base_files_at_the_configured_level
     for name in compaction.base_files:
         data = mdt.read_bytes(name)
         for payload, raw in _gz_payloads(data):
-            assert payload == _gzip(raw, level), name
+            assert payload == gzip_member(raw, level), name
         cells += len(HFileReader(data))
     assert cells == len(keys) + 2 + 2  # the record index's keys; `files`: the partition list and partition p
     after = {e.path for e in mdt.list_dir(RECORD_INDEX_PARTITION) if e.name.endswith(".hfile")} - before
