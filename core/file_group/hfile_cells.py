@@ -14,6 +14,7 @@ family(1) timestamp(8) type(1) value memstoreTs(vlong)`.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +110,10 @@ class CellColumns:
     def rows(self) -> pa.LargeBinaryArray:
         """The row keys (Hudi's record keys) as an Arrow array."""
         return binary_array(self.data, self.row_starts, self.row_lengths)
+
+    def values(self) -> pa.LargeBinaryArray:
+        """The cells' values as an Arrow array."""
+        return binary_array(self.data, self.value_starts, self.value_lengths)
 
 
 #: Lanes of the walk (`_lane_starts`) are `sqrt(_LANE_FACTOR * bytes)` bytes apart, at least
@@ -206,7 +211,10 @@ def _walk(data: bytes, bounds: list[tuple[int, int]], name: str) -> list[int]:
 
 def joined_blocks(reader: HFileReader) -> tuple[bytes, list[tuple[int, int]]]:
     """The HFile's decompressed data blocks as one buffer, and each block's (start, end) in it."""
-    payloads = list(reader.data_blocks())
+    return _joined(list(reader.data_blocks()))
+
+
+def _joined(payloads: Sequence[bytes]) -> tuple[bytes, list[tuple[int, int]]]:
     bounds, pos = [], 0
     for payload in payloads:
         bounds.append((pos, pos + len(payload)))
@@ -217,7 +225,12 @@ def joined_blocks(reader: HFileReader) -> tuple[bytes, list[tuple[int, int]]]:
 def cell_columns(reader: HFileReader) -> CellColumns:
     """Every cell of the HFile `reader` reads, as arrays (the module doc); the same cells, in the
     same order, as `reader.items()`."""
-    data, bounds = joined_blocks(reader)
+    return block_cells(list(reader.data_blocks()), reader.name)
+
+
+def block_cells(payloads: Sequence[bytes], name: str) -> CellColumns:
+    """Every cell of these decompressed HFile data blocks (of the file `name`, for errors), in order."""
+    data, bounds = _joined(payloads)
     buffer = np.frombuffer(data, np.uint8)
     found = _walk_single_byte_memstore(data, buffer, bounds)
     if found is not None:
@@ -231,11 +244,11 @@ def cell_columns(reader: HFileReader) -> CellColumns:
         ):
             found = None
     if found is None:
-        starts = np.array(_walk(data, bounds, reader.name), np.int64)
+        starts = np.array(_walk(data, bounds, name), np.int64)
         key_lengths, value_lengths = be_int(buffer, starts, 4), be_int(buffer, starts + 4, 4)
     row_lengths = be_int(buffer, starts + 8, 2)
     if ((row_lengths < 0) | (row_lengths > key_lengths - 2)).any():
-        raise CorruptTableError(f"{reader.name}: a cell's row is longer than its key")
+        raise CorruptTableError(f"{name}: a cell's row is longer than its key")
     return CellColumns(buffer, starts, key_lengths, value_lengths, row_lengths)
 
 
@@ -269,6 +282,7 @@ __all__ = [
     "EncodedCells",
     "be_int",
     "binary_array",
+    "block_cells",
     "cell_columns",
     "encoded",
     "gather",

@@ -44,7 +44,7 @@ import struct
 import threading
 import uuid
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -58,6 +58,7 @@ from lakeward.core.file_group import log_file
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.hfile import HFileReader, IndexEntry
+from lakeward.core.file_group.hfile_cells import block_cells
 from lakeward.core.file_group.hfile_writer import java_string_hash
 from lakeward.core.file_group.log_file.avro_vector import read_long
 from lakeward.core.file_group.log_file.log_block import BlockType
@@ -100,7 +101,6 @@ _COMPACT = "compact"
 #: lakeward's writers): 5 null meta fields, key "", type 5, three null unions, then branch 1.
 _VALUE_PREFIX = b"\x00" * 5 + b"\x00" + bytes([int(MetadataRecordType.RECORD_INDEX) * 2]) + b"\x00" * 3 + b"\x02"
 _PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
-_CELL = struct.Struct(">ii")
 
 
 def file_group_id(index: int) -> str:
@@ -275,7 +275,6 @@ class _Cells:
     locations: tuple[tuple[str, str] | None, ...]
 
 
-_CELL_HEAD = struct.Struct(">iih")
 #: Parsed HFiles and blocks by (storage uri, path, size, block offset): immutable once written.
 _cells_cache: OrderedDict[tuple[str, str, int, int], _Cells] = OrderedDict()
 _cells_cache_lock = threading.Lock()
@@ -288,34 +287,18 @@ WHOLE_FILE_SHARE = 0.5
 
 def _parse_hfile_cells(reader: HFileReader) -> _Cells:
     """Every cell of a record-index HFile (see `_parse_blocks`)."""
-    return _parse_blocks(reader.data_blocks())
+    return _parse_blocks(list(reader.data_blocks()), reader.name)
 
 
-def _parse_blocks(payloads: Iterable[bytes]) -> _Cells:
-    """Every cell of these HFile data blocks, decoded once per distinct value (keys at one
-    location share their value bytes)."""
-    keys: list[bytes] = []
-    where: list[int] = []
-    values: dict[bytes, int] = {}
-    unpack = _CELL_HEAD.unpack_from
-    for payload in payloads:
-        pos, end = 0, len(payload)
-        while pos < end:
-            key_len, value_len, row_len = unpack(payload, pos)
-            keys.append(payload[pos + 10 : pos + 10 + row_len])
-            start = pos + 8 + key_len
-            value = payload[start : start + value_len]
-            index = values.get(value)
-            if index is None:
-                index = values[value] = len(values)
-            where.append(index)
-            pos = start + value_len
-            first = payload[pos] - 256 if payload[pos] > 127 else payload[pos]  # memstore timestamp (VInt)
-            pos += 1 if first >= -112 else (-119 - first if first < -120 else -111 - first)
+def _parse_blocks(payloads: Sequence[bytes], name: str) -> _Cells:
+    """Every cell of these HFile data blocks, located as arrays (`hfile_cells.block_cells`); each
+    distinct value decoded once (keys at one location share their value bytes)."""
+    cells = block_cells(payloads, name)
+    values = cells.values().dictionary_encode()
     return _Cells(
-        pa.array(keys, pa.binary()).cast(pa.string()),
-        np.array(where, dtype=np.int32),
-        tuple(decode_location(v) for v in values),
+        cells.rows().cast(pa.string()),
+        values.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False),
+        tuple(decode_location(v) for v in values.dictionary.to_pylist()),
     )
 
 
@@ -479,7 +462,8 @@ class RecordIndex:
             cells = _peek((uri, path, size, entry.offset))
             if cells is None:
                 reader = reader or HFileReader(self.mdt.read_bytes(path), path)
-                cells = _cached((uri, path, size, entry.offset), partial(_parse_blocks, [reader.data_block(entry)]))
+                parse = partial(_parse_blocks, [reader.data_block(entry)], path)
+                cells = _cached((uri, path, size, entry.offset), parse)
             parts.append(cells)
         return _joined(parts)
 
