@@ -294,7 +294,13 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(
-        self, *, write: bool = False, service: str | None = None, version_change: bool = False, build: bool = True
+        self,
+        *,
+        write: bool = False,
+        service: str | None = None,
+        version_change: bool = False,
+        build: bool = True,
+        preview: bool = False,
     ) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
@@ -310,6 +316,8 @@ class Table:
         keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
         one (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
         `build`: False keeps the metadata-table gate from building a missing metadata table.
+        `preview`: for a dry run, which changes nothing: the metadata-table gate does not run (no
+        metadata table built, partition dropped or metadata table deleted); refused as the service.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
@@ -317,7 +325,8 @@ class Table:
             check_virtual_keys(self.config)
         # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
         # now, as of the latest instant, would list the files they remove (the next write builds it)
-        self._metadata_table_gate(build=build and service not in _GOING_BACK)
+        if not preview:
+            self._metadata_table_gate(build=build and service not in _GOING_BACK)
         if write:
             self.version.check_writes("write to this table")
         else:
@@ -456,6 +465,12 @@ class Table:
         where lakeward does not run that service, MetadataTableError, TableClosedError): see `_writer`.
         """
         return self._writer(service=service).table_context
+
+    def preview_context(self, service: str) -> TableContext:
+        """What a dry run of `service` (`clean`, `archival`, `restore`) reads: refused as the service
+        itself would be on this table version, and changing nothing, not even the metadata table a
+        real run first builds (or drops partitions of) by the table's options."""
+        return self._writer(service=service, preview=True).table_context
 
     def close(self) -> None:
         """Give back what the table holds: its lock provider's share of the ZooKeeper client.
@@ -680,7 +695,7 @@ class Table:
         is empty). Checked like the rollback itself, on the timeline as it is (a real rollback first
         rolls back writes whose writer is gone)."""
         instant = instant_time_of(instant)
-        self._writer(service="rollback")  # refused like the rollback on versions lakeward does not run services on
+        self._writer(service="rollback", preview=True)  # refused as the rollback would be; changes nothing
         target = self._rollback_target(self.timeline(), instant)
         return table_services.rollback.RollbackResult(
             "", instant, tuple(table_services.rollback.rollback_files(self.storage, target))

@@ -602,7 +602,7 @@ def clean(
     if dry_run:
         from lakeward.core.table_services.clean.execute import preview_clean
 
-        preview = _service(lambda: preview_clean(table.service_context()))
+        preview = _service(lambda: preview_clean(table.preview_context("clean")))
         _print_dry_run(f"dry run: {len(preview.files)} file(s) would be deleted under {preview.policy}", preview.files)
         return
     result = _service(table.clean)
@@ -657,7 +657,7 @@ def restore(
     if dry_run:
         from lakeward.core.table_services.savepoint import preview_restore
 
-        planned = _service(lambda: preview_restore(table.service_context(), instant))
+        planned = _service(lambda: preview_restore(table.preview_context("restore"), instant))
         undone = ", ".join(planned.rolled_back) or "none"
         _print_dry_run(
             f"dry run: {len(planned.rolled_back)} instant(s) would be rolled back ({undone}), "
@@ -683,7 +683,7 @@ def archive(
     if dry_run:
         from lakeward.core.table_services.archival import archive as archive_instants
 
-        planned = _service(lambda: archive_instants(table.service_context(), dry_run=True))
+        planned = _service(lambda: archive_instants(table.preview_context("archival"), dry_run=True))
         archived = ", ".join(planned.archived) or "none"
         _print_dry_run(
             f"dry run: {len(planned.archived)} instant(s) would be archived: {archived}", planned.instant_files

@@ -98,14 +98,14 @@ def pending_of(table: Table, action: ServiceAction) -> list[str]:
 
 
 def _clean_dry_run(table: Table) -> Execution:
-    preview = preview_clean(table.service_context())
+    preview = preview_clean(table.preview_context("clean"))
     pending = f" (pending clean(s) {', '.join(preview.pending)} first)" if preview.pending else ""
     detail = f"dry run: {len(preview.files)} file(s) would be deleted under {preview.policy}{pending}"
     return Execution(None, nothing_to_do=not preview.files, detail=detail, files=preview.files)
 
 
 def _archival_dry_run(table: Table) -> Execution:
-    result = archive(table.service_context(), dry_run=True)
+    result = archive(table.preview_context("archival"), dry_run=True)
     detail = f"dry run: {len(result.archived)} instant(s) would be archived: {', '.join(result.archived) or 'none'}"
     return Execution(None, nothing_to_do=not result.archived, detail=detail, files=result.instant_files)
 
