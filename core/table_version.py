@@ -208,19 +208,20 @@ class TableVersion:
     def read_only_reason(self, metadata_partitions: Sequence[str] = ()) -> str | None:
         """Why the daemon serves no table service on a table of this version (None: it serves them).
 
-        `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. Versions whose
-        services lakeward runs only in part (8, 9) are served without a metadata table, or with
-        one of the partitions every write and service keeps (`MAINTAINED_METADATA_PARTITIONS`) or drops
-        first (`dropped_by_default`: secondary indexes); other index partitions make the table read-only.
+        `metadata_partitions`: the table's `hoodie.table.metadata.partitions`. A table is served
+        without a metadata table, or with one of the partitions every write and service of its
+        version keeps (`MetadataTableRules.partitions`: on 6 `files` and `record_index`, on 8 and 9
+        the stats and bloom partitions too) or drops first (`dropped_by_default`: secondary
+        indexes); other index partitions make it read-only, since every write and service on it is
+        refused (`metadata_table.gate`) until they are dropped.
         """
-        if self.writable:
-            return None
-        if not self.services:
+        if not self.writable and not self.services:
             return f"read-only: {self}"
-        if any(p not in MAINTAINED_METADATA_PARTITIONS and not dropped_by_default(p) for p in metadata_partitions):
+        kept = self.metadata_table.partitions
+        if any(p not in kept and not dropped_by_default(p) for p in metadata_partitions):
             return (
                 f"read-only: {self} with a metadata table ({','.join(metadata_partitions)}), whose index "
-                "partitions lakeward does not maintain yet; drop them with the write options "
+                "partitions lakeward does not maintain yet on this version; drop them with the write options "
                 "hoodie.metadata.index.*.enable=false, or the whole metadata table with "
                 "hoodie.metadata.enable=false (lakeward or a Hudi writer)"
             )

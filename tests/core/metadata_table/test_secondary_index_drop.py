@@ -146,6 +146,17 @@ def test_only_partitions_lakeward_neither_keeps_nor_drops_make_the_table_read_on
     assert reason is not None and reason.startswith("read-only: table version 9 with a metadata table (expression_")
 
 
+def test_a_version_6_metadata_table_with_partitions_lakeward_does_not_keep_there_is_read_only():
+    """Hudi 0.14/0.15 writers build `column_stats` and `bloom_filters` on version 6 tables too; lakeward
+    keeps only `files` and `record_index` there and refuses every write and service on such a table,
+    so the daemon must not plan runs on it that could only fail."""
+    v6 = table_version(6)
+    assert v6.read_only_reason(["files", "record_index"]) is None
+    assert v6.read_only_reason(["files", "secondary_index_merchant_idx"]) is None  # dropped by the first action
+    reason = v6.read_only_reason(["column_stats", "files"])
+    assert reason is not None and reason.startswith("read-only: table version 6 with a metadata table (column_stats,")
+
+
 def test_the_daemons_metadata_compaction_as_first_action_drops_them(
     fixture_table: Callable[[str, str], str], caplog: pytest.LogCaptureFixture
 ):
