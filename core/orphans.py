@@ -250,9 +250,9 @@ def remove_orphans(
 ) -> OrphanReport:
     """Find the orphan files and, unless `dry_run` (the default), delete them; every removal is recorded.
 
-    Deleting needs a table version lakeward runs table services on (ReadOnlyTableVersionError
-    otherwise); a dry run works on every version. A file that cannot be deleted is
-    recorded with its error and the others are still removed.
+    Deleting needs a table version lakeward removes orphan files on (6; ReadOnlyTableVersionError
+    on 8 and 9, where it runs every other service); a dry run works on every version. A file that
+    cannot be deleted is recorded with its error and the others are still removed.
     """
     if not dry_run:
         table.config.version.check_writable("remove orphan files")

@@ -169,7 +169,8 @@ class Table:
         `table_version`: 6 (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
         (Hudi 1.0.x / 1.1.x: timeline layout 2, Avro commit metadata, logs named by delta
         commit; lakeward writes data to them and runs the table services `TableVersion.services`
-        lists on them, when they have no metadata table).
+        lists on them, all but orphan-file removal; writes and services keep their metadata table
+        through the same gate as on version 6, `_writer`).
         Anything else raises UnsupportedTableVersionError.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ" (option
@@ -306,15 +307,17 @@ class Table:
 
         `write`: the caller writes data (insert, upsert, ..., delete_partition), which every
         version lakeward writes allows; everything else (table services, explicit rollbacks,
-        repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on versions
-        whose services lakeward does not run yet, so that no version-6-shaped instant is ever
-        written into a Hudi 1.x table. A table with a metadata table (`metadata_table.gate`):
-        writes and services on a v8/v9 table keep its `files` partition (other partitions are
-        dropped when the options disable them, secondary indexes unless the options keep them,
-        else MetadataTableError); version 6 metadata
-        tables are refused (MetadataTableError). A table written without meta fields (virtual
-        keys) is written as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on
-        one (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
+        repairs, index and CDC changes) is refused (ReadOnlyTableVersionError) on a version where
+        lakeward does not run that service yet (`TableVersion.runs_service`), so that no
+        version-6-shaped instant is ever written into a Hudi 1.x table. A table with a metadata table
+        (`metadata_table.gate`, every version): writes and services keep its `files` partition and the
+        index partitions the version keeps (`MetadataTableRules.partitions`: on 6 `record_index`, on
+        8/9 also `column_stats`, `partition_stats` and `bloom_filters`); a partition the options
+        disable is dropped, and so are secondary indexes unless the options ask to keep them; the rest
+        (expression indexes, secondary indexes the options keep, partitions still being built) is
+        refused (MetadataTableError). A table written without meta fields (virtual keys) is written
+        as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on one
+        (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
         `build`: False keeps the metadata-table gate from building a missing metadata table.
         `preview`: for a dry run, which changes nothing: the metadata-table gate does not run (no
         metadata table built, partition dropped or metadata table deleted); refused as the service.
@@ -762,7 +765,8 @@ class Table:
         clustering and clean plans are run to completion first, since their plans were made under the
         old version's rules. A write still in flight, or another pending action (restore, index
         build, change tracking), refuses the upgrade (UpgradeError) before anything is written, as
-        does a downgrade, version 7, CDC or lakeward secondary indexes (not written on 8/9 yet).
+        does a downgrade, version 7, CDC or lakeward secondary indexes (the upgrade does not carry them
+        over, although lakeward writes both on tables created at 8 or 9).
         A metadata table is upgraded with it, as Hudi's `UpgradeDowngrade` upgrades the metadata table
         first (`upgrade_metadata_table`); `hoodie.metadata.enable=false` deletes it first instead.
 

@@ -17,9 +17,11 @@ Every rule that differs between Hudi 0.14/0.15 tables (version 6) and Hudi 1.x t
   which of its partitions lakeward maintains, and how its own instants are timed
   (`MetadataTableRules`: Hudi 0.x derives them from data-table instants plus a suffix);
 - whether lakeward writes data to the table (6, 8, 9) and which table services it runs on it
-  (all on 6; on 8 and 9 compaction, clustering, clean, rollback/restore, savepoints,
-  archival, change tracking (CDC) and secondary-index builds, on tables without a
-  metadata table).
+  (all on 6; on 8 and 9 all but orphan-file removal, `V8_SERVICES`: compaction, clustering,
+  clean, rollback/restore, savepoints, archival, change tracking (CDC), secondary-index
+  builds and the metadata table's compaction). On every version they pass the same
+  metadata-table gate as writes (`metadata_table.gate`) and keep the metadata table's
+  partitions of `MetadataTableRules.partitions`.
 
 This module imports nothing from lakeward but the exceptions, so that every layer (config,
 timeline, file groups, reads, the daemon) can ask it without import cycles.

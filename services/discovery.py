@@ -109,9 +109,11 @@ class TableState:
     #: `hoodie.table.version` (6, 8, 9).
     table_version: int = 6
     #: Why the daemon only watches this table and never plans or runs anything on it, e.g.
-    #: "read-only: table version 9" (lakeward writes and runs services on version 6 only); None: served.
+    #: "read-only: table version 9 with a metadata table (...)" whose index partitions lakeward does not
+    #: maintain on that version (`TableVersion.read_only_reason`); None: served.
     read_only: str | None = None
-    #: The metadata table's compaction decision (versions 8+ with a `files` partition; None: no metadata table).
+    #: The metadata table's compaction decision (every table version, with a `files` partition; None: no
+    #: metadata table).
     metadata_compaction: MetadataCompactionCheck | None = None
 
     @property

@@ -440,7 +440,7 @@ def _metadata_compaction(state: TableState, policy: Policy, now: dt.datetime) ->
     action = ServiceAction.METADATA_COMPACTION
     check = state.metadata_compaction
     if check is None:
-        message = "metadata_compaction applies to table versions 8 and 9 with a metadata table (`files` partition)"
+        message = "metadata_compaction applies to tables with a metadata table (`files` partition)"
         return _Consideration(action, "", "", [Reason(ReasonCode.NOT_APPLICABLE, message)])
     why, reasons = "", _pending_plan(state, action)
     evidence = check.to_dict()
@@ -547,7 +547,7 @@ def plan_work(
     running = set(running_keys)
     items = [d.item for d in plan_decisions(states, policies, now) if d.runs and d.item is not None]
     versions = {s.ref.name: table_version(s.table_version) for s in states}
-    # Services lakeward does not run on a table's version yet (8, 9: change tracking, index builds).
+    # Services lakeward does not run on a table's version yet (8, 9: orphan_clean).
     return order_fairly(
         i for i in items if i.key not in running and versions[i.table.name].runs_service(i.action.value)
     )

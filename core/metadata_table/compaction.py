@@ -1,9 +1,12 @@
-"""The metadata table's own compaction, as Hudi 1.x's metadata writer runs it (table versions 8/9).
+"""The metadata table's own compaction, as Hudi's metadata writer runs it (every table version: on 6
+with Hudi 0.x's instant times, below).
 
-Every data-table instant appends one log file to the `files` file group (`writer`), so without
-compaction its latest file slice grows by a log file per commit and every reader merges them
-all. Hudi's `HoodieBackedTableMetadataWriter.compactIfNecessary` folds them into a new base
-HFile; lakeward does the same:
+Every data-table instant appends one log file to the `files` file group (`writer`), and to the
+file groups of the index partitions it touches, so without compaction their latest file slices
+grow by a log file per commit and every reader merges them all. Hudi's
+`HoodieBackedTableMetadataWriter.compactIfNecessary` folds them into new base HFiles; lakeward
+does the same, for every partition it keeps (`files`, `record_index`, `bloom_filters`,
+`column_stats`, `partition_stats`; one with any other partition is refused, MetadataTableError):
 
 - **Due** once the completed metadata delta commits since the last metadata compaction (the
   initialisation delta commits included) reach `hoodie.metadata.compact.max.delta.commits`
@@ -16,15 +19,17 @@ HFile; lakeward does the same:
   compaction_suffix`): `m` is `<last delta commit>001`, and no compaction is planned while
   a data instant at or before the last delta commit is pending.
 - **Plan** (`<m>.compaction.requested` on the metadata table, a `HoodieCompactionPlan`): the
-  latest slice of each `files` file group with the log files whose delta commit completed
-  before `m` (Hudi's planner rule, see the v8/v9 format reference section 3.2). Logs that
-  complete later belong to the slice based at `m`.
+  latest slice of each file group with the log files whose delta commit completed before `m`
+  (Hudi's planner rule, see the v8/v9 format reference section 3.2). Logs that complete later
+  belong to the slice based at `m`.
 - **Blocked**: when the bound leaves fewer delta commits than the threshold, nothing is
   planned and `MetadataCompactionCheck.reason` names the pending data instant that holds it
   back (`lakeward plans` and the API show it).
-- **Execute** (idempotent): merge each slice as readers do (`merge_files_slice`: a newer
-  tombstone removes a file, a newer live entry keeps the larger size), drop the tombstones
-  (nothing older is left below a base file), write `<fileId>_<token>_<m>.hfile`, complete
+- **Execute** (idempotent): merge each slice as readers do (`files`: `merge_files_slice`, a
+  newer tombstone removes a file, a newer live entry keeps the larger size; `record_index` and
+  `bloom_filters`: the newest cell of a key wins, `merge_record_index_slice`; `column_stats` and
+  `partition_stats`: `merge_stats_slice`), drop the tombstones where the merge does (nothing
+  older is left below a base file), write `<fileId>_<token>_<m>.hfile`, complete
   `<m>_<c>.commit` (`COMPACT`, `compacted=true`). A run that died is run again from its plan:
   the base file is rewritten with the same name and content.
 """
@@ -228,9 +233,10 @@ def check_metadata_compaction(
 def plan_metadata_compaction(
     storage: Storage, mdt: Timeline, instant_time: str, *, every_group: bool = False
 ) -> CompactionPlan:
-    """The plan of a metadata compaction at `instant_time`: per `files`, `record_index` and `bloom_filters` file group,
-    its latest slice with the logs whose delta commit completed before `instant_time` (groups with
-    none are left out, unless `every_group`: then their base file is rewritten under `instant_time`)."""
+    """The plan of a metadata compaction at `instant_time`: per file group of a partition it compacts
+    (`files`, `record_index`, `bloom_filters`, `column_stats`, `partition_stats`), its latest slice with
+    the logs whose delta commit completed before `instant_time` (groups with none are left out, unless
+    `every_group`: then their base file is rewritten under `instant_time`)."""
     completion = slice_times(mdt)
     first = mdt.instants[0].time if mdt.instants else None
     view = FileSystemView.load(metadata_storage(storage), mdt)

@@ -5,8 +5,9 @@ compactions a run left pending, then clean (`metadata_table.clean`), then plan a
 compaction when one is due (`metadata_table.compaction`), then archive the metadata table's
 timeline (`metadata_table.archival`). Everything runs under the data
 table's lock, so no metadata delta commit of a data-table commit races it; the metadata
-table's files are small (one `files` file group, and the `record_index` file groups when the
-table has a record index), so the pass is short.
+table's files are small (one `files` file group, and the file groups of the index partitions
+the table has: `record_index`, `bloom_filters`, `column_stats`, `partition_stats`), so the pass
+is short.
 
 Who runs it: the write client, inline after every data-table commit on a table that keeps a
 metadata table (as Hudi's writer does), and the daemon's `metadata_compaction` action

@@ -461,16 +461,20 @@ def prepare_metadata_table(storage: Storage, data_timeline: Timeline, timezone: 
 
 # -- what Hudi requires first -------------------------------------------------------------------
 def check_upgradable(storage: Storage, config: TableConfig) -> None:
-    """Refuse (UpgradeError) tables whose lakeward features do not exist on versions 8/9 yet."""
+    """Refuse (UpgradeError) tables with change data capture enabled or lakeward secondary indexes: the
+    upgrade does not carry either over to the new version, although lakeward writes both on tables
+    created at 8 or 9 (`TableVersion.services`: `change_tracking`, `index_build`)."""
     if config.cdc_enabled:
         raise UpgradeError(
-            "cannot upgrade: change data capture is enabled (hoodie.table.cdc.enabled=true), and lakeward "
-            "does not write change data on table versions 8 and 9 yet; nothing was changed"
+            "cannot upgrade: change data capture is enabled (hoodie.table.cdc.enabled=true), and lakeward's "
+            "upgrade does not carry change data over to a new table version (lakeward writes it on tables "
+            "created at version 8 or 9); nothing was changed"
         )
     if load_definitions(storage):
         raise UpgradeError(
-            "cannot upgrade: the table has lakeward secondary indexes, which lakeward does not keep on "
-            "table versions 8 and 9 yet; drop them first (Table.drop_index); nothing was changed"
+            "cannot upgrade: the table has lakeward secondary indexes, which lakeward's upgrade does not carry "
+            "over to a new table version (lakeward keeps them on tables created at version 8 or 9); drop them "
+            "first (Table.drop_index); nothing was changed"
         )
 
 

@@ -2,8 +2,9 @@
 
 CDC logging (copy-on-write rewrites and compactions write `.cdc` files; their `cdcStats` go
 into the Avro commit metadata of the version), the change-tracking service (merge-on-read)
-and secondary-index builds run on v8/v9 tables without a metadata table. Their instants
-follow the version's timeline layout (`.hoodie/timeline/<t>_<c>.<action>`; nothing in
+and secondary-index builds run on v8/v9 tables, with the metadata table their writes build by
+default (`hoodie.metadata.enable`). Their instants follow the version's timeline layout
+(`.hoodie/timeline/<t>_<c>.<action>`; nothing in
 `.hoodie/` itself), archival moves them into the LSM history like every other instant,
 CDC ranges are in completion time, and hudi-rs, which skips `changetracking` and
 `indexing` instants and `.cdc` files, reads every state of the table to lakeward's rows.
