@@ -46,7 +46,7 @@ from lakeward.core.metadata_table.compaction import (
 )
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
-from lakeward.core.table_services.state import ServiceState, service_state
+from lakeward.core.table_services.state import PendingServicePlan, ServiceState, service_state
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
@@ -62,10 +62,10 @@ PROPERTIES_FILE = "hoodie.properties"
 
 #: Pending timeline actions that are table-service plans, and the service that completes them.
 #: A pending replacecommit is a plan only when it holds a clustering plan (else it is a write);
-#: on table versions 8+ a pending clustering has its own `clustering` action.
+#: on table versions 8+ a pending clustering has its own `clustering` action. A pending Hudi
+#: `logcompaction` is none of lakeward's: only Hudi's writer runs it (`_foreign_plans`).
 _PLAN_ACTIONS: dict[Action, ServiceAction] = {
     Action.COMPACTION: ServiceAction.COMPACTION,
-    Action.LOG_COMPACTION: ServiceAction.COMPACTION,
     Action.CLEAN: ServiceAction.CLEAN,
     Action.ROLLBACK: ServiceAction.ROLLBACK,
     Action.RESTORE: ServiceAction.ROLLBACK,  # a restore is a batch of rollbacks; the model has no RESTORE action
@@ -75,6 +75,18 @@ _PLAN_ACTIONS: dict[Action, ServiceAction] = {
 }
 #: The service of each `PendingServicePlan.action` (a clustering plan is `Action.CLUSTERING`).
 _SERVICE_OF: dict[Action, ServiceAction] = _PLAN_ACTIONS
+
+
+def _foreign_plans(plans: Sequence[PendingServicePlan]) -> str | None:
+    """What the table's state says about pending plans no lakeward service runs (None: none)."""
+    times = [p.instant.time for p in plans if p.action is Action.LOG_COMPACTION]
+    if not times:
+        return None
+    return (
+        f"Hudi log compaction {', '.join(times)} pending: lakeward does not run log compaction (a Hudi writer "
+        "with hoodie.log.compaction.enable completes it); its file groups are left out of compaction and "
+        "clustering plans until then"
+    )
 
 
 @dataclass(frozen=True)
@@ -260,7 +272,7 @@ def _build_state(
     mdt_names: frozenset[str] | None = None,
 ) -> TableState:
     service = service_state(timeline, config.version.number, lambda t: _is_clustering(storage, t, cache))
-    error = service.error
+    error = "; ".join(filter(None, (service.error, _foreign_plans(service.pending_plans)))) or None
     index_columns: frozenset[str] = frozenset()
     if has_index_folder:
         try:
@@ -283,6 +295,7 @@ def _build_state(
         pending_plans=tuple(
             PendingPlan(ref, _SERVICE_OF[p.action], p.instant.time, p.instant.state.value)
             for p in service.pending_plans
+            if p.action in _SERVICE_OF
         )
         + mdt_plans,
         pending_writes=service.pending_writes,

@@ -126,6 +126,8 @@ class FileSystemView:
                 self._groups[key] = group
         self._replaced = self._replaced_file_groups()
         self._pending_compaction = pending_compaction_file_groups(storage, timeline)
+        #: File groups of pending Hudi log compactions (lakeward does not run them; Hudi's writer does).
+        self._pending_log_compaction = pending_compaction_file_groups(storage, timeline, Action.LOG_COMPACTION)
 
     @classmethod
     def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
@@ -207,12 +209,14 @@ class FileSystemView:
 
     def unplanned_file_slices(self, clustering: Mapping[tuple[str, str], str]) -> list[FileSlice]:
         """The latest slices a new compaction or clustering plan may take: those of file groups
-        under no pending compaction and not in `clustering` (the pending clustering plans'
-        file groups, `pending_clustering_file_groups`)."""
+        under no pending compaction or Hudi log compaction (as Hudi's planners leave them out)
+        and not in `clustering` (the pending clustering plans' file groups,
+        `pending_clustering_file_groups`)."""
         return [
             s
             for s in self.latest_file_slices()
             if self.pending_compaction(s.partition_path, s.file_id) is None
+            and (s.partition_path, s.file_id) not in self._pending_log_compaction
             and (s.partition_path, s.file_id) not in clustering
         ]
 

@@ -126,16 +126,22 @@ def pending_compaction_instants(timeline: Timeline) -> list[Instant]:
     return timeline.pending(Action.COMPACTION)
 
 
-def read_compaction_plan(storage: Storage, time: str, layout: TimelineLayout = TimelineLayout.V1) -> CompactionPlan:
-    """The plan of compaction `time`, from its requested file in the `layout` timeline folder."""
-    requested = Instant(time, Action.COMPACTION, State.REQUESTED, layout=layout)
+def read_compaction_plan(
+    storage: Storage, time: str, layout: TimelineLayout = TimelineLayout.V1, action: Action = Action.COMPACTION
+) -> CompactionPlan:
+    """The plan of compaction `time`, from its requested file in the `layout` timeline folder.
+    `action`: `Action.LOG_COMPACTION` for a Hudi log compaction's plan (the same record)."""
+    requested = Instant(time, action, State.REQUESTED, layout=layout)
     return CompactionPlan.from_bytes(read_instant(storage, requested), requested.file_name)
 
 
-def pending_compaction_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> instant time of the pending compaction that will rewrite it."""
+def pending_compaction_file_groups(
+    storage: Storage, timeline: Timeline, action: Action = Action.COMPACTION
+) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant time of the pending compaction that will rewrite it (`action`
+    `Action.LOG_COMPACTION`: of the pending Hudi log compaction that will rewrite its log files)."""
     out: dict[tuple[str, str], str] = {}
-    for instant in pending_compaction_instants(timeline):
-        for key in read_compaction_plan(storage, instant.time, timeline.layout).file_groups():
+    for instant in timeline.pending(action):
+        for key in read_compaction_plan(storage, instant.time, timeline.layout, action).file_groups():
             out[key] = instant.time
     return out

@@ -49,7 +49,8 @@ def _same_as_discovery(table: Table, state: ServiceState) -> None:
 
 
 def test_plan_actions_are_the_services_discovery_knows() -> None:
-    assert set(_PLAN_ACTIONS) == PLAN_ACTIONS
+    # every plan but a Hudi log compaction, which lakeward leaves to Hudi's writer (test_log_compaction_plans)
+    assert set(_PLAN_ACTIONS) == PLAN_ACTIONS - {Action.LOG_COMPACTION}
     assert {f.name for f in fields(ServiceState)} >= {"pending_plans", "table_version", "last_compaction"}
 
 
