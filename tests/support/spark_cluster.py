@@ -102,8 +102,10 @@ class SparkDaemon:
         return get_json(f"{self.url}/json")
 
     def kill(self) -> None:
-        """SIGKILL the JVM alone (its executors notice their worker is gone and exit)."""
-        os.kill(self.pid, signal.SIGKILL)
+        """SIGKILL the JVM and, for a worker, the executors it launched (with their Python workers), as
+        when the worker's machine dies: they share its process group. Killing the JVM alone left its
+        executors running until they noticed, and a test's short tasks could all finish first."""
+        os.killpg(self.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
     def tail(self, lines: int = 30) -> str:
