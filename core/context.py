@@ -38,6 +38,12 @@ from lakeward.core.timeline import Timeline, new_instant_time
 NO_SCHEMA_MESSAGE = "the table has no schema: nothing was ever written"
 
 
+def table_version_on_storage(storage: Storage) -> int:
+    """`hoodie.table.version` as the table's `hoodie.properties` says now (6 when absent, as Hudi reads it)."""
+    props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
+    return int(props.get("hoodie.table.version", "6").strip())
+
+
 class WriteRecovery(Protocol):
     """The commit protocol's recovery of failed writes (the write client implements it)."""
 
@@ -155,8 +161,7 @@ class TableContext:
 
     def storage_version(self) -> int:
         """`hoodie.table.version` as `hoodie.properties` says now (6 when absent, as Hudi reads it)."""
-        props = parse_properties(self.storage.read_bytes(PROPERTIES_PATH).decode("utf-8"))
-        return int(props.get("hoodie.table.version", "6").strip())
+        return table_version_on_storage(self.storage)
 
     def check_completion(self, instant_time: str) -> None:
         """Run the fencing hook (if any) for a table service about to complete `instant_time`."""
@@ -178,4 +183,4 @@ class TableContext:
             yield
 
 
-__all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "TableContext", "WriteRecovery"]
+__all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "TableContext", "WriteRecovery", "table_version_on_storage"]

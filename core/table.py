@@ -301,7 +301,7 @@ class Table:
         service: str | None = None,
         version_change: bool = False,
         build: bool = True,
-        preview: bool = False,
+        gate: bool = True,
     ) -> WriteClient:
         """The write client: every write, table service, rollback and repair goes through it.
 
@@ -319,8 +319,11 @@ class Table:
         as Hudi writes it (`keygen.with_virtual_keys`); what Hudi refuses on one
         (`config.table.check_virtual_keys`) is refused (ConfigError), except for `version_change`.
         `build`: False keeps the metadata-table gate from building a missing metadata table.
-        `preview`: for a dry run, which changes nothing: the metadata-table gate does not run (no
-        metadata table built, partition dropped or metadata table deleted); refused as the service.
+        `gate`: False for what changes no data, so needs nothing of the metadata table (dry runs,
+        savepoints): the metadata-table gate does not run (no metadata table built, partition
+        dropped or metadata table deleted); still refused as the service.
+        Callers check their request (instants, names) before this: the gate may change the
+        table, and a request refused after it would leave the table changed.
         """
         if getattr(self, "_closed", False):
             raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
@@ -328,7 +331,7 @@ class Table:
             check_virtual_keys(self.config)
         # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
         # now, as of the latest instant, would list the files they remove (the next write builds it)
-        if not preview:
+        if gate:
             self._metadata_table_gate(build=build and service not in _GOING_BACK)
         if write:
             self.version.check_writes("write to this table")
@@ -473,7 +476,7 @@ class Table:
         """What a dry run of `service` (`clean`, `archival`, `restore`) reads: refused as the service
         itself would be on this table version, and changing nothing, not even the metadata table a
         real run first builds (or drops partitions of) by the table's options."""
-        return self._writer(service=service, preview=True).table_context
+        return self._writer(service=service, gate=False).table_context
 
     def close(self) -> None:
         """Give back what the table holds: its lock provider's share of the ZooKeeper client.
@@ -660,7 +663,7 @@ class Table:
     def savepoint(self, instant: str | Instant, *, user: str | None = None, comment: str = "") -> str:
         """Savepoint a completed write: cleaning keeps its files; `restore` can roll the table back to it."""
         instant = instant_time_of(instant)
-        return table_services.savepoint.savepoint(self.service_context("savepoint"), instant, user, comment)
+        return table_services.savepoint.savepoint(self._savepoint_context(), instant, user, comment)
 
     def savepoints(self) -> list[str]:
         """Instant times of the table's savepoints, oldest first."""
@@ -668,11 +671,17 @@ class Table:
 
     def delete_savepoint(self, instant: str | Instant) -> None:
         instant = instant_time_of(instant)
-        table_services.savepoint.delete_savepoint(self.service_context("savepoint"), instant)
+        table_services.savepoint.delete_savepoint(self._savepoint_context(), instant)
+
+    def _savepoint_context(self) -> TableContext:
+        """Savepoints change no data and the metadata table does not record them: no metadata-table
+        gate (it would build a metadata table or drop index partitions for a savepoint)."""
+        return self._writer(service="savepoint", gate=False).table_context
 
     def restore(self, savepoint_instant: str | Instant) -> RestoreResult:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
+        table_services.savepoint.check_savepoint(self.storage, self.timeline(), savepoint_instant)  # before the gate
         return table_services.savepoint.restore(self.service_context("restore"), savepoint_instant)
 
     # -- rollback and plans ----------------------------------------------------------------
@@ -683,6 +692,7 @@ class Table:
         after it, and when it is not savepointed (use `restore` to go back further).
         """
         instant = instant_time_of(instant)
+        self._rollback_target(self.timeline(), instant)  # checked before the gate, and again under the lock
         client = self._writer(service="rollback")
         with client.lock:
             timeline = client.roll_back_failed_writes()
@@ -698,7 +708,7 @@ class Table:
         is empty). Checked like the rollback itself, on the timeline as it is (a real rollback first
         rolls back writes whose writer is gone)."""
         instant = instant_time_of(instant)
-        self._writer(service="rollback", preview=True)  # refused as the rollback would be; changes nothing
+        self._writer(service="rollback", gate=False)  # refused as the rollback would be; changes nothing
         target = self._rollback_target(self.timeline(), instant)
         return table_services.rollback.RollbackResult(
             "", instant, tuple(table_services.rollback.rollback_files(self.storage, target))
@@ -907,6 +917,7 @@ class Table:
 
     def drop_index(self, name: str) -> list[str]:
         """Remove an index and its files (IndexNotFoundError for an unknown name); the files removed."""
+        index.secondary.definitions.find_definition(self.indexes(), name)  # before the gate
         return index.secondary.api.drop_index(self.service_context("index_build"), name)
 
     def indexes(self) -> list[IndexDefinition]:
@@ -941,9 +952,9 @@ class Table:
 
     def rollback_index_build(self, instant: str | Instant) -> RollbackResult:
         """Undo a pending index build (a rollback instant); its index files are removed."""
-        return table_services.index_build.rollback_index_build(
-            self.service_context("index_build"), instant_time_of(instant)
-        )
+        instant_time = instant_time_of(instant)
+        table_services.index_build.execute.pending_index_build(self.timeline(), instant_time)  # before the gate
+        return table_services.index_build.rollback_index_build(self.service_context("index_build"), instant_time)
 
     def explain(
         self,

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 from lakeward.core.config.table import TableConfig
-from lakeward.core.context import TableContext
+from lakeward.core.context import TableContext, table_version_on_storage
 from lakeward.core.engine import Engine, resolve_engine
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.archival import ArchiveResult
 from lakeward.core.table_services.change_tracking import ChangeTrackingResult
@@ -61,13 +62,32 @@ class ServiceNamespace(Generic[ResultT]):
 
     def schedule(self, **options: Any) -> str | None:
         """Write a new plan; its instant time, or None when nothing is due (see each service's options)."""
+        self._check_request(None)
         return self._bound().schedule(**options)
 
     def execute(self, instant: str | Instant | None = None, *, engine: Engine | str | None = None) -> ResultT:
         """Run the plan `instant` to completion (idempotent); direct services take no instant."""
-        ctx = self._host.service_context(self.action)
         instant_time = instant_time_of(instant) if instant is not None else None
+        self._check_request(instant_time)
+        ctx = self._host.service_context(self.action)
         return self._service(ctx).execute(instant_time, engine=resolve_engine(engine, default=ctx.engine))
+
+    def _check_request(self, instant_time: str | None) -> None:
+        """Refuse, before the table's context is built, what the service would refuse after it: a
+        service that does not apply to the table (ConfigError), a plan that is not on the timeline
+        (InstantNotFoundError). Building the context may change the table (it builds a missing
+        metadata table, drops index partitions lakeward cannot keep), which a refused request must not."""
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise ConfigError(reason)
+        if instant_time is None or not self.planned:
+            return
+        storage, timeline = self._host.storage, self._host.timeline()
+        pending = self._service.pending_of(storage, timeline)  # metadata compactions: on the metadata timeline
+        if instant_time in pending or any(i.time == instant_time for i in timeline.instants):
+            return
+        if table_version_on_storage(storage) == self._host.config.table_version:  # else refused as stale, below
+            raise InstantNotFoundError(f"no {self.action} plan {instant_time}; pending: {pending or 'none'}")
 
     def pending(self) -> list[str]:
         """Instant times of this service's plans that have not completed, oldest first."""

@@ -164,6 +164,14 @@ def pending_restores(timeline: Timeline) -> list[Instant]:
     return timeline.pending(Action.RESTORE)
 
 
+def check_savepoint(storage: Storage, timeline: Timeline, savepoint_time: str) -> None:
+    """InstantNotFoundError unless `savepoint_time` is a savepoint on `timeline` (what a restore goes back to)."""
+    if savepoint_time not in savepoints(timeline):
+        raise InstantNotFoundError(
+            f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
+        )
+
+
 def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
     """Roll the table back to the savepoint at `savepoint_time` (a pending restore is finished first)."""
     ctx = table.table_context
@@ -175,10 +183,7 @@ def restore(table: HoldsTableContext, savepoint_time: str) -> RestoreResult:
         for interrupted in pending_restores(timeline):
             resumed = resume_restore(storage, interrupted, timezone, ctx.lock.confirmed)
             timeline = ctx.timeline()
-        if savepoint_time not in savepoints(timeline):
-            raise InstantNotFoundError(
-                f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
-            )
+        check_savepoint(storage, timeline, savepoint_time)
         targets = instants_after(timeline, savepoint_time)
         if not targets and resumed is not None and resumed.savepoint_instant_time == savepoint_time:
             return resumed  # the interrupted restore was this one
@@ -314,10 +319,7 @@ def preview_restore(table: HoldsTableContext, savepoint_time: str) -> RestoreRes
     ctx = table.table_context
     storage = ctx.storage
     timeline = ctx.timeline()
-    if savepoint_time not in savepoints(timeline):
-        raise InstantNotFoundError(
-            f"no savepoint at {savepoint_time} in {storage.uri}; savepoints: {savepoints(timeline) or 'none'}"
-        )
+    check_savepoint(storage, timeline, savepoint_time)
     infos = [_info(timeline, i) for i in instants_after(timeline, savepoint_time)]
     listing = _data_listing(storage)
     files = [

@@ -49,6 +49,10 @@ def test_index_commands_report_bad_input_as_errors(tmp_path: Any) -> None:
     assert missing.exit_code == 2 and "column 'nope' is not in the table" in missing.output
     unknown = runner.invoke(app, ["index", "drop", table.path, "zzz"])
     assert unknown.exit_code == 2 and "no index named 'zzz'" in unknown.output
+    nothing = runner.invoke(app, ["index", "build", table.path])
+    assert nothing.exit_code == 2 and "no secondary index to build" in nothing.output
+    assert runner.invoke(app, ["index", "create", table.path, "by_id", "id"]).exit_code == 0
     bad = runner.invoke(app, ["index", "build", table.path, "--strategy", "SOME"])
     assert bad.exit_code == 2 and "strategy" in bad.output
+    assert runner.invoke(app, ["index", "drop", table.path, "by_id"]).exit_code == 0
     assert runner.invoke(app, ["index", "show", table.path]).output.strip() == "no secondary index"

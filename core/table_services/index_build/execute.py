@@ -38,7 +38,7 @@ from lakeward.core.table_services.index_build.plan import (
 )
 from lakeward.core.table_services.rollback import RollbackResult, rollback_pending_instant
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
-from lakeward.core.timeline import Action, Timeline, avro_plans
+from lakeward.core.timeline import Action, Instant, Timeline, avro_plans
 from lakeward.core.timeline.transitions import create_requested
 
 log = logging.getLogger(__name__)
@@ -226,16 +226,22 @@ def _remove_superseded(storage: Storage, instant_time: str, stats: Sequence[Inde
             storage.delete_file(f.path)
 
 
+def pending_index_build(timeline: Timeline, instant_time: str) -> Instant:
+    """The pending index build `instant_time` on `timeline` (InstantNotFoundError: none)."""
+    pending = [i for i in timeline.pending(Action.INDEXING) if i.time == instant_time]
+    if not pending:
+        raise InstantNotFoundError(
+            f"no pending index build {instant_time}; pending index builds: {pending_index_builds(timeline)}"
+        )
+    return pending[0]
+
+
 def rollback_index_build(table: HoldsTableContext, instant_time: str) -> RollbackResult:
     """Undo a pending index build: a rollback instant; its index files and plan are removed."""
     ctx = table.table_context
     storage = ctx.storage
     with ctx.lock:
         timeline = ctx.timeline()
-        pending = [i for i in timeline.pending(Action.INDEXING) if i.time == instant_time]
-        if not pending:
-            raise InstantNotFoundError(
-                f"no pending index build {instant_time}; pending index builds: {pending_index_builds(timeline)}"
-            )
-        result = rollback_pending_instant(storage, pending[0], ctx.new_instant_time(timeline))
+        pending = pending_index_build(timeline, instant_time)
+        result = rollback_pending_instant(storage, pending, ctx.new_instant_time(timeline))
     return result

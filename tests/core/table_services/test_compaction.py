@@ -476,13 +476,13 @@ def test_running_an_unknown_or_completed_compaction_fails_and_changes_nothing(tm
     s.assert_both_readers()
 
 
-def test_run_compaction_on_a_copy_on_write_table_finds_no_plan(tmp_path: Path) -> None:
+def test_run_compaction_on_a_copy_on_write_table_is_refused_as_not_applying(tmp_path: Path) -> None:
     path = str(tmp_path / "cow")
     table = Table.create(path, record_key="id", partition_by="city", ordering_field="ts")
     rng = random.Random(1)
     commit = table.upsert(to_batch(records(range(20), 1, "a", rng))).instant_time
     before = tree_digest(path)
-    with pytest.raises(InstantNotFoundError):
+    with pytest.raises(ConfigError, match="compaction applies to MERGE_ON_READ tables; cow is COPY_ON_WRITE"):
         table.run_compaction(commit)
     assert tree_digest(path) == before
 
