@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -212,8 +213,9 @@ def show(
 
 
 def _is_path(target: str) -> bool:
-    """Table names never hold '/': anything with one (or a URI) is a table path."""
-    return "/" in target or "://" in target
+    """Table names never hold '/': anything with one (or a URI) is a table path, and so is `.`, `..` or a
+    local folder holding a table (`orders` when `orders/.hoodie` exists here)."""
+    return "/" in target or "://" in target or target in (".", "..") or os.path.isdir(os.path.join(target, ".hoodie"))
 
 
 URL_OPTION = typer.Option(DEFAULT_URL, "--url", envvar=URL_ENV_VAR, help="the daemon's API")

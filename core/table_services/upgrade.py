@@ -478,22 +478,24 @@ def check_upgradable(storage: Storage, config: TableConfig) -> None:
         )
 
 
-def prepare(client: WriteClient, services: TableServices) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+def prepare(
+    client: WriteClient, services: TableServices, change: str = "upgrade"
+) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """What Hudi's upgrade requires first (`rollbackFailedWritesAndCompact`), under the table lock: failed
     writes rolled back, pending compaction, clustering and clean plans run (they were planned under the old
     version's rules), and on merge-on-read tables every file slice with log files compacted.
 
     Returns (instants rolled back, plans finished, the compaction instant or None). Raises UpgradeError,
     before anything of the upgrade itself is written, when a write is still in flight or another action
-    is pending.
+    is pending; `change` ("upgrade", "downgrade") names it in the messages.
     """
     ctx = client.table_context
     before = {i.time for i in ctx.timeline().pending_writes()}
     timeline = client.roll_back_failed_writes()
     if timeline.pending_writes():
         raise UpgradeError(
-            f"cannot upgrade: write(s) {[i.time for i in timeline.pending_writes()]} are in flight; run the "
-            "upgrade when they completed (or their writers are gone); nothing was changed"
+            f"cannot {change}: write(s) {[i.time for i in timeline.pending_writes()]} are in flight; run the "
+            f"{change} when they completed (or their writers are gone); nothing was changed"
         )
     rolled_back = tuple(sorted(before - {i.time for i in timeline.pending_writes()}))
     finished: list[str] = []
@@ -504,7 +506,7 @@ def prepare(client: WriteClient, services: TableServices) -> tuple[tuple[str, ..
     others = ctx.timeline().pending()
     if others:
         raise UpgradeError(
-            f"cannot upgrade: pending {[str(i) for i in others]} must complete or be rolled back first; "
+            f"cannot {change}: pending {[str(i) for i in others]} must complete or be rolled back first; "
             "nothing was changed"
         )
     compaction = None
@@ -525,7 +527,7 @@ def downgrade_locked(client: WriteClient, services: TableServices, config: Table
     if config.table_version == target:
         return UpgradeResult(target, target)
     storage = client.table_context.storage
-    rolled_back, finished, compaction = prepare(client, services)
+    rolled_back, finished, compaction = prepare(client, services, "downgrade")
     mdt = prepare_metadata_table(storage, client.table_context.timeline(), config.timeline_timezone, target)
     if mdt is not None:  # the metadata table first, as Hudi's `UpgradeDowngrade` downgrades it first
         _rewrite_metadata_properties(mdt, downgraded_properties)

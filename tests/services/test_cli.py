@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
 from typer.testing import CliRunner
@@ -79,6 +80,20 @@ def test_compact_schedules_and_runs_a_compaction(tmp_path):
     assert f"completed compaction {planned}: 2 file slice(s)" in result.output
     assert Table.open(table.path).pending_compactions() == []
     assert sorted(Table.open(table.path).read(read_optimized=True).column("v").to_pylist()) == [1, 2, 2]
+
+
+def test_plans_and_health_read_a_table_named_by_dot_or_a_bare_folder_name(tmp_path, monkeypatch):
+    table = _mor(tmp_path)
+    folder = os.path.dirname(table.path)
+    planned = Table.open(table.path).schedule_compaction(force=True)
+    monkeypatch.chdir(folder)
+    for target in (os.path.basename(table.path), f"./{os.path.basename(table.path)}"):
+        listed = runner.invoke(app, ["plans", target])
+        assert listed.exit_code == 0 and planned in listed.output, listed.output
+    monkeypatch.chdir(table.path)
+    assert planned in runner.invoke(app, ["plans", "."]).output
+    health = runner.invoke(app, ["health", "."])
+    assert health.exit_code == 0 and "cannot reach the daemon" not in health.output, health.output
 
 
 def test_compact_reports_bad_input_with_exit_code_2(tmp_path):
