@@ -64,13 +64,14 @@ from lakeward.core.file_group.metadata_listing import (
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.metadata_table.compaction import (
+    check_metadata_compaction,
     execute_metadata_compaction,
     pending_metadata_compactions,
     schedule_metadata_compaction,
 )
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
-from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline
+from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline, new_instant_time
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
 from lakeward.core.timeline.lsm_history import load_archived_instants
 from lakeward.core.timeline.lsm_writer import append_history_file, history_row
@@ -418,18 +419,19 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
     return False
 
 
-def _metadata_table_barrier(storage: Storage, commits: list[Instant]) -> str | None:
+def _metadata_table_barrier(storage: Storage, commits: list[Instant], compacted_at: str | None = None) -> str | None:
     """With a metadata table, Hudi archives only commits that completed before its latest compaction
     (`findInstantsModifiedAfterByCompletionTime`): the first of `commits` that completed after it is
     the barrier (nothing when the metadata table was never compacted: "" bars every instant). None
-    without a metadata table."""
+    without a metadata table. `compacted_at`: as if its latest compaction were at that instant time."""
     if not keeps_metadata_table(read_table_properties(storage)):
         return None
-    compactions = load_metadata_timeline(metadata_storage(storage)).completed(Action.COMMIT)
-    if not compactions:
-        return ""
-    compacted = compactions[-1].time
-    return min((i.time for i in commits if (i.completion_time or i.time) > compacted), default=compacted)
+    if compacted_at is None:
+        compactions = load_metadata_timeline(metadata_storage(storage)).completed(Action.COMMIT)
+        if not compactions:
+            return ""
+        compacted_at = compactions[-1].time
+    return min((i.time for i in commits if (i.completion_time or i.time) > compacted_at), default=compacted_at)
 
 
 def instants_to_archive(
@@ -440,10 +442,12 @@ def instants_to_archive(
     more_barriers: Sequence[str] = (),
     *,
     metadata_barrier: bool = True,
+    metadata_compacted_at: str | None = None,
 ) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc); `more_barriers`:
     more instant times at or after which nothing is archived (the metadata table's own rules);
-    `metadata_barrier` False: as if the metadata table were compacted up to now."""
+    `metadata_barrier` False: as if the metadata table were compacted up to now; `metadata_compacted_at`:
+    as if its latest compaction were at that instant time."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
@@ -452,7 +456,7 @@ def instants_to_archive(
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
-    compacted = _metadata_table_barrier(storage, commits) if metadata_barrier else None
+    compacted = _metadata_table_barrier(storage, commits, metadata_compacted_at) if metadata_barrier else None
     if compacted is not None:
         barriers.append(compacted)
     barrier = min(barriers) if barriers else None
@@ -515,7 +519,13 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
     with ctx.lock:
         timeline = ctx.timeline()
         planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
-        if not dry_run and _compact_metadata_table_first(ctx, timeline, planned):
+        if dry_run:  # what the real run archives after the metadata compaction it runs first
+            compacted_at = _metadata_compaction_first(ctx, timeline, planned)
+            if compacted_at is not None:
+                planned = instants_to_archive(
+                    storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_compacted_at=compacted_at
+                )
+        elif _compact_metadata_table_first(ctx, timeline, planned):
             planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
         if not dry_run:
             ctx.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: archive nothing
@@ -528,6 +538,24 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
             batch=wc.archival_batch,
             dry_run=dry_run,
         )
+
+
+def _metadata_compaction_first(ctx: TableContext, timeline: Timeline, planned: Sequence[Instant]) -> str | None:
+    """The instant time of the metadata compaction a real archival would run first
+    (`_compact_metadata_table_first`), for a dry run; None when it would run none."""
+    wc = ctx.write_config
+    unbarred = instants_to_archive(
+        ctx.storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_barrier=False
+    )
+    if len(unbarred) <= len(planned):
+        return None
+    check = check_metadata_compaction(ctx.storage, timeline, wc.metadata_compact_max_delta_commits)
+    if check.pending:
+        return max(check.pending)
+    if check.eligible == 0:
+        return None
+    # a new plan: at the instant the check names (Hudi 0.x's rule, or before a blocking instant), else now
+    return check.instant_time or new_instant_time(timeline.latest_time(), ctx.config.timeline_timezone)
 
 
 def _compact_metadata_table_first(ctx: TableContext, timeline: Timeline, planned: Sequence[Instant]) -> bool:

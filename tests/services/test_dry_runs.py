@@ -85,6 +85,28 @@ def test_cli_archive_dry_run_changes_nothing_and_lists_the_instant_files_archiva
 
 
 @VERSIONS
+def test_archive_dry_run_counts_what_archival_moves_after_compacting_the_metadata_table(
+    tmp_path: Path, version: int
+) -> None:
+    """With the metadata table's default compaction interval, only its last compaction holds instants
+    back: a real archival compacts it first, and its dry run says what is archived after that."""
+    path = tmp_path / "t"
+    _table(path, commits=5, version=version)
+    cli = CliRunner()
+    before = _hashes(path)
+    keep = ["-o", "hoodie.keep.min.commits=2", "-o", "hoodie.keep.max.commits=3"]
+    dry = cli.invoke(cli_app, ["archive", str(path), *keep, "--dry-run"])
+    assert dry.exit_code == 0 and _hashes(path) == before, dry.output
+    real = cli.invoke(cli_app, ["archive", str(path), *keep])
+    assert real.exit_code == 0, real.output
+    archived = int(real.output.split("archived ")[1].split(" instant")[0])
+    assert archived > 0 and dry.output.startswith(f"dry run: {archived} instant(s) would be archived: "), (
+        dry.output,
+        real.output,
+    )
+
+
+@VERSIONS
 def test_api_trigger_dry_run_for_clean_archival_and_orphans_then_the_real_clean(tmp_path: Path, version: int) -> None:
     path = tmp_path / "t"
     _table(path, version=version)
