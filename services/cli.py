@@ -974,10 +974,16 @@ def index_show(
     files: bool = typer.Option(False, "--files", help="list every base file and the indexes covering it"),
 ) -> None:
     """The table's indexes and their status: which base files are indexed, which not yet."""
+    from lakeward.core.file_group.metadata_listing import metadata_partitions
+    from lakeward.core.table_version import dropped_by_default
+
     table = _open(path)
     status = _service(table.index_status)
+    # Hudi 1.x's own secondary indexes (metadata-table partitions): shown, since lakeward's next write drops them
+    hudi_indexes = [p for p in metadata_partitions(table.config.to_properties()) if dropped_by_default(p)]
     if as_json:
         doc = {
+            "hudi_secondary_indexes": hudi_indexes,
             "indexes": status.summary(),
             "pending_builds": list(status.pending_builds),
             "base_files": [
@@ -987,8 +993,13 @@ def index_show(
         }
         typer.echo(json.dumps(doc, indent=2))
         return
+    for partition in hudi_indexes:
+        typer.echo(
+            f"{partition}: a Hudi secondary index (metadata table); lakeward cannot keep it yet, so its next write "
+            "or table service drops it (or, with hoodie.metadata.index.secondary.enable=true, is refused)"
+        )
     if not status.indexes:
-        typer.echo("no secondary index")
+        typer.echo("no lakeward secondary index" if hudi_indexes else "no secondary index")
         return
     rows = status.summary()
     for row in rows:

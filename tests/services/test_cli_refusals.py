@@ -6,6 +6,7 @@ changes no data, and the metadata table does not record it)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,3 +76,17 @@ def test_a_savepoint_keeps_hudis_secondary_indexes(fixture_table: Callable[[str,
     assert Table.open(str(path)).savepoints() == [latest]
     assert (path / ".hoodie" / "hoodie.properties").read_text() == properties
     assert (path / ".hoodie" / "metadata" / "secondary_index_merchant_idx").is_dir()
+
+
+def test_index_show_names_hudis_secondary_indexes_and_what_lakeward_does_with_them(
+    fixture_table: Callable[[str, str], str],
+) -> None:
+    path = fixture_table("cow", "v9_txns_simple_meta")
+    shown = CliRunner().invoke(cli_app, ["index", "show", path])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    hudi = ["secondary_index_merchant_idx", "secondary_index_txn_date_idx"]
+    assert [line.split(":")[0] for line in lines[:2]] == hudi
+    assert "next write or table service drops it" in lines[0] and lines[-1] == "no lakeward secondary index"
+    as_json = CliRunner().invoke(cli_app, ["index", "show", path, "--json"])
+    assert json.loads(as_json.output)["hudi_secondary_indexes"] == hudi
