@@ -54,15 +54,20 @@ def _main(
     """lakeward: table services for Hudi-format lakehouse tables."""
 
 
-OPTION_HELP = "a hoodie.* option as KEY=VALUE (repeatable), e.g. -o hoodie.cleaner.commits.retained=5"
+OPTION_HELP = "a hoodie.* (or lakeward.*) option as KEY=VALUE (repeatable), e.g. -o hoodie.cleaner.commits.retained=5"
 
 
-def _options(pairs: list[str] | None) -> dict[str, str]:
+def _options(pairs: list[str] | None, *, table: bool = True) -> dict[str, str]:
+    """`-o KEY=VALUE` pairs; `table`: they are table options (hoodie.*, lakeward.*), else an index's own."""
     options: dict[str, str] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             typer.echo(f"error: option {pair!r} is not KEY=VALUE", err=True)
+            raise typer.Exit(2)
+        if table and not key.strip().startswith(("hoodie.", "lakeward.")):
+            # the library ignores other keys (a data source passes its own); here one can only be a typo
+            typer.echo(f"error: option {key.strip()!r} is not a hoodie.* or lakeward.* option", err=True)
             raise typer.Exit(2)
         options[key.strip()] = value.strip()
     return options
@@ -952,7 +957,7 @@ def index_create(
 ) -> None:
     """Define a secondary index; build its files with `lakeward index build`."""
     table = _open(path)
-    definition = _service(lambda: table.create_index(name, columns, index_type, _options(option)))
+    definition = _service(lambda: table.create_index(name, columns, index_type, _options(option, table=False)))
     typer.echo(f"created {definition.index_type.value} index {definition.name} on {', '.join(definition.columns)}")
 
 

@@ -105,6 +105,8 @@ def test_compact_reports_bad_input_with_exit_code_2(tmp_path):
     result = runner.invoke(app, ["compact", mor.path, "--instant", "20200101000000000"])
     assert result.exit_code == 2
     assert "no compaction plan" in result.output
+    result = runner.invoke(app, ["clean", mor.path, "-o", "hoodie.cleaner.commits.retained=1", "-o", "foo.bar=1"])
+    assert result.exit_code == 2 and "option 'foo.bar' is not a hoodie.* or lakeward.* option" in result.output
 
 
 def _many_commits(tmp_path, n: int = 4) -> tuple[Table, list[str]]:
