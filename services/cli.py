@@ -979,7 +979,7 @@ def index_show(
     files: bool = typer.Option(False, "--files", help="list every base file and the indexes covering it"),
 ) -> None:
     """The table's indexes and their status: which base files are indexed, which not yet."""
-    from lakeward.core.file_group.metadata_listing import metadata_partitions
+    from lakeward.core.file_group.metadata_listing import metadata_partitions  # lazy: start-up (issue 23)
     from lakeward.core.table_version import dropped_by_default
 
     table = _open(path)
