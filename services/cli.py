@@ -152,10 +152,14 @@ def timeline(path: str = typer.Argument(..., help="table base path or URI")) -> 
     """Print the table's instants: time, action and state; on table versions 8+ also when each
     completed, and which were read from the archived (LSM) timeline."""
     table = _open(path)
+    instants = list(table.timeline())
+    if not instants:
+        typer.echo("no instants")
+        return
     with_completion = table.version.timeline_layout.completion_time_in_name
     extra = f"{'state':<11}completion time" if with_completion else "state"
     typer.echo(f"{'instant time':<20}{'action':<16}{extra}")
-    for instant in table.timeline():
+    for instant in instants:
         line = f"{instant.time:<20}{instant.action.value:<16}{instant.state.value}"
         if with_completion:
             archived = "  archived" if instant.is_archived else ""
@@ -685,7 +689,8 @@ def archive(
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
     dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
-    """Move old completed instants to .hoodie/archived/ (hoodie.keep.min.commits / hoodie.keep.max.commits)."""
+    """Move old completed instants to the archived timeline (.hoodie/archived/ on table version 6,
+    .hoodie/timeline/history/ on 8 and 9) by hoodie.keep.min.commits / hoodie.keep.max.commits."""
     table = _open(path, option)
     if dry_run:
         from lakeward.core.table_services.archival import archive as archive_instants

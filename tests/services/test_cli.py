@@ -21,6 +21,12 @@ def _table(tmp_path) -> tuple[Table, str, str]:
     return table, first, second
 
 
+def test_timeline_of_a_table_without_instants_says_so(tmp_path):
+    table = Table.create(str(tmp_path / "empty"), record_key="id")
+    result = runner.invoke(app, ["timeline", table.path])
+    assert result.exit_code == 0 and result.output == "no instants\n", result.output
+
+
 def test_timeline_lists_every_instant_with_action_and_state(tmp_path):
     table, first, second = _table(tmp_path)
     result = runner.invoke(app, ["timeline", table.path])
