@@ -786,7 +786,7 @@ class Table:
         """
         table_services.upgrade.check_target(self.version.number, to)
         return self._change_version(
-            lambda client, config: table_services.upgrade.upgrade_locked(client, self.services, config, to)
+            lambda client, config: table_services.upgrade.upgrade_locked(client, self.services, config, to), to
         )
 
     def downgrade(self, to: int) -> UpgradeResult:
@@ -797,15 +797,18 @@ class Table:
         """
         table_services.upgrade.check_downgrade(self.version.number, to)
         return self._change_version(
-            lambda client, config: table_services.upgrade.downgrade_locked(client, self.services, config, to)
+            lambda client, config: table_services.upgrade.downgrade_locked(client, self.services, config, to), to
         )
 
-    def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult]) -> UpgradeResult:
-        """Run an upgrade or downgrade under the table lock, on the properties as they are on storage
-        then (another process may have changed the version meanwhile); this handle reloads afterwards.
+    def _change_version(self, change: Callable[[WriteClient, TableConfig], UpgradeResult], to: int) -> UpgradeResult:
+        """Run an upgrade or downgrade to version `to` under the table lock, on the properties as they are on
+        storage then (another process may have changed the version meanwhile); this handle reloads afterwards.
         A metadata table changes version with its data table (`upgrade.upgrade_metadata_table`); none is
-        built for the change (the next write builds one of the new version)."""
-        client = self._writer(write=True, version_change=True, build=False)
+        built for the change (the next write builds one of the new version). A change to the version the
+        table has (a no-op, or the end of a crashed upgrade) runs the metadata-table gate only to delete a
+        metadata table left at the other version: it drops no index partition."""
+        same = to == self.version.number and metadata_table.disable.version_mismatch(self.storage) is None
+        client = self._writer(write=True, version_change=True, build=False, gate=not same)
         self._changing_version = True  # the services the change runs first build no metadata table either
         try:
             with client.lock:

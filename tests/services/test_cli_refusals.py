@@ -90,3 +90,14 @@ def test_index_show_names_hudis_secondary_indexes_and_what_lakeward_does_with_th
     assert "next write or table service drops it" in lines[0] and lines[-1] == "no lakeward secondary index"
     as_json = CliRunner().invoke(cli_app, ["index", "show", path, "--json"])
     assert json.loads(as_json.output)["hudi_secondary_indexes"] == hudi
+
+
+@pytest.mark.parametrize("command", ["upgrade", "downgrade"])
+def test_a_change_to_the_version_a_table_has_keeps_hudis_secondary_indexes(
+    fixture_table: Callable[[str, str], str], command: str
+) -> None:
+    path = Path(fixture_table("cow", "v9_txns_simple_meta"))
+    before = _hashes(path)
+    result = CliRunner().invoke(cli_app, [command, str(path), "--to", "9"])
+    assert result.exit_code == 0 and "at table version 9 already" in result.output, result.output
+    assert _hashes(path) == before
