@@ -325,8 +325,7 @@ class Table:
         Callers check their request (instants, names) before this: the gate may change the
         table, and a request refused after it would leave the table changed.
         """
-        if getattr(self, "_closed", False):
-            raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
+        self.check_open()
         if not version_change:  # an upgrade rewrites no records
             check_virtual_keys(self.config)
         # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
@@ -471,6 +470,11 @@ class Table:
         where lakeward does not run that service, MetadataTableError, TableClosedError): see `_writer`.
         """
         return self._writer(service=service).table_context
+
+    def check_open(self) -> None:
+        """TableClosedError after `close()`: writes and table services need `Table.open()` again."""
+        if getattr(self, "_closed", False):
+            raise TableClosedError(f"table {self.path} is closed: writes and table services need Table.open() again")
 
     def preview_context(self, service: str) -> TableContext:
         """What a dry run of `service` (`clean`, `archival`, `restore`) reads: refused as the service

@@ -43,6 +43,8 @@ class ServiceHost(Protocol):
 
     def service_context(self, service: str | None = None) -> TableContext: ...
 
+    def check_open(self) -> None: ...
+
 
 class ServiceNamespace(Generic[ResultT]):
     """One service of one table: `schedule()`, `execute(instant)`, `pending()`."""
@@ -77,6 +79,7 @@ class ServiceNamespace(Generic[ResultT]):
         service that does not apply to the table (ConfigError), a plan that is not on the timeline
         (InstantNotFoundError). Building the context may change the table (it builds a missing
         metadata table, drops index partitions lakeward cannot keep), which a refused request must not."""
+        self._host.check_open()
         reason = self.unavailable_reason()
         if reason is not None:
             raise ConfigError(reason)
