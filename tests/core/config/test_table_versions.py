@@ -141,13 +141,12 @@ def test_every_fixture_opens_with_its_checksum_and_version(
 
 # -- table services on v8/v9: refused on a table with a metadata table -------------------------
 def _service_attempts(table: Table) -> list[Callable[[], object]]:
-    last = table.completed_instants()[-1].time
+    # a savepoint runs no metadata-table gate (it changes no data, and the metadata table does not record
+    # it); a rollback checks its instant first (this fixture's last write has later instants after it)
     return [
         lambda: table.schedule_compaction(force=True),
         lambda: table.schedule_clustering(),
         lambda: table.clean(),
-        lambda: table.rollback(last),
-        lambda: table.savepoint(last),
         lambda: table.archive(),
     ]
 
