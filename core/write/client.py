@@ -376,6 +376,15 @@ class WriteClient:
                 rollback_pending_instant(self.storage, failed, new_instant_time(current.latest_time(), tz), tz)
             except RollbackAbortedError:
                 continue  # it completed since the timeline was loaded: not a failed write
+            except InstantExistsError:
+                if self.lock_spans_processes:
+                    raise
+                raise SharedLockRequiredError(
+                    f"another process rolled back failed write {failed.time} of table {self.storage.uri} at the "
+                    "same moment and took the same rollback instant time: several processes write the table "
+                    "under the in-process lock (the default hoodie.write.lock.provider). Nothing was written. "
+                    f"{SHARED_LOCK_ADVICE}"
+                ) from None
             delete_heartbeat(self.storage, failed.time)
             done.append(failed.time)
             current = Timeline.load(self.storage, self.layout)

@@ -135,7 +135,10 @@ def check_outcomes(
     writes = {w: rs for w, rs in outcomes.items() if w >= 0}
     succeeded = {o["instant"]: (w, o["round"]) for w, rs in writes.items() for o in rs if o["instant"]}
     failed = [(w, o) for w, rs in writes.items() for o in rs if o["error"]]
-    assert succeeded, "no write succeeded"
+    # Under ZooKeeper some write always wins. Under the in-process lock every writer that meets
+    # another's write in flight is refused, so when the processes stay in step (S3 is slow) all of
+    # them can be: then the check is that each refusal left nothing behind.
+    assert succeeded or not shared_lock, "no write succeeded"
     for w, o in failed:
         if shared_lock:
             # Serialised by ZooKeeper: only writes to the shared partition (odd rounds) can conflict.

@@ -18,6 +18,8 @@ executor ran which task.
 
 from __future__ import annotations
 
+import stat
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -320,6 +322,16 @@ def test_every_table_service_runs_on_both_workers_exactly_once(
     assert daemon.terminate() == 0
 
 
+def slow_python_tasks(tmp_path: Path, delay_s: float) -> dict[str, str]:
+    """Spark settings under which every Python task starts a fresh worker process that waits `delay_s`
+    first: tasks of a small table then run long enough for the test to see one running and kill its
+    worker (they take milliseconds otherwise, and the status API can miss them all)."""
+    python = tmp_path / "slow-python"
+    python.write_text(f"#!/bin/sh\nsleep {delay_s}\nexec {sys.executable} \"$@\"\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    return {"spark.python.use.daemon": "false", "spark.pyspark.python": str(python)}
+
+
 def test_sigkill_of_a_worker_in_a_compaction_retries_its_tasks_on_the_other(
     tmp_path: Path, spark_cluster: SparkCluster, daemons: list[DaemonProcess]
 ) -> None:
@@ -331,6 +343,7 @@ def test_sigkill_of_a_worker_in_a_compaction_retries_its_tasks_on_the_other(
 
     ui_port = free_port()
     config = daemon_config([path], spark_cluster.master_url, ui_port, {"defaults": QUIET})
+    config["spark"]["conf"].update(slow_python_tasks(tmp_path, delay_s=2))
     daemon = start_daemon(daemons, spark_cluster, tmp_path, config)
     diagnostics = lambda: daemon.tail() + "\n" + spark_cluster.tails()  # noqa: E731
     driver = Driver(ui_port, diagnostics)
