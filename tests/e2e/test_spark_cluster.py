@@ -327,7 +327,7 @@ def slow_python_tasks(tmp_path: Path, delay_s: float) -> dict[str, str]:
     first: tasks of a small table then run long enough for the test to see one running and kill its
     worker (they take milliseconds otherwise, and the status API can miss them all)."""
     python = tmp_path / "slow-python"
-    python.write_text(f"#!/bin/sh\nsleep {delay_s}\nexec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nsleep {delay_s}\nexec {sys.executable} "$@"\n')
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     return {"spark.python.use.daemon": "false", "spark.pyspark.python": str(python)}
 
