@@ -3,8 +3,9 @@
 Each finding belongs to one factor (`FACTORS`); a factor's penalty is that of its worst
 finding (warning 0.5, critical 1, info 0), and the score is
 `round(100 * (1 - sum(weight * penalty) / sum(weights)))` over the factors that apply to the
-table (`metadata_table` only where there is a metadata table). The rules and defaults are
-listed in docs/health.md.
+table (`metadata_table` only where there is a metadata table). A table with damaged data
+files (files its completed instants recorded, missing or cut short) scores 0 whatever the
+weights: it cannot be read. The rules and defaults are listed in docs/health.md.
 """
 
 from __future__ import annotations
@@ -251,6 +252,18 @@ def _version(s: HealthSnapshot) -> list[Finding]:
     return [Finding("version", Severity.INFO, "services_read_only", message, fix)]
 
 
+def _integrity(s: HealthSnapshot) -> list[Finding]:
+    if not s.damaged_files:
+        return []
+    more = f" (and {len(s.damaged_files) - 1} more)" if len(s.damaged_files) > 1 else ""
+    message = f"{len(s.damaged_files)} data file(s) of completed instants damaged: {s.damaged_files[0]}{more}"
+    fix = (
+        f"run `lakeward show --check {s.table_path}` for every problem; restore the files from a copy, or "
+        "restore the table to a savepoint before the instants that wrote them (reads and writes fail until then)"
+    )
+    return [Finding("integrity", Severity.CRITICAL, "damaged_files", message, fix)]
+
+
 def health_report(snapshot: HealthSnapshot, policy: HealthPolicy | None = None) -> HealthReport:
     """Findings and score of a snapshot under `policy` (default: `HealthPolicy()`). Pure."""
     policy = policy or HealthPolicy()
@@ -264,6 +277,7 @@ def health_report(snapshot: HealthSnapshot, policy: HealthPolicy | None = None) 
         *_archival(snapshot, t),
         *_metadata_table(snapshot, t),
         *_version(snapshot),
+        *_integrity(snapshot),
     ]
     counted = applicable_factors(snapshot)
     factors = {f: max((x.severity.penalty for x in findings if x.factor == f), default=0.0) for f in counted}
@@ -274,7 +288,7 @@ def health_report(snapshot: HealthSnapshot, policy: HealthPolicy | None = None) 
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return HealthReport(
         snapshot=snapshot,
-        score=round(100 * (1 - lost / total)),
+        score=0 if snapshot.damaged_files else round(100 * (1 - lost / total)),
         factors=factors,
         findings=tuple(sorted(findings, key=lambda f: rank[f.severity])),
         log_files=Distribution.of(snapshot.log_files_per_group),

@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 
 from lakeward.core.config.table import TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
+from lakeward.core.file_group.integrity import listing_problems
 from lakeward.core.file_group.metadata_listing import metadata_partitions
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.instant_clock import aware, in_timeline_zone, instant_moment
@@ -111,6 +112,10 @@ class HealthSnapshot:
     #: the pending data-table instant that holds that compaction back (None: nothing does).
     metadata_uncompacted_instants: int | None = None
     metadata_compaction_blocked_by: str | None = None
+    #: Live files the completed instants recorded that are missing or cut short
+    #: (`file_group.integrity.listing_problems`, from the listing and commit metadata: no data
+    #: file is read), as `kind: path (instant): detail`.
+    damaged_files: tuple[str, ...] = ()
 
 
 def table_write_config(table: Table) -> WriteConfig:
@@ -244,6 +249,7 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
         metadata_lag_seconds=_completed_at(storage, oldest, age) if oldest is not None else None,
         metadata_uncompacted_instants=len(lag.not_compacted) if lag is not None else None,
         metadata_compaction_blocked_by=lag.blocking.time if lag is not None and lag.blocking else None,
+        damaged_files=tuple(str(p) for p in listing_problems(storage, timeline, view)),
     )
 
 

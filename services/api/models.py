@@ -301,6 +301,10 @@ class TableHealthInfo(BaseModel):
         default=None,
         description="The pending data-table instant that holds the metadata table's compaction back (None: none).",
     )
+    damaged_files: list[str] = Field(
+        default_factory=list,
+        description="Files completed instants recorded that are missing or cut short (the score is then 0).",
+    )
 
 
 # ------------------------------------------------------------------------------------------- explain

@@ -261,3 +261,26 @@ def test_health_ages_on_a_utc_timeline(tmp_path: Path, new_york_time: None) -> N
     (plan,) = later.snapshot.pending_plans
     assert abs(plan.age_seconds - 7200) < 120
     assert _codes(later)["pending_plan_aging"].message.endswith("since 2 h")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_health_a_table_with_damaged_data_files_scores_0(tmp_path: Path, damage: str) -> None:
+    """A table whose completed commits name files that are missing or cut short cannot be read: its
+    score is 0 with a critical finding naming the file, not 100 (its timeline alone looked healthy)."""
+    table = _table(tmp_path / "t")
+    for ts in range(3):
+        table.upsert(_rows([1, 2, 3], ts))
+    assert table_health(table).score == 100
+    # the latest base file (names end with `_<instant>.parquet`)
+    base = max((p for p in (tmp_path / "t").iterdir() if p.suffix == ".parquet"), key=lambda p: p.name.rsplit("_")[-1])
+    if damage == "truncated":
+        base.write_bytes(base.read_bytes()[:100])
+    else:
+        base.unlink()
+    report = table_health(Table.open(str(tmp_path / "t")))
+    assert report.score == 0
+    finding = _codes(report)["damaged_files"]
+    assert finding.severity is Severity.CRITICAL and finding.factor == "integrity"
+    assert base.name in finding.message and ("missing" if damage == "deleted" else "size") in finding.message
+    assert "lakeward show --check" in finding.action
+    assert report.snapshot.damaged_files and base.name in report.snapshot.damaged_files[0]
