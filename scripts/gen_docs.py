@@ -286,7 +286,7 @@ def configuration_markdown() -> str:
         "",
         "Options use Apache Hudi's documented names. Pass them as `options={...}` to `Table.create` /",
         "`Table.open`, as `.option(...)` to the Spark data source, or as `-o KEY=VALUE` to the CLI.",
-        "An unknown `hoodie.*` key or a bad value fails at once with a `ConfigError` that names the key",
+        "An unknown `hoodie.*` or `lakeward.*` key or a bad value fails at once with a `ConfigError` that names the key",
         "(and the closest known keys).",
         "",
         "## Table properties",

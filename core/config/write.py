@@ -1,8 +1,8 @@
 """Write options: Apache Hudi's documented `hoodie.*` keys, validated, with their defaults.
 
 Options arrive as a flat `{key: value}` mapping (strings or Python values, as from a
-Spark `.option(...)` call). Unknown `hoodie.*` keys and bad values fail fast with a
-ConfigError naming the key.
+Spark `.option(...)` call). Unknown `hoodie.*` and `lakeward.*` keys and bad values fail fast
+with a ConfigError naming the key.
 """
 
 from __future__ import annotations
@@ -14,6 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lakeward.core.config.table import POPULATE_META_FIELDS_KEY
 from lakeward.core.exceptions import ConfigError, did_you_mean
+
+#: lakeward's own table options outside `WriteConfig`: orphan removal's age and dry run (the daemon's
+#: `orphan_clean` policy passes them; `core/table_services/orphan_clean.py` reads them).
+ORPHAN_CLEAN_OLDER_THAN_KEY = "lakeward.orphan_clean.older_than_s"
+ORPHAN_CLEAN_DRY_RUN_KEY = "lakeward.orphan_clean.dry_run"
+LAKEWARD_SERVICE_KEYS = frozenset({ORPHAN_CLEAN_OLDER_THAN_KEY, ORPHAN_CLEAN_DRY_RUN_KEY})
 
 #: Keys read by Table.create (table properties), accepted in write options too.
 TABLE_CREATE_KEYS = frozenset(
@@ -245,18 +251,19 @@ def _alias_map() -> dict[str, str]:
 
 
 def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset[str] = frozenset()) -> WriteConfig:
-    """Validate options; keys outside `hoodie.*` are ignored, unknown `hoodie.*` keys are errors."""
+    """Validate options; keys outside `hoodie.*` and `lakeward.*` are ignored, unknown ones of those
+    two namespaces are errors naming the key (a misspelt option must not be silently dropped)."""
     aliases = _alias_map()
     values: dict[str, Any] = {}
     for key, value in (options or {}).items():
         if key in aliases:
             values[key] = value
-        elif key in extra_known or key in TABLE_CREATE_KEYS:
+        elif key in extra_known or key in TABLE_CREATE_KEYS or key in LAKEWARD_SERVICE_KEYS:
             continue
-        elif key.startswith("hoodie."):
+        elif key.startswith(("hoodie.", "lakeward.")):
+            known = [*aliases, *extra_known, *TABLE_CREATE_KEYS, *LAKEWARD_SERVICE_KEYS]
             raise ConfigError(
-                f"unknown option {key!r}{did_you_mean(key, [*aliases, *extra_known, *TABLE_CREATE_KEYS])} "
-                "(every supported option: docs/configuration.md)"
+                f"unknown option {key!r}{did_you_mean(key, known)} (every supported option: docs/configuration.md)"
             )
     try:
         return WriteConfig.model_validate(values)

@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakeward.core.config.values import parse_bool
+from lakeward.core.config.write import ORPHAN_CLEAN_DRY_RUN_KEY, ORPHAN_CLEAN_OLDER_THAN_KEY
 from lakeward.core.engine import Engine
 from lakeward.core.orphans import DEFAULT_OLDER_THAN, OrphanReport, remove_orphans
 from lakeward.core.table_services.service import DirectService, ServiceReport
 
-OLDER_THAN_KEY = "lakeward.orphan_clean.older_than_s"
-DRY_RUN_KEY = "lakeward.orphan_clean.dry_run"
+OLDER_THAN_KEY = ORPHAN_CLEAN_OLDER_THAN_KEY
+DRY_RUN_KEY = ORPHAN_CLEAN_DRY_RUN_KEY
 
 
 def orphan_clean_settings(options: Mapping[str, Any]) -> tuple[dt.timedelta, bool]:

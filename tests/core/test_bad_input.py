@@ -376,6 +376,11 @@ def test_composite_key_all_fields_null(tmp_path: Path) -> None:
 OPTION_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "unknown-key": ({"hoodie.no.such.option": "1"}, "hoodie.no.such.option"),
     "misspelt-key": ({"hoodie.index.typ": "BLOOM"}, "hoodie.index.typ"),
+    "misspelt-lakeward-key": (
+        {"lakeward.metadata.compact.deflate.levl": "1"},
+        "lakeward.metadata.compact.deflate.levl",
+    ),
+    "unknown-lakeward-key": ({"lakeward.orphan_clean.older_than": "60"}, "lakeward.orphan_clean.older_than"),
     "unknown-lock-key": ({"hoodie.write.lock.filesystem.path": "/tmp/x"}, "hoodie.write.lock.filesystem.path"),
     "bad-enum": ({"hoodie.index.type": "NOT_AN_INDEX"}, "hoodie.index.type"),
     "negative-size": ({"hoodie.parquet.max.file.size": "-5"}, "hoodie.parquet.max.file.size"),
