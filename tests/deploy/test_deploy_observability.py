@@ -44,6 +44,7 @@ ALERTS = {
     "LakewardDiscoveryStalled": "lakeward_last_successful_discovery_timestamp_seconds",
     "LakewardReplicaNotReady": "lakeward_ready",
     "LakewardTableUnhealthy": "lakeward_table_health_score",
+    "LakewardTableUnreadable": "lakeward_table_failing",
     "LakewardMetadataTableLagging": "lakeward_table_metadata_lag_instants",
     "LakewardMetadataCompactionBlocked": "lakeward_table_metadata_uncompacted_instants",
 }
@@ -163,3 +164,12 @@ def test_metadata_compaction_blocked_alert_fires_above_twice_the_default_thresho
     assert chart["metadataUncompactedAbove"] == 2 * DEFAULT_MAX_DELTA_COMMITS
     expr = f"max by (table) (lakeward_table_metadata_uncompacted_instants) > {chart['metadataUncompactedAbove']}"
     assert rule["expr"] == expr
+
+
+def test_unreadable_table_alert_fires_after_the_chart_default() -> None:
+    rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r["alert"] == "LakewardTableUnreadable")
+    chart = yaml.safe_load((tools.CHART / "values.yaml").read_text())["prometheusRule"]
+    assert rule["for"] == chart["unreadableFor"] == "15m"
+    assert rule["expr"] == "max by (table) (lakeward_table_failing) > 0"
+    assert rule["labels"]["severity"] == "critical"

@@ -3,6 +3,7 @@ settings' health policy, cached per cycle, exported as metrics, served by the AP
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,15 +64,21 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     customers = Table.create(str(tmp_path / "customers"), record_key="id", ordering_field="ts")
     for ts in range(10):  # 10 completed commits: over the configured archival.keep_max_commits of 8
         customers.upsert(_rows([1, 2], ts))
-    d = Daemon(_settings(tmp_path))
+    d = _started(tmp_path)
+    yield d
+    d.drain(5)
+
+
+def _started(root: Path) -> Daemon:
+    """A daemon over `root`'s tables after its first cycles (no other runs: refresh_interval_s 3600)."""
+    d = Daemon(_settings(root))
     d.start()
     deadline = time.monotonic() + 30
     while d.health("orders").report is None:  # the scheduler's first cycle ends with the health
         assert time.monotonic() < deadline, "no health after 30 s"
         time.sleep(0.05)
     d.cycle()  # and no other cycle runs (refresh_interval_s: 3600): the test's cycles are the only ones
-    yield d
-    d.drain(5)
+    return d
 
 
 def test_health_daemon_scores_tables_with_their_policy_and_options(daemon: Daemon) -> None:
@@ -178,3 +185,25 @@ def test_health_daemon_serves_the_metadata_table_lag(tmp_path: Path) -> None:
         assert 'lakeward_table_metadata_lag_instants{table="lagging"} 2.0' in client.get("/metrics").text
     finally:
         d.drain(5)
+
+
+def test_health_daemon_flags_a_table_it_cannot_read(daemon: Daemon, tmp_path: Path) -> None:
+    """A table whose commit metadata is damaged is no healthy table: the API says why it has no score,
+    and `lakeward_table_failing` is 1 for it (the LakewardTableUnreadable alert's input), 0 for the
+    tables that were read."""
+    client = TestClient(create_app(daemon))
+    assert 'lakeward_table_failing{table="customers"} 0.0' in client.get("/metrics").text
+    # written elsewhere and copied: this process has not read the copy's commit metadata (it caches it)
+    damaged = Table.create(str(tmp_path / "written"), record_key="id", ordering_field="ts")
+    for ts in range(2):
+        damaged.upsert(_rows([1, 2], ts))
+    shutil.copytree(tmp_path / "written", tmp_path / "gone")  # a configured table, absent so far
+    first = min((tmp_path / "gone" / ".hoodie").glob("*.commit"))
+    first.write_text("{not json")
+    daemon.cycle()
+    health = client.get("/api/v1/tables/gone/health").json()
+    assert health["score"] is None and first.name in health["error"], health
+    text = client.get("/metrics").text
+    assert 'lakeward_table_failing{table="gone"} 1.0' in text
+    assert 'lakeward_table_failing{table="customers"} 0.0' in text
+    assert 'lakeward_table_health_score{table="gone"}' not in text
