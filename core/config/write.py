@@ -250,6 +250,11 @@ def _alias_map() -> dict[str, str]:
     return {f.alias: name for name, f in WriteConfig.model_fields.items() if f.alias}
 
 
+def lakeward_write_keys() -> frozenset[str]:
+    """lakeward's own write option keys (`lakeward.*`), for surfaces that refuse other non-Hudi keys."""
+    return frozenset(key for key in _alias_map() if key.startswith("lakeward."))
+
+
 def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset[str] = frozenset()) -> WriteConfig:
     """Validate options; keys outside `hoodie.*` and `lakeward.*` are ignored, unknown ones of those
     two namespaces are errors naming the key (a misspelt option must not be silently dropped)."""

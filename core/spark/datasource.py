@@ -41,7 +41,7 @@ from lakeward.core.config.table import (
     TableType,
 )
 from lakeward.core.config.values import parse_bool, parse_fields
-from lakeward.core.config.write import TABLE_CREATE_KEYS, parse_write_config
+from lakeward.core.config.write import TABLE_CREATE_KEYS, lakeward_write_keys, parse_write_config
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.file_group.metadata_listing import metadata_partitions
@@ -96,7 +96,7 @@ def parse_operation(options: Mapping[str, Any]) -> WriteOperation:
 def _write_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options validated for a write; read options are refused."""
     opts = {str(k): v for k, v in options.items()}
-    _check_option_names(opts, frozenset(), "write")
+    _check_option_names(opts, lakeward_write_keys(), "write")
     for key in opts:
         if key in READ_KEYS:
             raise ConfigError(f"{key} is a read option; it has no meaning for a write")
