@@ -53,7 +53,7 @@ from lakeward.core.timeline.transitions import (
     read_instant,
     transition_to_inflight,
 )
-from lakeward.core.write.markers import delete_markers, list_markers, log_file_written_by
+from lakeward.core.write.markers import delete_markers, holds_only_blocks_of, list_markers, log_file_written_by
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
         elif (
             instant.action is Action.DELTA_COMMIT
             and _log_file(entry.path) is not None
-            and log_file_written_by(storage, entry.path, instant.time)
+            and holds_only_blocks_of(storage, entry.path, instant.time)
         ):
             found.append(entry.path)  # log names carry the base instant: read the blocks' instants
     return sorted(found)

@@ -64,6 +64,16 @@ def log_file_written_by(storage: Storage, path: str, instant_time: str) -> bool:
     parsed = parse_log_file_name(posixpath.basename(path))
     if parsed is not None and parsed.is_cdc:
         return storage.exists(path)
+    return holds_only_blocks_of(storage, path, instant_time)
+
+
+def holds_only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
+    """Whether the log or `.cdc` file at `path` exists and every block in it carries `instant_time`.
+
+    Without a marker this is the only evidence that a file is a failed write's own: a write's
+    `.cdc` blocks carry its instant, while those of a compaction or of change tracking carry the
+    (completed) instants whose changes they hold.
+    """
     instants = block_instant_times(storage, path)
     return instants is not None and instants <= {instant_time}
 

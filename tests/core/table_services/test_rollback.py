@@ -11,7 +11,7 @@ from lakeward import Table
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, RollbackAbortedError
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import resume_rollback
-from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans, new_instant_time
 from lakeward.core.timeline.transitions import create_requested
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table
 
@@ -119,3 +119,35 @@ def test_an_interrupted_rollback_of_a_completed_instant_is_dropped_then_redone(t
     # An explicit rollback does it again.
     Table.open(path).rollback(last)
     assert _values(path) == {1: "a1", 2: "a2"}
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_rolling_back_a_write_that_left_no_markers_keeps_the_change_data_of_others(
+    tmp_path: Path, version: int
+) -> None:
+    """A writer that died right after requesting its delta commit leaves no markers: the rollback
+    lists the table for its files. It deleted every `.cdc` file (of completed commits and of change
+    tracking), which broke every CDC read and, on version 6, every later write."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.table.cdc.enabled": "true", "hoodie.metadata.enable": "false"}
+    table = Table.create(
+        path, record_key="id", partition_by="p", table_type="MERGE_ON_READ", table_version=version, options=options
+    )
+    first = table.upsert(_batch([1, 2], "a")).instant_time
+    table.insert(_batch([4], "a"))  # rewrites the small base file: a .cdc file
+    table.upsert(_batch([2], "b"))  # a log append
+    table.run_change_tracking(table.schedule_change_tracking())  # its changes persisted: another .cdc file
+    cdc_before = {f for f in _data_files(path) if f.endswith(".cdc")}
+    changes_before = table.read_changes(first).to_pylist()
+    assert len(cdc_before) >= 2 and changes_before
+
+    dead = new_instant_time(table.timeline().latest_time())  # requested, then its writer died
+    create_requested(table.storage, dead, Action.DELTA_COMMIT, layout=table.timeline().instants[-1].layout)
+    table.upsert(_batch([3], "c"))  # rolls `dead` back first
+
+    assert {f for f in _data_files(path) if f.endswith(".cdc")} >= cdc_before
+    reopened = Table.open(path)
+    assert reopened.check().problems == []
+    assert reopened.read_changes(first).to_pylist()[: len(changes_before)] == changes_before
+    reopened.upsert(_batch([5], "d"))  # writes go on
+    assert _values(path)[5] == "d5"
