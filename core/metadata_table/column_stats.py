@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -132,8 +133,36 @@ _EPOCH_DATE = datetime.date(1970, 1, 1)
 _TIME_UNITS = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 1}
 
 
+#: Wide enough for every decimal Parquet holds (38 digits; 76 for 256-bit), so that no bound is rounded.
+_EXACT = decimal.Context(prec=100)
+#: Version 1's `DecimalWrapper`: Avro decimal(30, 15) (Hudi's schema).
+_V1_DECIMAL_PRECISION, _V1_DECIMAL_SCALE = 30, 15
+
+
 def _decimal_of(unscaled: bytes, scale: int) -> decimal.Decimal:
-    return decimal.Decimal(int.from_bytes(unscaled, "big", signed=True)).scaleb(-scale)
+    return decimal.Decimal(int.from_bytes(unscaled, "big", signed=True)).scaleb(-scale, _EXACT)
+
+
+def column_value(value: Any, arrow_type: pa.DataType | None) -> Any:
+    """A statistics bound as the Python value of the column's Arrow type, whatever wrote it: version 1's
+    date (days) and timestamp (microseconds) wrappers decode as plain integers, and a time zone-less
+    column's bounds may come aware or naive. NaN bounds nothing (no comparison accepts it): None."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if arrow_type is None:
+        return value
+    if pa.types.is_date(arrow_type) and isinstance(value, int) and not isinstance(value, bool):
+        return _EPOCH_DATE + datetime.timedelta(days=value)
+    if pa.types.is_timestamp(arrow_type):
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = _EPOCH + datetime.timedelta(microseconds=value)
+        if isinstance(value, datetime.datetime):
+            if arrow_type.tz is None:
+                return value.astimezone(datetime.UTC).replace(tzinfo=None) if value.tzinfo else value
+            return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    return value
 
 
 def _timestamp_of(value: int, per_micro: int, divide: bool, local: bool) -> datetime.datetime:
@@ -190,7 +219,7 @@ def decode_range(record: Mapping[str, Any]) -> ColumnRange:
 
 def _unscaled_bytes(value: decimal.Decimal, scale: int) -> bytes:
     """Java `BigInteger.toByteArray` of the unscaled value: minimal big-endian two's complement."""
-    unscaled = int(value.scaleb(scale).to_integral_value())
+    unscaled = int(value.scaleb(scale, _EXACT).to_integral_value())
     length = max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1)
     return unscaled.to_bytes(length, "big", signed=True)
 
@@ -256,17 +285,33 @@ def _encode_v2(value: Any, arrow_type: pa.DataType) -> tuple[str, dict[str, Any]
     return _wrap(name, value)
 
 
-def _encode_v1(value: Any, arrow_type: pa.DataType) -> tuple[str, dict[str, Any]] | None:
+def _v1_decimal(value: Any, rounding: str) -> decimal.Decimal | None:
+    """A bound in version 1's decimal(30, 15), rounded away from the range's inside (`rounding`: floor
+    for a minimum, ceiling for a maximum) so that it still bounds every value; None when it does not
+    fit (a range without that bound keeps every file)."""
+    context = decimal.Context(prec=_EXACT.prec, rounding=rounding)
+    bound = decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-_V1_DECIMAL_SCALE), context=context)
+    return bound if len(bound.as_tuple().digits) <= _V1_DECIMAL_PRECISION else None
+
+
+def _encode_v1(
+    value: Any, arrow_type: pa.DataType, rounding: str = decimal.ROUND_HALF_EVEN
+) -> tuple[str, dict[str, Any]] | None:
     if value is None:
         return None
     if pa.types.is_decimal(arrow_type):
-        return _wrap("DecimalWrapper", decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-15)))
+        bound = _v1_decimal(value, rounding)
+        return None if bound is None else _wrap("DecimalWrapper", bound)
     if pa.types.is_date(arrow_type):
         return _wrap("DateWrapper", (value - _EPOCH_DATE).days)
     if pa.types.is_timestamp(arrow_type):
         micros = pa.scalar(value, arrow_type).cast(pa.timestamp("us", arrow_type.tz)).cast(pa.int64()).as_py()
         return _wrap("TimestampMicrosWrapper", micros)
     return _encode_v2(value, arrow_type)
+
+
+def _bound(encode: Callable[..., Any], value: Any, arrow_type: pa.DataType, rounding: str) -> Any:
+    return _encode_v1(value, arrow_type, rounding) if encode is _encode_v1 else encode(value, arrow_type)
 
 
 def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, record_type: MetadataRecordType) -> bytes:
@@ -286,8 +331,8 @@ def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, reco
         "ColumnStatsMetadata": {
             "fileName": stats.file_name,
             "columnName": stats.column,
-            "minValue": None if stats.deleted else encode(stats.min_value, arrow_type),
-            "maxValue": None if stats.deleted else encode(stats.max_value, arrow_type),
+            "minValue": None if stats.deleted else _bound(encode, stats.min_value, arrow_type, decimal.ROUND_FLOOR),
+            "maxValue": None if stats.deleted else _bound(encode, stats.max_value, arrow_type, decimal.ROUND_CEILING),
             "valueCount": stats.value_count,
             "nullCount": stats.null_count,
             "totalSize": stats.total_size,
@@ -360,8 +405,8 @@ def table_ranges(table: pa.Table, file_name: str, columns: Iterable[str]) -> dic
             continue
         values = table.column(column)
         bounds = pc.min_max(values) if len(values) else None
-        low = bounds["min"].as_py() if bounds is not None else None
-        high = bounds["max"].as_py() if bounds is not None else None
+        low = column_value(bounds["min"].as_py(), None) if bounds is not None else None  # NaN: no bound
+        high = column_value(bounds["max"].as_py(), None) if bounds is not None else None
         out[column] = ColumnRange(file_name, column, low, high, len(values), values.null_count)
     return out
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lakeward.core.metadata_table.column_stats import ColumnRange, hash_id, partition_identifier
+import pyarrow as pa
+
+from lakeward.core.metadata_table.column_stats import ColumnRange, column_value, hash_id, partition_identifier
 
 PARTITION_STATS_PARTITION = "partition_stats"
 FILE_GROUP_PREFIX = "partition-stats"
@@ -23,8 +25,13 @@ def partition_stats_key(column: str, partition_path: str) -> str:
     return hash_id(column) + hash_id(partition_identifier(partition_path))
 
 
-def partition_range(partition_path: str, column: str, files: Iterable[ColumnRange]) -> ColumnRange:
-    """The range of `column` over the (live) files of a partition, as a tight-bound partition record."""
+def partition_range(
+    partition_path: str, column: str, files: Iterable[ColumnRange], arrow_type: pa.DataType | None = None
+) -> ColumnRange:
+    """The range of `column` (of `arrow_type`) over the (live) files of a partition, as a tight-bound
+    partition record. Bounds are compared as values of the column's type (`column_value`: files'
+    ranges decoded from the metadata table and computed from new files may differ in form); NaN
+    bounds nothing."""
     low = high = None
     values = nulls = size = raw = 0
     for r in files:
@@ -32,8 +39,9 @@ def partition_range(partition_path: str, column: str, files: Iterable[ColumnRang
         nulls += r.null_count
         size += r.total_size
         raw += r.total_uncompressed_size
-        if r.min_value is not None and (low is None or r.min_value < low):
-            low = r.min_value
-        if r.max_value is not None and (high is None or r.max_value > high):
-            high = r.max_value
+        file_low, file_high = column_value(r.min_value, arrow_type), column_value(r.max_value, arrow_type)
+        if file_low is not None and (low is None or file_low < low):
+            low = file_low
+        if file_high is not None and (high is None or file_high > high):
+            high = file_high
     return ColumnRange(partition_path, column, low, high, values, nulls, size, raw, tight_bound=True)

@@ -220,7 +220,7 @@ def partition_stats_cells(
                 arrow_type = schema.field(column).type
             if arrow_type is None:
                 continue
-            merged = partition_range(partition, column, ranges)
+            merged = partition_range(partition, column, ranges, arrow_type)
             cells[partition_stats_key(column, partition)] = encode_range(
                 merged, arrow_type, version, RecordType.PARTITION_STATS
             )

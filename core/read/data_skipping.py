@@ -12,7 +12,9 @@ none) may match anything, so the result is always that of an unpruned read.
 `partition_stats` (one range per partition and column) rules out whole partitions the same way.
 
 Predicates that prune: `=`, `in`, `<`, `<=`, `>`, `>=` (against min/max; null values never
-match them), `is null` (null count), `is not null` (null count below the value count). The others
+match them, except in an `in` list that holds None), `is null` (null count; files only: a
+partition's range does not count the rows of files written before its column existed), `is not
+null` (null count below the value count). NaN bounds nothing. The others
 (`!=`, `not in`, `like`, `match`, `phrase`, and pyarrow Expressions) keep every slice.
 """
 
@@ -35,6 +37,7 @@ from lakeward.core.metadata_table.column_stats import (
     COLUMN_STATS_PARTITION,
     ColumnRange,
     column_stats_key,
+    column_value,
     columns_filter,
     read_ranges,
 )
@@ -50,9 +53,15 @@ PRUNING_OPS = frozenset({"=", "in", "<", "<=", ">", ">=", "is null", "is not nul
 
 
 def _literal(value: Any, arrow_type: pa.DataType | None) -> Any:
-    """The filter literal as a Python value of the column's type (as the exact filter compares it)."""
+    """The filter literal as a Python value of the column's type (as the exact filter compares it).
+
+    A number against a floating-point column stays as it is: the exact filter compares a float32
+    column with a double literal in double, and the literal rounded to float32 could exclude the
+    very value it equals there (0.1 rounds up to 0.10000000149)."""
     if arrow_type is None or value is None:
         return value
+    if pa.types.is_floating(arrow_type) and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
     return pa.scalar(value).cast(arrow_type).as_py()
 
 
@@ -66,7 +75,9 @@ def may_match(stats: ColumnRange | None, predicate: ColumnPredicate, arrow_type:
         return stats.null_count > 0
     if predicate.op == "is not null":
         return stats.null_count < stats.value_count
-    low, high = stats.min_value, stats.max_value
+    if predicate.op == "in" and stats.null_count > 0 and any(v is None for v in predicate.value):
+        return True  # `in` accepts nulls when its list has one (as pyarrow's is_in)
+    low, high = column_value(stats.min_value, arrow_type), column_value(stats.max_value, arrow_type)
     if low is None or high is None:
         return stats.value_count > stats.null_count  # all null: no comparison matches; else no bounds
     try:
@@ -97,6 +108,17 @@ def _conjunction_may_match(
     types: Mapping[str, pa.DataType],
 ) -> bool:
     return all(may_match(stats_of(p.column), p, types.get(p.column)) for p in conjunction)
+
+
+def _partition_may_match(
+    conjunction: Sequence[ColumnPredicate],
+    stats_of: Any,
+    types: Mapping[str, pa.DataType],
+) -> bool:
+    """As `_conjunction_may_match` for a partition's range, which counts only the files that have
+    the column: the rows of older files without it (a column added later) read as null, so `is null`
+    is left to the files' own statistics."""
+    return _conjunction_may_match([p for p in conjunction if p.op != "is null"], stats_of, types)
 
 
 def _partition_range(ranges: Mapping[str, ColumnRange], partition_path: str, column: str) -> ColumnRange | None:
@@ -147,7 +169,7 @@ class StatsPruner:
             where = s.partition_path
             if use_partitions and where not in partition_verdicts:
                 partition_verdicts[where] = any(
-                    _conjunction_may_match(conj, partial(_partition_range, partition_ranges, where), types)
+                    _partition_may_match(conj, partial(_partition_range, partition_ranges, where), types)
                     for conj in dnf
                 )
             if use_partitions and not partition_verdicts[where]:
