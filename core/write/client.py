@@ -43,7 +43,7 @@ from lakeward.core.index.bucket import bucket_of_file_id
 from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.metadata_table.writer import apply_commit
-from lakeward.core.schema import META_COLUMNS, avro_schema_json, evolve_schema
+from lakeward.core.schema import META_COLUMNS, arrow_schema_from_avro, avro_schema_json, evolve_schema
 from lakeward.core.storage import Storage, read_cache
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services.rollback import (
@@ -263,7 +263,15 @@ class WriteClient:
         table_schema = resolve_table_schema(self.storage, timeline, self.config)
         if operation is WriteOperation.DELETE:
             return table_schema or batch_schema
-        schema = evolve_schema(table_schema, batch_schema) if table_schema is not None else batch_schema
+        if table_schema is None:
+            # The first write's files take the types every later write and reader derives from the
+            # schema it commits (int8 -> int32, time zone-less timestamps -> UTC): else the first files'
+            # types differed from all others', and a read's column types depended on which files it read.
+            table_schema = arrow_schema_from_avro(avro_schema_json(batch_schema, self.config.name))
+            fields = [table_schema.field(n).with_nullable(batch_schema.field(n).nullable) for n in names]
+            schema = pa.schema(fields, batch_schema.metadata)
+        else:
+            schema = evolve_schema(table_schema, batch_schema)
         if self.config.is_partitioned:
             for field in self.config.partition_fields:
                 if field not in names:
