@@ -867,7 +867,10 @@ class Table:
         (images without `_hoodie_*` columns: JSON strings, or typed structs with
         `images="struct"`). `begin` is exclusive and must be a completed, active (not
         archived), retained (not cleaned) instant after CDC was enabled, or "earliest"
-        (also "000"); `end` defaults to the latest completed instant. The per-file-group
+        (also "000"); `end` defaults to the latest completed instant. On table versions 8+
+        the range is in completion time (the commits that completed in it, whatever their
+        `ts_ms`: a range that begins at a write's instant time holds that write), as in
+        Hudi 1.x and `read_incremental`; on version 6 in instant time. The per-file-group
         work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
         """
         return self.scan(

@@ -38,6 +38,7 @@ from lakeward.core.cdc.changes import (
     INSERT,
     KEY,
     OP,
+    TS,
     UPDATE,
     as_images,
     block_keys,
@@ -582,13 +583,36 @@ def file_group_changes(
                 wanted.setdefault(path, set()).add(split.instant_time)
     reads.decode_cdc(wanted)  # every `.cdc` block of the group in one decoding pass
     new = [split for split in splits if _new_base_file(split)]
-    if len(new) > 1:
-        splits = [split for split in splits if not _new_base_file(split)]
-    parts = [split_changes(storage, split, full_schema, settings, reads, fill=False) for split in splits]
+    rest = [split for split in splits if not _new_base_file(split)] if len(new) > 1 else list(splits)
+    parts = [split_changes(storage, split, full_schema, settings, reads, fill=False) for split in rest]
     if len(new) > 1:
         parts.append(_new_base_file_inserts(reads, new, settings))
-    as_is = [i for i, split in enumerate(splits) if split.case is InferenceCase.AS_IS]
-    filled = _fill_images(storage, [(splits[i], parts[i]) for i in as_is], full_schema, settings, reads)
+    as_is = [i for i, split in enumerate(rest) if split.case is InferenceCase.AS_IS]
+    filled = _fill_images(storage, [(rest[i], parts[i]) for i in as_is], full_schema, settings, reads)
     for i, changes in zip(as_is, filled):
         parts[i] = changes
-    return pa.concat_tables(parts) if parts else empty_changes(full_schema)
+    changes = pa.concat_tables(parts) if parts else empty_changes(full_schema)
+    return of_planned_instants(changes, splits)
+
+
+def planned_instants(splits: Sequence[ChangeSplit]) -> frozenset[str]:
+    """The instant times of the commits whose changes `splits` were planned for."""
+    return frozenset(t for split in splits for t in (split.instants or (split.instant_time,)))
+
+
+def of_planned_instants(changes: pa.Table, splits: Sequence[ChangeSplit]) -> pa.Table:
+    """The `changes` of the commits `splits` were planned for (by `ts_ms`, the commit's instant time).
+
+    The plan alone decides which commits a range holds (`plan_change_splits`: by instant time
+    on version 6, by completion time on 8+), so rows are never compared with the range's
+    bounds: on 8+ a commit in (begin, end] may have an instant time at or before `begin` (it
+    completed after a later-requested one, or `begin` is its own instant time). This is
+    only a guard that a task returns no change of another commit (a `.cdc` file and a
+    slice's log hold several commits' blocks; the cases pick the planned ones already).
+    """
+    times = changes.column(TS)
+    wanted = pa.array(sorted(planned_instants(splits)), pa.string())
+    found = pc.unique(times)  # the few commit times of one task: checked before any row is copied
+    if pc.all(pc.is_in(found, value_set=wanted)).as_py() is not False:
+        return changes
+    return changes.filter(pc.is_in(times, value_set=wanted))

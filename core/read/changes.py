@@ -1,5 +1,9 @@
 """CDC queries: every change of every completed commit in (begin, end], one row per change.
 
+The range is in instant time on table version 6 and in completion time on 8+ (Hudi 1.x):
+the plan (`extract.plan_change_splits`) picks the commits, and each one's changes are all
+kept, whatever their `ts_ms` (on 8+ it may be at or before `begin`).
+
 Output columns (as Hudi's CDC query): `op` (`i`, `u`, `d`), `ts_ms` (the commit's
 instant time), `before` and `after` (row images without `_hoodie_*` columns; JSON
 strings by default, typed structs with `images="struct"`), ordered by commit time, then
@@ -113,7 +117,9 @@ def collect_changes(
 ) -> pa.Table:
     """The changes (`changes.change_schema`, images without `_hoodie_*` columns: `shown_images`) of
     the planned `splits` (`plan_change_splits`) of completed commits in (begin, end], sorted; each
-    file group's splits run as one `engine` task."""
+    file group's splits run as one `engine` task. The plan decides which commits are in the
+    range (on 8+ by completion time): rows are not compared with `begin` and `end`, whose
+    `ts_ms` is the commit's instant time (`extract.of_planned_instants`)."""
     full_schema = with_meta(schema)
     task = _FileGroupTask(
         storage.uri, tuple(sorted(storage.options.items())), full_schema, MergeSettings.from_config(config)
@@ -121,14 +127,6 @@ def collect_changes(
     groups = by_file_group(splits, pack_new=True)
     parts = engine.map(task, groups, f"CDC ({begin}, {end or 'latest'}]") if groups else []
     changes = pa.concat_tables([empty_changes(full_schema), *parts])
-    times = changes.column(TS)
-    bounds = pc.min_max(times)
-    lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
-    if lowest is not None and (lowest <= begin or (end is not None and highest > end)):
-        in_range = pc.greater(times, begin)
-        if end is not None:
-            in_range = pc.and_(in_range, pc.less_equal(times, end))
-        changes = changes.filter(in_range)
     changes = shown_images(changes)
     changes = changes.combine_chunks()
     return changes.take(change_order(changes))

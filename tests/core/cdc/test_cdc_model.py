@@ -24,6 +24,7 @@ from lakeward.core.exceptions import InstantNotFoundError
 from tests.interop.compare import fail_on
 from tests.support.change_model import ChangeModel, read_as_changes
 from tests.support.hudi_rs_states import readable_mismatches
+from tests.support.out_of_order import write_out_of_order
 
 KEYS = [f"k{i:02d}" for i in range(14)]
 PARTS = ["p0", "p1"]
@@ -137,3 +138,59 @@ def test_cdc_queries_match_the_model(tmp_path, table_type, mode, version):
 def test_cdc_queries_match_the_model_on_hudi_1x_tables(tmp_path, table_type, mode, version):
     """One seed per Hudi 1.x version in the default run (the slow run takes every mode and seed)."""
     _run(tmp_path, table_type, mode, 7, version)
+
+
+# -- Hudi 1.x ranges in completion time: the commits planned decide the rows, not their instant times --
+def _changes(table: Table, begin: str, end: str | None = None) -> list[tuple]:
+    got = table.read_changes(begin, end, images="struct").to_pylist()
+    return [(r["op"], r["ts_ms"], (r["after"] or r["before"])["id"], r["after"] and r["after"]["v"]) for r in got]
+
+
+def _latest_changes(changes: list[tuple]) -> list[tuple]:
+    """(commit time, key, value) of each key's last change that left a row: what an incremental read gives."""
+    last = {key: (ts, key, v) for op, ts, key, v in changes}
+    return sorted(row for row in last.values() if row[2] is not None)
+
+
+def _incremental(table: Table, begin: str, end: str | None = None) -> list[tuple]:
+    got = table.read_incremental(begin, end).to_pylist()
+    return sorted((r["_hoodie_commit_time"], r["id"], r["v"]) for r in got)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_write_that_completed_after_a_later_requested_one_is_in_its_completion_range(tmp_path, table_type):
+    """Two writers: A requested before B, completed after it. (B.completion, A.completion] holds
+    A's changes, though A's instant time (their `ts_ms`) is before the range's begin: a consumer
+    that read up to B's completion and goes on from there must not lose A."""
+    w = write_out_of_order(str(tmp_path / "t"), 9, table_type)
+    table = Table.open(w.path)
+    done = w.completion
+    a_changes = [("u", w.a, "a", 20), ("i", w.a, "c", 30)]
+    b_changes = [("u", w.b, "b", 200)]
+    assert _changes(table, done[w.b], done[w.a]) == a_changes
+    assert _changes(table, done[w.first], done[w.b]) == b_changes
+    assert _changes(table, done[w.first], done[w.a]) == a_changes + b_changes  # ordered by commit time
+    assert _changes(table, done[w.b]) == a_changes
+    for begin, end in ((done[w.b], done[w.a]), (done[w.first], done[w.b]), (done[w.first], done[w.a])):
+        assert _latest_changes(_changes(table, begin, end)) == _incremental(table, begin, end), (begin, end)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_changes_from_a_write_s_instant_time_include_that_write_on_hudi_1x(tmp_path, version, table_type):
+    """On 8+ a write completes after its instant time: a range that begins at its instant time
+    holds it (as `read_incremental` and hudi-rs read it); one that begins at its completion time does not."""
+    table = Table.create(str(tmp_path / "t"), table_version=version, record_key="id", partition_by="part",
+                         ordering_field="ts", table_type=table_type,
+                         options={"hoodie.table.cdc.enabled": "true"})  # fmt: skip
+    first = table.upsert(_batch([{"id": k, "part": "p0", "v": 1, "ts": 1} for k in ("a", "z")]))
+    second = table.upsert(_batch([{"id": k, "part": "p0", "v": 2, "ts": 2} for k in ("a", "b")]))
+    f, s = first.instant_time, second.instant_time
+    done = table.timeline().completion_times()
+    assert f < done[f] < s
+    later = [("u", s, "a", 2), ("i", s, "b", 2)]
+    assert _changes(table, f) == [("i", f, "a", 1), ("i", f, "z", 1), *later]
+    assert _latest_changes(_changes(table, f)) == _incremental(table, f) == [(f, "z", 1), (s, "a", 2), (s, "b", 2)]
+    assert _changes(table, f, done[s]) == _changes(table, f)
+    assert _changes(table, done[f]) == later
+    assert _latest_changes(_changes(table, done[f])) == _incremental(table, done[f])

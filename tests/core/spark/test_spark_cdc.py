@@ -15,6 +15,7 @@ import pytest
 
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError, LakewardError
 from lakeward.core.table import Table
+from tests.support.out_of_order import write_out_of_order
 
 pytestmark = pytest.mark.spark
 
@@ -394,3 +395,19 @@ def test_a_stream_on_a_version_8_table_reads_every_write_up_to_now(lakeward_spar
     table.delete(batch([2], 3))
     table.upsert(batch([0, 9], 4))
     assert multiset(run()) == multiset(table.read_changes("earliest", images="struct").to_pylist())
+
+
+def test_batch_cdc_read_of_a_write_that_completed_out_of_order_gives_its_changes(
+    lakeward_spark: Any, tmp_path: Path
+) -> None:
+    """Version 9: writer A requested before B and completed after it. The range (B.completion,
+    A.completion] holds A's changes on Spark as in `read_changes` (whose `ts_ms` is before the
+    range's begin), and a range that begins at a write's instant time holds that write."""
+    w = write_out_of_order(str(tmp_path / "t"), 9, "MERGE_ON_READ")
+    table = Table.open(w.path)
+    done = w.completion
+    for begin, end, written in ((done[w.b], done[w.a], {w.a}), (w.first, None, {w.first, w.a, w.b})):
+        options = {BEGIN: begin, IMAGES: "struct"} | ({END: end} if end else {})
+        want = table.read_changes(begin, end, images="struct").to_pylist()
+        assert {r["ts_ms"] for r in want} == written, f"({begin}, {end}]"
+        assert multiset(spark_rows(cdc_read(lakeward_spark, w.path, **options))) == multiset(want), f"({begin}, {end}]"
