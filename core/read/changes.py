@@ -62,8 +62,11 @@ def check_change_range(
         floor = max(floor, first_active)
     queryable = [t for t in completed if t >= floor]
     span = f"{queryable[0]} .. {queryable[-1]}" if queryable else "none yet"
-    if is_earliest(begin):
+    from_earliest = is_earliest(begin)
+    if from_earliest:
         begin = floor or "0" * 17
+        if archived and floor == first_active and completed and completed[0] == first_active:
+            begin = _just_before(first_active)  # the first active commit is retained: the range holds it
     if end is not None and end < begin:
         raise InstantNotFoundError(f"CDC range is empty: begin {begin} is after end {end}")
     pending = {i.time for i in timeline.pending_writes()}
@@ -76,7 +79,7 @@ def check_change_range(
             f"CDC was enabled on table {config.name} after instant {config.cdc_since}; changes before it were "
             f"not captured: begin at or after {config.cdc_since} (queryable instants: {span})"
         )
-    if archived and first_active is not None and begin < first_active:
+    if archived and first_active is not None and begin < first_active and not from_earliest:
         raise InstantNotFoundError(
             f"begin instant {begin} is archived (the active timeline starts at {first_active}); only active "
             f"instants can begin a CDC query: {span}"
@@ -84,6 +87,11 @@ def check_change_range(
     if end is not None and end in pending:
         raise InstantNotFoundError(f"end instant {end} is not completed yet; completed instants: {span}")
     return begin, end
+
+
+def _just_before(instant_time: str) -> str:
+    """The greatest time of the same width below `instant_time`: an exclusive begin that keeps it."""
+    return str(int(instant_time) - 1).zfill(len(instant_time))
 
 
 def folds_logs(config: TableConfig) -> bool:

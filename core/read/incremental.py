@@ -25,11 +25,18 @@ from lakeward.core.timeline.transitions import read_commit_metadata
 COMMIT_TIME = "_hoodie_commit_time"
 
 
-def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: str | None) -> list[FileSlice]:
+def incremental_slices(
+    storage: Storage, timeline: Timeline, begin: str, end: str | None, *, into_archive: bool = False
+) -> list[FileSlice]:
     """The file groups written in (begin, end], each as its latest slice as of `end`.
 
     Covers base files and log files (merge-on-read): the slice as of `end` holds every
     version written in the range, and a group replaced inside the range is left out.
+
+    `into_archive`: the range begins before the active timeline of a table whose archive keeps no
+    write stats (version 6): which groups the archived commits wrote is unknown, so every group's
+    slice as of `end` is read (Hudi's full-table-scan fallback; the commit-time row filter keeps
+    the records of the range).
     """
     if end is not None and end < begin:
         raise InstantNotFoundError(f"incremental range is empty: end {end} is before begin {begin}")
@@ -40,13 +47,16 @@ def incremental_slices(storage: Storage, timeline: Timeline, begin: str, end: st
         for stat in read_commit_metadata(storage, instant).write_stats():
             if stat.fileId:
                 touched.add((stat.partitionPath, stat.fileId))
+    if into_archive:
+        last = end or last or (timeline.completed_writes()[-1].time if timeline.completed_writes() else None)
     if last is None:
         return []
     view = FileSystemView.load(storage, timeline)
     # with completion times (layout 2) `end` is a completion time: slices as of the last write
     as_of = last if timeline.completion_times() else (end or last)
     verify_listing(storage, timeline, view, as_of)
-    return [s for s in view.latest_file_slices(as_of=as_of) if (s.partition_path, s.file_id) in touched]
+    slices = view.latest_file_slices(as_of=as_of)
+    return list(slices) if into_archive else [s for s in slices if (s.partition_path, s.file_id) in touched]
 
 
 def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:

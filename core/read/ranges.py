@@ -66,6 +66,14 @@ def incremental_range(
     return IncrementalRange.resolve(timeline, start, stop)
 
 
+def begins_in_version_6_archive(storage: Storage, config: TableConfig, timeline: Timeline, begin: str) -> bool:
+    """Whether a range beginning at `begin` reaches archived commits whose write stats are gone: version
+    6's archive (8+ keeps them in the LSM history, which the timeline carries)."""
+    if config.version.lsm_history or not timeline.instants or begin >= timeline.instants[0].time:
+        return False
+    return has_archived_timeline(storage, config.archive_folder)
+
+
 def change_range(
     storage: Storage, config: TableConfig, timeline: Timeline, begin: InstantTime | None, end: InstantTime | None
 ) -> tuple[str, str | None]:

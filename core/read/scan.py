@@ -40,7 +40,7 @@ from lakeward.core.read.data_skipping import StatsPruner
 from lakeward.core.read.filters import Filters, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
-from lakeward.core.read.ranges import change_range, incremental_range, resolve_as_of
+from lakeward.core.read.ranges import begins_in_version_6_archive, change_range, incremental_range, resolve_as_of
 from lakeward.core.read.spark_changes import ChangeQuery, changes_dataframe
 from lakeward.core.schema import META_COLUMNS
 from lakeward.core.storage import Storage
@@ -210,7 +210,10 @@ class Scan:
         if self.query_type is QueryType.INCREMENTAL:
             assert self.begin is not None
             window = incremental_range(self.storage, self.config, self.timeline, self.begin, self.end)
-            slices = incremental_slices(self.storage, self.timeline, window.begin, window.end)
+            into_archive = begins_in_version_6_archive(self.storage, self.config, self.timeline, window.begin)
+            slices = incremental_slices(
+                self.storage, self.timeline, window.begin, window.end, into_archive=into_archive
+            )
             return ScanPlan(
                 self.query_type,
                 self.timeline,
