@@ -32,7 +32,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.metadata_listing import metadata_partitions
-from lakeward.core.index.secondary.predicates import ColumnPredicate, Dnf, parse_filters
+from lakeward.core.index.secondary.predicates import ColumnPredicate, Dnf, literal, parse_filters
 from lakeward.core.metadata_table.column_stats import (
     COLUMN_STATS_PARTITION,
     ColumnRange,
@@ -52,17 +52,22 @@ log = logging.getLogger(__name__)
 PRUNING_OPS = frozenset({"=", "in", "<", "<=", ">", ">=", "is null", "is not null"})
 
 
+class _Undecided(Exception):
+    """A literal the statistics cannot compare exactly: the slice is kept."""
+
+
 def _literal(value: Any, arrow_type: pa.DataType | None) -> Any:
     """The filter literal as a Python value of the column's type (as the exact filter compares it).
 
-    A number against a floating-point column stays as it is: the exact filter compares a float32
-    column with a double literal in double, and the literal rounded to float32 could exclude the
-    very value it equals there (0.1 rounds up to 0.10000000149)."""
+    Only a literal that is exactly a value of the column's type (`predicates.literal`) prunes: a
+    float32 column holds no 0.1 (the exact filter compares in double, where 0.10000000149 > 0.1),
+    a date column no datetime of noon; comparing their converted values would drop rows."""
     if arrow_type is None or value is None:
         return value
-    if pa.types.is_floating(arrow_type) and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return pa.scalar(value).cast(arrow_type).as_py()
+    scalar = literal(value, arrow_type)
+    if scalar is None:
+        raise _Undecided
+    return scalar.as_py()
 
 
 def may_match(stats: ColumnRange | None, predicate: ColumnPredicate, arrow_type: pa.DataType | None) -> bool:
@@ -76,7 +81,7 @@ def may_match(stats: ColumnRange | None, predicate: ColumnPredicate, arrow_type:
     if predicate.op == "is not null":
         return stats.null_count < stats.value_count
     if predicate.op == "in" and stats.null_count > 0 and any(v is None for v in predicate.value):
-        return True  # `in` accepts nulls when its list has one (as pyarrow's is_in)
+        return True  # `in` accepts nulls when its list has one (as pyarrow's is_in; NaN too: undecided below)
     low, high = column_value(stats.min_value, arrow_type), column_value(stats.max_value, arrow_type)
     if low is None or high is None:
         return stats.value_count > stats.null_count  # all null: no comparison matches; else no bounds
@@ -93,7 +98,7 @@ def may_match(stats: ColumnRange | None, predicate: ColumnPredicate, arrow_type:
             ">": lambda: high > value,
             ">=": lambda: high >= value,
         }[predicate.op]()
-    except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (_Undecided, TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return True  # not comparable here: the exact filter decides
 
 

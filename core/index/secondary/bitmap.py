@@ -325,10 +325,12 @@ class BitmapIndexFile:
         if op in ("=", "!=", "in", "not in"):
             values = [p.value] if op in ("=", "!=") else list(p.value)
             scalars = [literal(v, d.data_type) for v in values]
-            if any(s is None for s in scalars) and any(v is not None for v in values):
-                return None  # a literal of another type: let the scan decide what it means
+            if any(s is None for s, v in zip(scalars, values, strict=True) if v is not None):
+                return None  # not exactly a value of the column (another type, NaN): the scan decides
             present = [s for s in scalars if s is not None and not _is_nan(s)]
             found = BitMap()
+            if op == "in" and any(v is None for v in values):
+                found |= self._bitmap(section["nulls"])  # an in-list with None accepts nulls (pyarrow's is_in)
             for block, group in _group_by_block(d, [s.as_py() for s in present]).items():
                 wanted = pa.array(group, d.data_type)
                 found |= self._block_rows(p.column, block, lambda v, w=wanted: pc.is_in(v, value_set=w))

@@ -18,6 +18,8 @@ turned into index predicates (such reads scan).
 
 from __future__ import annotations
 
+import decimal
+import numbers
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,7 +114,12 @@ def predicate_expression(p: ColumnPredicate) -> pc.Expression:
     if op == ">=":
         return field >= value
     if op == "in":
-        return field.isin(list(value))
+        values = list(value)
+        if any(isinstance(v, float) and v != v for v in values):
+            # is_in accepts NaN, but Parquet statistics leave NaN out of min/max and the dataset scan
+            # prunes on them: NaN is asked for on its own, which no statistic rules out
+            return field.isin([v for v in values if not (isinstance(v, float) and v != v)]) | pc.is_nan(field)
+        return field.isin(values)
     if op == "not in":
         return ~field.isin(list(value))
     if op == "is null":
@@ -226,16 +233,33 @@ def register_text_functions() -> None:
 
 # -- literals --------------------------------------------------------------------------------
 def literal(value: Any, data_type: pa.DataType) -> pa.Scalar | None:
-    """`value` as a scalar of the column's type; None when it is not one (the index then does not answer)."""
+    """`value` as a scalar of the column's type; None when it is not exactly one (the index or the
+    statistics then do not answer, and the exact filter decides what it means).
+
+    Not exactly one: a conversion that changes the value (5.5 on an integer column, 0.1 on a float32
+    column, a datetime on a date column, a time zone-less datetime on a UTC column) and NaN. Answering
+    with the converted value would drop rows the exact filter keeps: it compares in the wider type.
+    """
     if pa.types.is_dictionary(data_type):
         data_type = data_type.value_type
     try:
         if isinstance(value, pa.Scalar):
             value = value.as_py()
         scalar = pa.scalar(value, type=data_type)
+        if not scalar.is_valid:
+            return None
+        converted = scalar.as_py()
+        if type(converted) is not type(value) and not (_is_number(converted) and _is_number(value)):
+            return None  # e.g. a datetime taken as a date: a different value, whatever == says
+        if not converted == value:  # also NaN, which equals nothing
+            return None
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
         return None
-    return scalar if scalar.is_valid else None
+    return scalar
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number | decimal.Decimal) and not isinstance(value, bool)
 
 
 def like_prefix(pattern: str) -> str | None:

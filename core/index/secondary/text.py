@@ -205,9 +205,11 @@ class TextIndexFile:
             if prefix is None:
                 return None
             terms = words(prefix)
-            if not terms:
-                return None
+            if not terms or not prefix[-1].isascii():
+                return None  # whether a non-ASCII last character ends a word is tantivy's call: the scan decides
             last_open = prefix[-1].isalnum() and words(prefix[-1])
+            if last_open and (not terms[-1].isascii() or len(terms[-1]) > _MAX_REGEX_WORD):
+                return None  # quoted for tantivy's regex only in ASCII, and only so long: the scan decides
             parts = [tantivy.Query.term_query(schema, field, t) for t in (terms[:-1] if last_open else terms)]
             if last_open:
                 parts.append(tantivy.Query.regex_query(schema, field, _regex_literal(terms[-1]) + ".*"))
@@ -232,6 +234,10 @@ class TextIndexFile:
 
     def estimate(self, p: ColumnPredicate) -> int | None:
         return None
+
+
+#: The longest last word a `like` prefix query is built for (tantivy compiles regexes up to a size).
+_MAX_REGEX_WORD = 100
 
 
 def _regex_literal(word: str) -> str:

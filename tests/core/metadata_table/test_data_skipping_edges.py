@@ -169,3 +169,16 @@ def test_a_pruned_read_has_the_column_types_of_a_full_read(tmp_path: Path, versi
         table.bulk_insert(pa.Table.from_pylist([row], schema=schema))
     assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("i8", "=", 1)])] == [1]
     assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("i8", "=", 3)])] == [3]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_datetime_literal_on_a_date_column_prunes_no_file_holding_matches(tmp_path: Path, version: int) -> None:
+    """The literal was cast to the column's type: datetime(2024, 1, 5, 12) became 2024-01-05, so
+    `d < noon of the 5th` pruned the file whose minimum is the 5th."""
+    table = _table(tmp_path / "t", version)
+    for day in (1, 5, 9):
+        first = dt.date(2024, 1, day)
+        rows = {"id": [day, day + 1], "part": ["a", "a"], "o": [1, 1], "d": [first, first + dt.timedelta(days=1)]}
+        table.bulk_insert(pa.table(rows))
+    noon = dt.datetime(2024, 1, 5, 12)
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("d", "<", noon)])] == [1, 2, 5]
