@@ -507,12 +507,14 @@ def _refuse_first(mask: pa.Array, message: Callable[[int], str]) -> None:
         raise ConfigError(message(pc.index(mask, True).as_py()))
 
 
-def located_by_record_index(index: RecordIndex, slices: Sequence[FileSlice], keys: pa.Array) -> pa.Array:
-    """File id holding each key (null: a new key) among `slices`, the latest slices of one partition."""
+def located_by_record_index(
+    index: RecordIndex, partition: str, slices: Sequence[FileSlice], keys: pa.Array
+) -> pa.Array:
+    """File id holding each key (null: a new key) among `slices`, the latest slices of `partition` (none
+    for a partition without file groups yet: a key the index places anywhere is then refused too)."""
     partitions, file_ids = index.locate(keys)
     if not len(keys):
         return file_ids
-    partition = slices[0].partition_path if slices else ""
     elsewhere = pc.and_(pc.is_valid(partitions), pc.not_equal(partitions, pa.scalar(partition)))
     _refuse_first(
         elsewhere,

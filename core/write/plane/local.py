@@ -245,8 +245,9 @@ class LocalDataPlane:
         return change
 
     # -- tagging and assignment -----------------------------------------------------------------
-    def _locate(self, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:
-        """File group holding each key: confirmed against base and committed log keys of the slices."""
+    def _locate(self, partition: str, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:
+        """File group holding each key among the latest `slices` of `partition`: confirmed against base
+        and committed log keys of the slices (or placed by the record index, which is global)."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
         if not self.config.populate_meta_fields:
@@ -255,7 +256,7 @@ class LocalDataPlane:
         if wc.index_type == "SIMPLE":
             return simple_index.locate(self.storage, self.engine, slices, keys, committed)
         if self._record_index is not None:
-            return located_by_record_index(self._record_index, slices, keys)
+            return located_by_record_index(self._record_index, partition, slices, keys)
         # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
         return bloom_index.locate(
             self.storage,
@@ -303,9 +304,9 @@ class LocalDataPlane:
                     assert file_id is not None
                     updates[(partition, file_id)] = group.drop_columns([LOCATION])
                 continue
-            if tag and slices:
+            if tag and (slices or self._record_index is not None):  # the record index is global
                 located = rows.append_column(
-                    LOCATION, self._locate(slices, rows.column(RECORD_KEY).combine_chunks(), view.timeline)
+                    LOCATION, self._locate(partition, slices, rows.column(RECORD_KEY).combine_chunks(), view.timeline)
                 )
                 groups = split_by(located, LOCATION)
                 for file_id, group in groups.items():
@@ -329,15 +330,15 @@ class LocalDataPlane:
         found: dict[tuple[str, str], pa.Table] = {}
         for partition, group in split_by(rows, PARTITION_PATH).items():
             slices = by_partition.get(partition or "", [])
-            if not slices:
-                continue
+            if not slices and self._record_index is None:
+                continue  # no file group holds a key here (the record index, global, is asked anyway)
             keys = group.column(RECORD_KEY).combine_chunks()
             if self.write_config.index_type == "BUCKET":
                 located, new_ids = bucket_index.locate(slices, self._bucket_ids(group))
                 if new_ids:  # buckets without a file group hold none of these keys
                     located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:
-                located = self._locate(slices, keys, view.timeline)
+                located = self._locate(partition or "", slices, keys, view.timeline)
             columns = {RECORD_KEY: keys, LOCATION: located}
             if ordering and ordering in group.column_names:
                 columns[ordering] = group.column(ordering).combine_chunks()

@@ -48,7 +48,8 @@ class RecordIndexTagging:
 
     def __init__(self, storage: Storage, keys: pa.Table, candidates: Sequence[FileSlice], is_delete: str):
         """`keys`: the batch's (PARTITION_PATH, RECORD_KEY, `is_delete`) columns; `candidates`: the
-        latest file slices of the batch's partitions (a partition without slices holds no key)."""
+        latest file slices of the batch's partitions (a partition without slices holds no key; a key
+        the index places in another partition is refused wherever the batch puts it)."""
         index = RecordIndex(storage)
         index.prefetch(keys.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
         by_partition: dict[str, list[FileSlice]] = {}
@@ -56,11 +57,10 @@ class RecordIndexTagging:
             by_partition.setdefault(s.partition_path, []).append(s)
         found: list[pa.Table] = []
         for partition, rows in split_by(keys, PARTITION_PATH).items():
-            slices = by_partition.get(partition or "")
-            if not slices:
-                continue
+            slices = by_partition.get(partition or "", [])
             key_column = rows.column(RECORD_KEY).combine_chunks()
-            file_ids = located_by_record_index(index, slices, key_column)
+            # a partition without file groups holds no key, but the index may place one elsewhere (refused)
+            file_ids = located_by_record_index(index, partition or "", slices, key_column)
             hit = pc.is_valid(file_ids)
             found.append(
                 pa.table(

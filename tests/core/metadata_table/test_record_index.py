@@ -105,6 +105,17 @@ def test_record_index_refuses_a_key_moving_partition(tmp_path: Path):
     table.upsert(_batch({"k2": ("p2", 1, 2)}))
     with pytest.raises(ConfigError, match="global index"):
         table.upsert(_batch({"k1": ("p2", 2, 1)}))
+    before = sorted(p for p in Path(path).rglob("*") if ".hoodie" not in p.parts)
+    # A partition without file groups yet: the key was written a second time there (no lookup ran)
+    with pytest.raises(ConfigError, match="global index"):
+        table.upsert(_batch({"k1": ("p9", 2, 1)}))
+    with pytest.raises(ConfigError, match="global index"):  # a delete naming a partition the key is not in
+        table.delete(_batch({"k1": ("p9", 2, 1)}))
+    assert sorted(p for p in Path(path).rglob("*") if ".hoodie" not in p.parts) == before, "data files changed"
+    assert sorted(Table.open(path).read(columns=["id", "part"]).to_pylist(), key=str) == [
+        {"id": "k1", "part": "p1"},
+        {"id": "k2", "part": "p2"},
+    ]
 
 
 def test_disabling_the_record_index_drops_it(tmp_path: Path):

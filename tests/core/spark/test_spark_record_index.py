@@ -112,3 +112,5 @@ def test_spark_record_index_tagging_matches_the_model(
         key = sorted(model)[0]
         moved = {key: ("p0" if model[key][0] != "p0" else "p1", 9, 0)}
         table.upsert(spark.createDataFrame(batch(moved).to_pandas()))
+    with pytest.raises(ConfigError, match="global index"):  # also into a partition without file groups
+        table.upsert(spark.createDataFrame(batch({sorted(model)[0]: ("p-new", 9, 0)}).to_pandas()))
