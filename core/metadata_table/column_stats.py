@@ -294,9 +294,7 @@ def _v1_decimal(value: Any, rounding: str) -> decimal.Decimal | None:
     return bound if len(bound.as_tuple().digits) <= _V1_DECIMAL_PRECISION else None
 
 
-def _encode_v1(
-    value: Any, arrow_type: pa.DataType, rounding: str = decimal.ROUND_HALF_EVEN
-) -> tuple[str, dict[str, Any]] | None:
+def _encode_v1(value: Any, arrow_type: pa.DataType, rounding: str) -> tuple[str, dict[str, Any]] | None:
     if value is None:
         return None
     if pa.types.is_decimal(arrow_type):
@@ -310,13 +308,13 @@ def _encode_v1(
     return _encode_v2(value, arrow_type)
 
 
-def _bound(encode: Callable[..., Any], value: Any, arrow_type: pa.DataType, rounding: str) -> Any:
-    return _encode_v1(value, arrow_type, rounding) if encode is _encode_v1 else encode(value, arrow_type)
-
-
 def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, record_type: MetadataRecordType) -> bytes:
     """The Avro value of `stats` (index `version` 1 or 2), the key field empty as Hudi writes it."""
-    encode = _encode_v2 if version >= 2 else _encode_v1
+
+    def encode(value: Any, rounding: str) -> tuple[str, dict[str, Any]] | None:
+        """A bound (`rounding` outward: floor for the minimum, ceiling for the maximum; version 1 only)."""
+        return _encode_v2(value, arrow_type) if version >= 2 else _encode_v1(value, arrow_type, rounding)
+
     value_type = None
     if version >= 2:
         if stats.min_value is None and stats.max_value is None:
@@ -331,8 +329,8 @@ def encode_range(stats: ColumnRange, arrow_type: pa.DataType, version: int, reco
         "ColumnStatsMetadata": {
             "fileName": stats.file_name,
             "columnName": stats.column,
-            "minValue": None if stats.deleted else _bound(encode, stats.min_value, arrow_type, decimal.ROUND_FLOOR),
-            "maxValue": None if stats.deleted else _bound(encode, stats.max_value, arrow_type, decimal.ROUND_CEILING),
+            "minValue": None if stats.deleted else encode(stats.min_value, decimal.ROUND_FLOOR),
+            "maxValue": None if stats.deleted else encode(stats.max_value, decimal.ROUND_CEILING),
             "valueCount": stats.value_count,
             "nullCount": stats.null_count,
             "totalSize": stats.total_size,

@@ -66,12 +66,17 @@ def incremental_range(
     return IncrementalRange.resolve(timeline, start, stop)
 
 
+def _has_version_6_archive(storage: Storage, config: TableConfig) -> bool:
+    """Whether the table archived instants the way version 6 does: with no way back to their files
+    (8+ keeps each archived commit's metadata in the LSM history, which the timeline carries)."""
+    return not config.version.lsm_history and has_archived_timeline(storage, config.archive_folder)
+
+
 def begins_in_version_6_archive(storage: Storage, config: TableConfig, timeline: Timeline, begin: str) -> bool:
-    """Whether a range beginning at `begin` reaches archived commits whose write stats are gone: version
-    6's archive (8+ keeps them in the LSM history, which the timeline carries)."""
-    if config.version.lsm_history or not timeline.instants or begin >= timeline.instants[0].time:
+    """Whether a range beginning at `begin` reaches archived commits whose write stats are gone."""
+    if not timeline.instants or begin >= timeline.instants[0].time:
         return False
-    return has_archived_timeline(storage, config.archive_folder)
+    return _has_version_6_archive(storage, config)
 
 
 def change_range(
@@ -94,7 +99,7 @@ def change_range(
     # before the active timeline. The LSM history of 8+ holds each archived commit's metadata
     # (the timeline carries those instants), and Hudi 1.x's incremental and CDC queries read
     # into it: there a range may begin in the history, as long as no clean removed its files.
-    archived = not config.version.lsm_history and has_archived_timeline(storage, config.archive_folder)
+    archived = _has_version_6_archive(storage, config)
     start, stop = check_change_range(timeline, config, start, stop, archived)
     stop = stable_end(timeline, start, stop)
     check_incremental_retained(storage, timeline, start, stop)
