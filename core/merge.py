@@ -20,27 +20,27 @@ PARTITION_PATH = "_hoodie_partition_path"
 _ROW = "__lakeward_row"
 
 
-def deduplicate(batch: pa.Table, ordering_field: str | None) -> pa.Table:
-    """Keep one record per (partition path, record key): the largest ordering value, else the last."""
+def deduplicate(batch: pa.Table, ordering_field: str | None, by_key_only: bool = False) -> pa.Table:
+    """Keep one record per (partition path, record key), or per record key with `by_key_only`
+    (a global index's rule, as Hudi's): the largest ordering value, else the last."""
     if batch.num_rows < 2:
         return batch
     if len(pc.unique(batch.column(RECORD_KEY))) == batch.num_rows:
         return batch  # every key once (the usual batch): one hash pass instead of a sort of the string keys
     indexed = batch.append_column(_ROW, pa.array(np.arange(batch.num_rows), pa.int64()))
-    sort_keys = [(PARTITION_PATH, "ascending"), (RECORD_KEY, "ascending")]
+    group_by = [RECORD_KEY] if by_key_only else [PARTITION_PATH, RECORD_KEY]
+    sort_keys = [(column, "ascending") for column in group_by]
     if ordering_field:
         sort_keys.append((ordering_field, "ascending"))
     sort_keys.append((_ROW, "ascending"))
     order = pc.sort_indices(indexed, sort_keys=sort_keys)
-    keys = pc.take(indexed.column(RECORD_KEY), order).combine_chunks()
-    parts = pc.take(indexed.column(PARTITION_PATH), order).combine_chunks()
-    if len(keys) < 2:
-        return batch
-    changes = pc.or_(
-        pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1)),
-        pc.not_equal(parts.slice(1), parts.slice(0, len(parts) - 1)),
-    ).to_numpy(zero_copy_only=False)
-    last_of_group = np.append(changes, True)
+    changes = None
+    for column in group_by:
+        values = pc.take(indexed.column(column), order).combine_chunks()
+        changed = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1))
+        changes = changed if changes is None else pc.or_(changes, changed)
+    assert changes is not None
+    last_of_group = np.append(changes.to_numpy(zero_copy_only=False), True)
     if last_of_group.all():
         return batch
     keep_rows = np.sort(pc.take(indexed.column(_ROW), order).to_numpy()[last_of_group])

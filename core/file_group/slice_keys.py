@@ -3,8 +3,10 @@
 Index lookups confirm candidate keys against these (as Hudi's key lookup handle confirms
 against a file slice), so a key that lives only in a log is found, and a key no slice
 holds is an insert. Keys of delete blocks count too: a key deleted in a file group's log
-still belongs to that group until a compaction drops it, so a re-insert goes there and
-never makes a second copy elsewhere.
+still belongs to that group until a compaction drops it, so a re-upsert goes there and
+never makes a second copy elsewhere. Such a key is held but not live (`deleted_last`):
+an `insert` (which looks nothing up, as Hudi's) can put it live into another group, and
+lookups then prefer the group where it lives (`index.base.confirm`).
 
 Which log blocks count follows the read rules (`file_group.reader`), for the latest
 state: blocks of completed (or archived) write instants, minus those a rollback command
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeward.core.exceptions import CorruptTableError
@@ -227,6 +230,23 @@ def log_block_keys(
         assert b.keys is not None
         parts.append((b.block_type is BlockType.DELETE, b.keys))
     return parts
+
+
+def deleted_last(blocks: Sequence[tuple[bool, pa.Array]]) -> pa.Array:
+    """The keys whose last event among `blocks` ((is a delete block, keys) in log order, as
+    `log_block_keys` gives them) is a delete: the slice holds them, but not live. Duplicates possible.
+
+    A key a base file holds is live unless a delete block names it; the ordering values of
+    ordered deletes are not weighed (a delete that lost to a newer record counts as a delete),
+    which only costs a lookup its preference for this group, never a row."""
+    dead = pa.array([], pa.string())
+    for is_delete, keys in blocks:
+        keys = keys.cast(pa.string())
+        if is_delete:
+            dead = pa.concat_arrays([dead, keys])
+        elif len(dead):
+            dead = dead.filter(pc.invert(pc.is_in(dead, value_set=keys)))
+    return dead
 
 
 def base_record_keys(storage: Storage, file_slice: FileSlice) -> pa.Array:

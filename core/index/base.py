@@ -3,7 +3,8 @@
 Every index answers the same question over the latest file slices of a partition and
 returns one file id (or null) per key. A key is held by a slice when its base file or one
 of its committed log blocks (data or delete) names it; candidates are confirmed against
-those real keys, so a key lives in at most one file group. The per-file work (read
+those real keys. A key is live in at most one file group; it can be held, deleted, by
+others (an `insert` looks nothing up), and the group where it is live wins the lookup. The per-file work (read
 footers, read the key column, scan log blocks for keys) is plain Python over Arrow, run
 by an engine.
 """
@@ -22,7 +23,13 @@ from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
-from lakeward.core.file_group.slice_keys import RECORD_KEY, CommittedInstants, base_record_keys, log_record_keys
+from lakeward.core.file_group.slice_keys import (
+    RECORD_KEY,
+    CommittedInstants,
+    base_record_keys,
+    deleted_last,
+    log_block_keys,
+)
 from lakeward.core.keygen import record_keys
 from lakeward.core.storage import Storage
 
@@ -41,6 +48,18 @@ def read_keys(
     `virtual_keys`: the config of a table written without meta fields, whose keys are computed
     from the key generator's fields (Hudi's SIMPLE index on such tables reads those fields).
     """
+    return read_key_states(storage, file_slice, committed, with_base, virtual_keys)[0]
+
+
+def read_key_states(
+    storage: Storage,
+    file_slice: FileSlice,
+    committed: CommittedInstants = NO_INSTANTS,
+    with_base: bool = True,
+    virtual_keys: TableConfig | None = None,
+) -> tuple[pa.Array, pa.Array]:
+    """(held, deleted): the keys `read_keys` gives, and those of them whose last event in the
+    slice's committed logs is a delete (`slice_keys.deleted_last`; duplicates possible in both)."""
     parts = []
     if with_base:
         parts.append(
@@ -48,12 +67,16 @@ def read_keys(
             if virtual_keys is None
             else _virtual_base_keys(storage, file_slice, virtual_keys)
         )
+    deleted = pa.array([], pa.string())
     if file_slice.log_files:
         key_field = RECORD_KEY if virtual_keys is None else virtual_keys.virtual_key_field
         if key_field is None:  # refused at create (`check_virtual_keys`); a table made elsewhere
             raise ConfigError("a merge-on-read table without meta fields needs a single-field record key")
-        parts.append(log_record_keys(storage, file_slice.log_files, committed, key_field))
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        blocks = log_block_keys(storage, file_slice.log_files, committed, key_field)
+        parts.extend(keys.cast(pa.string()) for _, keys in blocks)
+        deleted = deleted_last(blocks)
+    held = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    return held, deleted
 
 
 def _virtual_base_keys(storage: Storage, file_slice: FileSlice, config: TableConfig) -> pa.Array:
@@ -86,36 +109,61 @@ def confirm(
     result: np.ndarray,
     description: str = "confirm index candidates",
     virtual_keys: TableConfig | None = None,
+    deleted: np.ndarray | None = None,
 ) -> None:
     """Set `result[i]` to the file id of the probed slice that really holds key i (one task per slice).
 
+    A slice where the key is live wins over one that holds it only deleted (`deleted[i]` says
+    which `result[i]` is: pass the same array to every call that fills `result`).
     The base file is read (key column only) only when some key is a base candidate; log
     files only when the slice has some.
     """
     work = [p for p in probes if p.base.any() or (p.logs.any() and p.file_slice.log_files)]
+    if deleted is None:
+        deleted = np.zeros(len(result), dtype=bool)
 
-    def task(probe: Probe) -> tuple[Probe, pa.Array]:
+    def task(probe: Probe) -> tuple[Probe, tuple[pa.Array, pa.Array]]:
         file_slice = probe.file_slice
         with_base = bool(probe.base.any()) and file_slice.base_file is not None
         if not probe.logs.any():
             file_slice = replace(file_slice, log_files=())
-        return probe, read_keys(storage, file_slice, committed, with_base, virtual_keys)
+        return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys)
 
-    for probe, file_keys in engine.map(task, work, description):
-        assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result)
+    for probe, (file_keys, dead) in engine.map(task, work, description):
+        assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result, dead, deleted)
 
 
 def assign_confirmed(
-    keys: pa.Array, candidates: np.ndarray, file_keys: pa.Array, file_id: str, result: np.ndarray
+    keys: pa.Array,
+    candidates: np.ndarray,
+    file_keys: pa.Array,
+    file_id: str,
+    result: np.ndarray,
+    file_deleted: pa.Array | None = None,
+    deleted: np.ndarray | None = None,
 ) -> None:
-    """Mark `result[i] = file_id` for candidate keys that the file really holds."""
+    """Mark `result[i] = file_id` for candidate keys that the file really holds; with `file_deleted`
+    (the file's keys held only deleted) and `deleted` (which results are such), a location where the
+    key is live replaces one where it is deleted, and a deleted one only fills an empty result."""
     if not candidates.any() or not len(file_keys):
         return
     rows = np.flatnonzero(candidates)
     # Hash the (smaller) candidate set and probe it with the file's keys.
-    found = pc.index_in(file_keys, value_set=keys.take(pa.array(rows)))
-    hits = pc.drop_null(found).to_numpy(zero_copy_only=False)
-    result[rows[np.unique(hits)]] = file_id
+    wanted = keys.take(pa.array(rows))
+    found = pc.index_in(file_keys, value_set=wanted)
+    hits = rows[np.unique(pc.drop_null(found).to_numpy(zero_copy_only=False))]
+    if file_deleted is None or deleted is None or not len(file_deleted):
+        result[hits] = file_id
+        if deleted is not None:
+            deleted[hits] = False
+        return
+    dead_here = pc.is_in(keys.take(pa.array(hits)), value_set=file_deleted).to_numpy(zero_copy_only=False)
+    live, dead = hits[~dead_here], hits[dead_here]
+    result[live] = file_id
+    deleted[live] = False
+    dead = dead[result[dead] == ""]
+    result[dead] = file_id
+    deleted[dead] = True
 
 
 def locations_array(result: np.ndarray) -> pa.Array:

@@ -141,6 +141,7 @@ def locate(
     committed: CommittedInstants = NO_INSTANTS,
     unconfirmed_single: bool = False,
     filters: FilterSource | None = None,
+    deleted: np.ndarray | None = None,
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -156,6 +157,8 @@ def locate(
     group's log as an "update" of a key the group does not hold.
 
     `filters`: where the base files' bloom filters come from instead of their footers.
+    `deleted` (n booleans, filled): which keys were located in a group that holds them only
+    deleted, none holding them live (`index.base.confirm`): a write there re-adds them.
     """
     result = empty_locations(len(keys))
     if not slices or not len(keys):
@@ -167,6 +170,8 @@ def locate(
     footers = engine.map(lambda s: _footer(storage, s, filters), with_base, "read footers")
     admitted = dict(zip((s.file_id for s in with_base), _admitted(keys, footers, prune_by_ranges)))
     with_logs = [s for s in slices if s.log_files]
+    if deleted is None:
+        deleted = np.zeros(n, dtype=bool)  # located where the key is held only deleted (`confirm`)
     # Slices with logs: every key against the logs, admitted ones against the base file.
     confirm(
         storage,
@@ -176,8 +181,9 @@ def locate(
         committed,
         result,
         "confirm keys in slices with logs",
+        deleted=deleted,
     )
-    open_keys = result == ""
+    open_keys = (result == "") | deleted  # a key deleted in a log may live in a base file (re-inserted)
     # Base-only slices some key is admitted by: the others need no further look.
     base_only = [(s, rows[open_keys[rows]]) for s in with_base if not s.log_files for rows in [admitted[s.file_id]]]
     base_only = [(s, rows) for s, rows in base_only if len(rows)]
@@ -195,6 +201,7 @@ def locate(
         committed,
         result,
         "confirm bloom candidates",
+        deleted=deleted,
     )
     return locations_array(result)
 

@@ -75,6 +75,7 @@ from lakeward.core.file_group.slice_keys import (
     CommittedInstants,
     base_record_keys,
     block_record_keys,
+    deleted_last,
     log_block_keys,
 )
 from lakeward.core.file_group.view import FileSystemView
@@ -566,15 +567,11 @@ def tagged_change(
 
 
 def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:
-    """The distinct keys a slice holds live: its base file's, then each committed log block in order
-    (data blocks add their keys, delete blocks remove theirs)."""
-    keys = base_record_keys(storage, file_slice)
-    for is_delete, block_keys in log_block_keys(storage, file_slice.log_files, committed):
-        if is_delete:
-            keys = keys.filter(pc.invert(pc.is_in(keys, value_set=block_keys)))
-        else:
-            keys = pa.concat_arrays([keys, block_keys])
-    return pc.unique(pc.drop_null(keys))
+    """The distinct keys a slice holds live: its base file's and its committed log blocks', minus those
+    whose last event is a delete (`deleted_last`)."""
+    blocks = log_block_keys(storage, file_slice.log_files, committed)
+    keys = pa.concat_arrays([base_record_keys(storage, file_slice), *(k.cast(pa.string()) for _, k in blocks)])
+    return _without(pc.unique(pc.drop_null(keys)), deleted_last(blocks))
 
 
 def _without(keys: pa.Array, others: pa.Array) -> pa.Array:

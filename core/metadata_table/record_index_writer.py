@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakeward.core.config.table import TableConfig
-from lakeward.core.exceptions import MetadataTableError
+from lakeward.core.exceptions import ConfigError, MetadataTableError
 from lakeward.core.file_group.log_file.log_block import DeleteBlock
 from lakeward.core.file_group.log_file.log_format import encode_block
 from lakeward.core.file_group.metadata_listing import (
@@ -142,10 +142,27 @@ def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str
     """Every live key of the table's latest file slices -> (partition, file id, slice base instant)."""
     committed = CommittedInstants.of(timeline)
     locations: dict[str, tuple[str, str, str]] = {}
+    twice: dict[str, set[str]] = {}
     for file_slice in FileSystemView.load(storage, timeline).latest_file_slices():
         location = (file_slice.partition_path, file_slice.file_id, file_slice.base_instant_time)
-        locations.update(dict.fromkeys(live_slice_keys(storage, file_slice, committed).to_pylist(), location))
+        for key in live_slice_keys(storage, file_slice, committed).to_pylist():
+            other = locations.setdefault(key, location)
+            if other != location:
+                twice.setdefault(key, {_where(other)}).add(_where(location))
+    if twice:
+        shown = "; ".join(f"{k!r} in {', '.join(sorted(w))}" for k, w in sorted(twice.items())[:5])
+        more = f" (and {len(twice) - 5} more)" if len(twice) > 5 else ""
+        raise ConfigError(
+            f"cannot build the record index of {storage.uri}: {len(twice)} record key(s) live in more than one "
+            f"file group, {shown}{more}. The record index is global (one location per key): remove the "
+            "duplicates first, or keep hoodie.index.type=BLOOM and hoodie.metadata.record.index.enable=false"
+        )
     return locations
+
+
+def _where(location: tuple[str, str, str]) -> str:
+    partition, file_id, _ = location
+    return f"file group {file_id} of partition {partition!r}" if partition else f"file group {file_id}"
 
 
 def initialize_record_index(
@@ -153,8 +170,8 @@ def initialize_record_index(
 ) -> str:
     """Build the `record_index` partition of a table whose metadata table has `files` (module
     docstring); call under the table lock with nothing pending. Returns the metadata instant."""
+    locations = table_locations(storage, timeline)  # refuses a table holding a key twice, before any change
     prepare_build(storage, timeline, RECORD_INDEX_PARTITION)
-    locations = table_locations(storage, timeline)
     num_groups = file_group_count(len(locations), *(() if min_file_groups is None else (min_file_groups,)))
     keys = list(locations)
     groups = file_group_indexes(pa.array(keys, pa.string()), num_groups) if keys else np.zeros(0, dtype=np.int64)

@@ -31,6 +31,7 @@ from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
+    CorruptTableError,
     InstantExistsError,
     LakewardError,
     RollbackAbortedError,
@@ -38,6 +39,7 @@ from lakeward.core.exceptions import (
     SharedLockRequiredError,
 )
 from lakeward.core.file_group.integrity import verify_before_write
+from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
 from lakeward.core.locks import InProcessLockProvider, LockProvider
@@ -67,6 +69,7 @@ from lakeward.core.timeline.clustering_plan import pending_clustering_file_group
 from lakeward.core.timeline.transitions import (
     complete,
     create_requested,
+    delete_pending_files,
     read_commit_metadata,
     transition_to_inflight,
 )
@@ -209,8 +212,7 @@ class WriteClient:
         started = time.monotonic()
         chosen = resolve_engine(engine, data, default=self.engine)
         plane = self._data_plane(chosen)
-        timeline = Timeline.load(self.storage, self.layout)
-        verify_before_write(self.storage, timeline)  # never build on missing or cut-short files
+        timeline = self._verified_timeline()  # never build on missing or cut-short files
         prepared = plane.prepare(data, operation, timeline, partitions)
         try:
             instant = self._start(timeline, operation)
@@ -237,6 +239,26 @@ class WriteClient:
             time.monotonic() - started,
         )
         return result
+
+    def _verified_timeline(self) -> Timeline:
+        """The timeline, once the files of its completed instants are checked (`verify_before_write`).
+
+        Listed without the lock: a service of another thread or process may complete, clean or
+        archive meanwhile, and the check then reads a plan or a file that is gone since. A failed
+        check is taken again on a fresh listing when the timeline moved; only a table that fails
+        it as it stands is refused."""
+        timeline = Timeline.load(self.storage, self.layout)
+        try:
+            verify_before_write(self.storage, timeline)
+        except (FileNotFoundError, CorruptTableError) as exc:
+            read_cache.forget()
+            fresh = Timeline.load(self.storage, self.layout)
+            if fresh.files == timeline.files:
+                raise
+            log.warning("the timeline of %s changed while it was checked (%s); checking it again", self.storage.uri, exc)
+            verify_before_write(self.storage, fresh)
+            return fresh
+        return timeline
 
     def _data_plane(self, engine: Engine) -> DataPlane:
         if engine.name == "spark":
@@ -289,6 +311,12 @@ class WriteClient:
             WriteOperation.UPSERT: self.write_config.combine_before_upsert,
             WriteOperation.DELETE: self.write_config.combine_before_delete,
         }.get(operation, self.write_config.combine_before_insert)
+
+    @property
+    def global_index(self) -> bool:
+        """Whether the index places a key once in the whole table (RECORD_INDEX), not per partition:
+        the batch is then de-duplicated by record key alone, as Hudi does for global indexes."""
+        return self.write_config.index_type == "RECORD_INDEX"
 
     def sizing_policy(self, timeline: Timeline, batch_bytes_per_row: int) -> SizingPolicy:
         return SizingPolicy(
@@ -688,6 +716,14 @@ class WriteClient:
                 "run the clustering first (Table.run_clustering), then retry the write"
             )
 
+    def _wrote_nothing(self, instant: Instant) -> bool:
+        """Whether the failed write `instant` left no file behind: no marker (every data, log and CDC
+        file has one before it is created) and no instant of that time on the metadata table."""
+        if list_markers(self.storage, instant.time):
+            return False
+        mdt = load_metadata_timeline(metadata_storage(self.storage), self.layout)
+        return all(i.time != instant.time for i in mdt.instants)
+
     def _rollback_own(self, instant: Instant) -> None:
         try:
             with self.lock:
@@ -696,6 +732,13 @@ class WriteClient:
                 if state is None or state.rank >= 2:
                     return
                 pending = next(i for i in timeline.pending() if i.time == instant.time)
+                if self._wrote_nothing(pending):
+                    # Refused before any file (bad input, a refused key move): the table stays exactly
+                    # as it was, without a rollback instant for a write that left nothing to undo.
+                    delete_pending_files(self.storage, pending.time, pending.action, self.layout)
+                    delete_markers(self.storage, pending.time)
+                    log.info("write %s wrote no file: its pending instant is removed", pending)
+                    return
                 tz = self.config.timeline_timezone
                 rollback_pending_instant(self.storage, pending, new_instant_time(timeline.latest_time(), tz), tz)
         except Exception:

@@ -274,3 +274,39 @@ def test_threads_on_disjoint_partitions_lose_no_update(table_path: Path) -> None
     expected = _base_rows() | {f"{c}-{i:04d}": f"round{ROUNDS}-{i}" for c in CITIES for i in range(0, 50, 5)}
     assert lakeward_rows(table_path) == expected
     assert hudi_rows(table_path) == expected
+
+
+def test_a_write_whose_timeline_a_service_archived_meanwhile_checks_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer lists the timeline without the lock, so the daemon's compaction and archival can run
+    between its listing and its integrity check: the plan of a compaction that was pending in the
+    listing is gone (archived) when the check reads it. The write checks a fresh listing and lands."""
+    import lakeward.core.write.client as client_module
+
+    options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", options=options)
+    table.upsert(_rows(range(4), "sf", 1, "a"))
+    table.upsert(_rows(range(2), "sf", 2, "b"))
+    compaction = Table.open(path, options=options).schedule_compaction(force=True)
+    assert compaction is not None
+    stale = Timeline.load(table.storage)
+    assert [i.time for i in stale.pending()] == [compaction]
+    Table.open(path, options=options).run_compaction(compaction)
+    for ts in range(3, 9):
+        Table.open(path, options=options).upsert(_rows(range(2), "sf", ts, f"c{ts}"))
+    assert f"{compaction}.commit" in Table.open(path, options=options).archive().archived
+    loads = []
+
+    class ListedBeforeTheServices(Timeline):
+        @classmethod
+        def load(cls, storage: Any, layout: Any = None) -> Timeline:
+            loads.append(1)
+            return stale if len(loads) == 1 else Timeline.load(storage, layout)
+
+    monkeypatch.setattr(client_module, "Timeline", ListedBeforeTheServices)
+    Table.open(path, options=options).upsert(_rows([1], "sf", 20, "last"))
+    monkeypatch.undo()
+    rows = {r["id"]: r["v"] for r in Table.open(path).read(columns=["id", "v"]).to_pylist()}
+    assert rows == {"sf-0000": "c8-0", "sf-0001": "last-1", "sf-0002": "a-2", "sf-0003": "a-3"}

@@ -111,7 +111,7 @@ class LocalDataPlane:
         records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config))
         if self.client.combines(operation):
             ordering = self.config.precombine_field if operation is not WriteOperation.DELETE else None
-            records = deduplicate(records, ordering)
+            records = deduplicate(records, ordering, by_key_only=self.client.global_index)
         return Prepared(schema, records)
 
     # -- plan ---------------------------------------------------------------------------------
@@ -245,9 +245,17 @@ class LocalDataPlane:
         return change
 
     # -- tagging and assignment -----------------------------------------------------------------
-    def _locate(self, partition: str, slices: Sequence[FileSlice], keys: pa.Array, timeline: Timeline) -> pa.Array:
+    def _locate(
+        self,
+        partition: str,
+        slices: Sequence[FileSlice],
+        keys: pa.Array,
+        timeline: Timeline,
+        deleted: np.ndarray | None = None,
+    ) -> pa.Array:
         """File group holding each key among the latest `slices` of `partition`: confirmed against base
-        and committed log keys of the slices (or placed by the record index, which is global)."""
+        and committed log keys of the slices (or placed by the record index, which is global).
+        `deleted` (BLOOM): filled with the keys located where they are held only deleted."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
         if not self.config.populate_meta_fields:
@@ -267,6 +275,7 @@ class LocalDataPlane:
             committed,
             unconfirmed_single=not self.client.merge_on_read,
             filters=self._metadata_filters(),
+            deleted=deleted,
         )
 
     def _metadata_filters(self) -> FilterSource | None:
@@ -305,9 +314,11 @@ class LocalDataPlane:
                     updates[(partition, file_id)] = group.drop_columns([LOCATION])
                 continue
             if tag and (slices or self._record_index is not None):  # the record index is global
-                located = rows.append_column(
-                    LOCATION, self._locate(partition, slices, rows.column(RECORD_KEY).combine_chunks(), view.timeline)
-                )
+                keys = rows.column(RECORD_KEY).combine_chunks()
+                deleted = np.zeros(len(keys), dtype=bool)
+                located = rows.append_column(LOCATION, self._locate(partition, slices, keys, view.timeline, deleted))
+                if deleted.any():  # held only deleted where they go: new to the record index again
+                    self._new_keys.append(keys.filter(pa.array(deleted)))
                 groups = split_by(located, LOCATION)
                 for file_id, group in groups.items():
                     if file_id is not None:

@@ -35,7 +35,7 @@ from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
-from lakeward.core.index.base import read_keys
+from lakeward.core.index.base import read_key_states
 from lakeward.core.index.bloom import admitted_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
@@ -91,25 +91,40 @@ def utc_timestamps(table: pa.Table) -> pa.Table:
     return table
 
 
+#: Spark schema of the (partition, key, file id, deleted) rows of the key scans (`_key_batch`).
+KEY_SCHEMA = f"__lw_partition string, __lw_key string, {LOCATION} string, __lw_dead boolean"
+#: Column of the key scans: the slice holds the key only deleted (`index.base.read_key_states`).
+DEAD = "__lw_dead"
+
+
 def _slice_key_batch(
     storage: Storage, file_slice: FileSlice, committed: CommittedInstants, virtual_keys: TableConfig | None = None
 ) -> pa.RecordBatch:
-    """(partition, key, file id) of every distinct key a slice holds: base file and committed log blocks.
+    """(partition, key, file id, deleted) of every distinct key a slice holds: base file and committed log blocks.
 
     Runs in a Spark task; the keys come from the same per-slice function as the local
-    engine's index (`read_keys`), so both engines agree on which group holds a key
+    engine's index (`read_key_states`), so both engines agree on which group holds a key
     (`virtual_keys`: the config of a table without meta fields, whose keys are computed).
     """
-    return _key_batch(file_slice, pc.unique(read_keys(storage, file_slice, committed, virtual_keys=virtual_keys)))
+    held, deleted = read_key_states(storage, file_slice, committed, virtual_keys=virtual_keys)
+    return _key_batch(file_slice, pc.unique(held), deleted)
 
 
-def _key_batch(file_slice: FileSlice, keys: pa.Array) -> pa.RecordBatch:
-    """(partition, key, file id) rows of `keys`, held by `file_slice`."""
+def _key_batch(file_slice: FileSlice, keys: pa.Array, deleted: pa.Array) -> pa.RecordBatch:
+    """(partition, key, file id, deleted) rows of `keys`, held by `file_slice`; `deleted`: those
+    of its keys whose last event in its logs is a delete (a location a live one wins over)."""
     n = len(keys)
+    dead = pc.is_in(keys, value_set=deleted) if len(deleted) else pa.array(np.zeros(n, dtype=bool))
     return pa.RecordBatch.from_arrays(
-        [pa.array([file_slice.partition_path] * n, pa.string()), keys, pa.array([file_slice.file_id] * n, pa.string())],
-        names=["__lw_partition", "__lw_key", LOCATION],
+        [
+            pa.array([file_slice.partition_path] * n, pa.string()),
+            keys,
+            pa.array([file_slice.file_id] * n, pa.string()),
+            dead,
+        ],
+        names=["__lw_partition", "__lw_key", LOCATION, DEAD],
     )
+
 
 
 def _matched_slice_keys(
@@ -118,7 +133,7 @@ def _matched_slice_keys(
     """(partition, key, file id) of the keys of `wanted` (the batch's keys of the slice's partition) that
     the slice holds; None when its base file's key range and bloom filter admit none of them (the file
     is then not read). A slice with logs is always read: a key can live only in a log, which no filter
-    covers. Admitted keys are checked against the slice's real keys (`read_keys`, as the local
+    covers. Admitted keys are checked against the slice's real keys (`read_key_states`, as the local
     engine's index), so a bloom filter's false positive is never tagged.
 
     Runs in the Spark plane's key-scan tasks (BLOOM, `_tag_by_bloom`)."""
@@ -127,8 +142,8 @@ def _matched_slice_keys(
         candidates = admitted_keys(storage, file_slice, wanted, prune_by_ranges)
         if not len(candidates):
             return None
-    stored = read_keys(storage, file_slice, committed)
-    return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))))
+    stored, deleted = read_key_states(storage, file_slice, committed)
+    return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))), deleted)
 
 
 def _base_key_range(storage: Storage, file_slice: FileSlice) -> tuple[str, str] | None:
@@ -266,16 +281,22 @@ class SparkDataPlane:
             keyed.unpersist()
             raise
         records = keyed
-        if combine and any(s.distinct_keys != s.rows for s in stats.values()):
+        by_key_only = self.client.global_index  # a key named in two partitions is one record
+        duplicates = combine and any(s.distinct_keys != s.rows for s in stats.values())
+        if combine and by_key_only and not duplicates and len(stats) > 1:
+            total = sum(s.rows for s in stats.values())
+            duplicates = _spark_errors(lambda: keyed.select(RECORD_KEY).distinct().count()) != total
+        if duplicates:
             # Duplicates: de-duplicate per key (one shuffle), as `hoodie.combine.before.*` asks.
             ordering = config.precombine_field if operation is not WriteOperation.DELETE else None
 
             def dedup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 table = _whole_partition(batches)
                 if table is not None:
-                    yield from deduplicate(table, ordering).to_batches()
+                    yield from deduplicate(table, ordering, by_key_only).to_batches()
 
-            records = keyed.repartition(PARTITION_PATH, RECORD_KEY).mapInArrow(dedup, keyed_schema)
+            by = [RECORD_KEY] if by_key_only else [PARTITION_PATH, RECORD_KEY]
+            records = keyed.repartition(*by).mapInArrow(dedup, keyed_schema)
             records = records.persist(StorageLevel.MEMORY_AND_DISK)
             stats = _batch_stats(records, distinct_keys=False)
             keyed.unpersist()
@@ -483,7 +504,7 @@ class SparkDataPlane:
         """LOCATION = file id of the slice that holds the key: a join with the keys of the candidate slices.
 
         A slice holds the keys of its base file and of its committed log blocks (data and
-        delete), as on the local engine (`index.base.read_keys`): on merge-on-read a key can
+        delete), as on the local engine (`index.base.read_key_states`): on merge-on-read a key can
         live only in a log, and reading base files alone would insert it a second time.
         Base files of slices without logs are read by Spark's native Parquet scan of the
         `_hoodie_record_key` and `_hoodie_partition_path` columns (the file id from the
@@ -500,8 +521,7 @@ class SparkDataPlane:
         # lazy: PySpark is optional (lakeward[spark]) and slow to import
         from pyspark.sql import functions as F
 
-        key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
-        #: (partition, key, file name) of base files; (partition, key, file id) of slices with logs.
+        #: (partition, key, file name) of base files; (partition, key, file id, deleted) of slices with logs.
         named: DataFrame | None = None
         located: DataFrame | None = None
         # Without meta fields the stored `_hoodie_record_key` is null: every slice's keys are
@@ -531,19 +551,16 @@ class SparkDataPlane:
                         yield _slice_key_batch(storage, with_logs[index], committed, virtual)
 
             slices = self.spark.range(len(with_logs), numPartitions=len(with_logs))
-            located = slices.mapInArrow(slice_keys, key_schema)
+            located = slices.mapInArrow(slice_keys, KEY_SCHEMA)
         if named is None and located is None:
             return records.withColumn(LOCATION, F.lit(None).cast("string"))
         if broadcast:
             return _tag_by_broadcast(records, named, located)
-        keys = _union_of_keys(named, located)
-        # A key stored more than once (inserts allow duplicates) would repeat the incoming
-        # row; keep one location per incoming row, as the local index does. The join output
-        # is already clustered by (partition, key), so this needs no further shuffle.
-        numbered = records.withColumn("__lw_row", F.monotonically_increasing_id())
-        condition = (numbered[PARTITION_PATH] == keys["__lw_partition"]) & (numbered[RECORD_KEY] == keys["__lw_key"])
-        joined = numbered.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
-        return joined.dropDuplicates([PARTITION_PATH, RECORD_KEY, "__lw_row"]).drop("__lw_row")
+        # One location per key (a key stored more than once would repeat the incoming row), as the
+        # local index keeps: the aggregate's shuffle by (partition, key) is the one the join needs.
+        keys = _one_location_per_key(_union_of_keys(named, located))
+        condition = (records[PARTITION_PATH] == keys["__lw_partition"]) & (records[RECORD_KEY] == keys["__lw_key"])
+        return records.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
 
     def _tag_by_bloom(
         self, records: DataFrame, candidates: Sequence[FileSlice], committed: CommittedInstants
@@ -626,8 +643,7 @@ class SparkDataPlane:
             in_range = (wanted["__lw_bk"] >= rows["__lw_lo"]) & (wanted["__lw_bk"] <= rows["__lw_hi"])
             condition = condition & (rows["__lw_lo"].isNull() | in_range)
         pairs = rows.join(wanted, condition, "inner").select("id", "__lw_bk")
-        key_schema = f"__lw_partition string, __lw_key string, {LOCATION} string"
-        found = pairs.mapInArrow(slice_keys, key_schema).dropDuplicates(["__lw_partition", "__lw_key"])
+        found = _one_location_per_key(pairs.mapInArrow(slice_keys, KEY_SCHEMA))
         return _join_locations(records, found), scan
 
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
@@ -798,15 +814,26 @@ def _inside_key_ranges(key_ranges: Mapping[str, tuple[str, str]]) -> Column:
 
 
 def _union_of_keys(named: DataFrame | None, located: DataFrame | None) -> DataFrame:
-    """(partition, key, file id) of the stored keys: the file id of a base file's keys from its name."""
+    """(partition, key, file id, deleted) of the stored keys: the file id of a base file's keys from its
+    name (a base file of a slice without logs holds its keys live)."""
     # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
 
     frames = [] if located is None else [located]
     if named is not None:
         file_id = F.regexp_extract(F.col("__lw_file"), r"^([^_]+)_", 1).alias(LOCATION)
-        frames.insert(0, named.select("__lw_partition", "__lw_key", file_id))
+        frames.insert(0, named.select("__lw_partition", "__lw_key", file_id, F.lit(False).alias(DEAD)))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def _one_location_per_key(found: DataFrame) -> DataFrame:
+    """(partition, key, file id): one row per key of `found`, a group where the key is live before
+    one that holds it only deleted (an `insert`, which looks nothing up, can re-add a key deleted in
+    one group's log to another), as the local index decides (`index.base.assign_confirmed`)."""
+    # lazy: PySpark is optional (lakeward[spark]) and slow to import
+    from pyspark.sql import functions as F
+
+    return found.groupBy("__lw_partition", "__lw_key").agg(F.min_by(LOCATION, DEAD).alias(LOCATION))
 
 
 def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: DataFrame | None) -> DataFrame:
@@ -825,7 +852,7 @@ def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: Data
         condition = (frame["__lw_partition"] == wanted["__lw_bp"]) & (frame["__lw_key"] == wanted["__lw_bk"])
         return frame.join(wanted, condition, "left_semi")
 
-    found = _union_of_keys(kept(named), kept(located)).dropDuplicates(["__lw_partition", "__lw_key"])
+    found = _one_location_per_key(_union_of_keys(kept(named), kept(located)))
     return _join_locations(records, found)
 
 

@@ -60,13 +60,13 @@ def test_upsert_into_one_key_range_parses_and_reads_only_that_file_group(
     t, first_keys = six_ranges
     (target,) = [f for f, k in first_keys.items() if k.startswith("g3")]
     key_reads: list[str] = []
-    original = index_base.read_keys
+    original = index_base.read_key_states
 
     def spy(storage, file_slice, *args, **kwargs):  # type: ignore[no-untyped-def]
         key_reads.append(file_slice.file_id)
         return original(storage, file_slice, *args, **kwargs)
 
-    monkeypatch.setattr(index_base, "read_keys", spy)
+    monkeypatch.setattr(index_base, "read_key_states", spy)
     # No small files: the inserts start a new file group instead of rewriting (and so parsing) another.
     result = Table.open(t.path, options={"hoodie.parquet.small.file.limit": 0}).upsert(
         pa.table({"key": ["g3-002", "g3-007", "g3-500", "zz-1"], "ts": [2] * 4, "v": [20, 70, 500, 1]})

@@ -96,6 +96,15 @@ def test_record_index_tagging_matches_the_model(tmp_path: Path, table_type: str,
         _check(path, model, gone)
 
 
+def _timeline_files(path: str) -> list[str]:
+    """The instant files of the table's and its metadata table's timelines."""
+    return sorted(
+        str(p.relative_to(path))
+        for p in Path(path).rglob("*")
+        if p.is_file() and p.parent.name == "timeline" and "history" not in p.parts
+    )
+
+
 def test_record_index_refuses_a_key_moving_partition(tmp_path: Path):
     path = str(tmp_path / "t")
     table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
@@ -106,12 +115,15 @@ def test_record_index_refuses_a_key_moving_partition(tmp_path: Path):
     with pytest.raises(ConfigError, match="global index"):
         table.upsert(_batch({"k1": ("p2", 2, 1)}))
     before = sorted(p for p in Path(path).rglob("*") if ".hoodie" not in p.parts)
+    timeline_before = _timeline_files(path)
     # A partition without file groups yet: the key was written a second time there (no lookup ran)
     with pytest.raises(ConfigError, match="global index"):
         table.upsert(_batch({"k1": ("p9", 2, 1)}))
     with pytest.raises(ConfigError, match="global index"):  # a delete naming a partition the key is not in
         table.delete(_batch({"k1": ("p9", 2, 1)}))
     assert sorted(p for p in Path(path).rglob("*") if ".hoodie" not in p.parts) == before, "data files changed"
+    # refused before any file was written: the timelines are as they were (no rollback instants)
+    assert _timeline_files(path) == timeline_before
     assert sorted(Table.open(path).read(columns=["id", "part"]).to_pylist(), key=str) == [
         {"id": "k1", "part": "p1"},
         {"id": "k2", "part": "p2"},
@@ -457,3 +469,62 @@ def test_record_index_type_without_its_partition_tags_by_the_stored_keys(tmp_pat
     assert rows.column("id").to_pylist() == ["a", "b", "c", "d"]
     assert rows.column("v").to_pylist() == [4, 5, 3, 6]
     assert (result.num_updates, result.num_inserts) == (2, 1)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_record_index_batch_with_one_new_key_in_two_partitions_keeps_one(tmp_path: Path, table_type: str):
+    """The record index is global: a batch naming a new key in two partitions is de-duplicated by
+    key alone (Hudi's rule for global indexes), the latest ordering value winning; it wrote both."""
+    from tests.support.keyed_rows import SCHEMA
+
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "RECORD_INDEX"}
+    Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    table = Table.open(path, options=options)
+    table.upsert(_batch({"k1": ("p1", 1, 1)}))
+    rows = [
+        {"id": "k2", "part": "p1", "ts": 5, "val": 1},
+        {"id": "k2", "part": "p2", "ts": 7, "val": 2},
+        {"id": "k3", "part": "p2", "ts": 9, "val": 3},
+        {"id": "k3", "part": "p1", "ts": 8, "val": 4},
+    ]
+    result = table.upsert(pa.Table.from_pylist(rows, schema=SCHEMA))
+    assert (result.num_inserts, result.num_updates) == (2, 0)
+    model = {"k1": ("p1", 1, 1), "k2": ("p2", 7, 2), "k3": ("p2", 9, 3)}
+    _check(path, model, set())
+
+
+def test_a_bloom_upsert_re_adds_a_key_the_record_index_dropped(tmp_path: Path):
+    """A table keeping `record_index`, written by writers of both index types (merge-on-read): a key
+    deleted under RECORD_INDEX and upserted again under BLOOM goes to the group whose log deleted it,
+    and must be in the record index again, or the next RECORD_INDEX delete finds nothing to delete."""
+    path = str(tmp_path / "t")
+    Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9
+    )
+    by_index = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"}
+    bloom = {"hoodie.index.type": "BLOOM", "hoodie.metadata.record.index.enable": "true"}
+    Table.open(path, options=by_index).upsert(_batch({"k1": ("p1", 1, 1), "k2": ("p1", 1, 2)}))
+    assert Table.open(path, options=by_index).delete(_batch({"k1": ("p1", 2, 0)})).num_deletes == 1
+    result = Table.open(path, options=bloom).upsert(_batch({"k1": ("p1", 3, 3)}))
+    assert (result.num_inserts, result.num_updates) == (0, 1)  # into the group that holds it deleted
+    _check(path, {"k1": ("p1", 3, 3), "k2": ("p1", 1, 2)}, set())
+    assert Table.open(path, options=by_index).delete(_batch({"k1": ("p1", 4, 0)})).num_deletes == 1
+    _check(path, {"k2": ("p1", 1, 2)}, {"k1"})
+
+
+def test_building_the_record_index_over_a_key_in_two_partitions_is_refused(tmp_path: Path):
+    """A table written under a per-partition index can hold a key in two partitions: the global record
+    index has one location per key, so its build is refused naming the key (it kept one silently, and
+    RECORD_INDEX writes then missed the other row), and the table is left as it was."""
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=9)
+    Table.open(path).upsert(_batch({"k1": ("p1", 1, 1), "k2": ("p1", 1, 2)}))
+    Table.open(path).upsert(_batch({"k1": ("p2", 2, 3)}))  # BLOOM looks within p2 only: a second k1
+    before = sorted(str(p) for p in Path(path).rglob("*"))
+    with pytest.raises(ConfigError, match=r"cannot build the record index.*'k1' in file group .* of partition 'p1'"):
+        Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).upsert(_batch({"k3": ("p1", 3, 4)}))
+    assert sorted(str(p) for p in Path(path).rglob("*")) == before
+    assert sorted(r["id"] for r in Table.open(path).read(columns=["id"]).to_pylist()) == ["k1", "k1", "k2"]

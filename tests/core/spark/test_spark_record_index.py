@@ -114,3 +114,29 @@ def test_spark_record_index_tagging_matches_the_model(
         table.upsert(spark.createDataFrame(batch(moved).to_pandas()))
     with pytest.raises(ConfigError, match="global index"):  # also into a partition without file groups
         table.upsert(spark.createDataFrame(batch({sorted(model)[0]: ("p-new", 9, 0)}).to_pandas()))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_spark_record_index_batch_with_one_new_key_in_two_partitions_keeps_one(
+    spark: Any, tmp_path: Path, table_type: str
+):
+    """As on the local engine: the record index is global, so the batch is de-duplicated by key alone
+    (the latest ordering value wins), also when no partition holds a key twice."""
+    from tests.support.keyed_rows import SCHEMA
+
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "RECORD_INDEX"}
+    Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type, table_version=9
+    )
+    table = Table.open(path, engine=SparkEngine(spark), options=options)
+    table.upsert(spark.createDataFrame(batch({"k1": ("p1", 1, 1)}).to_pandas()))
+    rows = [
+        {"id": "k2", "part": "p1", "ts": 5, "val": 1},
+        {"id": "k2", "part": "p2", "ts": 7, "val": 2},
+        {"id": "k3", "part": "p2", "ts": 9, "val": 3},
+        {"id": "k3", "part": "p1", "ts": 8, "val": 4},
+    ]
+    result = table.upsert(spark.createDataFrame(pa.Table.from_pylist(rows, schema=SCHEMA).to_pandas()))
+    assert (result.num_inserts, result.num_updates) == (2, 0)
+    check_rows(path, {"k1": ("p1", 1, 1), "k2": ("p2", 7, 2), "k3": ("p2", 9, 3)})

@@ -193,13 +193,13 @@ def two_files_one_partition(tmp_path):
 def key_reads(monkeypatch):
     """Record the file id of every base file whose keys an index reads."""
     seen: list[str] = []
-    original = index_base.read_keys
+    original = index_base.read_key_states
 
     def spy(storage, file_slice, *args, **kwargs):
         seen.append(file_slice.file_id)
         return original(storage, file_slice, *args, **kwargs)
 
-    monkeypatch.setattr(index_base, "read_keys", spy)  # the one reader of keys every index confirms with
+    monkeypatch.setattr(index_base, "read_key_states", spy)  # the one reader of keys every index confirms with
     return seen
 
 

@@ -92,7 +92,7 @@ def test_insert_never_consults_the_index(tmp_path, monkeypatch):
     for module, attr in [
         (bloom_index, "locate"),
         (simple_index, "locate"),
-        (index_base, "read_keys"),
+        (index_base, "read_key_states"),
         (bloom_index, "read_footer_keys"),
     ]:
         monkeypatch.setattr(module, attr, spy(f"{module.__name__}.{attr}"))
