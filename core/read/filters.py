@@ -4,6 +4,7 @@ partition pruning from the conjuncts that touch only partition fields.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -28,6 +29,38 @@ def to_expression(filters: Filters) -> pc.Expression | None:
         return filters_to_expression(filters)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"filters={filters!r} are not valid: {exc}") from exc
+
+
+def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters:
+    """`filters` with each datetime literal made comparable with its timestamp column: a naive one
+    on a column with a time zone is taken as UTC (lakeward writes naive timestamps as UTC instants,
+    Hudi's `timestamp-micros`, so a naive literal means the value as written), an aware one on a
+    column without a time zone becomes its naive UTC value. Pyarrow refuses to compare the two
+    kinds (`ArrowInvalid`). Expressions are left as they are."""
+    disjuncts = _disjuncts(filters)
+    if disjuncts is None or schema is None:
+        return filters
+
+    def conform(column: str, value: Any) -> Any:
+        if column not in schema.names or not pa.types.is_timestamp(schema.field(column).type):
+            return value
+        aware = schema.field(column).type.tz is not None
+
+        def one(v: Any) -> Any:
+            if not isinstance(v, dt.datetime):
+                return v
+            if aware and v.tzinfo is None:
+                return v.replace(tzinfo=dt.UTC)
+            if not aware and v.tzinfo is not None:
+                return v.astimezone(dt.UTC).replace(tzinfo=None)
+            return v
+
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return type(value)(one(v) for v in value)
+        return one(value)
+
+    conformed = [[(c, op, conform(c, v)) for c, op, v in conj] for conj in disjuncts]
+    return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
 
 
 def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:

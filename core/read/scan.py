@@ -37,7 +37,7 @@ from lakeward.core.index.secondary.read import MERGE, SCAN, IndexReadExplain, Sl
 from lakeward.core.read import spark as spark_read
 from lakeward.core.read.changes import Images, collect_changes, folds_logs, format_changes
 from lakeward.core.read.data_skipping import StatsPruner
-from lakeward.core.read.filters import Filters, to_expression
+from lakeward.core.read.filters import Filters, conform_time_literals, to_expression
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
 from lakeward.core.read.ranges import begins_in_version_6_archive, change_range, incremental_range, resolve_as_of
@@ -207,6 +207,8 @@ class Scan:
         if self.query_type is QueryType.CDC:
             return self._plan_changes(merge)
         schema = resolve_table_schema(self.storage, self.timeline, self.config)
+        # naive datetimes on UTC columns (and the reverse) compare as written, for every reader
+        object.__setattr__(self, "filters", conform_time_literals(self.filters, schema))
         if self.query_type is QueryType.INCREMENTAL:
             assert self.begin is not None
             window = incremental_range(self.storage, self.config, self.timeline, self.begin, self.end)
@@ -258,7 +260,7 @@ class Scan:
         stats = use_index if use_stats is None else use_stats
         if self.use_index and (stats or explain):  # Hudi's data skipping: column and partition stats
             pruners.append(StatsPruner(self.storage, self.config, schema, use_partition_stats=self.as_of is None))
-        if use_index or explain:
+        if use_index or (explain and self.use_index):
             read_optimized = self.query_type is QueryType.READ_OPTIMIZED
             pruners.append(SecondaryIndexPruner(self.storage, self.timeline, read_optimized, explain))
         return pruners
@@ -364,6 +366,9 @@ class Scan:
         for s in plan.splits:
             f = s.file_slice
             path = f.base_file.path if f.base_file is not None else None
-            reason = "incremental reads do not use secondary indexes"
+            if not self.use_index:
+                reason = "use_index=False: no secondary index nor statistics consulted"
+            else:
+                reason = "incremental reads do not use secondary indexes"
             base.slices.append(SliceChoice(f.partition_path, f.file_id, path, MERGE if s.merges else SCAN, reason))
         return ScanExplain(base, plan.pruned)

@@ -114,14 +114,9 @@ def predicate_expression(p: ColumnPredicate) -> pc.Expression:
     if op == ">=":
         return field >= value
     if op == "in":
-        values = list(value)
-        if any(isinstance(v, float) and v != v for v in values):
-            # is_in accepts NaN, but Parquet statistics leave NaN out of min/max and the dataset scan
-            # prunes on them: NaN is asked for on its own, which no statistic rules out
-            return field.isin([v for v in values if not (isinstance(v, float) and v != v)]) | pc.is_nan(field)
-        return field.isin(values)
+        return _in_expression(field, list(value))
     if op == "not in":
-        return ~field.isin(list(value))
+        return ~_in_expression(field, list(value))
     if op == "is null":
         return field.is_null()
     if op == "is not null":
@@ -133,6 +128,23 @@ def predicate_expression(p: ColumnPredicate) -> pc.Expression:
         name = TEXT_MATCH_FUNCTION if op == "match" else TEXT_PHRASE_FUNCTION
         return pc.Expression._call(name, [field.cast(pa.string()), pa.scalar(value, pa.string())])
     raise ConfigError(f"unknown filter op {op!r}")
+
+
+def _in_expression(field: pc.Expression, values: list[Any]) -> pc.Expression:
+    """`field in values`, where None matches the null rows (as `is_in` without skipping nulls does).
+
+    NaN is asked for on its own: `is_in` accepts it, but Parquet statistics leave NaN out of
+    min/max and the dataset scan prunes on them, while no statistic rules out `is_nan`. None is
+    asked for with `is_null`: a value set of None alone has no type the column's can match."""
+    nan = any(isinstance(v, float) and v != v for v in values)
+    null = any(v is None for v in values)
+    rest = [v for v in values if v is not None and not (isinstance(v, float) and v != v)]
+    parts = [field.isin(rest)] if rest or not (nan or null) else []
+    if nan:
+        parts.append(pc.is_nan(field) & field.is_valid())  # false, not null, on a null row (as is_in)
+    if null:
+        parts.append(field.is_null())
+    return reduce(lambda a, b: a | b, parts)
 
 
 def dnf_expression(dnf: Dnf) -> pc.Expression:

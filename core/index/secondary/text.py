@@ -81,6 +81,7 @@ def build_text_index(
         index = tantivy.Index(_schema(list(names.values())), path=folder)
         index.register_tokenizer(TOKENIZER, text_analyzer())
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        long_word_rows: dict[str, list[int]] = {}
         for row in range(columns.num_rows):
             doc = tantivy.Document()
             doc.add_unsigned(ROW_FIELD, row)
@@ -88,6 +89,8 @@ def build_text_index(
                 value = values[column][row]
                 if value is not None:
                     doc.add_text(field, value)
+                    if len(value) > MAX_WORD_BYTES // 4 and _has_unindexed_word(value):
+                        long_word_rows.setdefault(column, []).append(row)
             writer.add_document(doc)
         writer.commit()
         writer.wait_merging_threads()
@@ -111,6 +114,7 @@ def build_text_index(
         "row_groups": list(row_group_rows),
         "columns": names,
         "files": files,
+        "long_word_rows": long_word_rows,
     }
     text = json.dumps(footer).encode()
     body += text
@@ -142,6 +146,9 @@ class TextIndexFile:
         self.row_groups: list[int] = list(self.footer["row_groups"])
         self.definition_id = str(self.footer.get("definition_id") or "")
         self._fields: dict[str, str] = dict(self.footer["columns"])
+        #: Per column, rows holding a word tantivy left out (longer than `MAX_WORD_BYTES`): every
+        #: lookup of the column includes them, for the scan to decide.
+        self._long_word_rows = {c: BitMap(rows) for c, rows in (self.footer.get("long_word_rows") or {}).items()}
         digest = hashlib.sha1(f"{cache_key}|{path}|{size}".encode()).hexdigest()
         folder = os.path.join(_CACHE_ROOT, digest)
         if not os.path.isdir(folder):
@@ -223,17 +230,29 @@ class TextIndexFile:
         query = self._query(p)
         if query is None:
             return None
-        if isinstance(query, str) or not self._searcher.num_docs:
+        if isinstance(query, str):
             return BitMap()
+        unindexed = self._long_word_rows.get(p.column, BitMap())
+        if not self._searcher.num_docs:
+            return BitMap(unindexed)
         result = self._searcher.search(query, limit=max(1, self._searcher.num_docs), count=False)
         addresses = [address for _, address in result.hits]
         if not addresses:
-            return BitMap()
+            return BitMap(unindexed)
         values = self._searcher.fast_field_values(ROW_FIELD, addresses)
-        return BitMap(int(r) for r in values if isinstance(r, int))
+        return BitMap(int(r) for r in values if isinstance(r, int)) | unindexed
 
     def estimate(self, p: ColumnPredicate) -> int | None:
         return None
+
+
+#: The longest word tantivy indexes, in UTF-8 bytes (its `MAX_TOKEN_LEN`): longer ones are left out.
+MAX_WORD_BYTES = 65530
+
+
+def _has_unindexed_word(value: str) -> bool:
+    """Whether `value` holds a word tantivy leaves out of the index (longer than `MAX_WORD_BYTES`)."""
+    return any(len(w) > MAX_WORD_BYTES // 4 and len(w.encode("utf-8")) > MAX_WORD_BYTES for w in words(value))
 
 
 #: The longest last word a `like` prefix query is built for (tantivy compiles regexes up to a size).

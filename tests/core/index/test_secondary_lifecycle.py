@@ -251,3 +251,14 @@ def test_index_files_stay_usable_after_their_build_is_archived(tmp_path: Any) ->
     assert len(table.index_status().indexed("by_k")) == 2  # the archived build's files still count
     assert table.explain([("k", "=", 3)]).count("index") == 2
     assert table.read(filters=[("k", "=", 3)]).num_rows == 13
+
+
+def test_explain_of_a_scan_without_indexes_says_every_slice_is_scanned(tmp_path: Any) -> None:
+    """`scan(use_index=False)` reads no index: its explain() must not report index reads."""
+    table = _table(tmp_path)
+    table.create_index("by_k", "k")
+    table.build_indexes()
+    assert table.explain([("k", "=", 1)]).count("index") == 2
+    explain = table.scan(filters=[("k", "=", 1)], use_index=False).explain()
+    assert explain.count("index") == 0
+    assert {s.reason for s in explain.slices} == {"use_index=False: no secondary index nor statistics consulted"}

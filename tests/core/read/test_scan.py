@@ -150,3 +150,27 @@ def test_scan_to_spark_has_the_rows_of_to_arrow(spark, mor):
     changes = mor.scan(query_type="cdc", begin="earliest")
     rows = [r.asDict() for r in changes.to_spark(spark).collect()]
     assert sorted_rows(pa.Table.from_pylist(rows)) == sorted_rows(changes.to_arrow())
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_naive_datetime_filters_compare_as_written(tmp_path, table_type):
+    """A batch of naive timestamps is stored as UTC instants and read back with tz=UTC: a filter with
+    the same naive datetimes selects the rows written with them (it raised ArrowInvalid), in every
+    filter shape, and an aware literal keeps working."""
+    import datetime as dt
+
+    times = [dt.datetime(2024, 1, 1, h) for h in range(4)]
+    table = Table.create(str(tmp_path / "t"), record_key="id", table_type=table_type)
+    table.upsert(pa.table({"id": [0, 1, 2, 3], "ts": pa.array(times, pa.timestamp("us"))}))
+    table.upsert(pa.table({"id": [3], "ts": pa.array([times[3]], pa.timestamp("us"))}))  # a log on MOR
+    assert table.read().schema.field("ts").type == pa.timestamp("us", "UTC")
+    cases = [
+        ([("ts", ">=", times[2])], [2, 3]),
+        ([("ts", "=", times[1])], [1]),
+        ([("ts", "in", [times[0], times[3]])], [0, 3]),
+        ([("ts", "not in", (times[0],))], [1, 2, 3]),
+        ([[("ts", "<", times[1])], [("id", "=", 2)]], [0, 2]),
+        ([("ts", ">", times[2].replace(tzinfo=dt.timezone.utc))], [3]),
+    ]
+    for filters, expected in cases:
+        assert sorted(table.read(filters=filters).column("id").to_pylist()) == expected, filters
