@@ -269,12 +269,20 @@ def _merge(
                     f"column '{sub}' of the table is missing from the batch (dropping columns is not supported)"
                 )
         table_names = set(table_t.names)  # `names` builds a list on every call
+        folded = {n.lower(): n for n in table_names}
         for f in batch_t:
             if f.name in table_names:
                 continue
             sub = f"{path}.{f.name}" if path else f.name
             if not allow_new:
                 raise SchemaError(f"column '{sub}' of the batch is not in the target schema (evolve the schema first)")
+            if f.name.lower() in folded:
+                # Hudi's Spark and Hive readers resolve names case-insensitively: they would read one for the other
+                raise SchemaError(
+                    f"column '{sub}' of the batch differs from the table's column '{folded[f.name.lower()]}' "
+                    "only in case: rename it (readers that ignore case could not tell them apart)"
+                )
+            folded[f.name.lower()] = f.name
             _avro_type(f.type, f.name, "x", True, sub)  # must be representable in Avro
             out.append(f.with_nullable(True))
         return pa.struct(out)

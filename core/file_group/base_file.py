@@ -118,7 +118,10 @@ def write_base_file(
             sink,
             table.schema,
             compression=compression,
-            coerce_timestamps="us",
+            # each column in its schema's unit (timestamp-millis stays TIMESTAMP_MILLIS: a reader
+            # taking the Avro schema's unit reads the stored numbers); seconds and nanoseconds,
+            # which Avro lacks, as micros
+            coerce_timestamps=None if _units_are_avro(table.schema) else "us",
             allow_truncated_timestamps=True,
             write_statistics=True,
             **_encodings(table),
@@ -349,3 +352,20 @@ def extendable_bloom(footer: FooterKeys, bloom: BloomSettings) -> BloomFilter | 
     if (fresh.num_hashes, fresh.vector_size) != (previous.num_hashes, previous.vector_size):
         return None
     return previous
+
+
+def _units_are_avro(schema: pa.Schema) -> bool:
+    """Whether every timestamp of `schema` (nested ones too) is in milliseconds or microseconds."""
+
+    def ok(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.unit in ("ms", "us")
+        if pa.types.is_struct(t):
+            return all(ok(f.type) for f in t)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return ok(t.value_type)
+        if pa.types.is_map(t):
+            return ok(t.key_type) and ok(t.item_type)
+        return True
+
+    return all(ok(f.type) for f in schema)

@@ -121,9 +121,20 @@ def _partition_may_match(
     types: Mapping[str, pa.DataType],
 ) -> bool:
     """As `_conjunction_may_match` for a partition's range, which counts only the files that have
-    the column: the rows of older files without it (a column added later) read as null, so `is null`
-    is left to the files' own statistics."""
-    return _conjunction_may_match([p for p in conjunction if p.op != "is null"], stats_of, types)
+    the column: the rows of older files without it (a column added later) read as null, so the
+    predicates a null satisfies (`_null_may_match`) are left to the files' own statistics."""
+    return _conjunction_may_match([p for p in conjunction if not _null_may_match(p)], stats_of, types)
+
+
+def _null_may_match(p: ColumnPredicate) -> bool:
+    """Whether a null value satisfies `p`: `is null`, `in` a list holding None, `not in` a list
+    without None (the filters' `is_in` matches nulls to None only)."""
+    if p.op == "is null":
+        return True
+    if p.op in ("in", "not in"):
+        listed = any(v is None for v in p.value)
+        return listed if p.op == "in" else not listed
+    return False
 
 
 def _partition_range(ranges: Mapping[str, ColumnRange], partition_path: str, column: str) -> ColumnRange | None:

@@ -59,7 +59,7 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
             return type(value)(one(v) for v in value)
         return one(value)
 
-    conformed = [[(c, op, conform(c, v)) for c, op, v in conj] for conj in disjuncts]
+    conformed = [[(t[0], t[1], conform(t[0], t[2]), *t[3:]) if len(t) > 2 else t for t in conj] for conj in disjuncts]
     return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
 
 
@@ -84,8 +84,6 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
         return None
 
     def typed(name: str, raw: str) -> Any:
-        if raw == DEFAULT_PARTITION:
-            return None
         if schema is not None and name in schema.names:
             try:
                 return pa.scalar(raw).cast(schema.field(name).type).as_py()
@@ -95,6 +93,10 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
 
     def accept(partition_path: str) -> bool:
         values = partition_filter_values(partition_path, config)
+        if DEFAULT_PARTITION in values.values():
+            # The default folder holds nulls, empty strings and the literal default name alike:
+            # its rows' values are unknown here, so it is never ruled out.
+            return True
         row = {name: [typed(name, raw)] for name, raw in values.items()}
         table = pa.table(row) if row else None
         if table is None:

@@ -232,3 +232,28 @@ def test_comparison_normalises_representation_only() -> None:
     assert not same_rows(rows(v=pa.array([[{"a": 1}]])), rows(v=pa.array([[{"a": 2}]])))
     other_tz = pa.array([ts.replace(tzinfo=dt.timezone(dt.timedelta(hours=1)))], pa.timestamp("us", tz="+01:00"))
     assert not same_rows(rows(t=pa.array([ts], pa.timestamp("us"))), rows(t=other_tz))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_millisecond_timestamps_are_stored_in_the_unit_the_schema_names(tmp_path: Any, table_type: str) -> None:
+    """A `timestamp[ms]` column is `timestamp-millis` in the table schema: base files stored it as
+    TIMESTAMP_MICROS, so hudi-rs (taking the schema's unit) read values 1000x too large."""
+    import glob
+
+    import hudi
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "t")
+    moments = [dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC), dt.datetime(2024, 6, 1, 0, 0, 1, 5000, tzinfo=dt.UTC)]
+    table = Table.create(path, record_key="id", ordering_field="o", table_type=table_type, table_version=8)
+    table.upsert(pa.table({"id": ["a", "b"], "o": [1, 1], "t": pa.array(moments, pa.timestamp("ms", "UTC"))}))
+    table.upsert(pa.table({"id": ["b"], "o": [2], "t": pa.array(moments[:1], pa.timestamp("ms", "UTC"))}))
+    for f in glob.glob(f"{path}/*.parquet"):
+        unit = pq.read_schema(f).field("t").type.unit
+        assert unit == "ms", f"{f} stores {unit}"
+    expected = {"a": 1704110400000, "b": 1704110400000}
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(path).build().read(hudi.HudiReadOptions()))
+    assert dict(zip(theirs.column("id").to_pylist(), theirs.column("t").cast(pa.int64()).to_pylist())) == expected
+    mine = Table.open(path).read()
+    assert mine.schema.field("t").type == pa.timestamp("ms", "UTC")
+    assert dict(zip(mine.column("id").to_pylist(), mine.column("t").cast(pa.int64()).to_pylist())) == expected

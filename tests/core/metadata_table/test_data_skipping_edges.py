@@ -104,6 +104,10 @@ def test_is_null_on_a_column_added_later_keeps_the_old_rows(tmp_path: Path, vers
     table.upsert(pa.table({"id": [1], "part": ["a"], "o": [2], "c": pa.array([30])}))
     assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("c", "is null", None)])] == [2]
     assert_filtered_reads_lose_nothing(table, [[("c", "is null", None)], [("id", "=", 4)]])
+    # every predicate a null satisfies: the partition's range knows nothing of the older file's nulls
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("c", "in", [None])])] == [2]
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("c", "in", [None, 20])])] == [2, 4]
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("c", "not in", [10, 20, 30])])] == [2]
 
 
 @pytest.mark.parametrize("version", [8, 9])

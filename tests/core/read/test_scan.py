@@ -174,3 +174,32 @@ def test_naive_datetime_filters_compare_as_written(tmp_path, table_type):
     ]
     for filters, expected in cases:
         assert sorted(table.read(filters=filters).column("id").to_pylist()) == expected, filters
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_partition_pruning_keeps_the_default_partition_of_nulls_and_empty_strings(tmp_path, table_type):
+    """Nulls, empty strings and the literal default name all go to `__HIVE_DEFAULT_PARTITION__` (as in
+    Hudi): pruning took that folder for nulls only and dropped the rows of "" (and of the literal)."""
+    table = Table.create(str(tmp_path / "t"), record_key="id", partition_by="part", table_type=table_type)
+    parts = ["a", "", None, "__HIVE_DEFAULT_PARTITION__", "c"]
+    table.upsert(pa.table({"id": ["k1", "k2", "k3", "k4", "k5"], "part": parts}))
+    rows = table.read(columns=["id", "part"]).to_pylist()
+    for filters in (
+        [("part", "=", "")],
+        [("part", "!=", "a")],
+        [("part", "<", "b")],
+        [("part", "in", ["", "c"])],
+        [("part", "=", "__HIVE_DEFAULT_PARTITION__")],
+        [("part", "is null", None)],
+        [("part", "=", "c")],
+    ):
+        op, value = filters[0][1], filters[0][2:]
+        keep = {
+            "=": lambda v: v == value[0],
+            "!=": lambda v: v is not None and v != value[0],
+            "<": lambda v: v is not None and v < value[0],
+            "in": lambda v: v in value[0],
+            "is null": lambda v: v is None,
+        }[op]
+        expected = sorted(r["id"] for r in rows if keep(r["part"]))
+        assert sorted(table.read(columns=["id"], filters=filters).column("id").to_pylist()) == expected, filters

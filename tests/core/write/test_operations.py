@@ -306,6 +306,20 @@ def test_adding_a_nullable_column_reads_null_for_old_rows(tmp_path):
     assert snapshot(t, ("id", "score")) == [(1, None), (2, 20.5), (3, None), (4, 40.0)]
 
 
+def test_a_column_differing_only_in_case_is_refused(tmp_path):
+    """`V` beside `v` was accepted: readers that resolve names case-insensitively (Hudi's Spark and
+    Hive readers; hudi-rs read the old files' `v` as `V`) cannot tell the two apart."""
+    t = make_table(tmp_path)
+    t.upsert(SEED)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(SchemaError, match="'V' of the batch differs from the table's column 'v' only in case"):
+        t.upsert(batch((2, "sf", 2, "b2")).append_column("V", pa.array(["x"])))
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    with pytest.raises(SchemaError, match="only in case"):  # two new columns of one batch, too
+        t.upsert(batch((2, "sf", 2, "b2")).append_column("Extra", pa.array([1])).append_column("extra", pa.array([2])))
+    assert snapshot(t) == SEED_ROWS
+
+
 # -- meta columns -----------------------------------------------------------------------------
 def test_carried_over_records_keep_their_commit_time_and_seqno(tmp_path):
     t = make_table(tmp_path)
