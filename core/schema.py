@@ -323,6 +323,15 @@ def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema) -> pa.Schema:
     return pa.schema(list(merged), table_schema.metadata)
 
 
+def merge_committed(committed: pa.Schema, ours: pa.Schema, *, allow_new: bool) -> pa.Schema:
+    """`committed` (a schema another writer committed meanwhile) with the columns of `ours` it lacks
+    (`allow_new`); a column `ours` lacks keeps its place. SchemaError when a column's types do not
+    merge, or (without `allow_new`) when `ours` has a column or field `committed` lacks."""
+    old, new = (pa.struct(list(strip_meta(s))) for s in (committed, ours))
+    merged = _merge(old, new, "", allow_new=allow_new, allow_missing=True)
+    return pa.schema(list(merged), committed.metadata)
+
+
 def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_missing: bool = False) -> pa.Table:
     """Cast and reorder `batch` to exactly `target` (normally the result of `evolve_schema`).
 

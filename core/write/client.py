@@ -45,7 +45,13 @@ from lakeward.core.index.bucket import bucket_of_file_id
 from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.metadata_table.writer import apply_commit
-from lakeward.core.schema import META_COLUMNS, arrow_schema_from_avro, avro_schema_json, evolve_schema
+from lakeward.core.schema import (
+    META_COLUMNS,
+    arrow_schema_from_avro,
+    avro_schema_json,
+    evolve_schema,
+    merge_committed,
+)
 from lakeward.core.storage import Storage, read_cache
 from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.table_services.rollback import (
@@ -555,6 +561,9 @@ class WriteClient:
         touched |= {(s.partitionPath, s.fileId) for s in stats}  # new file groups too (BUCKET: their buckets)
         with self.lock:
             self._check_conflicts(timeline, touched, requested.time)
+            schema = self._schema_to_commit(timeline, requested.time, prepared.schema)
+            if schema is not prepared.schema:
+                metadata.extraMetadata = {**(metadata.extraMetadata or {}), "schema": avro_schema_json(schema, self.config.name)}
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             # the metadata table first (Hudi's order)
             index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
@@ -679,6 +688,30 @@ class WriteClient:
                     "BUCKET index: one file group per bucket, and the same new key goes to the same bucket); "
                     "retry the write"
                 )
+
+    def _schema_to_commit(self, seen: Timeline, instant_time: str, ours: pa.Schema) -> pa.Schema:
+        """The schema this write commits, given the writes that completed since it took the table's
+        (`seen`). Readers take the table's schema from the latest completed write: when that is ours,
+        it keeps the columns the others added (the union); when a later instant completed first, its
+        schema stays the table's, so this write must add nothing it lacks. Either way, types that do
+        not merge, or columns that would vanish, are a ConcurrentWriteError: retry the write."""
+        now = Timeline.load(self.storage, self.layout)
+        known = seen.completed_write_times()
+        if all(i.time in known for i in now.completed_writes()):
+            return ours  # nothing committed meanwhile: the schema the write took is the table's
+        committed = resolve_table_schema(self.storage, now, self.config)
+        if committed is None:
+            return ours
+        latest = now.completed_writes()[-1]
+        ours_is_latest = latest.time < instant_time
+        try:
+            merged = merge_committed(committed, ours, allow_new=ours_is_latest)
+        except SchemaError as exc:
+            raise ConcurrentWriteError(
+                f"instant {instant_time} conflicts with {latest.time}, which completed first with another table "
+                f"schema ({exc}); retry the write"
+            ) from None
+        return merged if ours_is_latest and merged != ours else ours
 
     def _bucket_clash(self, ours: set[tuple[str, str]], theirs: set[tuple[str, str]]) -> list[tuple[str, int]]:
         """BUCKET index: the (partition, bucket) pairs both sides wrote, as Hudi's bucket-index conflict

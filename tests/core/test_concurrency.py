@@ -127,7 +127,7 @@ class _InterleavingEngine(Engine):
 
 def interleave(first: Table, between: Callable[[], Any]) -> _InterleavingEngine:
     """Make `first`'s next write run `between` after writing files, before conflict check and completion."""
-    client = first._writer()
+    client = first._writer(write=True)
     engine = _InterleavingEngine(client.engine, between)
     client.engine = engine
     return engine
@@ -310,3 +310,100 @@ def test_a_write_whose_timeline_a_service_archived_meanwhile_checks_it_again(
     monkeypatch.undo()
     rows = {r["id"]: r["v"] for r in Table.open(path).read(columns=["id", "v"]).to_pylist()}
     assert rows == {"sf-0000": "c8-0", "sf-0001": "last-1", "sf-0002": "a-2", "sf-0003": "a-3"}
+
+
+def _schema_table(path: Path, table_type: str, version: int) -> None:
+    Table.create(
+        str(path), record_key="id", partition_by="city", ordering_field="ts", table_type=table_type, table_version=version
+    )
+    Table.open(str(path)).upsert(_rows([1], "sf", 1, "base"))
+
+
+def _rows_with_x(path: Path) -> dict[str, tuple[str, str | None]]:
+    return {r["id"]: (r["v"], r["x"]) for r in Table.open(str(path)).read(columns=["id", "v", "x"]).to_pylist()}
+
+
+@pytest.mark.parametrize("version", [6, 8])
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_column_another_writer_added_meanwhile_stays_in_the_schema(
+    tmp_path: Path, table_type: str, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writer A adds a column and completes; writer B (a later instant, other file groups: no conflict)
+    took the table's schema before and completes last. Readers take the schema of the latest write,
+    B's: the column and A's committed values vanished from every read. B commits the union."""
+    import lakeward.core.write.client as client_module
+
+    path = tmp_path / "t"
+    _schema_table(path, table_type, version)
+    a_wrote, b_wrote, a_done = threading.Event(), threading.Event(), threading.Event()
+    real = client_module.reconcile_markers
+
+    def paced(storage: Any, instant_time: str, files: Any) -> Any:  # after the files, before completing
+        if threading.current_thread().name == "A":
+            a_wrote.set()
+            assert b_wrote.wait(30)
+        else:
+            b_wrote.set()
+            assert a_done.wait(30)
+        return real(storage, instant_time, files)
+
+    monkeypatch.setattr(client_module, "reconcile_markers", paced)
+    errors: list[BaseException] = []
+
+    def writer_a() -> None:
+        try:
+            Table.open(str(path)).upsert(_rows([7], "nyc", 1, "new").append_column("x", pa.array(["X7"])))
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+        finally:
+            a_done.set()
+
+    def writer_b() -> None:
+        assert a_wrote.wait(30)
+        try:
+            Table.open(str(path)).upsert(_rows([1], "sf", 2, "again"))
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer_a, name="A"), threading.Thread(target=writer_b, name="B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    monkeypatch.undo()
+    assert errors == []
+    assert Table.open(str(path)).schema().names[-1] == "x"
+    assert _rows_with_x(path) == {"sf-0001": ("again-1", None), "nyc-0007": ("new-7", "X7")}
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(str(path)).build().read())
+    assert {r["id"]: r["x"] for r in theirs.select(["id", "x"]).to_pylist()} == {"sf-0001": None, "nyc-0007": "X7"}
+    Table.open(str(path)).upsert(_rows([7], "nyc", 3, "later").append_column("x", pa.array(["X8"])))
+    assert _rows_with_x(path) == {"sf-0001": ("again-1", None), "nyc-0007": ("later-7", "X8")}
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_column_added_under_a_later_instant_completed_meanwhile_is_refused(tmp_path: Path, version: int) -> None:
+    """Writer A adds a column; writer B, a later instant without it, completes first. B's schema stays
+    the table's (the latest write's), so A's column would vanish: A is refused and its retry lands."""
+    path = tmp_path / "t"
+    _schema_table(path, "MERGE_ON_READ", version)
+    first, second = Table.open(str(path)), Table.open(str(path))
+    interleave(first, lambda: second.upsert(_rows([1], "sf", 2, "again")))
+    with pytest.raises(ConcurrentWriteError, match="retry the write"):
+        first.upsert(_rows([7], "nyc", 1, "new").append_column("x", pa.array(["X7"])))
+    assert "x" not in Table.open(str(path)).schema().names
+    assert_commits_intact(path)
+    Table.open(str(path)).upsert(_rows([7], "nyc", 1, "new").append_column("x", pa.array(["X7"])))
+    assert _rows_with_x(path) == {"sf-0001": ("again-1", None), "nyc-0007": ("new-7", "X7")}
+
+
+def test_a_column_type_another_writer_committed_meanwhile_conflicts(tmp_path: Path) -> None:
+    """Both writers added the same column with types that do not merge: the one completing last is refused."""
+    path = tmp_path / "t"
+    Table.create(str(path), record_key="id", partition_by="city", ordering_field="ts")
+    Table.open(str(path)).upsert(_rows([1], "sf", 1, "base"))
+    first, second = Table.open(str(path)), Table.open(str(path))
+    interleave(first, lambda: second.upsert(_rows([7], "nyc", 1, "n").append_column("x", pa.array(["text"]))))
+    with pytest.raises(ConcurrentWriteError, match="schema"):
+        first.upsert(_rows([1], "sf", 2, "a").append_column("x", pa.array([5], pa.int64())))
+    assert Table.open(str(path)).schema().field("x").type == pa.string()
+    assert_commits_intact(path)
