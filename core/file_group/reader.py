@@ -563,11 +563,19 @@ def _physical_schema(storage: Storage, path: str) -> pa.Schema:
 
 
 def _aligned_schema(storage: Storage, paths: Sequence[str], schema: pa.Schema) -> pa.Schema:
-    """The newest file's physical schema, plus table columns no file has yet (all null)."""
+    """The newest file's physical schema, plus table columns no file has yet (all null), with the
+    table's type for nested columns the table has grown fields in (a struct field added by a write
+    whose records are still in log files: they would not fit the base file's narrower type)."""
     newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1])
     physical = _physical_schema(storage, newest)
-    missing = [f for f in with_meta(schema) if f.name not in physical.names]
-    return dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
+    table = with_meta(schema)
+    fields = []
+    for f in physical:
+        i = table.get_field_index(f.name)
+        wider = table.field(i).type if i >= 0 else f.type
+        fields.append(f.with_type(wider) if pa.types.is_nested(f.type) and wider != f.type else f)
+    missing = [f for f in table if f.name not in physical.names]
+    return dictionary_meta(pa.schema(fields + missing, physical.metadata))
 
 
 def dictionary_meta(schema: pa.Schema) -> pa.Schema:

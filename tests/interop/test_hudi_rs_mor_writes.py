@@ -409,3 +409,39 @@ def test_upserts_and_deletes_into_a_fixture_copy(fixture_table, kind: str, name:
     instants = [i.time for i in table.timeline().completed_writes()]
     assert instants[-2:] == [first, second]
     assert reader_mismatches(path, instants) == []
+
+
+@pytest.mark.parametrize("version", [6, 9])
+@pytest.mark.parametrize("shape", ["struct", "list of struct", "map of struct"])
+def test_a_field_added_inside_a_nested_column_reads_before_compaction(tmp_path, version, shape):
+    """An update adds a field inside a struct (or a list's or map's struct): its records sit in a log
+    over a base file of the narrower type. Every read raised SchemaError until a compaction ran."""
+    import hudi
+
+    narrow = pa.struct([("a", pa.int64())])
+    wide = pa.struct([("a", pa.int64()), ("b", pa.string())])
+
+    def column(values, struct):
+        if shape == "struct":
+            return pa.array(values, struct)
+        if shape == "list of struct":
+            return pa.array([[v] for v in values], pa.list_(struct))
+        return pa.array([[("k", v)] for v in values], pa.map_(pa.string(), struct))
+
+    def plain(value):
+        if shape == "struct":
+            return value
+        return value[0] if shape == "list of struct" else dict(value)["k"]
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", table_version=version)
+    table.upsert(pa.table({"id": ["k1", "k2"], "ts": [1, 1], "s": column([{"a": 1}, {"a": 2}], narrow)}))
+    table.upsert(pa.table({"id": ["k1"], "ts": [2], "s": column([{"a": 10, "b": "B"}], wide)}))
+    expected = {"k1": {"a": 10, "b": "B"}, "k2": {"a": 2, "b": None}}
+    for kwargs in ({}, {"columns": ["id", "s"]}):
+        rows = Table.open(path).read(**kwargs).to_pylist()
+        assert {r["id"]: plain(r["s"]) for r in rows} == expected, kwargs
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(path).build().read(hudi.HudiReadOptions()))
+    assert {r["id"]: plain(r["s"]) for r in theirs.to_pylist()} == expected
+    base_only = Table.open(path).read(read_optimized=True)
+    assert base_only.schema.field("s").type == Table.open(path).schema().field("s").type
