@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.config.table import KeyGeneratorType, TableConfig
 from lakeward.core.exceptions import InvalidRecordError, SchemaError
+from lakeward.core.schema import key_text
 from lakeward.core.timestamp_keygen import TimestampPartitioner
 
 NULL_KEY_PART = "__null__"
@@ -20,20 +21,11 @@ EMPTY_KEY_PART = "__empty__"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-def _as_strings(column: pa.ChunkedArray | pa.Array, name: str) -> pa.ChunkedArray:
-    typ = column.type
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return pc.cast(column, pa.string())
-    if pa.types.is_boolean(typ):
-        return pc.if_else(column, "true", "false")
-    if pa.types.is_integer(typ) or pa.types.is_decimal(typ) or pa.types.is_floating(typ):
-        return pc.cast(column, pa.string())
-    if pa.types.is_timestamp(typ) and typ.tz is not None:
-        # One instant, one key: render zoned timestamps in UTC, whatever the input's zone.
-        return pc.cast(pc.cast(column, pa.timestamp(typ.unit, "UTC")), pa.string())
-    if pa.types.is_date(typ) or pa.types.is_timestamp(typ):
-        return pc.cast(column, pa.string())
-    raise SchemaError(f"column {name!r} of type {typ} cannot be part of a record key")
+def _stored_type(schema: pa.Schema | None, name: str) -> pa.DataType | None:
+    if schema is None:
+        return None
+    i = schema.get_field_index(name)
+    return schema.field(i).type if i >= 0 else None
 
 
 def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
@@ -44,13 +36,14 @@ def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
     return batch.column(name)
 
 
-def record_keys(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
-    """The `_hoodie_record_key` of every row; null or empty keys are an error."""
+def record_keys(batch: pa.Table, config: TableConfig, schema: pa.Schema | None = None) -> pa.ChunkedArray:
+    """The `_hoodie_record_key` of every row; null or empty keys are an error. `schema`: the
+    table's, whose types the values are stored in (else the batch's are)."""
     fields = config.record_key_fields
     columns = [_column(batch, f, "record key") for f in fields]
     complex_format = config.key_generator is KeyGeneratorType.COMPLEX or len(fields) > 1
     if not complex_format:
-        keys = _as_strings(columns[0], fields[0])
+        keys = key_text(columns[0], fields[0], _stored_type(schema, fields[0]))
         bad = pc.sum(pc.or_kleene(pc.is_null(keys), pc.equal(keys, ""))).as_py() or 0
         if bad:
             raise InvalidRecordError(f"{bad} row(s) have a null or empty record key in column {fields[0]!r}")
@@ -58,7 +51,7 @@ def record_keys(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
     parts = []
     all_missing = None
     for name, column in zip(fields, columns):
-        text = _as_strings(column, name)
+        text = key_text(column, name, _stored_type(schema, name))
         missing = pc.or_kleene(pc.is_null(text), pc.equal(text, ""))
         all_missing = missing if all_missing is None else pc.and_kleene(all_missing, missing)
         text = pc.if_else(pc.is_null(text), NULL_KEY_PART, text)
@@ -130,8 +123,9 @@ def _check_folder_name(value: str, name: str, config: TableConfig) -> None:
         )
 
 
-def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
-    """The `_hoodie_partition_path` of every row ("" when the table is not partitioned)."""
+def partition_paths(batch: pa.Table, config: TableConfig, schema: pa.Schema | None = None) -> pa.ChunkedArray:
+    """The `_hoodie_partition_path` of every row ("" when the table is not partitioned); `schema`:
+    as for `record_keys`."""
     if not config.is_partitioned:
         return pa.chunked_array([pa.array([""] * batch.num_rows, pa.string())])
     segments: list[pa.ChunkedArray] = []
@@ -151,7 +145,7 @@ def partition_paths(batch: pa.Table, config: TableConfig) -> pa.ChunkedArray:
             elif value is None or value == "":
                 text = DEFAULT_PARTITION
             else:
-                text = _as_strings(pa.array([value], unique.type), name)[0].as_py()
+                text = key_text(pa.array([value], unique.type), name, _stored_type(schema, name))[0].as_py()
                 _check_folder_name(text, name, config)
             if config.url_encode_partitions:
                 text = escape_partition_value(text)

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeward.core.exceptions import SchemaError
 
@@ -369,3 +370,30 @@ def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_
                 raise SchemaError(f"column '{f.name}' cannot be cast from {column.type} to {f.type}: {e}") from e
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType | None = None) -> pa.ChunkedArray:
+    """The key text of each value of a record key or partition field, as Hudi's key generators
+    render it; `stored`: the column's type in the table, when known (a timestamp renders in its unit)."""
+    typ = column.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return pc.cast(column, pa.string())
+    if pa.types.is_boolean(typ):
+        return pc.if_else(column, "true", "false")
+    if pa.types.is_integer(typ) or pa.types.is_decimal(typ) or pa.types.is_floating(typ):
+        return pc.cast(column, pa.string())
+    if pa.types.is_timestamp(typ):
+        # As Hudi renders a timestamp-millis/-micros field (`getNestedFieldValAsString`, consistent
+        # logical timestamps off, its default): the stored number, so that one instant is one key
+        # whatever the batch's unit or zone (a time zone-less value is stored as UTC).
+        unit = _key_unit(stored if stored is not None and pa.types.is_timestamp(stored) else typ)
+        counts = pc.cast(column, pa.timestamp(unit, typ.tz), safe=False)
+        return pc.cast(pc.cast(counts, pa.int64()), pa.string())
+    if pa.types.is_date(typ):
+        return pc.cast(column, pa.string())
+    raise SchemaError(f"column {name!r} of type {typ} cannot be part of a record key")
+
+
+def _key_unit(typ: pa.TimestampType) -> str:
+    """The unit a timestamp is stored in (its Avro type): milliseconds stay, others are micros."""
+    return "ms" if typ.unit == "ms" else "us"

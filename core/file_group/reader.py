@@ -78,7 +78,7 @@ from lakeward.core.file_group.log_file import (
 )
 from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DELETE_RECORD_KEY
 from lakeward.core.merge import RECORD_KEY, winning_versions
-from lakeward.core.schema import META_SCHEMA, conform_batch, with_meta
+from lakeward.core.schema import META_SCHEMA, conform_batch, key_text, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import Timeline
@@ -414,7 +414,7 @@ def _keyed(rows: pa.Table, settings: MergeSettings) -> pa.Table:
     """
     if settings.key_field is None or settings.key_field not in rows.column_names:
         return rows
-    keys = pc.cast(rows.column(settings.key_field), pa.string())
+    keys = key_text(rows.column(settings.key_field), settings.key_field)
     return rows.set_column(rows.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
 
 

@@ -35,6 +35,7 @@ from lakeward.core.file_group.file_group import FileSlice, LogFile
 from lakeward.core.file_group.log_file import BlockType, CommandBlock, CommandType, HeaderKey, LogFileReader, RawBlock
 from lakeward.core.file_group.log_file.avro_vector import read_long
 from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY, decode_avro_records, decode_delete_records
+from lakeward.core.schema import key_text
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import Timeline
@@ -130,13 +131,18 @@ def block_record_keys(raw: RawBlock, key_field: str = RECORD_KEY) -> pa.Array:
             table = pq.read_table(pa.BufferReader(raw.content), columns=[key_field])
         except (pa.ArrowInvalid, OSError, KeyError) as exc:
             raise CorruptTableError(f"Parquet data block cannot be read for keys: {exc}") from exc
-        return table.column(0).combine_chunks().cast(pa.string())
+        return _key_strings(table.column(0).combine_chunks(), key_field)
     schema = raw.header.get(HeaderKey.SCHEMA)
     if schema is None:
         raise CorruptTableError("Avro data block has no SCHEMA header")
     if key_field == RECORD_KEY and _keys_are_third_string(schema):
         return _avro_keys(raw.content, schema)
-    return decode_avro_records(raw.content, schema).column(key_field).combine_chunks().cast(pa.string())
+    return _key_strings(decode_avro_records(raw.content, schema).column(key_field).combine_chunks(), key_field)
+
+
+def _key_strings(values: pa.Array, key_field: str) -> pa.Array:
+    """Stored keys as strings; a virtual-key table's key field rendered as its key generator does."""
+    return values.cast(pa.string()) if key_field == RECORD_KEY else key_text(values, key_field)
 
 
 @dataclass(frozen=True)

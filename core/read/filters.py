@@ -85,6 +85,10 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
 
     def typed(name: str, raw: str) -> Any:
         if schema is not None and name in schema.names:
+            kind = schema.field(name).type
+            if pa.types.is_timestamp(kind) and raw.lstrip("-").isdigit():  # Hudi's number of the unit (`key_text`)
+                unit = "ms" if kind.unit == "ms" else "us"
+                return pa.scalar(int(raw), pa.timestamp(unit, kind.tz)).cast(kind).as_py()
             try:
                 return pa.scalar(raw).cast(schema.field(name).type).as_py()
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

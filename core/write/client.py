@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.config.write import WriteConfig
@@ -31,6 +32,7 @@ from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
+    ConfigError,
     CorruptTableError,
     InstantExistsError,
     LakewardError,
@@ -42,7 +44,9 @@ from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
+from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
 from lakeward.core.locks import InProcessLockProvider, LockProvider
+from lakeward.core.merge import RECORD_KEY
 from lakeward.core.metadata_table.services import run_metadata_table_services
 from lakeward.core.metadata_table.writer import apply_commit
 from lakeward.core.schema import (
@@ -261,7 +265,9 @@ class WriteClient:
             fresh = Timeline.load(self.storage, self.layout)
             if fresh.files == timeline.files:
                 raise
-            log.warning("the timeline of %s changed while it was checked (%s); checking it again", self.storage.uri, exc)
+            log.warning(
+                "the timeline of %s changed while it was checked (%s); checking it again", self.storage.uri, exc
+            )
             verify_before_write(self.storage, fresh)
             return fresh
         return timeline
@@ -275,6 +281,41 @@ class WriteClient:
     @property
     def merge_on_read(self) -> bool:
         return self.table_context.merge_on_read
+
+    def _refuse_former_timestamp_keys(self, timeline: Timeline, table_schema: pa.Schema) -> None:
+        """ConfigError when the table's timestamp key or partition fields were rendered as text (lakeward
+        before it rendered them as Hudi does, as the stored number): keys written now would not match them
+        (a second copy of each record). Checked on the latest commit's partitions and one stored key."""
+
+        def is_timestamp(name: str) -> bool:
+            return name in table_schema.names and pa.types.is_timestamp(table_schema.field(name).type)
+
+        keys = [f for f in self.config.record_key_fields if is_timestamp(f)]
+        by_timestamp_keygen = self.config.key_generator.name == "TIMESTAMP"
+        parts = [] if by_timestamp_keygen else [f for f in self.config.partition_fields if is_timestamp(f)]
+        latest = timeline.latest_completed_write()
+        if latest is None or not (keys or parts):
+            return
+        meta = read_commit_metadata(self.storage, latest)
+        found: list[str] = []
+        for partition in meta.partitionToWriteStats:
+            values = partition_filter_values(partition, self.config)
+            found += [f"partition {partition!r}" for f in parts if not _is_count(values.get(f, "0"))]
+        stored = [s.path for s in meta.write_stats() if s.path and s.path.endswith(".parquet")]
+        if keys and stored and self.config.populate_meta_fields and not found:
+            with self.storage.open_input_file(stored[0]) as f:
+                first = pq.ParquetFile(f).read_row_group(0, columns=[RECORD_KEY]).column(0)
+            key = str(first[0].as_py()) if len(first) else ""
+            complex_format = len(self.config.record_key_fields) > 1 or self.config.key_generator.name == "COMPLEX"
+            texts = dict(p.split(":", 1) for p in key.split(",") if ":" in p) if complex_format else {keys[0]: key}
+            found += [f"record key {key!r}" for f in keys if not _is_count(texts.get(f, ""))]
+        if found:
+            raise ConfigError(
+                f"the table at {self.storage.uri} holds timestamp key or partition values written as text "
+                f"({found[0]}): lakeward now writes them as Hudi does, the stored number of the unit, and "
+                "keys written now would not match them. Rewrite the table (read it and bulk_insert it into a "
+                "new one) before writing to it"
+            )
 
     def action_of(self, operation: WriteOperation) -> Action:
         """The timeline action of a write: a merge-on-read write is a deltacommit (replaces stay replacecommits)."""
@@ -299,6 +340,7 @@ class WriteClient:
             fields = [table_schema.field(n).with_nullable(batch_schema.field(n).nullable) for n in names]
             schema = pa.schema(fields, batch_schema.metadata)
         else:
+            self._refuse_former_timestamp_keys(timeline, table_schema)
             schema = evolve_schema(table_schema, batch_schema)
         if self.config.is_partitioned:
             for field in self.config.partition_fields:
@@ -563,7 +605,10 @@ class WriteClient:
             self._check_conflicts(timeline, touched, requested.time)
             schema = self._schema_to_commit(timeline, requested.time, prepared.schema)
             if schema is not prepared.schema:
-                metadata.extraMetadata = {**(metadata.extraMetadata or {}), "schema": avro_schema_json(schema, self.config.name)}
+                metadata.extraMetadata = {
+                    **(metadata.extraMetadata or {}),
+                    "schema": avro_schema_json(schema, self.config.name),
+                }
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             # the metadata table first (Hudi's order)
             index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
@@ -776,6 +821,11 @@ class WriteClient:
                 rollback_pending_instant(self.storage, pending, new_instant_time(timeline.latest_time(), tz), tz)
         except Exception:
             log.exception("could not roll back %s; the next write will", instant)
+
+
+def _is_count(text: str) -> bool:
+    """Whether a timestamp's key text is a number (Hudi's rendering), or the default partition."""
+    return text.lstrip("-").isdigit() or text in ("", DEFAULT_PARTITION)
 
 
 __all__ = ["Action", "WriteClient", "WriteOperation", "WriteResult", "to_arrow"]

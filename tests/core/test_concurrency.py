@@ -314,7 +314,12 @@ def test_a_write_whose_timeline_a_service_archived_meanwhile_checks_it_again(
 
 def _schema_table(path: Path, table_type: str, version: int) -> None:
     Table.create(
-        str(path), record_key="id", partition_by="city", ordering_field="ts", table_type=table_type, table_version=version
+        str(path),
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=version,
     )
     Table.open(str(path)).upsert(_rows([1], "sf", 1, "base"))
 

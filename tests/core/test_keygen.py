@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakeward.core.exceptions import InvalidRecordError
+from lakeward.core.exceptions import ConfigError, InvalidRecordError
 from lakeward.core.table import Table
 
 KEYGEN = "org.apache.hudi.keygen."
@@ -250,3 +250,111 @@ def test_commit_metadata_uses_the_same_partition_strings(tmp_path):
     meta = json.loads((Path(t.path) / ".hoodie" / f"{r.instant_time}.commit").read_text())
     assert list(meta["partitionToWriteStats"]) == ["city=a b"]
     assert meta["partitionToWriteStats"]["city=a b"][0]["path"].startswith("city=a b/")
+
+
+# -- timestamp fields in keys and partition paths ------------------------------------------------
+#: 2024-01-01T00:00:00Z in microseconds: Hudi renders a timestamp-micros key field as its number
+#: (`HoodieAvroUtils.getNestedFieldValAsString` without consistent logical timestamps, the default).
+MIDNIGHT_US = 1704067200000000
+
+
+def _ts(values: list[dt.datetime], unit: str = "us", tz: str | None = None) -> pa.Array:
+    return pa.array(values, pa.timestamp(unit, tz))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("virtual_keys", [False, True])
+def test_a_timestamp_record_key_is_one_key_whatever_the_batch_type(tmp_path, table_type, virtual_keys):
+    """Naive timestamps are stored as UTC and read back with tz=UTC, and batches come in ms or us:
+    the key was the value's text in the batch's own type (naive, 'Z', '.000'), so a read-back row,
+    a millisecond batch or a delete by the naive value made a second row or deleted nothing."""
+    options = {"hoodie.populate.meta.fields": "false"} if virtual_keys else {}
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="part",
+        ordering_field="o",
+        table_type=table_type,
+        options=options,
+    )
+    midnight = dt.datetime(2024, 1, 1)
+    t.upsert(pa.table({"id": _ts([midnight]), "part": ["p"], "o": [1], "v": [1]}))
+    back = t.read(columns=["id", "part", "o", "v"])
+    assert back.schema.field("id").type == pa.timestamp("us", "UTC")
+    result = t.upsert(back.set_column(3, "v", pa.array([2])).set_column(2, "o", pa.array([2])))
+    assert (result.num_inserts, result.num_updates) == (0, 1)
+    result = t.upsert(pa.table({"id": _ts([midnight], "ms"), "part": ["p"], "o": [3], "v": [3]}))
+    assert (result.num_inserts, result.num_updates) == (0, 1)
+    aware = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    result = t.upsert(pa.table({"id": _ts([aware], "us", "America/New_York"), "part": ["p"], "o": [4], "v": [4]}))
+    assert (result.num_inserts, result.num_updates) == (0, 1)
+    rows = t.read().to_pylist()
+    assert [(r["id"], r["v"]) for r in rows] == [(aware, 4)]
+    if not virtual_keys:
+        assert rows[0]["_hoodie_record_key"] == str(MIDNIGHT_US)
+    assert t.delete(keys=[midnight]).num_deletes == 1
+    assert t.read().num_rows == 0
+
+
+def test_a_millisecond_timestamp_key_is_its_number_of_milliseconds(tmp_path):
+    """A timestamp-millis field renders as Hudi renders it: the number of milliseconds."""
+    t = Table.create(str(tmp_path / "t"), record_key="id", ordering_field="o")
+    t.upsert(pa.table({"id": _ts([dt.datetime(2024, 1, 1)], "ms", "UTC"), "o": [1]}))
+    assert [r["_hoodie_record_key"] for r in t.read().to_pylist()] == [str(MIDNIGHT_US // 1000)]
+
+
+@pytest.mark.parametrize("hive_style", ["false", "true"])
+def test_a_timestamp_partition_field_is_one_partition_whatever_the_batch_type(tmp_path, hive_style):
+    """The same instant went to a folder per batch type ('... 00:00:00.000000', '...Z', '....000'):
+    a read-back row upserted into a new partition, a second copy of its key."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="k",
+        partition_by="day",
+        ordering_field="o",
+        options={"hoodie.datasource.write.hive_style_partitioning": hive_style},
+    )
+    midnight = dt.datetime(2024, 1, 1)
+    t.upsert(pa.table({"k": ["k1"], "day": _ts([midnight]), "o": [1]}))
+    back = t.read(columns=["k", "day", "o"]).set_column(2, "o", pa.array([2]))
+    assert (
+        t.upsert(back).num_updates,
+        t.upsert(pa.table({"k": ["k1"], "day": _ts([midnight], "ms"), "o": [3]})).num_updates,
+    ) == (1, 1)
+    expected = f"day={MIDNIGHT_US}" if hive_style == "true" else str(MIDNIGHT_US)
+    assert partition_dirs(t) == {expected}
+    assert [r["k"] for r in t.read().to_pylist()] == ["k1"]
+    aware = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    for op, value, keep in (("=", midnight, 1), ("=", aware, 1), (">", aware, 0), ("<=", midnight, 1)):
+        assert t.read(filters=[("day", op, value)]).num_rows == keep, (op, value)
+
+
+@pytest.mark.parametrize("field", ["key", "partition"])
+def test_a_table_whose_timestamp_keys_were_written_as_text_is_refused(tmp_path, monkeypatch, field):
+    """Tables written before timestamps rendered as Hudi renders them hold text keys or folders: a
+    write now would add a second copy of each record, so it is refused, the table left as it was."""
+    import pyarrow.compute as pc
+
+    import lakeward.core.keygen as keygen
+
+    real = keygen.key_text
+
+    def as_text(column, name, stored=None):  # the former rendering
+        if pa.types.is_timestamp(column.type):
+            return pc.cast(column, pa.string())
+        return real(column, name, stored)
+
+    path = str(tmp_path / "t")
+    if field == "key":
+        Table.create(path, record_key="id", ordering_field="o")
+        batch = pa.table({"id": _ts([dt.datetime(2024, 1, 1)]), "o": [1]})
+    else:
+        Table.create(path, record_key="k", partition_by="day", ordering_field="o")
+        batch = pa.table({"k": ["k1"], "day": _ts([dt.datetime(2024, 1, 1)]), "o": [1]})
+    monkeypatch.setattr(keygen, "key_text", as_text)
+    Table.open(path).upsert(batch)
+    monkeypatch.undo()
+    before = sorted(str(p) for p in Path(path).rglob("*"))
+    with pytest.raises(ConfigError, match="written as text"):
+        Table.open(path).upsert(batch)
+    assert sorted(str(p) for p in Path(path).rglob("*")) == before

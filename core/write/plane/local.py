@@ -107,8 +107,8 @@ class LocalDataPlane:
         batch = batch.drop_columns([c for c in META_COLUMNS if c in batch.column_names])
         schema = self.client.write_schema(batch.schema, operation, timeline)
         check_batch_rows(batch, self.config, operation)
-        records = batch.append_column(RECORD_KEY, record_keys(batch, self.config))
-        records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config))
+        records = batch.append_column(RECORD_KEY, record_keys(batch, self.config, schema))
+        records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config, schema))
         if self.client.combines(operation):
             ordering = self.config.precombine_field if operation is not WriteOperation.DELETE else None
             records = deduplicate(records, ordering, by_key_only=self.client.global_index)

@@ -126,7 +126,6 @@ def _key_batch(file_slice: FileSlice, keys: pa.Array, deleted: pa.Array) -> pa.R
     )
 
 
-
 def _matched_slice_keys(
     storage: Storage, file_slice: FileSlice, wanted: pa.Array, committed: CommittedInstants, prune_by_ranges: bool
 ) -> pa.RecordBatch | None:
@@ -262,8 +261,8 @@ class SparkDataPlane:
                 table = pa.Table.from_batches([batch])
                 utc = utc_timestamps(table)
                 check_batch_rows(utc, config, operation, whole_batch=False)
-                table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config), pa.string()))
-                table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config), pa.string()))
+                table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config, schema), pa.string()))
+                table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config, schema), pa.string()))
                 yield from table.to_batches()
 
         # StructType.add mutates: build a new schema, never touch df.schema.
