@@ -20,7 +20,8 @@ from lakeward.core.read.incremental import IncrementalRange, stable_end
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean import check_as_of_retained, check_incremental_retained
 from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
-from lakeward.core.timeline.archived import has_archived_timeline
+from lakeward.core.timeline.archived import has_archived_timeline, read_archived_entries
+from lakeward.core.timeline.instant import WRITE_ACTIONS, State
 from lakeward.core.timeline.instant_time import format_instant_time
 
 
@@ -62,8 +63,23 @@ def incremental_range(
     start = normalize_instant_time(begin, tz)
     stop = normalize_instant_time(end, tz) if end is not None else None
     stop = stable_end(timeline, start, stop)
-    check_incremental_retained(storage, timeline, start, stop)
+    check_incremental_retained(storage, timeline, start, stop, _archived_write_times(storage, config, timeline, start))
     return IncrementalRange.resolve(timeline, start, stop)
+
+
+def _archived_write_times(storage: Storage, config: TableConfig, timeline: Timeline, begin: str) -> list[str]:
+    """Version 6: the completed writes after `begin` that were archived off the active timeline (read
+    from the archive), so that a clean that removed their files is seen by the retention check."""
+    if not begins_in_version_6_archive(storage, config, timeline, begin):
+        return []
+    writes = {a.value for a in WRITE_ACTIONS}
+    return sorted(
+        str(r["commitTime"])
+        for r in read_archived_entries(storage, config.archive_folder)
+        if r.get("actionState") == State.COMPLETED.name
+        and r.get("actionType") in writes
+        and str(r["commitTime"]) > begin
+    )
 
 
 def _has_version_6_archive(storage: Storage, config: TableConfig) -> bool:

@@ -9,6 +9,8 @@ Savepointed instants stay readable: cleaning keeps every file a savepoint lists.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Timeline, avro_plans
@@ -48,13 +50,19 @@ def check_as_of_retained(storage: Storage, timeline: Timeline, instant_time: str
     )
 
 
-def check_incremental_retained(storage: Storage, timeline: Timeline, begin: str, end: str | None) -> None:
-    """Raise when an incremental range (begin, end] covers completed writes older than the retained window."""
+def check_incremental_retained(
+    storage: Storage, timeline: Timeline, begin: str, end: str | None, archived: Sequence[str] = ()
+) -> None:
+    """Raise when an incremental range (begin, end] covers completed writes older than the retained window.
+
+    `archived`: the times of completed writes archived off the timeline that the range reaches
+    (version 6, whose timeline no longer lists them)."""
     retained = last_clean_retained(storage, timeline)
     if retained is None:
         return
     earliest, clean = retained
-    lost = [i.time for i in timeline.completed_writes() if begin < i.time < earliest and (end is None or i.time <= end)]
+    times = sorted({*archived, *(i.time for i in timeline.completed_writes())})
+    lost = [t for t in times if begin < t < earliest and (end is None or t <= end)]
     if lost:
         raise InstantNotFoundError(
             f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
