@@ -571,7 +571,13 @@ class Table:
 
     def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
         if keys and isinstance(keys[0], Mapping):
-            return pa.Table.from_pylist(list(keys))  # type: ignore[arg-type]
+            rows = [dict(k) for k in keys]
+            names = list(dict.fromkeys(n for r in rows for n in r))
+            schema = self.schema()
+            if schema is not None and all(n in schema.names for n in names):
+                # typed as the table's columns: a None value has no type of its own to infer
+                return pa.Table.from_pylist(rows, schema=pa.schema([schema.field(n) for n in names]))
+            return pa.Table.from_pylist(rows)
         if len(self.config.record_key_fields) != 1:
             raise ConfigError("keys=[...] needs dicts of field values: the record key has several fields")
         if self.schema() is None:  # no data yet: nothing to delete, an empty delete commit
