@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakeward.core.exceptions import SchemaError
 
@@ -375,6 +374,9 @@ def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_
 def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType | None = None) -> pa.ChunkedArray:
     """The key text of each value of a record key or partition field, as Hudi's key generators
     render it; `stored`: the column's type in the table, when known (a timestamp renders in its unit)."""
+    # lazy: opening a table needs no pyarrow.compute (start-up of the CLI's table commands, issue 23)
+    import pyarrow.compute as pc
+
     typ = column.type
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return pc.cast(column, pa.string())

@@ -15,6 +15,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
+from lakeward.core.schema import with_meta
 
 Filters: TypeAlias = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
 
@@ -61,6 +62,20 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
 
     conformed = [[(t[0], t[1], conform(t[0], t[2]), *t[3:]) if len(t) > 2 else t for t in conj] for conj in disjuncts]
     return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
+
+
+def check_filters_fit(filters: Filters, schema: pa.Schema | None) -> None:
+    """ConfigError naming the filters when they do not fit the table's columns (an unknown column, a
+    literal of a type the column cannot be compared with): found before any file is read, where
+    pyarrow's own error would name neither the filter nor the table."""
+    expression = to_expression(filters)
+    if expression is None or schema is None:
+        return
+    try:
+        with_meta(schema).empty_table().filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(f"filters={filters!r} do not fit the table's columns {schema.names}: {reason}") from None
 
 
 def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:

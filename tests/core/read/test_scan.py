@@ -206,3 +206,18 @@ def test_partition_pruning_keeps_the_default_partition_of_nulls_and_empty_string
 
         expected = sorted(r["id"] for r in rows if keep(r["part"]))
         assert sorted(table.read(columns=["id"], filters=filters).column("id").to_pylist()) == expected, filters
+
+
+def test_filters_that_do_not_fit_the_columns_fail_before_reading_naming_the_filter(tmp_path):
+    """pyarrow's own errors (ArrowNotImplementedError, ArrowInvalid listing every field) named neither
+    the filter nor the table: a ConfigError now does, before any file is read."""
+    table = Table.create(str(tmp_path / "t"), record_key="id")
+    table.upsert(pa.table({"id": [1, 2], "s": ["a", "b"]}))
+    for filters, reason in (
+        ([("id", "=", "1")], "no kernel matching input types"),
+        ([("nope", "=", 1)], "No match for FieldRef"),
+        ([("s", ">", 3)], "no kernel matching input types"),
+    ):
+        with pytest.raises(ConfigError, match=rf"filters=.* do not fit the table's columns \['id', 's'\]: .*{reason}"):
+            table.read(filters=filters)
+    assert table.read(filters=[("s", "=", "b")]).column("id").to_pylist() == [2]
