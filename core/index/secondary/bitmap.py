@@ -299,7 +299,7 @@ class BitmapIndexFile:
             prefix = like_prefix(str(p.value))
             if prefix is None or not (pa.types.is_string(d.data_type) or pa.types.is_large_string(d.data_type)):
                 return None
-            return prefix, prefix + "\U0010ffff"
+            return prefix, _after_prefix(prefix)
         if p.op not in RANGE_OPS:
             return None
         scalar = literal(p.value, d.data_type)
@@ -355,6 +355,16 @@ class BitmapIndexFile:
         for block in blocks:
             found |= self._block_rows(p.column, block, fn)
         return found
+
+
+def _after_prefix(prefix: str) -> str | None:
+    """The least string after every string that starts with `prefix` (code point order, which is
+    UTF-8 byte order); None when there is none (the prefix is all U+10FFFF). A block whose first
+    value is at most this may hold such strings (`prefix + U+10FFFF` missed those going on past it)."""
+    stem = prefix.rstrip("\U0010ffff")
+    if not stem:
+        return None
+    return stem[:-1] + chr(ord(stem[-1]) + 1)
 
 
 def _is_nan(scalar: pa.Scalar) -> bool:

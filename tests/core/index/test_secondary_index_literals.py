@@ -134,3 +134,15 @@ def test_in_lists_of_none_select_the_null_rows(tmp_path: Path, use_index: bool) 
     for filters, expected in cases:
         assert _ids(table.read(filters=filters)) == expected, filters
         assert _ids(table.scan(filters=filters, use_index=use_index).to_arrow()) == expected, filters
+
+
+def test_bitmap_like_reads_a_block_that_begins_past_prefix_and_the_last_code_point(tmp_path: Path) -> None:
+    """A `like 'ab%'` took blocks up to 'ab' + U+10FFFF: a block whose first value goes on past that
+    ('ab' + U+10FFFF + '1') was skipped, and its rows lost."""
+    table = Table.create(str(tmp_path / "t"), record_key="id")
+    values = [f"aa{i:04d}" for i in range(1024)] + ["ab\U0010ffff1", "ab\U0010ffff2", "b"]
+    table.bulk_insert(pa.table({"id": list(range(len(values))), "s": values}))
+    table.create_index("bm", "s")
+    table.build_indexes()
+    assert [r for r in assert_index_reads_lose_nothing(table, [("s", "like", "ab%")])] == [1024, 1025]
+    assert table.explain([("s", "like", "ab%")]).count("index") == 1
