@@ -36,13 +36,18 @@ def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
     return batch.column(name)
 
 
+def is_complex_key(config: TableConfig) -> bool:
+    """Whether record keys are written in the complex format, `field:value,...` (Hudi's
+    ComplexKeyGenerator, and any key of several fields), rather than as the one field's value."""
+    return config.key_generator is KeyGeneratorType.COMPLEX or len(config.record_key_fields) > 1
+
+
 def record_keys(batch: pa.Table, config: TableConfig, schema: pa.Schema | None = None) -> pa.ChunkedArray:
     """The `_hoodie_record_key` of every row; null or empty keys are an error. `schema`: the
     table's, whose types the values are stored in (else the batch's are)."""
     fields = config.record_key_fields
     columns = [_column(batch, f, "record key") for f in fields]
-    complex_format = config.key_generator is KeyGeneratorType.COMPLEX or len(fields) > 1
-    if not complex_format:
+    if not is_complex_key(config):
         keys = key_text(columns[0], fields[0], _stored_type(schema, fields[0]))
         bad = pc.sum(pc.or_kleene(pc.is_null(keys), pc.equal(keys, ""))).as_py() or 0
         if bad:

@@ -44,6 +44,7 @@ from lakeward.core.table_version import CURRENT, TableVersion
 from lakeward.core.table_version import table_version as resolve_table_version
 from lakeward.core.timeline import (
     METAFOLDER,
+    Action,
     Instant,
     InstantTime,
     Timeline,
@@ -726,7 +727,8 @@ class Table:
 
     def _rollback_target(self, timeline: Timeline, instant: str) -> Instant:
         """The instant `rollback(instant)` undoes: a pending write, or the latest completed write (checked)."""
-        pending = [i for i in timeline.pending_writes() if i.time == instant]
+        # a pending clustering is `clustering` on 8+ (a replacecommit, so a write, on 6): its plan too
+        pending = [i for i in [*timeline.pending_writes(), *timeline.pending(Action.CLUSTERING)] if i.time == instant]
         if pending:
             return pending[0]
         completed = [i for i in timeline.completed_writes() if i.time == instant]

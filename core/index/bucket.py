@@ -2,7 +2,10 @@
 
 As Apache Hudi's simple bucket index: bucket = (Java List<String>.hashCode of the hash
 field values & Integer.MAX_VALUE) mod N, and the bucket's file id starts with the bucket
-number in 8 digits, so Hudi and lakeward put the same key in the same file group.
+number in 8 digits, so Hudi and lakeward put the same key in the same file group. The
+hash field values are taken from the record key's text, as Hudi 1.x takes them
+(`KeyGenUtils.extractRecordKeysByFields`): a simple key is its one value; a complex key's
+`field:value` parts give the hash fields' values, `__null__` as null and `__empty__` as "".
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from lakeward.core.file_group.file_group import FileSlice
 _UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
+#: The complex key format's stand-ins for a null and an empty field value (`keygen`).
+_NULL_PART, _EMPTY_PART = "__null__", "__empty__"
+
+
 def _java_string_hash(text: str) -> int:
     """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit int."""
     h = 0
@@ -29,21 +36,32 @@ def _java_string_hash(text: str) -> int:
     return h
 
 
-def bucket_ids(hash_values: Sequence[Sequence[str]], num_buckets: int) -> np.ndarray:
-    """Bucket of each row, from the row's hash-field values (strings, in field order)."""
+def bucket_ids(hash_values: Sequence[Sequence[str | None]], num_buckets: int) -> np.ndarray:
+    """Bucket of each row, from the row's hash-field values (strings or None, in field order)."""
     out = np.empty(len(hash_values), dtype=np.int64)
     for i, values in enumerate(hash_values):
         h = 1
         for value in values:
-            h = (31 * h + _java_string_hash(value)) & 0xFFFFFFFF
+            h = (31 * h + (0 if value is None else _java_string_hash(value))) & 0xFFFFFFFF
         out[i] = (h & 0x7FFFFFFF) % num_buckets
     return out
 
 
-def bucket_ids_of(records: pa.Table, fields: Sequence[str], num_buckets: int) -> np.ndarray:
-    """Bucket of each row of `records`, hashing the string form of the given fields."""
-    columns = [pc.cast(records.column(f), pa.string()).to_pylist() for f in fields]
-    return bucket_ids(list(zip(*columns)), num_buckets)
+def hash_values(record_key: str, fields: Sequence[str], complex_key: bool) -> list[str | None]:
+    """The hash fields' values in a record key's text (module docstring)."""
+    if not complex_key:
+        return [record_key]
+    parts = dict(p.split(":", 1) for p in record_key.split(",") if ":" in p)
+    values = [parts.get(f) for f in fields]
+    return [None if v == _NULL_PART else "" if v == _EMPTY_PART else v for v in values]
+
+
+def bucket_ids_of(
+    record_keys: pa.Array | pa.ChunkedArray, fields: Sequence[str], num_buckets: int, complex_key: bool
+) -> np.ndarray:
+    """Bucket of each record, from its record key text (`complex_key`: in the `field:value,...` format)."""
+    keys = pc.cast(record_keys, pa.string()).to_pylist()
+    return bucket_ids([hash_values(k, fields, complex_key) for k in keys], num_buckets)
 
 
 def bucket_of_file_id(file_id: str) -> int | None:

@@ -44,7 +44,7 @@ from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id
-from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
+from lakeward.core.keygen import DEFAULT_PARTITION, is_complex_key, partition_filter_values
 from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.metadata_table.services import run_metadata_table_services
@@ -306,8 +306,7 @@ class WriteClient:
             with self.storage.open_input_file(stored[0]) as f:
                 first = pq.ParquetFile(f).read_row_group(0, columns=[RECORD_KEY]).column(0)
             key = str(first[0].as_py()) if len(first) else ""
-            complex_format = len(self.config.record_key_fields) > 1 or self.config.key_generator.name == "COMPLEX"
-            texts = dict(p.split(":", 1) for p in key.split(",") if ":" in p) if complex_format else {keys[0]: key}
+            texts = dict(p.split(":", 1) for p in key.split(",") if ":" in p) if self.complex_key else {keys[0]: key}
             found += [f"record key {key!r}" for f in keys if not _is_count(texts.get(f, ""))]
         if found:
             raise ConfigError(
@@ -381,10 +380,23 @@ class WriteClient:
             if self.write_config.bucket_hash_field
             else list(self.config.record_key_fields)
         )
+        outside = [f for f in fields if f not in self.config.record_key_fields]
+        if outside:
+            raise ConfigError(
+                f"hoodie.bucket.index.hash.field={self.write_config.bucket_hash_field!r} names {outside}, which "
+                f"are not record key fields {list(self.config.record_key_fields)}: a key's bucket would change "
+                "with those values and leave a second copy behind (Hudi refuses it too: the hash fields must be "
+                "a subset of the record key)"
+            )
         for name in fields:
             if name not in columns:
                 raise SchemaError(f"hoodie.bucket.index.hash.field names {name!r}, which the batch lacks")
         return fields
+
+    @property
+    def complex_key(self) -> bool:
+        """Whether record keys are in the `field:value,...` format (`keygen.is_complex_key`)."""
+        return is_complex_key(self.config)
 
     def partitions_to_delete_schema(self, timeline: Timeline, partitions: Sequence[str] | None) -> pa.Schema:
         """The table's schema for a `delete_partition`, after checking the table has data and

@@ -7,6 +7,8 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 
+import pyarrow as pa
+
 from lakeward.core.config.values import parse_fields
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.context import HoldsTableContext
@@ -130,6 +132,13 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
             if missing:
                 raise ConfigError(
                     f"hoodie.clustering.plan.strategy.sort.columns names {missing}, which the table does not have"
+                )
+            nested = [c for c in sort_columns if schema is not None and pa.types.is_nested(schema.field(c).type)]
+            if nested:
+                # every run of such a plan would fail (Arrow sorts no list, struct or map)
+                raise ConfigError(
+                    f"hoodie.clustering.plan.strategy.sort.columns names {nested}: columns of nested types "
+                    f"({', '.join(str(schema.field(c).type) for c in nested)}) cannot be sorted by"
                 )
         bucketed = wc.index_type == "BUCKET"
         groups = plan_bucket_groups(free, wc, sort_columns) if bucketed else plan_groups(free, wc, sort_columns)

@@ -289,7 +289,9 @@ class LocalDataPlane:
 
     def _bucket_ids(self, records: pa.Table) -> np.ndarray:
         fields = self.client.bucket_hash_fields(records.column_names)
-        return bucket_index.bucket_ids_of(records, fields, self.write_config.bucket_num_buckets)
+        return bucket_index.bucket_ids_of(
+            records.column(RECORD_KEY), fields, self.write_config.bucket_num_buckets, self.client.complex_key
+        )
 
     def _assign(
         self, records: pa.Table, view: FileSystemView, tag: bool, small_files: bool, fresh: bool = False

@@ -653,11 +653,12 @@ class SparkDataPlane:
 
         fields = self.client.bucket_hash_fields(records.columns)
         num_buckets = self.write_config.bucket_num_buckets
+        complex_key = self.client.complex_key
 
         def add_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                ids = bucket_index.bucket_ids_of(utc_timestamps(table), fields, num_buckets)
+                ids = bucket_index.bucket_ids_of(table.column(RECORD_KEY), fields, num_buckets, complex_key)
                 yield from table.append_column(BUCKET, pa.array(ids, pa.int64())).to_batches()
 
         with_bucket = records.mapInArrow(

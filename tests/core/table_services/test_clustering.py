@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward.core.config.write import parse_write_config
-from lakeward.core.exceptions import ConcurrentWriteError, InstantExistsError
+from lakeward.core.exceptions import ConcurrentWriteError, ConfigError, InstantExistsError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.table import Table
 from lakeward.core.table_services.clustering import plan_groups
@@ -309,3 +309,42 @@ def test_spark_engine_gives_the_same_rows(tmp_path: Path, spark: Any) -> None:
     for path in result.files_written:
         v = pq.read_table(Path(t.path) / path, columns=["v"]).column("v").to_pylist()
         assert v == sorted(v)
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_a_pending_clustering_plan_can_be_rolled_back_on_every_version(tmp_path: Path, version: int) -> None:
+    """On 8/9 the plan's action is `clustering`, which `rollback` did not count as a write: a plan that
+    could not run (or died mid-run) could not be dropped, and writes to its file groups stayed refused."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.clustering.plan.strategy.sort.columns": "v"}
+    table = Table.create(
+        path, record_key="id", partition_by="p", ordering_field="ts", table_version=version, options=options
+    )
+    table.upsert(pa.table({"id": ["a", "b", "c"], "p": ["x"] * 3, "v": [3, 2, 1], "ts": [1] * 3}))
+    table.upsert(pa.table({"id": ["d"], "p": ["x"], "v": [0], "ts": [1]}))
+    plan = Table.open(path, options=options).schedule_clustering()
+    assert plan is not None
+    with pytest.raises(ConcurrentWriteError, match="clustering"):
+        Table.open(path).upsert(pa.table({"id": ["a"], "p": ["x"], "v": [9], "ts": [2]}))
+    Table.open(path).rollback(plan)
+    assert Table.open(path).pending_clustering() == []
+    Table.open(path).upsert(pa.table({"id": ["a"], "p": ["x"], "v": [9], "ts": [2]}))
+    assert sorted((r["id"], r["v"]) for r in Table.open(path).read().to_pylist()) == [
+        ("a", 9),
+        ("b", 2),
+        ("c", 1),
+        ("d", 0),
+    ]
+
+
+def test_sort_columns_that_cannot_be_sorted_are_refused_when_scheduling(tmp_path: Path) -> None:
+    """A list column as a sort column was planned, and every run of the plan then failed with pyarrow's
+    ArrowTypeError: refused at scheduling, naming the column, with no plan written."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.clustering.plan.strategy.sort.columns": "ls"}
+    table = Table.create(path, record_key="id", ordering_field="ts", options=options)
+    for i in range(2):
+        table.upsert(pa.table({"id": [f"k{i}"], "ls": [[i]], "ts": [1]}))
+    with pytest.raises(ConfigError, match="hoodie.clustering.plan.strategy.sort.columns.*'ls'"):
+        Table.open(path, options=options).schedule_clustering()
+    assert Table.open(path).pending_clustering() == []
