@@ -43,7 +43,11 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.bloom.index.filter.dynamic.max.entries": "dynamic filter growth bound",
     "hoodie.bloom.index.filter.type": "or `SIMPLE`",
     "hoodie.bloom.index.prune.by.ranges": "prune files by min/max record key",
-    "hoodie.bucket.index.hash.field": "fields hashed into buckets",
+    "hoodie.bucket.index.hash.field": (
+        "fields hashed into buckets: a subset of the record key fields (others are refused, as by Hudi); "
+        "their values are taken from the record key's text, as Hudi 1.x takes them (a complex key's "
+        '`__null__` part hashes as null, `__empty__` as "")'
+    ),
     "hoodie.bucket.index.num.buckets": "buckets per partition (BUCKET index)",
     "hoodie.cleaner.commits.retained": "commits whose snapshots stay readable",
     "hoodie.cleaner.fileversions.retained": "slices kept per file group (file-versions policy)",
