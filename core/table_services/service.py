@@ -38,9 +38,18 @@ import pyarrow as pa
 from lakeward.core.config.table import TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConfigError, InstantExistsError, InstantNotFoundError, LakewardError
+from lakeward.core.exceptions import (
+    ConcurrentWriteError,
+    ConfigError,
+    InstantExistsError,
+    InstantNotFoundError,
+    LakewardError,
+    SchemaError,
+)
 from lakeward.core.metadata_table.writer import FilesChange, apply_change, commit_change, maintains_files_partition
+from lakeward.core.schema import arrow_schema_from_avro, avro_schema_json, merge_committed
 from lakeward.core.storage import Storage
+from lakeward.core.table_schema import resolve_table_schema
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline
 from lakeward.core.timeline.transitions import complete, transition_to_inflight
 
@@ -273,7 +282,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         run = PlanRun(self.ctx, instant_time, timeline, plan, schema, engine or self.ctx.engine, started)
         done = self.run(run)
         self.ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
-        self._complete(inflight, done.metadata)
+        self._complete(inflight, done.metadata, timeline if self.needs_schema else None)
         if done.after is not None:
             done.after()
         return done.result
@@ -285,18 +294,47 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         log.info("%s %s was started before: running its plan again", self.noun, requested.time)
         return requested.with_state(State.INFLIGHT)
 
+    def _with_columns_added_meanwhile(self, seen: Timeline, instant_time: str, metadata: bytes) -> bytes:
+        """The commit metadata with the schema readers should take from it: a write that completed while
+        the service ran may have added columns, and when the service's instant is the later one its
+        schema (the table's as of `seen`) becomes the table's. The union keeps them (as writes commit)."""
+        storage, config = self.ctx.storage, self.ctx.config
+        now = Timeline.load(storage, self.ctx.layout)
+        known = seen.completed_write_times()
+        newer = [i for i in now.completed_writes() if i.time not in known and i.time != instant_time]
+        if not newer or max(i.time for i in newer) > instant_time:
+            return metadata  # nothing completed meanwhile, or a later instant's schema stays the table's
+        committed = resolve_table_schema(storage, now, config)
+        commit = CommitMetadata.from_bytes(metadata)
+        if committed is None or commit.schema is None:
+            return metadata
+        ours = arrow_schema_from_avro(commit.schema)
+        try:
+            merged = merge_committed(committed, ours, allow_new=True)
+        except SchemaError as exc:
+            raise ConcurrentWriteError(
+                f"{self.noun} {instant_time}: a write committed another table schema while it ran ({exc})"
+            ) from None
+        if merged == ours:
+            return metadata
+        commit.extraMetadata = {**commit.extraMetadata, "schema": avro_schema_json(merged, config.name)}
+        return commit.to_bytes(config.version.metadata_encoding)
+
     def metadata_table_change(self, metadata: bytes) -> FilesChange:
         """What the instant completing with `metadata` changes in the metadata table's `files`
         partition: the files a commit-like service wrote (compaction, clustering); clean overrides it."""
         return commit_change(self.ctx.storage, CommitMetadata.from_bytes(metadata))
 
-    def _complete(self, inflight: Instant, metadata: bytes) -> None:
+    def _complete(self, inflight: Instant, metadata: bytes, seen: Timeline | None = None) -> None:
         """Complete the plan's instant; on a table with a metadata table, first its metadata delta
-        commit of the same time (both under the table lock, as Hudi commits table services)."""
+        commit of the same time (both under the table lock, as Hudi commits table services).
+        `seen`: the timeline the run took the table's schema from (services that commit one)."""
         storage, tz = self.ctx.storage, self.ctx.config.timeline_timezone
         keeps = maintains_files_partition(storage)
         try:
-            with self.ctx.lock if self.complete_under_lock or keeps else nullcontext():
+            with self.ctx.lock if self.complete_under_lock or keeps or seen is not None else nullcontext():
+                if seen is not None:
+                    metadata = self._with_columns_added_meanwhile(seen, inflight.time, metadata)
                 with self.ctx.completing(inflight.time):  # underway: the daemon lets no stop cut it short
                     apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
                     complete(storage, inflight, metadata, tz)

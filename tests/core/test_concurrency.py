@@ -412,3 +412,65 @@ def test_a_column_type_another_writer_committed_meanwhile_conflicts(tmp_path: Pa
         first.upsert(_rows([1], "sf", 2, "a").append_column("x", pa.array([5], pa.int64())))
     assert Table.open(str(path)).schema().field("x").type == pa.string()
     assert_commits_intact(path)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_compaction_completing_after_a_write_added_a_column_keeps_it(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 8+ a compaction is planned beside a pending write, so its instant is the later one. It took
+    the table's schema when it started; the write added a column and completed while it ran; the
+    compaction then completed with the older schema, the latest instant's, so the column vanished."""
+    import lakeward.core.write.client as client_module
+
+    path = tmp_path / "t"
+    _schema_table(path, "MERGE_ON_READ", version)
+    Table.open(str(path)).upsert(_rows([1], "sf", 2, "log"))  # a log for the compaction to fold
+    wrote, go, done = threading.Event(), threading.Event(), threading.Event()
+    real = client_module.reconcile_markers
+
+    def paced(storage: Any, instant_time: str, files: Any) -> Any:
+        if threading.current_thread().name == "writer":
+            wrote.set()
+            assert go.wait(30)
+        return real(storage, instant_time, files)
+
+    monkeypatch.setattr(client_module, "reconcile_markers", paced)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            Table.open(str(path)).upsert(_rows([7], "nyc", 1, "new").append_column("x", pa.array(["X7"])))
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=writer, name="writer")
+    thread.start()
+    assert wrote.wait(30)
+    table = Table.open(str(path))
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+
+    def the_write_completes() -> None:
+        go.set()
+        assert done.wait(30)
+
+    engine = _InterleavingEngine(table._writer(service="compaction").engine, the_write_completes)
+    engine_description = "compact "
+
+    def map_then_write(fn: Any, items: Any, description: str = "") -> Any:
+        result = engine.inner.map(fn, items, description)
+        if description.startswith(engine_description) and not engine.ran:
+            engine.ran = True
+            engine.between()
+        return result
+
+    engine.map = map_then_write  # type: ignore[method-assign]
+    table.run_compaction(plan, engine=engine)
+    thread.join(30)
+    monkeypatch.undo()
+    assert errors == [] and engine.ran
+    assert Table.open(str(path)).schema().names[-1] == "x"
+    assert _rows_with_x(path) == {"sf-0001": ("log-1", None), "nyc-0007": ("new-7", "X7")}
