@@ -388,7 +388,7 @@ def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType 
         # As Hudi renders a timestamp-millis/-micros field (`getNestedFieldValAsString`, consistent
         # logical timestamps off, its default): the stored number, so that one instant is one key
         # whatever the batch's unit or zone (a time zone-less value is stored as UTC).
-        unit = _key_unit(stored if stored is not None and pa.types.is_timestamp(stored) else typ)
+        unit = key_unit(stored if stored is not None and pa.types.is_timestamp(stored) else typ)
         counts = pc.cast(column, pa.timestamp(unit, typ.tz), safe=False)
         return pc.cast(pc.cast(counts, pa.int64()), pa.string())
     if pa.types.is_date(typ):
@@ -396,6 +396,6 @@ def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType 
     raise SchemaError(f"column {name!r} of type {typ} cannot be part of a record key")
 
 
-def _key_unit(typ: pa.TimestampType) -> str:
+def key_unit(typ: pa.TimestampType) -> str:
     """The unit a timestamp is stored in (its Avro type): milliseconds stay, others are micros."""
     return "ms" if typ.unit == "ms" else "us"

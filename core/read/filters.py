@@ -15,7 +15,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
-from lakeward.core.schema import with_meta
+from lakeward.core.schema import key_unit, with_meta
 
 Filters: TypeAlias = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
 
@@ -102,8 +102,7 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
         if schema is not None and name in schema.names:
             kind = schema.field(name).type
             if pa.types.is_timestamp(kind) and raw.lstrip("-").isdigit():  # Hudi's number of the unit (`key_text`)
-                unit = "ms" if kind.unit == "ms" else "us"
-                return pa.scalar(int(raw), pa.timestamp(unit, kind.tz)).cast(kind).as_py()
+                return pa.scalar(int(raw), pa.timestamp(key_unit(kind), kind.tz)).cast(kind).as_py()
             try:
                 return pa.scalar(raw).cast(schema.field(name).type).as_py()
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

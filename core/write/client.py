@@ -43,7 +43,7 @@ from lakeward.core.exceptions import (
 from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.index.bucket import bucket_of_file_id
+from lakeward.core.index.bucket import bucket_of_file_id, hash_values
 from lakeward.core.keygen import DEFAULT_PARTITION, is_complex_key, partition_filter_values
 from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.merge import RECORD_KEY
@@ -306,8 +306,8 @@ class WriteClient:
             with self.storage.open_input_file(stored[0]) as f:
                 first = pq.ParquetFile(f).read_row_group(0, columns=[RECORD_KEY]).column(0)
             key = str(first[0].as_py()) if len(first) else ""
-            texts = dict(p.split(":", 1) for p in key.split(",") if ":" in p) if self.complex_key else {keys[0]: key}
-            found += [f"record key {key!r}" for f in keys if not _is_count(texts.get(f, ""))]
+            texts = hash_values(key, keys, self.complex_key) if self.complex_key else [key]
+            found += [f"record key {key!r}" for t in texts if not _is_count(t or "")]
         if found:
             raise ConfigError(
                 f"the table at {self.storage.uri} holds timestamp key or partition values written as text "
