@@ -373,19 +373,28 @@ def parquet_ranges(data: bytes | pa.NativeFile, file_name: str, columns: Iterabl
             continue
         low = high = None
         nulls = values = size = raw = 0
+        unbounded = unknown_nulls = False
         for g in range(meta.num_row_groups):
             chunk = meta.row_group(g).column(position)
             size += chunk.total_compressed_size
             raw += chunk.total_uncompressed_size
             values += chunk.num_values
             stats = chunk.statistics
-            if stats is None:
-                continue
-            nulls += stats.null_count or 0
-            if stats.has_min_max:
+            chunk_nulls = stats.null_count if stats is not None and stats.has_null_count else None
+            unknown_nulls |= chunk_nulls is None
+            nulls += chunk_nulls or 0
+            if stats is not None and stats.has_min_max:
                 lo, hi = _typed(stats.min, arrow_type), _typed(stats.max, arrow_type)
                 low = lo if low is None or lo < low else low
                 high = hi if high is None or hi > high else high
+            elif chunk_nulls is None or chunk_nulls < chunk.num_values:
+                unbounded = True  # values without min/max (a writer keeps none past 4 KiB): no bound
+        if unbounded:
+            low = high = None
+        if unknown_nulls:
+            # a chunk without a null count: counted as holding a null and a value more, so that
+            # neither `is null` nor `is not null` rules the file out
+            nulls, values = max(nulls, 1), max(values, nulls) + 1
         out[column] = ColumnRange(file_name, column, low, high, values, nulls, size, raw)
     return out
 

@@ -46,6 +46,7 @@ from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TableVersion
 from lakeward.core.timeline import Action, CommitMetadata, Timeline, WriteStat
+from lakeward.core.timeline.instant_time import new_instant_time
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker
 
@@ -53,15 +54,26 @@ from lakeward.core.write.markers import create_marker
 Cells = list[tuple[str, bytes]]
 
 
-def init_instant(mdt: Storage, version: TableVersion, timeline: Timeline) -> str:
+def init_instant(mdt: Storage, version: TableVersion, timeline: Timeline, timezone: str = "LOCAL") -> str:
     """The reserved time of a metadata partition's initialisation, the first free one on the metadata
     timeline (Hudi gives each partition's initialisation its own): `00000000000000NNN` on v8/v9, the
     data table's latest completed instant + `01N` on v6 (`MetadataTableRules.init_instant`);
-    `timeline` is the data table's."""
-    taken = {i.time for i in load_metadata_timeline(mdt, version.timeline_layout).instants}
+    `timeline` is the data table's.
+
+    A reserved time older than the metadata timeline's first instant is never taken: the archival
+    may have moved it to the history, and readers count what sorts before the first instant as
+    archived, so a base file of an archived compaction would look uncommitted beside it. With none
+    left, a new instant time (`timezone`: the table's timeline zone)."""
+    instants = load_metadata_timeline(mdt, version.timeline_layout).instants
+    taken = {i.time for i in instants}
+    first = min(taken, default=None)
     completed = timeline.completed()
     latest = completed[-1].time if completed else None
-    return next(t for n in range(1000) if (t := version.metadata_table.init_instant(latest, n)) not in taken)
+    for n in range(1000):
+        candidate = version.metadata_table.init_instant(latest, n)
+        if candidate not in taken and (first is None or candidate > first):
+            return candidate
+    return new_instant_time(max(taken), timezone)
 
 
 def prepare_build(storage: Storage, timeline: Timeline, partition: str) -> None:
@@ -109,7 +121,7 @@ def write_partition(
     metadata instant."""
     mdt = metadata_storage(storage)
     version = metadata_table_version(mdt)
-    init = init_instant(mdt, version, timeline)
+    init = init_instant(mdt, version, timeline, config.timeline_timezone)
     requested = create_requested(mdt, init, Action.DELTA_COMMIT, b"", version.timeline_layout)
     inflight = transition_to_inflight(mdt, requested)
     stats = []

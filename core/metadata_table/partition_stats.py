@@ -9,6 +9,7 @@ newest record wins. Non-partitioned tables have no `partition_stats`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -31,17 +32,29 @@ def partition_range(
     """The range of `column` (of `arrow_type`) over the (live) files of a partition, as a tight-bound
     partition record. Bounds are compared as values of the column's type (`column_value`: files'
     ranges decoded from the metadata table and computed from new files may differ in form); NaN
-    bounds nothing."""
+    bounds nothing. A file holding values without bounds (its writer kept no statistics for them)
+    leaves the partition without bounds."""
     low = high = None
     values = nulls = size = raw = 0
+    unbounded = False
     for r in files:
         values += r.value_count
         nulls += r.null_count
         size += r.total_size
         raw += r.total_uncompressed_size
         file_low, file_high = column_value(r.min_value, arrow_type), column_value(r.max_value, arrow_type)
+        if (file_low is None or file_high is None) and r.value_count > r.null_count and not _is_nan(r):
+            unbounded = True  # values the file keeps no bound for (statistics too long to keep)
         if file_low is not None and (low is None or file_low < low):
             low = file_low
         if file_high is not None and (high is None or file_high > high):
             high = file_high
+    if unbounded:
+        low = high = None
     return ColumnRange(partition_path, column, low, high, values, nulls, size, raw, tight_bound=True)
+
+
+def _is_nan(r: ColumnRange) -> bool:
+    """Whether a file's range is NaN (a file of NaN only): NaN matches no comparison, so it bounds
+    nothing and leaves the partition's range to the other files."""
+    return any(isinstance(v, float) and math.isnan(v) for v in (r.min_value, r.max_value))

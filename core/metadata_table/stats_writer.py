@@ -138,17 +138,36 @@ def _is_log(name: str) -> bool:
 
 
 def file_ranges(
-    storage: Storage, partition: str, name: str, columns: Iterable[str]
+    storage: Storage, partition: str, name: str, columns: Iterable[str], records: pa.Table | None = None
 ) -> tuple[dict[str, ColumnRange], pa.Schema]:
-    """The ranges of one data file (base: Parquet footer; log: its data blocks' records), and its schema."""
+    """The ranges of one data file (base: Parquet footer; log: its data blocks' records, read unless
+    given), and its schema."""
     path = posixpath.join(partition, name) if partition else name
     if _is_log(name):
-        tables = [b.records for b in log_file.read_log_file(storage, path) if isinstance(b, DataBlock)]
-        records = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+        records = _log_records(storage, path) if records is None else records
         return table_ranges(records, name, columns), records.schema
     with storage.open_input_file(path) as source:  # the footer only, not the whole file
         ranges = parquet_ranges(source, name, columns)
         return ranges, pq.ParquetFile(source).schema_arrow
+
+
+def _log_records(storage: Storage, path: str) -> pa.Table:
+    tables = [b.records for b in log_file.read_log_file(storage, path) if isinstance(b, DataBlock)]
+    return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+
+
+def _probe_schema(
+    storage: Storage, files: Sequence[tuple[str, str]], records: dict[tuple[str, str], pa.Table]
+) -> pa.Schema:
+    """The schema the indexed columns are chosen from: the first of `files` that has columns (a
+    log file of deletes only has none). Log files read on the way are kept in `records`."""
+    for partition, name in files:
+        if not _is_log(name):
+            return file_ranges(storage, partition, name, [])[1]
+        records[partition, name] = table = _log_records(storage, posixpath.join(partition, name) if partition else name)
+        if table.num_columns:
+            return table.schema
+    return pa.schema([])
 
 
 def _tombstone(name: str, column: str) -> ColumnRange:
@@ -163,19 +182,23 @@ def column_stats_cells(
     cells: dict[str, bytes] = {}
     said: dict[str, tuple[str, ColumnRange, pa.DataType]] = {}
     columns: list[str] | None = None
-    for partition, files in sorted(change.added.items()):
-        for name in sorted(files):
-            if name.endswith(".cdc") or ".cdc." in name:
-                continue
-            if columns is None:
-                probe = schema_hint or file_ranges(storage, partition, name, [])[1]
-                columns = indexed_columns(storage, probe)
-            ranges, schema = file_ranges(storage, partition, name, columns)
-            for column, stats in ranges.items():
-                key = column_stats_key(column, partition, name)
-                arrow_type = schema.field(column).type if column in schema.names else pa.null()
-                cells[key] = encode_range(stats, arrow_type, version, RecordType.COLUMN_STATS)
-                said[key] = (partition, stats, arrow_type)
+    data_files = [
+        (partition, name)
+        for partition, files in sorted(change.added.items())
+        for name in sorted(files)
+        if not (name.endswith(".cdc") or ".cdc." in name)
+    ]
+    records: dict[tuple[str, str], pa.Table] = {}
+    if data_files:
+        columns = indexed_columns(storage, schema_hint or _probe_schema(storage, data_files, records))
+    for partition, name in data_files:
+        assert columns is not None
+        ranges, schema = file_ranges(storage, partition, name, columns, records.pop((partition, name), None))
+        for column, stats in ranges.items():
+            key = column_stats_key(column, partition, name)
+            arrow_type = schema.field(column).type if column in schema.names else pa.null()
+            cells[key] = encode_range(stats, arrow_type, version, RecordType.COLUMN_STATS)
+            said[key] = (partition, stats, arrow_type)
     for partition, names in sorted(change.deleted.items()):
         if columns is None:
             columns = indexed_columns(storage, schema_hint or pa.schema([]))

@@ -186,3 +186,60 @@ def test_a_datetime_literal_on_a_date_column_prunes_no_file_holding_matches(tmp_
         table.bulk_insert(pa.table(rows))
     noon = dt.datetime(2024, 1, 5, 12)
     assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("d", "<", noon)])] == [1, 2, 5]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_value_without_statistics_leaves_its_partition_unbounded(tmp_path: Path, version: int) -> None:
+    """Parquet writers keep no min/max for a value over 4 KiB: that file's range has no bounds, and
+    the partition's range was taken over the other files alone, which ruled the partition out."""
+    table = _table(tmp_path / "t", version)
+    long_text = "z" * 5000
+    table.bulk_insert(pa.table({"id": [1], "part": ["a"], "o": [1], "s": ["b"]}))
+    table.bulk_insert(pa.table({"id": [2], "part": ["a"], "o": [1], "s": [long_text]}))
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("s", "=", long_text)])] == [2]
+
+
+def test_a_row_group_without_statistics_leaves_its_file_unbounded(tmp_path: Path) -> None:
+    """A file's range was taken over the row groups that have min/max, leaving out the values of
+    one that has none."""
+    import pyarrow.parquet as pq
+
+    from lakeward.core.metadata_table.column_stats import parquet_ranges
+
+    path = tmp_path / "two-groups.parquet"
+    pq.write_table(pa.table({"s": ["b", "c", "z" * 5000, None]}), path, row_group_size=2)
+    assert not pq.ParquetFile(path).metadata.row_group(1).column(0).statistics.has_min_max
+    stats = parquet_ranges(path.read_bytes(), "f", ["s"])["s"]
+    assert (stats.min_value, stats.max_value) == (None, None)
+    assert stats.value_count > stats.null_count > 0  # neither `is null` nor `is not null` rules it out
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_delete_only_log_file_written_first_keeps_the_commits_column_stats(tmp_path: Path, version: int) -> None:
+    """The indexed columns were taken from the first file the commit wrote: a log file of deletes
+    only has no columns, so no file of the commit got column stats, and the partition stats left
+    out the new values."""
+    table = _table(tmp_path / "t", version, "MERGE_ON_READ")
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("part", pa.string()),
+            ("o", pa.int64()),
+            ("v", pa.int64()),
+            ("_hoodie_is_deleted", pa.bool_()),
+        ]
+    )
+    rows = [{"id": 1, "part": "a", "o": 1, "v": 1, "_hoodie_is_deleted": False}]
+    table.upsert(
+        pa.Table.from_pylist(
+            [*rows, {"id": 2, "part": "b", "o": 1, "v": 2, "_hoodie_is_deleted": False}], schema=schema
+        )
+    )
+    # partition "a" gets a log file of deletes only; it sorts before partition "b"'s log file
+    change = [{"id": 1, "part": "a", "o": 2, "v": 1, "_hoodie_is_deleted": True}]
+    table.upsert(
+        pa.Table.from_pylist(
+            [*change, {"id": 2, "part": "b", "o": 2, "v": 1000, "_hoodie_is_deleted": False}], schema=schema
+        )
+    )
+    assert [r["id"] for r in assert_filtered_reads_lose_nothing(table, [("v", "=", 1000)])] == [2]

@@ -101,3 +101,38 @@ def test_stats_partitions_wait_for_pending_instants(tmp_path: Path, caplog: pyte
     Table.open(path).run_compaction(compaction)
     Table.open(path, options=options).upsert(_rows(3, 4))
     assert "column_stats" in metadata_partitions(read_table_properties(Table.open(path).storage))
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_partition_built_after_the_metadata_archival_takes_no_archived_instant(tmp_path: Path, version: int):
+    """The build took the reserved time `00000000000000000` again once the metadata archival had
+    moved it to the history: as the timeline's first instant it made every base HFile of an
+    archived metadata compaction look uncommitted, so the record index lost its keys and the
+    upsert that built `column_stats` wrote each of the 40 keys a second time."""
+    path = str(tmp_path / "t")
+    opts = {
+        "hoodie.index.type": "RECORD_INDEX",
+        "hoodie.metadata.record.index.enable": "true",
+        "hoodie.metadata.compact.max.delta.commits": "3",
+        "hoodie.metadata.cleaner.commits.retained": "2",
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.keep.min.commits": "3",
+        "hoodie.keep.max.commits": "4",
+        "hoodie.parquet.small.file.limit": "0",
+    }
+    Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=version, options=opts)
+    Table.open(path, options=opts).upsert(_rows(40, 1))
+    for ts in range(2, 14):
+        table = Table.open(path, options=opts)
+        table.upsert(_rows(1, ts))
+        table.clean()
+        table.archive()
+    mdt = metadata_storage(Table.open(path).storage)
+    first = load_metadata_timeline(mdt, table_version(version).timeline_layout).instants[0].time
+    assert first > "00000000000000002", "the reserved instants were not archived: the test needs more commits"
+
+    table = Table.open(path, options=opts | {"hoodie.metadata.index.column.stats.enable": "true"})
+    table.upsert(_rows(40, 100))
+    ids = Table.open(path).read().column("id").to_pylist()
+    assert sorted(ids) == [f"k{i:02d}" for i in range(40)]
+    assert "column_stats" in metadata_partitions(read_table_properties(Table.open(path).storage))
