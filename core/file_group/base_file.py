@@ -94,20 +94,20 @@ def write_base_file(
     """
     keys = table.column("_hoodie_record_key")
     metadata = {AVRO_SCHEMA_FOOTER_KEY: avro_schema_json, "writer.model.name": "avro"}
-    if table.num_rows and bloom is not None:
+    if bloom is not None:  # in every file, an empty one too, as Hudi's writer; the key range only with keys
         if extend is not None:
             bloom_filter = copy.deepcopy(extend[0])
             bloom_filter.add_keys(extend[1])
         else:
             bloom_filter = BloomFilter.create(bloom.num_entries, bloom.fpp, bloom.max_entries, bloom.type_code)
             bloom_filter.add_keys(keys)
-        min_max = pc.min_max(keys)
-        metadata |= {
-            BLOOM_FILTER_FOOTER_KEY: bloom_filter.serialize(),
-            BLOOM_TYPE_CODE_FOOTER_KEY: bloom.type_code,
-            MIN_RECORD_KEY_FOOTER_KEY: min_max["min"].as_py(),
-            MAX_RECORD_KEY_FOOTER_KEY: min_max["max"].as_py(),
-        }
+        metadata |= {BLOOM_FILTER_FOOTER_KEY: bloom_filter.serialize(), BLOOM_TYPE_CODE_FOOTER_KEY: bloom.type_code}
+        if table.num_rows:
+            min_max = pc.min_max(keys)
+            metadata |= {
+                MIN_RECORD_KEY_FOOTER_KEY: min_max["min"].as_py(),
+                MAX_RECORD_KEY_FOOTER_KEY: min_max["max"].as_py(),
+            }
     else:
         bloom_filter = None
     # Hudi's keys go into the footer's key-value metadata only, as Hudi writes them: not also

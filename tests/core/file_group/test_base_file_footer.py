@@ -151,3 +151,20 @@ def test_data_columns_get_a_dictionary_only_when_their_values_repeat(tmp_path: P
     for repeated in ("city", "_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"):
         assert "RLE_DICTIONARY" in encodings[repeated], (repeated, encodings[repeated])
     assert read_base_file(storage, "f.parquet").equals(rows)
+
+
+def test_an_empty_base_file_carries_an_empty_bloom_filter_and_no_key_range(tmp_path: Path) -> None:
+    """Hudi's writer puts the filter in every base file's footer (`HoodieBloomFilterWriteSupport`),
+    the key range only when keys were written; Hudi's bloom lookups through the metadata table
+    fail on a listed file without one. A compaction of a file group whose rows were all deleted
+    writes such a file."""
+    storage = Storage.for_uri(str(tmp_path))
+    write_base_file(storage, "f.parquet", _rows(0), avro_schema_json(DATA, "t", with_meta=True), BloomSettings())
+
+    kv = pq.read_metadata(tmp_path / "f.parquet").metadata
+    assert BLOOM_FILTER_FOOTER_KEY.encode() in kv
+    assert kv[BLOOM_TYPE_CODE_FOOTER_KEY.encode()] == b"DYNAMIC_V0"
+    assert MIN_RECORD_KEY_FOOTER_KEY.encode() not in kv and MAX_RECORD_KEY_FOOTER_KEY.encode() not in kv
+    keys = read_footer_keys(storage, "f.parquet")
+    assert (keys.min_key, keys.max_key) == (None, None)
+    assert keys.bloom is not None and not keys.bloom.might_contain(pa.array(["key-00001"])).any()
