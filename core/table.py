@@ -23,7 +23,7 @@ from lakeward.core.config.table import (
     TableType,
     check_virtual_keys,
 )
-from lakeward.core.config.write import parse_write_config
+from lakeward.core.config.write import parse_write_config, write_table_version
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
@@ -163,11 +163,12 @@ class Table:
         options: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, str] | None = None,
         engine: Engine | str | None = None,
-        table_version: int = CURRENT.number,
+        table_version: int | None = None,
     ) -> Table:
         """Create a new, empty table. Keyword arguments win over the equivalent `hoodie.*` options.
 
-        `table_version`: 6 (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
+        `table_version` (option `hoodie.write.table.version`, as Hudi 1.x's writer takes it): 6
+        (the default: Hudi 0.14/0.15, every lakeward feature) or 8 / 9
         (Hudi 1.0.x / 1.1.x: timeline layout 2, Avro commit metadata, logs named by delta
         commit; lakeward writes data to them and runs the table services `TableVersion.services`
         lists on them, all but orphan-file removal; writes and services keep their metadata table
@@ -181,7 +182,8 @@ class Table:
         already there.
         """
         opts = dict(options or {})
-        version = resolve_table_version(table_version)
+        requested = table_version if table_version is not None else write_table_version(opts)
+        version = resolve_table_version(CURRENT.number if requested is None else requested)
         version.check_writes("create a table")
         storage = Storage.for_uri(path, storage_options)
         config = TableConfig.from_options(

@@ -153,6 +153,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.table.name": "table name",
     "hoodie.table.timeline.timezone": "`LOCAL` or `UTC` instant times",
     "hoodie.table.type": "same as `hoodie.datasource.write.table.type`",
+    "hoodie.write.table.version": "the version of a new table: `6`, `8` (Hudi 1.0) or `9` (Hudi 1.1), as Hudi 1.x's "
+    "writer takes it (`Table.create`'s `table_version` wins); a Spark data source write to an existing table of "
+    "another version is refused (upgrade it first)",
     "hoodie.upsert.shuffle.parallelism": "threads of the local engine",
     "hoodie.write.concurrency.mode": "`optimistic_concurrency_control` forces `LAZY` failed-write cleaning",
     "hoodie.write.lock.client.num_retries": "retries of a lock client call",
@@ -189,6 +192,7 @@ TABLE_DEFAULTS: dict[str, str] = {
     "hoodie.table.cdc.enabled": "false",
     "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER",
     "hoodie.populate.meta.fields": "true",
+    "hoodie.write.table.version": "6",
 }
 
 

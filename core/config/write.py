@@ -21,9 +21,13 @@ ORPHAN_CLEAN_OLDER_THAN_KEY = "lakeward.orphan_clean.older_than_s"
 ORPHAN_CLEAN_DRY_RUN_KEY = "lakeward.orphan_clean.dry_run"
 LAKEWARD_SERVICE_KEYS = frozenset({ORPHAN_CLEAN_OLDER_THAN_KEY, ORPHAN_CLEAN_DRY_RUN_KEY})
 
+#: Hudi 1.x's writer key for the version of the tables it creates (`Table.create`'s `table_version`).
+WRITE_TABLE_VERSION_KEY = "hoodie.write.table.version"
+
 #: Keys read by Table.create (table properties), accepted in write options too.
 TABLE_CREATE_KEYS = frozenset(
     {
+        WRITE_TABLE_VERSION_KEY,
         "hoodie.table.name",
         "hoodie.datasource.write.table.name",
         "hoodie.datasource.write.table.type",
@@ -244,6 +248,19 @@ class WriteConfig(BaseModel):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
+
+
+def write_table_version(options: Mapping[str, Any]) -> int | None:
+    """The table version `hoodie.write.table.version` asks for (None: not given)."""
+    value = options.get(WRITE_TABLE_VERSION_KEY)
+    if value is None:
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ConfigError(
+            f"option {WRITE_TABLE_VERSION_KEY}={value!r} is invalid: a table version (6, 8 or 9)"
+        ) from None
 
 
 def _alias_map() -> dict[str, str]:

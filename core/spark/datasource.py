@@ -41,7 +41,13 @@ from lakeward.core.config.table import (
     TableType,
 )
 from lakeward.core.config.values import parse_bool, parse_fields
-from lakeward.core.config.write import TABLE_CREATE_KEYS, lakeward_write_keys, parse_write_config
+from lakeward.core.config.write import (
+    TABLE_CREATE_KEYS,
+    WRITE_TABLE_VERSION_KEY,
+    lakeward_write_keys,
+    parse_write_config,
+    write_table_version,
+)
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
 from lakeward.core.file_group.metadata_listing import metadata_partitions
@@ -147,6 +153,13 @@ def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> Non
     for key in TIMESTAMP_KEYGEN_KEYS:
         if key in options:
             checks.append((key, str(options[key]), config.keygen_options.get(key)))
+    requested = write_table_version(options)
+    if requested is not None and requested != config.version.number:
+        raise ConfigError(
+            f"{WRITE_TABLE_VERSION_KEY}={options[WRITE_TABLE_VERSION_KEY]!r} conflicts with the existing table, "
+            f"which is version {config.version.number}: upgrade it first (Table.upgrade(to={requested}) or "
+            f"`lakeward upgrade`)"
+        )
     for key, given, existing in checks:
         if given != existing:
             shown = ",".join(existing) if isinstance(existing, tuple) else getattr(existing, "value", existing)

@@ -14,6 +14,7 @@ from lakeward import Table
 from lakeward.core.config.properties import format_properties, parse_properties
 from lakeward.core.config.table import table_checksum
 from lakeward.core.exceptions import (
+    ConfigError,
     CorruptTableError,
     LakewardError,
     MetadataTableError,
@@ -182,3 +183,19 @@ def test_a_truncated_v8_timeline_file_is_a_clear_error(fixture_table: Callable[[
     last.write_bytes(last.read_bytes()[:50])
     with pytest.raises(CorruptTableError, match=re.escape(last.name)):
         Table.open(path).read()
+
+
+def test_hoodie_write_table_version_chooses_the_version_of_a_new_table(tmp_path: Path):
+    """Hudi 1.x's writer key for the version of the tables it creates; the keyword wins over it."""
+    made = Table.create(str(tmp_path / "a"), record_key="id", options={"hoodie.write.table.version": "8"})
+    assert made.version.number == 8
+    assert Table.open(made.path).version.number == 8
+    keyword = Table.create(
+        str(tmp_path / "b"), record_key="id", table_version=9, options={"hoodie.write.table.version": 8}
+    )
+    assert keyword.version.number == 9
+    with pytest.raises(ConfigError, match=r"hoodie\.write\.table\.version='x'"):
+        Table.create(str(tmp_path / "c"), record_key="id", options={"hoodie.write.table.version": "x"})
+    with pytest.raises(UnsupportedTableVersionError):
+        Table.create(str(tmp_path / "d"), record_key="id", options={"hoodie.write.table.version": "7"})
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d" / ".hoodie").exists()

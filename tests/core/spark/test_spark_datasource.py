@@ -515,3 +515,19 @@ def test_bad_read_options_fail_naming_the_option(
     with pytest.raises(ConfigError) as error:
         lakeward_spark.read.format(FORMAT).options(**options).load(read_table[0])
     assert needle in str(error.value)
+
+
+def test_hoodie_write_table_version_creates_a_hudi_1x_table_and_must_match_an_existing_one(
+    lakeward_spark, tmp_path: Path
+) -> None:
+    """Hudi 1.x users create version 8/9 tables with `hoodie.write.table.version`; the data source
+    refused the key as unknown. On an existing table a different version is a conflict."""
+    path = str(tmp_path / "v9")
+    batch = rows(range(5), abc, 1)
+    options = hudi_options("v9", **{OPERATION: "upsert", "hoodie.write.table.version": "9"})
+    _df(lakeward_spark, batch).write.format(FORMAT).options(**options).mode("append").save(path)
+    assert properties(path)["hoodie.table.version"] == "9"
+    assert sorted(r["id"] for r in arrow_rows(hudi_snapshot(hudi_table(path)))) == list(range(5))
+    with pytest.raises(ConfigError, match=r"hoodie\.write\.table\.version.*upgrade"):
+        again = hudi_options("v9", **{OPERATION: "upsert", "hoodie.write.table.version": "8"})
+        _df(lakeward_spark, batch).write.format(FORMAT).options(**again).mode("append").save(path)
