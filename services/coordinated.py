@@ -11,13 +11,12 @@ processes under in-process locks would race on the timeline.
 
 from __future__ import annotations
 
-import os
-import posixpath
 from dataclasses import dataclass
 
 from lakeward.core.config.lock import LOCK_PREFIX
 from lakeward.services.daemon import table_options_for
 from lakeward.services.discovery import table_name_for
+from lakeward.services.model import table_location
 from lakeward.services.settings import DaemonSettings
 
 LOCK_PROVIDER_KEY = f"{LOCK_PREFIX}provider"
@@ -37,25 +36,20 @@ class ServedTable:
     options: dict[str, str]
 
 
-def _normal(path: str) -> str:
-    if "://" in path:
-        return path.rstrip("/")
-    return os.path.realpath(path.removeprefix("file://") if path.startswith("file://") else path)
-
-
 def served_name(settings: DaemonSettings, path: str) -> str | None:
     """The name the daemon gives the table at `path` (a static table, or one under a discovery
     root within its depth), or None if the daemon does not serve it."""
-    target = _normal(path)
+    # locations, not strings: /x/t, /x/t/, file:///x/t and /x/y/../t are one table
+    target = table_location(path)
     for ref in settings.static_tables():
-        if _normal(ref.path) == target:
+        if table_location(ref.path) == target:
             return ref.name
     for root in settings.tables.roots:
-        base = _normal(root.path)
-        if target.startswith(base + "/"):
-            rel = target[len(base) + 1 :]
+        base = table_location(root.path)
+        if target.startswith(base.rstrip("/") + "/"):
+            rel = target[len(base.rstrip("/")) + 1 :]
             if 0 < len(rel.split("/")) <= root.max_depth:
-                return table_name_for(base, posixpath.normpath(rel))
+                return table_name_for(root.path, rel)
     return None
 
 

@@ -50,7 +50,7 @@ from lakeward.core.table_services.state import PendingServicePlan, ServiceState,
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
-from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name
+from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name, table_location
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -417,7 +417,7 @@ def discover(
     found_under: dict[str, str] = {}
 
     def add(ref: TableRef, root: str | None) -> None:
-        path = ref.path.rstrip("/") or ref.path
+        path = table_location(ref.path)  # one table in two spellings (/x/t, file:///x/t) is served once
         if path in seen_paths:
             return
         name, n = ref.name, 2

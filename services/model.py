@@ -7,8 +7,10 @@ the API, so that each of those modules can be tested alone.
 from __future__ import annotations
 
 import enum
+import os
 import posixpath
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 
 class ServiceAction(str, enum.Enum):
@@ -53,6 +55,23 @@ class TableRef:
 
     name: str
     path: str
+
+
+def table_location(path: str) -> str:
+    """`path` spelt one way, to tell whether two spellings name the same table (or folder).
+
+    A local path and a `file:` URI become the absolute path, normalised and with symlinks
+    resolved (`/x/t`, `/x/t/`, `file:///x/t` and `/x/y/../t` are one location); another URI
+    keeps its scheme (lower case, `s3a` as `s3`) and host, its path normalised (`..`, `//`,
+    trailing `/`). The same split into scheme and path as the library's storage makes.
+    """
+    text = path.strip()
+    parsed = urlparse(text)
+    if parsed.scheme in ("", "file"):
+        return os.path.realpath(parsed.path if parsed.scheme else text)
+    scheme = "s3" if parsed.scheme.lower() in ("s3", "s3a") else parsed.scheme.lower()
+    rest = posixpath.normpath("/" + parsed.path.lstrip("/")) if parsed.path else "/"
+    return f"{scheme}://{parsed.netloc}{'' if rest == '/' else rest}"
 
 
 def root_name(root: str) -> str:
@@ -149,5 +168,6 @@ __all__ = [
     "VersionChange",
     "WorkItem",
     "root_name",
+    "table_location",
     "version_changes",
 ]

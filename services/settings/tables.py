@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from lakeward.services.model import TableRef, root_name
+from lakeward.services.model import TableRef, root_name, table_location
 from lakeward.services.settings.base import Section
 from lakeward.services.settings.scheduling import check_group_name
 
@@ -93,10 +93,12 @@ class TablesSettings(Section):
             assert table.name is not None
             if table.name in names:
                 raise ValueError(f"[{i}].name: duplicate table name {table.name!r} (also entry {names[table.name]})")
-            if table.path in paths:
-                raise ValueError(f"[{i}].path: duplicate table path {table.path!r} (also entry {paths[table.path]})")
+            # one table in two spellings (/x/t and file:///x/t) is a duplicate too
+            location = table_location(table.path)
+            if location in paths:
+                raise ValueError(f"[{i}].path: duplicate table path {table.path!r} (also entry {paths[location]})")
             names[table.name] = i
-            paths[table.path] = i
+            paths[location] = i
         return tables
 
     def refs(self) -> list[TableRef]:

@@ -166,3 +166,22 @@ def test_runs_follow_prints_each_run_as_it_starts_and_ends(served):
         follower.communicate(timeout=30)
     mine = [line for line in lines if line.startswith(run["run_id"])]
     assert mine and f"{run['key'].rsplit('/', 1)[0]}/" in mine[0] and "finished succeeded" in mine[-1], lines
+
+
+@pytest.mark.parametrize("config_uri, cli_uri", [(False, True), (True, False), (True, True)])
+def test_a_file_uri_spelling_of_a_served_table_is_the_same_table(tmp_path, config_uri, cli_uri):
+    # The guard compares table locations, not strings: /x/t, file:///x/t, /x/t/ and /x/y/../t are one table.
+    table = mor_table(tmp_path / "t")
+    config = tmp_path / "lakeward.yaml"
+    configured = f"file://{tmp_path / 't'}" if config_uri else str(tmp_path / "t")
+    config.write_text(f'tables: {{static: [{{path: "{configured}"}}]}}\nspark: {{engine: local}}\n')
+    given = f"file://{tmp_path / 't'}/" if cli_uri else f"{tmp_path / 'x'}/../t/"
+    result = runner.invoke(app, ["compact", given, "--force", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "as table 't'" in result.output
+    assert Table.open(table.path).pending_compactions() == []  # nothing was written
+
+
+def test_a_file_uri_under_a_discovery_root_is_served(tmp_path):
+    settings = load_settings(write_config(tmp_path), env={})
+    assert served_name(settings, f"file://{tmp_path / 'lake' / 'eu' / 'orders'}") == "lake.eu.orders"

@@ -66,6 +66,12 @@ def test_static_and_root_table_listed_once(tmp_path: Path) -> None:
     assert [s.ref.name for s in result.states] == ["mine"]
 
 
+def test_a_static_file_uri_and_the_same_table_under_a_root_listed_once(tmp_path: Path) -> None:
+    make_table(tmp_path / "t")
+    result = discover([TableRef("mine", f"file://{tmp_path / 't'}/")], [str(tmp_path)])
+    assert [s.ref.name for s in result.states] == ["mine"]
+
+
 def test_deleted_and_corrupt_tables_are_problems_others_go_on(tmp_path: Path) -> None:
     make_table(tmp_path / "good")
     make_table(tmp_path / "corrupt")

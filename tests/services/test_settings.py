@@ -376,3 +376,11 @@ def test_resources_are_per_action_and_null_means_unbounded(tmp_path: Path) -> No
     assert s.resources.max_memory_mb.for_action(ServiceAction.COMPACTION) == 512
     assert s.resources.max_memory_mb.for_action(ServiceAction.CLEAN) is None
     assert load_settings(None, env={}).resources.isolation == "process"  # the default
+
+
+@pytest.mark.parametrize("second", ["file://{d}/a/t", "file://{d}/a/t/", "{d}/a/x/../t", "{d}/a//t"])
+def test_a_table_listed_twice_in_two_spellings_is_a_duplicate(tmp_path: Path, second: str) -> None:
+    d = str(tmp_path)
+    data = {"tables": {"static": [{"path": f"{d}/a/t"}, {"path": second.format(d=d), "name": "again"}]}}
+    found = problems(write(tmp_path, data))
+    assert any(p.startswith("tables.static[1].path: duplicate table path") for p in found), found
