@@ -1,7 +1,7 @@
 """The health policy: the weight of each health factor and the thresholds of each finding.
 
-A `HealthPolicy` is a validated pydantic model (unknown keys and bad values are errors
-naming the key, e.g. `weights.compaction`); `parse_health_policy` turns a plain mapping
+A `HealthPolicy` is a validated pydantic model (unknown keys and bad values, infinities and
+NaN included, are errors naming the key, e.g. `weights.compaction`); `parse_health_policy` turns a plain mapping
 (from settings or a request) into one. The defaults are documented in docs/health.md.
 """
 
@@ -30,7 +30,7 @@ class HealthWeights(BaseModel):
     only on tables with a metadata table (the others' scores are as without it).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     compaction: float = Field(default=25, ge=0)
     small_files: float = Field(default=15, ge=0)
@@ -53,7 +53,7 @@ class HealthWeights(BaseModel):
 class HealthThresholds(BaseModel):
     """When a measured number becomes a warning or a critical finding."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     #: A file group with more log files than this in its latest slice is behind on compaction.
     max_log_files: int = Field(default=10, ge=1)
@@ -95,7 +95,7 @@ class HealthThresholds(BaseModel):
 class HealthPolicy(BaseModel):
     """Weights and thresholds of a health report (`table_health(table, policy=...)`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     weights: HealthWeights = Field(default_factory=HealthWeights)
     thresholds: HealthThresholds = Field(default_factory=HealthThresholds)

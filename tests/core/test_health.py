@@ -219,6 +219,10 @@ def test_health_score_follows_configured_weights(tmp_path: Path) -> None:
         ({"thresholds": {"max_log_files": 0}}, "thresholds.max_log_files"),
         ({"thresholds": {"pending_plan_warning_age": "soon"}}, "thresholds.pending_plan_warning_age"),
         ({"thresholds": {"cleaner_warning_ratio": 5}}, "thresholds.cleaner_warning_ratio"),
+        ({"weights": {"compaction": float("inf")}}, "weights.compaction"),
+        ({"weights": {"small_files": float("nan")}}, "weights.small_files"),
+        ({"thresholds": {"cleaner_critical_ratio": float("inf")}}, "thresholds.cleaner_critical_ratio"),
+        ({"thresholds": {"pending_plan_critical_age": float("inf")}}, "thresholds.pending_plan_critical_age"),
         (
             {
                 "weights": dict.fromkeys(
