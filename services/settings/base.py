@@ -19,9 +19,9 @@ class ConfigurationError(ValueError):
 
 
 class Section(BaseModel):
-    """A settings section: unknown keys are errors, values are frozen."""
+    """A settings section: unknown keys are errors, values are frozen, numbers finite (no .inf, .nan)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def option_str(value: Any) -> str:

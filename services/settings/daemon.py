@@ -30,6 +30,7 @@ class DaemonSettings(BaseSettings):
         case_sensitive=False,
         extra="forbid",
         frozen=True,
+        allow_inf_nan=False,
     )
 
     tables: TablesSettings = Field(default_factory=TablesSettings)

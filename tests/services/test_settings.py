@@ -384,3 +384,49 @@ def test_a_table_listed_twice_in_two_spellings_is_a_duplicate(tmp_path: Path, se
     data = {"tables": {"static": [{"path": f"{d}/a/t"}, {"path": second.format(d=d), "name": "again"}]}}
     found = problems(write(tmp_path, data))
     assert any(p.startswith("tables.static[1].path: duplicate table path") for p in found), found
+
+
+def _float_keys(model: type, prefix: str = "") -> list[str]:
+    """Every float setting's key (in nested sections), e.g. `zookeeper.session_timeout_s`."""
+    from pydantic import BaseModel
+
+    keys = []
+    for name, field in model.model_fields.items():  # type: ignore[attr-defined]
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        if ann is float or float in args:
+            keys.append(prefix + name)
+        elif isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys.extend(_float_keys(ann, f"{prefix}{name}."))
+    return keys
+
+
+def _nest(key: str, value: object) -> dict:
+    data: dict = {}
+    node = data
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    return data
+
+
+FLOAT_KEYS = _float_keys(DaemonSettings)
+
+
+def test_float_keys_cover_every_section() -> None:
+    assert {"drain_time_s", "zookeeper.connection_timeout_s", "tables.refresh_interval_s"} <= set(FLOAT_KEYS)
+    assert "policies.defaults.health.weights.compaction" in FLOAT_KEYS
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_no_float_setting_takes_infinity_or_nan(tmp_path: Path, key: str, value: str) -> None:
+    # `drain_time_s: .inf` passed, and SIGTERM then crashed the drain (Event.wait(inf): OverflowError).
+    parsed = yaml.safe_load(value)
+    found = problems(write(tmp_path, _nest(key, parsed)))
+    assert any(p.startswith(f"{key}: must be a finite number") for p in found), found
+
+
+def test_an_infinite_drain_time_from_the_environment_is_refused() -> None:
+    assert problems(env={"LAKEWARD_DRAIN_TIME_S": "inf"}) == ["drain_time_s: must be a finite number"]
