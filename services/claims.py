@@ -71,6 +71,14 @@ class CoordinatorError(LakewardError):
     """The coordinator cannot work: no ZooKeeper, closed, or another instance owns the tables."""
 
 
+class StartAborted(CoordinatorError):
+    """`start(abort=...)` gave up waiting for ZooKeeper because `abort` was set (a SIGTERM at start-up)."""
+
+
+#: How often a start that waits for ZooKeeper looks at its `abort` event.
+ABORT_CHECK_S = 0.2
+
+
 class SessionEvent(str, enum.Enum):
     """What happened to the coordinator's session, as passed to session callbacks."""
 
@@ -148,8 +156,9 @@ class Coordinator(abc.ABC):
 
     # -- lifecycle --------------------------------------------------------------------------
     @abc.abstractmethod
-    def start(self) -> None:
-        """Connect / take the guard. Idempotent."""
+    def start(self, abort: threading.Event | None = None) -> None:
+        """Connect / take the guard. Idempotent. A wait for the connection ends early, with
+        :class:`StartAborted`, once `abort` is set."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -318,7 +327,21 @@ class ZooKeeperCoordinator(Coordinator):
         return self._shared
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> None:
+    def _connect(self, shared: SharedZooKeeperClient, abort: threading.Event | None) -> KazooClient:
+        """The connected client, waited for up to `connection_timeout_s`, or until `abort` is set."""
+        if abort is None:
+            return shared.client(self.connection_timeout_s)
+        deadline = time.monotonic() + self.connection_timeout_s
+        while True:
+            try:
+                return shared.client(max(0.0, min(ABORT_CHECK_S, deadline - time.monotonic())))
+            except ZooKeeperUnavailableError:
+                if abort.is_set():
+                    raise StartAborted(f"stopped while waiting for ZooKeeper at {self.hosts}") from None
+                if time.monotonic() >= deadline:
+                    raise
+
+    def start(self, abort: threading.Event | None = None) -> None:
         # The lifecycle lock, not the state mutex: kazoo's listener takes the mutex, so no
         # ZooKeeper call may wait while holding it.
         with self._lifecycle:
@@ -335,13 +358,15 @@ class ZooKeeperCoordinator(Coordinator):
                 self._shared = shared
             shared.add_listener(self._on_state)
             try:
-                client = shared.client(self.connection_timeout_s)
+                client = self._connect(shared, abort)
                 client.ensure_path(self.claims_path)  # the chroot too: the client is not chrooted
-            except (ZooKeeperUnavailableError, KazooException) as exc:
+            except (ZooKeeperUnavailableError, KazooException, StartAborted) as exc:
                 with self._mutex:
                     self._shared = None
                 shared.remove_listener(self._on_state)
                 shared.release()
+                if isinstance(exc, StartAborted):
+                    raise
                 if isinstance(exc, ZooKeeperUnavailableError):
                     raise CoordinatorError(
                         f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout_s:g}s"
@@ -613,7 +638,7 @@ class InProcessCoordinator(Coordinator):
         digest = hashlib.sha256(table_path.rstrip("/").encode("utf-8")).hexdigest()[:32]
         return self.lock_dir / f"{digest}.lock"
 
-    def start(self) -> None:
+    def start(self, abort: threading.Event | None = None) -> None:
         with self._mutex:
             if self._closed:
                 raise CoordinatorError("the in-process coordinator is closed")
@@ -713,6 +738,7 @@ __all__ = [
     "OwnerInfo",
     "SessionCallback",
     "SessionEvent",
+    "StartAborted",
     "ZooKeeperCoordinator",
     "split_key",
 ]

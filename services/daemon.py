@@ -273,14 +273,17 @@ class Daemon:
         return table_options_for(self.settings, ref.name)
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Connect, start the Spark session (if the engine is spark) and the discovery cycles."""
+    def start(self, abort: threading.Event | None = None) -> None:
+        """Connect, start the Spark session (if the engine is spark) and the discovery cycles.
+
+        Once `abort` is set, a wait for ZooKeeper ends with :class:`StartAborted` (SIGTERM at start-up).
+        """
         with self._lock:
             if self._started:
                 return
             self._started = True
         log.info("starting replica %s (%s)", self.replica_id, type(self.coordinator).__name__)
-        self.coordinator.start()
+        self.coordinator.start(abort)
         self.coordinator.add_session_listener(self._on_session)
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         try:

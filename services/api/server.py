@@ -12,6 +12,7 @@ import uvicorn
 
 from lakeward.services.api.app import create_app
 from lakeward.services.api.ui import UI_PREFIX
+from lakeward.services.claims import StartAborted
 from lakeward.services.daemon import Daemon
 from lakeward.services.logs import configure_logging
 from lakeward.services.settings import DaemonSettings
@@ -86,7 +87,10 @@ def serve(
     log.info("API on %s (replica %s); web UI on %s%s", base, daemon.replica_id, base, UI_PREFIX)
     try:
         if not stop.is_set():
-            daemon.start()
+            try:
+                daemon.start(abort=stop)
+            except StartAborted:
+                log.info("start-up stopped before ZooKeeper answered")
             # Again after start: creating the SparkContext installs PySpark's own SIGINT handler.
             handle_signals()
         if on_started is not None and not stop.is_set():

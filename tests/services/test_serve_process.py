@@ -110,3 +110,27 @@ def test_api_answers_while_two_plans_run_and_sigterm_ends_them_within_the_drain_
     assert "drain time over: cancelled 2 run(s)" in log, replica.tail()
     for table in tables:  # the plans stay inflight: the next start runs them
         assert len(table.pending_compactions()) == 1
+
+
+def wait_for_log(replica: DaemonProcess, text: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert replica.alive, replica.tail()
+        if text in replica.log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never logged:\n{replica.tail()}")
+
+
+def test_sigterm_while_start_up_waits_for_an_unreachable_zookeeper_exits_0(tmp_path, replicas):
+    # Nothing listens on the port: the start-up waits for ZooKeeper (up to 10 minutes here); SIGTERM ends the wait.
+    table = mor(tmp_path / "t", 1)
+    config = config_for([Path(table.path)], 5)
+    config["zookeeper"] = {"hosts": f"127.0.0.1:{free_port()}", "connection_timeout_s": 600}
+    replica = launch(replicas, DaemonProcess("zk-down", config, tmp_path, TOKEN))
+    wait_healthz(replica)
+    wait_for_log(replica, "starting replica zk-down")
+    code = replica.terminate(timeout_s=120)
+    log = replica.log_path.read_text()
+    assert code == 0, replica.tail()
+    assert "received SIGTERM: draining" in log and "Traceback" not in log, replica.tail()
