@@ -59,7 +59,7 @@ from lakeward.core.locks.zk_client import (
     client_key,
     kazoo_client_options,
 )
-from lakeward.services.model import Claim, TableRef
+from lakeward.services.model import Claim, TableRef, table_location
 
 log = logging.getLogger(__name__)
 
@@ -635,7 +635,8 @@ class InProcessCoordinator(Coordinator):
         return self._started and not self._closed
 
     def guard_file(self, table_path: str) -> Path:
-        digest = hashlib.sha256(table_path.rstrip("/").encode("utf-8")).hexdigest()[:32]
+        # the table's location, not its spelling: /x/t and file:///x/t take one guard
+        digest = hashlib.sha256(table_location(table_path).encode("utf-8")).hexdigest()[:32]
         return self.lock_dir / f"{digest}.lock"
 
     def start(self, abort: threading.Event | None = None) -> None:

@@ -224,6 +224,18 @@ def test_in_process_coordinator_refuses_a_second_instance_on_the_same_tables(tmp
     overlapping.close()
 
 
+def test_in_process_coordinator_guards_a_table_however_it_is_spelt(tmp_path):
+    lock_dir = tmp_path / "locks"
+    first = InProcessCoordinator([str(tmp_path / "a")], lock_dir=lock_dir)
+    first.start()
+    try:
+        for spelling in (f"file://{tmp_path / 'a'}", f"{tmp_path / 'a'}/", f"{tmp_path / 'x'}/../a"):
+            with pytest.raises(CoordinatorError, match="another in-process coordinator"):
+                InProcessCoordinator([spelling], lock_dir=lock_dir).start()
+    finally:
+        first.close()
+
+
 def test_in_process_coordinator_guard_holds_across_processes(tmp_path):
     import subprocess
     import sys
