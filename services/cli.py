@@ -497,7 +497,9 @@ def serve(
 ) -> None:
     """Run the table-services daemon (one replica) until SIGTERM or Ctrl-C, then drain and exit 0."""
     # lazy: the daemon loads fastapi, pydantic-settings, kazoo and core (start-up, issue 23)
+    from lakeward.services.api.server import StartupError
     from lakeward.services.api.server import serve as run_daemon
+    from lakeward.services.claims import CoordinatorError
     from lakeward.services.settings import ConfigurationError, load_settings
 
     writer = None
@@ -535,6 +537,10 @@ def serve(
 
     try:
         code = run_daemon(settings, on_started=started)
+    except (StartupError, CoordinatorError) as exc:
+        # cannot listen on http.host:http.port; ZooKeeper unreachable within zookeeper.connection_timeout_s
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     finally:
         if writer is not None:
             writer.stop()

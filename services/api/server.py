@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +22,32 @@ from lakeward.services.settings import DaemonSettings
 log = logging.getLogger(__name__)
 
 
+class StartupError(RuntimeError):
+    """The replica cannot start: its HTTP address cannot be listened on. The message names the settings keys."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (as uvicorn binds one); StartupError naming http.host / http.port."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: http.host {host!r} does not resolve ({exc})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(
+            f"cannot listen on {host}:{port} (http.host, http.port): {exc.strerror or exc}"
+            + (": another process uses the port" if exc.errno == errno.EADDRINUSE else "")
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 class ApiServer:
     """uvicorn serving the API of `daemon` in a background thread."""
 
@@ -34,16 +62,20 @@ class ApiServer:
             lifespan="off",
         )
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
+        """Listen (StartupError when the address cannot be listened on), then serve in a background thread."""
+        config = self.server.config
+        sock = bind(config.host, config.port)
+        self._thread = threading.Thread(target=self.server.run, args=([sock],), name="http", daemon=True)
         self._thread.start()
         waited = 0.0
         while not self.server.started and self._thread.is_alive() and waited < timeout_s:
             threading.Event().wait(0.05)
             waited += 0.05
         if not self.server.started:
-            raise RuntimeError("the HTTP server did not start (is the port in use? see the log)")
+            raise StartupError("the HTTP server did not start (see the log)")
 
     @property
     def port(self) -> int:
@@ -54,7 +86,8 @@ class ApiServer:
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
 
 
 def serve(
@@ -102,4 +135,4 @@ def serve(
     return 0
 
 
-__all__ = ["ApiServer", "serve"]
+__all__ = ["ApiServer", "StartupError", "bind", "serve"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
+import re
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -24,6 +26,23 @@ def _split_tokens(value: Any) -> Any:
         return [
             {"name": f"token-{i + 1}", "token": t} if isinstance(t, str | SecretStr) else t for i, t in enumerate(value)
         ]
+    return value
+
+
+#: A host name: dot-separated labels of letters, digits, '-' (and '_', which container names use).
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
+
+
+def check_host(value: str) -> str:
+    """`value` if it is an IP address or a host name (not resolved here), else ValueError naming it."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not _HOST_NAME.match(value):
+        raise ValueError(f"{value!r} is not a host name or an IP address")
     return value
 
 
@@ -53,6 +72,11 @@ class HttpSettings(Section):
     protect_reads: bool = Field(
         default=False, description="Reads need a token too (/healthz, /readyz, /metrics stay open)."
     )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return check_host(value)
 
     @field_validator("api_tokens", mode="before")
     @classmethod

@@ -23,6 +23,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigurationError([f"{path}: cannot read the configuration file ({exc.strerror or exc})"]) from None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise ConfigurationError([f"{path}: not UTF-8 text (byte 0x{bad} at offset {exc.start})"]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

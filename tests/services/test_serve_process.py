@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.services.test_daemon import mor
 from tests.services.test_run_isolation import gone
@@ -134,3 +138,51 @@ def test_sigterm_while_start_up_waits_for_an_unreachable_zookeeper_exits_0(tmp_p
     log = replica.log_path.read_text()
     assert code == 0, replica.tail()
     assert "received SIGTERM: draining" in log and "Traceback" not in log, replica.tail()
+
+
+def serve_once(config: Path, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """`lakeward serve --config CONFIG` that is expected to refuse to start."""
+    return subprocess.run(
+        [sys.executable, "-m", "lakeward.services.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_serve_on_a_port_in_use_prints_an_error_naming_it_and_exits_2(tmp_path):
+    table = mor(tmp_path / "t", 1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = config_for([Path(table.path)], 5)
+        config["http"]["port"] = port
+        path = tmp_path / "busy.yaml"
+        path.write_text(yaml.safe_dump(config))
+        result = serve_once(path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr and "http.port" in result.stderr
+
+
+def test_serve_with_a_config_file_that_is_not_utf8_prints_an_error_and_exits_2(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\xff\xfe not utf-8")
+    result = serve_once(path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"error: invalid lakeward configuration:\n  {path}: not UTF-8 text" in result.stderr
+
+
+def test_serve_when_zookeeper_never_answers_prints_an_error_and_exits_2(tmp_path):
+    table = mor(tmp_path / "t", 1)
+    config = config_for([Path(table.path)], 5)
+    config["zookeeper"] = {"hosts": f"127.0.0.1:{free_port()}", "connection_timeout_s": 1}
+    path = tmp_path / "zk.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = serve_once(path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "error: cannot connect to ZooKeeper at 127.0.0.1:" in result.stderr

@@ -105,6 +105,8 @@ def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
         ({"drain_time_s": -1}, {}, "drain_time_s: must be >= 0"),
         ({"http": {"port": "eighty"}}, {}, "http.port: must be a valid integer"),
         ({"http": {"port": 70000}}, {}, "http.port: must be <= 65535"),
+        ({"http": {"host": "not a host!"}}, {}, "http.host: 'not a host!' is not a host name or an IP address"),
+        ({}, {"LAKEWARD_HTTP__HOST": "a..b"}, "http.host: 'a..b' is not a host name or an IP address"),
         ({"tables": {"refresh_interval_s": "soon"}}, {}, "tables.refresh_interval_s: must be a valid number"),
         ({"zookeeper": {"host": "zk:2181"}}, {}, "zookeeper.host: unknown key"),
         ({"zookeper": {}}, {}, "zookeper: unknown key"),
@@ -224,6 +226,14 @@ def test_bad_files(tmp_path: Path) -> None:
     assert "not valid YAML" in problems(write(tmp_path, "tables: [unclosed"))[0]
     assert "top level must be a mapping" in problems(write(tmp_path, "- a\n- b\n"))[0]
     assert load_settings(write(tmp_path, ""), env={}) == load_settings(env={})
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe not utf-8")
+    assert problems(binary) == [f"{binary}: not UTF-8 text (byte 0xff at offset 0)"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "lakeward-0.svc.local", "my_host"])
+def test_http_host_takes_ip_addresses_and_host_names(tmp_path: Path, host: str) -> None:
+    assert load_settings(write(tmp_path, {"http": {"host": host}}), env={}).http.host == host
 
 
 def test_policy_merging(tmp_path: Path) -> None:
