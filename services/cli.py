@@ -314,6 +314,11 @@ def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: boo
     typer.echo(_grid(rows, columns, "no tables"))
 
 
+#: `runs --follow --poll`: polling faster than this would load the daemon for nothing.
+MIN_POLL_S = 0.1
+MAX_POLL_S = 3600.0
+
+
 @app.command()
 def runs(
     state: str = typer.Option("all", help="running, finished or all"),
@@ -325,10 +330,14 @@ def runs(
     follow: bool = typer.Option(
         False, "--follow", "-f", help="keep printing runs as they start and change, until Ctrl-C"
     ),
-    poll_s: float = typer.Option(2.0, "--poll", help="with --follow: seconds between polls"),
+    poll_s: float = typer.Option(
+        2.0, "--poll", help=f"with --follow: seconds between polls ({MIN_POLL_S:g} to {MAX_POLL_S:g})"
+    ),
 ) -> None:
     """Runs of the whole deployment (each with its replica): running first, then recent ones."""
     if follow:
+        if not MIN_POLL_S <= poll_s <= MAX_POLL_S:  # also false for NaN
+            raise _fail(f"--poll {poll_s:g} is out of range: seconds from {MIN_POLL_S:g} to {MAX_POLL_S:g}")
         from lakeward.services.follow import follow_runs
 
         def emit(run: dict[str, Any]) -> None:
@@ -859,16 +868,31 @@ def explain(
         typer.echo("no such action on this table")
 
 
-def _duration(text: str) -> dt.timedelta:
-    """`24h`, `30m`, `2d`, `90s` or plain seconds as a timedelta (BadParameter otherwise)."""
+def _fail(message: str) -> typer.Exit:
+    """`error: MESSAGE` on stderr; raise the returned Exit (code 2)."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _duration(text: str, option: str = "--older-than") -> dt.timedelta:
+    """`24h`, `30m`, `2d`, `90s` or plain seconds as a timedelta; else `error: ...` and exit 2."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
     value = text.strip().lower()
     try:
         if value and value[-1] in units:
-            return dt.timedelta(seconds=float(value[:-1]) * units[value[-1]])
-        return dt.timedelta(seconds=float(value))
+            seconds = float(value[:-1]) * units[value[-1]]
+        else:
+            seconds = float(value)
+        if seconds != seconds:  # NaN
+            raise ValueError(value)
     except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a duration such as 24h, 30m, 2d or 3600") from None
+        raise _fail(f"{option} {text!r} is not a duration such as 24h, 30m, 2d or 3600") from None
+    if seconds < 0:
+        raise _fail(f"{option} {text!r} must not be negative")
+    try:
+        return dt.timedelta(seconds=seconds)
+    except OverflowError:
+        raise _fail(f"{option} {text!r} is too long (at most {dt.timedelta.max.days} days)") from None
 
 
 @app.command()

@@ -185,3 +185,12 @@ def test_a_file_uri_spelling_of_a_served_table_is_the_same_table(tmp_path, confi
 def test_a_file_uri_under_a_discovery_root_is_served(tmp_path):
     settings = load_settings(write_config(tmp_path), env={})
     assert served_name(settings, f"file://{tmp_path / 'lake' / 'eu' / 'orders'}") == "lake.eu.orders"
+
+
+@pytest.mark.parametrize("poll", ["-1", "0", "0.01", "nan", "inf"])
+def test_runs_follow_refuses_a_poll_interval_out_of_range(poll):
+    # Checked before any call: no daemon is needed (nothing listens on the URL).
+    result = runner.invoke(app, ["runs", "--follow", "--poll", poll, "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "error: --poll" in result.output and "seconds from 0.1 to 3600" in result.output, result.output

@@ -63,4 +63,22 @@ def test_cli_orphans_dry_run_lists_what_delete_removes_and_keeps_pending_files(t
     assert _rows(Table.open(str(path))) == rows
 
     bad = cli.invoke(cli_app, ["orphans", str(path), "--older-than", "soon"])
-    assert bad.exit_code == 2 and "not a duration" in bad.output
+    assert bad.exit_code == 2 and "error: --older-than 'soon' is not a duration" in bad.output
+
+
+def test_cli_orphans_refuses_negative_huge_and_non_finite_ages(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)
+    before = _hashes(path)
+    cli = CliRunner()
+    for age, why in (
+        ("-5h", "must not be negative"),
+        ("99999999999999999999d", "is too long"),
+        ("infs", "is too long"),
+        ("nan", "not a duration"),
+    ):
+        result = cli.invoke(cli_app, ["orphans", str(path), "--older-than", age, "--delete"])
+        assert result.exit_code == 2, (age, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (age, result.exception)
+        assert f"error: --older-than {age!r}" in result.output and why in result.output, (age, result.output)
+    assert _hashes(path) == before
