@@ -138,29 +138,12 @@ def plan_dict(plan: PendingPlan) -> dict[str, Any]:
 
 def table_lock_options(settings: DaemonSettings) -> dict[str, str]:
     """The table-lock options the daemon adds when ZooKeeper is configured (module doc)."""
-    zk = settings.zookeeper
-    if zk.hosts is None:
-        return {}
-    base = "" if zk.chroot == "/" else zk.chroot
-    return {
-        "hoodie.write.lock.provider": "zookeeper",
-        "hoodie.write.lock.zookeeper.url": zk.hosts,
-        "hoodie.write.lock.zookeeper.base_path": f"{base}/locks",
-        "hoodie.write.lock.zookeeper.session_timeout_ms": str(int(zk.session_timeout_s * 1000)),
-        "hoodie.write.lock.zookeeper.connection_timeout_ms": str(int(zk.connection_timeout_s * 1000)),
-        "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
-    }
+    return settings.table_lock_options()
 
 
 def table_options_for(settings: DaemonSettings, table_name: str) -> dict[str, str]:
-    """The `hoodie.*` options the daemon opens a table with: its lock defaults (`table_lock_options`),
-    replaced by the policy's own lock options if it names any, then the policy's other options."""
-    options = table_lock_options(settings)
-    policy_options = settings.policy_for(table_name).table_options()
-    if any(k.startswith("hoodie.write.lock.") for k in policy_options):
-        options = {}
-    options.update(policy_options)
-    return options
+    """The `hoodie.*` options the daemon opens a table with (`DaemonSettings.table_options`)."""
+    return settings.table_options(table_name)
 
 
 class Daemon:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pydantic import Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
+from lakeward.core.config.write import parse_write_config
+from lakeward.core.exceptions import ConfigError
 from lakeward.services.model import ServiceAction, TableRef
 from lakeward.services.settings.base import ENV_PREFIX
 from lakeward.services.settings.concurrency import ConcurrencySettings
@@ -120,6 +123,48 @@ class DaemonSettings(BaseSettings):
             cached = self.policies.effective(table_name)
             self._policy_cache[table_name] = cached
         return cached
+
+    @model_validator(mode="after")
+    def _table_options_valid(self) -> DaemonSettings:
+        # The options every table is opened with, checked as the library checks `Table.open(options=...)`
+        # (and the CLI's -o): an unknown hoodie.* key or a bad value would otherwise fail every run.
+        where = [("policies.defaults", None), *((f"policies.overrides.{n}", n) for n in self.policies.overrides)]
+        for prefix, table in where:
+            options = self._options_of(self.policies.effective(table))
+            try:
+                parse_write_config(options, extra_known=LOCK_OPTION_KEYS)
+                parse_lock_config(options)
+            except ConfigError as exc:
+                raise ValueError(f"{prefix}.hoodie_options: {exc}") from None
+        return self
+
+    def table_lock_options(self) -> dict[str, str]:
+        """The table-lock options the daemon adds when ZooKeeper is configured (docs/daemon.md, "Table locks")."""
+        zk = self.zookeeper
+        if zk.hosts is None:
+            return {}
+        base = "" if zk.chroot == "/" else zk.chroot
+        return {
+            "hoodie.write.lock.provider": "zookeeper",
+            "hoodie.write.lock.zookeeper.url": zk.hosts,
+            "hoodie.write.lock.zookeeper.base_path": f"{base}/locks",
+            "hoodie.write.lock.zookeeper.session_timeout_ms": str(int(zk.session_timeout_s * 1000)),
+            "hoodie.write.lock.zookeeper.connection_timeout_ms": str(int(zk.connection_timeout_s * 1000)),
+            "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        }
+
+    def _options_of(self, policy: EffectivePolicy) -> dict[str, str]:
+        options = self.table_lock_options()
+        policy_options = policy.table_options()
+        if any(k.startswith("hoodie.write.lock.") for k in policy_options):
+            options = {}
+        options.update(policy_options)
+        return options
+
+    def table_options(self, table_name: str) -> dict[str, str]:
+        """The `hoodie.*` options the daemon opens a table with: its lock defaults (`table_lock_options`),
+        replaced by the policy's own lock options if it names any, then the policy's other options."""
+        return self._options_of(self.policy_for(table_name))
 
     def static_tables(self) -> list[TableRef]:
         return self.tables.refs()

@@ -143,6 +143,24 @@ def test_env_wins_over_yaml_key_by_key(tmp_path: Path) -> None:
             "policies.defaults.hoodie_options['hoodie.cleaner.commits.retained']: set by the policy; "
             "use `clean.commits_retained` instead",
         ),
+        (
+            {"policies": {"defaults": {"hoodie_options": {"hoodie.nope.key": 1}}}},
+            {},
+            "policies.defaults.hoodie_options: unknown option 'hoodie.nope.key'",
+        ),
+        (
+            {"policies": {"defaults": {"hoodie_options": {"hoodie.index.type": "WRONG"}}}},
+            {},
+            "policies.defaults.hoodie_options: option hoodie.index.type='WRONG' is invalid",
+        ),
+        (
+            {
+                "tables": {"static": [{"path": "/a/t"}]},
+                "policies": {"overrides": {"t": {"hoodie_options": {"hoodie.write.lock.provider": "nope"}}}},
+            },
+            {},
+            "policies.overrides.t.hoodie_options: ",
+        ),
         ({"log": {"format": "xml"}}, {}, "log.format: must be 'json' or 'text'"),
         ({}, {"LAKEWARD_LOG__FORMAT": "yaml"}, "log.format: must be 'json' or 'text'"),
         ({"log": {"level": "LOUD"}}, {}, "log.level: must be 'DEBUG'"),
@@ -236,6 +254,9 @@ def test_http_host_takes_ip_addresses_and_host_names(tmp_path: Path, host: str) 
     assert load_settings(write(tmp_path, {"http": {"host": host}}), env={}).http.host == host
 
 
+MISSES = "hoodie.client.heartbeat.tolerable.misses"
+
+
 def test_policy_merging(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -245,14 +266,14 @@ def test_policy_merging(tmp_path: Path) -> None:
                 "defaults": {
                     "compaction": {"max_delta_commits": 8},
                     "archival": {"keep_min_commits": 50, "keep_max_commits": 100},
-                    "hoodie_options": {"hoodie.parquet.compression.codec": "zstd", "hoodie.a": 1},
+                    "hoodie_options": {"hoodie.parquet.compression.codec": "zstd", MISSES: 1},
                 },
                 "overrides": {
                     "orders": {
                         "compaction": {"enabled": False},
                         "archival": {"keep_min_commits": 60},  # valid only against the defaults' max
                         "clustering": {"enabled": True, "sort_columns": ["customer"]},
-                        "hoodie_options": {"hoodie.a": 2},
+                        "hoodie_options": {MISSES: 2},
                     },
                     "events": {"paused": True},
                 },
@@ -264,13 +285,13 @@ def test_policy_merging(tmp_path: Path) -> None:
     assert orders.table == "orders"
     assert not orders.compaction.enabled and orders.compaction.max_delta_commits == 8
     assert (orders.archival.keep_min_commits, orders.archival.keep_max_commits) == (60, 100)
-    assert orders.hoodie_options == {"hoodie.parquet.compression.codec": "zstd", "hoodie.a": 2}
+    assert orders.hoodie_options == {"hoodie.parquet.compression.codec": "zstd", MISSES: 2}
     assert orders.schedules(ServiceAction.CLUSTERING) and not orders.schedules(ServiceAction.COMPACTION)
     assert not orders.schedules(ServiceAction.ROLLBACK) and orders.for_action(ServiceAction.ROLLBACK) is None
     options = orders.table_options()
     assert options["hoodie.keep.min.commits"] == "60"
     assert options["hoodie.clustering.plan.strategy.sort.columns"] == "customer"
-    assert options["hoodie.a"] == "2"
+    assert options[MISSES] == "2"
 
     events = s.policy_for("events")
     assert events.paused and not events.schedules(ServiceAction.CLEAN)
@@ -440,3 +461,16 @@ def test_no_float_setting_takes_infinity_or_nan(tmp_path: Path, key: str, value:
 
 def test_an_infinite_drain_time_from_the_environment_is_refused() -> None:
     assert problems(env={"LAKEWARD_DRAIN_TIME_S": "inf"}) == ["drain_time_s: must be a finite number"]
+
+
+def test_valid_hoodie_options_and_the_daemons_zookeeper_lock_load(tmp_path: Path) -> None:
+    data = {
+        "tables": {"static": [{"path": "/a/t"}]},
+        "zookeeper": {"hosts": "zk1:2181"},
+        "policies": {
+            "defaults": {"hoodie_options": {"hoodie.index.type": "BLOOM", "hoodie.parquet.compression.codec": "zstd"}},
+            "overrides": {"t": {"hoodie_options": {"hoodie.write.lock.provider": "zookeeper"}}},
+        },
+    }
+    settings = load_settings(write(tmp_path, data), env={})
+    assert settings.policy_for("t").hoodie_options["hoodie.write.lock.provider"] == "zookeeper"
