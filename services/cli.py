@@ -439,9 +439,18 @@ def pause(
 def resume(
     table: str = typer.Argument(..., help="table name"), url: str = URL_OPTION, token: str | None = TOKEN_OPTION
 ) -> None:
-    """Resume a paused table."""
-    _api(url, token, lambda c: c.resume(table))
-    typer.echo(f"{table} resumed")
+    """Lift a table's on-call pause (a pause by policy, `policies.*.paused`, stays: only the settings lift it)."""
+    answer = _api(url, token, lambda c: c.resume(table))
+    if answer.get("paused_by") == "policy":
+        lifted = "on-call pause lifted, but it " if answer.get("changed") else ""
+        typer.echo(
+            f"{table}: {lifted}stays paused by policy (policies.overrides.{table}.paused or "
+            "policies.defaults.paused in the daemon's settings)"
+        )
+    elif answer.get("changed"):
+        typer.echo(f"{table} resumed")
+    else:
+        typer.echo(f"{table} was not paused")
 
 
 @app.command()

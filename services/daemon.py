@@ -795,6 +795,14 @@ class Daemon:
                 out.append({"key": key, "replica": owner.replica_id, "host": owner.host})
         return out
 
+    def pause_state(self, name: str) -> dict[str, Any]:
+        """Whether the table is paused now, and by what: `{"paused": ..., "paused_by": policy|on-call|None}`
+        (as `GET /tables/{name}` says it)."""
+        by_policy = self.settings.policy_for(name).paused
+        on_call = name in self.control.paused()
+        by = "policy" if by_policy else ("on-call" if on_call else None)
+        return {"paused": by is not None, "paused_by": by}
+
     def set_paused(self, name: str, paused: bool, reason: str = "") -> bool:
         self.table_ref(name)
         changed = self.control.set_paused(name, paused, self.replica_id, reason)

@@ -199,7 +199,11 @@ class AuditEntry(BaseModel):
 
 class PauseResult(BaseModel):
     table: str
+    #: Whether the table is paused now, by either kind of pause (a resume leaves a pause by policy).
     paused: bool
+    #: policy (`policies.*.paused`, which only the settings change) or on-call; null when not paused.
+    paused_by: str | None = None
+    #: Whether the call changed the on-call pause.
     changed: bool
 
 

@@ -253,6 +253,7 @@ def test_pause_resume_and_quarantine_release(client, daemon):
     assert client.post("/api/v1/tables/orders/pause", json={"reason": "incident 42"}, headers=AUTH).json() == {
         "table": "orders",
         "paused": True,
+        "paused_by": "on-call",
         "changed": True,
     }
     paused = client.get("/api/v1/tables/orders").json()
@@ -349,6 +350,42 @@ def test_cli_talks_to_a_running_daemon(daemon, tmp_path, monkeypatch):
         assert cli.invoke(cli_app, ["quarantine"]).output == "no quarantined plans\n"  # listings: "no ..."
     finally:
         server.stop()
+
+
+def test_resume_answers_the_truth_about_a_pause_by_policy(tmp_path):
+    # A pause by policy stays: resume says so (it answered paused: false and the CLI "resumed").
+    make_tables(tmp_path)
+    settings_for(tmp_path)  # writes the file; then orders is paused by policy
+    config = tmp_path / "lakeward.yaml"
+    archival = "    archival: {enabled: false}\n"
+    config.write_text(config.read_text().replace(archival, archival + "  overrides: {orders: {paused: true}}\n"))
+    d = Daemon(load_settings(config, env={}))
+    d.start()
+    server = ApiServer(d, port=0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        http = DaemonClient(url, TOKEN)
+        assert http.resume("orders") == {"table": "orders", "paused": True, "paused_by": "policy", "changed": False}
+        assert http.resume("customers") == {"table": "customers", "paused": False, "paused_by": None, "changed": False}
+        cli = CliRunner()
+        by_policy = cli.invoke(cli_app, ["resume", "orders", "--token", TOKEN, "--url", url])
+        assert by_policy.exit_code == 0, by_policy.output
+        assert "resumed" not in by_policy.output and "stays paused by policy" in by_policy.output
+        assert "policies.overrides.orders.paused" in by_policy.output
+        not_paused = cli.invoke(cli_app, ["resume", "customers", "--token", TOKEN, "--url", url])
+        assert not_paused.exit_code == 0 and not_paused.output == "customers was not paused\n", not_paused.output
+        cli.invoke(cli_app, ["pause", "orders", "--token", TOKEN, "--url", url])
+        lifted = cli.invoke(cli_app, ["resume", "orders", "--token", TOKEN, "--url", url])
+        assert "on-call pause lifted" in lifted.output and "stays paused by policy" in lifted.output, lifted.output
+        cli.invoke(cli_app, ["pause", "customers", "--token", TOKEN, "--url", url])
+        resumed = cli.invoke(cli_app, ["resume", "customers", "--token", TOKEN, "--url", url])
+        assert resumed.output == "customers resumed\n", resumed.output
+        assert http.tables() and {t["name"]: t["paused"] for t in http.tables()}["orders"] is True
+        http.close()
+    finally:
+        server.stop()
+        d.drain(5)
 
 
 def test_cli_reports_an_unreachable_daemon(monkeypatch):

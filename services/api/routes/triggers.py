@@ -37,13 +37,14 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     def pause(name: str, body: PauseBody | None = None) -> dict[str, Any]:
         """Nothing new is scheduled or started on the table, on every replica (running plans go on)."""
         changed = daemon.set_paused(name, True, body.reason if body else "")
-        return {"table": name, "paused": True, "changed": changed}
+        return {"table": name, **daemon.pause_state(name), "changed": changed}
 
     @routes.post("/tables/{name}/resume", response_model=PauseResult)
     def resume(name: str) -> dict[str, Any]:
-        """Undo an on-call pause: the table is scheduled again (a pause by policy stays)."""
+        """Undo an on-call pause: the table is scheduled again, unless its policy pauses it (that pause
+        stays: the answer then says `paused: true, paused_by: policy`). `changed`: there was an on-call pause."""
         changed = daemon.set_paused(name, False)
-        return {"table": name, "paused": False, "changed": changed}
+        return {"table": name, **daemon.pause_state(name), "changed": changed}
 
     @routes.post("/runs/{run_id}/cancel", response_model=CancelResult)
     def cancel(run_id: str) -> dict[str, Any]:
