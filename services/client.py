@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -15,6 +16,12 @@ class DaemonAPIError(Exception):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+def _seg(value: str) -> str:
+    """`value` as one URL path segment: percent-encoded, '/' included (a discovered table is named after
+    its folders, and a folder's name may hold '#', '?', '%' or a space)."""
+    return quote(value, safe="")
 
 
 class DaemonClient:
@@ -60,10 +67,10 @@ class DaemonClient:
         return list(self._call("GET", f"{API_PREFIX}/tables"))
 
     def table(self, name: str) -> dict[str, Any]:
-        return dict(self._call("GET", f"{API_PREFIX}/tables/{name}"))
+        return dict(self._call("GET", f"{API_PREFIX}/tables/{_seg(name)}"))
 
     def plans(self, name: str | None = None) -> list[dict[str, Any]]:
-        path = f"{API_PREFIX}/tables/{name}/plans" if name else f"{API_PREFIX}/plans"
+        path = f"{API_PREFIX}/tables/{_seg(name)}/plans" if name else f"{API_PREFIX}/plans"
         return list(self._call("GET", path))
 
     def runs(self, state: str = "all", table: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
@@ -73,7 +80,7 @@ class DaemonClient:
         return list(self._call("GET", f"{API_PREFIX}/runs", params=params))
 
     def run(self, run_id: str) -> dict[str, Any]:
-        return dict(self._call("GET", f"{API_PREFIX}/runs/{run_id}"))
+        return dict(self._call("GET", f"{API_PREFIX}/runs/{_seg(run_id)}"))
 
     def trigger(
         self, name: str, action: str, mode: str = "schedule_and_run", instant: str | None = None, dry_run: bool = False
@@ -83,16 +90,16 @@ class DaemonClient:
             body["dry_run"] = True
         if instant:
             body["instant"] = instant
-        return dict(self._call("POST", f"{API_PREFIX}/tables/{name}/trigger", json=body))
+        return dict(self._call("POST", f"{API_PREFIX}/tables/{_seg(name)}/trigger", json=body))
 
     def pause(self, name: str, reason: str = "") -> dict[str, Any]:
-        return dict(self._call("POST", f"{API_PREFIX}/tables/{name}/pause", json={"reason": reason}))
+        return dict(self._call("POST", f"{API_PREFIX}/tables/{_seg(name)}/pause", json={"reason": reason}))
 
     def resume(self, name: str) -> dict[str, Any]:
-        return dict(self._call("POST", f"{API_PREFIX}/tables/{name}/resume"))
+        return dict(self._call("POST", f"{API_PREFIX}/tables/{_seg(name)}/resume"))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        return dict(self._call("POST", f"{API_PREFIX}/runs/{run_id}/cancel"))
+        return dict(self._call("POST", f"{API_PREFIX}/runs/{_seg(run_id)}/cancel"))
 
     def quarantine(self) -> list[dict[str, Any]]:
         return list(self._call("GET", f"{API_PREFIX}/quarantine"))
@@ -113,11 +120,11 @@ class DaemonClient:
 
     def explain(self, name: str, action: str | None = None) -> dict[str, Any]:
         params = {"action": action} if action else {}
-        return dict(self._call("GET", f"{API_PREFIX}/tables/{name}/explain", params=params))
+        return dict(self._call("GET", f"{API_PREFIX}/tables/{_seg(name)}/explain", params=params))
 
     def health(self, name: str | None = None) -> Any:
         """One table's health report (a dict), or every table's (a list) without a name."""
-        return self._call("GET", f"{API_PREFIX}/tables/{name}/health" if name else f"{API_PREFIX}/health")
+        return self._call("GET", f"{API_PREFIX}/tables/{_seg(name)}/health" if name else f"{API_PREFIX}/health")
 
 
 __all__ = ["DEFAULT_URL", "TOKEN_ENV_VAR", "URL_ENV_VAR", "DaemonAPIError", "DaemonClient"]

@@ -420,3 +420,39 @@ def test_a_mutating_call_is_in_the_audit_log_before_it_is_answered(daemon, monke
     finally:
         server.stop()
     assert audited[:1] == [("/api/v1/tables/{name}/pause", "orders", 200)], audited
+
+
+def test_the_client_reaches_discovered_tables_whose_names_need_percent_encoding(tmp_path):
+    # Discovered tables are named after their folders: '#', '?' and '%' reached the URL path raw.
+    names = ["x#y", "q?z", "a%2Fb", "sp ace"]
+    for folder in names:
+        Table.create(str(tmp_path / "ingest" / folder), record_key="id").upsert(pa.table({"id": [1], "v": [1]}))
+    config = tmp_path / "lakeward.yaml"
+    config.write_text(
+        f"tables: {{roots: [{{path: {tmp_path / 'ingest'}}}], refresh_interval_s: 3600}}\n"
+        f"spark: {{engine: local}}\nhttp: {{port: 0, api_tokens: [{TOKEN}]}}\nlog: {{format: text}}\n"
+    )
+    d = Daemon(load_settings(config, env={}))
+    d.start()
+    server = ApiServer(d, port=0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        with DaemonClient(url, TOKEN) as http:
+            wait_for(lambda: len(http.tables()) == len(names))
+            for folder in names:
+                name = f"ingest.{folder}"
+                assert http.table(name)["name"] == name
+                assert http.plans(name) == []
+                assert http.explain(name)["table"] == name
+                assert http.health(name)["table"] == name
+                assert http.pause(name, "why")["paused"] is True
+                assert http.resume(name)["changed"] is True
+            cli = CliRunner()
+            for folder in names:
+                paused = cli.invoke(cli_app, ["pause", f"ingest.{folder}", "--token", TOKEN, "--url", url])
+                assert paused.exit_code == 0, paused.output
+            assert {t["name"] for t in http.tables() if t["paused"]} == {f"ingest.{f}" for f in names}
+    finally:
+        server.stop()
+        d.drain(5)
