@@ -286,6 +286,8 @@ class Daemon:
             pool_for=self.settings.spark.pool_for,
             on_finished=self._run_finished,
             on_started=self._run_started,
+            # recorded again once its plan is written: a replica that dies then leaves a lost run naming its plan
+            on_scheduled=self._record_run,
             share_of=self.share_of,
             resources=self.settings.resources,
             child_logging=self._child_logging(),
@@ -299,7 +301,8 @@ class Daemon:
         self.metrics.ready.set(1 if self.ready else 0)
 
     def _record_run(self, run: RunRecord) -> None:
-        """Write the run to the shared history (at its start and its end); a failure only logs."""
+        """Write the run to the shared history (at its start, once it scheduled its plan, and at its end);
+        a failure only logs."""
         try:
             self.history.record_run(run.to_dict())
         except Exception:

@@ -2,8 +2,9 @@
 
 Each replica's runner knows only its own runs, live; behind a load balancer the operator
 needs the deployment's. So every run is also written to a shared, retained log of small
-JSON records -- at its start (running, on which replica) and at its end (outcome, timings,
-error) -- and so is every mutating API call (the audit log). With ZooKeeper the records
+JSON records -- at its start (running, on which replica), once it has written its plan (the
+instant: a lost run still names it) and at its end (outcome, timings, error) -- and so is
+every mutating API call (the audit log). With ZooKeeper the records
 are persistent znodes under the coordinator's base path, next to the claims:
 
 - `<base>/history/runs/<started ms>-<run id>`: one run (`RunRecord.to_dict()` plus the

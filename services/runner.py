@@ -186,6 +186,7 @@ class Runner:
         pool_for: Callable[[ServiceAction], str] = lambda action: action.value,
         on_finished: Callable[[RunRecord], None] | None = None,
         on_started: Callable[[RunRecord], None] | None = None,
+        on_scheduled: Callable[[RunRecord], None] | None = None,
         share_of: Callable[[TableRef], Share] = lambda ref: DEFAULT_SHARE,
         recent_runs: int = 500,
         progress_interval_s: float = 30.0,
@@ -203,6 +204,8 @@ class Runner:
         self.on_finished = on_finished
         #: Called (in `submit`, before the run's thread starts) with every run that starts.
         self.on_started = on_started
+        #: Called when a run that schedules its plan has written and claimed it (`run.instant` is set).
+        self.on_scheduled = on_scheduled
         #: The table's group and limits (called under the runner's lock: it must not call back into the runner).
         self.share_of = share_of
         self.resources = resources or ResourceSettings()
@@ -674,6 +677,11 @@ class _RunHooks:
             return False
         run.claims.append(claim)
         log.info("scheduled %s %s", run.action.value, instant)
+        if self.runner.on_scheduled is not None:
+            try:
+                self.runner.on_scheduled(run)
+            except Exception:
+                log.exception("on_scheduled callback failed")
         return True
 
     def set_phase(self, phase: str) -> None:

@@ -244,6 +244,9 @@ def test_a_run_of_a_replica_that_died_shows_as_lost(deployment):
     coordinator.close()  # the replica's session ends: its claims and its replica node go
     shown = wait_for(lambda: (r := api_b.get(f"/api/v1/runs/{run.run_id}").json())["state"] == LOST and r)
     assert shown["replica"] == coordinator.replica_id and "is gone" in shown["progress"]
+    # it keeps what it recorded: the plan it scheduled (left inflight for another replica) and its start
+    assert run.instant is not None and (shown["instant"], shown["key"]) == (run.instant, run.key), shown
+    assert shown["started_at"] == run.created_at and shown["duration_s"] > 0, shown
     # the list comes from B's history view: lost there too within its refresh
     wait_for(
         lambda: run.run_id in [r["run_id"] for r in api_b.get("/api/v1/runs", params={"state": "lost"}).json()],
