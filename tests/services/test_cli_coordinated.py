@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -194,3 +196,29 @@ def test_runs_follow_refuses_a_poll_interval_out_of_range(poll):
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "error: --poll" in result.output and "seconds from 0.1 to 3600" in result.output, result.output
+
+
+def _runbook(alert: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    return text.split(f"### {alert}\n", 1)[1].split("\n### ", 1)[0]
+
+
+@pytest.mark.zookeeper
+def test_the_quarantined_plan_runbook_rolls_back_a_clustering_plan_with_its_commands(tmp_path, zookeeper_server):
+    # The runbook said `lakeward trigger rollback TABLE --mode schedule_and_run --instant INSTANT`, which the API
+    # refuses (rollback has no plan). Its commands must work as written.
+    section = " ".join(_runbook("LakewardPlanQuarantined").split())
+    assert not re.search(r"trigger rollback[^`]*--instant", section)
+    [command] = re.findall(r"`(lakeward rollback [^`]*)`", section)
+    clu = Table.create(str(tmp_path / "lake" / "clu"), record_key="id", partition_by="p")
+    for i in range(3):
+        clu.bulk_insert(pa.table({"id": [i], "p": ["a"], "v": [i]}))
+    plan = clu.schedule_clustering()
+    assert plan is not None
+    chroot = f"/lakeward-runbook-{uuid.uuid4().hex[:8]}"
+    config = write_config(tmp_path, f"zookeeper: {{hosts: '{zookeeper_server.hosts}', chroot: {chroot}}}\n")
+    words = command.replace("PATH", clu.path).replace("INSTANT", plan).replace("lakeward.yaml", str(config)).split()
+    result = runner.invoke(app, words[1:])
+    assert result.exit_code == 0, result.output
+    assert f"rolled back {plan}" in result.output
+    assert plan not in [i.time for i in Table.open(clu.path).timeline().pending()]
