@@ -148,11 +148,27 @@ def _format(rows: pa.Table) -> str:
 
 
 @app.command()
-def timeline(path: str = typer.Argument(..., help="table base path or URI")) -> None:
+def timeline(
+    path: str = typer.Argument(..., help="table base path or URI"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
     """Print the table's instants: time, action and state; on table versions 8+ also when each
     completed, and which were read from the archived (LSM) timeline."""
     table = _open(path)
     instants = list(table.timeline())
+    if as_json:
+        listed = [
+            {
+                "instant": i.time,
+                "action": i.action.value,
+                "state": i.state.value,
+                "completion_time": i.completion_time,
+                "archived": i.is_archived,
+            }
+            for i in instants
+        ]
+        typer.echo(json.dumps(listed, indent=2))
+        return
     if not instants:
         typer.echo("no instants")
         return
@@ -321,7 +337,7 @@ MAX_POLL_S = 3600.0
 
 @app.command()
 def runs(
-    state: str = typer.Option("all", help="running, finished or all"),
+    state: str = typer.Option("all", help="running, finished, lost (its replica died while running it) or all"),
     table: str | None = typer.Option(None, help="only this table"),
     limit: int = typer.Option(50, help="at most this many"),
     url: str = URL_OPTION,
@@ -370,7 +386,11 @@ def _run_line(run: dict[str, Any]) -> str:
 
 @app.command()
 def trigger(
-    action: str = typer.Argument(..., help="compaction, clean, clustering, archival, rollback or index_build"),
+    action: str = typer.Argument(
+        ...,
+        help="compaction, clean, clustering, archival, rollback, change_tracking, index_build, orphan_clean "
+        "or metadata_compaction",
+    ),
     table: str = typer.Argument(..., help="table name (see `lakeward tables`)"),
     mode: str = typer.Option("schedule_and_run", help="schedule_and_run, schedule, or run (a pending plan)"),
     instant: str | None = typer.Option(None, help="the pending plan to run (mode run)"),

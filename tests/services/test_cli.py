@@ -35,6 +35,33 @@ def test_timeline_lists_every_instant_with_action_and_state(tmp_path):
     assert rows == [[first, "commit", "completed"], [second, "commit", "completed"]]
 
 
+def test_timeline_prints_json_with_json(tmp_path):
+    # docs/cli.md: listings print JSON with --json (`[]` when empty); timeline had no --json.
+    table, first, second = _table(tmp_path)
+    result = runner.invoke(app, ["timeline", table.path, "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert [(i["instant"], i["action"], i["state"]) for i in listed] == [
+        (first, "commit", "completed"),
+        (second, "commit", "completed"),
+    ]
+    assert set(listed[0]) == {"instant", "action", "state", "completion_time", "archived"}
+    empty = Table.create(str(tmp_path / "empty"), record_key="id")
+    assert runner.invoke(app, ["timeline", empty.path, "--json"]).output == "[]\n"
+
+
+def test_help_lists_every_action_and_run_state_the_api_takes():
+    from lakeward.services.api.reads import RunState
+    from lakeward.services.model import ServiceAction
+
+    trigger = " ".join(runner.invoke(app, ["trigger", "--help"], env={"COLUMNS": "200"}).output.split())
+    for action in ServiceAction:
+        assert action.value in trigger, action
+    runs = " ".join(runner.invoke(app, ["runs", "--help"], env={"COLUMNS": "200"}).output.split())
+    for state in RunState.__args__:
+        assert state in runs, state
+
+
 def test_show_prints_properties_and_file_groups_as_json(tmp_path):
     table, _, second = _table(tmp_path)
     result = runner.invoke(app, ["show", table.path, "--json"])
