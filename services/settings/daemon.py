@@ -34,6 +34,8 @@ class DaemonSettings(BaseSettings):
         extra="forbid",
         frozen=True,
         allow_inf_nan=False,
+        # LAKEWARD_SCHEDULING__STARVING_SCORE=null: null, as in the YAML file (`null`: off / unbounded)
+        env_parse_none_str="null",
     )
 
     tables: TablesSettings = Field(default_factory=TablesSettings)

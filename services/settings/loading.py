@@ -37,6 +37,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_env_sections(env: Mapping[str, str]) -> None:
+    """A `LAKEWARD_<SECTION>__<KEY>` variable must name a section (`LAKEWARD_HTTPS__PORT` is a typo, not
+    silently ignored). Variables without `__` may belong to other tools (LAKEWARD_URL is the CLI's)."""
+    unknown = []
+    for name in env:
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or "__" not in upper:
+            continue
+        section = upper[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+        if section not in DaemonSettings.model_fields:
+            unknown.append(f"{section}: unknown key (from the environment variable {name})")
+    if unknown:
+        raise ConfigurationError(unknown)
+
+
 def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> DaemonSettings:
     """Load and validate the daemon's settings.
 
@@ -51,6 +66,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     data = _read_yaml(Path(path)) if path is not None else {}
     # LAKEWARD_CONFIG names the file; it is not a setting.
     env_vars = {k: v for k, v in environ.items() if k.upper() != CONFIG_ENV_VAR}
+    _check_env_sections(env_vars)
     try:
         with loading(LoadContext(yaml_data=data, env=env_vars)):
             return DaemonSettings()

@@ -474,3 +474,17 @@ def test_valid_hoodie_options_and_the_daemons_zookeeper_lock_load(tmp_path: Path
     }
     settings = load_settings(write(tmp_path, data), env={})
     assert settings.policy_for("t").hoodie_options["hoodie.write.lock.provider"] == "zookeeper"
+
+
+def test_null_from_the_environment_turns_a_nullable_setting_off() -> None:
+    # docs: `LAKEWARD_SCHEDULING__STARVING_SCORE=null` turns starvation off; it was "must be a valid number".
+    assert load_settings(env={"LAKEWARD_SCHEDULING__STARVING_SCORE": "null"}).scheduling.starving_score is None
+
+
+def test_an_environment_variable_for_an_unknown_section_is_an_error() -> None:
+    # LAKEWARD_HTTPS__PORT=1 (a typo of http) was ignored; a plain LAKEWARD_X stays another tool's business.
+    assert problems(env={"LAKEWARD_HTTPS__PORT": "1"}) == [
+        "https: unknown key (from the environment variable LAKEWARD_HTTPS__PORT)"
+    ]
+    assert problems(env={"lakeward_zookeper__hosts": "zk:2181"})[0].startswith("zookeper: unknown key")
+    assert load_settings(env={"LAKEWARD_PY": "/usr/bin/python3", "LAKEWARD_URL": "http://x"}) == load_settings(env={})
