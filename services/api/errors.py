@@ -55,10 +55,24 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": "; ".join(problems), "errors": jsonable(exc.errors())}, status_code=422)
 
 
+#: An `input` echoed in a 422 answer is cut to this many characters (a 2 MB pause reason came back whole).
+ECHO_MAX_CHARS = 200
+
+
+def _echo(value: Any) -> Any:
+    """The caller's input as a 422 answer repeats it: long texts (and large values) cut, saying how long."""
+    text = value if isinstance(value, str) else None
+    if text is None and not isinstance(value, int | float | bool | type(None)):
+        text = str(value)
+    if text is None or len(text) <= ECHO_MAX_CHARS:
+        return jsonable(value)
+    return f"{text[:ECHO_MAX_CHARS]}... ({len(text)} characters)"
+
+
 def jsonable(value: Any) -> Any:
-    """Validation error details made JSON-safe (they may hold exceptions and bytes)."""
+    """Validation error details made JSON-safe (they may hold exceptions and bytes); inputs cut (`_echo`)."""
     if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items() if k != "ctx"}
+        return {k: _echo(v) if k == "input" else jsonable(v) for k, v in value.items() if k != "ctx"}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, str | int | float | bool) or value is None:

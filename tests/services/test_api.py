@@ -204,6 +204,8 @@ def test_trigger_at_the_concurrency_limit_is_409_naming_the_run_holding_the_slot
         ("/api/v1/tables/orders/trigger", {"action": "index_build"}, 409, "has no secondary index"),
         ("/api/v1/tables/orders/trigger", {"action": "change_tracking"}, 409, "with CDC off"),
         ("/api/v1/tables/orders/trigger", {"action": "archival", "mode": "schedule"}, 409, "has no plan"),
+        # a caller's mistake, whatever the table: 422 (it was 409)
+        ("/api/v1/tables/orders/trigger", {"action": "compaction", "dry_run": True}, 422, "compaction has no dry run"),
         (
             "/api/v1/tables/orders/trigger",
             {"action": "compaction", "mode": "run", "instant": "20200101000000000"},
@@ -222,6 +224,15 @@ def test_bad_input_gets_a_clear_4xx(client, path, body, status, message):
     response = client.post(path, json=body, headers=AUTH)
     assert response.status_code == status, response.text
     assert message in response.json()["detail"], response.json()
+
+
+def test_a_422_answer_does_not_echo_a_huge_input(client):
+    reason = "x" * 2_000_000
+    response = client.post("/api/v1/tables/orders/pause", json={"reason": reason}, headers=AUTH)
+    assert response.status_code == 422, response.text[:500]
+    assert "reason: String should have at most 500 characters" in response.json()["detail"]
+    assert len(response.content) < 2_000, len(response.content)
+    assert "(2000000 characters)" in response.text
 
 
 def test_reads_of_unknown_things_are_404(client):

@@ -147,7 +147,7 @@ log: {{format: text}}
         if version == 6:
             assert answers["orphan_clean"]["files"] == ["copy of data.parquet"]
         refused = client.post("/api/v1/tables/t/trigger", json={"action": "rollback", "dry_run": True}, headers=AUTH)
-        assert refused.status_code == 409 and "rollback has no dry run" in refused.json()["detail"]
+        assert refused.status_code == 422 and "rollback has no dry run" in refused.json()["detail"]
         assert client.post("/api/v1/tables/t/trigger", json={"action": "clean", "dry_run": True}).status_code == 401
         server = ApiServer(daemon, port=0)
         server.start()

@@ -17,6 +17,7 @@ from lakeward.services.api.models import (
     TriggerBody,
 )
 from lakeward.services.daemon import Daemon
+from lakeward.services.execution import DRY_RUNS
 from lakeward.services.names import API_PREFIX
 
 
@@ -28,6 +29,9 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     def trigger(name: str, body: TriggerBody) -> dict[str, Any]:
         """Schedule and/or run an action on a table now (claims and limits apply); `dry_run` changes nothing
         and answers with what the action would delete or change."""
+        if body.dry_run and body.action not in DRY_RUNS:  # the caller's mistake whatever the table: 422
+            dry_runs = ", ".join(a.value for a in DRY_RUNS)
+            raise HTTPException(422, f"dry_run: {body.action.value} has no dry run on the daemon; dry runs: {dry_runs}")
         submitted = daemon.trigger(name, body.action, body.mode, body.instant, dry_run=body.dry_run)
         if submitted.run is None:
             raise HTTPException(409, f"not started: {submitted.reason}")
