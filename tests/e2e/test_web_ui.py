@@ -291,7 +291,7 @@ def test_pause_and_resume_from_the_page(served: Served, page: Page) -> None:
     page.click("#pause")
     status, body = answer(page)
     assert status == "POST /api/v1/tables/customers/pause: 200"
-    assert body == {"table": "customers", "paused": True, "changed": True}
+    assert body == {"table": "customers", "paused": True, "changed": True, "paused_by": "on-call"}
     table = served.api("/tables/customers")
     assert table["paused_by"] == "on-call" and table["pause_reason"] == "on-call looks at it"
     page.click("#answer-reload")
