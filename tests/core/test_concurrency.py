@@ -19,6 +19,7 @@ import hudi
 import pyarrow as pa
 import pytest
 
+import lakeward.core.write.client as client_module
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConcurrentWriteError
 from lakeward.core.file_group.naming import parse_base_file_name
@@ -282,8 +283,6 @@ def test_a_write_whose_timeline_a_service_archived_meanwhile_checks_it_again(
     """A writer lists the timeline without the lock, so the daemon's compaction and archival can run
     between its listing and its integrity check: the plan of a compaction that was pending in the
     listing is gone (archived) when the check reads it. The write checks a fresh listing and lands."""
-    import lakeward.core.write.client as client_module
-
     options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
     path = str(tmp_path / "t")
     table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", options=options)
@@ -336,8 +335,6 @@ def test_a_column_another_writer_added_meanwhile_stays_in_the_schema(
     """Writer A adds a column and completes; writer B (a later instant, other file groups: no conflict)
     took the table's schema before and completes last. Readers take the schema of the latest write,
     B's: the column and A's committed values vanished from every read. B commits the union."""
-    import lakeward.core.write.client as client_module
-
     path = tmp_path / "t"
     _schema_table(path, table_type, version)
     a_wrote, b_wrote, a_done = threading.Event(), threading.Event(), threading.Event()
@@ -421,8 +418,6 @@ def test_a_compaction_completing_after_a_write_added_a_column_keeps_it(
     """On 8+ a compaction is planned beside a pending write, so its instant is the later one. It took
     the table's schema when it started; the write added a column and completed while it ran; the
     compaction then completed with the older schema, the latest instant's, so the column vanished."""
-    import lakeward.core.write.client as client_module
-
     path = tmp_path / "t"
     _schema_table(path, "MERGE_ON_READ", version)
     Table.open(str(path)).upsert(_rows([1], "sf", 2, "log"))  # a log for the compaction to fold

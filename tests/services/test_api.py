@@ -6,6 +6,7 @@ tests go through a real uvicorn server on a free port.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -363,6 +364,32 @@ def test_cli_talks_to_a_running_daemon(daemon, tmp_path, monkeypatch):
         server.stop()
 
 
+@contextlib.contextmanager
+def served_daemon(config: Path) -> Iterator[tuple[Daemon, str]]:
+    """A started daemon of `config` and the URL of its API; stopped and drained after."""
+    d = Daemon(load_settings(config, env={}))
+    d.start()
+    server = ApiServer(d, port=0)
+    server.start()
+    try:
+        yield d, f"http://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+        d.drain(5)
+
+
+def discovered_tables(root: Path, folders: list[str]) -> Path:
+    """A table in each of `folders` under `root / "ingest"`, and a daemon config discovering them."""
+    for folder in folders:
+        Table.create(str(root / "ingest" / folder), record_key="id").upsert(pa.table({"id": [1], "v": [1]}))
+    config = root / "lakeward.yaml"
+    config.write_text(
+        f"tables: {{roots: [{{path: {root / 'ingest'}}}], refresh_interval_s: 3600}}\n"
+        f"spark: {{engine: local}}\nhttp: {{port: 0, api_tokens: [{TOKEN}]}}\nlog: {{format: text}}\n"
+    )
+    return config
+
+
 def test_resume_answers_the_truth_about_a_pause_by_policy(tmp_path):
     # A pause by policy stays: resume says so (it answered paused: false and the CLI "resumed").
     make_tables(tmp_path)
@@ -370,12 +397,7 @@ def test_resume_answers_the_truth_about_a_pause_by_policy(tmp_path):
     config = tmp_path / "lakeward.yaml"
     archival = "    archival: {enabled: false}\n"
     config.write_text(config.read_text().replace(archival, archival + "  overrides: {orders: {paused: true}}\n"))
-    d = Daemon(load_settings(config, env={}))
-    d.start()
-    server = ApiServer(d, port=0)
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{server.port}"
+    with served_daemon(config) as (_, url):
         http = DaemonClient(url, TOKEN)
         assert http.resume("orders") == {"table": "orders", "paused": True, "paused_by": "policy", "changed": False}
         assert http.resume("customers") == {"table": "customers", "paused": False, "paused_by": None, "changed": False}
@@ -394,9 +416,6 @@ def test_resume_answers_the_truth_about_a_pause_by_policy(tmp_path):
         assert resumed.output == "customers resumed\n", resumed.output
         assert http.tables() and {t["name"]: t["paused"] for t in http.tables()}["orders"] is True
         http.close()
-    finally:
-        server.stop()
-        d.drain(5)
 
 
 def test_cli_reports_an_unreachable_daemon(monkeypatch):
@@ -436,19 +455,7 @@ def test_a_mutating_call_is_in_the_audit_log_before_it_is_answered(daemon, monke
 def test_the_client_reaches_discovered_tables_whose_names_need_percent_encoding(tmp_path):
     # Discovered tables are named after their folders: '#', '?' and '%' reached the URL path raw.
     names = ["x#y", "q?z", "a%2Fb", "sp ace"]
-    for folder in names:
-        Table.create(str(tmp_path / "ingest" / folder), record_key="id").upsert(pa.table({"id": [1], "v": [1]}))
-    config = tmp_path / "lakeward.yaml"
-    config.write_text(
-        f"tables: {{roots: [{{path: {tmp_path / 'ingest'}}}], refresh_interval_s: 3600}}\n"
-        f"spark: {{engine: local}}\nhttp: {{port: 0, api_tokens: [{TOKEN}]}}\nlog: {{format: text}}\n"
-    )
-    d = Daemon(load_settings(config, env={}))
-    d.start()
-    server = ApiServer(d, port=0)
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{server.port}"
+    with served_daemon(discovered_tables(tmp_path, names)) as (_, url):
         with DaemonClient(url, TOKEN) as http:
             wait_for(lambda: len(http.tables()) == len(names))
             for folder in names:
@@ -464,6 +471,3 @@ def test_the_client_reaches_discovered_tables_whose_names_need_percent_encoding(
                 paused = cli.invoke(cli_app, ["pause", f"ingest.{folder}", "--token", TOKEN, "--url", url])
                 assert paused.exit_code == 0, paused.output
             assert {t["name"] for t in http.tables() if t["paused"]} == {f"ingest.{f}" for f in names}
-    finally:
-        server.stop()
-        d.drain(5)

@@ -9,7 +9,9 @@ import pyarrow as pa
 from typer.testing import CliRunner
 
 from lakeward import Table
+from lakeward.services.api.reads import RunState
 from lakeward.services.cli import app
+from lakeward.services.model import ServiceAction
 
 runner = CliRunner()
 
@@ -51,9 +53,6 @@ def test_timeline_prints_json_with_json(tmp_path):
 
 
 def test_help_lists_every_action_and_run_state_the_api_takes():
-    from lakeward.services.api.reads import RunState
-    from lakeward.services.model import ServiceAction
-
     trigger = " ".join(runner.invoke(app, ["trigger", "--help"], env={"COLUMNS": "200"}).output.split())
     for action in ServiceAction:
         assert action.value in trigger, action

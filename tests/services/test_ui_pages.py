@@ -3,6 +3,8 @@ the timeline route they show, and the sparkline of a table's last runs."""
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,14 @@ from lakeward import Table
 from lakeward.services.api import create_app
 from lakeward.services.api.ui import SPARK_RUNS, sparkline
 from lakeward.services.daemon import Daemon
-from tests.services.test_api import daemon, make_tables, settings_for, wait_for  # noqa: F401 (the daemon fixture)
+from tests.services.test_api import (  # noqa: F401 (the daemon fixture)
+    daemon,
+    discovered_tables,
+    make_tables,
+    served_daemon,
+    settings_for,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -97,24 +106,8 @@ def test_table_page_of_an_unreadable_table_says_why_and_pages_escape_what_they_s
 def test_links_and_forms_reach_tables_whose_names_need_percent_encoding(tmp_path):
     """Discovered tables are named after their folders; the pages put '#' and '?' into their
     links and the forms' API addresses raw, so the link cut the name short."""
-    import re
-    import urllib.parse
-
-    import pyarrow as pa
-
-    from lakeward.services.settings import load_settings
-
     names = ["x#y", "q?z", "sp ace"]
-    for folder in names:
-        Table.create(str(tmp_path / "ingest" / folder), record_key="id").upsert(pa.table({"id": [1], "v": [1]}))
-    config = tmp_path / "lakeward.yaml"
-    config.write_text(
-        f"tables: {{roots: [{{path: {tmp_path / 'ingest'}}}], refresh_interval_s: 3600}}\n"
-        "spark: {engine: local}\nhttp: {port: 0}\nlog: {format: text}\n"
-    )
-    d = Daemon(load_settings(config, env={}))
-    d.start()
-    try:
+    with served_daemon(discovered_tables(tmp_path, names)) as (d, _):
         client = TestClient(create_app(d))
         wait_for(lambda: len(d.tables()) == len(names))
         d.cycle()
@@ -127,5 +120,3 @@ def test_links_and_forms_reach_tables_whose_names_need_percent_encoding(tmp_path
             for api in re.findall(r'data-api="([^"]+)"', page.text):
                 if "/tables/" in api:
                     assert api.split("/tables/")[1].split("/")[0] == link, api
-    finally:
-        d.drain(5)

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
 from lakeward.core.index.secondary.predicates import filters_to_expression
-from lakeward.core.metadata_table.column_stats import ColumnRange
+from lakeward.core.metadata_table.column_stats import ColumnRange, parquet_ranges
 from lakeward.core.metadata_table.partition_stats import partition_range
 
 STATS = {
@@ -202,10 +203,6 @@ def test_a_value_without_statistics_leaves_its_partition_unbounded(tmp_path: Pat
 def test_a_row_group_without_statistics_leaves_its_file_unbounded(tmp_path: Path) -> None:
     """A file's range was taken over the row groups that have min/max, leaving out the values of
     one that has none."""
-    import pyarrow.parquet as pq
-
-    from lakeward.core.metadata_table.column_stats import parquet_ranges
-
     path = tmp_path / "two-groups.parquet"
     pq.write_table(pa.table({"s": ["b", "c", "z" * 5000, None]}), path, row_group_size=2)
     assert not pq.ParquetFile(path).metadata.row_group(1).column(0).statistics.has_min_max
