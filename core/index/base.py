@@ -3,8 +3,11 @@
 Every index answers the same question over the latest file slices of a partition and
 returns one file id (or null) per key. A key is held by a slice when its base file or one
 of its committed log blocks (data or delete) names it; candidates are confirmed against
-those real keys. A key is live in at most one file group; it can be held, deleted, by
-others (an `insert` looks nothing up), and the group where it is live wins the lookup. The per-file work (read
+those real keys. A key is normally live in one file group; it can be held, deleted, by
+others (an `insert` looks nothing up), and the group where it is live wins the lookup. An `insert`
+or `bulk_insert` can also store a key again, live, in another group: as Apache Hudi's indexes tag
+every location of such a key, a lookup given an `also` list reports the further groups there
+(`every_location`), so that an upsert or delete changes every copy. The per-file work (read
 footers, read the key column, scan log blocks for keys) is plain Python over Arrow, run
 by an engine.
 """
@@ -110,11 +113,13 @@ def confirm(
     description: str = "confirm index candidates",
     virtual_keys: TableConfig | None = None,
     deleted: np.ndarray | None = None,
+    also: Locations | None = None,
 ) -> None:
     """Set `result[i]` to the file id of the probed slice that really holds key i (one task per slice).
 
     A slice where the key is live wins over one that holds it only deleted (`deleted[i]` says
-    which `result[i]` is: pass the same array to every call that fills `result`).
+    which `result[i]` is: pass the same array to every call that fills `result`). With `also`,
+    a further slice where a key is live too is appended there instead of replacing `result[i]`.
     The base file is read (key column only) only when some key is a base candidate; log
     files only when the slice has some.
     """
@@ -130,7 +135,11 @@ def confirm(
         return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys)
 
     for probe, (file_keys, dead) in engine.map(task, work, description):
-        assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result, dead, deleted)
+        assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result, dead, deleted, also)
+
+
+#: Further locations of keys live in more than one file group: (rows of the keys, file id) pairs.
+Locations = list[tuple[np.ndarray, str]]
 
 
 def assign_confirmed(
@@ -141,10 +150,13 @@ def assign_confirmed(
     result: np.ndarray,
     file_deleted: pa.Array | None = None,
     deleted: np.ndarray | None = None,
+    also: Locations | None = None,
 ) -> None:
     """Mark `result[i] = file_id` for candidate keys that the file really holds; with `file_deleted`
     (the file's keys held only deleted) and `deleted` (which results are such), a location where the
-    key is live replaces one where it is deleted, and a deleted one only fills an empty result."""
+    key is live replaces one where it is deleted, and a deleted one only fills an empty result.
+    With `also`, a key live here and already live in another group keeps that result, and
+    (its rows, `file_id`) is appended to `also`."""
     if not candidates.any() or not len(file_keys):
         return
     rows = np.flatnonzero(candidates)
@@ -152,18 +164,36 @@ def assign_confirmed(
     wanted = keys.take(pa.array(rows))
     found = pc.index_in(file_keys, value_set=wanted)
     hits = rows[np.unique(pc.drop_null(found).to_numpy(zero_copy_only=False))]
-    if file_deleted is None or deleted is None or not len(file_deleted):
-        result[hits] = file_id
+    if file_deleted is not None and deleted is not None and len(file_deleted):
+        dead_here = pc.is_in(keys.take(pa.array(hits)), value_set=file_deleted).to_numpy(zero_copy_only=False)
+        live, dead = hits[~dead_here], hits[dead_here]
+    else:
+        live, dead = hits, hits[:0]
+    if also is not None:
+        elsewhere = (result[live] != "") & (result[live] != file_id)
         if deleted is not None:
-            deleted[hits] = False
-        return
-    dead_here = pc.is_in(keys.take(pa.array(hits)), value_set=file_deleted).to_numpy(zero_copy_only=False)
-    live, dead = hits[~dead_here], hits[dead_here]
+            elsewhere &= ~deleted[live]
+        if elsewhere.any():
+            also.append((live[elsewhere], file_id))
+            live = live[~elsewhere]
     result[live] = file_id
+    if deleted is None:
+        return
     deleted[live] = False
     dead = dead[result[dead] == ""]
     result[dead] = file_id
     deleted[dead] = True
+
+
+def every_location(located: pa.Array, also: Locations) -> tuple[np.ndarray | None, pa.Array]:
+    """(rows, file ids): each key's location (`located`, null: none) in key order, then one more
+    entry per further group in `also` where the key is live too. `rows` (None when `also` is
+    empty: one entry per key) says which key each entry is, for taking the records it tags."""
+    if not also:
+        return None, located
+    rows = np.concatenate([np.arange(len(located)), *(r for r, _ in also)])
+    further = pa.array([file_id for r, file_id in also for _ in range(len(r))], pa.string())
+    return rows, pa.concat_arrays([located.cast(pa.string()), further])
 
 
 def locations_array(result: np.ndarray) -> pa.Array:

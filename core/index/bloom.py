@@ -19,7 +19,7 @@ from lakeward.core.engine import Engine
 from lakeward.core.file_group.base_file import FooterKeys, read_footer_keys
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.slice_keys import CommittedInstants
-from lakeward.core.index.base import NO_INSTANTS, Probe, confirm, empty_locations, locations_array
+from lakeward.core.index.base import NO_INSTANTS, Locations, Probe, confirm, empty_locations, locations_array
 from lakeward.core.index.bloom_filter import hash_positions
 from lakeward.core.storage import Storage
 
@@ -142,6 +142,7 @@ def locate(
     unconfirmed_single: bool = False,
     filters: FilterSource | None = None,
     deleted: np.ndarray | None = None,
+    also: Locations | None = None,
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -159,6 +160,8 @@ def locate(
     `filters`: where the base files' bloom filters come from instead of their footers.
     `deleted` (n booleans, filled): which keys were located in a group that holds them only
     deleted, none holding them live (`index.base.confirm`): a write there re-adds them.
+    `also` (filled): further groups where a key is live too (`index.base.every_location`); then a
+    key found live in a slice with logs is still confirmed in the base files that admit it.
     """
     result = empty_locations(len(keys))
     if not slices or not len(keys):
@@ -182,17 +185,23 @@ def locate(
         result,
         "confirm keys in slices with logs",
         deleted=deleted,
+        also=also,
     )
     open_keys = (result == "") | deleted  # a key deleted in a log may live in a base file (re-inserted)
-    # Base-only slices some key is admitted by: the others need no further look.
-    base_only = [(s, rows[open_keys[rows]]) for s in with_base if not s.log_files for rows in [admitted[s.file_id]]]
+    # Base-only slices some key is admitted by: the others need no further look (with `also`,
+    # a key live in a slice with logs may be live in a base file too).
+    base_only = [(s, admitted[s.file_id]) for s in with_base if not s.log_files]
+    if also is None:
+        base_only = [(s, rows[open_keys[rows]]) for s, rows in base_only]
     base_only = [(s, rows) for s, rows in base_only if len(rows)]
     if unconfirmed_single and base_only:
         admitted_by = np.bincount(np.concatenate([rows for _, rows in base_only]), minlength=n)
+        unread = []
         for file_slice, rows in base_only:
-            single = rows[admitted_by[rows] == 1]
+            single = rows[(admitted_by[rows] == 1) & open_keys[rows]]
             result[single] = file_slice.file_id
-        base_only = [(s, rows[admitted_by[rows] > 1]) for s, rows in base_only]
+            unread.append((file_slice, np.setdiff1d(rows, single, assume_unique=True)))
+        base_only = unread
     confirm(
         storage,
         engine,
@@ -202,6 +211,7 @@ def locate(
         result,
         "confirm bloom candidates",
         deleted=deleted,
+        also=also,
     )
     return locations_array(result)
 

@@ -29,6 +29,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bloom as bloom_index
 from lakeward.core.index import bucket as bucket_index
 from lakeward.core.index import simple as simple_index
+from lakeward.core.index.base import Locations, every_location
 from lakeward.core.index.bloom import FilterSource
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
@@ -252,31 +253,37 @@ class LocalDataPlane:
         keys: pa.Array,
         timeline: Timeline,
         deleted: np.ndarray | None = None,
-    ) -> pa.Array:
-        """File group holding each key among the latest `slices` of `partition`: confirmed against base
-        and committed log keys of the slices (or placed by the record index, which is global).
+    ) -> tuple[np.ndarray | None, pa.Array]:
+        """(rows, file groups): the file group holding each key among the latest `slices` of
+        `partition`, confirmed against base and committed log keys of the slices (or placed by the
+        record index, which is global), then one more entry per further group where a key is live
+        too (`index.base.every_location`; `rows`: which key each entry is, None if none).
         `deleted` (BLOOM): filled with the keys located where they are held only deleted."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
+        also: Locations = []
         if not self.config.populate_meta_fields:
             # virtual keys: no bloom filter in the footers; Hudi's SIMPLE index reads the key fields
-            return simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config)
-        if wc.index_type == "SIMPLE":
-            return simple_index.locate(self.storage, self.engine, slices, keys, committed)
-        if self._record_index is not None:
-            return located_by_record_index(self._record_index, partition, slices, keys)
-        # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
-        return bloom_index.locate(
-            self.storage,
-            self.engine,
-            slices,
-            keys,
-            wc.bloom_prune_by_ranges,
-            committed,
-            unconfirmed_single=not self.client.merge_on_read,
-            filters=self._metadata_filters(),
-            deleted=deleted,
-        )
+            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config, also)
+        elif wc.index_type == "SIMPLE":
+            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also)
+        elif self._record_index is not None:
+            located = located_by_record_index(self._record_index, partition, slices, keys)
+        else:
+            # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
+            located = bloom_index.locate(
+                self.storage,
+                self.engine,
+                slices,
+                keys,
+                wc.bloom_prune_by_ranges,
+                committed,
+                unconfirmed_single=not self.client.merge_on_read,
+                filters=self._metadata_filters(),
+                deleted=deleted,
+                also=also,
+            )
+        return every_location(located, also)
 
     def _metadata_filters(self) -> FilterSource | None:
         """The bloom filters of `hoodie.bloom.index.use.metadata`: the metadata table's `bloom_filters`
@@ -318,7 +325,8 @@ class LocalDataPlane:
             if tag and (slices or self._record_index is not None):  # the record index is global
                 keys = rows.column(RECORD_KEY).combine_chunks()
                 deleted = np.zeros(len(keys), dtype=bool)
-                located = rows.append_column(LOCATION, self._locate(partition, slices, keys, view.timeline, deleted))
+                taken, ids = self._locate(partition, slices, keys, view.timeline, deleted)
+                located = (rows if taken is None else rows.take(taken)).append_column(LOCATION, ids)
                 if deleted.any():  # held only deleted where they go: new to the record index again
                     self._new_keys.append(keys.filter(pa.array(deleted)))
                 groups = split_by(located, LOCATION)
@@ -346,12 +354,15 @@ class LocalDataPlane:
             if not slices and self._record_index is None:
                 continue  # no file group holds a key here (the record index, global, is asked anyway)
             keys = group.column(RECORD_KEY).combine_chunks()
+            taken: np.ndarray | None = None  # with further locations of a key: which key each one is
             if self.write_config.index_type == "BUCKET":
                 located, new_ids = bucket_index.locate(slices, self._bucket_ids(group))
                 if new_ids:  # buckets without a file group hold none of these keys
                     located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:
-                located = self._locate(partition or "", slices, keys, view.timeline)
+                taken, located = self._locate(partition or "", slices, keys, view.timeline)
+            if taken is not None:
+                group, keys = group.take(taken), keys.take(taken)
             columns = {RECORD_KEY: keys, LOCATION: located}
             if ordering and ordering in group.column_names:
                 columns[ordering] = group.column(ordering).combine_chunks()

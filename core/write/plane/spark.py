@@ -555,9 +555,9 @@ class SparkDataPlane:
             return records.withColumn(LOCATION, F.lit(None).cast("string"))
         if broadcast:
             return _tag_by_broadcast(records, named, located)
-        # One location per key (a key stored more than once would repeat the incoming row), as the
-        # local index keeps: the aggregate's shuffle by (partition, key) is the one the join needs.
-        keys = _one_location_per_key(_union_of_keys(named, located))
+        # One row per group holding the key (`_locations_per_key`; a key stored twice in one group
+        # would repeat the incoming row): the aggregate's shuffle by (partition, key) is the one the join needs.
+        keys = _locations_per_key(_union_of_keys(named, located))
         condition = (records[PARTITION_PATH] == keys["__lw_partition"]) & (records[RECORD_KEY] == keys["__lw_key"])
         return records.join(keys, condition, "left").drop("__lw_partition", "__lw_key")
 
@@ -576,7 +576,7 @@ class SparkDataPlane:
         only if some key passes, emitting only the keys the slice really holds
         (`_matched_slice_keys`). Slices with logs get every key of their partition and are always
         read. Nothing is collected to the driver and the jobs are those of the broadcast join: the
-        broadcast, the scan with one location per key (ranges, join and key checks in one stage),
+        broadcast, the scan with the locations of each key (ranges, join and key checks in one stage),
         and the broadcast of the locations. The filters are the footers' (read for the key ranges
         anyway): `hoodie.bloom.index.use.metadata` is not consulted here, as a metadata table
         lookup in each task would read its timeline and a whole `bloom_filters` HFile per task;
@@ -642,7 +642,7 @@ class SparkDataPlane:
             in_range = (wanted["__lw_bk"] >= rows["__lw_lo"]) & (wanted["__lw_bk"] <= rows["__lw_hi"])
             condition = condition & (rows["__lw_lo"].isNull() | in_range)
         pairs = rows.join(wanted, condition, "inner").select("id", "__lw_bk")
-        found = _one_location_per_key(pairs.mapInArrow(slice_keys, KEY_SCHEMA))
+        found = _locations_per_key(pairs.mapInArrow(slice_keys, KEY_SCHEMA))
         return _join_locations(records, found), scan
 
     def _tag_by_bucket(self, records: DataFrame, candidates: Sequence[FileSlice]) -> DataFrame:
@@ -826,21 +826,28 @@ def _union_of_keys(named: DataFrame | None, located: DataFrame | None) -> DataFr
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
-def _one_location_per_key(found: DataFrame) -> DataFrame:
-    """(partition, key, file id): one row per key of `found`, a group where the key is live before
-    one that holds it only deleted (an `insert`, which looks nothing up, can re-add a key deleted in
-    one group's log to another), as the local index decides (`index.base.assign_confirmed`)."""
+def _locations_per_key(found: DataFrame) -> DataFrame:
+    """(partition, key, file id): a row per group of `found` where the key is live (an `insert` or
+    `bulk_insert`, which look nothing up, can store a key again in another group: Hudi's indexes tag
+    every location, so an upsert or delete changes every copy), or one row with a group that holds
+    it only deleted if none holds it live (an `insert` can re-add a key deleted in one group's log
+    to another), as the local index decides (`index.base.assign_confirmed`)."""
     # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
 
-    return found.groupBy("__lw_partition", "__lw_key").agg(F.min_by(LOCATION, DEAD).alias(LOCATION))
+    grouped = found.groupBy("__lw_partition", "__lw_key").agg(
+        F.collect_set(F.when(~F.col(DEAD), F.col(LOCATION))).alias("__lw_live"),
+        F.min_by(LOCATION, DEAD).alias("__lw_any"),
+    )
+    live_or_any = F.when(F.size("__lw_live") > 0, F.col("__lw_live")).otherwise(F.array(F.col("__lw_any")))
+    return grouped.select("__lw_partition", "__lw_key", F.explode(live_or_any).alias(LOCATION))
 
 
 def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: DataFrame | None) -> DataFrame:
     """The tagging join of a small batch: the batch's keys are broadcast to the scan of the stored
     keys, which keeps only those (the table's keys are never shuffled or sorted; file ids are taken
-    from the names of the few rows kept); one location per key (a key stored more than once keeps
-    one, as the local index does), joined back to the records as a broadcast."""
+    from the names of the few rows kept); the groups holding each key (`_locations_per_key`),
+    joined back to the records as a broadcast."""
     # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
 
@@ -852,12 +859,13 @@ def _tag_by_broadcast(records: DataFrame, named: DataFrame | None, located: Data
         condition = (frame["__lw_partition"] == wanted["__lw_bp"]) & (frame["__lw_key"] == wanted["__lw_bk"])
         return frame.join(wanted, condition, "left_semi")
 
-    found = _one_location_per_key(_union_of_keys(kept(named), kept(located)))
+    found = _locations_per_key(_union_of_keys(kept(named), kept(located)))
     return _join_locations(records, found)
 
 
 def _join_locations(records: DataFrame, found: DataFrame) -> DataFrame:
-    """LOCATION of each record from `found` (partition, key, file id; one row per key), a broadcast."""
+    """LOCATION of each record from `found` (partition, key, file id; a record held in several groups
+    is repeated, one row per group), a broadcast."""
     # lazy: PySpark is optional (lakeward[spark]) and slow to import
     from pyspark.sql import functions as F
 
