@@ -146,7 +146,7 @@ def winning_versions(
     - Event-time ordering (`orderings` given, DefaultHoodieRecordPayload): the largest
       ordering value wins, ties to the later version; null orderings lose to any value.
     - `resets` marks natural-order deletes (a delete-block entry without an ordering
-      value, or Spark SQL's 0): they remove every earlier version whatever its ordering,
+      value, or an Integer 0): they remove every earlier version whatever its ordering,
       and are not candidates themselves, so a key whose last version is such a delete
       gets no winner. Versions after the reset compete as above.
 

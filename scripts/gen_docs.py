@@ -113,7 +113,12 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.datasource.write.keygenerator.type": "key generator by short name: `SIMPLE`, `COMPLEX`, `NON_PARTITION`, `TIMESTAMP`",
     "hoodie.datasource.write.partitionpath.field": "partition field(s)",
     "hoodie.datasource.write.partitionpath.urlencode": "escape partition values as Hudi does (`eu/west` → folder `eu%2Fwest`); reads and filters see the original value",
-    "hoodie.datasource.write.payload.class": "`DefaultHoodieRecordPayload` keeps a stored record whose ordering value is larger",
+    "hoodie.datasource.write.payload.class": "`DefaultHoodieRecordPayload` keeps a stored record whose ordering value is larger "
+    "(event time), `OverwriteWithLatestAvroPayload` lets the latest write win (commit time); default: as "
+    "`hoodie.record.merge.mode`",
+    "hoodie.record.merge.mode": "`EVENT_TIME_ORDERING` or `COMMIT_TIME_ORDERING`, fixed at create; default: event time on "
+    "versions 8/9 with an ordering field, else commit time (docs/library.md, merging)",
+    "hoodie.write.record.merge.mode": "Hudi 1.x's writer key for `hoodie.record.merge.mode`",
     "hoodie.datasource.write.precombine.field": "ordering field",
     "hoodie.datasource.write.recordkey.field": "record key field(s), comma separated",
     "hoodie.datasource.write.table.name": "table name",

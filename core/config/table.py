@@ -170,6 +170,60 @@ def _payload_for(props: Mapping[str, str]) -> str:
     raise CorruptTableError(f"{MERGE_MODE_KEY}={mode} is not supported; lakeward merges by event or commit time")
 
 
+#: The merge modes a table can be created with, and the payload class that merges the same way.
+MERGE_MODE_PAYLOADS = {"EVENT_TIME_ORDERING": DEFAULT_PAYLOAD, "COMMIT_TIME_ORDERING": OVERWRITE_WITH_LATEST_PAYLOAD}
+#: Hudi 1.x's writer key for the merge mode (`hoodie.record.merge.mode` is the table's).
+WRITE_MERGE_MODE_KEY = "hoodie.write.record.merge.mode"
+PAYLOAD_OPTION_KEY = "hoodie.datasource.write.payload.class"
+
+
+def _merge_options(opts: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(payload class, merge mode) that the options ask for (None: not given); ConfigError for a value
+    lakeward cannot merge by, or for a payload and a mode that merge differently."""
+    payload = opts.get(PAYLOAD_OPTION_KEY)
+    if payload is not None and str(payload).strip() not in SUPPORTED_PAYLOADS:
+        raise ConfigError(
+            f"{PAYLOAD_OPTION_KEY}={payload!r} is not supported; "
+            f"use {OVERWRITE_WITH_LATEST_PAYLOAD} or {DEFAULT_PAYLOAD}"
+        )
+    mode: str | None = None
+    for key in (MERGE_MODE_KEY, WRITE_MERGE_MODE_KEY):
+        value = opts.get(key)
+        if value is None:
+            continue
+        value = str(value).strip().upper()
+        if value not in MERGE_MODE_PAYLOADS:
+            raise ConfigError(
+                f"{key}={opts[key]!r} is not supported; use one of {sorted(MERGE_MODE_PAYLOADS)} "
+                "(lakeward merges by event time or by commit time, not by a custom merger)"
+            )
+        if mode is not None and value != mode:
+            raise ConfigError(f"{MERGE_MODE_KEY} and {WRITE_MERGE_MODE_KEY} disagree ({mode} and {value})")
+        mode = value
+    payload = None if payload is None else str(payload).strip()
+    if payload is not None and mode is not None and MERGE_MODE_PAYLOADS[mode] != payload:
+        raise ConfigError(f"{PAYLOAD_OPTION_KEY}={payload} merges differently from {MERGE_MODE_KEY}={mode}")
+    return payload, mode
+
+
+def _payload_of_new_table(opts: Mapping[str, Any], ordering: str | None, version: TableVersion) -> str:
+    """The payload class (merging) of a new table: the one the options name, else Hudi's default for
+    the version: event-time ordering when the table has an ordering field on versions 8+ (Hudi 1.x's
+    `HoodieTableConfig` infers EVENT_TIME_ORDERING from a precombine field), the latest write
+    winning otherwise (Hudi 0.x's OverwriteWithLatestAvroPayload)."""
+    payload, mode = _merge_options(opts)
+    if mode == "EVENT_TIME_ORDERING" and not ordering:
+        raise ConfigError(
+            f"{MERGE_MODE_KEY}=EVENT_TIME_ORDERING needs an ordering field "
+            "(ordering_field= or hoodie.datasource.write.precombine.field)"
+        )
+    if payload is None and mode is not None:
+        payload = MERGE_MODE_PAYLOADS[mode]
+    if payload is None:
+        payload = DEFAULT_PAYLOAD if ordering and version.merge_mode_property else OVERWRITE_WITH_LATEST_PAYLOAD
+    return payload
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """The persisted, immutable-after-create properties of a table."""
@@ -236,7 +290,17 @@ class TableConfig:
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Refuse writer options that contradict the table's own `hoodie.properties` where a table
         cannot change after creation: `hoodie.populate.meta.fields` (a writer that fills, or
-        leaves empty, the `_hoodie_*` columns against the table's files would mix both kinds)."""
+        leaves empty, the `_hoodie_*` columns against the table's files would mix both kinds), and
+        the merging (payload class, merge mode), which every writer and reader of the table must
+        share."""
+        payload, mode = _merge_options(options)
+        asked = payload or (MERGE_MODE_PAYLOADS[mode] if mode else None)
+        if asked is not None and asked != self.payload_class:
+            key = PAYLOAD_OPTION_KEY if payload else MERGE_MODE_KEY
+            raise ConfigError(
+                f"{key}={payload or mode} in the options, but the table merges with {self.payload_class} "
+                "(hoodie.properties): a table's merging is fixed when it is created; drop the option"
+            )
         if POPULATE_META_FIELDS_KEY not in options:
             return
         wanted = parse_bool(options[POPULATE_META_FIELDS_KEY], POPULATE_META_FIELDS_KEY)
@@ -368,12 +432,7 @@ class TableConfig:
             kg = KeyGeneratorType.SIMPLE
         else:
             kg = KeyGeneratorType.COMPLEX
-        payload = opts.get("hoodie.datasource.write.payload.class", OVERWRITE_WITH_LATEST_PAYLOAD)
-        if payload not in (OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_PAYLOAD):
-            raise ConfigError(
-                f"hoodie.datasource.write.payload.class={payload!r} is not supported; use "
-                f"{OVERWRITE_WITH_LATEST_PAYLOAD} or {DEFAULT_PAYLOAD}"
-            )
+        payload = _payload_of_new_table(opts, ordering, version)
         hive_key, urlencode_key = (
             "hoodie.datasource.write.hive_style_partitioning",
             "hoodie.datasource.write.partitionpath.urlencode",

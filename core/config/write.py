@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lakeward.core.config.table import POPULATE_META_FIELDS_KEY
+from lakeward.core.config.table import MERGE_MODE_KEY, POPULATE_META_FIELDS_KEY, WRITE_MERGE_MODE_KEY
 from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: lakeward's own table options outside `WriteConfig`: orphan removal's age and dry run (the daemon's
@@ -28,6 +28,8 @@ WRITE_TABLE_VERSION_KEY = "hoodie.write.table.version"
 TABLE_CREATE_KEYS = frozenset(
     {
         WRITE_TABLE_VERSION_KEY,
+        MERGE_MODE_KEY,
+        WRITE_MERGE_MODE_KEY,
         "hoodie.table.name",
         "hoodie.datasource.write.table.name",
         "hoodie.datasource.write.table.type",

@@ -32,7 +32,7 @@ table's payload class, as lakeward's copy-on-write merge does:
 - DefaultHoodieRecordPayload with an ordering field (event-time ordering): the version
   with the largest ordering value wins, ties to the later one; a delete-block entry
   with an ordering value competes like a record (it wins -> the key is gone); one
-  without (null, or Spark SQL's 0: "natural order") removes all earlier versions.
+  without (null, or an Integer 0 as Spark SQL writes it: "natural order") removes all earlier versions.
 - A winning record with `_hoodie_is_deleted = true` is a delete.
 
 Differences from Apache Hudi 0.14 Java worth knowing: Java's log scanner combines two
@@ -267,9 +267,10 @@ def _delete_orderings(block: DeleteBlock, ordering_type: pa.DataType) -> tuple[p
     natural = pc.is_null(values).to_numpy(zero_copy_only=False)
     if pa.types.is_null(values.type):
         return pa.nulls(n, ordering_type), np.ones(n, dtype=bool)
-    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_decimal(values.type):
-        zero = pc.equal(pc.cast(values, pa.float64(), safe=False), 0.0)
-        natural |= pc.fill_null(zero, False).to_numpy(zero_copy_only=False)
+    if pa.types.is_int32(values.type):
+        # Hudi's "no ordering value" is Java's Integer 0 (`HoodieRecord.DEFAULT_ORDERING_VALUE`, compared
+        # with `equals`): an IntWrapper 0. A Long, double or decimal 0 is an ordinary ordering value.
+        natural |= pc.fill_null(pc.equal(values, 0), False).to_numpy(zero_copy_only=False)
     if natural.all():  # e.g. Spark SQL's Integer 0 for a timestamp ordering field: nothing to compare
         return pa.nulls(n, ordering_type), natural
     try:

@@ -91,8 +91,10 @@ def _upsert(
     return data_block(_rows(instant, rows, **extra), instant, SCHEMA_JSON, fmt)
 
 
-def _delete(instant: str, keys: list[str], orderings: list[int | None] | None = None) -> LogBlock:
-    values = pa.array(orderings, pa.int64()) if orderings is not None else None
+def _delete(
+    instant: str, keys: list[str], orderings: list[int | None] | None = None, kind: pa.DataType = pa.int64()
+) -> LogBlock:
+    values = pa.array(orderings, kind) if orderings is not None else None
     return DeleteBlock.create(instant, SCHEMA_JSON, keys, PARTITION, values)
 
 
@@ -183,7 +185,7 @@ def test_event_time_largest_ordering_value_wins_and_deletes_obey_ordering(storag
         [_delete(T2, ["k4", "k5"], [4, 6])],  # k4: stored 5 > 4, the delete loses; k5: 6 >= 5, gone
         [_delete(T3, ["k1"])],  # no ordering value: natural order, removes everything before
         [_upsert(T4, [("k1", 1, "after")])],  # after the natural delete: wins with any ordering
-        [_delete(T5, ["k3"], [0])],  # Spark SQL's default 0: natural order too
+        [_delete(T5, ["k3"], [0], pa.int32())],  # Spark SQL's default Integer 0: natural order too
     )
     file_slice = FileSlice(PARTITION, FILE_ID, T0, base, logs)
     completed = {T0, T1, T2, T3, T4, T5}
