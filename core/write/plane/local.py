@@ -70,6 +70,19 @@ def to_arrow(data: Any) -> pa.Table:
     raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table")
 
 
+#: Operations that honour `_hoodie_is_deleted`: an upsert deletes the flagged keys; the others, which look
+#: no key up, write no flagged row (Hudi's create and merge handles skip delete records). `bulk_insert`
+#: writes every row, as Hudi's row writer does.
+FLAGGED_ROWS_DELETE = frozenset(
+    {
+        WriteOperation.UPSERT,
+        WriteOperation.INSERT,
+        WriteOperation.INSERT_OVERWRITE,
+        WriteOperation.INSERT_OVERWRITE_TABLE,
+    }
+)
+
+
 def _column_or_none(table: pa.Table | None, name: str | None) -> pa.Array | None:
     if table is None or name is None or name not in table.column_names:
         return None
@@ -129,11 +142,12 @@ class LocalDataPlane:
             self._record_index.prefetch(records.column(RECORD_KEY).combine_chunks())  # one pass for all partitions
         replaced: dict[str, list[str]] = {}
 
-        if IS_DELETED in records.column_names and operation is WriteOperation.UPSERT:
+        if IS_DELETED in records.column_names and operation in FLAGGED_ROWS_DELETE:
             flagged = pc.fill_null(records.column(IS_DELETED), False)
             deleted_rows = records.filter(flagged)
             records = records.filter(pc.invert(flagged))
-            deletes_by_group = self._locate_deletes(deleted_rows, view, with_ordering=True)
+            if operation is WriteOperation.UPSERT:
+                deletes_by_group = self._locate_deletes(deleted_rows, view, with_ordering=True)
 
         buckets: list[Bucket] = []
         #: Existing file groups that receive inserts as small files: rewritten, never appended to.

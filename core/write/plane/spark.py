@@ -48,7 +48,7 @@ from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, InsertTarget, plan_inserts
 from lakeward.core.write.plan import Prepared, WorkloadEntry, WritePlan
-from lakeward.core.write.plane.local import IS_DELETED, to_arrow
+from lakeward.core.write.plane.local import FLAGGED_ROWS_DELETE, IS_DELETED, to_arrow
 from lakeward.core.write.plane.spark_record_index import IS_NEW, RecordIndexTagging
 from lakeward.core.write.plane.spark_tasks import MAX_EXACT_SLOTS, parse_byte_size, partition_slots
 from lakeward.core.write.validation import check_batch_rows
@@ -340,7 +340,8 @@ class SparkDataPlane:
 
         if operation is WriteOperation.DELETE:
             records = records.withColumn(IS_DELETE, F.lit(True))
-        elif operation is WriteOperation.UPSERT and IS_DELETED in records.columns:
+        elif operation in FLAGGED_ROWS_DELETE and IS_DELETED in records.columns:
+            # an untagged flagged row (insert operations look nothing up) is dropped (`_route_inserts`)
             records = records.withColumn(IS_DELETE, F.coalesce(F.col(IS_DELETED), F.lit(False)))
         else:
             records = records.withColumn(IS_DELETE, F.lit(False))
