@@ -225,9 +225,9 @@ class WriteClient:
         timeline = self._verified_timeline()  # never build on missing or cut-short files
         prepared = plane.prepare(data, operation, timeline, partitions)
         try:
-            instant = self._start(timeline, operation)
+            instant, at_start = self._start(timeline, operation)
             try:
-                result = self._execute(plane, prepared, instant, operation, partitions)
+                result = self._execute(plane, prepared, instant, operation, partitions, at_start)
             except BaseException:
                 log.exception("write %s failed; rolling it back", instant)
                 self._rollback_own(instant)
@@ -543,8 +543,10 @@ class WriteClient:
             "x hoodie.client.heartbeat.tolerable.misses)."
         )
 
-    def _start(self, timeline: Timeline, operation: WriteOperation) -> Instant:
-        """Under the table lock: roll back failed writes, then take a new instant time."""
+    def _start(self, timeline: Timeline, operation: WriteOperation) -> tuple[Instant, Timeline]:
+        """Under the table lock: roll back failed writes, then take a new instant time; the instant, and
+        the timeline it was taken on (what completed before it: every write completing later is a
+        conflict candidate, as Hudi's conflict resolution counts instants completed since the start)."""
         with self.lock:
             self.table_context.check_version(f"{operation.value.lower()} into the table")
             current = self.roll_back_failed_writes()
@@ -569,7 +571,10 @@ class WriteClient:
                         "same moment: several processes write the table under the in-process lock (the default "
                         f"hoodie.write.lock.provider). Nothing was written. {SHARED_LOCK_ADVICE}"
                     ) from None
-                return create_requested(self.storage, instant_time, self.action_of(operation), content, self.layout)
+                requested = create_requested(
+                    self.storage, instant_time, self.action_of(operation), content, self.layout
+                )
+                return requested, current
             except BaseException:
                 self._stop_heartbeat(instant_time)  # only a heartbeat this client created
                 active.unregister(self.storage.uri, instant_time)
@@ -588,6 +593,7 @@ class WriteClient:
         requested: Instant,
         operation: WriteOperation,
         partitions: Sequence[str] | None,
+        at_start: Timeline,
     ) -> WriteResult:
         timeline = Timeline.load(self.storage, self.layout)
         view = FileSystemView.load(self.storage, timeline)
@@ -614,8 +620,10 @@ class WriteClient:
         touched = set(plan.touched) | {(p, f) for p, ids in plan.replaced.items() for f in ids}
         touched |= {(s.partitionPath, s.fileId) for s in stats}  # new file groups too (BUCKET: their buckets)
         with self.lock:
-            self._check_conflicts(timeline, touched, requested.time)
-            schema = self._schema_to_commit(timeline, requested.time, prepared.schema)
+            # Against what completed before this instant was taken, not before it planned: a later
+            # instant that completed in between wrote a slice this one's (earlier) name would sort below.
+            self._check_conflicts(at_start, touched, requested.time)
+            schema = self._schema_to_commit(at_start, requested.time, prepared.schema)
             if schema is not prepared.schema:
                 metadata.extraMetadata = {
                     **(metadata.extraMetadata or {}),

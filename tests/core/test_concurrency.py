@@ -469,3 +469,39 @@ def test_a_compaction_completing_after_a_write_added_a_column_keeps_it(
     assert errors == [] and engine.ran
     assert Table.open(str(path)).schema().names[-1] == "x"
     assert _rows_with_x(path) == {"sf-0001": ("log-1", None), "nyc-0007": ("new-7", "X7")}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_later_instant_completing_before_an_earlier_one_plans_is_a_conflict(
+    tmp_path: Path, version: int, table_type: str
+) -> None:
+    """Writer A takes its instant time, then is delayed before it plans (a pause, a slow listing); writer B
+    takes a later instant and completes on the same file group. A's plan then starts from B's slice, but
+    its new slice would be named with the earlier instant, which readers order below B's: A's update was
+    acknowledged and never seen. As Hudi counts every instant completed since the writer started, B is a
+    conflict for A: A fails and leaves no trace, and its retry lands."""
+    path = tmp_path / "t"
+    Table.create(str(path), record_key="id", ordering_field="ts", table_type=table_type, table_version=version).upsert(
+        pa.table({"id": ["a", "b"], "ts": [0, 0], "v": ["init", "init"]})
+    )
+    first, second = Table.open(str(path)), Table.open(str(path))
+    client = first._writer(write=True)
+    execute = client._execute
+    finished: list[str] = []
+
+    def delayed(*args: Any, **kwargs: Any) -> Any:
+        if not finished:
+            finished.append(second.upsert(pa.table({"id": ["b"], "ts": [0], "v": ["B"]})).instant_time)
+        return execute(*args, **kwargs)
+
+    client._execute = delayed  # type: ignore[method-assign]
+    with pytest.raises(ConcurrentWriteError, match=finished[0] if finished else "conflicts"):
+        first.upsert(pa.table({"id": ["a"], "ts": [0], "v": ["A"]}))
+    assert finished
+    expected = {"a": "init", "b": "B"}
+    assert lakeward_rows(path) == expected
+    assert hudi_rows(path) == expected
+    assert_commits_intact(path)
+    first.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["A"]}))
+    assert lakeward_rows(path) == hudi_rows(path) == {"a": "A", "b": "B"}
