@@ -31,6 +31,7 @@ from lakeward.core.storage import FileEntry, Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, CommitMetadata, Timeline
 from lakeward.core.timeline.compaction_plan import pending_compaction_file_groups
+from lakeward.core.timeline.lsm_history import load_archived_instants
 from lakeward.core.timeline.transitions import read_commit_metadata
 
 PartitionFilter = Callable[[str], bool]
@@ -87,8 +88,12 @@ class FileSystemView:
         self._completion = completion = timeline.completion_times()
         #: Instants before the timeline's first one were archived, so they completed (Hudi's
         #: `containsOrBeforeTimelineStarts`); a timeline without its LSM history knows no
-        #: completion time for them: their instant time places their logs.
+        #: completion time for them: it is read from the history for the logs on storage that need
+        #: one (`_with_archived_completions`), else their instant time places their logs.
         starts = timeline.instants[0].time if timeline.instants else None
+        if slicing is LogSlicing.COMPLETION_TIME and starts is not None:
+            completion = _with_archived_completions(storage, timeline, logs.values(), starts, completion)
+            self._completion = completion
 
         def log_order(log: LogFile) -> str:
             """When the log's content became visible: its delta commit's completion time (v8+)."""
@@ -280,3 +285,25 @@ class FileSystemView:
             if latest is not None:
                 slices.append(latest)
         return slices
+
+
+def _with_archived_completions(
+    storage: Storage,
+    timeline: Timeline,
+    logs: Iterable[list[LogFile]],
+    starts: str,
+    completion: dict[str, str],
+) -> dict[str, str]:
+    """`completion` plus the completion times, read from the LSM history, of the archived delta commits
+    (instant time before `starts`, the timeline's first) whose log files are listed and whose
+    completion time `completion` lacks. A delta commit that completed after a compaction was planned
+    belongs to the compaction's new slice; placed by its instant time it would fall into the slice
+    before, which the next compaction leaves out and the cleaner deletes. Only the history files
+    whose time range holds those instants are read, and none when every log is placed already."""
+    unknown = sorted({f.base_instant_time for fs in logs for f in fs if f.base_instant_time < starts} - set(completion))
+    if not unknown:
+        return completion
+    folder = posixpath.join(timeline.layout.timeline_folder, "history")
+    archived = load_archived_instants(storage, folder, unknown[0], unknown[-1])
+    found = {i.time: i.completion_time for i in archived if i.completion_time is not None and i.time in unknown}
+    return {**found, **completion} if found else completion

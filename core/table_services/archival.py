@@ -73,6 +73,7 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_services.service import DirectService, ServiceReport
 from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeline, new_instant_time
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
+from lakeward.core.timeline.compaction_plan import pending_compaction_instants
 from lakeward.core.timeline.lsm_history import load_archived_instants
 from lakeward.core.timeline.lsm_writer import append_history_file, history_row
 from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
@@ -419,6 +420,31 @@ def _replaced_files_remain(storage: Storage, instant: Instant, listings: dict[st
     return False
 
 
+def _late_logs_remain(storage: Storage, timeline: Timeline, instant: Instant, names: dict[str, set[str]]) -> bool:
+    """Whether `instant` is a delta commit that completed after a compaction was planned and its log
+    files are still on storage. Slicing by completion time (versions 8+) puts those logs in the
+    compaction's new file slice; a reader without the LSM history (hudi-rs) knows no completion time
+    for an archived instant and places them by instant time, in the slice before, where they are
+    not read: such a delta commit stays active until the cleaner removed its logs. `names`: the
+    file names listed per partition, shared across calls."""
+    if instant.action is not Action.DELTA_COMMIT or instant.completion_time is None:
+        return False
+    done = instant.completion_time
+    compactions = [i.time for i in pending_compaction_instants(timeline)]
+    compactions += [i.time for i in timeline.completed(Action.COMMIT) if timeline.was_compaction(i.time)]
+    if not any(instant.time < c < done for c in compactions):
+        return False
+    for stat in read_commit_metadata(storage, instant).write_stats():
+        if not stat.path:
+            continue
+        partition = posixpath.dirname(stat.path)
+        if partition not in names:
+            names[partition] = {e.name for e in storage.list_dir(partition) if not e.is_dir}
+        if posixpath.basename(stat.path) in names[partition]:
+            return True
+    return False
+
+
 def _metadata_table_barrier(storage: Storage, commits: list[Instant], compacted_at: str | None = None) -> str | None:
     """With a metadata table, Hudi archives only commits that completed before its latest compaction
     (`findInstantsModifiedAfterByCompletionTime`): the first of `commits` that completed after it is
@@ -462,10 +488,13 @@ def instants_to_archive(
     barrier = min(barriers) if barriers else None
     chosen: list[Instant] = []
     listings: dict[str, set[str]] = {}
+    names: dict[str, set[str]] = {}
     for instant in commits[: len(commits) - keep_min]:
         if barrier is not None and instant.time >= barrier:
             break
         if instant.action is Action.REPLACE_COMMIT and _replaced_files_remain(storage, instant, listings):
+            break
+        if _late_logs_remain(storage, timeline, instant, names):
             break
         chosen.append(instant)
     if not chosen:
