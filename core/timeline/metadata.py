@@ -45,7 +45,7 @@ class WriteStat:
     A log append (merge-on-read) is Hudi's `HoodieDeltaWriteStat`: `path` is the log file
     written, `prevCommit` the slice's base instant, plus `logVersion`, `logOffset`,
     `baseFile` (file name of the slice's base file, "" for a log-only slice) and `logFiles`
-    (names of the slice's log files known to the writer, including those written now). A
+    (names of the log files the append wrote; Hudi 0.x also names the slice's other log files). A
     stat is a delta stat when `logFiles` is set; the delta fields are only serialised then.
     """
 

@@ -386,22 +386,20 @@ def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice
     group (with the BUCKET index that includes keys new to the bucket). If the blocks
     roll over into several log files (`hoodie.logfile.max.size`), the one stat names the
     last file in `path` and lists every file written in `logFiles`; Hudi writes one stat
-    per file there.
+    per file there. `logFiles` names only the files written now, on every version: Hudi 0.x
+    also lists the slice's other log files, but on version 6 their names (the slice's base
+    instant) cannot tell a committed log from one of a write still in flight, which a
+    rollback may delete after this commit vouched for it (in the metadata table's `files`).
     """
     started = time.monotonic()
     storage = ctx.storage
     partition = task.partition_path
     token = write_token(task.task_id, ctx.stage_id, task.attempt)
     log_instant = log_file_instant(ctx.log_slicing, file_slice.base_instant_time, ctx.instant_time)
-    own_files = log_instant != file_slice.base_instant_time
-    known = [
-        f.name for f in sorted(file_slice.log_files, key=lambda f: (f.base_instant_time, f.version, f.write_token))
-    ]
     base_name = file_slice.base_file.name if file_slice.base_file is not None else ""
-    if own_files:
-        # As Hudi 1.x: the stat names only the log files written now, no base file, and
-        # this delta commit as the previous commit (format doc v8/v9 5.2).
-        known, base_name = [], ""
+    if log_instant != file_slice.base_instant_time:
+        # As Hudi 1.x: no base file, and this delta commit as the previous commit (format doc v8/v9 5.2).
+        base_name = ""
     stat = WriteStat(
         fileId=task.file_id,
         path="",
@@ -410,7 +408,7 @@ def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice
         logVersion=0,
         logOffset=0,
         baseFile=base_name,
-        logFiles=known,
+        logFiles=[],
         recordsStats={"val": None},
     )
     blocks = _log_blocks(ctx, task)
@@ -448,5 +446,5 @@ def append_to_log(ctx: WriteContext, task: FileGroupWrite, file_slice: FileSlice
     stat.fileSizeInBytes = last.size
     stat.runtimeStats = {"totalScanTime": 0, "totalUpsertTime": elapsed_ms, "totalCreateTime": 0}
     stat.logVersion = last.version
-    stat.logFiles = [*known, *(w.log_file.name for w in written)]
+    stat.logFiles = [w.log_file.name for w in written]
     return stat

@@ -22,6 +22,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.properties import parse_properties
+from lakeward.core.exceptions import ConcurrentWriteError
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.metadata_table.check import compare_files_partition
@@ -29,6 +30,7 @@ from lakeward.core.metadata_table.compaction import check_metadata_compaction
 from lakeward.core.metadata_table.lag import metadata_table_lag
 from lakeward.core.timeline import Action, Timeline
 from tests.core.metadata_table.test_writes import _data_rows, _unique_rows
+from tests.core.test_concurrency import interleave
 from tests.interop.compare import both_readers, comparable_rows, hudi_snapshot, hudi_table
 from tests.support import crash
 from tests.support.fixture_tables import all_fixtures
@@ -207,3 +209,26 @@ def test_a_hudi_v6_fixture_gets_a_metadata_table_that_every_write_keeps(
         check(expected)
     Table.open(path).clean()
     check(expected)
+
+
+def test_a_log_append_vouches_only_for_the_log_files_it_wrote(tmp_path: Path):
+    """v6 log files carry their slice's base instant, so a writer cannot tell a log of a write still in
+    flight from a committed one. Writer B appends its log, then A appends to the same file group and
+    completes first; B conflicts and its rollback deletes its log. A's commit must not have put B's log
+    into the `files` partition (nor its write stat, which Java Hudi's 0.x lists the slice's logs in)."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    rows = {"id": ["a", "b", "c"], "part": ["p"] * 3, "ts": [1, 1, 1], "val": [0, 0, 0]}
+    table.upsert(pa.table(rows, schema=SCHEMA))
+    table.upsert(pa.table({**rows, "ts": [2, 2, 2], "val": [1, 1, 1]}, schema=SCHEMA))  # a log: appends follow
+    first, second = Table.open(str(path)), Table.open(str(path))
+    interleave(second, lambda: first.upsert(pa.table({**rows, "ts": [3, 3, 3], "val": [2, 2, 2]}, schema=SCHEMA)))
+    with pytest.raises(ConcurrentWriteError):
+        second.upsert(pa.table({**rows, "ts": [4, 4, 4], "val": [3, 3, 3]}, schema=SCHEMA))
+    diff = compare_files_partition(Table.open(str(path)).storage)
+    assert diff.ok, str(diff)
+    latest = Timeline.load(Table.open(str(path)).storage).completed_writes()[-1]
+    stats = json.loads((path / ".hoodie" / latest.file_name).read_text())["partitionToWriteStats"]
+    listed = [name for ss in stats.values() for s in ss for name in s.get("logFiles") or []]
+    assert all((path / name).is_file() for name in listed), listed
+    assert sorted(Table.open(str(path)).read(columns=["val"]).column("val").to_pylist()) == [2, 2, 2]
