@@ -228,9 +228,12 @@ class WriteClient:
             instant, at_start = self._start(timeline, operation)
             try:
                 result = self._execute(plane, prepared, instant, operation, partitions, at_start)
-            except BaseException:
+            except BaseException as exc:
                 log.exception("write %s failed; rolling it back", instant)
+                vanished = self._vanished_file_conflict(exc, at_start, instant.time)
                 self._rollback_own(instant)
+                if vanished is not None:
+                    raise vanished from exc
                 raise
             finally:
                 self._stop_heartbeat(instant.time)
@@ -579,6 +582,24 @@ class WriteClient:
                 self._stop_heartbeat(instant_time)  # only a heartbeat this client created
                 active.unregister(self.storage.uri, instant_time)
                 raise
+
+    def _vanished_file_conflict(
+        self, exc: BaseException, at_start: Timeline, instant_time: str
+    ) -> ConcurrentWriteError | None:
+        """A ConcurrentWriteError for a data file that vanished while the write read it because another
+        instant completed meanwhile (a rollback deleting a failed write's files, which on version 6
+        carry no instant of their own in a log's name, or a clean); None for any other failure."""
+        if not isinstance(exc, FileNotFoundError):
+            return None
+        known = {i.time for i in at_start.completed()}
+        since = [i for i in Timeline.load(self.storage, self.layout).completed() if i.time not in known]
+        if not since:
+            return None
+        return ConcurrentWriteError(
+            f"instant {instant_time}: {exc.filename or exc} was removed while this write read it, by "
+            f"{', '.join(str(i) for i in since[:3])} which completed meanwhile (the rollback of a failed "
+            "write, or a clean); nothing was written: retry the write"
+        )
 
     def _stop_heartbeat(self, instant_time: str) -> None:
         heartbeat = self._heartbeats.pop(instant_time, None)

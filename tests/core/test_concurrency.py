@@ -19,6 +19,7 @@ import hudi
 import pyarrow as pa
 import pytest
 
+import lakeward.core.file_group.slice_keys as slice_keys_module
 import lakeward.core.write.client as client_module
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConcurrentWriteError
@@ -505,3 +506,61 @@ def test_a_later_instant_completing_before_an_earlier_one_plans_is_a_conflict(
     assert_commits_intact(path)
     first.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["A"]}))
     assert lakeward_rows(path) == hudi_rows(path) == {"a": "A", "b": "B"}
+
+
+def test_a_log_file_rolled_back_while_a_writer_reads_it_is_a_retriable_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v6 merge-on-read: a log file carries its slice's base instant, so writer C lists writer B's log
+    while B is in flight. B fails and its rollback deletes the log; C, reading the slice's keys, finds
+    it gone. C fails with a ConcurrentWriteError naming the file (not a bare FileNotFoundError), leaves
+    nothing behind, and its retry lands."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b", "c"], "ts": [0, 0, 0], "v": ["init"] * 3}))
+    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log: later writes append
+    b_written, b_fail, c_listed, c_go = (threading.Event() for _ in range(4))
+    reconcile = client_module.reconcile_markers
+
+    def b_fails_after_writing(*args: Any) -> Any:
+        if threading.current_thread().name == "B":
+            b_written.set()
+            assert b_fail.wait(60)
+            raise RuntimeError("writer B fails after writing its log")
+        return reconcile(*args)
+
+    block_keys = slice_keys_module._file_block_keys
+
+    def c_pauses_reading(*args: Any) -> Any:
+        if threading.current_thread().name == "C" and not c_listed.is_set():
+            c_listed.set()
+            assert c_go.wait(60)
+        return block_keys(*args)
+
+    monkeypatch.setattr(client_module, "reconcile_markers", b_fails_after_writing)
+    monkeypatch.setattr(slice_keys_module, "_file_block_keys", c_pauses_reading)
+    errors: dict[str, BaseException] = {}
+
+    def run(name: str, key: str) -> None:
+        try:
+            Table.open(str(path)).upsert(pa.table({"id": [key], "ts": [5], "v": [name]}))
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            errors[name] = exc
+
+    b = threading.Thread(target=run, args=("B", "b"), name="B")
+    b.start()
+    assert b_written.wait(60)
+    c = threading.Thread(target=run, args=("C", "c"), name="C")
+    c.start()
+    assert c_listed.wait(60)
+    b_fail.set()
+    b.join(60)
+    c_go.set()
+    c.join(60)
+    assert isinstance(errors["B"], RuntimeError)
+    assert isinstance(errors.get("C"), ConcurrentWriteError), errors.get("C")
+    assert ".log." in str(errors["C"]) and "retry" in str(errors["C"])
+    assert_commits_intact(path)
+    assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "init"}
+    Table.open(str(path)).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
+    assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "C"}
