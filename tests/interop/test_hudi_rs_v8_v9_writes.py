@@ -184,7 +184,11 @@ def test_create_writes_the_hudi_1x_properties(tmp_path: Path, version: int):
     assert props["hoodie.table.version"] == props["hoodie.table.initial.version"] == str(version)
     assert props["hoodie.timeline.layout.version"] == "2"
     assert props["hoodie.table.keygenerator.type"] == "SIMPLE" and "hoodie.table.keygenerator.class" not in props
-    assert props["hoodie.record.merge.mode"] == "COMMIT_TIME_ORDERING"
+    # With an ordering field, Hudi 1.x's default (and what every v8/v9 fixture with one carries).
+    assert props["hoodie.record.merge.mode"] == "EVENT_TIME_ORDERING"
+    if version == 8:
+        assert props["hoodie.compaction.payload.class"] == "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+        assert props["hoodie.record.merge.strategy.id"] == "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
     ordering_key = "hoodie.table.precombine.field" if version == 8 else "hoodie.table.ordering.fields"
     assert props[ordering_key] == "ts"
     assert (path / ".hoodie" / "timeline" / "history").is_dir()
