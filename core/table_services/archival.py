@@ -9,7 +9,9 @@ What is archived (Hudi's HoodieTimelineArchiver rules, table version 6):
   compaction and clustering plans, cleans, rollbacks...), the first savepoint, the
   `earliestCommitToRetain` of the latest clean, and the oldest replacecommit whose replaced
   file groups still have files on disk (readers need its `partitionToReplaceFileIds`
-  until the cleaner removed them).
+  until the cleaner removed them), and (layout 2, lakeward's own rule) the oldest delta
+  commit that completed after a compaction was planned while its log files remain
+  (`_late_logs_remain`).
 - Every other completed instant (clean, rollback, restore, indexing) older than the first
   commit that stays is archived with them, so the active timeline stays a suffix of the
   full one: readers (ours: `FileSystemView`; hudi-rs) take files older than the first
