@@ -92,7 +92,7 @@ class FileSystemView:
         #: one (`_with_archived_completions`), else their instant time places their logs.
         starts = timeline.instants[0].time if timeline.instants else None
         if slicing is LogSlicing.COMPLETION_TIME and starts is not None:
-            completion = _with_archived_completions(storage, timeline, logs.values(), starts, completion)
+            completion = _with_archived_completions(storage, timeline, bases, logs, starts, completion)
             self._completion = completion
 
         def log_order(log: LogFile) -> str:
@@ -290,17 +290,27 @@ class FileSystemView:
 def _with_archived_completions(
     storage: Storage,
     timeline: Timeline,
-    logs: Iterable[list[LogFile]],
+    bases: Mapping[tuple[str, str], Mapping[str, BaseFile]],
+    logs: Mapping[tuple[str, str], list[LogFile]],
     starts: str,
     completion: dict[str, str],
 ) -> dict[str, str]:
     """`completion` plus the completion times, read from the LSM history, of the archived delta commits
-    (instant time before `starts`, the timeline's first) whose log files are listed and whose
-    completion time `completion` lacks. A delta commit that completed after a compaction was planned
-    belongs to the compaction's new slice; placed by its instant time it would fall into the slice
-    before, which the next compaction leaves out and the cleaner deletes. Only the history files
-    whose time range holds those instants are read, and none when every log is placed already."""
-    unknown = sorted({f.base_instant_time for fs in logs for f in fs if f.base_instant_time < starts} - set(completion))
+    (instant time before `starts`, the timeline's first) whose log files are listed in a file group
+    with a later base file, and whose completion time `completion` lacks. A delta commit that
+    completed after a compaction was planned belongs to the compaction's new slice; placed by its
+    instant time it would fall into the slice before, which the next compaction leaves out and the
+    cleaner deletes. Only the history files whose time range holds those instants are read, and
+    none when no log's slice depends on it (a group without a later base file)."""
+    unknown = sorted(
+        {
+            f.base_instant_time
+            for key, fs in logs.items()
+            for f in fs
+            if f.base_instant_time < starts and any(t > f.base_instant_time for t in bases.get(key, ()))
+        }
+        - set(completion)
+    )
     if not unknown:
         return completion
     folder = posixpath.join(timeline.layout.timeline_folder, "history")
