@@ -61,8 +61,11 @@ def check_incremental_retained(
     if retained is None:
         return
     earliest, clean = retained
-    times = sorted({*archived, *(i.time for i in timeline.completed_writes())})
-    lost = [t for t in times if begin < t < earliest and (end is None or t <= end)]
+    # (position in the range, instant time): on layout 2 a range is of completion times, and a write
+    # whose instant time is at or before `begin` may complete inside it; the retained window is by
+    # instant time (the clean's earliest commit to retain).
+    writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in timeline.completed_writes()}
+    lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest)
     if lost:
         raise InstantNotFoundError(
             f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "

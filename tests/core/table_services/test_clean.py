@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
@@ -250,3 +251,27 @@ def test_clean_killed_then_rerun(crash_template: tuple[Path, str, list[str]], tm
 
     assert as_tuples(hudi_read(path)) == expected
     assert table.run_clean(instant).files_deleted == 2 * 5  # a completed clean reports what it did
+
+
+@pytest.mark.parametrize("metadata", ["true", "false"])
+@pytest.mark.parametrize("version", [8, 9])
+def test_an_incremental_range_over_a_cleaned_write_by_its_completion_time_is_refused(
+    tmp_path: Path, version: int, metadata: str
+) -> None:
+    """On versions 8+ a range is of completion times: (t, c] with t a write's instant time and c its
+    completion time holds exactly that write. Once a clean deleted its file slices the read must say
+    so, not return no rows (the retention check compared instant times with the range)."""
+    options = {"hoodie.cleaner.commits.retained": "1", "hoodie.metadata.enable": metadata}
+    table = Table.create(
+        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
+    )
+    times = [table.upsert(pa.table({"id": ["k1", f"n{i}"], "ts": [i, i], "v": [i, i]})).instant_time for i in range(4)]
+    assert table.clean() is not None
+    first = times[0]
+    completed = table.timeline().completion_times()[first]
+    with pytest.raises(InstantNotFoundError, match=f"covers instant {first}, which is no longer retained"):
+        table.read_incremental(first, completed)
+    # what the clean kept is still readable
+    last = times[-1]
+    rows = table.read_incremental(last, table.timeline().completion_times()[last])
+    assert sorted(rows.column("id").to_pylist()) == ["k1", "n3"]
