@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.core.file_group.log_file import DataBlock, DeleteBlock
-from lakeward.core.file_group.log_file.content import DELETE_RECORD_KEY
+from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DELETE_RECORD_KEY
 from lakeward.core.file_group.reader import MergeSettings, merge_log_blocks
 from lakeward.core.merge import RECORD_KEY
 
@@ -218,14 +218,37 @@ def fold_log_changes(
     instants are still applied, in order).
     """
     by_instant = _by_instant(blocks)
-    state = _touched_base(base, block_keys(blocks), full_schema, settings)
+    touched_base = _touched_base(base, block_keys(blocks), full_schema, settings)
+    state = touched_base
+    # A delete that carries an ordering value (event-time ordering) goes on deciding after it removed
+    # the row: a later record with a smaller ordering value loses to it. The state table cannot hold
+    # it, so each state is then the merge of the base with every block up to its instant, as a reader
+    # of the slice right after that instant merges them.
+    cumulative = _has_ordered_deletes(blocks, settings)
+    applied: list[DataBlock | DeleteBlock] = []
     out: dict[str, pa.Table] = {}
     for instant_time, instant_blocks in by_instant.items():
-        after = merge_log_blocks(state, instant_blocks, full_schema, settings)
+        if cumulative:
+            applied.extend(instant_blocks)
+            after = merge_log_blocks(touched_base, applied, full_schema, settings)
+        else:
+            after = merge_log_blocks(state, instant_blocks, full_schema, settings)
         if wanted is None or instant_time in wanted:
             out[instant_time] = diff_states(instant_time, state, after, full_schema, block_keys(instant_blocks))
         state = after
     return out
+
+
+def _has_ordered_deletes(blocks: Sequence[DataBlock | DeleteBlock], settings: MergeSettings) -> bool:
+    """Whether an event-time merge meets a delete block entry with an ordering value among `blocks`."""
+    if not (settings.event_time_ordering and settings.ordering_field):
+        return False
+    for block in blocks:
+        if isinstance(block, DeleteBlock) and DELETE_ORDERING_VALUE in block.records.column_names:
+            values = block.records.column(DELETE_ORDERING_VALUE)
+            if values.null_count < len(values):
+                return True
+    return False
 
 
 def fold_log_changes_at_once(
