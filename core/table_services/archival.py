@@ -144,14 +144,16 @@ WRITE_STAT_SCHEMA: dict[str, Any] = {
     "namespace": NS,
     "fields": [_nullable(f, "long" if f in _LONG_STAT_FIELDS else "string") for f in _STAT_FIELD_ORDER],
 }
-_STATS_MAP = {"type": "map", "values": {"type": "array", "items": f"{NS}.HoodieWriteStat"}}
+#: Both commit schemas define `HoodieWriteStat` in full: a block's schema holds only the metadata types its
+#: entries use, and `entry_schema` (`_dedupe_names`) turns a second definition into a reference.
+_STATS_MAP = {"type": "map", "values": {"type": "array", "items": WRITE_STAT_SCHEMA}}
 _VERSION_FIELD = {"name": "version", "type": ["int", "null"], "default": 1}
 COMMIT_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieCommitMetadata",
     "namespace": NS,
     "fields": [
-        _nullable("partitionToWriteStats", {"type": "map", "values": {"type": "array", "items": WRITE_STAT_SCHEMA}}),
+        _nullable("partitionToWriteStats", _STATS_MAP),
         _nullable("extraMetadata", {"type": "map", "values": "string"}),
         _VERSION_FIELD,
         _nullable("operationType", "string"),

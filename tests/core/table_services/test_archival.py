@@ -236,3 +236,30 @@ def test_killed_archival_rerun_neither_duplicates_nor_loses(tmp_path, point):
     assert {k[0] for k in keys} == set(times[:5])
     assert _commit_times(Table.open(str(path))) == times[5:]
     assert _rows(Table.open(str(path))) == _hudi_rows(path) == {i: f"v{i}" for i in range(8)}
+
+
+def test_an_archive_block_of_replacecommits_alone_is_written_and_read_back(tmp_path):
+    """A block whose entries hold replacecommit metadata and no commit's defines `HoodieWriteStat` itself
+    (the replace commit schema referred to the definition the commit schema carries, and archival failed
+    on every run with fastavro's UnknownType once such a block came)."""
+    options = {
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.metadata.enable": "false",
+        "hoodie.commits.archival.batch": "2",
+    }
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", partition_by="part", ordering_field="ts", options=options)
+    table.upsert(pa.table({"id": ["a"], "part": ["p0"], "val": [0], "ts": [0]}))
+    for i in range(1, 9):
+        table.insert_overwrite(pa.table({"id": ["a"], "part": ["p0"], "val": [i], "ts": [i]}))
+        table.clean()
+    result = table.archive()
+    assert result.archived
+    entries = _raw_entries(path)
+    replaces = [e for e in entries if e["actionType"] == "replacecommit" and e.get("hoodieReplaceCommitMetadata")]
+    assert replaces
+    stats = replaces[0]["hoodieReplaceCommitMetadata"]["partitionToWriteStats"]
+    assert stats and all(s["fileId"] for ss in stats.values() for s in ss)
+    assert table.read(columns=["id", "val"]).to_pydict() == {"id": ["a"], "val": [8]}
