@@ -21,6 +21,7 @@ from lakeward.core.metadata_table.writer import FilesChange
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, table_version
 from lakeward.core.timeline import Timeline
+from lakeward.core.timeline.compaction_plan import pending_compaction_instants
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,11 @@ def compare_files_partition(storage: Storage, layout: TimelineLayout | None = No
     completed = timeline.completed()
     as_of = completed[-1].time if completed else "0"
     pending = {i.time for i in timeline.pending()}
-    on_storage = list_partition_files(storage.list_dir("", recursive=True), as_of, pending)
+    # Version 6 names a log written over a pending compaction after the compaction's instant: the log's
+    # own delta commit decides (a completed one is in `files`), not the compaction plan.
+    compactions = {i.time for i in pending_compaction_instants(timeline)}
+    pending_logs = pending - compactions if layout is TimelineLayout.V1 else pending
+    on_storage = list_partition_files(storage.list_dir("", recursive=True), as_of, pending, pending_logs)
     listed = listing.partition_files()
 
     def path(partition: str, name: str) -> str:

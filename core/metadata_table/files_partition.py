@@ -42,21 +42,17 @@ _PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
 PartitionFiles = dict[str, dict[str, int]]
 
 
-def _data_file_instant(name: str) -> str | None:
-    """The instant in a base or log file's name; None for anything that is not a data file."""
-    base = parse_base_file_name(name)
-    if base is not None:
-        return base.instant_time
-    log = parse_log_file_name(name)
-    return log.base_instant_time if log is not None else None
-
-
-def list_partition_files(entries: Iterable[FileEntry], as_of: str, pending: Set[str] = frozenset()) -> PartitionFiles:
+def list_partition_files(
+    entries: Iterable[FileEntry], as_of: str, pending: Set[str] = frozenset(), pending_logs: Set[str] | None = None
+) -> PartitionFiles:
     """The data partitions and their files in a recursive listing of the table, as of `as_of`.
 
     `entries`: paths relative to the table's base path (`Storage.list_dir("", recursive=True)`).
-    A file counts when its instant is at or before `as_of` and not in `pending` (Hudi's rule).
+    A file counts when its instant is at or before `as_of` and not in `pending` (Hudi's rule);
+    `pending_logs`: the pending instants that rule out a log file, when they differ (version 6
+    names a log over a pending compaction after the compaction, yet its delta commit completed).
     """
+    log_pending = pending if pending_logs is None else pending_logs
     by_folder: dict[str, list[FileEntry]] = defaultdict(list)
     for entry in entries:
         if entry.is_dir or entry.path == METAFOLDER or entry.path.startswith(METAFOLDER + "/"):
@@ -76,8 +72,15 @@ def list_partition_files(entries: Iterable[FileEntry], as_of: str, pending: Set[
     for folder in sorted(p for p in partitions if not nested(p)):
         files = {}
         for entry in by_folder[folder]:
-            instant = _data_file_instant(entry.name)
-            if instant is not None and instant <= as_of and instant not in pending:
+            base = parse_base_file_name(entry.name)
+            log = None if base is not None else parse_log_file_name(entry.name)
+            if base is not None:
+                instant, ruled_out = base.instant_time, pending
+            elif log is not None:
+                instant, ruled_out = log.base_instant_time, log_pending
+            else:
+                continue
+            if instant <= as_of and instant not in ruled_out:
                 files[entry.name] = entry.size
         listing[folder] = dict(sorted(files.items()))
     return listing
