@@ -409,7 +409,7 @@ class Table:
         (with `column_stats` being built unless `hoodie.metadata.index.partition.stats.enable=false`,
         or beside kept ones when it is true); each where the table version's metadata table keeps it
         (`MetadataTableRules.partitions`: v6 only `record_index`). Not while data-table instants are
-        pending: the write goes on without them (a warning) unless it tags through the record index."""
+        pending: the write goes on without them (a warning; a RECORD_INDEX write tags as BLOOM meanwhile)."""
         client = self._client
         partitions = metadata_partitions(self.config.to_properties())
         if client is None or "files" not in partitions:
@@ -452,13 +452,14 @@ class Table:
             timeline = client.roll_back_failed_writes()
             pending = timeline.pending()
             # Hudi's writer skips the builds then, writes, and tries again next time; a RECORD_INDEX
-            # write cannot tag without its partition, so its build is refused (MetadataTableError)
-            if pending and not (wc.index_type == "RECORD_INDEX" and "record_index" in wanted):
+            # write meanwhile tags as BLOOM does, as on any table without the partition (exact, slower)
+            if pending:
                 log.warning(
                     "not building the metadata table's index partitions of %s yet: instants are pending (%s); "
-                    "the next write tries again",
+                    "the next write tries again%s",
                     self.storage.uri,
                     ", ".join(str(i) for i in pending),
+                    "; RECORD_INDEX writes tag as BLOOM until then" if "record_index" in wanted else "",
                 )
                 return
             for build in wanted.values():

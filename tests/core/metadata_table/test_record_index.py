@@ -528,3 +528,54 @@ def test_building_the_record_index_over_a_key_in_two_partitions_is_refused(tmp_p
         Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"}).upsert(_batch({"k3": ("p1", 3, 4)}))
     assert sorted(str(p) for p in Path(path).rglob("*")) == before
     assert sorted(r["id"] for r in Table.open(path).read(columns=["id"]).to_pylist()) == ["k1", "k1", "k2"]
+
+
+@pytest.mark.parametrize(("table_type", "version"), [("MERGE_ON_READ", 6), ("MERGE_ON_READ", 8), ("COPY_ON_WRITE", 8)])
+def test_a_record_index_writer_after_a_restore_with_a_plan_pending_tags_as_bloom_until_it_can_build(
+    tmp_path: Path, table_type: str, version: int
+):
+    """A restore drops `record_index`; a compaction or clustering plan older than the savepoint stays
+    pending, and the partition cannot be built while it is. Writes and services of a RECORD_INDEX writer
+    go on meanwhile, tagged as BLOOM tags them (as on a table without the partition); the first write
+    with nothing pending builds it again."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "RECORD_INDEX"}
+
+    def rows(val: int, ids: tuple[str, ...]) -> pa.Table:
+        n = len(ids)
+        return pa.table({"id": list(ids), "part": ["p0"] * n, "val": [val] * n, "ts": [val] * n})
+
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=version,
+        options=options,
+    )
+    table.upsert(rows(1, ("a", "b")))
+    table.bulk_insert(rows(1, ("c", "d")))
+    table.upsert(rows(2, ("a", "b")))
+    plan = table.schedule_compaction(force=True) if table_type == "MERGE_ON_READ" else table.schedule_clustering()
+    assert plan is not None
+    saved = table.insert(rows(3, ("e",))).instant_time
+    table.savepoint(saved)
+    table.insert(rows(4, ("f",)))
+    Table.open(path).restore(saved)
+    table = Table.open(path, options=options)
+    if table_type == "MERGE_ON_READ":
+        table.upsert(rows(5, ("a", "e")))  # updates of stored keys while the plan is pending: BLOOM finds them
+        table.run_compaction(plan)
+    else:  # updates of file groups under a pending clustering are refused: the service runs first
+        table.run_clustering(plan)
+        table.upsert(rows(5, ("a", "e")))
+    expected = {"a": 5, "b": 2, "c": 1, "d": 1, "e": 5}
+    data = Table.open(path).read(columns=["id", "val"])
+    assert dict(zip(data.column("id").to_pylist(), data.column("val").to_pylist(), strict=True)) == expected
+    Table.open(path, options=options).upsert(rows(6, ("b",)))  # nothing pending: builds the record index
+    props = parse_properties((tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text())
+    assert "record_index" in props["hoodie.table.metadata.partitions"]
+    data = Table.open(path).read(columns=["id", "val"])
+    assert dict(zip(data.column("id").to_pylist(), data.column("val").to_pylist(), strict=True)) == expected | {"b": 6}
+    assert compare_files_partition(Table.open(path).storage).ok
