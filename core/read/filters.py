@@ -15,7 +15,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
-from lakeward.core.schema import key_unit, with_meta
+from lakeward.core.schema import META_COLUMNS, key_unit, with_meta
 
 Filters: TypeAlias = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]] | None
 
@@ -76,6 +76,20 @@ def check_filters_fit(filters: Filters, schema: pa.Schema | None) -> None:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         reason = str(exc).splitlines()[0]
         raise ConfigError(f"filters={filters!r} do not fit the table's columns {schema.names}: {reason}") from None
+
+
+def check_columns_fit(columns: Sequence[str] | None, schema: pa.Schema | None) -> None:
+    """ConfigError naming the asked-for columns the table does not have (meta columns always exist),
+    before any file is read; on a table nothing was written to, every data column is unknown."""
+    if columns is None:
+        return
+    known = set(with_meta(schema).names) if schema is not None else set(META_COLUMNS)
+    unknown = [c for c in columns if c not in known]
+    if not unknown:
+        return
+    if schema is None:
+        raise ConfigError(f"columns {unknown} are not known yet: nothing was written to the table (no schema)")
+    raise ConfigError(f"columns {unknown} are not columns of the table; its columns: {schema.names}")
 
 
 def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:

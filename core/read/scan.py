@@ -37,7 +37,13 @@ from lakeward.core.index.secondary.read import MERGE, SCAN, IndexReadExplain, Sl
 from lakeward.core.read import spark as spark_read
 from lakeward.core.read.changes import Images, collect_changes, folds_logs, format_changes
 from lakeward.core.read.data_skipping import StatsPruner
-from lakeward.core.read.filters import Filters, check_filters_fit, conform_time_literals, to_expression
+from lakeward.core.read.filters import (
+    Filters,
+    check_columns_fit,
+    check_filters_fit,
+    conform_time_literals,
+    to_expression,
+)
 from lakeward.core.read.incremental import IncrementalRange, incremental_slices
 from lakeward.core.read.pruning import PartitionPruner, PrunedSlice, Pruner, SecondaryIndexPruner
 from lakeward.core.read.ranges import begins_in_version_6_archive, change_range, incremental_range, resolve_as_of
@@ -210,6 +216,7 @@ class Scan:
         # naive datetimes on UTC columns (and the reverse) compare as written, for every reader
         object.__setattr__(self, "filters", conform_time_literals(self.filters, schema))
         check_filters_fit(self.filters, schema)
+        check_columns_fit(self.columns, schema)
         if self.query_type is QueryType.INCREMENTAL:
             assert self.begin is not None
             window = incremental_range(self.storage, self.config, self.timeline, self.begin, self.end)

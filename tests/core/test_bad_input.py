@@ -574,3 +574,18 @@ def test_table_state_notices_a_change(tmp_path: Path, table_path: Path, before: 
     assert changed.completed != before.completed
     assert changed.files != before.files
     assert changed.lakeward_rows != before.lakeward_rows and changed.hudi_rows != before.hudi_rows
+
+
+def test_reading_unknown_columns_is_a_clear_error(tmp_path):
+    """Asked-for columns the table does not have are named before any file is read (pyarrow's own
+    KeyError or ArrowInvalid named neither the column list nor the table's columns)."""
+    table = Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts")
+    with pytest.raises(ConfigError, match=r"columns \['id'\] are not known yet: nothing was written"):
+        table.read(columns=["id"])
+    assert table.read(columns=["_hoodie_record_key"]).num_rows == 0
+    table.upsert(pa.table({"id": ["a"], "ts": [1]}))
+    with pytest.raises(
+        ConfigError, match=r"columns \['nope'\] are not columns of the table; its columns: \['id', 'ts'\]"
+    ):
+        table.read(columns=["id", "nope"])
+    assert table.read(columns=["id"]).column("id").to_pylist() == ["a"]
