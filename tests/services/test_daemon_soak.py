@@ -84,9 +84,16 @@ def compactions(daemon: Daemon, outcome: str) -> int:
     return runs_of(daemon, "compaction", outcome)
 
 
-def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
-    """(ZooKeeper connections of this process, threads, open file descriptors)."""
-    return alive_connections(server), threading.active_count(), len(os.listdir("/proc/self/fd"))
+def new_threads(before: frozenset[threading.Thread]) -> list[threading.Thread]:
+    """Threads alive now that were not alive at `before`: in a full test run, threads of earlier tests
+    (Spark's gateway, their writers' heartbeats, clients still closing) come and go in this process too,
+    and are not the soak's to count."""
+    return [t for t in threading.enumerate() if t not in before]
+
+
+def footprint(server: ZooKeeperServer, before: frozenset[threading.Thread]) -> tuple[int, int, int]:
+    """(ZooKeeper connections of this process, threads started since `before`, open file descriptors)."""
+    return alive_connections(server), len(new_threads(before)), len(os.listdir("/proc/self/fd"))
 
 
 #: How far above the at-rest baseline the thread count may go while runs are in flight. Every thread
@@ -98,7 +105,7 @@ def footprint(server: ZooKeeperServer) -> tuple[int, int, int]:
 PEAK_THREADS_SLACK = {"thread": 3, "process": 1}
 
 
-def at_rest(daemon: Daemon, server: ZooKeeperServer) -> tuple[int, int, int]:
+def at_rest(daemon: Daemon, server: ZooKeeperServer, before: frozenset[threading.Thread]) -> tuple[int, int, int]:
     """The footprint with no run in flight: nothing running for a while and every child reaped (the
     writer has stopped writing, so no new run starts)."""
     assert daemon.runner is not None
@@ -113,7 +120,7 @@ def at_rest(daemon: Daemon, server: ZooKeeperServer) -> tuple[int, int, int]:
     # moment even at rest, which is no leak; a leaked descriptor stays in every sample
     samples = []
     for _ in range(10):
-        samples.append(footprint(server))
+        samples.append(footprint(server, before))
         time.sleep(0.05)
     return min(samples, key=lambda f: f[2])
 
@@ -133,6 +140,7 @@ def soak(
     """Compactions until `runs` succeeded; then threads and open files are where they were at rest after
     the first 10 (no leak), they never rose by more than `PEAK_THREADS_SLACK` while runs were in flight
     (no per-run growth), and ZooKeeper connections stayed within bounds throughout."""
+    before = frozenset(threading.enumerate())
     for name in TABLES:
         table = Table.create(str(tmp_path / name), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
         table.bulk_insert(pa.table({"id": list(range(5)), "v": [0] * 5, "ts": [0] * 5}))
@@ -146,11 +154,12 @@ def soak(
         baseline: tuple[int, int, int] | None = None
         idle_run_threads = 0  # runner pool threads not started yet at the baseline (they start lazily)
         peak = (0, 0, 0)
+        peak_threads: list[str] = []
         written = 0
         while compactions(daemon, "succeeded") < runs:
             assert time.monotonic() < deadline, (
                 f"only {compactions(daemon, 'succeeded')} of {runs} compactions in {budget_s:.0f}s; "
-                f"failed runs: {compactions(daemon, 'failed')}, footprint {footprint(server)}"
+                f"failed runs: {compactions(daemon, 'failed')}, footprint {footprint(server, before)}"
             )
             assert compactions(daemon, "failed") == 0, [r.to_dict() for r in daemon.runs() if r.error][:3]
             name = TABLES[written % len(TABLES)]
@@ -161,24 +170,28 @@ def soak(
             written += 1
             done = compactions(daemon, "succeeded")
             if baseline is None and done >= 10:
-                baseline = at_rest(daemon, server)  # thread pools and caches are warm by now
+                baseline = at_rest(daemon, server, before)  # thread pools and caches are warm by now
                 idle_run_threads = 2 - pool_threads("run_")
             elif baseline is not None:
-                now = footprint(server)
+                now = footprint(server, before)
+                if now[1] > peak[1]:
+                    peak_threads = sorted(t.name for t in new_threads(before))
                 peak = (max(peak[0], now[0]), max(peak[1], now[1]), max(peak[2], now[2]))
             time.sleep(0.02)
         assert baseline is not None
-        final = at_rest(daemon, server)
+        final = at_rest(daemon, server, before)
         assert final[0] <= connections and peak[0] <= connections, (
             f"ZooKeeper connections: baseline {baseline}, peak {peak}"
         )
         # No leak: at rest after `runs` runs, exactly the threads of the baseline (and the run pool's).
         assert final[1] <= baseline[1] + idle_run_threads, (
             f"threads leaked: {baseline[1]} at rest after 10 runs, {final[1]} after {runs}: "
-            f"{sorted(t.name for t in threading.enumerate())}"
+            f"{sorted(t.name for t in new_threads(before))}"
         )
         slack = idle_run_threads + PEAK_THREADS_SLACK[isolation]
-        assert peak[1] <= baseline[1] + slack, f"threads grew with runs: baseline {baseline[1]}, peak {peak[1]}"
+        assert peak[1] <= baseline[1] + slack, (
+            f"threads grew with runs: baseline {baseline[1]}, peak {peak[1]}: {peak_threads}"
+        )
         assert final[2] <= baseline[2] + 2, f"open files grew: baseline {baseline[2]}, final {final[2]}"
         assert daemon.ready
         if housekeeping:  # the cleaner and the archiver ran along, and none of their runs failed
