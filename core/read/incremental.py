@@ -62,21 +62,27 @@ def incremental_slices(
 def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
     """The end of a range (begin, end] that no in-flight write can still change.
 
-    With an explicit `end`, an instant in flight inside the range is an error; without
-    one, the range stops before the first in-flight write (its later commits would be
-    read before it completes, and missed by the next read).
+    With an explicit `end`, a write in flight that could still land inside the range is an
+    error; without one, the range stops before the first in-flight write (its later commits
+    would be read before it completes, and missed by the next read). On layout 2 (completion
+    time) only an end past every time on the timeline can still take a write in flight.
     """
-    if end is None and timeline.completion_times():
-        # Completion-time ranges (layout 2): a write still in flight completes after every
-        # write completed now, so it falls after this range's end whatever its instant time.
-        return None
-    pending = [i.time for i in timeline.pending_writes() if i.time > begin and (end is None or i.time <= end)]
+    if timeline.completion_times():
+        # Completion-time ranges (layout 2): a write still in flight completes after every time on
+        # the timeline now, whatever its instant time. A range ending by then cannot change; one
+        # ending later could still take any write in flight, even one requested before `begin`.
+        latest = timeline.latest_time()
+        if end is None or (latest is not None and end <= latest):
+            return end
+        pending = [i.time for i in timeline.pending_writes()]
+    else:
+        pending = [i.time for i in timeline.pending_writes() if i.time > begin and (end is None or i.time <= end)]
     if not pending:
         return end
     if end is not None:
         raise InstantNotFoundError(
-            f"instant {pending[0]} inside ({begin}, {end}] is still in flight; the range is not "
-            "stable yet: end the range before it or retry when it completes"
+            f"instant {pending[0]} is still in flight and could land inside ({begin}, {end}]; the range "
+            "is not stable yet: end the range before it or retry when it completes"
         )
     before = [i.time for i in timeline.completed_writes() if i.time < pending[0]]
     return before[-1] if before and before[-1] > begin else begin

@@ -287,3 +287,45 @@ def test_empty_table_reads(tmp_path):
     assert t.read().num_rows == 0
     assert t.completed_instants() == []
     assert t.schema() is None
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_an_explicit_end_before_a_write_in_flight_can_complete_is_stable(tmp_path, monkeypatch, version):
+    """A streaming consumer reads up to the last completion it saw while an ingestion write runs.
+
+    On table versions 8+ the range is in completion time, and a write still in flight completes
+    after every completion on the timeline now, whatever its instant time: a range ending at or
+    before the latest completion can no longer change, and is read. On version 6 (commit time) a
+    write in flight inside the range is still an error: its rows would land in the range later.
+    """
+    import lakeward.core.write.client as client_mod
+    from tests.core.table_services.compaction_helpers import Background, Gate
+
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city", table_version=version)
+    first = t.upsert(batch((1, "sf", 2024, "a1"), (2, "sf", 2024, "b1"))).instant_time
+    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
+    job = Background(lambda: Table.open(t.path).upsert(batch((3, "ny", 2024, "slow"))).instant_time)
+    gate.wait()
+    [pending] = Table.open(t.path).timeline().pending_writes()
+    done = Table.open(t.path).upsert(batch((1, "sf", 2024, "a2"))).instant_time
+    timeline = Table.open(t.path).timeline()
+    assert pending.time < done
+    begin = timeline.completion_times().get(first, first)
+    end = timeline.completion_times().get(done, done)
+    try:
+        if version == 6:
+            with pytest.raises(InstantNotFoundError, match="still in flight"):
+                Table.open(t.path).read_incremental(begin, end)
+        else:
+            assert state(Table.open(t.path).read_incremental(begin, end)) == [(1, "a2")]
+            # an end past every completion could still take the write in flight: refused
+            with pytest.raises(InstantNotFoundError, match="still in flight"):
+                Table.open(t.path).read_incremental(begin, "29991231235959999")
+    finally:
+        gate.release()
+    slow = job.result()
+    timeline = Table.open(t.path).timeline()
+    # the write that was in flight is read by the next range, never lost between the two
+    after = Table.open(t.path).read_incremental(end)
+    assert state(after) == ([(3, "slow")] if version != 6 else [])
+    assert {r["_hoodie_commit_time"] for r in after.to_pylist()} <= {slow}
