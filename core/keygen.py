@@ -38,8 +38,11 @@ def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
 
 def is_complex_key(config: TableConfig) -> bool:
     """Whether record keys are written in the complex format, `field:value,...` (Hudi's
-    ComplexKeyGenerator, and any key of several fields), rather than as the one field's value."""
-    return config.key_generator is KeyGeneratorType.COMPLEX or len(config.record_key_fields) > 1
+    ComplexKeyGenerator, and any key of several fields), rather than as the one field's value
+    (a single-field ComplexKeyGenerator table that records the `VALUE_ONLY` encoding)."""
+    if len(config.record_key_fields) > 1:
+        return True
+    return config.key_generator is KeyGeneratorType.COMPLEX and not config.single_complex_key_value_only
 
 
 def record_keys(batch: pa.Table, config: TableConfig, schema: pa.Schema | None = None) -> pa.ChunkedArray:

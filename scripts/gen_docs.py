@@ -156,6 +156,12 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.table.cdc.enabled": 'persist change data for CDC queries (see "Change data capture")',
     "hoodie.table.cdc.supplemental.logging.mode": "`KEY_OP` (`OP_KEY_ONLY`), `DATA_BEFORE` or `DATA_BEFORE_AFTER`",
     "hoodie.table.name": "table name",
+    "hoodie.table.complex.keygen.encoding": "how a `ComplexKeyGenerator` over one record key field stores keys: "
+    "`FIELD_PREFIXED` (`id:k1`) or `VALUE_ONLY` (`k1`, as Hudi 0.14.1 to 1.0.2 could write them, HUDI-7001); "
+    "recorded in `hoodie.properties` and honoured by every write",
+    "hoodie.write.complex.keygen.validation.enable": "refuse writes to a single-field `ComplexKeyGenerator` table "
+    "that records no key encoding and stores its keys otherwise than this writer would (each record would be "
+    "stored twice); `false` writes anyway, as in Hudi",
     "hoodie.table.timeline.timezone": "`LOCAL` or `UTC` instant times",
     "hoodie.table.type": "same as `hoodie.datasource.write.table.type`",
     "hoodie.write.table.version": "the version of a new table: `6`, `8` (Hudi 1.0) or `9` (Hudi 1.1), as Hudi 1.x's "
@@ -195,6 +201,7 @@ TABLE_DEFAULTS: dict[str, str] = {
     "hoodie.database.name": "default",
     "hoodie.table.timeline.timezone": "LOCAL",
     "hoodie.table.cdc.enabled": "false",
+    "hoodie.table.complex.keygen.encoding": "FIELD_PREFIXED",
     "hoodie.table.cdc.supplemental.logging.mode": "DATA_BEFORE_AFTER",
     "hoodie.populate.meta.fields": "true",
     "hoodie.write.table.version": "6",

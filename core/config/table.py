@@ -96,6 +96,11 @@ DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 INITIAL_VERSION_KEY = "hoodie.table.initial.version"
 #: `hoodie.populate.meta.fields`: false makes a virtual-key table (no `_hoodie_*` values stored).
 POPULATE_META_FIELDS_KEY = "hoodie.populate.meta.fields"
+#: How a ComplexKeyGenerator over one record key field stores its keys (HUDI-7001): `FIELD_PREFIXED`
+#: (`id:k1`, Hudi 0.14.0 and older, 0.14.1+ by default) or `VALUE_ONLY` (`k1`, what Hudi 0.14.1 to
+#: 1.0.2 wrote with `hoodie.write.complex.keygen.new.encoding`). Hudi records it in `hoodie.properties`.
+COMPLEX_KEYGEN_ENCODING_KEY = "hoodie.table.complex.keygen.encoding"
+COMPLEX_KEYGEN_ENCODINGS = ("FIELD_PREFIXED", "VALUE_ONLY")
 
 TIMESTAMP_KEYGEN_KEYS = (
     "hoodie.keygen.timebased.timestamp.type",
@@ -271,12 +276,34 @@ class TableConfig:
             )
         if kg is KeyGeneratorType.TIMESTAMP and len(self.partition_fields) != 1:
             raise ConfigError("TimestampBasedKeyGenerator needs exactly one partition field")
+        encoding = self.extra.get(COMPLEX_KEYGEN_ENCODING_KEY)
+        if encoding is not None and encoding.strip().upper() not in COMPLEX_KEYGEN_ENCODINGS:
+            raise ConfigError(
+                f"{COMPLEX_KEYGEN_ENCODING_KEY}={encoding!r} is not a key encoding; use one of "
+                f"{list(COMPLEX_KEYGEN_ENCODINGS)}"
+            )
         if self.timeline_timezone.upper() not in ("LOCAL", "UTC"):
             raise ConfigError(f"hoodie.table.timeline.timezone={self.timeline_timezone!r} must be LOCAL or UTC")
 
     @property
     def is_partitioned(self) -> bool:
         return bool(self.partition_fields) and self.key_generator is not KeyGeneratorType.NON_PARTITION
+
+    @property
+    def complex_key_encoding_recorded(self) -> bool:
+        """Whether `hoodie.properties` says how single-field complex keys are stored."""
+        return COMPLEX_KEYGEN_ENCODING_KEY in self.extra
+
+    @property
+    def single_complex_key_value_only(self) -> bool:
+        """Whether a ComplexKeyGenerator over one record key field stores the bare value (`k1`)
+        rather than `id:k1`: the table records `hoodie.table.complex.keygen.encoding=VALUE_ONLY`."""
+        encoding = self.extra.get(COMPLEX_KEYGEN_ENCODING_KEY, "FIELD_PREFIXED").strip().upper()
+        return (
+            self.key_generator is KeyGeneratorType.COMPLEX
+            and len(self.record_key_fields) == 1
+            and encoding == "VALUE_ONLY"
+        )
 
     @property
     def populate_meta_fields(self) -> bool:
@@ -322,7 +349,8 @@ class TableConfig:
         """
         if self.populate_meta_fields or len(self.record_key_fields) != 1:
             return None
-        return None if self.key_generator is KeyGeneratorType.COMPLEX else self.record_key_fields[0]
+        prefixed = self.key_generator is KeyGeneratorType.COMPLEX and not self.single_complex_key_value_only
+        return None if prefixed else self.record_key_fields[0]
 
     @property
     def version(self) -> TableVersion:
@@ -470,6 +498,9 @@ class TableConfig:
             cdc_mode=SupplementalLoggingMode.parse(opts.get(CDC_MODE_KEY, SupplementalLoggingMode.DATA_BEFORE_AFTER)),
             table_version=version.number,
         )
+        if COMPLEX_KEYGEN_ENCODING_KEY in opts:
+            encoding = str(opts[COMPLEX_KEYGEN_ENCODING_KEY]).strip().upper()
+            config = replace(config, extra={**config.extra, COMPLEX_KEYGEN_ENCODING_KEY: encoding})
         if not parse_bool(opts.get(POPULATE_META_FIELDS_KEY, True), POPULATE_META_FIELDS_KEY):
             # virtual keys: writers leave the `_hoodie_*` columns empty (`lakeward.core.keygen.with_virtual_keys`)
             config = replace(config, extra={**config.extra, POPULATE_META_FIELDS_KEY: "false"})

@@ -12,7 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lakeward.core.config.table import MERGE_MODE_KEY, POPULATE_META_FIELDS_KEY, WRITE_MERGE_MODE_KEY
+from lakeward.core.config.table import (
+    COMPLEX_KEYGEN_ENCODING_KEY,
+    MERGE_MODE_KEY,
+    POPULATE_META_FIELDS_KEY,
+    WRITE_MERGE_MODE_KEY,
+)
 from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: lakeward's own table options outside `WriteConfig`: orphan removal's age and dry run (the daemon's
@@ -42,6 +47,7 @@ TABLE_CREATE_KEYS = frozenset(
         "hoodie.datasource.write.hive_style_partitioning",
         "hoodie.datasource.write.partitionpath.urlencode",
         POPULATE_META_FIELDS_KEY,
+        COMPLEX_KEYGEN_ENCODING_KEY,
         "hoodie.database.name",
         "hoodie.table.timeline.timezone",
         "hoodie.keygen.timebased.timestamp.type",
@@ -97,6 +103,9 @@ class WriteConfig(BaseModel):
     combine_before_insert: bool = Field(False, alias="hoodie.combine.before.insert")
     combine_before_upsert: bool = Field(True, alias="hoodie.combine.before.upsert")
     combine_before_delete: bool = Field(True, alias="hoodie.combine.before.delete")
+    #: Refuse writes to a single-field ComplexKeyGenerator table whose stored keys are encoded
+    #: otherwise than this writer would key them (Hudi's HUDI-7001 check; see `keygen.is_complex_key`).
+    complex_keygen_validation: bool = Field(True, alias="hoodie.write.complex.keygen.validation.enable")
     payload_class: str | None = Field(None, alias="hoodie.datasource.write.payload.class")
     markers_type: Literal["DIRECT"] = Field("DIRECT", alias="hoodie.write.markers.type")
     #: Hudi's EAGER (single writer) / LAZY (multi-writer; forced by optimistic concurrency control).

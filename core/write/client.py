@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakeward.core.config.table import TableConfig
+from lakeward.core.config.table import COMPLEX_KEYGEN_ENCODING_KEY, TableConfig
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
@@ -101,6 +101,9 @@ from lakeward.core.write.plane.spark import SparkDataPlane
 from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
 
 log = logging.getLogger(__name__)
+
+#: How many of the latest commits `_refuse_other_complex_key_encoding` looks through for a stored key.
+_ENCODING_SAMPLE_COMMITS = 20
 
 #: What a writer refused for racing another process under the in-process lock is told to do.
 SHARED_LOCK_ADVICE = (
@@ -304,11 +307,8 @@ class WriteClient:
         for partition in meta.partitionToWriteStats:
             values = partition_filter_values(partition, self.config)
             found += [f"partition {partition!r}" for f in parts if not _is_count(values.get(f, "0"))]
-        stored = [s.path for s in meta.write_stats() if s.path and s.path.endswith(".parquet")]
-        if keys and stored and self.config.populate_meta_fields and not found:
-            with self.storage.open_input_file(stored[0]) as f:
-                first = pq.ParquetFile(f).read_row_group(0, columns=[RECORD_KEY]).column(0)
-            key = str(first[0].as_py()) if len(first) else ""
+        key = self._one_stored_key(meta) if keys and not found else None
+        if key is not None:
             texts = hash_values(key, keys, self.complex_key) if self.complex_key else [key]
             found += [f"record key {key!r}" for t in texts if not _is_count(t or "")]
         if found:
@@ -318,6 +318,48 @@ class WriteClient:
                 "keys written now would not match them. Rewrite the table (read it and bulk_insert it into a "
                 "new one) before writing to it"
             )
+
+    def _one_stored_key(self, meta: CommitMetadata) -> str | None:
+        """The first `_hoodie_record_key` of the first base file a commit wrote (None: no base file,
+        or a table without meta fields), a sample of how the table's keys are stored."""
+        stored = [s.path for s in meta.write_stats() if s.path and s.path.endswith(".parquet")]
+        if not stored or not self.config.populate_meta_fields:
+            return None
+        with self.storage.open_input_file(stored[0]) as f:
+            first = pq.ParquetFile(f).read_row_group(0, columns=[RECORD_KEY]).column(0)
+        return str(first[0].as_py()) if len(first) else None
+
+    def _refuse_other_complex_key_encoding(self, timeline: Timeline) -> None:
+        """ConfigError when a single-field ComplexKeyGenerator table that records no key encoding
+        stores its keys otherwise than this writer keys them (`id:k1` against `k1`, HUDI-7001):
+        every record written would be a second copy. Checked on one stored key of the latest commit
+        that wrote a base file (among the last few), unless `hoodie.write.complex.keygen.validation.enable=false`."""
+        config = self.config
+        single_complex = config.key_generator.name == "COMPLEX" and len(config.record_key_fields) == 1
+        if (
+            not single_complex
+            or config.complex_key_encoding_recorded
+            or not self.write_config.complex_keygen_validation
+        ):
+            return
+        key = None
+        for instant in reversed(timeline.completed_writes()[-_ENCODING_SAMPLE_COMMITS:]):
+            key = self._one_stored_key(read_commit_metadata(self.storage, instant))
+            if key is not None:
+                break
+        prefix = f"{config.record_key_fields[0]}:"
+        if key is None or key.startswith(prefix) == self.complex_key:
+            return
+        stored, ours = ("VALUE_ONLY", "FIELD_PREFIXED") if self.complex_key else ("FIELD_PREFIXED", "VALUE_ONLY")
+        raise ConfigError(
+            f"the table at {self.storage.uri} uses ComplexKeyGenerator with the single record key field "
+            f"{config.record_key_fields[0]!r} and stores its keys as {stored} (e.g. {key!r}), as Hudi 0.14.1 to "
+            f"1.0.2 may have written them (HUDI-7001), but records no encoding: this write would key its "
+            f"records as {ours} and store each one a second time. Record the table's encoding: add the line "
+            f"{COMPLEX_KEYGEN_ENCODING_KEY}={stored} to its .hoodie/hoodie.properties (as Hudi's upgrade to "
+            "version 9 does); or, if you are sure the keys are not affected, write with "
+            "hoodie.write.complex.keygen.validation.enable=false"
+        )
 
     def action_of(self, operation: WriteOperation) -> Action:
         """The timeline action of a write: a merge-on-read write is a deltacommit (replaces stay replacecommits)."""
@@ -332,6 +374,8 @@ class WriteClient:
         names = [n for n in batch_schema.names if n not in META_COLUMNS]
         batch_schema = pa.schema([batch_schema.field(n) for n in names])
         table_schema = resolve_table_schema(self.storage, timeline, self.config)
+        if table_schema is not None:
+            self._refuse_other_complex_key_encoding(timeline)
         if operation is WriteOperation.DELETE:
             return table_schema or batch_schema
         if table_schema is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakeward.core.exceptions import ConfigError, InvalidRecordError
+from lakeward.core.exceptions import ConfigError, CorruptTableError, InvalidRecordError
 from lakeward.core.table import Table
 
 KEYGEN = "org.apache.hudi.keygen."
@@ -362,3 +362,87 @@ def test_a_table_whose_timestamp_keys_were_written_as_text_is_refused(tmp_path, 
     with pytest.raises(ConfigError, match="written as text"):
         Table.open(path).upsert(batch)
     assert sorted(str(p) for p in Path(path).rglob("*")) == before
+
+
+ENCODING = "hoodie.table.complex.keygen.encoding"
+
+
+def _as_complex_keygen(t: Table, encoding: str | None = None) -> None:
+    """Turn a SIMPLE-key table (keys stored as the bare value) into what Hudi 0.14.1-1.0.2 left: a
+    ComplexKeyGenerator table over one key field whose stored keys are bare values (HUDI-7001)."""
+    path = Path(t.path) / ".hoodie" / "hoodie.properties"
+    lines = [
+        line
+        for line in path.read_text().splitlines()
+        if not line.startswith(("hoodie.table.keygenerator.", "hoodie.table.checksum"))
+    ]
+    lines.append(f"hoodie.table.keygenerator.class={KEYGEN}ComplexKeyGenerator")
+    if encoding is not None:
+        lines.append(f"{ENCODING}={encoding}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _rows(t: Table) -> list[tuple[str, int]]:
+    return sorted((r["_hoodie_record_key"], r["v"]) for r in Table.open(t.path).read().to_pylist())
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_a_recorded_value_only_complex_key_encoding_is_honoured(tmp_path, version):
+    """`hoodie.table.complex.keygen.encoding=VALUE_ONLY` (what Hudi records for tables whose
+    single-field complex keys are bare values): writes key by the bare value, so upserts and
+    deletes find the stored records instead of adding `id:k1` copies."""
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="part", table_version=version)
+    t.upsert(pa.table({"id": ["k1", "k2"], "part": ["p", "p"], "v": [1, 1]}))
+    _as_complex_keygen(t, "value_only")
+    result = Table.open(t.path).upsert(pa.table({"id": ["k1", "k3"], "part": ["p", "p"], "v": [2, 2]}))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    assert _rows(t) == [("k1", 2), ("k2", 1), ("k3", 2)]
+    Table.open(t.path).delete(pa.table({"id": ["k2"], "part": ["p"]}))
+    assert _rows(t) == [("k1", 2), ("k3", 2)]
+
+
+def test_a_table_created_with_the_value_only_encoding_records_it(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", key_generator="COMPLEX", options={ENCODING: "VALUE_ONLY"})
+    assert f"{ENCODING}=VALUE_ONLY" in properties(t)
+    t.upsert(pa.table({"id": ["k1"], "v": [1]}))
+    t.upsert(pa.table({"id": ["k1"], "v": [2]}))
+    assert _rows(t) == [("k1", 2)]
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_bare_complex_keys_without_a_recorded_encoding_are_refused(tmp_path, version):
+    """A single-field ComplexKeyGenerator table written by Hudi 0.14.1-1.0.2 stores bare keys but
+    records no encoding: lakeward would key `id:k1` and store every upserted record a second time.
+    The write is refused, naming the fix, and the table is left as it was; as in Hudi,
+    `hoodie.write.complex.keygen.validation.enable=false` writes anyway."""
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="part", table_version=version)
+    t.upsert(pa.table({"id": ["k1"], "part": ["p"], "v": [1]}))
+    _as_complex_keygen(t)
+    timeline = sorted(p.name for p in (Path(t.path) / ".hoodie").iterdir())
+    for write in (
+        lambda table: table.upsert(pa.table({"id": ["k1"], "part": ["p"], "v": [2]})),
+        lambda table: table.delete(pa.table({"id": ["k1"], "part": ["p"]})),
+    ):
+        with pytest.raises(ConfigError, match=f"{ENCODING}=VALUE_ONLY") as refused:
+            write(Table.open(t.path))
+        assert "'k1'" in str(refused.value) and "validation.enable" in str(refused.value)
+    assert sorted(p.name for p in (Path(t.path) / ".hoodie").iterdir()) == timeline
+    assert _rows(t) == [("k1", 1)]
+    unchecked = Table.open(t.path, options={"hoodie.write.complex.keygen.validation.enable": "false"})
+    unchecked.upsert(pa.table({"id": ["k1"], "part": ["p"], "v": [2]}))
+    assert _rows(t) == [("id:k1", 2), ("k1", 1)]  # what Hudi writes with its validation off
+
+
+def test_prefixed_complex_keys_pass_the_encoding_check(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", key_generator="COMPLEX")
+    t.upsert(pa.table({"id": ["k1"], "v": [1]}))
+    Table.open(t.path).upsert(pa.table({"id": ["k1"], "v": [2]}))
+    assert _rows(t) == [("id:k1", 2)]
+
+
+def test_an_unknown_recorded_complex_key_encoding_is_a_clear_error(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="part")
+    t.upsert(pa.table({"id": ["k1"], "part": ["p"], "v": [1]}))
+    _as_complex_keygen(t, "BARE")
+    with pytest.raises(CorruptTableError, match=f"{ENCODING}='BARE'.*FIELD_PREFIXED.*VALUE_ONLY"):
+        Table.open(t.path)
