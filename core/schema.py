@@ -11,7 +11,9 @@ as `fixed` named "fixed" in namespace `<parent record>.<field>`) followed by Hud
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 import re
 from typing import Any
 
@@ -382,7 +384,11 @@ def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType 
         return pc.cast(column, pa.string())
     if pa.types.is_boolean(typ):
         return pc.if_else(column, "true", "false")
-    if pa.types.is_integer(typ) or pa.types.is_decimal(typ) or pa.types.is_floating(typ):
+    if pa.types.is_floating(typ):
+        single = not pa.types.is_float64(typ)
+        texts = pa.array([None if v is None else java_float_text(v, single) for v in column.to_pylist()], pa.string())
+        return pa.chunked_array([texts]) if isinstance(column, pa.ChunkedArray) else texts
+    if pa.types.is_integer(typ) or pa.types.is_decimal(typ):
         return pc.cast(column, pa.string())
     if pa.types.is_timestamp(typ):
         # As Hudi renders a timestamp-millis/-micros field (`getNestedFieldValAsString`, consistent
@@ -394,6 +400,32 @@ def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType 
     if pa.types.is_date(typ):
         return pc.cast(column, pa.string())
     raise SchemaError(f"column {name!r} of type {typ} cannot be part of a record key")
+
+
+def java_float_text(value: float, single: bool = False) -> str:
+    """A double (or, `single`, a float) as Java's `Double.toString` / `Float.toString` writes it,
+    which is how Hudi's key generators render floating-point key and partition values: the
+    shortest digits that identify the value, a decimal point always (`1.0`), and `E` notation
+    outside [1e-3, 1e7) (`1.0E20`, `1.5E-7`); `NaN`, `Infinity`, `-0.0`."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    # lazy: numpy comes with pyarrow; only floating keys need it (float32's shortest digits)
+    import numpy as np
+
+    exact = decimal.Decimal(str(np.float32(value)) if single else repr(value))
+    sign = "-" if exact < 0 else ""
+    exact = abs(exact)
+    digits = "".join(map(str, exact.as_tuple().digits)).rstrip("0") or "0"
+    exponent = exact.adjusted()
+    if not 1e-3 <= abs(value) < 1e7:
+        return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
+    if exponent >= 0:
+        return f"{sign}{digits[: exponent + 1].ljust(exponent + 1, '0')}.{digits[exponent + 1 :] or '0'}"
+    return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
 
 
 def key_unit(typ: pa.TimestampType) -> str:

@@ -44,7 +44,13 @@ from lakeward.core.file_group.integrity import verify_before_write
 from lakeward.core.file_group.metadata_listing import load_metadata_timeline, metadata_storage
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index.bucket import bucket_of_file_id, hash_values
-from lakeward.core.keygen import DEFAULT_PARTITION, is_complex_key, partition_filter_values
+from lakeward.core.keygen import (
+    DEFAULT_PARTITION,
+    EMPTY_KEY_PART,
+    NULL_KEY_PART,
+    is_complex_key,
+    partition_filter_values,
+)
 from lakeward.core.locks import InProcessLockProvider, LockProvider
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.metadata_table.services import run_metadata_table_services
@@ -54,6 +60,7 @@ from lakeward.core.schema import (
     arrow_schema_from_avro,
     avro_schema_json,
     evolve_schema,
+    java_float_text,
     merge_committed,
 )
 from lakeward.core.storage import Storage, read_cache
@@ -288,17 +295,32 @@ class WriteClient:
     def merge_on_read(self) -> bool:
         return self.table_context.merge_on_read
 
-    def _refuse_former_timestamp_keys(self, timeline: Timeline, table_schema: pa.Schema) -> None:
-        """ConfigError when the table's timestamp key or partition fields were rendered as text (lakeward
-        before it rendered them as Hudi does, as the stored number): keys written now would not match them
-        (a second copy of each record). Checked on the latest commit's partitions and one stored key."""
+    def _refuse_former_key_renderings(self, timeline: Timeline, table_schema: pa.Schema) -> None:
+        """ConfigError when the table's timestamp or floating-point key or partition fields were rendered
+        the way lakeward did before it rendered them as Hudi does (timestamps as text, not the stored
+        number of their unit; floats as `1`, not Java's `1.0`): keys written now would not match them (a
+        second copy of each record). Checked on the latest commit's partitions and one stored key."""
 
-        def is_timestamp(name: str) -> bool:
-            return name in table_schema.names and pa.types.is_timestamp(table_schema.field(name).type)
+        def kind(name: str) -> str | None:
+            if name not in table_schema.names:
+                return None
+            typ = table_schema.field(name).type
+            return "timestamp" if pa.types.is_timestamp(typ) else "float" if pa.types.is_floating(typ) else None
 
-        keys = [f for f in self.config.record_key_fields if is_timestamp(f)]
+        def rendered_now(name: str, text: str) -> bool:
+            if text in ("", DEFAULT_PARTITION, NULL_KEY_PART, EMPTY_KEY_PART):
+                return True
+            if kind(name) == "timestamp":
+                return _is_count(text)
+            try:
+                value = float(text)
+            except ValueError:
+                return False
+            return java_float_text(value, not pa.types.is_float64(table_schema.field(name).type)) == text
+
+        keys = [f for f in self.config.record_key_fields if kind(f)]
         by_timestamp_keygen = self.config.key_generator.name == "TIMESTAMP"
-        parts = [] if by_timestamp_keygen else [f for f in self.config.partition_fields if is_timestamp(f)]
+        parts = [] if by_timestamp_keygen else [f for f in self.config.partition_fields if kind(f)]
         latest = timeline.latest_completed_write()
         if latest is None or not (keys or parts):
             return
@@ -306,17 +328,18 @@ class WriteClient:
         found: list[str] = []
         for partition in meta.partitionToWriteStats:
             values = partition_filter_values(partition, self.config)
-            found += [f"partition {partition!r}" for f in parts if not _is_count(values.get(f, "0"))]
+            found += [f"partition {partition!r}" for f in parts if not rendered_now(f, values.get(f, ""))]
         key = self._one_stored_key(meta) if keys and not found else None
         if key is not None:
             texts = hash_values(key, keys, self.complex_key) if self.complex_key else [key]
-            found += [f"record key {key!r}" for t in texts if not _is_count(t or "")]
+            found += [f"record key {key!r}" for f, t in zip(keys, texts) if not rendered_now(f, t or "")]
         if found:
             raise ConfigError(
-                f"the table at {self.storage.uri} holds timestamp key or partition values written as text "
-                f"({found[0]}): lakeward now writes them as Hudi does, the stored number of the unit, and "
-                "keys written now would not match them. Rewrite the table (read it and bulk_insert it into a "
-                "new one) before writing to it"
+                f"the table at {self.storage.uri} holds timestamp or floating-point key or partition values "
+                f"written as text the former way ({found[0]}): lakeward now renders them as Hudi does (a "
+                "timestamp as the stored number of its unit, a float as Java prints it: 1.0, 1.0E20), and keys "
+                "written now would not match them. Rewrite the table (read it and bulk_insert it into a new "
+                "one) before writing to it"
             )
 
     def _one_stored_key(self, meta: CommitMetadata) -> str | None:
@@ -386,7 +409,7 @@ class WriteClient:
             fields = [table_schema.field(n).with_nullable(batch_schema.field(n).nullable) for n in names]
             schema = pa.schema(fields, batch_schema.metadata)
         else:
-            self._refuse_former_timestamp_keys(timeline, table_schema)
+            self._refuse_former_key_renderings(timeline, table_schema)
             schema = evolve_schema(table_schema, batch_schema)
         if self.config.is_partitioned:
             for field in self.config.partition_fields:
@@ -909,8 +932,8 @@ class WriteClient:
 
 
 def _is_count(text: str) -> bool:
-    """Whether a timestamp's key text is a number (Hudi's rendering), or the default partition."""
-    return text.lstrip("-").isdigit() or text in ("", DEFAULT_PARTITION)
+    """Whether a timestamp's key text is a number (Hudi's rendering)."""
+    return text.lstrip("-").isdigit()
 
 
 __all__ = ["Action", "WriteClient", "WriteOperation", "WriteResult", "to_arrow"]

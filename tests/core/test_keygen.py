@@ -446,3 +446,50 @@ def test_an_unknown_recorded_complex_key_encoding_is_a_clear_error(tmp_path):
     _as_complex_keygen(t, "BARE")
     with pytest.raises(CorruptTableError, match=f"{ENCODING}='BARE'.*FIELD_PREFIXED.*VALUE_ONLY"):
         Table.open(t.path)
+
+
+def test_floating_keys_and_partitions_render_as_java_does(tmp_path):
+    """Hudi renders a double or float key or partition value with Java's `toString`: a decimal point
+    always, `E` notation outside [1e-3, 1e7). A Hudi-written table's keys and folders look so, and a
+    write keyed `1` instead of `1.0` would store each record a second time."""
+    t = Table.create(str(tmp_path / "t"), record_key="k", partition_by="p", hive_style_partitioning=True)
+    keys = [1.0, 1e20, 1.5e-7, -0.0, 123.456, 0.001, 1e7, 9999999.0, -2.5e-4]
+    parts = pa.array([0.1, 2.5, 2.5, 1e-4, 3e10, 2.5, 2.5, 2.5, 2.5], pa.float32())
+    t.upsert(pa.table({"k": keys, "p": parts, "v": list(range(len(keys)))}))
+    expected_keys = ["1.0", "1.0E20", "1.5E-7", "-0.0", "123.456", "0.001", "1.0E7", "9999999.0", "-2.5E-4"]
+    expected_parts = ["p=0.1", "p=2.5", "p=2.5", "p=1.0E-4", "p=3.0E10", "p=2.5", "p=2.5", "p=2.5", "p=2.5"]
+    assert keys_and_partitions(t) == sorted(zip(expected_keys, expected_parts))
+    assert partition_dirs(t) == {"p=0.1", "p=2.5", "p=1.0E-4", "p=3.0E10"}
+    # the same keys upserted again are updates, and reads give the values back, typed
+    result = Table.open(t.path).upsert(pa.table({"k": keys, "p": parts, "v": [10] * len(keys)}))
+    assert (result.num_updates, result.num_inserts) == (len(keys), 0)
+    rows = Table.open(t.path).read().to_pylist()
+    assert sorted((r["k"], r["v"]) for r in rows) == sorted((k, 10) for k in keys)
+    assert t.read(filters=[("p", "=", 2.5)]).num_rows == 6
+    assert t.read(filters=[("p", ">", 1.0)]).num_rows == 7
+
+
+def test_a_table_whose_floating_keys_were_written_the_former_way_is_refused(tmp_path, monkeypatch):
+    """Before floating keys rendered as Java does, lakeward keyed 1.0 as `1`: a write now would store
+    each such record a second time, so it is refused and the table left as it was."""
+    import pyarrow.compute as pc
+
+    import lakeward.core.keygen as keygen
+
+    real = keygen.key_text
+
+    def former(column, name, stored=None):
+        if pa.types.is_floating(column.type):
+            return pc.cast(column, pa.string())
+        return real(column, name, stored)
+
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="k")
+    batch = pa.table({"k": [1.0, 2.5], "v": [1, 1]})
+    monkeypatch.setattr(keygen, "key_text", former)
+    Table.open(path).upsert(batch)
+    monkeypatch.undo()
+    before = sorted(str(p) for p in Path(path).rglob("*"))
+    with pytest.raises(ConfigError, match="record key '1'"):
+        Table.open(path).upsert(batch)
+    assert sorted(str(p) for p in Path(path).rglob("*")) == before
