@@ -4,11 +4,13 @@ Policies (`hoodie.cleaner.policy`), per file group:
 
 - KEEP_LATEST_COMMITS (`hoodie.cleaner.commits.retained` = N): the earliest commit to
   retain, E, is the N-th latest completed write (commit, deltacommit, replacecommit,
-  compaction). Every slice based at or after E stays, and so does the newest slice based
-  before E (a read as of E needs it); older slices go. Nothing is cleaned while there are
-  N or fewer completed writes.
+  compaction), but never past the last completed write before the earliest write or
+  compaction still pending (Hudi's cap). Every slice based at or after E stays, and so does
+  the newest slice based before E (a read as of E needs it); older slices go. Nothing is
+  cleaned while there are N or fewer completed writes.
 - KEEP_LATEST_BY_HOURS (`hoodie.cleaner.hours.retained` = H): E is the oldest completed
-  write not older than H hours (the latest write when none is); then as above.
+  write not older than H hours, capped the same way; then as above. With no write in the
+  last H hours nothing is cleaned, as in Hudi.
 - KEEP_LATEST_FILE_VERSIONS (`hoodie.cleaner.fileversions.retained` = K): the newest K
   slices of every file group stay (savepointed slices do not count towards K).
 
@@ -20,8 +22,9 @@ clustering plan.
 
 Unlike Hudi, the plan's `earliestInstantToRetain` (and the metadata's
 `earliestCommitToRetain`) is recorded for KEEP_LATEST_FILE_VERSIONS too: the oldest
-completed write whose snapshot is still whole after the clean, so that reads as of older
-instants fail with a clear error.
+completed write whose snapshot is still whole after the clean (savepointed slices aside),
+so that reads as of older instants fail with a clear error. Under every policy the recorded
+bound never moves back below an earlier clean's.
 """
 
 from __future__ import annotations
@@ -163,24 +166,37 @@ class _Protection:
         base = self.compaction.get(key)
         if base is not None and file_slice.base_instant_time >= base:
             return True
+        return self.savepoints(file_slice)
+
+    def savepoints(self, file_slice: FileSlice) -> bool:
+        """Whether a savepoint lists a file of the slice."""
         return any(posixpath.basename(p) in self.savepointed for p in _files_of(file_slice))
 
 
 def earliest_commit_to_retain(
     timeline: Timeline, wc: WriteConfig, now: dt.datetime | None, timezone: str
 ) -> Instant | None:
+    """E under KEEP_LATEST_COMMITS or KEEP_LATEST_BY_HOURS (None: nothing to clean), never past the
+    last completed write before the earliest write or compaction still pending, as Hudi's
+    `CleanerUtils.getEarliestCommitToRetain` caps it: once that one completes, reads from before it
+    must still find it whole."""
     writes = timeline.completed_writes()
     if wc.cleaner_policy == KEEP_LATEST_COMMITS:
         n = wc.cleaner_commits_retained
-        return writes[-n] if len(writes) > n else None
-    if wc.cleaner_policy == KEEP_LATEST_BY_HOURS:
-        if not writes:
-            return None
+        nth = writes[-n] if len(writes) > n else None
+    elif wc.cleaner_policy == KEEP_LATEST_BY_HOURS:
         if now is None:
             now = dt.datetime.now(dt.UTC) if timezone == "UTC" else dt.datetime.now()
         cutoff = format_instant_time(now - dt.timedelta(hours=wc.cleaner_hours_retained))
-        return next((i for i in writes if i.time >= cutoff), writes[-1])
-    return None
+        # no write in the window: nothing is cleaned (Hudi's cleaner finds no partition to clean)
+        nth = next((i for i in writes if i.time >= cutoff), None)
+    else:
+        return None
+    pending = [i.time for i in (*timeline.pending_writes(), *timeline.pending(Action.COMPACTION))]
+    if nth is None or not pending or nth.time < min(pending):
+        return nth
+    before = [i for i in writes if i.time < min(pending)]
+    return before[-1] if before else nth
 
 
 def plan_clean(
@@ -219,14 +235,17 @@ def plan_clean(
         for s in doomed:
             files[group.partition_path].extend(_files_of(s))
         if by_versions and doomed:
-            kept = [s.base_instant_time for s in slices if s not in doomed]
+            # a savepointed slice stays, but the snapshots after it lost the doomed slices
+            kept = [s.base_instant_time for s in slices if s not in doomed and not protection.savepoints(s)]
             bound = min(kept) if kept else (replaced_at or "")
             readable_from = max(readable_from, bound)
     if by_versions:
         earliest = _first_write_at_or_after(timeline, readable_from) if readable_from else None
-        previous = last_clean_retained(storage, timeline)
-        if previous is not None and (earliest is None or previous[0] > earliest.time):
-            earliest = _first_write_at_or_after(timeline, previous[0]) or earliest
+    # The recorded bound never moves backwards (a later clean under another policy, or a smaller N,
+    # would otherwise promise snapshots an earlier clean made unreadable).
+    previous = last_clean_retained(storage, timeline)
+    if previous is not None and (earliest is None or previous[0] > earliest.time):
+        earliest = _first_write_at_or_after(timeline, previous[0]) or earliest
     return CleanPlan(policy, {p: tuple(sorted(v)) for p, v in files.items() if v}, earliest, last_commit)
 
 
@@ -252,7 +271,7 @@ def _by_versions(
         return [s for s in slices if not protection.keeps(group, s)]
     doomed = []
     for s in reversed(slices):
-        if any(posixpath.basename(p) in protection.savepointed for p in _files_of(s)):
+        if protection.savepoints(s):
             continue  # savepointed slices stay and do not count
         if keep > 0:
             keep -= 1

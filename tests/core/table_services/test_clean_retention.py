@@ -1,0 +1,126 @@
+"""What a clean records as the earliest instant still readable (`earliestCommitToRetain`), and the
+reads that check against it: the bound never promises an instant whose files the clean deleted, never
+moves backwards, stops before writes still in flight (as Hudi's `CleanerUtils` caps it), and an idle
+table under KEEP_LATEST_BY_HOURS keeps its history (Hudi cleans nothing when no commit is in the
+window). Found by a report-only exploration against a model of Hudi's `CleanPlanner`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakeward.core.write.client as client_mod
+from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.table import Table
+from lakeward.core.table_services.clean import schedule_clean
+from tests.core.table_services.clean_helpers import as_tuples, base_instants, new_scenario
+from tests.core.table_services.compaction_helpers import Background, Gate
+
+
+def test_file_versions_with_an_old_savepoint_records_the_oldest_whole_snapshot(tmp_path: Path) -> None:
+    s = new_scenario(
+        tmp_path / "t",
+        **{"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": 2},
+    )
+    for r in range(6):
+        s.upsert(r)
+    w = s.writes
+    s.table.savepoint(w[0])
+    result = s.table.clean()
+    assert result is not None
+    assert base_instants(s.path) == {"a": [w[0], w[4], w[5]], "b": [w[0], w[4], w[5]]}
+    # the savepointed slice is kept, yet snapshots between it and w4 lost their files
+    assert result.earliest_commit_to_retain == w[4]
+    for lost in w[1:4]:
+        with pytest.raises(InstantNotFoundError, match=f"oldest readable instant is {w[4]}"):
+            Table.open(s.path).read(as_of=lost)
+    s.assert_both_readers(as_of=w[0])  # the savepoint stays readable
+    s.assert_both_readers(as_of=w[4])
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_the_retained_bound_never_moves_backwards_when_the_policy_changes(tmp_path: Path, version: int) -> None:
+    s = new_scenario(
+        tmp_path / "t",
+        table_version=version,
+        **{"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": 2},
+    )
+    for r in range(3):
+        s.upsert(r, {"b": [4, 5]})
+    for r in range(3, 10):
+        s.upsert(r, {"a": [1, 2, 3]})
+    w = s.writes
+    first = s.table.clean()
+    assert first is not None and first.earliest_commit_to_retain == w[8]
+    s.reopen({"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", "hoodie.cleaner.commits.retained": 6})
+    second = s.table.clean()
+    assert second is not None and second.files_deleted > 0  # group b's slice of w1 goes
+    assert second.earliest_commit_to_retain == w[8]
+    for lost in w[4:8]:
+        with pytest.raises(InstantNotFoundError, match=f"oldest readable instant is {w[8]}"):
+            Table.open(s.path).read(as_of=lost)
+    s.assert_both_readers(as_of=w[8])
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_the_retained_bound_stops_before_a_write_in_flight(tmp_path: Path, monkeypatch, version: int) -> None:
+    """A write requested before the N-th latest completed write and still running: Hudi's cleaner keeps
+    the earliest commit to retain before it, so a consumer reading on from its last checkpoint gets that
+    write's records once it completes, instead of an error that tells it to begin past them."""
+    s = new_scenario(tmp_path / "t", table_version=version, **{"hoodie.cleaner.commits.retained": 2})
+    for r in range(4):
+        s.upsert(r)
+    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
+    slow_batch = pa.table({"id": [9], "part": ["c"], "ts": [100], "val": ["slow"]})
+    job = Background(lambda: Table.open(s.path).upsert(slow_batch).instant_time)
+    gate.wait()
+    try:
+        for r in range(4, 7):
+            s.upsert(r)
+        checkpoint = Table.open(s.path).timeline().completed_writes()[-1]
+        result = s.table.clean()
+        assert result is not None
+        assert result.earliest_commit_to_retain == s.writes[3]  # the last completed before the slow write
+    finally:
+        gate.release()
+    slow = job.result()
+    begin = checkpoint.completion_time or checkpoint.time if version != 6 else s.writes[3]
+    rows = as_tuples(Table.open(s.path).read_incremental(begin))
+    assert (9, "c", 100, "slow") in rows, rows
+    assert {r["_hoodie_commit_time"] for r in Table.open(s.path).read_incremental(begin).to_pylist()} >= {slow}
+
+
+def test_keep_latest_by_hours_cleans_nothing_on_a_table_idle_for_longer(tmp_path: Path) -> None:
+    s = new_scenario(
+        tmp_path / "t", **{"hoodie.cleaner.policy": "keep_latest_by_hours", "hoodie.cleaner.hours.retained": 1}
+    )
+    for r in range(5):
+        s.upsert(r)
+    latest = dt.datetime.strptime(s.writes[-1][:14], "%Y%m%d%H%M%S")
+    assert schedule_clean(s.table._writer(), now=latest + dt.timedelta(hours=3)) is None
+    for instant in s.writes:
+        s.assert_both_readers(as_of=instant)
+
+
+def test_an_incremental_read_over_a_compaction_before_the_retained_bound(tmp_path: Path) -> None:
+    """A compaction changes no record: a range that covers one older than the bound, but only data
+    writes within it, reads them."""
+    s = new_scenario(
+        tmp_path / "t", "MERGE_ON_READ", **{"hoodie.cleaner.commits.retained": 2, "hoodie.metadata.enable": False}
+    )
+    for r in range(4):
+        s.upsert(r)
+    compaction = s.table.schedule_compaction(force=True)
+    assert compaction is not None
+    s.table.run_compaction(compaction)
+    d4 = s.upsert(4, {"a": [1]})
+    s.upsert(5, {"a": [2]})
+    result = s.table.clean()
+    assert result is not None and result.earliest_commit_to_retain == d4
+    rows = as_tuples(Table.open(s.path).read_incremental(s.writes[3]))
+    assert rows == sorted(r for r in s.rows.values() if r[2] >= 4)
+    with pytest.raises(InstantNotFoundError, match="no longer retained"):
+        Table.open(s.path).read_incremental(s.writes[2])  # d3's rows are in a cleaned slice
