@@ -521,6 +521,7 @@ class Table:
             self._undo_empty_bootstrap()
             raise
         self._compact_inline()
+        self._clean_automatic()
         return result
 
     def _undo_empty_bootstrap(self) -> None:
@@ -635,6 +636,14 @@ class Table:
         instant = self.services.compaction.schedule()
         if instant is not None:
             self.services.compaction.execute(instant)
+
+    def _clean_automatic(self) -> None:
+        """`hoodie.clean.automatic=true`: after a write, clean once `hoodie.clean.max.commits` writes
+        completed since the last clean (Hudi's NUM_COMMITS trigger), in the writer's thread."""
+        client = self._writer(write=True)
+        wc = client.write_config
+        if wc.clean_automatic and self.service_state().writes_since_clean >= wc.clean_max_commits:
+            self.clean()
 
     # -- clustering ---------------------------------------------------------------------------
     def schedule_clustering(self) -> str | None:

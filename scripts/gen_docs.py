@@ -28,7 +28,7 @@ from pydantic_core import PydanticUndefined
 
 from lakeward.core.config.lock import LockConfig
 from lakeward.core.config.read import READ_DEFAULTS, READ_KEYS
-from lakeward.core.config.write import TABLE_CREATE_KEYS, WriteConfig
+from lakeward.core.config.write import ALTERNATIVE_KEYS, TABLE_CREATE_KEYS, WriteConfig
 from lakeward.services.api.app import create_app
 from lakeward.services.daemon import Daemon
 from lakeward.services.settings import ENV_PREFIX, DaemonSettings, load_settings
@@ -50,6 +50,10 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "hoodie.bucket.index.num.buckets": "buckets per partition (BUCKET index)",
     "hoodie.cleaner.commits.retained": "commits whose snapshots stay readable",
+    "hoodie.clean.automatic": "`true`: a writer cleans after its write once `hoodie.clean.max.commits` writes "
+    "completed since the last clean, as Hudi's writers do (Hudi's default is `true`; lakeward leaves cleaning to "
+    "the daemon, `Table.clean` and `lakeward clean` unless asked)",
+    "hoodie.clean.max.commits": "with `hoodie.clean.automatic`: writes since the last clean that trigger one",
     "hoodie.cleaner.fileversions.retained": "slices kept per file group (file-versions policy)",
     "hoodie.cleaner.hours.retained": "hours kept (by-hours policy)",
     "hoodie.cleaner.policy": "or `KEEP_LATEST_FILE_VERSIONS`, `KEEP_LATEST_BY_HOURS`",
@@ -253,7 +257,9 @@ def _model_rows(model: type[BaseModel]) -> list[tuple[str, str, str, str]]:
     rows = []
     for field in model.model_fields.values():
         key = str(field.alias)
-        rows.append((key, _type_name(field.annotation), _default(field), DESCRIPTIONS.get(key, "")))
+        others = [f"`{k}`" for k, canonical in ALTERNATIVE_KEYS.items() if canonical == key]
+        meaning = DESCRIPTIONS.get(key, "") + (f" (also spelled {', '.join(others)})" if others else "")
+        rows.append((key, _type_name(field.annotation), _default(field), meaning))
     return sorted(rows)
 
 

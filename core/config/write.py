@@ -133,6 +133,10 @@ class WriteConfig(BaseModel):
     cleaner_file_versions_retained: int = Field(3, alias="hoodie.cleaner.fileversions.retained", gt=0)
     #: KEEP_LATEST_BY_HOURS: every file slice needed to read as of the commits of the last N hours stays.
     cleaner_hours_retained: int = Field(24, alias="hoodie.cleaner.hours.retained", gt=0)
+    #: Writers clean after their write (once `clean_max_commits` writes completed since the last clean).
+    #: Hudi's default is true; lakeward's is false: the daemon, `Table.clean` or the CLI clean.
+    clean_automatic: bool = Field(False, alias="hoodie.clean.automatic")
+    clean_max_commits: int = Field(1, alias="hoodie.clean.max.commits", gt=0)
     parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
     #: Compaction (merge-on-read): schedule and run one after each write when due.
     compact_inline: bool = Field(False, alias="hoodie.compact.inline")
@@ -274,6 +278,17 @@ def write_table_version(options: Mapping[str, Any]) -> int | None:
         ) from None
 
 
+#: Other spellings of write option keys, as Apache Hudi accepts them (its `withAlternatives`): Hudi 1.x
+#: documents the cleaner's keys as `hoodie.clean.*`, and 0.x as `hoodie.cleaner.*`.
+ALTERNATIVE_KEYS: dict[str, str] = {
+    "hoodie.clean.policy": "hoodie.cleaner.policy",
+    "hoodie.clean.commits.retained": "hoodie.cleaner.commits.retained",
+    "hoodie.clean.fileversions.retained": "hoodie.cleaner.fileversions.retained",
+    "hoodie.clean.hours.retained": "hoodie.cleaner.hours.retained",
+    "hoodie.clean.failed.writes.policy": "hoodie.cleaner.policy.failed.writes",
+}
+
+
 def _alias_map() -> dict[str, str]:
     return {f.alias: name for name, f in WriteConfig.model_fields.items() if f.alias}
 
@@ -288,13 +303,20 @@ def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset
     two namespaces are errors naming the key (a misspelt option must not be silently dropped)."""
     aliases = _alias_map()
     values: dict[str, Any] = {}
-    for key, value in (options or {}).items():
+    spelled: dict[str, str] = {}  # canonical key -> the key the options used
+    for given, value in (options or {}).items():
+        key = ALTERNATIVE_KEYS.get(given, given)
+        if key in values and str(values[key]) != str(value):
+            raise ConfigError(
+                f"options {spelled[key]}={values[key]!r} and {given}={value!r} set one option to two values"
+            )
+        spelled.setdefault(key, given)
         if key in aliases:
             values[key] = value
         elif key in extra_known or key in TABLE_CREATE_KEYS or key in LAKEWARD_SERVICE_KEYS:
             continue
         elif key.startswith(("hoodie.", "lakeward.")):
-            known = [*aliases, *extra_known, *TABLE_CREATE_KEYS, *LAKEWARD_SERVICE_KEYS]
+            known = [*aliases, *ALTERNATIVE_KEYS, *extra_known, *TABLE_CREATE_KEYS, *LAKEWARD_SERVICE_KEYS]
             raise ConfigError(
                 f"unknown option {key!r}{did_you_mean(key, known)} (every supported option: docs/configuration.md)"
             )
@@ -307,4 +329,4 @@ def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset
         field = str(err["loc"][0]) if err["loc"] else "?"
         alias = WriteConfig.model_fields[field].alias if field in WriteConfig.model_fields else None
         key = alias or field
-        raise ConfigError(f"option {key}={values.get(str(key))!r} is invalid: {err['msg']}") from None
+        raise ConfigError(f"option {spelled.get(key, key)}={values.get(str(key))!r} is invalid: {err['msg']}") from None

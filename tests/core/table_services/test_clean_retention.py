@@ -16,6 +16,7 @@ import lakeward.core.write.client as client_mod
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import schedule_clean
+from lakeward.core.timeline import Action
 from tests.core.table_services.clean_helpers import as_tuples, base_instants, new_scenario
 from tests.core.table_services.compaction_helpers import Background, Gate
 
@@ -124,3 +125,46 @@ def test_an_incremental_read_over_a_compaction_before_the_retained_bound(tmp_pat
     assert rows == sorted(r for r in s.rows.values() if r[2] >= 4)
     with pytest.raises(InstantNotFoundError, match="no longer retained"):
         Table.open(s.path).read_incremental(s.writes[2])  # d3's rows are in a cleaned slice
+
+
+def test_hudi_1x_clean_key_spellings_are_accepted() -> None:
+    from lakeward.core.config.write import parse_write_config
+
+    spelled = parse_write_config(
+        {
+            "hoodie.clean.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.clean.fileversions.retained": "4",
+            "hoodie.clean.commits.retained": "7",
+            "hoodie.clean.hours.retained": "5",
+        }
+    )
+    assert (spelled.cleaner_policy, spelled.cleaner_file_versions_retained) == ("KEEP_LATEST_FILE_VERSIONS", 4)
+    assert (spelled.cleaner_commits_retained, spelled.cleaner_hours_retained) == (7, 5)
+    from lakeward.core.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="hoodie.clean.commits.retained.*hoodie.cleaner.commits.retained"):
+        parse_write_config({"hoodie.clean.commits.retained": "7", "hoodie.cleaner.commits.retained": "3"})
+    with pytest.raises(ConfigError, match="hoodie.clean.commits.retained"):
+        parse_write_config({"hoodie.clean.commits.retained": "0"})
+
+
+def test_automatic_clean_after_writes(tmp_path: Path) -> None:
+    """`hoodie.clean.automatic=true`: a writer cleans after its write once `hoodie.clean.max.commits`
+    writes completed since the last clean, as Hudi's writers do (lakeward's default leaves cleaning to
+    the daemon or `Table.clean`)."""
+    s = new_scenario(
+        tmp_path / "t",
+        **{"hoodie.clean.commits.retained": 2, "hoodie.clean.automatic": "true", "hoodie.clean.max.commits": 3},
+    )
+    cleans = []
+    for r in range(10):
+        s.upsert(r)
+        cleans.append(len(s.table.timeline().completed(Action.CLEAN)))
+    # every third write cleans; the first time (3 writes, 2 retained) nothing is old enough yet
+    assert cleans == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+    assert base_instants(s.path) == {"a": s.writes[-3:], "b": s.writes[-3:]}
+    s.assert_both_readers()
+    manual = new_scenario(tmp_path / "m", **{"hoodie.clean.commits.retained": 2})
+    for r in range(5):
+        manual.upsert(r)
+    assert not manual.table.timeline().completed(Action.CLEAN)  # lakeward's default: no clean by writers
