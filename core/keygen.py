@@ -29,6 +29,11 @@ def _stored_type(schema: pa.Schema | None, name: str) -> pa.DataType | None:
 
 
 def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
+    if name not in batch.column_names and name.split(".")[0] in batch.column_names:
+        raise SchemaError(
+            f"the table uses the nested field {name!r} as {role}, which lakeward does not support (Hudi "
+            "accepts dotted paths into struct columns): use a top-level column"
+        )
     if name not in batch.column_names:
         raise SchemaError(
             f"the batch has no column {name!r}, which the table uses as {role}; batch columns: {batch.column_names}"

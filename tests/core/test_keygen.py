@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakeward.core.exceptions import ConfigError, CorruptTableError, InvalidRecordError
+from lakeward.core.exceptions import ConfigError, CorruptTableError, InvalidRecordError, SchemaError
 from lakeward.core.table import Table
 
 KEYGEN = "org.apache.hudi.keygen."
@@ -493,3 +493,37 @@ def test_a_table_whose_floating_keys_were_written_the_former_way_is_refused(tmp_
     with pytest.raises(ConfigError, match="record key '1'"):
         Table.open(path).upsert(batch)
     assert sorted(str(p) for p in Path(path).rglob("*")) == before
+
+
+def test_dictionary_and_view_columns_are_written_as_their_values(tmp_path):
+    """pandas categoricals and polars strings arrive as dictionary- or view-typed Arrow columns: they are
+    plain strings to Hudi, as keys, partitions and data alike."""
+    import pandas as pd
+
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
+    frame = pd.DataFrame({"id": ["a", "b"], "city": pd.Categorical(["sf", "ny"]), "v": pd.Categorical(["x", "y"])})
+    t.upsert(frame)
+    views = pa.table(
+        {
+            "id": pa.array(["a", "c"]).cast(pa.string_view()),
+            "city": pa.array(["sf", "la"]).dictionary_encode(),
+            "v": pa.array(["x2", "z"]).cast(pa.string_view()),
+        }
+    )
+    result = Table.open(t.path).upsert(views)
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    read = Table.open(t.path).read()
+    assert read.schema.field("city").type == pa.string() and read.schema.field("v").type == pa.string()
+    assert sorted((r["id"], r["city"], r["v"]) for r in read.to_pylist()) == [
+        ("a", "sf", "x2"),
+        ("b", "ny", "y"),
+        ("c", "la", "z"),
+    ]
+    assert partition_dirs(t) == {"sf", "ny", "la"}
+
+
+def test_a_nested_key_field_is_refused_as_unsupported(tmp_path):
+    t = Table.create(str(tmp_path / "t"), record_key="s.id")
+    batch = pa.table({"s": pa.array([{"id": 1}], pa.struct([("id", pa.int64())])), "v": [1]})
+    with pytest.raises(SchemaError, match=r"nested field 's.id'.*does not support"):
+        t.upsert(batch)

@@ -56,18 +56,35 @@ log = logging.getLogger(__name__)
 
 
 def to_arrow(data: Any) -> pa.Table:
-    """Accept a pyarrow Table or RecordBatch, a pandas or Spark DataFrame, or a list of dicts."""
+    """Accept a pyarrow Table or RecordBatch, a pandas or Spark DataFrame, or a list of dicts; columns
+    of dictionary or view types (pandas categoricals, polars strings) come out as their plain types."""
     if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, list):
-        return pa.Table.from_pylist(data)
-    if is_spark_dataframe(data):
-        return data.toArrow()  # the local engine was chosen explicitly: collect to this process
-    if type(data).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table")
+        table = data
+    elif isinstance(data, pa.RecordBatch):
+        table = pa.Table.from_batches([data])
+    elif isinstance(data, list):
+        table = pa.Table.from_pylist(data)
+    elif is_spark_dataframe(data):
+        table = data.toArrow()  # the local engine was chosen explicitly: collect to this process
+    elif type(data).__module__.startswith("pandas"):
+        table = pa.Table.from_pandas(data, preserve_index=False)
+    else:
+        raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table")
+    return _plain_types(table)
+
+
+#: Arrow's alternative layouts of a type, and the type Hudi (Avro) knows them as.
+_VIEW_TYPES = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+
+
+def _plain_types(table: pa.Table) -> pa.Table:
+    """The batch with dictionary-encoded and view-typed columns cast to their plain value types."""
+    for i, field in enumerate(table.schema):
+        typ = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        typ = _VIEW_TYPES.get(typ, typ)
+        if typ != field.type:
+            table = table.set_column(i, field.with_type(typ), table.column(i).cast(typ))
+    return table
 
 
 #: Operations that honour `_hoodie_is_deleted`: an upsert deletes the flagged keys; the others, which look
