@@ -68,14 +68,17 @@ def log_file_written_by(storage: Storage, path: str, instant_time: str) -> bool:
 
 
 def holds_only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
-    """Whether the log or `.cdc` file at `path` exists and every block in it carries `instant_time`.
+    """Whether the log or `.cdc` file at `path` exists, holds a readable block of `instant_time`, and
+    every readable block in it carries `instant_time`.
 
     Without a marker this is the only evidence that a file is a failed write's own: a write's
     `.cdc` blocks carry its instant, while those of a compaction or of change tracking carry the
-    (completed) instants whose changes they hold.
+    (completed) instants whose changes they hold. A file with no readable block gives no such
+    evidence (a completed commit's damaged log, kept for repair, or a file another writer is
+    writing), so it is never taken for the instant's.
     """
     instants = block_instant_times(storage, path)
-    return instants is not None and instants <= {instant_time}
+    return instants == {instant_time}
 
 
 def list_markers(storage: Storage, instant_time: str) -> list[Marker]:

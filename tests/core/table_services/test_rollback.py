@@ -10,9 +10,9 @@ import pytest
 from lakeward import Table
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, RollbackAbortedError
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.rollback import resume_rollback
+from lakeward.core.table_services.rollback import resume_rollback, rollback_pending_instant
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans, new_instant_time
-from lakeward.core.timeline.transitions import create_requested
+from lakeward.core.timeline.transitions import create_requested, transition_to_inflight
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table
 
 
@@ -151,3 +151,34 @@ def test_rolling_back_a_write_that_left_no_markers_keeps_the_change_data_of_othe
     assert reopened.read_changes(first).to_pylist()[: len(changes_before)] == changes_before
     reopened.upsert(_batch([5], "d"))  # writes go on
     assert _values(path)[5] == "d5"
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_rollback_without_markers_keeps_log_files_with_no_readable_block(tmp_path: Path, version: int) -> None:
+    """A failed delta commit without per-file markers (a Hudi job with timeline-server markers, or a
+    writer that died early) is rolled back by listing log files that hold its blocks alone. A log file
+    with no readable block at all gives no sign of being its: a completed commit's damaged log (kept
+    for repair) or another writer's file being written must stay."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="p",
+        table_type="MERGE_ON_READ",
+        table_version=version,
+        options={"hoodie.metadata.enable": "false"},
+    )
+    table.upsert(_batch([1, 2], "a"))
+    table.upsert(_batch([2], "b"))  # a log file of a completed delta commit
+    [log] = [Path(path) / f for f in _data_files(path) if ".log." in f]
+    data = bytearray(log.read_bytes())
+    data[-8:] = (1).to_bytes(8, "big")  # its trailing block length damaged: no readable block left
+    log.write_bytes(bytes(data))
+    dead = new_instant_time(table.timeline().latest_time())  # requested, then its writer died: no markers
+    requested = create_requested(table.storage, dead, Action.DELTA_COMMIT, layout=table.timeline().instants[-1].layout)
+    transition_to_inflight(table.storage, requested)
+    [pending] = Table.open(path).timeline().pending_writes()
+    result = rollback_pending_instant(table.storage, pending, new_instant_time(pending.time))
+    assert str(log.relative_to(path)) not in result.deleted_files
+    assert log.exists()
+    assert dead not in {i.time for i in Table.open(path).timeline().instants}
