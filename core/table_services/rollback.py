@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lakeward.core.exceptions import InstantExistsError, MetadataTableError, RollbackAbortedError
+from lakeward.core.file_group.log_file.reader import block_instant_times
 from lakeward.core.file_group.metadata_listing import (
     keeps_metadata_table,
     load_metadata_timeline,
@@ -252,6 +253,14 @@ def rollback_completed_instant(
     if not instant.is_completed:
         raise ValueError(f"{instant} is pending; use rollback_pending_instant")
     check_metadata_rollback(storage, instant.time)
+    shared = _logs_shared_with_other_instants(storage, instant)
+    if shared:
+        raise RollbackAbortedError(
+            f"cannot roll back {instant.action.value} {instant.time}: its log blocks share {shared[0]} with "
+            "other commits' blocks (a Hudi 0.x writer appended them to one log file, as on HDFS), and undoing "
+            "them takes a rollback command block, which lakeward does not write; nothing was changed. Roll it "
+            "back with Apache Hudi, or restore a savepoint from before it"
+        )
     files = rollback_files(storage, instant)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in files:
@@ -265,6 +274,22 @@ def rollback_completed_instant(
         storage, rollback_time, Action.ROLLBACK, avro_plans.serialize(avro_plans.ROLLBACK_PLAN, plan), instant.layout
     )
     return resume_rollback(storage, requested, completed_target=True, timezone=timezone)
+
+
+def _logs_shared_with_other_instants(storage: Storage, instant: Instant) -> list[str]:
+    """Log files the completed delta commit's write stats list that hold other instants' blocks too."""
+    if instant.action is not Action.DELTA_COMMIT:
+        return []
+    paths = {p for stat in read_commit_metadata(storage, instant).write_stats() for p in stat.files()}
+    shared = []
+    for path in sorted(paths):
+        parsed = _log_file(path)
+        if parsed is None or parsed.is_cdc:
+            continue
+        instants = block_instant_times(storage, path) or set()
+        if instant.time in instants and len(instants) > 1:
+            shared.append(path)
+    return shared
 
 
 def pending_rollbacks(timeline: Timeline) -> list[Instant]:

@@ -182,3 +182,45 @@ def test_a_rollback_without_markers_keeps_log_files_with_no_readable_block(tmp_p
     assert str(log.relative_to(path)) not in result.deleted_files
     assert log.exists()
     assert dead not in {i.time for i in Table.open(path).timeline().instants}
+
+
+def test_rolling_back_a_commit_whose_blocks_share_a_log_file_is_refused(tmp_path: Path) -> None:
+    """Hudi 0.x on HDFS appends a delta commit's blocks to the slice's latest log file. Rolling such a
+    commit back takes a rollback command block, which lakeward does not write yet: deleting nothing
+    left its blocks on storage, and once archival moved past it readers took them for committed and
+    brought the rolled-back rows back. The rollback is refused, the table left as it was."""
+    import json
+
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="p",
+        table_type="MERGE_ON_READ",
+        table_version=6,
+        options={"hoodie.metadata.enable": "false"},
+    )
+    table.upsert(_batch([1, 2], "a"))
+    table.upsert(_batch([2], "b"))
+    second = table.upsert(_batch([2], "c")).instant_time
+    first_log, second_log = sorted((Path(path) / f for f in _data_files(path) if ".log." in f), key=lambda p: p.name)
+    offset = first_log.stat().st_size
+    with first_log.open("ab") as out:  # as an HDFS writer appends: one log file, two commits' blocks
+        out.write(second_log.read_bytes())
+    second_log.unlink()
+    commit = Path(path) / ".hoodie" / f"{second}.deltacommit"
+    metadata = json.loads(commit.read_text())
+    for stat in [s for stats in metadata["partitionToWriteStats"].values() for s in stats]:
+        stat["path"] = str(first_log.relative_to(path))
+        stat["logOffset"], stat["fileSizeInBytes"], stat["logFiles"] = (
+            offset,
+            first_log.stat().st_size,
+            [first_log.name],
+        )
+    commit.write_text(json.dumps(metadata))
+    assert _values(path)[2] == "c2"
+    before = sorted(str(p) for p in Path(path).rglob("*"))
+    with pytest.raises(RollbackAbortedError, match="rollback command block"):
+        Table.open(path).rollback(second)
+    assert sorted(str(p) for p in Path(path).rglob("*")) == before
+    assert _values(path)[2] == "c2"
