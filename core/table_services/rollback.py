@@ -74,13 +74,10 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
     """
     markers = list_markers(storage, instant.time)
     if markers:
-        return sorted(
-            {
-                m.data_path
-                for m in markers
-                if m.io_type != "APPEND" or log_file_written_by(storage, m.data_path, instant.time)
-            }
-        )
+        appended = {m.data_path for m in markers if m.io_type == "APPEND"}
+        own = {p for p in appended if log_file_written_by(storage, p, instant.time)}
+        _warn_of_shared_logs(storage, instant, sorted(appended - own))
+        return sorted({m.data_path for m in markers if m.io_type != "APPEND"} | own)
     log.warning(
         "instant %s has no markers; rolling back by listing base files named with it and log files "
         "holding only its blocks",
@@ -100,6 +97,22 @@ def _files_written(storage: Storage, instant: Instant) -> list[str]:
         ):
             found.append(entry.path)  # log names carry the base instant: read the blocks' instants
     return sorted(found)
+
+
+def _warn_of_shared_logs(storage: Storage, instant: Instant, paths: list[str]) -> None:
+    """Warn of log files that hold the failed instant's blocks beside other instants' (a Hudi 0.x
+    writer appending, as on HDFS): they stay, since rolling those blocks back takes a rollback command
+    block, which lakeward does not write. Readers skip the blocks while the instant is newer than the
+    active timeline; once archival passes it, a v6 reader takes them for committed (Hudi's rule)."""
+    shared = [p for p in paths if instant.time in (block_instant_times(storage, p) or set())]
+    if shared:
+        log.warning(
+            "rolling back %s leaves its log blocks in %s, which hold other commits' blocks too: lakeward "
+            "writes no rollback command block; roll the instant back with Apache Hudi before archival "
+            "passes it, or compact and clean those file slices",
+            instant,
+            shared,
+        )
 
 
 def _completed(storage: Storage, instant_time: str, action: Action, layout: TimelineLayout) -> bool:

@@ -224,3 +224,39 @@ def test_rolling_back_a_commit_whose_blocks_share_a_log_file_is_refused(tmp_path
         Table.open(path).rollback(second)
     assert sorted(str(p) for p in Path(path).rglob("*")) == before
     assert _values(path)[2] == "c2"
+
+
+def test_a_failed_write_whose_blocks_share_a_log_file_is_rolled_back_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed Hudi 0.x delta commit that appended its blocks to a log file holding committed blocks
+    (as on HDFS): the file stays (the committed blocks are in it), readers skip the failed blocks, and
+    the rollback says that only a rollback command block, which lakeward does not write, removes them
+    for good."""
+    from lakeward.core.write.markers import create_marker
+
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="p",
+        table_type="MERGE_ON_READ",
+        table_version=6,
+        options={"hoodie.metadata.enable": "false"},
+    )
+    table.upsert(_batch([1, 2], "a"))
+    table.upsert(_batch([2], "b"))
+    failed = table.upsert(_batch([2], "x")).instant_time
+    first_log, second_log = sorted((Path(path) / f for f in _data_files(path) if ".log." in f), key=lambda p: p.name)
+    with first_log.open("ab") as out:
+        out.write(second_log.read_bytes())
+    second_log.unlink()
+    (Path(path) / ".hoodie" / f"{failed}.deltacommit").unlink()  # as if its writer died before completing
+    create_marker(table.storage, failed, "a", first_log.name, "APPEND")
+    [pending] = Table.open(path).timeline().pending_writes()
+    with caplog.at_level("WARNING"):
+        result = rollback_pending_instant(table.storage, pending, new_instant_time(pending.time))
+    assert result.deleted_files == ()
+    assert first_log.exists()
+    assert "rollback command block" in caplog.text and first_log.name in caplog.text
+    assert _values(path)[2] == "b2"
