@@ -54,6 +54,8 @@ DESCRIPTIONS: dict[str, str] = {
     "completed since the last clean, as Hudi's writers do (Hudi's default is `true`; lakeward leaves cleaning to "
     "the daemon, `Table.clean` and `lakeward clean` unless asked)",
     "hoodie.clean.max.commits": "with `hoodie.clean.automatic`: writes since the last clean that trigger one",
+    "hoodie.cleaner.incremental.mode": "accepted for Hudi jobs' option sets; lakeward plans each clean over every "
+    "file group, which deletes the same files as Hudi's incremental planning",
     "hoodie.cleaner.fileversions.retained": "slices kept per file group (file-versions policy)",
     "hoodie.cleaner.hours.retained": "hours kept (by-hours policy)",
     "hoodie.cleaner.policy": "or `KEEP_LATEST_FILE_VERSIONS`, `KEEP_LATEST_BY_HOURS`",

@@ -137,6 +137,9 @@ class WriteConfig(BaseModel):
     #: Hudi's default is true; lakeward's is false: the daemon, `Table.clean` or the CLI clean.
     clean_automatic: bool = Field(False, alias="hoodie.clean.automatic")
     clean_max_commits: int = Field(1, alias="hoodie.clean.max.commits", gt=0)
+    #: Accepted for Hudi jobs' option sets: lakeward plans every clean over every file group, which
+    #: deletes the same files as Hudi's incremental planning (it only saves Hudi a listing).
+    clean_incremental_mode: bool = Field(True, alias="hoodie.cleaner.incremental.mode")
     parallelism: int | None = Field(None, alias="hoodie.upsert.shuffle.parallelism", gt=0)
     #: Compaction (merge-on-read): schedule and run one after each write when due.
     compact_inline: bool = Field(False, alias="hoodie.compact.inline")

@@ -136,6 +136,7 @@ def test_hudi_1x_clean_key_spellings_are_accepted() -> None:
             "hoodie.clean.fileversions.retained": "4",
             "hoodie.clean.commits.retained": "7",
             "hoodie.clean.hours.retained": "5",
+            "hoodie.cleaner.incremental.mode": "false",
         }
     )
     assert (spelled.cleaner_policy, spelled.cleaner_file_versions_retained) == ("KEEP_LATEST_FILE_VERSIONS", 4)
