@@ -521,7 +521,8 @@ class Table:
             self._undo_empty_bootstrap()
             raise
         self._compact_inline()
-        self._clean_automatic()
+        if client.write_config.clean_automatic:
+            self._clean_automatic(client.write_config.clean_max_commits)
         return result
 
     def _undo_empty_bootstrap(self) -> None:
@@ -637,12 +638,10 @@ class Table:
         if instant is not None:
             self.services.compaction.execute(instant)
 
-    def _clean_automatic(self) -> None:
-        """`hoodie.clean.automatic=true`: after a write, clean once `hoodie.clean.max.commits` writes
-        completed since the last clean (Hudi's NUM_COMMITS trigger), in the writer's thread."""
-        client = self._writer(write=True)
-        wc = client.write_config
-        if wc.clean_automatic and self.service_state().writes_since_clean >= wc.clean_max_commits:
+    def _clean_automatic(self, max_commits: int) -> None:
+        """`hoodie.clean.automatic=true`: after a write, clean once `max_commits` writes completed since
+        the last clean (Hudi's NUM_COMMITS trigger, `hoodie.clean.max.commits`), in the writer's thread."""
+        if self.service_state().writes_since_clean >= max_commits:
             self.clean()
 
     # -- clustering ---------------------------------------------------------------------------
