@@ -82,9 +82,8 @@ def record_keys(batch: pa.Table, config: TableConfig, schema: pa.Schema | None =
 _ESCAPED = frozenset(
     [chr(c) for c in range(0x20)] + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[", "]", "^"]
 )
-#: Characters that would split a value into folders when partition values are not encoded (a
-#: backslash separates nothing on POSIX file systems and object stores: Hudi writes `a\b` as it is).
-PATH_SEPARATORS = ("/",)
+#: Characters that would split a value into folders when partition values are not encoded.
+PATH_SEPARATORS = ("/", "\\")
 URL_ENCODE_OPTION = "hoodie.datasource.write.partitionpath.urlencode"
 
 

@@ -527,17 +527,3 @@ def test_a_nested_key_field_is_refused_as_unsupported(tmp_path):
     batch = pa.table({"s": pa.array([{"id": 1}], pa.struct([("id", pa.int64())])), "v": [1]})
     with pytest.raises(SchemaError, match=r"nested field 's.id'.*does not support"):
         t.upsert(batch)
-
-
-def test_a_backslash_in_a_partition_value_is_one_folder_name(tmp_path):
-    """Without URL encoding Hudi writes the folder `a\\b` as it is: a backslash separates nothing on
-    POSIX file systems and object stores."""
-    from tests.interop.test_hudi_rs_mor_writes import hudi_read
-
-    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
-    t.upsert(pa.table({"id": [1, 2], "city": ["a\\b", "c"], "v": [1, 2]}))
-    assert partition_dirs(t) == {"a\\b", "c"}
-    assert keys_and_partitions(t) == [("1", "a\\b"), ("2", "c")]
-    assert t.read(filters=[("city", "=", "a\\b")]).column("id").to_pylist() == [1]
-    rows = pa.Table.from_batches(hudi_read(t.path))
-    assert sorted(rows.column("city").to_pylist()) == ["a\\b", "c"]
