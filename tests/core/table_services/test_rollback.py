@@ -192,22 +192,7 @@ def test_rolling_back_a_commit_whose_blocks_share_a_log_file_is_refused(tmp_path
     import json
 
     path = str(tmp_path / "t")
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="p",
-        table_type="MERGE_ON_READ",
-        table_version=6,
-        options={"hoodie.metadata.enable": "false"},
-    )
-    table.upsert(_batch([1, 2], "a"))
-    table.upsert(_batch([2], "b"))
-    second = table.upsert(_batch([2], "c")).instant_time
-    first_log, second_log = sorted((Path(path) / f for f in _data_files(path) if ".log." in f), key=lambda p: p.name)
-    offset = first_log.stat().st_size
-    with first_log.open("ab") as out:  # as an HDFS writer appends: one log file, two commits' blocks
-        out.write(second_log.read_bytes())
-    second_log.unlink()
+    table, second, first_log, offset = _appended_to_the_first_log(path, "c")
     commit = Path(path) / ".hoodie" / f"{second}.deltacommit"
     metadata = json.loads(commit.read_text())
     for stat in [s for stats in metadata["partitionToWriteStats"].values() for s in stats]:
@@ -236,6 +221,22 @@ def test_a_failed_write_whose_blocks_share_a_log_file_is_rolled_back_with_a_warn
     from lakeward.core.write.markers import create_marker
 
     path = str(tmp_path / "t")
+    table, failed, first_log, _ = _appended_to_the_first_log(path, "x")
+    (Path(path) / ".hoodie" / f"{failed}.deltacommit").unlink()  # as if its writer died before completing
+    create_marker(table.storage, failed, "a", first_log.name, "APPEND")
+    [pending] = Table.open(path).timeline().pending_writes()
+    with caplog.at_level("WARNING"):
+        result = rollback_pending_instant(table.storage, pending, new_instant_time(pending.time))
+    assert result.deleted_files == ()
+    assert first_log.exists()
+    assert "rollback command block" in caplog.text and first_log.name in caplog.text
+    assert _values(path)[2] == "b2"
+
+
+def _appended_to_the_first_log(path: str, last: str) -> tuple[Table, str, Path, int]:
+    """A v6 merge-on-read table whose last delta commit (values `last`) appended its blocks to the log
+    file of the commit before, as a Hudi 0.x writer does on HDFS: (table, its instant, that log file,
+    the offset its blocks start at)."""
     table = Table.create(
         path,
         record_key="id",
@@ -246,17 +247,10 @@ def test_a_failed_write_whose_blocks_share_a_log_file_is_rolled_back_with_a_warn
     )
     table.upsert(_batch([1, 2], "a"))
     table.upsert(_batch([2], "b"))
-    failed = table.upsert(_batch([2], "x")).instant_time
+    instant = table.upsert(_batch([2], last)).instant_time
     first_log, second_log = sorted((Path(path) / f for f in _data_files(path) if ".log." in f), key=lambda p: p.name)
+    offset = first_log.stat().st_size
     with first_log.open("ab") as out:
         out.write(second_log.read_bytes())
     second_log.unlink()
-    (Path(path) / ".hoodie" / f"{failed}.deltacommit").unlink()  # as if its writer died before completing
-    create_marker(table.storage, failed, "a", first_log.name, "APPEND")
-    [pending] = Table.open(path).timeline().pending_writes()
-    with caplog.at_level("WARNING"):
-        result = rollback_pending_instant(table.storage, pending, new_instant_time(pending.time))
-    assert result.deleted_files == ()
-    assert first_log.exists()
-    assert "rollback command block" in caplog.text and first_log.name in caplog.text
-    assert _values(path)[2] == "b2"
+    return table, instant, first_log, offset
