@@ -25,6 +25,7 @@ import functools
 import json
 import posixpath
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -100,12 +101,12 @@ def persisted_instants(storage: Storage, stats: Sequence[WriteStat]) -> dict[str
 
 def visible_before(visible: VisibleInstants, instant_time: str) -> VisibleInstants:
     """What a reader saw right before `instant_time` completed."""
-    return VisibleInstants(frozenset(t for t in visible.completed if t < instant_time), visible.archived_before)
+    return replace(visible, completed=frozenset(t for t in visible.completed if t < instant_time), as_of=None)
 
 
 def visible_through(visible: VisibleInstants, instant_time: str) -> VisibleInstants:
     """What a reader saw right after `instant_time` completed."""
-    return VisibleInstants(frozenset(t for t in visible.completed if t <= instant_time), visible.archived_before)
+    return replace(visible, completed=frozenset(t for t in visible.completed if t <= instant_time), as_of=None)
 
 
 def slice_with_log(group: FileGroup, log_name: str) -> FileSlice | None:

@@ -8,7 +8,7 @@ range, its stable end, the range as a row filter); `Scan` plans and runs the que
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow.compute as pc
@@ -121,7 +121,7 @@ class IncrementalRange:
             return cls(begin, end, None, visible)
         in_range = tuple(i.time for i in timeline.completed_writes_between(begin, end))
         done = frozenset(i.time for i in timeline.completed_writes() if end is None or i.ordering_time <= end)
-        return cls(begin, end, in_range, VisibleInstants(done, visible.archived_before, None, timeline))
+        return cls(begin, end, in_range, replace(visible, completed=done, as_of=None))
 
     def commit_time_conjunction(self) -> list[tuple[str, str, Any]]:
         """The row condition on `_hoodie_commit_time` as one DNF conjunction (for any engine)."""

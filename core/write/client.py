@@ -72,6 +72,7 @@ from lakeward.core.table_services.rollback import (
     rollback_pending_instant,
     rollback_target,
 )
+from lakeward.core.table_services.savepoint import pending_restores, resume_restore
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import (
     Action,
@@ -518,7 +519,7 @@ class WriteClient:
             return self._roll_back_writes(abandoned)[1]
 
     def _roll_back_writes(self, is_failed: Callable[[Instant], bool]) -> tuple[Timeline, list[str]]:
-        current = Timeline.load(self.storage, self.layout)
+        current = self._finish_interrupted_restores(Timeline.load(self.storage, self.layout))
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
             target = rollback_target(self.storage, interrupted)
@@ -555,6 +556,19 @@ class WriteClient:
             done.append(failed.time)
             current = Timeline.load(self.storage, self.layout)
         return current, done
+
+    def _finish_interrupted_restores(self, current: Timeline) -> Timeline:
+        """Finish a restore that stopped midway, from its plan, before anything else changes the table.
+
+        A restore holds the table lock until it completes, so under the lock a pending one was
+        interrupted. The table is then half-way back to the savepoint: a write on top of it would
+        keep instants the operator asked to undo, and a later run of the restore would undo that write.
+        """
+        interrupted = pending_restores(current)
+        for restore in interrupted:
+            log.warning("restore %s of table %s was interrupted: finishing it first", restore.time, self.storage.uri)
+            resume_restore(self.storage, restore, self.config.timeline_timezone, self.lock.confirmed)
+        return Timeline.load(self.storage, self.layout) if interrupted else current
 
     @property
     def lock_spans_processes(self) -> bool:

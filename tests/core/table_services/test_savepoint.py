@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
@@ -43,6 +44,10 @@ def test_savepoint_clean_restore_then_write_cow(tmp_path: Path) -> None:
     assert s.table.clean() is not None
     assert base_instants(s.path)["a"] == [saved, *s.writes[-3:]]
     s.assert_both_readers(as_of=saved)
+    # an incremental read from just before the savepoint needs the cleaned instants after it: the
+    # error names the first of those, not the savepointed instant (which stays readable)
+    with pytest.raises(InstantNotFoundError, match=f"covers instant {s.writes[3]}, which is no longer retained"):
+        s.table.read_incremental(s.writes[1])
 
     result = s.table.restore(saved)
     assert list(result.rolled_back) == list(reversed(s.writes[3:]))
@@ -165,3 +170,29 @@ def test_restore_killed_then_rerun(
     assert as_tuples(hudi_read(path)) == states[saved]
     restores = [n for n in os.listdir(os.path.join(path, ".hoodie")) if n.endswith(".restore")]
     assert len(restores) == 1
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_reads_and_the_next_write_after_a_restore_killed_midway_mor(tmp_path: Path, version: int) -> None:
+    """A restore killed after undoing its newest instant leaves that instant's log file listed by the
+    metadata table (updated only as the restore completes): incremental and change reads skip it as
+    snapshot reads do, and the next write finishes the restore before it writes anything."""
+    s = new_scenario(tmp_path / "t", "MERGE_ON_READ", version, **{"hoodie.table.cdc.enabled": "true"})
+    for r in range(5):
+        s.upsert(r)
+    saved = s.writes[1]
+    s.table.savepoint(saved)
+    run_and_kill(s.path, "restore_after_first_rollback", saved)
+    table = Table.open(s.path)
+    assert table.timeline().pending(Action.RESTORE), "the killed restore is pending"
+    left = s.states[s.writes[-2]]  # the newest write is undone, the others not yet
+    assert as_tuples(table.read()) == left
+    assert as_tuples(table.read_incremental(s.writes[0])) == left
+    changes = table.read_changes(s.writes[0], images="struct")
+    assert sorted(c["after"]["ts"] for c in changes.to_pylist()) == sorted([0] * 5 + [1] * 5 + [2] * 5 + [3] * 5)
+
+    # (round 4 undone; the range begins before round 0 completed)
+    table.upsert(pa.table({"id": [9], "part": ["a"], "ts": [9], "val": ["new"]}))
+    assert not table.timeline().pending(), "the write finished the interrupted restore first"
+    assert [i.action for i in table.timeline().completed() if i.action is Action.RESTORE] == [Action.RESTORE]
+    assert as_tuples(table.read()) == sorted([*s.states[saved], (9, "a", 9, "new")])
