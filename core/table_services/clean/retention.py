@@ -1,4 +1,4 @@
-"""Which instants are still readable after cleaning: the earliest instant the last completed clean retained.
+"""Which instants are still readable after cleaning: the earliest instant the last clean retained.
 
 A clean records `earliestCommitToRetain` in its `HoodieCleanMetadata` (and the plan's
 `earliestInstantToRetain`), as Apache Hudi does. A read as of an older instant (time
@@ -13,18 +13,35 @@ from collections.abc import Sequence
 
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Timeline, avro_plans
+from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.transitions import read_instant
 
 
 def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str] | None:
-    """(earliest retained instant, clean instant) of the latest completed clean that recorded one."""
+    """(earliest retained instant, which clean) of the latest clean that recorded one.
+
+    A pending clean counts too, by its plan's bound: it may have deleted some of its files already
+    (interrupted, or running now), and its next run deletes the rest.
+    """
+    found: tuple[str, str] | None = None
     for clean in reversed(timeline.completed(Action.CLEAN)):
         metadata = avro_plans.deserialize(read_instant(storage, clean), clean.file_name)
         earliest = metadata.get("earliestCommitToRetain") or ""
         if earliest:
-            return earliest, clean.time
-    return None
+            found = (earliest, clean.time)
+            break
+    for clean in timeline.pending(Action.CLEAN):
+        planned = _planned_bound(storage, clean)
+        if planned and (found is None or planned > found[0]):
+            found = (planned, f"{clean.time} (pending)")
+    return found
+
+
+def _planned_bound(storage: Storage, clean: Instant) -> str:
+    """The earliest instant a pending clean's plan retains ("" when the plan records none)."""
+    requested = clean.with_state(State.REQUESTED)
+    plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
+    return str((plan.get("earliestInstantToRetain") or {}).get("timestamp") or "")
 
 
 def savepoints(timeline: Timeline) -> list[str]:
@@ -68,7 +85,8 @@ def check_incremental_retained(
     # the data writes after it from the compacted slice, which the clean kept.
     completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
     writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
-    lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest)
+    kept = set(savepoints(timeline))  # a savepointed instant's slices stay: only the writes around it are lost
+    lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest and t not in kept)
     if lost:
         raise InstantNotFoundError(
             f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "

@@ -17,7 +17,7 @@ from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import schedule_clean
 from lakeward.core.timeline import Action
-from tests.core.table_services.clean_helpers import as_tuples, base_instants, new_scenario
+from tests.core.table_services.clean_helpers import as_tuples, base_instants, new_scenario, run_and_kill
 from tests.core.table_services.compaction_helpers import Background, Gate
 
 
@@ -169,3 +169,27 @@ def test_automatic_clean_after_writes(tmp_path: Path) -> None:
     for r in range(5):
         manual.upsert(r)
     assert not manual.table.timeline().completed(Action.CLEAN)  # lakeward's default: no clean by writers
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_reads_of_what_an_interrupted_clean_deleted_name_the_oldest_readable_instant(
+    tmp_path: Path, version: int
+) -> None:
+    """A clean killed after deleting some of its files: reads needing them are refused as cleaned (naming
+    the oldest readable instant), never reported as a corrupt table, and never served from what is left."""
+    s = new_scenario(tmp_path / "t", "COPY_ON_WRITE", version, **{"hoodie.cleaner.commits.retained": "1"})
+    for r in range(4):
+        s.upsert(r)
+    table = Table.open(s.path, options={"hoodie.cleaner.commits.retained": "1"})
+    clean = table.schedule_clean()
+    assert clean is not None
+    run_and_kill(s.path, "clean_after_some_deletes", clean)
+    table = Table.open(s.path)
+    assert table.timeline().pending(Action.CLEAN), "the killed clean is pending"
+    oldest = s.writes[-1]
+    for instant in s.writes[:-1]:
+        with pytest.raises(InstantNotFoundError, match=f"no longer retained.*oldest readable instant is {oldest}"):
+            table.read(as_of=instant)
+    with pytest.raises(InstantNotFoundError, match=f"oldest readable instant is {oldest}"):
+        table.read_incremental(s.writes[0])
+    assert as_tuples(table.read(as_of=oldest)) == s.states[oldest]
