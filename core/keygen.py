@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from lakeward.core.config.table import KeyGeneratorType, TableConfig
 from lakeward.core.exceptions import InvalidRecordError, SchemaError
 from lakeward.core.schema import key_text
+from lakeward.core.table_version import METAFOLDER
 from lakeward.core.timestamp_keygen import TimestampPartitioner
 
 NULL_KEY_PART = "__null__"
@@ -128,10 +129,11 @@ def _check_folder_name(value: str, name: str, config: TableConfig) -> None:
                 f"{URL_ENCODE_OPTION}=true to URL-encode partition values (as Hudi does), or remove the "
                 "separator from the value"
             )
-    if not config.hive_style_partitioning and value in (".", ".."):
+    if not config.hive_style_partitioning and value in (".", "..", METAFOLDER):
+        reason = "the table's own timeline folder" if value == METAFOLDER else "it would point outside the partition"
         raise InvalidRecordError(
             f"the partition column {name!r} has the value {value!r}, which is no usable folder name "
-            "(it would point outside the partition); use hoodie.datasource.write.hive_style_partitioning=true "
+            f"({reason}); use hoodie.datasource.write.hive_style_partitioning=true "
             "when creating the table, or another value"
         )
 

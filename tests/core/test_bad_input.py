@@ -248,6 +248,13 @@ BATCH_CASES: dict[str, tuple[Callable[[pa.Table], pa.Table], type[Exception], tu
         InvalidRecordError,
         ("'..'", "'city'"),
     ),
+    # before the fix the write was acknowledged into the table's own `.hoodie` folder, which listings
+    # skip: every later read and write failed on a "missing" file
+    "partition-value-timeline-folder": (
+        lambda b: b.set_column(1, "city", pa.array(["sf", ".hoodie", "sf"])),
+        InvalidRecordError,
+        ("'.hoodie'", "'city'", "timeline folder"),
+    ),
 }
 
 
