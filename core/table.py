@@ -30,6 +30,8 @@ from lakeward.core.exceptions import (
     ConfigError,
     InstantExistsError,
     InstantNotFoundError,
+    MetadataTableError,
+    SharedLockRequiredError,
     StorageError,
     TableClosedError,
     TableExistsError,
@@ -229,7 +231,7 @@ class Table:
         storage = Storage.for_uri(path, storage_options)
         try:
             text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")
-        except (FileNotFoundError, NotADirectoryError, StorageError):
+        except (FileNotFoundError, NotADirectoryError):  # a StorageError (denied, unreachable) is no answer
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {PROPERTIES_PATH} does not exist") from None
         return cls(storage, TableConfig.from_text(text), options, engine)
 
@@ -393,7 +395,17 @@ class Table:
                 timeline = client.roll_back_failed_writes()
                 completed = timeline.completed()
                 self._properties_before_build = None if completed else self.storage.read_bytes(PROPERTIES_PATH)
-                built = metadata_table.bootstrap.initialize_for_writer(self.storage, self.config, timeline)
+                try:
+                    built = metadata_table.bootstrap.initialize_for_writer(self.storage, self.config, timeline)
+                except (InstantExistsError, MetadataTableError):
+                    if client.lock_spans_processes:
+                        raise
+                    # under the lock no metadata table was there: another process built one meanwhile
+                    raise SharedLockRequiredError(
+                        f"another process built the metadata table of {self.storage.uri} at the same moment: "
+                        "several processes write the table under the in-process lock (the default "
+                        f"hoodie.write.lock.provider). This write wrote no data. {write_path.client.SHARED_LOCK_ADVICE}"
+                    ) from None
         if built_by_another:  # another writer built it meanwhile
             self._reload()
         elif built is not None:

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeward.core.exceptions import InstantExistsError, StorageError
+from lakeward.core.exceptions import ConfigError, InstantExistsError, StorageError
 from lakeward.core.storage import read_cache, s3
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,13 @@ class Storage:
         """Open the filesystem that holds `uri` (a local path or a scheme URI)."""
         options = dict(options or {})
         parsed = urlparse(uri)
+        if parsed.scheme and (parsed.query or parsed.fragment or uri.endswith(("?", "#"))):
+            # A URI ends its path at `?` or `#`: the table would be written at the shorter path,
+            # where another table of that name lives, and other readers would cut it there too.
+            raise ConfigError(
+                f"table path {uri!r} has a '?' or '#', which ends the path of a {parsed.scheme}:// URI: "
+                "the table would be read and written at another path; choose a path without them"
+            )
         if parsed.scheme in ("s3", "s3a"):
             fs = s3.filesystem(options)
             root = f"{parsed.netloc}{parsed.path}".rstrip("/")
@@ -111,8 +118,8 @@ class Storage:
         try:
             with self.fs.open_input_stream(self.full_path(rel)) as f:
                 return f.read()
-        except FileNotFoundError:
-            raise
+        except (FileNotFoundError, NotADirectoryError):
+            raise  # not there (a path under a regular file holds no file either)
         except OSError as exc:
             raise StorageError(f"cannot read {self.uri_of(rel)}: {exc}") from exc
 

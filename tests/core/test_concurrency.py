@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,9 +22,10 @@ import pyarrow as pa
 import pytest
 
 import lakeward.core.file_group.slice_keys as slice_keys_module
+import lakeward.core.metadata_table.bootstrap as bootstrap
 import lakeward.core.write.client as client_module
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import ConcurrentWriteError
+from lakeward.core.exceptions import ConcurrentWriteError, SharedLockRequiredError
 from lakeward.core.file_group.naming import parse_base_file_name
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Timeline
@@ -564,3 +567,27 @@ def test_a_log_file_rolled_back_while_a_writer_reads_it_is_a_retriable_conflict(
     assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "init"}
     Table.open(str(path)).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
     assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "C"}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_first_write_whose_metadata_table_another_process_builds_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    """Two processes make a table's first write under the in-process lock, and both build the metadata
+    table. The one that finds the other's finished meanwhile gets SharedLockRequiredError (what to
+    configure), not an internal metadata-table error; the table holds the other's write and stays writable."""
+    path = str(tmp_path / "t")
+    Table.create(path, record_key="id", table_version=version)
+    build = bootstrap.initialize_metadata_table
+    other = f"from lakeward import Table; import pyarrow as pa; Table.open({path!r}).upsert(pa.table({{'id': ['o']}}))"
+
+    def racing(storage: Any, config: Any, **kwargs: Any) -> Any:
+        subprocess.run([sys.executable, "-c", other], check=True, timeout=120)  # the other process, meanwhile
+        return build(storage, config, **kwargs)
+
+    monkeypatch.setattr(bootstrap, "initialize_metadata_table", racing)
+    with pytest.raises(SharedLockRequiredError, match="hoodie.write.lock.provider"):
+        Table.open(path).upsert(pa.table({"id": ["a"]}))
+    monkeypatch.setattr(bootstrap, "initialize_metadata_table", build)
+    Table.open(path).upsert(pa.table({"id": ["a"]}))
+    assert sorted(Table.open(path).read().column("id").to_pylist()) == ["a", "o"]

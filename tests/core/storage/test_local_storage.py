@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from lakeward.core.exceptions import InstantExistsError
+from lakeward.core.exceptions import ConfigError, InstantExistsError
 from lakeward.core.storage.storage import Storage
 
 INSTANT = ".hoodie/20240418173551906.commit"
@@ -134,3 +134,16 @@ def test_local_delete_and_missing_files(tmp_path):
         storage.read_bytes("a.txt")
     with pytest.raises(FileNotFoundError):
         storage.size("a.txt")
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/tables/t#1", "s3a://bucket/tables/t?x=1", "file:///tmp/tables/t#2"])
+def test_a_uri_whose_path_a_hash_or_question_mark_would_cut_is_refused(uri: str) -> None:
+    """Before the fix `s3://bucket/tables/t#1` opened the table at `s3://bucket/tables/t`: two
+    names, one table, and writes landed in the other one."""
+    with pytest.raises(ConfigError, match=r"'\?' or '#'"):
+        Storage.for_uri(uri)
+
+
+def test_a_local_path_with_a_hash_is_its_own_table(tmp_path) -> None:
+    first, second = Storage.for_uri(str(tmp_path / "t#1")), Storage.for_uri(str(tmp_path / "t#2"))
+    assert first.root != second.root and first.root.endswith("t#1")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.exceptions import InstantExistsError
+from lakeward.core.exceptions import InstantExistsError, StorageError, TableNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.transitions import complete, create_requested, read_instant, transition_to_inflight
@@ -96,3 +96,13 @@ def test_s3_racing_committers_cannot_both_complete_an_instant(s3_server, s3_tabl
     completed = Timeline.load(storage).completed()
     assert [i.time for i in completed] == ["20260101000000000"]
     assert read_instant(storage, completed[0]) == f'{{"committer": {winners[0].split(":")[1]}}}'.encode()
+
+
+def test_open_with_denied_credentials_says_so_and_not_that_the_table_is_missing(s3_server, s3_table_uri):
+    """Before the fix a 403 (or an unreachable endpoint) read as "is not a Hudi table"."""
+    Table.create(s3_table_uri, record_key="id", storage_options=s3_server.options).upsert(pa.table({"id": [1]}))
+    denied = {**s3_server.options, "aws_secret_access_key": "not-the-secret"}
+    with pytest.raises(StorageError, match="cannot read .*hoodie.properties") as raised:
+        Table.open(s3_table_uri, storage_options=denied)
+    assert not isinstance(raised.value, TableNotFoundError)
+    assert Table.open(s3_table_uri, storage_options=s3_server.options).read().num_rows == 1
