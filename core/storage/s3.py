@@ -2,11 +2,13 @@
 
 Options use the names hudi-rs (object_store) uses, so one dict configures both readers:
 `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`, `aws_region`,
-`aws_endpoint_url` (e.g. `http://127.0.0.1:8333`), `aws_allow_http`.
+`aws_endpoint_url` (e.g. `http://127.0.0.1:8333`), `aws_allow_http`. The endpoint, region and
+`aws_allow_http` come from the environment (`AWS_ENDPOINT_URL`, ...) when not given, as in hudi-rs.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from functools import lru_cache
@@ -29,6 +31,36 @@ KNOWN_OPTIONS = frozenset(
 )
 
 
+#: Options taken from the environment (`AWS_ENDPOINT_URL`, ...) when not given, as hudi-rs takes them;
+#: credentials need no entry: pyarrow and boto3 find them through the AWS SDK's own chain.
+FROM_ENVIRONMENT = ("aws_endpoint_url", "aws_region", "aws_allow_http")
+
+
+def resolved_options(options: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`options` checked, completed from the environment (`FROM_ENVIRONMENT`); ConfigError names the key."""
+    env = os.environ if environ is None else environ
+    given = _checked(options)
+    for key in FROM_ENVIRONMENT:
+        if key not in given and env.get(key.upper()):
+            given[key] = env[key.upper()]
+    allow = given.get("aws_allow_http", "").strip().lower()
+    if allow not in ("", "true", "false"):
+        raise ConfigError(f"aws_allow_http must be true or false, not {given['aws_allow_http']!r}")
+    if "aws_endpoint_url" in given:
+        scheme = urlparse(given["aws_endpoint_url"]).scheme
+        if scheme not in ("http", "https") or not urlparse(given["aws_endpoint_url"]).netloc:
+            raise ConfigError(
+                f"aws_endpoint_url must be an http:// or https:// URL (e.g. http://127.0.0.1:8333), "
+                f"not {given['aws_endpoint_url']!r}"
+            )
+        if scheme == "http" and allow == "false":
+            raise ConfigError(
+                f"aws_endpoint_url {given['aws_endpoint_url']!r} is plain http while aws_allow_http is false: "
+                "set aws_allow_http=true (hudi-rs needs it too) or use https"
+            )
+    return given
+
+
 def _checked(options: Mapping[str, str]) -> dict[str, str]:
     unknown = sorted(k for k in options if k.startswith("aws_") and k not in KNOWN_OPTIONS)
     if unknown:
@@ -38,8 +70,8 @@ def _checked(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
-    """A pyarrow S3 filesystem for the given options."""
-    opts = _checked(options)
+    """A pyarrow S3 filesystem for the given options (see `resolved_options`)."""
+    opts = resolved_options(options)
     kwargs: dict[str, Any] = {}
     if "aws_access_key_id" in opts:
         kwargs["access_key"] = opts["aws_access_key_id"]
@@ -50,8 +82,8 @@ def filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
         kwargs["region"] = opts["aws_region"]
     if "aws_endpoint_url" in opts:
         endpoint = urlparse(opts["aws_endpoint_url"])
-        kwargs["endpoint_override"] = endpoint.netloc or endpoint.path
-        kwargs["scheme"] = endpoint.scheme or "https"
+        kwargs["endpoint_override"] = endpoint.netloc
+        kwargs["scheme"] = endpoint.scheme
     return pafs.S3FileSystem(**kwargs)
 
 

@@ -71,6 +71,7 @@ class Storage:
                 "the table would be read and written at another path; choose a path without them"
             )
         if parsed.scheme in ("s3", "s3a"):
+            options = s3.resolved_options(options)
             fs = s3.filesystem(options)
             root = f"{parsed.netloc}{parsed.path}".rstrip("/")
             return cls(fs, root, f"s3://{root}", options)

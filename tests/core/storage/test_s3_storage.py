@@ -224,3 +224,33 @@ def test_s3_options_serve_hudi_rs(storage, s3_server, s3_table_uri, fixture_tabl
     from_disk = snapshot(local, {})
     assert from_s3.num_rows == from_disk.num_rows > 0
     assert from_s3.sort_by("_hoodie_record_key").equals(from_disk.sort_by("_hoodie_record_key"))
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"aws_endpoint_url": "127.0.0.1:8333"}, "aws_endpoint_url must be an http:// or https:// URL"),
+        ({"aws_endpoint_url": "localhost:8333"}, "aws_endpoint_url must be an http:// or https:// URL"),
+        ({"aws_endpoint_url": "http://127.0.0.1:8333", "aws_allow_http": "false"}, "aws_allow_http is false"),
+        ({"aws_allow_http": "yes"}, "aws_allow_http must be true or false"),
+    ],
+)
+def test_s3_endpoint_options_that_cannot_work_are_config_errors(options, needle):
+    """Before the fix an endpoint without a scheme became https (a TLS error on the first request) or
+    an Arrow 'connection scheme' error, and aws_allow_http=false was ignored."""
+    with pytest.raises(ConfigError, match=needle):
+        Storage.for_uri("s3://bucket/t", options)
+
+
+def test_s3_table_configured_by_the_environment_alone(s3_server, s3_table_uri, monkeypatch):
+    """The AWS_* variables hudi-rs reads configure lakeward too (before: requests went to AWS's endpoint)."""
+    for key, value in s3_server.options.items():
+        monkeypatch.setenv(key.upper(), value)
+    from lakeward import Table
+
+    Table.create(s3_table_uri, record_key="id").upsert(pa.table({"id": [1, 2]}))
+    assert sorted(Table.open(s3_table_uri).read().column("id").to_pylist()) == [1, 2]
+    import hudi
+
+    batches = hudi.HudiTableBuilder.from_base_uri(s3_table_uri).build().read()
+    assert sorted(pa.Table.from_batches(batches).column("id").to_pylist()) == [1, 2]
