@@ -364,13 +364,32 @@ def conform_batch(batch: pa.Table | pa.RecordBatch, target: pa.Schema, *, allow_
             columns.append(pa.nulls(table.num_rows, f.type))
             continue
         column = by_name[f.name] if unique else table.column(f.name)
-        if column.type != f.type:
-            try:
-                column = column.cast(f.type, safe=True)  # Arrow's cast (pyarrow.compute loads on first use)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as e:
-                raise SchemaError(f"column '{f.name}' cannot be cast from {column.type} to {f.type}: {e}") from e
-        columns.append(column)
+        columns.append(_safe_cast(column, f))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _safe_cast(column: pa.ChunkedArray | pa.Array, target: pa.Field) -> pa.ChunkedArray | pa.Array:
+    """`column` as `target`'s type; SchemaError naming the column when a value would change."""
+    if column.type == target.type:
+        return column
+    try:
+        return column.cast(target.type, safe=True)  # Arrow's cast (pyarrow.compute loads on first use)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as e:
+        raise SchemaError(f"column '{target.name}' cannot be cast from {column.type} to {target.type}: {e}") from e
+
+
+def cast_flat_columns(batch: pa.Table, target: pa.Schema) -> pa.Table:
+    """`batch` with each top-level column of a flat type that `target` types otherwise cast to it
+    (safely, as `conform_batch` casts), before a write starts: a value that would change is refused
+    while the table is untouched. Columns keep their order; nested types are left to `conform_batch`."""
+    for i, name in enumerate(batch.column_names):
+        column = batch.column(i)
+        if name not in target.names or column.type == target.field(name).type or pa.types.is_nested(column.type):
+            continue
+        batch = batch.set_column(
+            i, batch.field(i).with_type(target.field(name).type), _safe_cast(column, target.field(name))
+        )
+    return batch
 
 
 def key_text(column: pa.ChunkedArray | pa.Array, name: str, stored: pa.DataType | None = None) -> pa.ChunkedArray:

@@ -49,6 +49,7 @@ from lakeward.core.timeline import (
     Action,
     Instant,
     InstantTime,
+    State,
     Timeline,
     instant_time_of,
     new_instant_time,
@@ -757,7 +758,15 @@ class Table:
         completed = [i for i in timeline.completed_writes() if i.time == instant]
         if not completed:
             raise InstantNotFoundError(f"no write instant {instant} to roll back in {self.storage.uri}")
-        later = sorted({i.time for i in timeline.instants if i.time > instant})
+        # a completed rollback after it undid another instant and changed nothing else: as in Hudi, which
+        # counts only commits after the target, the commits before a rolled-back one can be rolled back
+        later = sorted(
+            {
+                i.time
+                for i in timeline.instants
+                if i.time > instant and not (i.action is Action.ROLLBACK and i.state is State.COMPLETED)
+            }
+        )
         if later:
             raise InstantExistsError(
                 f"cannot roll back {instant}: instant(s) {later} came after it; roll those back first "

@@ -596,3 +596,24 @@ def test_reading_unknown_columns_is_a_clear_error(tmp_path):
     ):
         table.read(columns=["id", "nope"])
     assert table.read(columns=["id"]).column("id").to_pylist() == ["a"]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_value_the_column_type_cannot_hold_is_refused_before_the_write_starts(
+    tmp_path: Path, table_type: str
+) -> None:
+    """1,001 ns is no whole number of the table's microseconds. Before the fix the write started, failed
+    in the file writers and rolled itself back: the data was unchanged, but a rollback instant was left
+    on the timeline (which also blocked rolling back the last good commit)."""
+    path = tmp_path / "events"
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type=table_type)
+    table.upsert(pa.table({"id": ["a"], "ts": [1], "at": pa.array([1_000], pa.timestamp("us", "UTC"))}))
+    before = table_state(path)
+    lossy = pa.table({"id": ["b"], "ts": [2], "at": pa.array([1_001], pa.timestamp("ns", "UTC"))})
+    for operation in ("upsert", "insert", "bulk_insert"):
+        write = getattr(Table.open(str(path)), operation)
+        _expect(SchemaError, lambda: write(lossy), "'at'", "cannot be cast")  # noqa: B023 - called at once
+        _assert_unchanged(path, before)
+    whole = pa.table({"id": ["b"], "ts": [2], "at": pa.array([2_000], pa.timestamp("ns", "UTC"))})
+    Table.open(str(path)).upsert(whole)
+    assert Table.open(str(path)).read(columns=["id", "at"]).column("at").type == pa.timestamp("us", "UTC")

@@ -9,6 +9,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError, RollbackAbortedError
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import resume_rollback, rollback_pending_instant
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans, new_instant_time
@@ -254,3 +255,26 @@ def _appended_to_the_first_log(path: str, last: str) -> tuple[Table, str, Path, 
         out.write(second_log.read_bytes())
     second_log.unlink()
     return table, instant, first_log, offset
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_the_last_two_commits_are_rolled_back_one_after_the_other(
+    tmp_path: Path, table_type: str, version: int
+) -> None:
+    """The first rollback's own instant does not block the second (as in Hudi, which counts only commits
+    after the target): before the fix `rollback(second)` asked to roll back the rollback instant first,
+    which is refused, so a commit before a rolled-back one could never be undone."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="p", table_type=table_type, table_version=version)
+    table.insert(_batch([1, 2, 3], "a"))
+    second = table.upsert(_batch([1, 4], "b").append_column("n", pa.array(["x", "y"]))).instant_time  # adds `n`
+    third = table.upsert(_batch([2, 5], "c").append_column("n", pa.array(["z", "w"]))).instant_time
+    table.rollback(third)
+    table.rollback(second)
+    assert _values(path) == {1: "a1", 2: "a2", 3: "a3"}
+    assert "n" not in Table.open(path).schema().names
+    diff = compare_files_partition(Table.open(path).storage)
+    assert diff.ok, str(diff)
+    table.upsert(_batch([6], "d"))  # writes go on
+    assert _values(path) == {1: "a1", 2: "a2", 3: "a3", 6: "d6"}
