@@ -730,7 +730,7 @@ class Table:
         self._rollback_target(self.timeline(), instant)  # checked before the gate, and again under the lock
         client = self._writer(service="rollback")
         with client.lock:
-            timeline = client.roll_back_failed_writes()
+            timeline = client.roll_back_failed_writes(keep=instant)  # this one is undone below, with its result
             target = self._rollback_target(timeline, instant)
             tz = self.config.timeline_timezone
             rollback_time = new_instant_time(timeline.latest_time(), tz)

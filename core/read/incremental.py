@@ -20,6 +20,7 @@ from lakeward.core.file_group.reader import VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
+from lakeward.core.timeline.clustering_plan import pending_clustering_plans
 from lakeward.core.timeline.transitions import read_commit_metadata
 
 COMMIT_TIME = "_hoodie_commit_time"
@@ -59,13 +60,15 @@ def incremental_slices(
     return list(slices) if into_archive else [s for s in slices if (s.partition_path, s.file_id) in touched]
 
 
-def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
+def stable_end(timeline: Timeline, begin: str, end: str | None, storage: Storage | None = None) -> str | None:
     """The end of a range (begin, end] that no in-flight write can still change.
 
     With an explicit `end`, a write in flight that could still land inside the range is an
     error; without one, the range stops before the first in-flight write (its later commits
     would be read before it completes, and missed by the next read). On layout 2 (completion
     time) only an end past every time on the timeline can still take a write in flight.
+    With `storage`, a pending clustering plan (a replacecommit on layout 1) is no such write: it
+    changes no record and keeps commit times (Hudi's hollow-commit check skips it too).
     """
     if timeline.completion_times():
         # Completion-time ranges (layout 2): a write still in flight completes after every time on
@@ -77,6 +80,9 @@ def stable_end(timeline: Timeline, begin: str, end: str | None) -> str | None:
         pending = [i.time for i in timeline.pending_writes()]
     else:
         pending = [i.time for i in timeline.pending_writes() if i.time > begin and (end is None or i.time <= end)]
+        if pending and storage is not None:
+            clusterings = pending_clustering_plans(storage, timeline)
+            pending = [t for t in pending if t not in clusterings]
     if not pending:
         return end
     if end is not None:

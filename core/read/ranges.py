@@ -62,7 +62,7 @@ def incremental_range(
     tz = config.timeline_timezone
     start = normalize_instant_time(begin, tz)
     stop = normalize_instant_time(end, tz) if end is not None else None
-    stop = stable_end(timeline, start, stop)
+    stop = stable_end(timeline, start, stop, storage)
     check_incremental_retained(storage, timeline, start, stop, _archived_write_times(storage, config, timeline, start))
     return IncrementalRange.resolve(timeline, start, stop)
 
@@ -117,6 +117,6 @@ def change_range(
     # into it: there a range may begin in the history, as long as no clean removed its files.
     archived = _has_version_6_archive(storage, config)
     start, stop = check_change_range(timeline, config, start, stop, archived)
-    stop = stable_end(timeline, start, stop)
+    stop = stable_end(timeline, start, stop, storage)
     check_incremental_retained(storage, timeline, start, stop)
     return start, stop

@@ -211,13 +211,15 @@ def _reader_classes() -> tuple[type, type]:
 
         def latestOffset(self, start: dict[str, str] | None = None, limit: Any = None) -> dict[str, str]:
             begin = start[OFFSET] if start else _ZERO
-            latest = latest_stable_instant(self._table().timeline(), begin)
+            table = self._table()
+            latest = latest_stable_instant(table.timeline(), begin, table.storage)
             if self.target is not None:
                 latest = max(min(latest, self.target), begin)
             return {OFFSET: latest}
 
         def prepareForTriggerAvailableNow(self) -> None:
-            self.target = latest_stable_instant(self._table().timeline(), _ZERO)
+            table = self._table()
+            self.target = latest_stable_instant(table.timeline(), _ZERO, table.storage)
 
         def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
             begin, stop = start[OFFSET], end[OFFSET]
@@ -271,14 +273,14 @@ def check_stream_options(options: Mapping[str, Any]) -> str:
     return fmt
 
 
-def latest_stable_instant(timeline: Any, begin: str) -> str:
+def latest_stable_instant(timeline: Any, begin: str, storage: Any = None) -> str:
     """The latest completed write after which no write before it is still in flight (at least `begin`).
 
     On versions 8+ ranges are in completion time, so offsets are too: the latest completion
     time of a completed write (a write in flight completes after it). The instant time of the
     latest write would leave that write out of the range (it completed after its instant time).
     """
-    end = stable_end(timeline, begin, None)
+    end = stable_end(timeline, begin, None, storage)
     if end is None:
         end = max((w.ordering_time for w in timeline.completed_writes()), default=begin)
     return max(end, begin)
@@ -289,7 +291,7 @@ def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     begin = str(options.get(STREAM_START) or options.get(BEGIN) or "earliest").strip()
     timeline = table.timeline()
     if begin.lower() == "latest":
-        begin = latest_stable_instant(timeline, _ZERO)
+        begin = latest_stable_instant(timeline, _ZERO, table.storage)
     elif begin.lower() == "earliest":
         begin = "earliest"
     else:

@@ -491,15 +491,16 @@ class WriteClient:
         return replaced
 
     # -- preparation (no instant exists yet: errors leave the table untouched) ------------
-    def roll_back_failed_writes(self) -> Timeline:
+    def roll_back_failed_writes(self, keep: str | None = None) -> Timeline:
         """Finish interrupted rollbacks and roll back failed writes; call under the table lock.
 
         Failed: a pending write whose writer is gone (see `_is_failed`); writes running in
         this process and writes with a live heartbeat are not. Under the in-process lock a
-        write of another live process raises SharedLockRequiredError. Returns the timeline
-        afterwards.
+        write of another live process raises SharedLockRequiredError. `keep`: a pending
+        write left as it is (the one an explicit rollback is about to undo itself). Returns
+        the timeline afterwards.
         """
-        return self._roll_back_writes(self._is_failed)[0]
+        return self._roll_back_writes(lambda pending: pending.time != keep and self._is_failed(pending))[0]
 
     def roll_back_abandoned_writes(self) -> list[str]:
         """Finish interrupted rollbacks; roll back pending writes whose writer is certainly gone.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeward import Table
@@ -14,6 +15,7 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_services.rollback import resume_rollback, rollback_pending_instant
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans, new_instant_time
 from lakeward.core.timeline.transitions import create_requested, transition_to_inflight
+from tests.core.test_crash_recovery import run_and_kill as run_writer_and_kill
 from tests.interop.compare import comparable_rows, hudi_snapshot, hudi_table
 
 
@@ -278,3 +280,22 @@ def test_the_last_two_commits_are_rolled_back_one_after_the_other(
     assert diff.ok, str(diff)
     table.upsert(_batch([6], "d"))  # writes go on
     assert _values(path) == {1: "a1", 2: "a2", 3: "a3", 6: "d6"}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_rolling_back_the_pending_write_of_a_dead_writer_reports_it(tmp_path: Path, version: int) -> None:
+    """Before the fix the rollback's own repair step rolled the dead writer's write back first, and the
+    explicit rollback then raised InstantNotFoundError for the instant it had just undone."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", partition_by="p", table_version=version)
+    table.insert(_batch([1, 2], "a"))
+    batch_file = tmp_path / "batch.parquet"
+    pq.write_table(_batch([1, 3], "b"), batch_file)
+    run_writer_and_kill(path, "before_complete", batch_file)
+    [pending] = [i.time for i in Table.open(str(path)).timeline().pending_writes()]
+    result = Table.open(str(path)).rollback(pending)
+    assert result.rolled_back_instant_time == pending and result.rollback_instant_time
+    timeline = Table.open(str(path)).timeline()
+    assert not timeline.pending()
+    assert [i.time for i in timeline.completed() if i.action is Action.ROLLBACK] == [result.rollback_instant_time]
+    assert _values(str(path)) == {1: "a1", 2: "a2"}
