@@ -382,13 +382,12 @@ def cast_flat_columns(batch: pa.Table, target: pa.Schema) -> pa.Table:
     """`batch` with each top-level column of a flat type that `target` types otherwise cast to it
     (safely, as `conform_batch` casts), before a write starts: a value that would change is refused
     while the table is untouched. Columns keep their order; nested types are left to `conform_batch`."""
+    fields = {f.name: f for f in target}  # one lookup per column (`Schema.names` builds a list per call)
     for i, name in enumerate(batch.column_names):
-        column = batch.column(i)
-        if name not in target.names or column.type == target.field(name).type or pa.types.is_nested(column.type):
+        field, column = fields.get(name), batch.column(i)
+        if field is None or column.type == field.type or pa.types.is_nested(column.type):
             continue
-        batch = batch.set_column(
-            i, batch.field(i).with_type(target.field(name).type), _safe_cast(column, target.field(name))
-        )
+        batch = batch.set_column(i, batch.field(i).with_type(field.type), _safe_cast(column, field))
     return batch
 
 
