@@ -44,6 +44,26 @@ def table_version_on_storage(storage: Storage) -> int:
     return int(props.get("hoodie.table.version", "6").strip())
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """What one pass of failed-write recovery repaired (the rollback service reports it)."""
+
+    #: Pending writes rolled back: abandoned ones, and the targets of interrupted rollbacks it finished.
+    rolled_back: tuple[str, ...] = ()
+    #: Interrupted restores it finished from their plans.
+    restores_finished: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rolled_back or self.restores_finished)
+
+    def describe(self) -> str:
+        """One line for a run's detail; empty when nothing was repaired."""
+        parts = [f"finished interrupted restore {t}" for t in self.restores_finished]
+        if self.rolled_back:
+            parts.append(f"rolled back {list(self.rolled_back)}")
+        return "; ".join(parts)
+
+
 class WriteRecovery(Protocol):
     """The commit protocol's recovery of failed writes (the write client implements it)."""
 
@@ -51,8 +71,9 @@ class WriteRecovery(Protocol):
         """Finish interrupted rollbacks and roll back failed writes (under the table lock)."""
         ...
 
-    def roll_back_abandoned_writes(self) -> list[str]:
-        """Roll back pending writes whose writer is certainly gone; the instants rolled back."""
+    def roll_back_abandoned_writes(self) -> Recovery:
+        """Finish interrupted restores and rollbacks, roll back pending writes whose writer is certainly
+        gone; what was repaired."""
         ...
 
 
@@ -183,4 +204,4 @@ class TableContext:
             yield
 
 
-__all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "TableContext", "WriteRecovery", "table_version_on_storage"]
+__all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "Recovery", "TableContext", "WriteRecovery", "table_version_on_storage"]

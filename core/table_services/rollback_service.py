@@ -7,26 +7,27 @@ without an import cycle.
 
 from __future__ import annotations
 
+from lakeward.core.context import Recovery
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.table_services.service import DirectService, ServiceReport
 
 
-class RollbackService(DirectService[list[str]]):
+class RollbackService(DirectService[Recovery]):
     """Rolling back abandoned writes as a table service (the daemon's `rollback` action; no plan).
 
-    Finishes interrupted rollbacks and rolls back pending writes whose writer is certainly
-    gone, through the write client's recovery (the context's `recovery`): it owns the
+    Finishes interrupted restores and rollbacks and rolls back pending writes whose writer is
+    certainly gone, through the write client's recovery (the context's `recovery`): it owns the
     heartbeats that tell a dead writer from a live one.
     """
 
     action = "rollback"
 
-    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> list[str]:
-        """The instants rolled back."""
+    def execute(self, instant_time: str | None = None, *, engine: Engine | None = None) -> Recovery:
+        """What was repaired."""
         if self.ctx.recovery is None:
             raise ConfigError(f"rolling back abandoned writes of {self.ctx.storage.uri} needs a write client")
         return self.ctx.recovery.roll_back_abandoned_writes()
 
-    def report(self, result: list[str]) -> ServiceReport:
-        return ServiceReport(None, nothing_to_do=not result, detail=f"rolled back {result}" if result else "")
+    def report(self, result: Recovery) -> ServiceReport:
+        return ServiceReport(None, nothing_to_do=not result, detail=result.describe())

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from lakeward.core.config.table import COMPLEX_KEYGEN_ENCODING_KEY, TableConfig
 from lakeward.core.config.write import WriteConfig
-from lakeward.core.context import TableContext
+from lakeward.core.context import Recovery, TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
@@ -502,14 +502,14 @@ class WriteClient:
         """
         return self._roll_back_writes(lambda pending: pending.time != keep and self._is_failed(pending))[0]
 
-    def roll_back_abandoned_writes(self) -> list[str]:
-        """Finish interrupted rollbacks; roll back pending writes whose writer is certainly gone.
+    def roll_back_abandoned_writes(self) -> Recovery:
+        """Finish interrupted restores and rollbacks; roll back pending writes whose writer is certainly gone.
 
         Certainly gone: the write has a heartbeat file that has not been refreshed for
         `hoodie.client.heartbeat.tolerable.misses` intervals, or that names a process of this
         machine that no longer runs. A write without a heartbeat file is never touched: its
         writer may be an older or a Java Hudi EAGER writer still running. Takes the table
-        lock; returns the instants rolled back.
+        lock; returns what it repaired.
         """
 
         def abandoned(pending: Instant) -> bool:
@@ -519,8 +519,9 @@ class WriteClient:
         with self.lock:
             return self._roll_back_writes(abandoned)[1]
 
-    def _roll_back_writes(self, is_failed: Callable[[Instant], bool]) -> tuple[Timeline, list[str]]:
-        current = self._finish_interrupted_restores(Timeline.load(self.storage, self.layout))
+    def _roll_back_writes(self, is_failed: Callable[[Instant], bool]) -> tuple[Timeline, Recovery]:
+        current, restores = self._finish_interrupted_restores(Timeline.load(self.storage, self.layout))
+        done: list[str] = []
         running = active.active_instants(self.storage.uri)
         for interrupted in pending_rollbacks(current):
             target = rollback_target(self.storage, interrupted)
@@ -532,10 +533,10 @@ class WriteClient:
                 continue
             try:
                 resume_rollback(self.storage, interrupted, timezone=self.config.timeline_timezone)
+                done.append(target)
             except RollbackAbortedError:
                 pass  # planned for a write that was alive and completed: the plan is dropped
             current = Timeline.load(self.storage, self.layout)
-        done: list[str] = []
         for failed in failed_writes(current, exclude=running, storage=self.storage):
             if not is_failed(failed):
                 continue
@@ -556,20 +557,22 @@ class WriteClient:
             delete_heartbeat(self.storage, failed.time)
             done.append(failed.time)
             current = Timeline.load(self.storage, self.layout)
-        return current, done
+        return current, Recovery(tuple(done), tuple(restores))
 
-    def _finish_interrupted_restores(self, current: Timeline) -> Timeline:
+    def _finish_interrupted_restores(self, current: Timeline) -> tuple[Timeline, list[str]]:
         """Finish a restore that stopped midway, from its plan, before anything else changes the table.
 
         A restore holds the table lock until it completes, so under the lock a pending one was
         interrupted. The table is then half-way back to the savepoint: a write on top of it would
         keep instants the operator asked to undo, and a later run of the restore would undo that write.
+        Returns the timeline afterwards and the restores finished.
         """
         interrupted = pending_restores(current)
         for restore in interrupted:
             log.warning("restore %s of table %s was interrupted: finishing it first", restore.time, self.storage.uri)
             resume_restore(self.storage, restore, self.config.timeline_timezone, self.lock.confirmed)
-        return Timeline.load(self.storage, self.layout) if interrupted else current
+        finished = [r.time for r in interrupted]
+        return (Timeline.load(self.storage, self.layout) if interrupted else current), finished
 
     @property
     def lock_spans_processes(self) -> bool:

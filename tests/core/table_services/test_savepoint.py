@@ -196,3 +196,23 @@ def test_reads_and_the_next_write_after_a_restore_killed_midway_mor(tmp_path: Pa
     assert not table.timeline().pending(), "the write finished the interrupted restore first"
     assert [i.action for i in table.timeline().completed() if i.action is Action.RESTORE] == [Action.RESTORE]
     assert as_tuples(table.read()) == sorted([*s.states[saved], (9, "a", 9, "new")])
+
+
+def test_the_rollback_service_reports_the_interrupted_restore_it_finished(
+    restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path
+) -> None:
+    """The daemon's rollback action finishes a restore killed midway; its report says so (it said
+    nothing_to_do, which hid the repair from the operator's run history)."""
+    source, states, writes = restore_template
+    path = str(tmp_path / "t")
+    shutil.copytree(source, path)
+    saved = writes[2]
+    run_and_kill(path, "restore_after_first_rollback", saved)
+    restore = Table.open(path).timeline().pending(Action.RESTORE)[0].time
+    service = Table.open(path).services["rollback"]
+    report = service.report(service.execute())
+    assert not report.nothing_to_do
+    assert f"finished interrupted restore {restore}" in report.detail
+    assert as_tuples(Table.open(path).read()) == states[saved]
+    again = Table.open(path).services["rollback"]
+    assert again.report(again.execute()).nothing_to_do
