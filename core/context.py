@@ -204,4 +204,11 @@ class TableContext:
             yield
 
 
-__all__ = ["NO_SCHEMA_MESSAGE", "HoldsTableContext", "Recovery", "TableContext", "WriteRecovery", "table_version_on_storage"]
+__all__ = [
+    "NO_SCHEMA_MESSAGE",
+    "HoldsTableContext",
+    "Recovery",
+    "TableContext",
+    "WriteRecovery",
+    "table_version_on_storage",
+]
