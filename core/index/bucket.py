@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
 
 _UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
@@ -73,12 +74,20 @@ def new_bucket_file_id(bucket: int) -> str:
     return f"{bucket:08d}{str(uuid.uuid4())[8:]}-0"
 
 
-def locate(slices: Sequence[FileSlice], buckets: np.ndarray) -> tuple[pa.Array, set[str]]:
+def locate(slices: Sequence[FileSlice], buckets: np.ndarray, num_buckets: int) -> tuple[pa.Array, set[str]]:
     """File id for every row's bucket, creating ids for buckets with no file group yet.
 
-    Returns the file ids and the subset that are new file groups.
+    Returns the file ids and the subset that are new file groups. Refuses (ConfigError) a
+    partition whose file groups are not the buckets of `num_buckets`: written by another index,
+    or with more buckets. Their keys are not where this index looks, so every update would be
+    added again as a new row (Hudi's simple bucket index fails on such file ids too).
     """
-    by_bucket = {bucket_of_file_id(s.file_id): s.file_id for s in slices}
+    by_bucket: dict[int, str] = {}
+    for s in slices:
+        bucket = bucket_of_file_id(s.file_id)
+        if bucket is None or bucket >= num_buckets or bucket in by_bucket:
+            raise ConfigError(_not_buckets_message(s, bucket, num_buckets, by_bucket.get(bucket or 0)))
+        by_bucket[bucket] = s.file_id
     new_ids: set[str] = set()
     for bucket in np.unique(buckets):
         if int(bucket) not in by_bucket:
@@ -86,3 +95,18 @@ def locate(slices: Sequence[FileSlice], buckets: np.ndarray) -> tuple[pa.Array, 
             new_ids.add(by_bucket[int(bucket)])
     ids = [by_bucket[int(b)] for b in buckets]
     return pa.array(ids, pa.string()), new_ids
+
+
+def _not_buckets_message(found: FileSlice, bucket: int | None, num_buckets: int, other: str | None) -> str:
+    where = f"file group {found.file_id} of partition {found.partition_path or '(non-partitioned)'}"
+    if bucket is None:
+        why = "was not written by the BUCKET index (its file id does not start with a bucket number)"
+    elif bucket >= num_buckets:
+        why = f"is bucket {bucket}, past the {num_buckets} buckets of hoodie.bucket.index.num.buckets"
+    else:
+        why = f"is bucket {bucket}, which file group {other} already is"
+    return (
+        f"hoodie.index.type=BUCKET cannot write this table: {where} {why}. A bucket index finds a key only "
+        "in its bucket's file group, so this write would add updated keys again. Use the index type and "
+        "hoodie.bucket.index.num.buckets the table was written with (the bucket count never changes)."
+    )

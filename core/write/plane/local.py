@@ -349,7 +349,7 @@ class LocalDataPlane:
             partition = partition or ""
             slices = by_partition.get(partition, [])
             if self.write_config.index_type == "BUCKET":
-                ids, _new = bucket_index.locate(slices, self._bucket_ids(rows))
+                ids, _new = bucket_index.locate(slices, self._bucket_ids(rows), self.write_config.bucket_num_buckets)
                 for file_id, group in split_by(rows.append_column(LOCATION, ids), LOCATION).items():
                     assert file_id is not None
                     updates[(partition, file_id)] = group.drop_columns([LOCATION])
@@ -388,7 +388,9 @@ class LocalDataPlane:
             keys = group.column(RECORD_KEY).combine_chunks()
             taken: np.ndarray | None = None  # with further locations of a key: which key each one is
             if self.write_config.index_type == "BUCKET":
-                located, new_ids = bucket_index.locate(slices, self._bucket_ids(group))
+                located, new_ids = bucket_index.locate(
+                    slices, self._bucket_ids(group), self.write_config.bucket_num_buckets
+                )
                 if new_ids:  # buckets without a file group hold none of these keys
                     located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:

@@ -672,7 +672,7 @@ class SparkDataPlane:
         mapping = []
         for partition in sorted({r[0] or "" for r in pairs}):
             buckets = np.array(sorted(int(r[1]) for r in pairs if (r[0] or "") == partition), dtype=np.int64)
-            ids, new_ids = bucket_index.locate(by_partition.get(partition, []), buckets)
+            ids, new_ids = bucket_index.locate(by_partition.get(partition, []), buckets, num_buckets)
             for bucket, file_id in zip(buckets.tolist(), ids.to_pylist()):
                 mapping.append((partition, int(bucket), file_id, file_id in new_ids))
         lookup = self.spark.createDataFrame(

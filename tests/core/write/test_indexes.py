@@ -232,6 +232,37 @@ def test_bucket_delete_of_unknown_keys_creates_no_file_group(tmp_path):
     assert snapshot(t) == [(1, "sf", 1, "a")]
 
 
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ({"hoodie.index.type": "SIMPLE"}, {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 4}),
+        (
+            {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 8},
+            {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 4},
+        ),
+    ],
+    ids=["simple-then-bucket", "8-then-4-buckets"],
+)
+def test_a_bucket_write_on_file_groups_that_are_not_its_buckets_is_refused(tmp_path, table_type, first, second):
+    """File groups written by another index, or bucket numbers past the configured count: the keys are
+    not where the bucket index would look, so a write through it would add every updated key again."""
+    path = tmp_path / "t"
+    Table.create(str(path), record_key="id", partition_by="city", ordering_field="ts", table_type=table_type)
+    rows = [(i, "sf", 1, "v1") for i in range(10)]
+    Table.open(str(path), options=first).upsert(batch(*rows))
+    assert max(expected_bucket([str(i)], 8) for i in range(10)) >= 4  # the 8-bucket table has buckets 4..7
+    before = _tree(path)
+    with pytest.raises(ConfigError, match=r"hoodie\.bucket\.index\.num\.buckets|hoodie\.index\.type"):
+        Table.open(str(path), options=second).upsert(batch(*[(i, "sf", 2, "v2") for i in range(10)]))
+    assert _tree(path) == before
+    assert snapshot(Table.open(str(path))) == rows
+
+
 # -- BLOOM pruning ----------------------------------------------------------------------------
 @pytest.fixture
 def two_files_one_partition(tmp_path):
