@@ -23,7 +23,7 @@ from lakeward.core.config.table import (
     TableType,
     check_virtual_keys,
 )
-from lakeward.core.config.write import parse_write_config, write_table_version
+from lakeward.core.config.write import check_table_options, parse_write_config, write_table_version
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
@@ -109,6 +109,24 @@ def _validate_options(options: Mapping[str, Any]) -> None:
 _GOING_BACK = frozenset({"rollback", "restore"})
 
 
+#: The `hoodie.*` options each `Table.create` keyword stands for (the keyword wins over them).
+_KEYWORD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "record_key": ("hoodie.datasource.write.recordkey.field",),
+    "partition_by": ("hoodie.datasource.write.partitionpath.field",),
+    "ordering_field": ("hoodie.datasource.write.precombine.field",),
+    "table_name": ("hoodie.table.name", "hoodie.datasource.write.table.name"),
+    "table_type": ("hoodie.datasource.write.table.type", "hoodie.table.type"),
+    "key_generator": ("hoodie.datasource.write.keygenerator.class", "hoodie.datasource.write.keygenerator.type"),
+    "hive_style_partitioning": ("hoodie.datasource.write.hive_style_partitioning",),
+    "url_encode_partitions": ("hoodie.datasource.write.partitionpath.urlencode",),
+    "table_version": ("hoodie.write.table.version",),
+}
+
+
+def _keys_given_as_keywords(keywords: Mapping[str, Any]) -> set[str]:
+    return {key for name, value in keywords.items() if value is not None for key in _KEYWORD_OPTIONS[name]}
+
+
 class Table:
     """A Hudi table at a path (local, s3://, gs://, hdfs://)."""
 
@@ -124,7 +142,7 @@ class Table:
         self.options = dict(options or {})
         self.engine = engine
         _validate_options(self.options)
-        config.check_options(self.options)
+        check_table_options(config, self.options)
         self._client: WriteClient | None = None
         #: Called with the instant time right before a table service (compaction, clustering,
         #: clean) completes; an exception stops the completion and the instant stays inflight,
@@ -204,6 +222,20 @@ class Table:
             version=version,
         )
         _validate_options(opts)
+        keywords = {
+            "record_key": record_key,
+            "partition_by": partition_by,
+            "ordering_field": ordering_field,
+            "table_name": table_name,
+            "table_type": table_type,
+            "key_generator": key_generator,
+            "hive_style_partitioning": hive_style_partitioning,
+            "url_encode_partitions": url_encode_partitions,
+            "table_version": table_version,
+        }
+        # the keywords win over their options; two options that disagree are refused before anything is written
+        opts = {k: v for k, v in opts.items() if k not in _keys_given_as_keywords(keywords)}
+        check_table_options(config, opts)
         check_virtual_keys(config)
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(f"a table already exists at {storage.uri}")
@@ -336,6 +368,11 @@ class Table:
             check_virtual_keys(self.config)
         # first: the fix a user needs on any version. A rollback or restore builds no metadata table: one built
         # now, as of the latest instant, would list the files they remove (the next write builds it)
+        if gate and not write and service not in _GOING_BACK:
+            # before a service plans on the table: on a half-restored one it would merge writes the restore
+            # is undoing (a compaction, newer than the restore, kept their rows). Writes finish it as they
+            # begin (`WriteClient.write`).
+            self._finish_interrupted_restore()
         if gate:
             self._metadata_table_gate(build=build and service not in _GOING_BACK)
         if write:
@@ -347,6 +384,17 @@ class Table:
         self._client.completion_check = self.completion_check
         self._client.completion_scope = self.completion_scope
         return self._client
+
+    def _finish_interrupted_restore(self) -> None:
+        """Finish a restore that stopped midway (refused where lakeward does not run restores)."""
+        if not table_services.savepoint.pending_restores(Timeline.load(self.storage, self.version.timeline_layout)):
+            return
+        self.version.check_writable("finish the interrupted restore of the table", "restore")
+        self._client = self._client or write_path.client.WriteClient(
+            self.storage, self.config, self.options, self.engine
+        )
+        if self._client.finish_interrupted_restores():
+            self._reload()
 
     def _metadata_table_gate(self, *, build: bool = True) -> None:
         """The write path's one metadata-table check, before any write or table service.
@@ -778,12 +826,13 @@ class Table:
         return completed[0]
 
     def repair(self) -> list[str]:
-        """Finish interrupted rollbacks and roll back writes whose writer is gone; the instants rolled back.
+        """Finish interrupted restores and rollbacks and roll back writes whose writer is gone; the
+        writes rolled back.
 
         Gone means its heartbeat file stopped being refreshed (LAZY failed-writes policy). A
         pending write without a heartbeat file is left alone: its writer may still be running.
         """
-        return self.services.rollback.execute()
+        return list(self.services.rollback.execute().rolled_back)
 
     def pending_plans(self) -> list[Instant]:
         """Every pending instant: writes in flight and planned services (compaction, clustering, clean, ...)."""

@@ -12,12 +12,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lakeward.core.config.cdc import CDC_ENABLED_KEY, CDC_MODE_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import (
     COMPLEX_KEYGEN_ENCODING_KEY,
     MERGE_MODE_KEY,
     POPULATE_META_FIELDS_KEY,
+    SUPPORTED_PAYLOADS,
+    TIMESTAMP_KEYGEN_KEYS,
     WRITE_MERGE_MODE_KEY,
+    KeyGeneratorType,
+    TableConfig,
+    TableType,
 )
+from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: lakeward's own table options outside `WriteConfig`: orphan removal's age and dry run (the daemon's
@@ -279,6 +286,77 @@ def write_table_version(options: Mapping[str, Any]) -> int | None:
         raise ConfigError(
             f"option {WRITE_TABLE_VERSION_KEY}={value!r} is invalid: a table version (6, 8 or 9)"
         ) from None
+
+
+def check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None:
+    """Refuse options that name a table property with another value than the table's `hoodie.properties`.
+
+    Table properties are fixed when a table is created: a writer opening the table with another
+    record key, partition path, ordering field, key generator, table type, version, partition
+    folder naming, merging, time zone or change-data setting would otherwise be silently held to
+    the table's own. As Apache Hudi's data source does, a conflict (or a bad value) is a ConfigError
+    naming the key, raised when the table is opened, before anything on it changes.
+    """
+    config.check_options(options)
+    checks: list[tuple[str, Any, Any]] = []
+    for key in ("hoodie.table.name", "hoodie.datasource.write.table.name"):
+        if key in options:
+            checks.append((key, str(options[key]).strip(), config.name))
+    for key in ("hoodie.datasource.write.table.type", "hoodie.table.type"):
+        if key in options:
+            checks.append((key, TableType.parse(str(options[key]), key), config.table_type))
+    for key in ("hoodie.datasource.write.keygenerator.class", "hoodie.datasource.write.keygenerator.type"):
+        if key in options:
+            checks.append((key, KeyGeneratorType.parse(str(options[key]), key), config.key_generator))
+    for key, existing_fields in (
+        ("hoodie.datasource.write.recordkey.field", config.record_key_fields),
+        ("hoodie.datasource.write.partitionpath.field", config.partition_fields),
+    ):
+        if key in options:
+            checks.append((key, parse_fields(str(options[key])), existing_fields))
+    if "hoodie.datasource.write.precombine.field" in options:
+        ordering = str(options["hoodie.datasource.write.precombine.field"]).strip() or None
+        checks.append(("hoodie.datasource.write.precombine.field", ordering, config.precombine_field))
+    for key, existing in (
+        ("hoodie.datasource.write.hive_style_partitioning", config.hive_style_partitioning),
+        ("hoodie.datasource.write.partitionpath.urlencode", config.url_encode_partitions),
+    ):
+        if key in options:
+            checks.append((key, parse_bool(options[key], key), existing))
+    payload_key = "hoodie.datasource.write.payload.class"
+    if payload_key in options:
+        payload = str(options[payload_key]).strip()
+        if payload not in SUPPORTED_PAYLOADS:
+            raise ConfigError(f"{payload_key}={payload!r} is not supported; use one of {list(SUPPORTED_PAYLOADS)}")
+        checks.append((payload_key, payload, config.payload_class))
+    for key in TIMESTAMP_KEYGEN_KEYS:
+        if key in options:
+            checks.append((key, str(options[key]), config.keygen_options.get(key)))
+    if "hoodie.table.timeline.timezone" in options:
+        zone = str(options["hoodie.table.timeline.timezone"]).strip().upper()
+        checks.append(("hoodie.table.timeline.timezone", zone, config.timeline_timezone))
+    requested = write_table_version(options)
+    if requested is not None and requested != config.version.number:
+        raise ConfigError(
+            f"{WRITE_TABLE_VERSION_KEY}={options[WRITE_TABLE_VERSION_KEY]!r} conflicts with the existing table, "
+            f"which is version {config.version.number}: upgrade it first (Table.upgrade(to={requested}) or "
+            f"`lakeward upgrade`)"
+        )
+    if CDC_ENABLED_KEY in options and parse_bool(options[CDC_ENABLED_KEY], CDC_ENABLED_KEY) != config.cdc_enabled:
+        raise ConfigError(
+            f"{CDC_ENABLED_KEY}={options[CDC_ENABLED_KEY]!r} conflicts with the existing table, whose value is "
+            f"{str(config.cdc_enabled).lower()!r} (table properties are fixed when a table is created; switch "
+            "change data capture on with Table.enable_cdc())"
+        )
+    if CDC_MODE_KEY in options and config.cdc_enabled:
+        checks.append((CDC_MODE_KEY, SupplementalLoggingMode.parse(options[CDC_MODE_KEY]), config.cdc_mode))
+    for key, given, existing in checks:
+        if given != existing:
+            shown = ",".join(existing) if isinstance(existing, tuple) else getattr(existing, "value", existing)
+            raise ConfigError(
+                f"{key}={options[key]!r} conflicts with the existing table, whose value is {shown!r} "
+                "(table properties are fixed when a table is created)"
+            )
 
 
 #: Other spellings of write option keys, as Apache Hudi accepts them (its `withAlternatives`): Hudi 1.x

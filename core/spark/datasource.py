@@ -33,20 +33,11 @@ from lakeward.core.config.read import AS_OF_INSTANT as AS_OF
 from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import DATA_SKIPPING, QUERY_TYPE, QUERY_TYPES, READ_KEYS
 from lakeward.core.config.read import END_INSTANT as END
-from lakeward.core.config.table import (
-    SUPPORTED_PAYLOADS,
-    TIMESTAMP_KEYGEN_KEYS,
-    KeyGeneratorType,
-    TableConfig,
-    TableType,
-)
 from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.config.write import (
     TABLE_CREATE_KEYS,
-    WRITE_TABLE_VERSION_KEY,
     lakeward_write_keys,
     parse_write_config,
-    write_table_version,
 )
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError, TableNotFoundError, did_you_mean
@@ -111,64 +102,6 @@ def _write_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def _check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None:
-    """Table properties given for an existing table must be valid and equal to the table's.
-
-    As Apache Hudi's data source does, a different record key, partition path, ordering
-    field, key generator, ... is a conflict (the write would silently follow the table's
-    own properties otherwise), and a bad value is an error even though the table exists.
-    """
-
-    checks: list[tuple[str, Any, Any]] = []
-    for key in ("hoodie.table.name", "hoodie.datasource.write.table.name"):
-        if key in options:
-            checks.append((key, str(options[key]).strip(), config.name))
-    for key in ("hoodie.datasource.write.table.type", "hoodie.table.type"):
-        if key in options:
-            checks.append((key, TableType.parse(str(options[key]), key), config.table_type))
-    for key in ("hoodie.datasource.write.keygenerator.class", "hoodie.datasource.write.keygenerator.type"):
-        if key in options:
-            checks.append((key, KeyGeneratorType.parse(str(options[key]), key), config.key_generator))
-    for key, existing_fields in (
-        ("hoodie.datasource.write.recordkey.field", config.record_key_fields),
-        ("hoodie.datasource.write.partitionpath.field", config.partition_fields),
-    ):
-        if key in options:
-            checks.append((key, parse_fields(str(options[key])), existing_fields))
-    if "hoodie.datasource.write.precombine.field" in options:
-        ordering = str(options["hoodie.datasource.write.precombine.field"]).strip() or None
-        checks.append(("hoodie.datasource.write.precombine.field", ordering, config.precombine_field))
-    for key, existing in (
-        ("hoodie.datasource.write.hive_style_partitioning", config.hive_style_partitioning),
-        ("hoodie.datasource.write.partitionpath.urlencode", config.url_encode_partitions),
-    ):
-        if key in options:
-            checks.append((key, parse_bool(options[key], key), existing))
-    payload_key = "hoodie.datasource.write.payload.class"
-    if payload_key in options:
-        payload = str(options[payload_key]).strip()
-        if payload not in SUPPORTED_PAYLOADS:
-            raise ConfigError(f"{payload_key}={payload!r} is not supported; use one of {list(SUPPORTED_PAYLOADS)}")
-        checks.append((payload_key, payload, config.payload_class))
-    for key in TIMESTAMP_KEYGEN_KEYS:
-        if key in options:
-            checks.append((key, str(options[key]), config.keygen_options.get(key)))
-    requested = write_table_version(options)
-    if requested is not None and requested != config.version.number:
-        raise ConfigError(
-            f"{WRITE_TABLE_VERSION_KEY}={options[WRITE_TABLE_VERSION_KEY]!r} conflicts with the existing table, "
-            f"which is version {config.version.number}: upgrade it first (Table.upgrade(to={requested}) or "
-            f"`lakeward upgrade`)"
-        )
-    for key, given, existing in checks:
-        if given != existing:
-            shown = ",".join(existing) if isinstance(existing, tuple) else getattr(existing, "value", existing)
-            raise ConfigError(
-                f"{key}={options[key]!r} conflicts with the existing table, whose value is {shown!r} "
-                "(table properties are fixed when a table is created)"
-            )
-
-
 #: The `Table` method of each operation: the data source writes as `Table` does, so what follows a
 #: write there (inline compaction) follows a Spark write too.
 _TABLE_WRITES: dict[WriteOperation, Callable[..., WriteResult]] = {
@@ -203,8 +136,6 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         exists = False
     if exists and save_mode in ("error", "errorifexists"):
         raise ConfigError(f"a table already exists at {path}; use mode('append') or mode('overwrite')")
-    if exists:
-        _check_table_options(table.config, table_options)
     if exists and save_mode == "ignore":
         log.info("table %s exists; mode('ignore') writes nothing", path)
         return

@@ -106,7 +106,7 @@ from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
 from lakeward.core.write.plane.local import LocalDataPlane, to_arrow
 from lakeward.core.write.plane.spark import SparkDataPlane
-from lakeward.core.write.validation import check_batch_schema, check_partition_path_options
+from lakeward.core.write.validation import check_batch_schema
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,9 @@ class WriteClient:
         chosen = resolve_engine(engine, data, default=self.engine)
         plane = self._data_plane(chosen)
         timeline = self._verified_timeline()  # never build on missing or cut-short files
+        if pending_restores(timeline):  # before the batch is checked against columns the restore removes
+            self.finish_interrupted_restores()
+            timeline = self._verified_timeline()
         prepared = plane.prepare(data, operation, timeline, partitions)
         try:
             instant, at_start = self._start(timeline, operation)
@@ -393,7 +396,6 @@ class WriteClient:
 
     def write_schema(self, batch_schema: pa.Schema, operation: WriteOperation, timeline: Timeline) -> pa.Schema:
         """The data schema this write commits (evolved additively), after checking the batch's columns."""
-        check_partition_path_options(self.options, self.config)
         check_batch_schema(batch_schema, operation)
         names = [n for n in batch_schema.names if n not in META_COLUMNS]
         batch_schema = pa.schema([batch_schema.field(n) for n in names])
@@ -558,6 +560,12 @@ class WriteClient:
             done.append(failed.time)
             current = Timeline.load(self.storage, self.layout)
         return current, Recovery(tuple(done), tuple(restores))
+
+    def finish_interrupted_restores(self) -> list[str]:
+        """Under the table lock, finish the restores that stopped midway (`_finish_interrupted_restores`);
+        the restores finished. For table services and writes, before they plan on the table."""
+        with self.lock:
+            return self._finish_interrupted_restores(Timeline.load(self.storage, self.layout))[1]
 
     def _finish_interrupted_restores(self, current: Timeline) -> tuple[Timeline, list[str]]:
         """Finish a restore that stopped midway, from its plan, before anything else changes the table.

@@ -11,44 +11,15 @@ schema is evolved (`schema.evolve_schema`); both run in the same preparation.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
 
 import pyarrow as pa
 
 from lakeward.core.config.table import TableConfig
-from lakeward.core.config.values import parse_bool
-from lakeward.core.exceptions import ConfigError, InvalidRecordError, SchemaError
+from lakeward.core.exceptions import InvalidRecordError, SchemaError
 from lakeward.core.write.operation import WriteOperation
 
 #: The column that marks a row of an upsert as a delete (Hudi's `_hoodie_is_deleted`).
 IS_DELETED = "_hoodie_is_deleted"
-
-#: Table properties that decide partition folder names: a write that names them must agree
-#: with the table, or it would believe its values are encoded (or hive-style) when they are not.
-_PARTITION_PATH_FLAGS = (
-    ("hoodie.datasource.write.partitionpath.urlencode", "url_encode_partitions"),
-    ("hoodie.datasource.write.hive_style_partitioning", "hive_style_partitioning"),
-)
-
-
-def check_partition_path_options(options: Mapping[str, Any], config: TableConfig) -> None:
-    """Fail when a write option for partition folder names is no boolean or differs from the table's.
-
-    These are table properties, fixed when the table is created; a writer passing another
-    value would otherwise be silently ignored.
-    """
-    for key, attribute in _PARTITION_PATH_FLAGS:
-        if key not in options:
-            continue
-        value = options[key]
-        given = parse_bool(value, key)
-        existing = bool(getattr(config, attribute))
-        if given != existing:
-            raise ConfigError(
-                f"{key}={value!r} conflicts with the existing table, whose value is {str(existing).lower()!r} "
-                "(table properties are fixed when a table is created)"
-            )
 
 
 def check_batch_schema(schema: pa.Schema, operation: WriteOperation) -> None:
@@ -98,5 +69,4 @@ __all__ = [
     "IS_DELETED",
     "check_batch_rows",
     "check_batch_schema",
-    "check_partition_path_options",
 ]

@@ -646,6 +646,37 @@ def test_bad_batch_fails_like_the_local_engine(spark, tmp_path: Path, case: str)
         assert disk_state(path) == before
 
 
+def test_arrow_input_on_the_spark_engine_is_cast_to_the_table_types_as_on_the_local_engine(
+    spark, tmp_path: Path
+) -> None:
+    """Arrow input on the Spark engine: a nanosecond that a microsecond column cannot hold is refused before
+    any instant (Spark's createDataFrame truncated it silently), a sub-millisecond value into a millisecond
+    column too (it was refused only by the file tasks, after the instant began), and a delete's float key
+    finds the int64 key it equals (the Spark plane rendered it "1.0" and deleted nothing)."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts")
+    millis = pa.array([dt.datetime(2024, 1, 1, 0, 0, 0, 1000)], pa.timestamp("ms", "UTC"))
+    table.upsert(
+        pa.table(
+            {"id": pa.array([1], pa.int64()), "ts": [1], "at": millis, "when": millis.cast(pa.timestamp("us", "UTC"))}
+        )
+    )
+    before = disk_state(path)
+    nanos = pa.array([1704067200000000123], pa.timestamp("ns", "UTC"))
+    micros = pa.array([1704067200000001], pa.timestamp("us", "UTC"))
+    for bad in (
+        pa.table({"id": pa.array([2], pa.int64()), "ts": [2], "at": millis, "when": nanos}),
+        pa.table({"id": pa.array([2], pa.int64()), "ts": [2], "at": micros, "when": micros}),
+    ):
+        for engine in ("local", "spark"):
+            with pytest.raises(LakewardError, match="lose data|would change"):
+                table.upsert(bad, engine=engine)
+            assert disk_state(path) == before, f"the refused {engine} write changed the table"
+    result = table.delete(pa.table({"id": [1.0]}), engine="spark")
+    assert result.num_deletes == 1
+    assert Table.open(path).read().num_rows == 0
+
+
 # -- task retries ----------------------------------------------------------------------------------
 def _commit(path: str, instant: str) -> dict[str, Any]:
     return json.loads(Path(path, ".hoodie", f"{instant}.commit").read_text())

@@ -216,3 +216,40 @@ def test_the_rollback_service_reports_the_interrupted_restore_it_finished(
     assert as_tuples(Table.open(path).read()) == states[saved]
     again = Table.open(path).services["rollback"]
     assert again.report(again.execute()).nothing_to_do
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_table_service_finishes_an_interrupted_restore_before_it_plans(tmp_path: Path, version: int) -> None:
+    """A compaction planned on a half-restored table merged the logs of writes the restore was undoing:
+    once the restore finished, the compaction (newer than it) brought their rows back. Services now
+    finish the interrupted restore first, as writers do."""
+    s = new_scenario(tmp_path / "t", "MERGE_ON_READ", version)
+    for r in range(5):
+        s.upsert(r)
+    saved = s.writes[1]
+    s.table.savepoint(saved)
+    run_and_kill(s.path, "restore_after_first_rollback", saved)
+    table = Table.open(s.path)
+    instant = table.schedule_compaction(force=True)
+    assert not table.timeline().pending(Action.RESTORE), "the service finished the restore first"
+    if instant is not None:
+        table.run_compaction(instant)
+    assert as_tuples(Table.open(s.path).read()) == s.states[saved]
+    assert as_tuples(hudi_read(s.path)) == s.states[saved]
+
+
+def test_a_write_with_the_savepoints_schema_finishes_an_interrupted_restore(tmp_path: Path) -> None:
+    """The savepoint's schema lacks a column a later (undone) write added: a write with that schema was
+    refused by the schema check, which ran on the half-restored table before the restore was finished."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts")
+    table.upsert(pa.table({"id": [1], "part": ["a"], "ts": [1], "v": ["one"]}))
+    saved = table.timeline().completed_writes()[-1].time
+    table.savepoint(saved)
+    table.upsert(pa.table({"id": [2], "part": ["a"], "ts": [2], "v": ["two"], "w": [2]}))
+    table.upsert(pa.table({"id": [3], "part": ["a"], "ts": [3], "v": ["three"], "w": [3]}))
+    run_and_kill(path, "restore_after_first_rollback", saved)
+    table = Table.open(path)
+    table.upsert(pa.table({"id": [4], "part": ["a"], "ts": [4], "v": ["four"]}))
+    assert not table.timeline().pending(Action.RESTORE)
+    assert sorted(Table.open(path).read().column("id").to_pylist()) == [1, 4]
