@@ -37,6 +37,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lakeward.core.config.values import JAVA_INT_MAX
 from lakeward.core.exceptions import ConfigError
 
 LOCK_PREFIX = "hoodie.write.lock."
@@ -60,21 +61,27 @@ class LockConfig(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, defer_build=True)
 
     provider: Literal["in_process", "zookeeper"] = Field("in_process", alias="hoodie.write.lock.provider")
-    wait_time_ms: int = Field(60_000, alias="hoodie.write.lock.wait_time_ms", ge=0)
-    client_num_retries: int = Field(0, alias="hoodie.write.lock.client.num_retries", ge=0)
+    wait_time_ms: int = Field(60_000, alias="hoodie.write.lock.wait_time_ms", ge=0, le=JAVA_INT_MAX)
+    client_num_retries: int = Field(0, alias="hoodie.write.lock.client.num_retries", ge=0, le=JAVA_INT_MAX)
     client_wait_time_ms_between_retry: int = Field(
         5_000, alias="hoodie.write.lock.client.wait_time_ms_between_retry", ge=0
     )
-    num_retries: int = Field(15, alias="hoodie.write.lock.num_retries", ge=0)
-    wait_time_ms_between_retry: int = Field(1_000, alias="hoodie.write.lock.wait_time_ms_between_retry", ge=0)
-    max_wait_time_ms_between_retry: int = Field(16_000, alias="hoodie.write.lock.max_wait_time_ms_between_retry", ge=0)
+    num_retries: int = Field(15, alias="hoodie.write.lock.num_retries", ge=0, le=JAVA_INT_MAX)
+    wait_time_ms_between_retry: int = Field(
+        1_000, alias="hoodie.write.lock.wait_time_ms_between_retry", ge=0, le=JAVA_INT_MAX
+    )
+    max_wait_time_ms_between_retry: int = Field(
+        16_000, alias="hoodie.write.lock.max_wait_time_ms_between_retry", ge=0, le=JAVA_INT_MAX
+    )
     zookeeper_url: str | None = Field(None, alias="hoodie.write.lock.zookeeper.url", min_length=1)
     zookeeper_port: int = Field(2181, alias="hoodie.write.lock.zookeeper.port", gt=0, lt=65536)
     zookeeper_base_path: str | None = Field(None, alias="hoodie.write.lock.zookeeper.base_path")
     zookeeper_lock_key: str | None = Field(None, alias="hoodie.write.lock.zookeeper.lock_key", min_length=1)
-    zookeeper_session_timeout_ms: int = Field(60_000, alias="hoodie.write.lock.zookeeper.session_timeout_ms", gt=0)
+    zookeeper_session_timeout_ms: int = Field(
+        60_000, alias="hoodie.write.lock.zookeeper.session_timeout_ms", gt=0, le=JAVA_INT_MAX
+    )
     zookeeper_connection_timeout_ms: int = Field(
-        15_000, alias="hoodie.write.lock.zookeeper.connection_timeout_ms", gt=0
+        15_000, alias="hoodie.write.lock.zookeeper.connection_timeout_ms", gt=0, le=JAVA_INT_MAX
     )
     conflict_resolution_strategy: Literal[
         "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"

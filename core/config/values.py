@@ -12,6 +12,10 @@ from typing import Any
 
 from lakeward.core.exceptions import ConfigError
 
+#: Java's Integer.MAX_VALUE: Hudi reads most numeric options as Java ints; a larger value would
+#: overflow later, after a write began, instead of failing when the options are read.
+JAVA_INT_MAX = 2**31 - 1
+
 
 def parse_bool(value: Any, key: str, *, exact: bool = False) -> bool:
     """`value` as a boolean: a bool, or `true` / `false` in any case and surrounded by spaces.

@@ -7,10 +7,11 @@ with a ConfigError naming the key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lakeward.core.config.cdc import CDC_ENABLED_KEY, CDC_MODE_KEY, SupplementalLoggingMode
 from lakeward.core.config.table import (
@@ -24,7 +25,7 @@ from lakeward.core.config.table import (
     TableConfig,
     TableType,
 )
-from lakeward.core.config.values import parse_bool, parse_fields
+from lakeward.core.config.values import JAVA_INT_MAX, parse_bool, parse_fields
 from lakeward.core.exceptions import ConfigError, did_you_mean
 
 #: lakeward's own table options outside `WriteConfig`: orphan removal's age and dry run (the daemon's
@@ -32,6 +33,10 @@ from lakeward.core.exceptions import ConfigError, did_you_mean
 ORPHAN_CLEAN_OLDER_THAN_KEY = "lakeward.orphan_clean.older_than_s"
 ORPHAN_CLEAN_DRY_RUN_KEY = "lakeward.orphan_clean.dry_run"
 LAKEWARD_SERVICE_KEYS = frozenset({ORPHAN_CLEAN_OLDER_THAN_KEY, ORPHAN_CLEAN_DRY_RUN_KEY})
+
+#: The most file groups a metadata-table index partition gets (Hudi's default
+#: `hoodie.metadata.record.index.max.filegroup.count`).
+METADATA_FILE_GROUPS_MAX = 10_000
 
 #: Hudi 1.x's writer key for the version of the tables it creates (`Table.create`'s `table_version`).
 WRITE_TABLE_VERSION_KEY = "hoodie.write.table.version"
@@ -90,12 +95,12 @@ class WriteConfig(BaseModel):
     #: RECORD_INDEX: keys are located through the metadata table's `record_index` partition
     #: (built on first use, as `hoodie.metadata.record.index.enable=true` does).
     index_type: Literal["BLOOM", "SIMPLE", "BUCKET", "RECORD_INDEX"] = Field("BLOOM", alias="hoodie.index.type")
-    bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0)
+    bucket_num_buckets: int = Field(4, alias="hoodie.bucket.index.num.buckets", gt=0, le=JAVA_INT_MAX)
     bucket_hash_field: str | None = Field(None, alias="hoodie.bucket.index.hash.field")
-    bloom_num_entries: int = Field(60000, alias="hoodie.index.bloom.num_entries", gt=0)
+    bloom_num_entries: int = Field(60000, alias="hoodie.index.bloom.num_entries", gt=0, le=JAVA_INT_MAX)
     bloom_fpp: float = Field(1e-9, alias="hoodie.index.bloom.fpp", gt=0, lt=1)
     bloom_filter_type: Literal["DYNAMIC_V0", "SIMPLE"] = Field("DYNAMIC_V0", alias="hoodie.bloom.index.filter.type")
-    bloom_max_entries: int = Field(100000, alias="hoodie.bloom.index.filter.dynamic.max.entries", gt=0)
+    bloom_max_entries: int = Field(100000, alias="hoodie.bloom.index.filter.dynamic.max.entries", gt=0, le=JAVA_INT_MAX)
     bloom_prune_by_ranges: bool = Field(True, alias="hoodie.bloom.index.prune.by.ranges")
     #: BLOOM tagging reads the base files' bloom filters from the metadata table's `bloom_filters`
     #: partition (when the table has it) instead of from each file's footer.
@@ -122,9 +127,9 @@ class WriteConfig(BaseModel):
         "SINGLE_WRITER", alias="hoodie.write.concurrency.mode"
     )
     #: A writer refreshes `.hoodie/.heartbeat/<instant>` this often while its instant is in flight.
-    heartbeat_interval_ms: int = Field(60000, alias="hoodie.client.heartbeat.interval_in_ms", gt=0)
+    heartbeat_interval_ms: int = Field(60000, alias="hoodie.client.heartbeat.interval_in_ms", gt=0, le=JAVA_INT_MAX)
     #: A heartbeat older than this many intervals (or missing) marks its instant as failed.
-    heartbeat_tolerable_misses: int = Field(2, alias="hoodie.client.heartbeat.tolerable.misses", gt=0)
+    heartbeat_tolerable_misses: int = Field(2, alias="hoodie.client.heartbeat.tolerable.misses", gt=0, le=JAVA_INT_MAX)
     #: Archival: the active timeline keeps at least `min` and at most `max` completed commits.
     keep_min_commits: int = Field(20, alias="hoodie.keep.min.commits", gt=0)
     keep_max_commits: int = Field(30, alias="hoodie.keep.max.commits", gt=0)
@@ -196,13 +201,15 @@ class WriteConfig(BaseModel):
     metadata_record_index: bool | None = Field(None, alias="hoodie.metadata.record.index.enable")
     #: The fewest file groups a new `record_index` partition gets (Hudi's default 10).
     metadata_record_index_min_file_groups: int = Field(
-        10, alias="hoodie.metadata.record.index.min.filegroup.count", gt=0
+        10, alias="hoodie.metadata.record.index.min.filegroup.count", gt=0, le=METADATA_FILE_GROUPS_MAX
     )
     #: `true`: keep every base file's bloom filter in the metadata table's `bloom_filters` partition
     #: (built on the first write that enables it); `false` drops an existing one; unset keeps what is there.
     metadata_bloom_filters: bool | None = Field(None, alias="hoodie.metadata.index.bloom.filter.enable")
     #: The file groups a new `bloom_filters` partition gets (Hudi's default 4; fixed afterwards).
-    metadata_bloom_filter_file_groups: int = Field(4, alias="hoodie.metadata.index.bloom.filter.file.group.count", gt=0)
+    metadata_bloom_filter_file_groups: int = Field(
+        4, alias="hoodie.metadata.index.bloom.filter.file.group.count", gt=0, le=METADATA_FILE_GROUPS_MAX
+    )
     #: Hudi 1.x secondary indexes (`secondary_index_*` metadata partitions), which lakeward cannot maintain yet:
     #: unset or false drops them before a write or table service (`metadata_table.gate`); true refuses it.
     metadata_secondary_index: bool | None = Field(None, alias="hoodie.metadata.index.secondary.enable")
@@ -243,6 +250,28 @@ class WriteConfig(BaseModel):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_booleans(cls, value: Any, info: ValidationInfo) -> Any:
+        """Booleans as every other reader of the options takes them (`parse_bool`: true or false in any
+        case); pydantic alone also took `yes`, `on` and `1`, which other checks then refused mid-write."""
+        assert info.field_name is not None
+        field = cls.model_fields[info.field_name]
+        if value is not None and field.annotation in (bool, bool | None):
+            return parse_bool(value, field.alias or info.field_name)
+        return value
+
+    @model_validator(mode="after")
+    def _check_bloom_filter_size(self) -> WriteConfig:
+        """Hudi's bloom filter sizing (`num_entries`, `fpp`) must give a bit count within a Java int."""
+        bits = math.ceil(self.bloom_num_entries * (-math.log(self.bloom_fpp) / (math.log(2) ** 2)))
+        if bits > JAVA_INT_MAX:
+            raise ValueError(
+                f"hoodie.index.bloom.num_entries={self.bloom_num_entries} with hoodie.index.bloom.fpp="
+                f"{self.bloom_fpp} makes a bloom filter of {bits} bits, past Java's int range: lower either"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_archival_bounds(self) -> WriteConfig:

@@ -36,7 +36,9 @@ def _tree(path: Path) -> dict[str, bytes]:
 @pytest.fixture
 def table_path(tmp_path: Path) -> Path:
     path = tmp_path / "t"
-    t = Table.create(str(path), record_key="id", partition_by="part", ordering_field="ts", table_name="t", table_version=8)
+    t = Table.create(
+        str(path), record_key="id", partition_by="part", ordering_field="ts", table_name="t", table_version=8
+    )
     t.upsert(pa.table({"id": [1, 2], "part": ["a", "b"], "ts": [1, 1], "v": ["x", "y"]}))
     return path
 
@@ -63,3 +65,21 @@ def test_the_tables_own_values_are_accepted(table_path: Path) -> None:
     table = Table.open(str(table_path), options=same)
     table.upsert(pa.table({"id": [3], "part": ["a"], "ts": [1], "v": ["z"]}))
     assert sorted(Table.open(str(table_path)).read().column("id").to_pylist()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("hoodie.metadata.enable", "yes"),  # pydantic took it, the metadata-table gate refused it mid-write
+        ("hoodie.metadata.record.index.enable", "1"),
+        ("hoodie.client.heartbeat.interval_in_ms", str(10**12)),  # overflowed after the commit
+        ("hoodie.write.lock.wait_time_ms", str(10**13)),
+        ("hoodie.metadata.record.index.min.filegroup.count", str(10**12)),
+        ("hoodie.index.bloom.num_entries", "2000000000"),  # refused by the bloom filter after the instant began
+    ],
+)
+def test_a_value_hudi_cannot_hold_is_refused_at_open(table_path: Path, key: str, value: str) -> None:
+    before = _tree(table_path)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Table.open(str(table_path), options={key: value})
+    assert _tree(table_path) == before
