@@ -28,6 +28,7 @@ from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConfigError,
+    CorruptTableError,
     InstantExistsError,
     InstantNotFoundError,
     MetadataTableError,
@@ -266,6 +267,8 @@ class Table:
             text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")
         except (FileNotFoundError, NotADirectoryError):  # a StorageError (denied, unreachable) is no answer
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {PROPERTIES_PATH} does not exist") from None
+        except UnicodeDecodeError as exc:
+            raise CorruptTableError(f"{storage.uri_of(PROPERTIES_PATH)} is not UTF-8 text ({exc})") from None
         return cls(storage, TableConfig.from_text(text), options, engine)
 
     # -- inspection ----------------------------------------------------------------------

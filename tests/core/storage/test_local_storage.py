@@ -147,3 +147,15 @@ def test_a_uri_whose_path_a_hash_or_question_mark_would_cut_is_refused(uri: str)
 def test_a_local_path_with_a_hash_is_its_own_table(tmp_path) -> None:
     first, second = Storage.for_uri(str(tmp_path / "t#1")), Storage.for_uri(str(tmp_path / "t#2"))
     assert first.root != second.root and first.root.endswith("t#1")
+
+
+def test_a_table_whose_properties_are_not_text_is_reported_corrupt(tmp_path) -> None:
+    """A `hoodie.properties` of bytes that are not UTF-8 gave a raw UnicodeDecodeError (a 500 from the
+    daemon's API, a traceback from the CLI); it is a CorruptTableError naming the file."""
+    from lakeward.core.exceptions import CorruptTableError
+    from lakeward.core.table import Table
+
+    Table.create(str(tmp_path / "t"), record_key="id")
+    (tmp_path / "t" / ".hoodie" / "hoodie.properties").write_bytes(b"hoodie.table.name=\xff\xfe\n")
+    with pytest.raises(CorruptTableError, match="hoodie.properties"):
+        Table.open(str(tmp_path / "t"))
