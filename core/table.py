@@ -19,6 +19,7 @@ from lakeward.core import write as write_path
 from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
 from lakeward.core.config.table import (
+    KeyGeneratorType,
     TableConfig,
     TableType,
     check_virtual_keys,
@@ -57,6 +58,7 @@ from lakeward.core.timeline import (
     normalize_instant_time,
 )
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.core.timestamp_keygen import TimestampPartitioner
 from lakeward.core.write.operation import WriteOperation
 
 # Opening a table and listing its timeline and file slices (`lakeward show`, `timeline`) needs none of
@@ -238,6 +240,8 @@ class Table:
         opts = {k: v for k, v in opts.items() if k not in _keys_given_as_keywords(keywords)}
         check_table_options(config, opts)
         check_virtual_keys(config)
+        if config.key_generator is KeyGeneratorType.TIMESTAMP:  # never store settings every write would refuse
+            TimestampPartitioner.from_options(dict(config.keygen_options))
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(f"a table already exists at {storage.uri}")
         if storage.is_local:

@@ -511,9 +511,10 @@ class TableConfig:
             # As Hudi 0.14/0.15 records it for merge-on-read tables (format doc 1.2).
             config = replace(config, extra={**config.extra, MERGER_STRATEGY_KEY: DEFAULT_MERGER_STRATEGY})
         if schema is not None:
-            missing = [f for f in (*record_fields, *partition_fields) if f not in schema.names]
+            needed = (*record_fields, *partition_fields, *([ordering] if ordering else []))
+            missing = [f for f in needed if f not in schema.names]
             if missing:
-                raise ConfigError(f"schema lacks the record key / partition column(s) {missing}")
+                raise ConfigError(f"schema lacks the record key / partition / ordering column(s) {missing}")
             config = config.with_create_schema(avro_schema_json(schema, config.name, null_first=False))
         return config
 

@@ -83,3 +83,34 @@ def test_a_value_hudi_cannot_hold_is_refused_at_open(table_path: Path, key: str,
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         Table.open(str(table_path), options={key: value})
     assert _tree(table_path) == before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator"},
+        {
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+            "hoodie.keygen.timebased.timestamp.type": "SCALAR",
+            "hoodie.keygen.timebased.timestamp.scalar.time.unit": "FORTNIGHTS",
+        },
+        {
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+            "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+            "hoodie.keygen.timebased.timezone": "Not/AZone",
+        },
+    ],
+)
+def test_create_refuses_timestamp_key_generator_settings_every_write_would_refuse(
+    tmp_path: Path, options: dict
+) -> None:
+    with pytest.raises(ConfigError, match="hoodie.keygen.timebased"):
+        Table.create(str(tmp_path / "t"), record_key="id", partition_by="day", options=options)
+    assert not (tmp_path / "t" / ".hoodie" / "hoodie.properties").exists()
+
+
+def test_create_refuses_an_ordering_field_missing_from_the_schema(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    with pytest.raises(ConfigError, match="'ts'"):
+        Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts", schema=schema)
+    assert not (tmp_path / "t" / ".hoodie" / "hoodie.properties").exists()
