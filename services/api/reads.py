@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from lakeward.services.daemon import Daemon, plan_dict
+from lakeward.services.daemon import Daemon, TableUnreadableError, plan_dict
 from lakeward.services.history import LOST
 from lakeward.services.model import ServiceAction
 
@@ -48,6 +48,14 @@ def plan_statuses(daemon: Daemon, found: list[dict[str, Any]]) -> list[dict[str,
         }
         for p in found
     ]
+
+
+def check_readable(daemon: Daemon, name: str) -> None:
+    """TableUnreadableError when the last discovery cycle could not read the table: its plans and timeline
+    are unknown, which an empty answer would hide (`lakeward plans NAME` said "no pending plans")."""
+    view = daemon.table(name)
+    if view.state is None and view.problem is not None:
+        raise TableUnreadableError(f"{name} cannot be read: {view.problem}")
 
 
 def table_plans(daemon: Daemon, name: str) -> list[dict[str, Any]]:
@@ -117,6 +125,7 @@ __all__ = [
     "quarantine",
     "runs",
     "table_detail",
+    "check_readable",
     "table_plans",
     "timeline",
 ]

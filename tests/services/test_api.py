@@ -107,6 +107,10 @@ def test_tables_and_plans_show_state_problems_and_pending_plans(client, tmp_path
     assert set(tables) == {"orders", "customers", "gone"}
     assert tables["gone"]["healthy"] is False and "not a table" in tables["gone"]["problem"]
     assert tables["customers"]["table_type"] == "COPY_ON_WRITE"
+    # its plans and timeline are unknown, not empty (`lakeward plans gone` said "no pending plans")
+    for read in ("plans", "timeline"):
+        refused = client.get(f"/api/v1/tables/gone/{read}")
+        assert refused.status_code == 409 and "gone cannot be read" in refused.json()["detail"], read
     # The last cycle ran before the plan was written: the next cycle (or the per-table view) shows it.
     one = client.get("/api/v1/tables/orders").json()
     assert one["name"] == "orders" and one["runs"] == []

@@ -19,7 +19,8 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/tables/{name}/plans", response_model=list[PlanStatus])
     def table_plans(name: str) -> list[dict[str, Any]]:
-        """Pending plans of one table, oldest first, with their quarantine state."""
+        """Pending plans of one table, oldest first, with their quarantine state (409 when it cannot be read)."""
+        reads.check_readable(daemon, name)
         return reads.table_plans(daemon, name)
 
     @routes.get("/plans", response_model=list[PlanStatus])

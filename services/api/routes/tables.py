@@ -51,7 +51,9 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
 
     @routes.get("/tables/{name}/timeline", response_model=list[TimelineInstant])
     def timeline(name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> list[dict[str, Any]]:
-        """The newest instants of the table's active timeline (newest first), as of the last discovery cycle."""
+        """The newest instants of the table's active timeline (newest first), as of the last discovery cycle
+        (409 when it cannot be read)."""
+        reads.check_readable(daemon, name)
         return reads.timeline(daemon, name, limit)
 
     return routes
