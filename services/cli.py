@@ -1128,7 +1128,13 @@ def _flags_as_flags() -> None:
 
 def main() -> None:
     _flags_as_flags()
-    app()
+    try:
+        app()
+    except (LakewardError, OSError) as exc:
+        # what a command did not turn into its own message (a damaged plan or timeline met on the way, a
+        # storage failure): still one error line and exit code 2, not a traceback
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

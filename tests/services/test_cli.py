@@ -213,3 +213,28 @@ def test_archive_moves_old_instants(tmp_path):
     assert sorted(Table.open(table.path).read().column("v").to_pylist()) == [5, 5]
     again = runner.invoke(app, ["archive", table.path, *keep])
     assert again.exit_code == 0 and "nothing to archive" in again.output
+
+
+def test_an_error_met_on_the_way_is_one_error_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """`show` of a table whose pending compaction plan is damaged, and `timeline` of one whose timeline
+    folder is a file, printed Python tracebacks (exit code 1)."""
+    import sys
+
+    import pytest
+
+    from lakeward.services.cli import main
+
+    table = Table.create(str(tmp_path / "t"), record_key="id", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": [1, 2]}))
+    table.upsert(pa.table({"id": [1]}))
+    plan = table.schedule_compaction(force=True)
+    (tmp_path / "t" / ".hoodie" / f"{plan}.compaction.requested").write_bytes(b"not avro")
+    other = Table.create(str(tmp_path / "v9"), record_key="id", table_version=9)
+    os.rmdir(tmp_path / "v9" / ".hoodie" / "timeline" / "history")
+    (tmp_path / "v9" / ".hoodie" / "timeline" / "history").write_text("a file")
+    for argv in (["show", table.path], ["timeline", other.path]):
+        monkeypatch.setattr(sys, "argv", ["lakeward", *argv])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and err.startswith("error: ") and "Traceback" not in err, (argv, err)
