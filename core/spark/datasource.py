@@ -127,6 +127,11 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         raise ConfigError(f"save mode {mode!r} is not one of {', '.join(SAVE_MODES)}")
     opts = _write_options(options)
     operation = parse_operation(opts)
+    if operation in (WriteOperation.DELETE, WriteOperation.DELETE_PARTITION) and save_mode != "append":
+        raise ConfigError(
+            f"hoodie.datasource.write.operation={operation.value} takes mode('append') only, as in Hudi; "
+            f"mode({mode!r}) would replace the table's data with the rows meant to be deleted"
+        )
     table_options = {k: v for k, v in opts.items() if k not in WRITE_ONLY_KEYS and k != "path"}
     engine = SparkEngine(df.sparkSession)
     try:

@@ -212,6 +212,12 @@ def test_save_modes_on_an_existing_table(lakeward_spark, existing: tuple[str, st
         df.write.format(FORMAT).options(**hudi_options("t")).save(path)  # Spark's default: errorifexists
     df.write.format(FORMAT).options(**hudi_options("t")).mode("ignore").save(path)
     assert disk_state(path) == before
+    # deletes take append only, as in Hudi: overwrite made the rows meant to be deleted the table's only rows
+    for operation in ("delete", "delete_partition"):
+        deleting = {**hudi_options("t"), "hoodie.datasource.write.operation": operation}
+        with pytest.raises(ConfigError, match="append"):
+            df.write.format(FORMAT).options(**deleting).mode("overwrite").save(path)
+    assert disk_state(path) == before
 
     # overwrite: the table keeps its history, and its data is the DataFrame's
     df.write.format(FORMAT).options(**hudi_options("t")).mode("overwrite").save(path)
