@@ -106,6 +106,7 @@ def _validate_options(options: Mapping[str, Any]) -> None:
         return
     parse_write_config(options, extra_known=LOCK_OPTION_KEYS)
     parse_lock_config(options)
+    table_services.orphan_clean.orphan_clean_settings(options)  # lakeward's own service options
 
 
 #: Services that take the table back in time: they build no missing metadata table first (`Table._writer`).

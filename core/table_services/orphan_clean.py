@@ -11,12 +11,14 @@ or would remove in a dry run. Two table options set it (the daemon derives them 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from lakeward.core.config.values import parse_bool
 from lakeward.core.config.write import ORPHAN_CLEAN_DRY_RUN_KEY, ORPHAN_CLEAN_OLDER_THAN_KEY
 from lakeward.core.engine import Engine
+from lakeward.core.exceptions import ConfigError
 from lakeward.core.orphans import DEFAULT_OLDER_THAN, OrphanReport, remove_orphans
 from lakeward.core.table_services.service import DirectService, ServiceReport
 
@@ -27,9 +29,24 @@ DRY_RUN_KEY = ORPHAN_CLEAN_DRY_RUN_KEY
 def orphan_clean_settings(options: Mapping[str, Any]) -> tuple[dt.timedelta, bool]:
     """(older_than, dry_run) from a table's options (module doc)."""
     older = options.get(OLDER_THAN_KEY)
-    older_than = DEFAULT_OLDER_THAN if older is None else dt.timedelta(seconds=float(older))
+    older_than = DEFAULT_OLDER_THAN if older is None else dt.timedelta(seconds=_seconds(older))
     dry_run = parse_bool(options.get(DRY_RUN_KEY, True), DRY_RUN_KEY)
     return older_than, dry_run
+
+
+def _seconds(value: Any) -> float:
+    """A finite, non-negative number of seconds; ConfigError naming the key otherwise."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0 or seconds > _MAX_SECONDS:
+        raise ConfigError(f"{OLDER_THAN_KEY}={value!r} must be a number of seconds, 0 or more")
+    return seconds
+
+
+#: timedelta's own bound, in seconds.
+_MAX_SECONDS = dt.timedelta.max.total_seconds()
 
 
 class OrphanCleanService(DirectService[OrphanReport]):

@@ -388,6 +388,9 @@ OPTION_CASES: dict[str, tuple[dict[str, Any], str]] = {
         "lakeward.metadata.compact.deflate.levl",
     ),
     "unknown-lakeward-key": ({"lakeward.orphan_clean.older_than": "60"}, "lakeward.orphan_clean.older_than"),
+    # passed the open, then failed the daemon's orphan_clean run with a raw ValueError
+    "not-seconds": ({"lakeward.orphan_clean.older_than_s": "abc"}, "lakeward.orphan_clean.older_than_s"),
+    "negative-seconds": ({"lakeward.orphan_clean.older_than_s": "-3600"}, "lakeward.orphan_clean.older_than_s"),
     "unknown-lock-key": ({"hoodie.write.lock.filesystem.path": "/tmp/x"}, "hoodie.write.lock.filesystem.path"),
     "bad-enum": ({"hoodie.index.type": "NOT_AN_INDEX"}, "hoodie.index.type"),
     "negative-size": ({"hoodie.parquet.max.file.size": "-5"}, "hoodie.parquet.max.file.size"),
