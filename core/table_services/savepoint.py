@@ -115,6 +115,9 @@ def delete_savepoint(table: HoldsTableContext, instant_time: str) -> None:
         timeline = ctx.timeline()
         if timeline.state_of(instant_time, Action.SAVEPOINT) is None:
             raise InstantNotFoundError(f"no savepoint at {instant_time} in {storage.uri}")
+        for interrupted in pending_restores(timeline):  # it may be restoring to this savepoint: finish it first
+            resume_restore(storage, interrupted, ctx.config.timeline_timezone, ctx.lock.confirmed)
+            timeline = ctx.timeline()
         ctx.lock.ensure_held()
         _drop_savepoint(storage, timeline, instant_time)
         log.info("deleted savepoint %s", instant_time)

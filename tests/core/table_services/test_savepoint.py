@@ -253,3 +253,19 @@ def test_a_write_with_the_savepoints_schema_finishes_an_interrupted_restore(tmp_
     table.upsert(pa.table({"id": [4], "part": ["a"], "ts": [4], "v": ["four"]}))
     assert not table.timeline().pending(Action.RESTORE)
     assert sorted(Table.open(path).read().column("id").to_pylist()) == [1, 4]
+
+
+def test_deleting_the_savepoint_of_an_interrupted_restore_finishes_the_restore_first(
+    restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path
+) -> None:
+    """Deleting the savepoint left the half-done restore with no savepoint: `restore` could no longer finish it."""
+    source, states, writes = restore_template
+    path = str(tmp_path / "t")
+    shutil.copytree(source, path)
+    saved = writes[2]
+    run_and_kill(path, "restore_after_first_rollback", saved)
+    Table.open(path).delete_savepoint(saved)
+    table = Table.open(path)
+    assert not table.timeline().pending(Action.RESTORE)
+    assert not [i for i in table.timeline().completed() if i.action is Action.SAVEPOINT]
+    assert as_tuples(table.read()) == states[saved]
