@@ -76,7 +76,7 @@ class DaemonMetrics:
         self.tables = Gauge("lakeward_tables", "Tables the daemon looks after", registry=r)
         self.tables_by_version = Gauge(
             "lakeward_tables_by_version",
-            "Tables read in the last cycle, by hoodie.table.version (only version 6 is served; 8 and 9 are read-only)",
+            "Tables read in the last cycle, by hoodie.table.version and whether lakeward runs no table service on them",
             ["version", "read_only"],
             registry=r,
         )

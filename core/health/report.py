@@ -247,8 +247,9 @@ def applicable_factors(snapshot: HealthSnapshot) -> tuple[str, ...]:
 def _version(s: HealthSnapshot) -> list[Finding]:
     if s.services_writable:
         return []
-    message = f"table version {s.table_version}: lakeward reads it but does not run table services on it yet"
-    fix = "run table services with Apache Hudi, or upgrade lakeward when it supports this version"
+    why = s.read_only_reason or "lakeward does not run table services on this version yet"
+    message = f"table version {s.table_version}: lakeward reads the table but runs no table service on it: {why}"
+    fix = "run table services with Apache Hudi, or upgrade lakeward when it supports what the table uses"
     return [Finding("version", Severity.INFO, "services_read_only", message, fix)]
 
 

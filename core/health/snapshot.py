@@ -116,6 +116,8 @@ class HealthSnapshot:
     #: (`file_group.integrity.listing_problems`, from the listing and commit metadata: no data
     #: file is read), as `kind: path (instant): detail`.
     damaged_files: tuple[str, ...] = ()
+    #: Why lakeward runs no table service on the table (`Table.read_only_reason`; None: it runs them).
+    read_only_reason: str | None = None
 
 
 def table_write_config(table: Table) -> WriteConfig:
@@ -227,7 +229,8 @@ def take_snapshot(table: Table, now: dt.datetime | None = None) -> HealthSnapsho
         table_path=table.path,
         table_version=table.version.number,
         table_type=config.table_type.value,
-        services_writable=table.read_only_reason() is None,
+        services_writable=(read_only := table.read_only_reason()) is None,
+        read_only_reason=read_only,
         taken_at=age.now,
         log_files_per_group=tuple(len(s.log_files) for s in slices),
         log_bytes_per_group=tuple(sum(f.size for f in s.log_files) for s in slices),

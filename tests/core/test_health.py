@@ -26,7 +26,7 @@ from lakeward.core.table import Table
 from lakeward.core.timeline import Action, new_instant_time
 from lakeward.core.timeline.transitions import create_requested, transition_to_inflight
 from lakeward.core.write.heartbeat import heartbeat_path, this_process
-from tests.support.fixture_tables import with_unmaintained_index
+from tests.support.fixture_tables import UNMAINTAINED_PARTITION, with_unmaintained_index
 
 HOUR = dt.timedelta(hours=1)
 
@@ -194,7 +194,9 @@ def test_health_v9_fixture_reads_without_writing(fixture_table: Any) -> None:
     report = table_health(Table.open(str(path)))
     assert report.snapshot.table_version == 9
     assert report.snapshot.active_commits > 0
-    assert _codes(report)["services_read_only"].severity is Severity.INFO
+    finding = _codes(report)["services_read_only"]
+    assert finding.severity is Severity.INFO
+    assert UNMAINTAINED_PARTITION in finding.message  # the reason, not only "not yet" (it said to upgrade lakeward)
     assert before == sorted((p, p.stat().st_mtime_ns) for p in path.rglob("*") if p.is_file())
 
 
