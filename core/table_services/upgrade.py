@@ -260,11 +260,14 @@ def layout1_files(storage: Storage) -> list[Instant]:
     return sorted(files, key=Instant.sort_key)
 
 
-def completion_times(storage: Storage, files: list[Instant], timezone: str) -> dict[str, str]:
-    """Completion time of each completed version 6 instant (by instant time): its file's modification
-    time, as Hudi takes it, in the timeline time zone, made strictly increasing in instant order and
-    never before the instant time (a copied or unzipped table gives all its files one clock)."""
-    out: dict[str, str] = {}
+def completion_times(storage: Storage, files: list[Instant], timezone: str) -> dict[tuple[str, Action], str]:
+    """Completion time of each completed version 6 instant (by instant time and action): its file's
+    modification time, as Hudi takes it, in the timeline time zone, made strictly increasing in
+    instant order and never before the instant time (a copied or unzipped table gives all its files
+    one clock). A savepoint is outside that order: it takes the instant time of an older write when it
+    is made, and keeps its own time (else it gave its write a later completion and pushed every later
+    write's past it, which moved them across incremental ranges)."""
+    out: dict[tuple[str, Action], str] = {}
     previous = ""
     for instant in files:
         if not instant.is_completed:
@@ -272,9 +275,12 @@ def completion_times(storage: Storage, files: list[Instant], timezone: str) -> d
         moment = storage.modified_time(instant_path(instant))
         local = moment.astimezone(dt.UTC) if timezone.upper() == "UTC" else moment.astimezone().replace(tzinfo=None)
         chosen = max(format_instant_time(local), instant.time)
+        if instant.action is Action.SAVEPOINT:
+            out[(instant.time, instant.action)] = chosen
+            continue
         if chosen <= previous:
             chosen = next_instant_time(previous)
-        out[instant.time] = previous = chosen
+        out[(instant.time, instant.action)] = previous = chosen
     return out
 
 
@@ -283,7 +289,7 @@ def copy_active_timeline(storage: Storage, timezone: str) -> int:
     files = layout1_files(storage)
     completions = completion_times(storage, files, timezone)
     for instant in files:
-        target, data = _layout2_file(storage, instant, completions.get(instant.time))
+        target, data = _layout2_file(storage, instant, completions.get((instant.time, instant.action)))
         storage.write_bytes(instant_path(target), data)
     return len(files)
 

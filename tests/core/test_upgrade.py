@@ -378,3 +378,43 @@ def test_a_rerun_copies_the_timeline_anew_after_the_table_changed(fixture_table:
     )
     assert _data_rows(upgraded.read()) == before
     fail_on(snapshot_mismatches(path))
+
+
+def test_upgrade_keeps_each_writes_completion_time_beside_a_later_savepoint(tmp_path: Path):
+    """A savepoint shares its write's instant time but is made later: its file's time became the write's
+    completion time and pushed every later write's past it, so an incremental read of (w2, w3] on the
+    upgraded table returned nothing (lakeward and hudi-rs alike)."""
+    import os
+    import time
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts", table_version=6)
+    times = []
+    for i in range(5):
+        times.append(table.upsert(pa.table({"id": [f"k{i}"], "v": [i], "ts": [i]})).instant_time)
+        time.sleep(0.05)
+    time.sleep(0.2)
+    table.savepoint(times[1])
+    Table.open(path).upgrade(to=8)
+    upgraded = Table.open(path)
+    writes = {i.time: i.completion_time for i in upgraded.timeline().completed_writes()}
+    savepoint = next(i for i in upgraded.timeline().completed() if i.action.value == "savepoint")
+    assert [writes[t] for t in times] == sorted(writes[t] for t in times)
+    assert all(writes[t] < savepoint.completion_time for t in times), (writes, savepoint)  # made after them all
+    # version 8 ranges are by completion time: w2 completed after the instant time times[2], w3 after times[3]
+    assert upgraded.read_incremental(times[2], times[3]).column("id").to_pylist() == ["k2"]
+    assert hudi_incremental_ids(path, times[2], times[3]) == ["k2"]
+    assert sorted(os.listdir(Path(path, ".hoodie", "timeline"))).count(f"{times[1]}_{writes[times[1]]}.commit") == 1
+
+
+def hudi_incremental_ids(path: str, begin: str, end: str) -> list[str]:
+    import hudi
+
+    options = (
+        hudi.HudiReadOptions()
+        .with_query_type(hudi.HudiQueryType.Incremental)
+        .with_start_timestamp(begin)
+        .with_end_timestamp(end)
+    )
+    batches = hudi.HudiTableBuilder.from_base_uri(path).build().read(options)
+    return sorted(x for b in batches for x in b.column("id").to_pylist())
