@@ -75,7 +75,7 @@ from lakeward.core.table_services.namespace import TableServices
 from lakeward.core.table_version import METAFOLDER, SUPPORTED_VERSIONS, TimelineLayout, table_version
 from lakeward.core.timeline import Timeline, avro_plans
 from lakeward.core.timeline.archived import read_archived_entries
-from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.core.timeline.clustering_plan import clustering_plan_of, pending_clustering_plans
 from lakeward.core.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakeward.core.timeline.instant_time import format_instant_time, next_instant_time
 from lakeward.core.timeline.lsm_history import load_archived_instants
@@ -496,14 +496,19 @@ def prepare(
     is pending; `change` ("upgrade", "downgrade") names it in the messages.
     """
     ctx = client.table_context
-    before = {i.time for i in ctx.timeline().pending_writes()}
+
+    def in_flight(timeline: Timeline) -> set[str]:
+        """Pending writes, but clustering plans (replacecommits on version 6), which run below."""
+        return {i.time for i in timeline.pending_writes()} - set(pending_clustering_plans(ctx.storage, timeline))
+
+    before = in_flight(ctx.timeline())
     timeline = client.roll_back_failed_writes()
-    if timeline.pending_writes():
+    if in_flight(timeline):
         raise UpgradeError(
-            f"cannot {change}: write(s) {[i.time for i in timeline.pending_writes()]} are in flight; run the "
+            f"cannot {change}: write(s) {sorted(in_flight(timeline))} are in flight; run the "
             f"{change} when they completed (or their writers are gone); nothing was changed"
         )
-    rolled_back = tuple(sorted(before - {i.time for i in timeline.pending_writes()}))
+    rolled_back = tuple(sorted(before - in_flight(timeline)))
     finished: list[str] = []
     for namespace in (services.compaction, services.clustering, services.clean):
         for instant in namespace.pending():

@@ -198,6 +198,26 @@ def test_upgrade_runs_pending_compaction_first(tmp_path: Path):
     fail_on(all_mismatches(path))
 
 
+def test_upgrade_of_version_6_runs_a_pending_clustering_plan_first(tmp_path: Path):
+    """A version 6 clustering plan is a pending replacecommit: the upgrade refused it as a write in flight
+    instead of running it, as it runs compaction plans (and as it did on version 8)."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts")
+    for i in range(3):
+        table.bulk_insert(pa.table({"id": [f"k{i}"], "part": ["p"], "ts": [1], "val": [i]}))
+    pending = table.schedule_clustering()
+    assert pending is not None
+    before = _data_rows(table.read())
+
+    result = Table.open(path).upgrade(to=8)
+
+    assert f"{pending}.clustering" in result.finished_plans
+    upgraded = Table.open(path)
+    assert upgraded.timeline().pending() == []
+    assert _data_rows(upgraded.read()) == before
+    fail_on(all_mismatches(path))
+
+
 @pytest.mark.parametrize(
     ("start", "to", "command", "message"),
     [
