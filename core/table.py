@@ -886,6 +886,8 @@ class Table:
         table has is a no-op (it only removes version 6 timeline files a crashed run left behind).
         """
         table_services.upgrade.check_target(self.version.number, to)
+        if to != self.version.number:  # before the metadata-table gate, which may delete the metadata table
+            table_services.upgrade.check_upgradable(self.storage, self.config)
         return self._change_version(
             lambda client, config: table_services.upgrade.upgrade_locked(client, self.services, config, to), to
         )

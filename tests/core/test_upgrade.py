@@ -383,6 +383,18 @@ def test_upgrade_with_metadata_disabled_deletes_the_metadata_table_first(tmp_pat
     fail_on(all_mismatches(path))
 
 
+def test_an_upgrade_refused_for_change_data_capture_changes_nothing_with_metadata_disabled(tmp_path: Path):
+    """Refused for CDC (which the upgrade does not carry over), it had already deleted the metadata table the
+    options disable, and said "nothing was changed"."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", options={"hoodie.table.cdc.enabled": "true"})
+    table.upsert(pa.table({"id": ["a", "b"], "v": [1, 2]}))
+    before = _hashes(path)
+    with pytest.raises(UpgradeError, match="change data capture"):
+        Table.open(path, options={"hoodie.metadata.enable": "false"}).upgrade(to=8)
+    assert _hashes(path) == before
+
+
 def test_a_rerun_copies_the_timeline_anew_after_the_table_changed(fixture_table: Callable[[str, str], str]):
     path = fixture_table("cow", "v6_nonpartitioned")
     first, latest = [i.time for i in Table.open(path).completed_instants()]
