@@ -291,6 +291,7 @@ def schedule_clean(table: HoldsTableContext, now: dt.datetime | None = None) -> 
     ctx = table.table_context
     storage, config = ctx.storage, ctx.config
     with ctx.lock:
+        ctx.check_version("schedule a clean")
         timeline = ctx.timeline()
         pending = pending_cleans(timeline)
         if pending:

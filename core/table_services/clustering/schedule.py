@@ -117,6 +117,7 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
     storage, wc = ctx.storage, ctx.write_config
     sort_columns = parse_fields(wc.clustering_sort_columns)
     with ctx.lock:
+        ctx.check_version("schedule a clustering")
         timeline = ctx.timeline()
         clustering = pending_clustering_file_groups(storage, timeline)
         planned = set(clustering.values())

@@ -73,6 +73,7 @@ def schedule_compaction(table: HoldsTableContext, force: bool = False) -> str | 
             f"compaction applies to MERGE_ON_READ tables; the table at {storage.uri} is {config.table_type.value}"
         )
     with ctx.lock:
+        ctx.check_version("schedule a compaction")  # a plan under the old version's rules would be lost or wrong
         # No rollback of failed writes here: a pending write of another process may still be
         # running, and rolling it back would delete log files it then commits (lost updates).
         timeline = ctx.timeline()
