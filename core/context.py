@@ -64,6 +64,20 @@ class Recovery:
         return "; ".join(parts)
 
 
+def check_version_unchanged(storage: Storage, expected: int, what: str) -> None:
+    """Refuse (TableVersionChangedError) `what` when `hoodie.table.version` on storage is no longer `expected`,
+    the version a handle was opened with (the table was upgraded or downgraded meanwhile)."""
+    found = table_version_on_storage(storage)
+    if found != expected:
+        raise TableVersionChangedError(
+            f"cannot {what}: it was prepared under table version {expected}, but the table at "
+            f"{storage.uri} is now at table version {found} (upgraded meanwhile); nothing was written. "
+            "Open the table again (and plan again) to work under the new version's rules",
+            expected,
+            found,
+        )
+
+
 class WriteRecovery(Protocol):
     """The commit protocol's recovery of failed writes (the write client implements it)."""
 
@@ -169,16 +183,7 @@ class TableContext:
         """Refuse (TableVersionChangedError) `what` when `hoodie.table.version` on storage is no longer the
         version this context was opened with: the table was upgraded meanwhile, and a write or plan prepared
         under the old version's rules (timeline folder, file naming) must not run against the new one."""
-        found = self.storage_version()
-        expected = self.config.table_version
-        if found != expected:
-            raise TableVersionChangedError(
-                f"cannot {what}: it was prepared under table version {expected}, but the table at "
-                f"{self.storage.uri} is now at table version {found} (upgraded meanwhile); nothing was written. "
-                "Open the table again (and plan again) to work under the new version's rules",
-                expected,
-                found,
-            )
+        check_version_unchanged(self.storage, self.config.table_version, what)
 
     def storage_version(self) -> int:
         """`hoodie.table.version` as `hoodie.properties` says now (6 when absent, as Hudi reads it)."""
@@ -206,6 +211,7 @@ class TableContext:
 
 __all__ = [
     "NO_SCHEMA_MESSAGE",
+    "check_version_unchanged",
     "HoldsTableContext",
     "Recovery",
     "TableContext",

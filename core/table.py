@@ -25,7 +25,7 @@ from lakeward.core.config.table import (
     check_virtual_keys,
 )
 from lakeward.core.config.write import check_table_options, parse_write_config, write_table_version
-from lakeward.core.context import TableContext
+from lakeward.core.context import TableContext, check_version_unchanged
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
     ConfigError,
@@ -299,6 +299,9 @@ class Table:
         into the LSM history (`.hoodie/timeline/history/`), so that time travel and incremental
         reads reaching before the active timeline find them (`Instant.is_archived`)."""
         timeline = Timeline.load(self.storage, self.version.timeline_layout)
+        if not timeline.instants and not self.version.lsm_history:
+            # a version 6 handle of a table upgraded since finds no version 6 instant left: not "no rows"
+            check_version_unchanged(self.storage, self.config.table_version, "read the table")
         folder = self.version.history_folder
         return timeline.with_history(self.storage, folder) if folder is not None else timeline
 

@@ -311,6 +311,9 @@ def test_a_handle_opened_before_an_upgrade_refuses_to_write_or_run_plans(tmp_pat
     with pytest.raises(TableVersionChangedError):
         stale.services.compaction.execute(planned)
     assert Table.open(path).pending_compactions() == [planned]
+    # nor read as if the table were empty (it found no version 6 instant left and returned no rows)
+    with pytest.raises(TableVersionChangedError, match="open the table again|Open the table again"):
+        stale.read()
     # nor plan under the old version's rules (a version 6 plan file landed where version 9 never looks)
     hashes = _hashes(path)
     for schedule in (lambda: stale.schedule_compaction(force=True), stale.schedule_clustering, stale.schedule_clean):
