@@ -92,6 +92,17 @@ IS_DELETED_FIELD = "_hoodie_is_deleted"
 DICTIONARY_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
 
 
+def _statistics_may_drop_nan(filter: pc.Expression, schema: pa.Schema) -> bool:
+    """Whether pushing `filter` into a Parquet scan may lose NaN rows: Parquet's min/max leave NaN out, so
+    a row group whose other values are all `v` is taken as holding only `v`, and the scan folds
+    `f != v`, `not in` and `is_nan(f)` to false there. Such filters (negations or NaN tests on a
+    floating-point column, as far as the expression's text tells) are applied after the scan instead."""
+    text = str(filter)
+    if not any(token in text for token in ("!=", "invert(", "is_nan(", "not_equal(")):
+        return False
+    return any(pa.types.is_floating(f.type) and f.name in text for f in schema)
+
+
 @cache
 def _parquet_format() -> ds.ParquetFileFormat:
     """The Parquet format of every scan, made once: meta columns decoded as dictionaries."""
@@ -505,7 +516,10 @@ class FileGroupReader:
 
             dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_parquet_format(), filesystem=storage.fs)
             try:
-                parts.append(dataset.to_table(columns=wanted, filter=filter))
+                if filter is not None and _statistics_may_drop_nan(filter, dataset_schema):
+                    parts.append(dataset.to_table().filter(filter).select(wanted or dataset_schema.names))
+                else:
+                    parts.append(dataset.to_table(columns=wanted, filter=filter))
             except (pa.ArrowInvalid, OSError) as exc:  # Parquet's errors do not say which file
                 _raise_damaged(storage, plain_paths, exc)
                 raise
