@@ -124,6 +124,10 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
         return raw
 
     def accept(partition_path: str) -> bool:
+        if partition_path.count("/") + 1 != len(config.partition_fields):
+            # a value holding '/', which Hudi writes as nested folders when values are not URL-encoded:
+            # which folders make which value is unknown here, so the partition is never ruled out
+            return True
         values = partition_filter_values(partition_path, config)
         if DEFAULT_PARTITION in values.values():
             # The default folder holds nulls, empty strings and the literal default name alike:
