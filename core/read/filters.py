@@ -64,13 +64,22 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
     return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
 
 
-def check_filters_fit(filters: Filters, schema: pa.Schema | None) -> None:
+def check_filters_fit(filters: Filters, schema: pa.Schema | None, *, meta_fields: bool = True) -> None:
     """ConfigError naming the filters when they do not fit the table's columns (an unknown column, a
     literal of a type the column cannot be compared with): found before any file is read, where
-    pyarrow's own error would name neither the filter nor the table."""
+    pyarrow's own error would name neither the filter nor the table. `meta_fields`: False for a table
+    written without them (virtual keys), whose `_hoodie_*` columns hold nothing to filter on (a filter
+    on them matched the stored nulls of some files and the computed keys of others)."""
     expression = to_expression(filters)
     if expression is None or schema is None:
         return
+    if not meta_fields:
+        named = [c for c in META_COLUMNS if c in str(expression)]
+        if named:
+            raise ConfigError(
+                f"filters={filters!r} name {named}, which a table written without meta fields "
+                "(hoodie.populate.meta.fields=false) does not store: filter on the record key and partition fields"
+            )
     try:
         with_meta(schema).empty_table().filter(expression)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:

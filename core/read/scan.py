@@ -215,7 +215,7 @@ class Scan:
         schema = resolve_table_schema(self.storage, self.timeline, self.config)
         # naive datetimes on UTC columns (and the reverse) compare as written, for every reader
         object.__setattr__(self, "filters", conform_time_literals(self.filters, schema))
-        check_filters_fit(self.filters, schema)
+        check_filters_fit(self.filters, schema, meta_fields=self.config.populate_meta_fields)
         check_columns_fit(self.columns, schema)
         if self.query_type is QueryType.INCREMENTAL:
             assert self.begin is not None
