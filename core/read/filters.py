@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError
-from lakeward.core.index.secondary.predicates import filters_to_expression  # lakeward's extra operators
+from lakeward.core.index.secondary.predicates import filters_to_expression, parse_filters  # lakeward's extra operators
 from lakeward.core.keygen import DEFAULT_PARTITION, partition_filter_values
 from lakeward.core.schema import META_COLUMNS, key_unit, with_meta
 
@@ -102,12 +102,10 @@ def check_columns_fit(columns: Sequence[str] | None, schema: pa.Schema | None) -
 
 
 def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:
-    if filters is None or isinstance(filters, pc.Expression) or not filters:
+    dnf = parse_filters(filters)  # refuses, naming them, filters that are no DNF tuples
+    if dnf is None:
         return None
-    first = filters[0]
-    if isinstance(first, tuple):
-        return [list(filters)]  # type: ignore[arg-type]
-    return [list(conj) for conj in filters]  # type: ignore[union-attr,arg-type]
+    return [[(p.column, p.op, p.value) for p in conjunction] for conjunction in dnf]
 
 
 def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | None):

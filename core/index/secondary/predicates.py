@@ -85,6 +85,10 @@ def parse_filters(filters: Any) -> Dnf | None:
         raise ConfigError(f"filters={filters!r} are neither DNF tuples nor a pyarrow Expression")
     if not filters:
         return None
+    if isinstance(filters, tuple) and filters and isinstance(filters[0], str):
+        raise ConfigError(
+            f"filters={filters!r} is one predicate: pass a list of them, filters=[{filters!r}] (DNF tuples)"
+        )
     first = filters[0]
     if isinstance(first, tuple) or (isinstance(first, list) and first and isinstance(first[0], str)):
         return (tuple(_normalise(t) for t in filters),)

@@ -260,3 +260,9 @@ def test_partition_pruning_keeps_a_partition_whose_value_holds_a_slash(tmp_path,
         ([("dt", "in", ["2024/01/02"])], ["b"]),
     ):
         assert sorted(table.read(filters=filters).column("id").to_pylist()) == want, filters
+
+
+def test_a_single_predicate_not_in_a_list_is_refused_with_the_fix(mor):
+    """`filters=("v", "=", 1)` raised TypeError: 'int' object is not iterable."""
+    with pytest.raises(ConfigError, match=r"pass a list of them"):
+        mor.read(filters=("id", "=", 1))
