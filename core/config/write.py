@@ -18,7 +18,6 @@ from lakeward.core.config.table import (
     COMPLEX_KEYGEN_ENCODING_KEY,
     MERGE_MODE_KEY,
     POPULATE_META_FIELDS_KEY,
-    SUPPORTED_PAYLOADS,
     TIMESTAMP_KEYGEN_KEYS,
     WRITE_MERGE_MODE_KEY,
     KeyGeneratorType,
@@ -326,7 +325,7 @@ def check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None
     the table's own. As Apache Hudi's data source does, a conflict (or a bad value) is a ConfigError
     naming the key, raised when the table is opened, before anything on it changes.
     """
-    config.check_options(options)
+    config.check_options(options)  # merging (payload class, merge mode) and meta fields
     checks: list[tuple[str, Any, Any]] = []
     for key in ("hoodie.table.name", "hoodie.datasource.write.table.name"):
         if key in options:
@@ -352,12 +351,6 @@ def check_table_options(config: TableConfig, options: Mapping[str, Any]) -> None
     ):
         if key in options:
             checks.append((key, parse_bool(options[key], key), existing))
-    payload_key = "hoodie.datasource.write.payload.class"
-    if payload_key in options:
-        payload = str(options[payload_key]).strip()
-        if payload not in SUPPORTED_PAYLOADS:
-            raise ConfigError(f"{payload_key}={payload!r} is not supported; use one of {list(SUPPORTED_PAYLOADS)}")
-        checks.append((payload_key, payload, config.payload_class))
     for key in TIMESTAMP_KEYGEN_KEYS:
         if key in options:
             checks.append((key, str(options[key]), config.keygen_options.get(key)))

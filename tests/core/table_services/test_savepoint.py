@@ -148,6 +148,19 @@ def restore_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
     return path, s.states, s.writes
 
 
+def _killed_restore(
+    restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path, point: str
+) -> tuple[str, dict[str, list[tuple]], list[str], str]:
+    """A copy of the template table whose restore to its third write was SIGKILLed at `point`:
+    (path, states by write, writes, the savepoint)."""
+    source, states, writes = restore_template
+    path = str(tmp_path / "t")
+    shutil.copytree(source, path)
+    saved = writes[2]
+    run_and_kill(path, point, saved)
+    return path, states, writes, saved
+
+
 @pytest.mark.parametrize(
     "point, readable",
     [("restore_after_inflight", -1), ("restore_after_first_rollback", -2), ("restore_before_complete", 2)],
@@ -155,11 +168,7 @@ def restore_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
 def test_restore_killed_then_rerun(
     restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path, point: str, readable: int
 ) -> None:
-    source, states, writes = restore_template
-    path = str(tmp_path / "t")
-    shutil.copytree(source, path)
-    saved = writes[2]
-    run_and_kill(path, point, saved)
+    path, states, writes, saved = _killed_restore(restore_template, tmp_path, point)
     # Readers see a consistent table: the last instant not yet rolled back.
     want = states[writes[readable]]
     assert as_tuples(Table.open(path).read()) == want
@@ -203,11 +212,7 @@ def test_the_rollback_service_reports_the_interrupted_restore_it_finished(
 ) -> None:
     """The daemon's rollback action finishes a restore killed midway; its report says so (it said
     nothing_to_do, which hid the repair from the operator's run history)."""
-    source, states, writes = restore_template
-    path = str(tmp_path / "t")
-    shutil.copytree(source, path)
-    saved = writes[2]
-    run_and_kill(path, "restore_after_first_rollback", saved)
+    path, states, _, saved = _killed_restore(restore_template, tmp_path, "restore_after_first_rollback")
     restore = Table.open(path).timeline().pending(Action.RESTORE)[0].time
     service = Table.open(path).services["rollback"]
     report = service.report(service.execute())
@@ -259,11 +264,7 @@ def test_deleting_the_savepoint_of_an_interrupted_restore_finishes_the_restore_f
     restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path
 ) -> None:
     """Deleting the savepoint left the half-done restore with no savepoint: `restore` could no longer finish it."""
-    source, states, writes = restore_template
-    path = str(tmp_path / "t")
-    shutil.copytree(source, path)
-    saved = writes[2]
-    run_and_kill(path, "restore_after_first_rollback", saved)
+    path, states, _, saved = _killed_restore(restore_template, tmp_path, "restore_after_first_rollback")
     Table.open(path).delete_savepoint(saved)
     table = Table.open(path)
     assert not table.timeline().pending(Action.RESTORE)
