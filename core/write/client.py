@@ -951,10 +951,23 @@ class WriteClient:
                     delete_markers(self.storage, pending.time)
                     log.info("write %s wrote no file: its pending instant is removed", pending)
                     return
-                tz = self.config.timeline_timezone
-                rollback_pending_instant(self.storage, pending, new_instant_time(timeline.latest_time(), tz), tz)
+                self._roll_back_at_a_free_time(pending, timeline)
         except Exception:
             log.exception("could not roll back %s; the next write will", instant)
+
+    def _roll_back_at_a_free_time(self, pending: Instant, timeline: Timeline, attempts: int = 5) -> None:
+        """Roll back this client's own pending write. Under the in-process lock another process may take
+        the same rollback instant time at the same moment (two writers refused together each roll their
+        write back at once): the rollback then wrote nothing, and is taken again at a later time."""
+        tz = self.config.timeline_timezone
+        for attempt in range(attempts):
+            try:
+                rollback_pending_instant(self.storage, pending, new_instant_time(timeline.latest_time(), tz), tz)
+                return
+            except InstantExistsError:
+                if self.lock_spans_processes or attempt == attempts - 1:
+                    raise
+                timeline = Timeline.load(self.storage, self.layout)
 
 
 def _is_count(text: str) -> bool:

@@ -299,3 +299,31 @@ def test_a_running_write_is_known_under_every_spelling_of_its_table(tmp_path: Pa
         active.unregister("s3://bucket/t", "20250101000000000")
         active.unregister(str(local), "20250101000000001")
     assert active.active_instants("s3a://bucket/t") == set()
+
+
+def test_a_failed_write_whose_rollback_time_another_process_took_is_still_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers refused at the same moment (each saw the other in flight) roll their writes back at
+    once and can take the same rollback instant time (the file creation then raises InstantExistsError).
+    The loser takes a later time: its write must not stay pending until some next write comes."""
+    path = _table(tmp_path)
+    table = Table.open(path)
+    client = table._writer()
+    client.engine = _Between(client.engine, lambda: _foreign_pending_write(path, "20990101000000000"))
+    real = client_mod.rollback_pending_instant
+    taken: list[str] = []
+
+    def another_process_took_the_time(storage: Any, instant: Instant, rollback_time: str, tz: str = "LOCAL") -> Any:
+        if not taken:
+            taken.append(rollback_time)
+            raise client_mod.InstantExistsError(f"{rollback_time}.rollback.requested already exists")
+        return real(storage, instant, rollback_time, tz)
+
+    monkeypatch.setattr(client_mod, "rollback_pending_instant", another_process_took_the_time)
+    with pytest.raises(SharedLockRequiredError):
+        table.upsert(_batch("a", ["a1"], "mine"))
+    assert taken, "the rollback was not attempted"
+    timeline = Timeline.load(table.storage)
+    assert [i.time for i in timeline.pending() if i.time < "2099"] == [], "the refused write stayed pending"
+    assert any(i.action is Action.ROLLBACK and i.time > taken[0] for i in timeline.completed())
