@@ -24,6 +24,7 @@ read); their files are still read and their blocks still count as completed.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -32,13 +33,15 @@ from dataclasses import dataclass, field
 from lakeward.core.engine.local import LocalEngine
 from lakeward.core.exceptions import CorruptFileError, LakewardError, MissingFileError
 from lakeward.core.file_group.base_file import check_base_file
-from lakeward.core.file_group.file_group import FileGroup
-from lakeward.core.file_group.log_file import CorruptBlock, LogFileReader, decode_block
+from lakeward.core.file_group.file_group import FileGroup, FileSlice
+from lakeward.core.file_group.log_file import CorruptBlock, LogFileReader, RawBlock, decode_block
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Instant, Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
+
+log = logging.getLogger(__name__)
 
 #: Said in every error of a damaged table: where to see the whole picture.
 CHECK_HINT = "run `lakeward show --check PATH` for every problem"
@@ -215,15 +218,19 @@ def listing_problems(
     return problems
 
 
-def verify_listing(storage: Storage, timeline: Timeline, view: FileSystemView, as_of: str | None = None) -> None:
-    """Raise MissingFileError / CorruptFileError for the first of `listing_problems`, if any."""
-    problems = listing_problems(storage, timeline, view, as_of)
+def _raise_first(problems: Sequence[Problem], doing: str | None = None) -> None:
+    """Raise the error of the first problem, if any, saying how many more there are."""
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         error = first.error()
-        error.args = (f"{first}{more}; {CHECK_HINT}",)
+        error.args = (f"{doing + ': ' if doing else ''}{first}{more}; {CHECK_HINT}",)
         raise error
+
+
+def verify_listing(storage: Storage, timeline: Timeline, view: FileSystemView, as_of: str | None = None) -> None:
+    """Raise MissingFileError / CorruptFileError for the first of `listing_problems`, if any."""
+    _raise_first(listing_problems(storage, timeline, view, as_of))
 
 
 def verify_before_write(storage: Storage, timeline: Timeline) -> None:
@@ -231,13 +238,51 @@ def verify_before_write(storage: Storage, timeline: Timeline) -> None:
 
     Called by the write client before an instant exists, so the table stays unchanged.
     """
-    problems = listing_problems(storage, timeline, FileSystemView.load(storage, timeline))
-    if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        error = first.error()
-        error.args = (f"refusing to write on a damaged table: {first}{more}; {CHECK_HINT}",)
-        raise error
+    _raise_first(
+        listing_problems(storage, timeline, FileSystemView.load(storage, timeline)),
+        "refusing to write on a damaged table",
+    )
+
+
+def verify_before_planning(
+    storage: Storage, timeline: Timeline, view: FileSystemView, slices: Sequence[FileSlice]
+) -> None:
+    """Refuse to plan a compaction or clustering of `slices` when a file of the table is lost or cut short.
+
+    A plan rewrites its slices from the files it names: a lost log file left out of a storage
+    listing, or named by a metadata table that outlived it, would be rewritten without its rows,
+    and the clean after it would make the loss final. Beyond `listing_problems`, when the view
+    lists from the metadata table the planned slices' files are looked for in one storage listing
+    per partition. Called under the table lock before the plan exists, so the table stays unchanged.
+    """
+    problems = listing_problems(storage, timeline, view)
+    if view.from_metadata_table:
+        problems += absent_files(storage, slices, "listed by the metadata table, not found in storage")
+    _raise_first(problems, "refusing to plan on a damaged table")
+
+
+def verify_planned_files(storage: Storage, slices: Sequence[FileSlice], what: str) -> None:
+    """Refuse to run `what` (a plan) when a file of its `slices` is gone since it was planned; before
+    the plan is claimed, so the table stays unchanged."""
+    problems = absent_files(storage, slices, "named by the plan, not found in storage")
+    _raise_first(problems, f"refusing to run {what}")
+
+
+def absent_files(storage: Storage, slices: Sequence[FileSlice], detail: str) -> list[Problem]:
+    """Base and log files of `slices` that a storage listing of their partitions does not find."""
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    for s in slices:
+        if s.base_file is not None:
+            wanted.setdefault(s.partition_path, []).append((s.base_file.path, s.base_file.instant_time))
+        for f in s.log_files:
+            wanted.setdefault(s.partition_path, []).append((f.path, f.base_instant_time))
+    problems: list[Problem] = []
+    for partition, files in sorted(wanted.items()):
+        present = {e.path for e in storage.list_dir(partition) if not e.is_dir}
+        problems += [
+            Problem("missing", storage.uri_of(path), instant, detail) for path, instant in files if path not in present
+        ]
+    return problems
 
 
 # -- damaged log blocks ---------------------------------------------------------------------------
@@ -247,26 +292,35 @@ def log_damage(
     storage: Storage,
     path: str,
     corrupt: Sequence[CorruptBlock],
-    sound_instants: set[str],
+    sound: Sequence[RawBlock],
     is_completed: Callable[[str], bool],
     writers: Sequence[WrittenFile],
 ) -> list[Problem]:
     """Which corrupt stretches of one log file are damage to completed instants' blocks.
 
-    `sound_instants`: instants of the file's sound blocks; `is_completed`: whether an
-    instant completed (the blocks of one that did not may be torn: a failed write);
-    `writers`: what completed instants recorded writing this file (may be empty, e.g.
-    when they were archived). A stretch whose header names no instant is blamed on a
-    completed writer only when that writer's blocks are absent or the stretch overlaps
-    the bytes it recorded.
+    `sound`: the file's sound blocks; `is_completed`: whether an instant completed (the
+    blocks of one that did not may be torn: a failed write); `writers`: what completed
+    instants recorded writing this file (may be empty, e.g. when they were archived).
+    A stretch whose header names a completed instant is damage unless a later sound block
+    of that instant and block type follows it: then it is an attempt that died midway and
+    was made again (a retried Spark task appends its block anew), which every Hudi reader
+    skips. A stretch whose header names no instant is blamed on a completed writer only
+    when that writer's blocks are absent or the stretch overlaps the bytes it recorded.
     """
     uri = storage.uri_of(path)
+    sound_instants = {r.instant_time for r in sound if r.instant_time is not None}
     problems: list[Problem] = []
     blamed: set[str] = set()
     for block in corrupt:
         where = f"{block.length} bytes at offset {block.offset} do not form a sound block ({block.reason})"
         if block.instant_time is not None:
-            if is_completed(block.instant_time) and block.instant_time not in blamed:
+            made_again = any(
+                r.offset > block.offset and r.instant_time == block.instant_time and r.block_type is block.block_type
+                for r in sound
+            )
+            if made_again:
+                log.warning("%s: %s; a sound block of instant %s follows it: skipped", uri, where, block.instant_time)
+            elif is_completed(block.instant_time) and block.instant_time not in blamed:
                 blamed.add(block.instant_time)
                 problems.append(Problem("log", uri, block.instant_time, where))
             continue
@@ -304,7 +358,7 @@ def _check_log(
         return [Problem("log", storage.uri_of(path), None, f"cannot be read: {exc}")]
     writers = writers_of(storage, timeline, path)
     sound = {r.instant_time for r in raws if r.instant_time is not None}
-    problems = log_damage(storage, path, reader.corrupt_blocks, sound, is_completed, writers)
+    problems = log_damage(storage, path, reader.corrupt_blocks, raws, is_completed, writers)
     blamed = {p.instant for p in problems}
     for writer in writers:
         if writer.instant not in sound and writer.instant not in blamed:

@@ -224,9 +224,8 @@ def _refuse_damage(
 
     Torn blocks of writes that never completed are left skipped (module docstring, 5).
     """
-    sound = {r.instant_time for r in found if r.instant_time is not None}
     writers = writers_of(storage, instants.timeline, path)
-    problems = log_damage(storage, path, reader.corrupt_blocks, sound, instants.is_visible, writers)
+    problems = log_damage(storage, path, reader.corrupt_blocks, found, instants.is_visible, writers)
     if problems:
         error = problems[0].error()
         error.args = (f"{problems[0]}; {CHECK_HINT}",)

@@ -46,6 +46,8 @@ from lakeward.core.exceptions import (
     LakewardError,
     SchemaError,
 )
+from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import verify_planned_files
 from lakeward.core.metadata_table.writer import FilesChange, apply_change, commit_change, maintains_files_partition
 from lakeward.core.schema import arrow_schema_from_avro, avro_schema_json, merge_committed
 from lakeward.core.storage import Storage
@@ -249,6 +251,11 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         """The action of the plan's requested and inflight files (clustering: by table version)."""
         return self.timeline_action
 
+    def planned_slices(self, plan: PlanT) -> list[FileSlice]:
+        """The file slices the plan reads, checked to be all there before the plan is claimed (none:
+        the service reads no data file slices, or checks its own inputs)."""
+        return []
+
     def inflight_content(self, plan: PlanT) -> bytes:
         """What the inflight instant file holds (Hudi: empty, or the plan again for some actions)."""
         return b""
@@ -276,6 +283,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             )
         started = time.monotonic()
         plan = self.load_plan(instant_time)
+        verify_planned_files(storage, self.planned_slices(plan), f"{self.noun} {instant_time}")
         requested = Instant(instant_time, self.plan_action(), State.REQUESTED, layout=self.ctx.layout)
         inflight = self._claim(requested, state, plan)
         schema = self.ctx.require_schema(timeline) if self.needs_schema else None

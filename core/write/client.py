@@ -36,6 +36,7 @@ from lakeward.core.exceptions import (
     CorruptTableError,
     InstantExistsError,
     LakewardError,
+    MissingFileError,
     RollbackAbortedError,
     SchemaError,
     SharedLockRequiredError,
@@ -682,14 +683,18 @@ class WriteClient:
         """A ConcurrentWriteError for a data file that vanished while the write read it because another
         instant completed meanwhile (a rollback deleting a failed write's files, which on version 6
         carry no instant of their own in a log's name, or a clean); None for any other failure."""
-        if not isinstance(exc, FileNotFoundError):
+        if isinstance(exc, MissingFileError):  # a log file, named by the log reader
+            gone: object = exc.path or exc
+        elif isinstance(exc, FileNotFoundError):
+            gone = exc.filename or exc
+        else:
             return None
         known = {i.time for i in at_start.completed()}
         since = [i for i in Timeline.load(self.storage, self.layout).completed() if i.time not in known]
         if not since:
             return None
         return ConcurrentWriteError(
-            f"instant {instant_time}: {exc.filename or exc} was removed while this write read it, by "
+            f"instant {instant_time}: {gone} was removed while this write read it, by "
             f"{', '.join(str(i) for i in since[:3])} which completed meanwhile (the rollback of a failed "
             "write, or a clean); nothing was written: retry the write"
         )

@@ -214,7 +214,7 @@ def test_failures_are_retried_then_quarantined_until_released(tmp_path, in_proce
     assert "failed 2 time(s)" in control.quarantined()[work.key].reason
     refused = runner.submit(work)
     assert refused.run is None and "quarantined" in refused.reason
-    assert states(table, instant) == ["inflight"]
+    assert states(table, instant) == ["requested"]  # refused before the plan was claimed
     assert control.release(work.key) and work.key not in control.quarantined()
     assert runner.submit(work).run is not None
     assert runner.wait_idle(60)

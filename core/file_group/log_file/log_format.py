@@ -112,6 +112,8 @@ class CorruptBlock:
     #: The `INSTANT_TIME` of the torn block, when its header survived (a truncated block
     #: usually keeps it); None when the bytes give no readable header (random damage).
     instant_time: str | None = None
+    #: The block type its surviving header gives (None with `instant_time` None).
+    block_type: BlockType | None = None
 
 
 class _Malformed(Exception):
@@ -183,22 +185,23 @@ def _frame_at(data: bytes, pos: int) -> RawBlock:
     return RawBlock(pos, end - pos, block_type, header, footer, content)
 
 
-def _surviving_instant(data: bytes, pos: int, stop: int) -> str | None:
-    """The `INSTANT_TIME` in the header of a torn block at `pos`, if the header is intact.
+def _surviving_header(data: bytes, pos: int, stop: int) -> tuple[str | None, BlockType | None]:
+    """The `INSTANT_TIME` and block type in the header of a torn block at `pos`, if the header is intact.
 
     Lets a reader tell a torn block of a write that never completed (skipped, as Hudi
     does) from damage to a completed write's block (an error).
     """
     if data[pos : pos + len(MAGIC)] != MAGIC or pos + 22 > stop:
-        return None
+        return None, None
     version, type_code = _TWO_INTS.unpack_from(data, pos + 14)
     if version != LOG_FORMAT_VERSION or type_code not in BlockType._value2member_map_:
-        return None
+        return None, None
     try:
         header, _ = _read_map(data, pos + 22, stop)
     except _Malformed:
-        return None
-    return header.get(HeaderKey.INSTANT_TIME)
+        return None, None
+    instant = header.get(HeaderKey.INSTANT_TIME)
+    return instant, BlockType(type_code) if instant is not None else None
 
 
 def scan_blocks(data: bytes) -> Iterator[RawBlock | CorruptBlock]:
@@ -214,7 +217,7 @@ def scan_blocks(data: bytes) -> Iterator[RawBlock | CorruptBlock]:
         except _Malformed as exc:
             following = data.find(MAGIC, pos + 1)
             stop = following if following != -1 else n
-            yield CorruptBlock(pos, stop - pos, str(exc), _surviving_instant(data, pos, stop))
+            yield CorruptBlock(pos, stop - pos, str(exc), *_surviving_header(data, pos, stop))
             pos = stop
             continue
         yield block

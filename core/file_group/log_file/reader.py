@@ -9,10 +9,13 @@ counted in `corrupt_blocks` and skipped; the sound blocks before and after them 
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Iterator
 
+from lakeward.core.exceptions import MissingFileError
 from lakeward.core.file_group.log_file.log_block import LogBlock
 from lakeward.core.file_group.log_file.log_format import CorruptBlock, RawBlock, decode_block, scan_blocks
+from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -30,7 +33,13 @@ class LogFileReader:
     def raw_blocks(self) -> Iterator[RawBlock]:
         """Soundly framed blocks, content not decoded (cheap: for header-only decisions)."""
         self.corrupt_blocks = []
-        data = self.storage.read_bytes(self.path)
+        try:
+            data = self.storage.read_bytes(self.path)
+        except FileNotFoundError as exc:
+            parsed = parse_log_file_name(posixpath.basename(self.path))
+            instant = parsed.base_instant_time if parsed is not None else None
+            uri = self.storage.uri_of(self.path)
+            raise MissingFileError(f"log file {uri} (instant {instant}) is missing: {exc}", uri, instant) from exc
         for block in scan_blocks(data):
             if isinstance(block, CorruptBlock):
                 self.corrupt_blocks.append(block)

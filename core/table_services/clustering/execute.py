@@ -14,6 +14,7 @@ from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.base_file import write_base_file
+from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, read_merged_file_slice
@@ -157,6 +158,9 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
         plan = clustering_plan_of(self.ctx.storage, instant_time, self.ctx.layout)
         assert plan is not None  # state_of found it
         return plan
+
+    def planned_slices(self, plan: ClusteringPlan) -> list[FileSlice]:
+        return [op.file_slice() for group in plan.groups for op in group.slices]
 
     def run(self, run: PlanRun[ClusteringPlan]) -> Completion[ClusteringResult]:
         storage, instant_time, plan = run.storage, run.instant_time, run.plan

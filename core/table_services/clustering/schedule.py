@@ -14,6 +14,7 @@ from lakeward.core.config.write import WriteConfig
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import verify_before_planning
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
@@ -152,6 +153,8 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
             else:
                 log.info("nothing to cluster: no partition has small file slices to group")
             return None
+        # never rewrite a slice without a lost file's rows
+        verify_before_planning(storage, timeline, view, [op.file_slice() for g in groups for op in g.slices])
         instant_time = ctx.new_instant_time(timeline)
         plan = (
             ClusteringPlan(tuple(groups), sort_columns, SINGLE_FILE_STRATEGY)

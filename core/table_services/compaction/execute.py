@@ -14,6 +14,7 @@ from lakeward.core.config.table import TableConfig, TableType
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.base_file import extendable_bloom, read_base_file_and_footer, write_base_file
+from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.naming import base_file_name, write_token
 from lakeward.core.file_group.partition_metadata import ensure_partition_metadata
 from lakeward.core.file_group.reader import (
@@ -152,6 +153,9 @@ class CompactionService(PlannedService[CompactionPlan, CompactionResult]):
 
     def load_plan(self, instant_time: str) -> CompactionPlan:
         return read_compaction_plan(self.ctx.storage, instant_time, self.ctx.layout)
+
+    def planned_slices(self, plan: CompactionPlan) -> list[FileSlice]:
+        return [op.file_slice() for op in plan.operations]
 
     def run(self, run: PlanRun[CompactionPlan]) -> Completion[CompactionResult]:
         storage, config, instant_time = run.storage, self.ctx.config, run.instant_time

@@ -9,6 +9,7 @@ from lakeward.core.config.table import TableType
 from lakeward.core.context import HoldsTableContext
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.integrity import verify_before_planning
 from lakeward.core.file_group.reader import VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.timeline import Action, Timeline
@@ -103,6 +104,7 @@ def schedule_compaction(table: HoldsTableContext, force: bool = False) -> str | 
         if not chosen:
             log.info("nothing to compact: no file slice with log files qualifies")
             return None
+        verify_before_planning(storage, timeline, view, chosen)  # never fold a slice without a lost file's rows
         instant_time = ctx.new_instant_time(timeline)
         plan = CompactionPlan(
             tuple(CompactionOperation.of_slice(s) for s in chosen), f"{STRATEGY_PACKAGE}.{wc.compaction_strategy}"

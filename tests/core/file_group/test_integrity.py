@@ -15,6 +15,7 @@ import os
 import random
 from pathlib import Path
 
+import hudi
 import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
@@ -124,6 +125,36 @@ def test_torn_tail_without_a_readable_header_after_the_committed_bytes_is_skippe
         f.write(b"#HUDI#\x00\x00")
     assert _values(tmp_path) == ["a"] * 5 + ["b"] * 5
     assert Table.open(str(tmp_path)).check().ok
+
+
+def test_a_block_torn_by_a_retried_task_then_made_again_is_skipped(tmp_path: Path) -> None:
+    """A Spark task that died midway through its append leaves a torn block of the instant; the retry
+    appends the whole block after it, and the instant completes. Every Hudi reader skips the torn
+    one; so must lakeward, reading the rows the completed block holds."""
+    _table(tmp_path, MOR)
+    (log,) = _log_files(tmp_path)
+    block = log.read_bytes()  # the one block of the second commit
+    log.write_bytes(block[: len(block) * 2 // 3] + block)
+    expected = ["a"] * 5 + ["b"] * 5
+    assert _values(tmp_path) == expected
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(str(tmp_path)).build().read())
+    assert sorted(theirs.column("v").to_pylist()) == expected
+    assert Table.open(str(tmp_path)).check().ok
+
+
+def test_a_torn_block_of_a_completed_commit_is_an_error_when_no_block_of_its_kind_follows(tmp_path: Path) -> None:
+    """A sound block of the same instant but of another kind (its delete block) does not make the torn
+    data block an attempt made again: its rows would be missing, so the read refuses."""
+    _table(tmp_path, MOR)
+    (log,) = _log_files(tmp_path)
+    instant = _latest_commit(tmp_path)
+    block = log.read_bytes()
+    log.write_bytes(
+        block[: len(block) * 2 // 3] + encode_block(DeleteBlock.create(instant, SCHEMA, pa.array(["k9"]), ""))
+    )
+    with pytest.raises(CorruptFileError) as info:
+        Table.open(str(tmp_path)).read()
+    _assert_names(info.value, log, instant)
 
 
 # -- files missing from storage -------------------------------------------------------------

@@ -17,11 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward.core.config.write import parse_write_config
-from lakeward.core.exceptions import ConcurrentWriteError, ConfigError, InstantExistsError
+from lakeward.core.exceptions import ConcurrentWriteError, ConfigError, InstantExistsError, MissingFileError
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
 from lakeward.core.table import Table
 from lakeward.core.table_services.clustering import plan_groups
 from lakeward.core.timeline import Action, State
+from tests.core.table_services.compaction_helpers import tree_digest
 from tests.interop.test_hudi_rs_mor_writes import hudi_read
 from tests.support import crash
 from tests.support.fixture_tables import shared_dir
@@ -348,3 +349,27 @@ def test_sort_columns_that_cannot_be_sorted_are_refused_when_scheduling(tmp_path
     with pytest.raises(ConfigError, match="hoodie.clustering.plan.strategy.sort.columns.*'ls'"):
         Table.open(path, options=options).schedule_clustering()
     assert Table.open(path).pending_clustering() == []
+
+
+def test_a_lost_log_file_stops_scheduling_and_running_a_clustering(tmp_path: Path) -> None:
+    """A clustering rewrites its slices from their files: one whose log file is lost would be rewritten
+    without that file's rows (the storage listing no longer shows it). Refused before any plan or
+    instant, whether the file went before the plan or after it."""
+    t, _ = loaded(tmp_path / "t", "MERGE_ON_READ")
+    (lost,) = [f.path for s in t.file_slices() for f in s.log_files]
+    planned = t.schedule_clustering()
+    assert planned is not None
+    (Path(t.path) / lost).unlink()
+    before = tree_digest(t.path)
+    with pytest.raises(MissingFileError, match=Path(lost).name):
+        t.run_clustering(planned)
+    assert tree_digest(t.path) == before
+
+    u, _ = loaded(tmp_path / "u", "MERGE_ON_READ")
+    for s in u.file_slices():
+        for f in s.log_files:
+            (Path(u.path) / f.path).unlink()
+    before = tree_digest(u.path)
+    with pytest.raises(MissingFileError):
+        u.schedule_clustering()
+    assert tree_digest(u.path) == before

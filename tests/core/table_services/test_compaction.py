@@ -21,7 +21,13 @@ import pytest
 
 import lakeward.core.table_services.compaction.execute as execute_mod
 import lakeward.core.write.client as client_mod
-from lakeward.core.exceptions import ConfigError, InstantExistsError, InstantNotFoundError, SharedLockRequiredError
+from lakeward.core.exceptions import (
+    ConfigError,
+    InstantExistsError,
+    InstantNotFoundError,
+    MissingFileError,
+    SharedLockRequiredError,
+)
 from lakeward.core.table import Table
 from lakeward.core.timeline import Action, State
 from tests.core.table_services.compaction_helpers import (
@@ -199,6 +205,35 @@ def test_nothing_to_compact_without_log_files(tmp_path: Path) -> None:
     assert s.table.schedule_compaction(force=True) is None
     assert tree_digest(s.path) == before
     assert s.table.pending_compactions() == []
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_lost_log_file_stops_scheduling_and_running_a_compaction(tmp_path: Path, version: int) -> None:
+    """A log file of a completed delta commit that is gone from storage (an operator's mistake, a bucket
+    lifecycle rule) holds rows no other file has: a compaction of its slice would write a base file without
+    them and the next clean would make the loss permanent. Reads refuse such a table; so must compaction,
+    whether the plan is made after the loss or before it, leaving the table exactly as it was. On version 9
+    the metadata table still lists the lost file, so the listing alone cannot tell."""
+    s = loaded(tmp_path / "t", table_version=version)
+    lost = sorted(log_files(s.path))[0]
+
+    planned = s.table.schedule_compaction(force=True)  # planned while the file was there
+    assert planned is not None
+    os.remove(os.path.join(s.path, lost))
+    before = tree_digest(s.path)
+    with pytest.raises(MissingFileError, match=os.path.basename(lost)):
+        s.table.run_compaction(planned)
+    assert tree_digest(s.path) == before
+    with pytest.raises(MissingFileError, match=os.path.basename(lost)):
+        Table.open(s.path).read()
+
+    other = loaded(tmp_path / "u", table_version=version)
+    os.remove(os.path.join(other.path, sorted(log_files(other.path))[0]))
+    before = tree_digest(other.path)
+    with pytest.raises(MissingFileError):
+        other.table.schedule_compaction(force=True)
+    assert tree_digest(other.path) == before
+    assert other.table.pending_compactions() == []
 
 
 def test_scheduling_on_a_copy_on_write_table_raises_and_changes_nothing(tmp_path: Path) -> None:
