@@ -5,6 +5,7 @@ partition pruning from the conjuncts that touch only partition fields.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -62,6 +63,56 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
 
     conformed = [[(t[0], t[1], conform(t[0], t[2]), *t[3:]) if len(t) > 2 else t for t in conj] for conj in disjuncts]
     return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
+
+
+def conform_number_literals(filters: Filters, schema: pa.Schema | None) -> Filters:
+    """`filters` with each float literal on an integer column made an integer one of the same meaning
+    (`> 1.5` is `>= 2`, `= 1.5` matches nothing, `in [2.0, 2.5]` is `in [2]`). Pyarrow compares the two
+    through a float cast that refuses large integers (`ArrowInvalid: Integer value ... not in range`)
+    in the middle of the scan. Expressions are left as they are."""
+    disjuncts = _disjuncts(filters)
+    if disjuncts is None or schema is None:
+        return filters
+
+    def on_integers(column: str) -> bool:
+        return column in schema.names and pa.types.is_integer(schema.field(column).type)
+
+    def conform(t: tuple[str, str, Any]) -> tuple[str, str, Any]:
+        column, op, value = t
+        if not on_integers(column):
+            return t
+        if op in ("in", "not in"):
+            values = list(value)
+            if not any(isinstance(v, float) for v in values):
+                return t
+            _finite(t, values)
+            return (column, op, [int(v) if isinstance(v, float) else v for v in values if _integral(v)])
+        if not isinstance(value, float):
+            return t
+        _finite(t, [value])
+        if value.is_integer():
+            return (column, op, int(value))
+        if op in (">", ">="):
+            return (column, ">=", math.ceil(value))
+        if op in ("<", "<="):
+            return (column, "<=", math.floor(value))
+        if op == "=":
+            return (column, "in", [])
+        if op == "!=":
+            return (column, "is not null", None)
+        return t
+
+    conformed = [[conform(t) for t in conj] for conj in disjuncts]
+    return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
+
+
+def _integral(value: Any) -> bool:
+    return not isinstance(value, float) or value.is_integer()
+
+
+def _finite(t: tuple[str, str, Any], values: Sequence[Any]) -> None:
+    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+        raise ConfigError(f"filter {t!r}: {t[0]!r} holds integers, which compare with no NaN or infinity")
 
 
 def check_filters_fit(filters: Filters, schema: pa.Schema | None, *, meta_fields: bool = True) -> None:

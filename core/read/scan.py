@@ -41,6 +41,7 @@ from lakeward.core.read.filters import (
     Filters,
     check_columns_fit,
     check_filters_fit,
+    conform_number_literals,
     conform_time_literals,
     to_expression,
 )
@@ -215,6 +216,8 @@ class Scan:
         schema = resolve_table_schema(self.storage, self.timeline, self.config)
         # naive datetimes on UTC columns (and the reverse) compare as written, for every reader
         object.__setattr__(self, "filters", conform_time_literals(self.filters, schema))
+        # float literals on integer columns, which pyarrow compares through a cast that fails on large values
+        object.__setattr__(self, "filters", conform_number_literals(self.filters, schema))
         check_filters_fit(self.filters, schema, meta_fields=self.config.populate_meta_fields)
         check_columns_fit(self.columns, schema)
         if self.query_type is QueryType.INCREMENTAL:

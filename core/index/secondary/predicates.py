@@ -72,6 +72,8 @@ def _normalise(item: Any) -> ColumnPredicate:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset | pa.Array):
             raise ConfigError(f"filter {item!r}: {name!r} takes a list of values")
         value = tuple(value.to_pylist() if isinstance(value, pa.Array) else value)
+    if name in ("is null", "is not null") and value not in (None, ""):
+        raise ConfigError(f"filter {item!r}: {name!r} takes no value; write ({column!r}, {name!r}, None)")
     if name in ("like", "match", "phrase") and not isinstance(value, str):
         raise ConfigError(f"filter {item!r}: {name!r} takes a string")
     return ColumnPredicate(column, name, value)
