@@ -674,9 +674,10 @@ def clean(
 def savepoint(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="a completed write instant to keep"),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Savepoint a completed instant: cleaning keeps its files and `restore` can return to it."""
-    table = _open(path)
+    table = _open(path, config=config)
     _service(lambda: table.savepoint(instant))
     typer.echo(f"savepoint {instant}")
 
@@ -694,9 +695,10 @@ def savepoints(path: str = typer.Argument(..., help="table base path or URI"), a
 def delete_savepoint(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="the savepoint to delete"),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Delete a savepoint (its files become cleanable)."""
-    table = _open(path)
+    table = _open(path, config=config)
     _service(lambda: table.delete_savepoint(instant))
     typer.echo(f"deleted savepoint {instant}")
 
@@ -705,10 +707,11 @@ def delete_savepoint(
 def restore(
     path: str = typer.Argument(..., help="table base path or URI"),
     instant: str = typer.Argument(..., help="the savepoint to restore the table to"),
+    config: str | None = TABLE_CONFIG_OPTION,
     dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Roll the table back to a savepoint: every later write and service is undone."""
-    table = _open(path)
+    table = _open(path, config=config)
     if dry_run:
         from lakeward.core.table_services.savepoint import preview_restore
 
@@ -731,11 +734,12 @@ def restore(
 def archive(
     path: str = typer.Argument(..., help="table base path or URI"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    config: str | None = TABLE_CONFIG_OPTION,
     dry_run: bool = DRY_RUN_OPTION,
 ) -> None:
     """Move old completed instants to the archived timeline (.hoodie/archived/ on table version 6,
     .hoodie/timeline/history/ on 8 and 9) by hoodie.keep.min.commits / hoodie.keep.max.commits."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     if dry_run:
         from lakeward.core.table_services.archival import archive as archive_instants
 
@@ -757,9 +761,10 @@ def upgrade(
     path: str = typer.Argument(..., help="table base path or URI"),
     to: int = typer.Option(..., "--to", help="the table version to upgrade to: 8 (Hudi 1.0) or 9 (Hudi 1.1)"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Upgrade the table to version 8 or 9 as Apache Hudi does (re-run it after a crash to finish it)."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     result = _service(lambda: table.upgrade(to=to))
     if not result.changed:
         typer.echo(f"table {path} is at table version {result.to_version} already")
@@ -786,9 +791,10 @@ def downgrade(
     path: str = typer.Argument(..., help="table base path or URI"),
     to: int = typer.Option(..., "--to", help="the table version to downgrade to: 8 (from 9)"),
     option: list[str] = typer.Option([], "--option", "-o", help=OPTION_HELP),
+    config: str | None = TABLE_CONFIG_OPTION,
 ) -> None:
     """Downgrade a version 9 table to 8 as Apache Hudi does (other downgrades are refused, naming Hudi's)."""
-    table = _open(path, option)
+    table = _open(path, option, config)
     result = _service(lambda: table.downgrade(to=to))
     if not result.changed:
         typer.echo(f"table {path} is at table version {result.to_version} already")

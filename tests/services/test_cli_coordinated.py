@@ -52,6 +52,12 @@ def test_table_commands_refuse_a_table_the_daemon_serves_without_a_shared_lock(t
         (["clean", table.path], {"LAKEWARD_CONFIG": str(config)}),
         (["cluster", table.path, "-c", str(config)], {}),
         (["rollback", table.path, "20200101000000000", "--config", str(config)], {}),
+        (["savepoint", table.path, "20200101000000000", "--config", str(config)], {}),
+        (["delete-savepoint", table.path, "20200101000000000", "-c", str(config)], {}),
+        (["restore", table.path, "20200101000000000", "--config", str(config)], {}),
+        (["archive", table.path, "--config", str(config)], {}),
+        (["upgrade", table.path, "--to", "9", "--config", str(config)], {}),
+        (["downgrade", table.path, "--to", "8"], {"LAKEWARD_CONFIG": str(config)}),
     ):
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 2, result.output
