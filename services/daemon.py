@@ -450,7 +450,8 @@ class Daemon:
                 log.warning("drain time over: cancelled %d run(s); their instants stay inflight", n)
                 self.runner.wait_idle(30)
             self.runner.close()
-        self._discovery_pool.shutdown(wait=True)
+        # a load blocked on hung storage never returns: waiting for it would keep the replica from stopping
+        self._discovery_pool.shutdown(wait=not self.cache.hung, cancel_futures=True)
         self._health_pool.shutdown(wait=True)
         self.history.stop_view()
         self.control.close()
@@ -500,6 +501,7 @@ class Daemon:
             self.cache,
             max_depth=max((r.max_depth for r in roots), default=3),
             pool=self._discovery_pool,
+            load_timeout_s=self.settings.tables.load_timeout_s,
         )
         now = time.time()
         ages: dict[str, float] = {}

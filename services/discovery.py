@@ -31,7 +31,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -176,6 +176,8 @@ class DiscoveryCache:
     known_tables: set[str] = field(default_factory=set)
     #: table path -> (the state, its health snapshot): reused while the state is the same object
     health: dict[str, tuple[TableState, HealthSnapshot]] = field(default_factory=dict)
+    #: table path -> (its state's read that outlived a cycle's `load_timeout_s`, when it started)
+    hung: dict[str, tuple[Future[Any], float]] = field(default_factory=dict)
     listings: int = 0
     hits: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -401,12 +403,15 @@ def discover(
     max_depth: int = 3,
     workers: int = 8,
     pool: Executor | None = None,
+    load_timeout_s: float | None = None,
 ) -> DiscoveryResult:
     """One discovery cycle: the static `refs` plus tables found under `roots`, each table's state.
 
     Tables are loaded by `workers` threads (listings on object stores are slow; local ones
     release the GIL too), or on `pool`, a long-lived executor (the daemon's: no threads
-    started and stopped every cycle). Problems never stop the cycle.
+    started and stopped every cycle). Problems never stop the cycle. With `pool` and
+    `load_timeout_s`, a table whose load runs longer is a problem of the cycle, and is not
+    loaded again until that load returns (`_load_within`): hung storage holds up its tables only.
     """
     started = time.perf_counter()
     cache = cache if cache is not None else DiscoveryCache()
@@ -446,10 +451,67 @@ def discover(
         except Exception as exc:
             return TableProblem(ref, _describe(exc))
 
-    results = _map(one, tables, pool, workers, "discovery")
+    if pool is not None and load_timeout_s is not None:
+        results = _load_within(one, tables, pool, load_timeout_s, cache)
+    else:
+        results = _map(one, tables, pool, workers, "discovery")
     states = [r for r in results if isinstance(r, TableState)]
     problems.extend(r for r in results if isinstance(r, TableProblem))
     return DiscoveryResult(states, problems, time.perf_counter() - started, found_under)
+
+
+def _load_within(
+    one: Callable[[tuple[TableRef, bool]], TableState | TableProblem | None],
+    tables: Sequence[tuple[TableRef, bool]],
+    pool: Executor,
+    timeout_s: float,
+    cache: DiscoveryCache,
+) -> list[TableState | TableProblem | None]:
+    """`one` over `tables` on `pool`, giving up on a load once it has run `timeout_s` (its thread stays
+    blocked: Python cannot stop it; the table is skipped until that load returns, so hung reads never
+    pile up). A load still queued behind others is waited for, up to twice the timeout in all."""
+    results: list[TableState | TableProblem | None] = [None] * len(tables)
+    started: dict[int, float] = {}
+    futures: dict[int, tuple[Future[Any], str]] = {}
+
+    def timed(i: int, item: tuple[TableRef, bool]) -> TableState | TableProblem | None:
+        started[i] = time.monotonic()
+        return one(item)
+
+    now = time.monotonic()
+    for i, item in enumerate(tables):
+        path = table_location(item[0].path)
+        with cache._lock:
+            earlier = cache.hung.get(path)
+            if earlier is not None and earlier[0].done():
+                del cache.hung[path]
+                earlier = None
+        if earlier is not None:
+            results[i] = TableProblem(
+                item[0],
+                f"reading its state has not returned for {now - earlier[1]:.0f}s (hung storage?); "
+                "it is not read again until that read returns",
+            )
+            continue
+        futures[i] = (pool.submit(timed, i, item), path)
+    give_up = now + 2 * timeout_s
+    while True:
+        waiting = [i for i, (f, _) in futures.items() if not f.done()]
+        clock = time.monotonic()
+        overdue = [i for i in waiting if i in started and clock - started[i] >= timeout_s]
+        if len(overdue) == len(waiting) or clock >= give_up:
+            break
+        wait([futures[i][0] for i in waiting if i not in overdue], timeout=0.2, return_when=FIRST_COMPLETED)
+    for i, (future, path) in futures.items():
+        if future.done():
+            results[i] = future.result()
+            continue
+        future.cancel()  # one still queued never starts; a running one goes on and is remembered
+        if i in started:
+            with cache._lock:
+                cache.hung[path] = (future, started[i])
+        results[i] = TableProblem(tables[i][0], f"no answer within {timeout_s:g}s reading its state (hung storage?)")
+    return results
 
 
 # -- health ------------------------------------------------------------------------------

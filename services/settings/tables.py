@@ -77,6 +77,13 @@ class TablesSettings(Section):
     refresh_jitter: float = Field(
         default=0.1, ge=0, le=1, description="Random jitter of each cycle, as a fraction of `refresh_interval_s`."
     )
+    load_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A table whose state (properties, timeline) a discovery cycle cannot read within this many "
+        "seconds is reported as a problem and skipped until that read returns: a hung mount or bucket holds up "
+        "its own tables only.",
+    )
     health_refresh_s: float = Field(
         default=300.0,
         ge=0,

@@ -224,3 +224,42 @@ def test_pending_write_is_not_a_plan(tmp_path: Path) -> None:
     [state] = discover([TableRef("t", str(tmp_path / "t"))], []).states
     assert [i.time for i in state.pending_writes] == ["20990101000000000"]
     assert [(p.action, p.instant) for p in state.pending_plans] == [(ServiceAction.ROLLBACK, "20990101000000001")]
+
+
+def test_a_table_whose_storage_hangs_holds_up_only_itself(tmp_path: Path) -> None:
+    """A read that never returns (a hung mount, a bucket that stops answering; a FIFO stands in for one
+    here) stalled every discovery cycle, so no table was served. It is now reported as a problem after
+    `load_timeout_s`, the other tables are discovered, and it is not read again while the read hangs."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    make_table(tmp_path / "root" / "good")
+    hung = make_table(tmp_path / "root" / "hung")
+    properties = Path(hung.path) / ".hoodie" / "hoodie.properties"
+    properties.unlink()
+    os.mkfifo(properties)
+    cache = DiscoveryCache()
+    pool = ThreadPoolExecutor(max_workers=4)
+    results: list = []
+
+    def cycle() -> None:
+        results.append(discover([], [str(tmp_path / "root")], cache, pool=pool, load_timeout_s=0.5))
+
+    try:
+        for n in (1, 2):
+            runner = threading.Thread(target=cycle, daemon=True)
+            runner.start()
+            runner.join(60)
+            assert not runner.is_alive(), f"discovery cycle {n} hung on the table whose storage hangs"
+        first, second = results
+        for result in results:
+            assert [s.ref.name for s in result.states] == ["root.good"]
+            assert [p.table.name for p in result.problems] == ["root.hung"]
+        assert "no answer within 0.5s" in first.problems[0].error, first.problems[0].error
+        assert "has not returned" in second.problems[0].error, second.problems[0].error
+    finally:
+        try:
+            os.close(os.open(properties, os.O_WRONLY | os.O_NONBLOCK))  # lets the hung read return
+        except OSError:
+            pass  # no read of it is waiting
+        pool.shutdown(wait=True)
