@@ -452,7 +452,7 @@ class Daemon:
             self.runner.close()
         # a load blocked on hung storage never returns: waiting for it would keep the replica from stopping
         self._discovery_pool.shutdown(wait=not self.cache.hung, cancel_futures=True)
-        self._health_pool.shutdown(wait=True)
+        self._health_pool.shutdown(wait=not self.cache.hung, cancel_futures=True)
         self.history.stop_view()
         self.control.close()
         self.coordinator.close()
@@ -681,6 +681,7 @@ class Daemon:
             self.cache,
             max_age_s=self.settings.tables.health_refresh_s,
             pool=self._health_pool,
+            timeout_s=self.settings.tables.load_timeout_s,
         )
         for name, h in health.items():
             if h.error is not None:

@@ -176,7 +176,7 @@ class DiscoveryCache:
     known_tables: set[str] = field(default_factory=set)
     #: table path -> (the state, its health snapshot): reused while the state is the same object
     health: dict[str, tuple[TableState, HealthSnapshot]] = field(default_factory=dict)
-    #: table path -> (its state's read that outlived a cycle's `load_timeout_s`, when it started)
+    #: what is read ("state PATH", "health PATH") -> (its read that outlived a cycle's timeout, when it started)
     hung: dict[str, tuple[Future[Any], float]] = field(default_factory=dict)
     listings: int = 0
     hits: int = 0
@@ -411,7 +411,7 @@ def discover(
     release the GIL too), or on `pool`, a long-lived executor (the daemon's: no threads
     started and stopped every cycle). Problems never stop the cycle. With `pool` and
     `load_timeout_s`, a table whose load runs longer is a problem of the cycle, and is not
-    loaded again until that load returns (`_load_within`): hung storage holds up its tables only.
+    loaded again until that load returns (`_within`): hung storage holds up its tables only.
     """
     started = time.perf_counter()
     cache = cache if cache is not None else DiscoveryCache()
@@ -452,7 +452,13 @@ def discover(
             return TableProblem(ref, _describe(exc))
 
     if pool is not None and load_timeout_s is not None:
-        results = _load_within(one, tables, pool, load_timeout_s, cache)
+
+        def late(item: tuple[TableRef, bool], why: str) -> TableProblem:
+            return TableProblem(item[0], f"reading its state: {why}")
+
+        results = _within(
+            one, tables, pool, load_timeout_s, cache, lambda t: f"state {table_location(t[0].path)}", late
+        )
     else:
         results = _map(one, tables, pool, workers, "discovery")
     states = [r for r in results if isinstance(r, TableState)]
@@ -460,58 +466,60 @@ def discover(
     return DiscoveryResult(states, problems, time.perf_counter() - started, found_under)
 
 
-def _load_within(
-    one: Callable[[tuple[TableRef, bool]], TableState | TableProblem | None],
-    tables: Sequence[tuple[TableRef, bool]],
+def _within(
+    fn: Callable[[_T], _R],
+    items: Sequence[_T],
     pool: Executor,
     timeout_s: float,
     cache: DiscoveryCache,
-) -> list[TableState | TableProblem | None]:
-    """`one` over `tables` on `pool`, giving up on a load once it has run `timeout_s` (its thread stays
-    blocked: Python cannot stop it; the table is skipped until that load returns, so hung reads never
-    pile up). A load still queued behind others is waited for, up to twice the timeout in all."""
-    results: list[TableState | TableProblem | None] = [None] * len(tables)
+    key: Callable[[_T], str],
+    late: Callable[[_T, str], _R],
+) -> list[_R]:
+    """`fn` over `items` on `pool`, giving up on a call once it has run `timeout_s`: its result is then
+    `late(item, why)`. Its thread stays blocked (Python cannot stop it) and the item (by `key`) is given
+    `late` at once until that call returns, so hung reads never pile up. A call still queued behind
+    others is waited for, up to twice the timeout in all."""
+    results: dict[int, _R] = {}
     started: dict[int, float] = {}
-    futures: dict[int, tuple[Future[Any], str]] = {}
+    futures: dict[int, Future[_R]] = {}
 
-    def timed(i: int, item: tuple[TableRef, bool]) -> TableState | TableProblem | None:
+    def timed(i: int, item: _T) -> _R:
         started[i] = time.monotonic()
-        return one(item)
+        return fn(item)
 
     now = time.monotonic()
-    for i, item in enumerate(tables):
-        path = table_location(item[0].path)
+    for i, item in enumerate(items):
         with cache._lock:
-            earlier = cache.hung.get(path)
+            earlier = cache.hung.get(key(item))
             if earlier is not None and earlier[0].done():
-                del cache.hung[path]
+                del cache.hung[key(item)]
                 earlier = None
         if earlier is not None:
-            results[i] = TableProblem(
-                item[0],
-                f"reading its state has not returned for {now - earlier[1]:.0f}s (hung storage?); "
-                "it is not read again until that read returns",
+            results[i] = late(
+                item,
+                f"a read started {now - earlier[1]:.0f}s ago has not returned (hung storage?); "
+                "not read again until it does",
             )
-            continue
-        futures[i] = (pool.submit(timed, i, item), path)
+        else:
+            futures[i] = pool.submit(timed, i, item)
     give_up = now + 2 * timeout_s
     while True:
-        waiting = [i for i, (f, _) in futures.items() if not f.done()]
+        waiting = [i for i, f in futures.items() if not f.done()]
         clock = time.monotonic()
         overdue = [i for i in waiting if i in started and clock - started[i] >= timeout_s]
         if len(overdue) == len(waiting) or clock >= give_up:
             break
-        wait([futures[i][0] for i in waiting if i not in overdue], timeout=0.2, return_when=FIRST_COMPLETED)
-    for i, (future, path) in futures.items():
+        wait([futures[i] for i in waiting if i not in overdue], timeout=0.2, return_when=FIRST_COMPLETED)
+    for i, future in futures.items():
         if future.done():
             results[i] = future.result()
             continue
         future.cancel()  # one still queued never starts; a running one goes on and is remembered
         if i in started:
             with cache._lock:
-                cache.hung[path] = (future, started[i])
-        results[i] = TableProblem(tables[i][0], f"no answer within {timeout_s:g}s reading its state (hung storage?)")
-    return results
+                cache.hung[key(items[i])] = (future, started[i])
+        results[i] = late(items[i], f"no answer within {timeout_s:g}s (hung storage?)")
+    return [results[i] for i in range(len(items))]
 
 
 # -- health ------------------------------------------------------------------------------
@@ -561,11 +569,13 @@ def assess_health(
     max_age_s: float = 300.0,
     workers: int = 4,
     pool: Executor | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, TableHealth]:
     """The health of each table of a cycle, by table name (module doc); errors never stop the others.
 
     `pool`: a long-lived executor to score the tables on (the daemon's: no threads started and
-    stopped every cycle); without one, a pool of `workers` threads for this call.
+    stopped every cycle); without one, a pool of `workers` threads for this call. With `pool` and
+    `timeout_s`, a table whose listing hangs gets an error instead of holding up the others (`_within`).
     """
     moment = now if now is not None else dt.datetime.now(dt.UTC)
 
@@ -576,7 +586,15 @@ def assess_health(
         except Exception as exc:  # a table that lists badly this cycle: report it, score the others
             return TableHealth(state.ref, None, _describe(exc))
 
-    return {h.table.name: h for h in _map(one, states, pool, workers, "health")}
+    if pool is not None and timeout_s is not None:
+
+        def late(state: TableState, why: str) -> TableHealth:
+            return TableHealth(state.ref, None, f"listing its files: {why}")
+
+        scored = _within(one, states, pool, timeout_s, cache, lambda s: f"health {s.ref.path}", late)
+    else:
+        scored = _map(one, states, pool, workers, "health")
+    return {h.table.name: h for h in scored}
 
 
 def _map(fn: Callable[[_T], _R], items: Sequence[_T], pool: Executor | None, workers: int, name: str) -> list[_R]:

@@ -263,3 +263,35 @@ def test_a_table_whose_storage_hangs_holds_up_only_itself(tmp_path: Path) -> Non
         except OSError:
             pass  # no read of it is waiting
         pool.shutdown(wait=True)
+
+
+def test_a_table_whose_health_read_hangs_holds_up_only_itself(tmp_path: Path) -> None:
+    """The health pass of a cycle is bounded the same way: a table whose scoring does not return (its
+    policy lookup blocks here, standing in for a listing of hung storage) gets an error, the others a
+    score, and it is not scored again while that call hangs."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakeward.core.health import HealthPolicy
+    from lakeward.services.discovery import assess_health
+
+    make_table(tmp_path / "root" / "good")
+    make_table(tmp_path / "root" / "hung")
+    cache = DiscoveryCache()
+    states = discover([], [str(tmp_path / "root")], cache).states
+    release = threading.Event()
+
+    def policy_for(name: str) -> HealthPolicy:
+        if name == "root.hung":
+            release.wait(60)
+        return HealthPolicy()
+
+    pool = ThreadPoolExecutor(max_workers=4)
+    try:
+        for expected in ("no answer within 0.5s", "has not returned"):
+            health = assess_health(states, lambda ref: {}, policy_for, cache, pool=pool, timeout_s=0.5, max_age_s=0)
+            assert health["root.good"].report is not None and health["root.good"].error is None
+            assert health["root.hung"].report is None and expected in (health["root.hung"].error or "")
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
