@@ -29,7 +29,6 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -44,16 +43,19 @@ from lakeward.core.exceptions import (
     InstantExistsError,
     InstantNotFoundError,
     LakewardError,
+    MissingFileError,
     SchemaError,
 )
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.integrity import verify_planned_files
-from lakeward.core.metadata_table.writer import FilesChange, apply_change, commit_change, maintains_files_partition
+from lakeward.core.metadata_table.writer import FilesChange, apply_change, commit_change
 from lakeward.core.schema import arrow_schema_from_avro, avro_schema_json, merge_committed
 from lakeward.core.storage import Storage
 from lakeward.core.table_schema import resolve_table_schema
+from lakeward.core.table_services.rollback import rollback_files
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline
 from lakeward.core.timeline.transitions import complete, transition_to_inflight
+from lakeward.core.write.markers import delete_markers
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +203,6 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
     timeline_action: ClassVar[Action]
     #: Whether `run` needs the table's data schema (services that read or write records).
     needs_schema: ClassVar[bool] = False
-    #: Whether the instant completes under the table lock (a completion writers must not race).
-    complete_under_lock: ClassVar[bool] = False
     #: Whether another runner completing the same plan first is fine (its result is the same).
     tolerates_completed_by_other: ClassVar[bool] = False
 
@@ -288,7 +288,13 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         inflight = self._claim(requested, state, plan)
         schema = self.ctx.require_schema(timeline) if self.needs_schema else None
         run = PlanRun(self.ctx, instant_time, timeline, plan, schema, engine or self.ctx.engine, started)
-        done = self.run(run)
+        try:
+            done = self.run(run)
+        except (FileNotFoundError, MissingFileError) as exc:
+            # a file vanished under the run: a restore or rollback that undid the plan meanwhile deletes them
+            if self._plan_undone(inflight.time):
+                raise self._undone(inflight) from exc
+            raise
         self.ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
         self._complete(inflight, done.metadata, timeline if self.needs_schema else None)
         if done.after is not None:
@@ -333,16 +339,36 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         partition: the files a commit-like service wrote (compaction, clustering); clean overrides it."""
         return commit_change(self.ctx.storage, CommitMetadata.from_bytes(metadata))
 
+    def _plan_undone(self, instant_time: str) -> bool:
+        """Whether the plan's instant is gone from the timeline: a restore or a rollback (which take the
+        table lock, as this run does only to complete) undid it while the run worked."""
+        return self.state_of(Timeline.load(self.ctx.storage, self.ctx.layout), instant_time) is None
+
+    def _undone(self, inflight: Instant) -> ConcurrentWriteError:
+        """Remove what the run of an undone plan wrote (after the restore's listing, so no one else will);
+        the error to raise. Completing it would bring back rows the restore undid, or commit deleted files."""
+        storage = self.ctx.storage
+        for path in rollback_files(storage, inflight):
+            if storage.exists(path):
+                storage.delete_file(path)
+        delete_markers(storage, inflight.time)
+        return ConcurrentWriteError(
+            f"{self.noun} {inflight.time} was undone while it ran, by a restore or a rollback of it that "
+            "completed meanwhile: it did not complete and the files it wrote are removed"
+        )
+
     def _complete(self, inflight: Instant, metadata: bytes, seen: Timeline | None = None) -> None:
         """Complete the plan's instant; on a table with a metadata table, first its metadata delta
         commit of the same time (both under the table lock, as Hudi commits table services).
         `seen`: the timeline the run took the table's schema from (services that commit one)."""
         storage, tz = self.ctx.storage, self.ctx.config.timeline_timezone
-        keeps = maintains_files_partition(storage)
         try:
-            with self.ctx.lock if self.complete_under_lock or keeps or seen is not None else nullcontext():
+            # always under the lock: a restore or rollback may have undone the plan while the run worked
+            with self.ctx.lock:
                 if seen is not None:
                     metadata = self._with_columns_added_meanwhile(seen, inflight.time, metadata)
+                if self._plan_undone(inflight.time):
+                    raise self._undone(inflight)
                 with self.ctx.completing(inflight.time):  # underway: the daemon lets no stop cut it short
                     apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
                     complete(storage, inflight, metadata, tz)

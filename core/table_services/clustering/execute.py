@@ -133,7 +133,6 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
     noun, plural = "clustering", "clusterings"
     timeline_action = Action.REPLACE_COMMIT
     needs_schema = True
-    complete_under_lock = True
 
     @classmethod
     def pending_of(cls, storage: Storage, timeline: Timeline) -> list[str]:
