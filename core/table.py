@@ -786,6 +786,7 @@ class Table:
         after it, and when it is not savepointed (use `restore` to go back further).
         """
         instant = instant_time_of(instant)
+        self._finish_interrupted_restore()  # the target is judged on the table the restore left
         self._rollback_target(self.timeline(), instant)  # checked before the gate, and again under the lock
         client = self._writer(service="rollback")
         with client.lock:

@@ -270,3 +270,21 @@ def test_deleting_the_savepoint_of_an_interrupted_restore_finishes_the_restore_f
     assert not table.timeline().pending(Action.RESTORE)
     assert not [i for i in table.timeline().completed() if i.action is Action.SAVEPOINT]
     assert as_tuples(table.read()) == states[saved]
+
+
+def test_a_rollback_after_a_restore_killed_midway_finishes_the_restore_first(
+    restore_template: tuple[Path, dict[str, list[tuple]], list[str]], tmp_path: Path
+) -> None:
+    """The rollback's own check ran on the half-restored timeline and refused ("came after it"), leaving
+    the restore unfinished. It now finishes the restore first, then judges the rollback on the result:
+    the write it named is gone with the restore."""
+    path, states, writes, saved = _killed_restore(restore_template, tmp_path, "restore_after_first_rollback")
+    latest = Table.open(path).timeline().completed_writes()[-1].time
+    assert latest != saved
+    with pytest.raises(InstantNotFoundError, match=latest):
+        Table.open(path).rollback(latest)
+    timeline = Table.open(path).timeline()
+    assert timeline.pending() == []
+    assert [i.time for i in timeline.completed_writes()][-1] == saved
+    assert as_tuples(Table.open(path).read()) == states[saved]
+    assert as_tuples(hudi_read(path)) == states[saved]
