@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -559,7 +560,10 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
+    served: list[Any] = []
+
     def started(daemon: object, api: ApiServer) -> None:
+        served.append(daemon)
         if writer is not None:
             writer.start()
             base = f"http://{settings.http.host}:{api.port}"
@@ -582,6 +586,14 @@ def serve(
     finally:
         if writer is not None:
             writer.stop()
+    hung = served[0].hung_reads() if served else 0
+    if hung:
+        # Their threads cannot be stopped, and the interpreter's exit would wait for them for ever.
+        logging.getLogger(__name__).warning("exiting without waiting for %d hung storage read(s)", hung)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     raise typer.Exit(code)
 
 

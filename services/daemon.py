@@ -22,9 +22,10 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import LakewardError, LockError
@@ -41,11 +42,13 @@ from lakeward.services.control import ControlStore, MemoryControlStore, PauseEnt
 from lakeward.services.discovery import (
     DiscoveryCache,
     DiscoveryResult,
+    HungReadError,
     TableHealth,
     TableState,
     assess_health,
     discover,
     load_state,
+    read_within,
 )
 from lakeward.services.fairness import FairShareLedger, Share, order_fairly, shares_for
 from lakeward.services.history import ENDED, SharedHistory
@@ -75,6 +78,8 @@ from lakeward.services.settings import DaemonSettings
 from lakeward.services.spark_driver import SparkDriver, build_spark_session
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class UnknownTableError(KeyError):
@@ -188,6 +193,8 @@ class Daemon:
         #: started and stopped every cycle, which a soak's thread count would show as churn).
         self._discovery_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="discovery")
         self._health_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
+        #: Reads of a table for API calls (trigger, explain), bounded by `tables.load_timeout_s` (`_read_table`).
+        self._table_reads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="table-read")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
         #: (table, action) -> completed instants on the table when a new plan of it was found not due:
@@ -453,6 +460,7 @@ class Daemon:
         # a load blocked on hung storage never returns: waiting for it would keep the replica from stopping
         self._discovery_pool.shutdown(wait=not self.cache.hung, cancel_futures=True)
         self._health_pool.shutdown(wait=not self.cache.hung, cancel_futures=True)
+        self._table_reads.shutdown(wait=not self.cache.hung, cancel_futures=True)
         self.history.stop_view()
         self.control.close()
         self.coordinator.close()
@@ -658,16 +666,33 @@ class Daemon:
             provider.close()
         return None
 
+    def _loaded_state(self, ref: TableRef) -> TableState:
+        try:
+            return load_state(ref, self.cache)
+        except Exception as exc:
+            raise TableUnreadableError(f"{ref.name} cannot be read: {type(exc).__name__}: {exc}") from None
+
+    def _read_table(self, ref: TableRef, read: Callable[[], _T]) -> _T:
+        """`read()` of a table for an API call, within `tables.load_timeout_s`: a hung mount or bucket gets
+        the caller a TableUnreadableError (HTTP 409) instead of holding an API thread for ever."""
+        try:
+            return read_within(self.cache, ref, read, self._table_reads, self.settings.tables.load_timeout_s)
+        except HungReadError as exc:
+            raise TableUnreadableError(f"{ref.name} cannot be read: {exc}") from None
+
+    def hung_reads(self) -> int:
+        """Reads of table storage that outlived their timeout and still have not returned (their threads
+        cannot be stopped: a process with some exits without waiting for them)."""
+        with self.cache._lock:
+            return sum(1 for future, _ in self.cache.hung.values() if not future.done())
+
     def explain(self, name: str, action: ServiceAction | None = None) -> list[Decision]:
         """For each action on a table (or one), what the daemon would plan or run now and, if not,
         every reason why (the planner's and the claim-time checks'), from the table's current state."""
         if self.runner is None:
             raise TriggerError("the daemon is not started")
         ref = self.table_ref(name)
-        try:
-            state = load_state(ref, self.cache)
-        except Exception as exc:
-            raise TableUnreadableError(f"{name} cannot be read: {type(exc).__name__}: {exc}") from None
+        state = self._read_table(ref, lambda: self._loaded_state(ref))
         decisions = decide(state, self._policy(name, self.control.paused()), dt.datetime.now(dt.UTC))
         gate = self._gate(self.control.quarantined(), {name: state}, probe=True)
         return [admit(d, gate) for d in decisions if action is None or d.action is action]
@@ -834,7 +859,7 @@ class Daemon:
         if self.runner is None:
             raise TriggerError("the daemon is not started")
         ref = self.table_ref(name)
-        table = execution.open_table(ref, self.table_options(ref))
+        table = self._read_table(ref, lambda: execution.open_table(ref, self.table_options(ref)))
         if dry_run:
             return Submitted(self._dry_run(table, ref, action))
         read_only = table.read_only_reason()

@@ -456,14 +456,45 @@ def discover(
         def late(item: tuple[TableRef, bool], why: str) -> TableProblem:
             return TableProblem(item[0], f"reading its state: {why}")
 
-        results = _within(
-            one, tables, pool, load_timeout_s, cache, lambda t: f"state {table_location(t[0].path)}", late
-        )
+        results = _within(one, tables, pool, load_timeout_s, cache, _state_key, late)
     else:
         results = _map(one, tables, pool, workers, "discovery")
     states = [r for r in results if isinstance(r, TableState)]
     problems.extend(r for r in results if isinstance(r, TableProblem))
     return DiscoveryResult(states, problems, time.perf_counter() - started, found_under)
+
+
+def _state_key(item: tuple[TableRef, bool]) -> str:
+    """What `DiscoveryCache.hung` knows a table's state read by."""
+    return f"state {table_location(item[0].path)}"
+
+
+class HungReadError(Exception):
+    """A table's storage does not answer: a read of its state outlived the timeout, or an earlier one still hangs."""
+
+
+def read_within(cache: DiscoveryCache, ref: TableRef, read: Callable[[], _R], pool: Executor, timeout_s: float) -> _R:
+    """`read()` of the table `ref` on `pool`, for callers that must answer (the API): HungReadError when it
+    does not return within `timeout_s` (it is then remembered as hung, as discovery remembers its loads),
+    or at once while an earlier read of the table hangs."""
+    key = _state_key((ref, False))
+    now = time.monotonic()
+    with cache._lock:
+        earlier = cache.hung.get(key)
+        if earlier is not None and earlier[0].done():
+            del cache.hung[key]
+            earlier = None
+    if earlier is not None:
+        raise HungReadError(f"a read of its state started {now - earlier[1]:.0f}s ago has not returned (hung storage?)")
+    future = pool.submit(read)
+    try:
+        return future.result(timeout=timeout_s)
+    except TimeoutError:
+        if future.done():
+            raise  # the read itself timed out (a socket): its own error
+        with cache._lock:
+            cache.hung.setdefault(key, (future, now))
+        raise HungReadError(f"no answer within {timeout_s:g}s reading its state (hung storage?)") from None
 
 
 def _within(
@@ -611,10 +642,12 @@ def _map(fn: Callable[[_T], _R], items: Sequence[_T], pool: Executor | None, wor
 __all__ = [
     "DiscoveryCache",
     "DiscoveryResult",
+    "HungReadError",
     "TableHealth",
     "TableState",
     "assess_health",
     "discover",
     "load_state",
+    "read_within",
     "scan_root",
 ]

@@ -80,9 +80,9 @@ class TablesSettings(Section):
     load_timeout_s: float = Field(
         default=60.0,
         gt=0,
-        description="A table whose state (properties, timeline) or health listing a discovery cycle cannot read "
-        "within this many seconds is reported as a problem and skipped until that read returns: a hung mount or "
-        "bucket holds up its own tables only.",
+        description="A table whose state (properties, timeline) or health listing a discovery cycle, or an API "
+        "call (trigger, explain), cannot read within this many seconds is reported as a problem (the call gets 409) "
+        "and skipped until that read returns: a hung mount or bucket holds up its own tables only.",
     )
     health_refresh_s: float = Field(
         default=300.0,

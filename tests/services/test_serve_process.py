@@ -186,3 +186,38 @@ def test_serve_when_zookeeper_never_answers_prints_an_error_and_exits_2(tmp_path
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert "error: cannot connect to ZooKeeper at 127.0.0.1:" in result.stderr
+
+
+def test_a_table_whose_storage_hangs_leaves_the_api_answering_and_sigterm_exiting(tmp_path, replicas):
+    """A hung mount or bucket (a FIFO stands in for one): a trigger naming its table answered never and,
+    repeated, took every API thread, so /readyz and /metrics stopped answering too; and SIGTERM drained but
+    the process never exited (the interpreter waited for the hung read's thread). The trigger now answers
+    409 within `tables.load_timeout_s`, the API keeps answering, and the replica exits 0."""
+    good = mor(tmp_path / "good", 1)
+    hung = mor(tmp_path / "hung", 1)
+    properties = Path(hung.path) / ".hoodie" / "hoodie.properties"
+    config = config_for([Path(good.path), Path(hung.path)], 2)
+    config["tables"]["load_timeout_s"] = 1
+    replica = launch(replicas, DaemonProcess("hung", config, tmp_path, TOKEN))
+    wait_healthz(replica)
+    properties.unlink()
+    os.mkfifo(properties)
+    try:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        for _ in range(12):  # more than the API's threads would bear if each hung
+            answer = httpx.post(
+                f"{replica.url}/api/v1/tables/hung/trigger",
+                json={"action": "clean", "dry_run": True},
+                headers=headers,
+                timeout=30,
+            )
+            assert answer.status_code == 409 and "hung storage" in answer.text, answer.text
+        assert httpx.get(f"{replica.url}/readyz", timeout=10).status_code in (200, 503)
+        assert httpx.get(f"{replica.url}/metrics", timeout=10).status_code == 200
+        assert replica.terminate(timeout_s=60) == 0, replica.tail()
+        assert "hung storage read" in replica.log_path.read_text(), replica.tail()
+    finally:
+        try:
+            os.close(os.open(properties, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
