@@ -253,12 +253,12 @@ def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
     """One API call; a daemon error becomes `error: ...` on stderr and exit code 2."""
     from lakeward.services.client import DaemonAPIError, DaemonClient  # lazy: httpx (start-up, issue 23)
 
-    with DaemonClient(url, token) as client:
-        try:
+    try:
+        with DaemonClient(url, token) as client:
             return call(client)
-        except DaemonAPIError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+    except DaemonAPIError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _grid(rows: list[dict[str, object]], columns: list[str], empty: str) -> str:

@@ -30,7 +30,10 @@ class DaemonClient:
     def __init__(self, url: str = DEFAULT_URL, token: str | None = None, timeout_s: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        try:
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise DaemonAPIError(f"{url!r} is not a valid daemon URL (--url, LAKEWARD_URL): {exc}") from None
         #: The headers of the last answer (e.g. `X-Lakeward-Unmatched-Overrides` of `tables()`).
         self.last_headers: httpx.Headers = httpx.Headers()
 
@@ -46,7 +49,7 @@ class DaemonClient:
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise DaemonAPIError(f"cannot reach the daemon at {self.url}: {exc}") from None
         self.last_headers = response.headers
         if response.status_code >= 400:
@@ -60,7 +63,7 @@ class DaemonClient:
     def ready(self) -> dict[str, Any]:
         try:
             return dict(self._http.get("/readyz").json())
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             raise DaemonAPIError(f"cannot reach the daemon at {self.url}: {exc}") from None
 
     def tables(self) -> list[dict[str, Any]]:

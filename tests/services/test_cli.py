@@ -238,3 +238,12 @@ def test_an_error_met_on_the_way_is_one_error_line_not_a_traceback(tmp_path, mon
             main()
         err = capsys.readouterr().err
         assert exited.value.code == 2 and err.startswith("error: ") and "Traceback" not in err, (argv, err)
+
+
+def test_a_malformed_daemon_url_is_an_error_line_not_a_traceback() -> None:
+    """`--url http://h:abc` (or LAKEWARD_URL) raised httpx.InvalidURL out of the CLI: a traceback, exit 1."""
+    for url in ("http://[::1", "http://127.0.0.1:8080 x", "http://127.0.0.1:abc"):
+        for args, env in ((["tables", "--url", url], {}), (["runs"], {"LAKEWARD_URL": url})):
+            result = runner.invoke(app, args, env=env)
+            assert result.exit_code == 2, (url, result.output, result.exception)
+            assert "error:" in result.output and "not a valid daemon URL" in result.output, result.output
