@@ -6,7 +6,9 @@ is added later, refused ones included -- with the time, the replica that answere
 name of the bearer token (`http.api_tokens`; never the token itself), the route and its
 target (a table, a run id, a work item), the request body (shortened) and the status code.
 The entry is written before the answer goes out: a call its client saw answered is in the
-log. `GET /api/v1/audit` and `lakeward audit` read it back.
+log. `GET /api/v1/audit` and `lakeward audit` read it back. Calls refused for want of a
+valid token (401) go to the daemon's log only: anyone could otherwise push every real entry
+out of the capped audit log. Request bodies over `MAX_BODY_BYTES` are refused (413) unread.
 
 The middleware is plain ASGI: a read passes straight through to the app. (Starlette's
 `@app.middleware("http")` wrapped every request, reads included, in a task, memory streams
@@ -22,6 +24,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakeward.services.daemon import Daemon
@@ -33,6 +36,12 @@ log = logging.getLogger(__name__)
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Request bodies are kept up to this many characters.
 REQUEST_CHARS = 500
+#: The largest request body a mutating call may send (the API's bodies are a few hundred bytes of JSON).
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class _BodyTooLarge(Exception):
+    pass
 
 
 def _target(path_params: dict[str, Any], body: bytes) -> str:
@@ -55,15 +64,32 @@ def _token(scope: Scope, daemon: Daemon) -> str | None:
 
 
 async def _read_body(receive: Receive) -> bytes:
-    """The whole request body (every `http.request` message until the last one)."""
-    body = b""
+    """The whole request body (every `http.request` message until the last one); _BodyTooLarge past
+    `MAX_BODY_BYTES`."""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return body
-        body += message.get("body", b"")
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyTooLarge
+        chunks.append(chunk)
         if not message.get("more_body", False):
-            return body
+            break
+    return b"".join(chunks)
+
+
+def _declared_size(scope: Scope) -> int:
+    for name, value in scope.get("headers") or []:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
 
 
 class AuditMiddleware:
@@ -77,7 +103,14 @@ class AuditMiddleware:
         if scope["type"] != "http" or scope["method"] not in MUTATING or not scope["path"].startswith(API_PREFIX):
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        try:
+            if _declared_size(scope) > MAX_BODY_BYTES:
+                raise _BodyTooLarge
+            body = await _read_body(receive)
+        except _BodyTooLarge:
+            too_large = JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
+            await too_large(scope, receive, send)
+            return
         replayed = False
         recorded = False
 
@@ -104,10 +137,14 @@ class AuditMiddleware:
 
     async def _record(self, scope: Scope, body: bytes, status: int) -> None:
         route = scope.get("route")  # set by the router on this same scope
+        token = _token(scope, self.daemon)
+        if status == 401 and token is None:
+            log.info("refused %s %s: no valid token (not in the audit log)", scope["method"], scope["path"])
+            return
         entry = {
             "time": time.time(),
             "replica": self.daemon.replica_id,
-            "token": _token(scope, self.daemon),
+            "token": token,
             "method": scope["method"],
             "path": scope["path"],
             "route": getattr(route, "path", None),
@@ -126,4 +163,4 @@ def install_audit(app: FastAPI, daemon: Daemon) -> None:
     app.add_middleware(AuditMiddleware, daemon=daemon)
 
 
-__all__ = ["MUTATING", "AuditMiddleware", "install_audit"]
+__all__ = ["MAX_BODY_BYTES", "MUTATING", "AuditMiddleware", "install_audit"]
