@@ -3,6 +3,8 @@ what the `Table` read methods give; `explain()` names what the pruners ruled out
 
 from __future__ import annotations
 
+import operator
+
 import pyarrow as pa
 import pytest
 
@@ -288,12 +290,12 @@ def test_float_literals_on_an_integer_column_select_what_the_comparison_means(tm
         table.upsert(pa.table({"id": [1], "ts": [1], "v": pa.array([6], pa.int64())}))  # a log file too
         values[1] = 6
     compare = {
-        "=": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-        "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b,
+        "=": operator.eq,
+        "!=": operator.ne,
+        "<": operator.lt,
+        "<=": operator.le,
+        ">": operator.gt,
+        ">=": operator.ge,
     }
     for literal in (1.5, -2.5, 5.0, 6.0, 2.0**40, 2.0**40 + 0.5, -0.5):
         for op, holds in compare.items():
