@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 
-from lakeward.core.exceptions import CorruptTableError
+from lakeward.core.exceptions import ConcurrentWriteError, CorruptTableError
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline.instant import Action, Instant, State
@@ -38,6 +38,14 @@ def create_requested(
 
 
 def transition_to_inflight(storage: Storage, requested: Instant, content: bytes = b"") -> Instant:
+    """requested -> inflight. ConcurrentWriteError when the requested file is gone: a restore or another
+    process's rollback undid the instant since it was requested, and an inflight file written now would
+    bring it back (a write would then complete that the restore reports rolled back)."""
+    if not storage.exists(instant_path(requested)):
+        raise ConcurrentWriteError(
+            f"{requested} was rolled back (by a restore, or a rollback in another process) before it began: "
+            "nothing was written; retry"
+        )
     inflight = requested.with_state(State.INFLIGHT)
     storage.write_bytes(instant_path(inflight), content)
     return inflight

@@ -113,3 +113,34 @@ def test_a_service_whose_plan_was_undone_while_it_ran_does_not_complete(
     assert _files_named(path, plan) == [], "the run left its files behind"
     assert _rows(path) == expected
     assert Table.open(path).check().ok
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_write_undone_by_a_restore_before_it_began_does_not_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str
+) -> None:
+    """A restore between a write's requested and inflight steps rolls the write back (it is pending and
+    after the savepoint). The write then wrote its inflight file anew and, on merge-on-read, completed: an
+    acknowledged write the restore reports rolled back, which a resumed restore would undo again."""
+    import lakeward.core.write.client as client_mod
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type=table_type)
+    saved = table.upsert(_batch(["a", "b"], "A")).instant_time
+    table.savepoint(saved)
+    table.upsert(_batch(["a", "b"], "B"))
+    undone: list[str] = []
+    real = client_mod.transition_to_inflight
+
+    def restore_first(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(client_mod, "transition_to_inflight", real)
+        undone.extend(Table.open(path).restore(saved).rolled_back)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client_mod, "transition_to_inflight", restore_first)
+    with pytest.raises(ConcurrentWriteError, match="rolled back"):
+        table.upsert(_batch(["a"], "C"))
+    timeline = Table.open(path).timeline()
+    assert timeline.pending() == []
+    assert not [i for i in timeline.completed_writes() if i.time in undone], "a write the restore undid completed"
+    assert _rows(path) == {"a": "A", "b": "A"}
