@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -39,13 +39,13 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
     Hudi's `timestamp-micros`, so a naive literal means the value as written), an aware one on a
     column without a time zone becomes its naive UTC value. Pyarrow refuses to compare the two
     kinds (`ArrowInvalid`). Expressions are left as they are."""
-    disjuncts = _disjuncts(filters)
-    if disjuncts is None or schema is None:
+    if schema is None:
         return filters
 
-    def conform(column: str, value: Any) -> Any:
+    def conform(t: tuple[str, str, Any]) -> tuple[str, str, Any]:
+        column, op, value = t
         if column not in schema.names or not pa.types.is_timestamp(schema.field(column).type):
-            return value
+            return t
         aware = schema.field(column).type.tz is not None
 
         def one(v: Any) -> Any:
@@ -58,11 +58,10 @@ def conform_time_literals(filters: Filters, schema: pa.Schema | None) -> Filters
             return v
 
         if isinstance(value, (list, tuple, set, frozenset)):
-            return type(value)(one(v) for v in value)
-        return one(value)
+            return (column, op, type(value)(one(v) for v in value))
+        return (column, op, one(value))
 
-    conformed = [[(t[0], t[1], conform(t[0], t[2]), *t[3:]) if len(t) > 2 else t for t in conj] for conj in disjuncts]
-    return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
+    return _map_predicates(filters, conform)
 
 
 def conform_number_literals(filters: Filters, schema: pa.Schema | None) -> Filters:
@@ -70,8 +69,7 @@ def conform_number_literals(filters: Filters, schema: pa.Schema | None) -> Filte
     (`> 1.5` is `>= 2`, `= 1.5` matches nothing, `in [2.0, 2.5]` is `in [2]`). Pyarrow compares the two
     through a float cast that refuses large integers (`ArrowInvalid: Integer value ... not in range`)
     in the middle of the scan. Expressions are left as they are."""
-    disjuncts = _disjuncts(filters)
-    if disjuncts is None or schema is None:
+    if schema is None:
         return filters
 
     def on_integers(column: str) -> bool:
@@ -102,6 +100,15 @@ def conform_number_literals(filters: Filters, schema: pa.Schema | None) -> Filte
             return (column, "is not null", None)
         return t
 
+    return _map_predicates(filters, conform)
+
+
+def _map_predicates(filters: Filters, conform: Callable[[tuple[str, str, Any]], tuple[str, str, Any]]) -> Filters:
+    """`filters` with each DNF predicate replaced by `conform(predicate)`, in the shape they came in
+    (one conjunction or a list of them); expressions and no filters are left as they are."""
+    disjuncts = _disjuncts(filters)
+    if disjuncts is None:
+        return filters
     conformed = [[conform(t) for t in conj] for conj in disjuncts]
     return conformed[0] if isinstance(filters[0], tuple) else conformed  # type: ignore[index]
 

@@ -56,6 +56,10 @@ class ClusteringPlan:
     def file_groups(self) -> set[tuple[str, str]]:
         return {(op.partition_path, op.file_id) for g in self.groups for op in g.slices}
 
+    def file_slices(self) -> list[FileSlice]:
+        """The slices the plan rewrites, every group's in order."""
+        return [op.file_slice() for g in self.groups for op in g.slices]
+
     def replaced(self) -> dict[str, list[str]]:
         """partition -> file ids this clustering replaces (`partitionToReplaceFileIds`)."""
         out: dict[str, list[str]] = {}

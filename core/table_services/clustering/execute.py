@@ -159,7 +159,7 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
         return plan
 
     def planned_slices(self, plan: ClusteringPlan) -> list[FileSlice]:
-        return [op.file_slice() for group in plan.groups for op in group.slices]
+        return plan.file_slices()
 
     def run(self, run: PlanRun[ClusteringPlan]) -> Completion[ClusteringResult]:
         storage, instant_time, plan = run.storage, run.instant_time, run.plan

@@ -153,14 +153,13 @@ def schedule_clustering(table: HoldsTableContext) -> str | None:
             else:
                 log.info("nothing to cluster: no partition has small file slices to group")
             return None
-        # never rewrite a slice without a lost file's rows
-        verify_before_planning(storage, timeline, view, [op.file_slice() for g in groups for op in g.slices])
-        instant_time = ctx.new_instant_time(timeline)
         plan = (
             ClusteringPlan(tuple(groups), sort_columns, SINGLE_FILE_STRATEGY)
             if bucketed
             else ClusteringPlan(tuple(groups), sort_columns)
         )
+        verify_before_planning(storage, timeline, view, plan.file_slices())  # no rewrite without a lost file's rows
+        instant_time = ctx.new_instant_time(timeline)
         create_requested(storage, instant_time, clustering_action(ctx.layout), plan.to_bytes(storage), ctx.layout)
         log.info(
             "scheduled clustering %s: %d group(s), %d file slice(s)",
