@@ -308,12 +308,11 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         log.info("%s %s was started before: running its plan again", self.noun, requested.time)
         return requested.with_state(State.INFLIGHT)
 
-    def _with_columns_added_meanwhile(self, seen: Timeline, instant_time: str, metadata: bytes) -> bytes:
+    def _with_columns_added_meanwhile(self, seen: Timeline, now: Timeline, instant_time: str, metadata: bytes) -> bytes:
         """The commit metadata with the schema readers should take from it: a write that completed while
         the service ran may have added columns, and when the service's instant is the later one its
         schema (the table's as of `seen`) becomes the table's. The union keeps them (as writes commit)."""
         storage, config = self.ctx.storage, self.ctx.config
-        now = Timeline.load(storage, self.ctx.layout)
         known = seen.completed_write_times()
         newer = [i for i in now.completed_writes() if i.time not in known and i.time != instant_time]
         if not newer or max(i.time for i in newer) > instant_time:
@@ -339,10 +338,10 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         partition: the files a commit-like service wrote (compaction, clustering); clean overrides it."""
         return commit_change(self.ctx.storage, CommitMetadata.from_bytes(metadata))
 
-    def _plan_undone(self, instant_time: str) -> bool:
-        """Whether the plan's instant is gone from the timeline: a restore or a rollback (which take the
-        table lock, as this run does only to complete) undid it while the run worked."""
-        return self.state_of(Timeline.load(self.ctx.storage, self.ctx.layout), instant_time) is None
+    def _plan_undone(self, instant_time: str, now: Timeline | None = None) -> bool:
+        """Whether the plan's instant is gone from the timeline (`now`, else loaded): a restore or a
+        rollback (which take the table lock, as this run does only to complete) undid it while the run worked."""
+        return self.state_of(now or Timeline.load(self.ctx.storage, self.ctx.layout), instant_time) is None
 
     def _undone(self, inflight: Instant) -> ConcurrentWriteError:
         """Remove what the run of an undone plan wrote (after the restore's listing, so no one else will);
@@ -365,10 +364,11 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         try:
             # always under the lock: a restore or rollback may have undone the plan while the run worked
             with self.ctx.lock:
-                if seen is not None:
-                    metadata = self._with_columns_added_meanwhile(seen, inflight.time, metadata)
-                if self._plan_undone(inflight.time):
+                now = Timeline.load(storage, self.ctx.layout)
+                if self._plan_undone(inflight.time, now):
                     raise self._undone(inflight)
+                if seen is not None:
+                    metadata = self._with_columns_added_meanwhile(seen, now, inflight.time, metadata)
                 with self.ctx.completing(inflight.time):  # underway: the daemon lets no stop cut it short
                     apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
                     complete(storage, inflight, metadata, tz)
