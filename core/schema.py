@@ -378,14 +378,14 @@ def _safe_cast(column: pa.ChunkedArray | pa.Array, target: pa.Field) -> pa.Chunk
         raise SchemaError(f"column '{target.name}' cannot be cast from {column.type} to {target.type}: {e}") from e
 
 
-def cast_flat_columns(batch: pa.Table, target: pa.Schema) -> pa.Table:
-    """`batch` with each top-level column of a flat type that `target` types otherwise cast to it
-    (safely, as `conform_batch` casts), before a write starts: a value that would change is refused
-    while the table is untouched. Columns keep their order; nested types are left to `conform_batch`."""
+def cast_columns(batch: pa.Table, target: pa.Schema) -> pa.Table:
+    """`batch` with each top-level column that `target` types otherwise cast to it (safely, as
+    `conform_batch` casts; struct fields by name, so nested values too), before a write starts: a
+    value that would change is refused while the table is untouched. Columns keep their order."""
     fields = {f.name: f for f in target}  # one lookup per column (`Schema.names` builds a list per call)
     for i, name in enumerate(batch.column_names):
         field, column = fields.get(name), batch.column(i)
-        if field is None or column.type == field.type or pa.types.is_nested(column.type):
+        if field is None or column.type == field.type:
             continue
         batch = batch.set_column(i, batch.field(i).with_type(field.type), _safe_cast(column, field))
     return batch

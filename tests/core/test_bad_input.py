@@ -620,3 +620,41 @@ def test_a_value_the_column_type_cannot_hold_is_refused_before_the_write_starts(
     whole = pa.table({"id": ["b"], "ts": [2], "at": pa.array([2_000], pa.timestamp("ns", "UTC"))})
     Table.open(str(path)).upsert(whole)
     assert Table.open(str(path)).read(columns=["id", "at"]).column("at").type == pa.timestamp("us", "UTC")
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_nested_value_the_field_type_cannot_hold_is_refused_before_the_write_starts(
+    tmp_path: Path, table_type: str
+) -> None:
+    """As above, inside a struct and a list of structs (and with the batch's struct fields in another
+    order, a new field added): before the fix only top-level columns were cast ahead of the write, so
+    the write started, failed in the file writers and left a rollback instant."""
+    path = tmp_path / "events"
+    inner = pa.struct([("n", pa.int32()), ("at", pa.timestamp("us", "UTC"))])
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type=table_type)
+    first = pa.table(
+        {
+            "id": ["a"],
+            "ts": [1],
+            "s": pa.array([{"n": 1, "at": 1_000}], inner),
+            "l": pa.array([[{"n": 1, "at": 1_000}]], pa.list_(inner)),
+        }
+    )
+    table.upsert(first)
+    before = table_state(path)
+    ns = pa.struct([("at", pa.timestamp("ns", "UTC")), ("n", pa.int32()), ("extra", pa.string())])
+    whole_s = pa.array([{"at": 2_000, "n": 2, "extra": "x"}], ns)
+    whole_l = pa.array([[{"at": 3_000, "n": 3, "extra": "y"}]], pa.list_(ns))
+    lossy_s = pa.array([{"at": 2_001, "n": 2, "extra": "x"}], ns)
+    lossy_l = pa.array([[{"at": 3_001, "n": 3, "extra": "y"}]], pa.list_(ns))
+    for column, s, lst in (("'s'", lossy_s, whole_l), ("'l'", whole_s, lossy_l)):
+        lossy = pa.table({"id": ["b"], "ts": [2], "s": s, "l": lst})
+        for operation in ("upsert", "insert", "bulk_insert"):
+            write = getattr(Table.open(str(path)), operation)
+            _expect(SchemaError, lambda: write(lossy), column, "cannot be cast")  # noqa: B023 - called at once
+            _assert_unchanged(path, before)
+    Table.open(str(path)).upsert(pa.table({"id": ["b"], "ts": [2], "s": whole_s, "l": whole_l}))
+    rows = {r["id"]: r for r in Table.open(str(path)).read(columns=["id", "s", "l"]).to_pylist()}
+    assert rows["b"]["s"]["n"] == 2 and rows["b"]["s"]["extra"] == "x"
+    assert rows["b"]["l"][0]["extra"] == "y"
+    assert rows["a"]["s"]["extra"] is None

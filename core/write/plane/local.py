@@ -41,7 +41,7 @@ from lakeward.core.metadata_table.record_index import (
     tagged_change,
 )
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
-from lakeward.core.schema import META_COLUMNS, cast_flat_columns
+from lakeward.core.schema import META_COLUMNS, cast_columns
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.operation import WriteOperation
@@ -137,7 +137,7 @@ class LocalDataPlane:
         batch = to_arrow(data)
         batch = batch.drop_columns([c for c in META_COLUMNS if c in batch.column_names])
         schema = self.client.write_schema(batch.schema, operation, timeline)
-        batch = cast_flat_columns(batch, schema)  # a value the table's types cannot hold: refused before any instant
+        batch = cast_columns(batch, schema)  # a value the table's types cannot hold: refused before any instant
         check_batch_rows(batch, self.config, operation)
         records = batch.append_column(RECORD_KEY, record_keys(batch, self.config, schema))
         records = records.append_column(PARTITION_PATH, partition_paths(batch, self.config, schema))

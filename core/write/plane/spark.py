@@ -41,7 +41,7 @@ from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
 from lakeward.core.read.spark import arrow_schema, spark_path
-from lakeward.core.schema import META_COLUMNS, cast_flat_columns
+from lakeward.core.schema import META_COLUMNS, cast_columns
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
@@ -257,7 +257,7 @@ class SparkDataPlane:
             batch = batch.drop_columns([c for c in META_COLUMNS if c in batch.column_names])
             # as on the local plane: a value the table's types cannot hold is refused here, before any
             # instant (Spark's createDataFrame would truncate nanoseconds to microseconds silently)
-            batch = cast_flat_columns(batch, self.client.write_schema(batch.schema, operation, timeline))
+            batch = cast_columns(batch, self.client.write_schema(batch.schema, operation, timeline))
             df = self.spark.createDataFrame(batch)
         df = df.drop(*[c for c in META_COLUMNS if c in df.columns])
         schema = self.client.write_schema(arrow_schema(df.schema), operation, timeline)
@@ -269,7 +269,7 @@ class SparkDataPlane:
                 table = pa.Table.from_batches([batch])
                 # keys rendered from the table's types (a delete's 1.0 is the int64 key 1), and a value
                 # those types cannot hold refused in this job, before any instant; the rows keep Spark's types
-                utc = utc_timestamps(cast_flat_columns(table, schema))
+                utc = utc_timestamps(cast_columns(table, schema))
                 check_batch_rows(utc, config, operation, whole_batch=False)
                 table = table.append_column(RECORD_KEY, pc.cast(record_keys(utc, config, schema), pa.string()))
                 table = table.append_column(PARTITION_PATH, pc.cast(partition_paths(utc, config, schema), pa.string()))
