@@ -73,7 +73,7 @@ from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timel
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker, delete_markers
+from lakeward.core.write.markers import create_marker, delete_markers_of_completed
 
 #: Hudi's option and default: compact the metadata table once this many delta commits completed since the last.
 MAX_DELTA_COMMITS_KEY = "hoodie.metadata.compact.max.delta.commits"
@@ -461,7 +461,7 @@ def execute_metadata_compaction(
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
     with completing():
         complete(mdt_storage, inflight, metadata.to_bytes(version.metadata_encoding), timezone)
-    delete_markers(mdt_storage, instant_time)
+    delete_markers_of_completed(mdt_storage, instant_time)
     return MetadataCompactionResult(
         instant_time, tuple(s.path for s in stats), sum(len(op.log_file_names) for op in plan.operations), records
     )

@@ -33,7 +33,7 @@ from lakeward.core.metadata_table.stats_writer import StatsChange, write_stats_c
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, CommitMetadata, Instant, WriteStat
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
-from lakeward.core.write.markers import create_marker, delete_markers
+from lakeward.core.write.markers import create_marker, delete_markers_of_completed
 
 #: The operation Hudi records on metadata-table delta commits.
 METADATA_OPERATION = "UPSERT_PREPPED"
@@ -165,7 +165,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
         operationType=METADATA_OPERATION,
     )
     completed = complete(mdt, inflight, metadata.to_bytes(encoding), timezone)
-    delete_markers(mdt, instant_time)
+    delete_markers_of_completed(mdt, instant_time)
     return completed
 
 

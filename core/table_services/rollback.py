@@ -54,7 +54,12 @@ from lakeward.core.timeline.transitions import (
     read_instant,
     transition_to_inflight,
 )
-from lakeward.core.write.markers import delete_markers, holds_only_blocks_of, list_markers, log_file_written_by
+from lakeward.core.write.markers import (
+    delete_markers_of_completed,
+    holds_only_blocks_of,
+    list_markers,
+    log_file_written_by,
+)
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +184,7 @@ def rollback_pending_instant(
     _complete_rollback(
         storage, inflight, instant_info, by_partition, int((time.monotonic() - started) * 1000), log_sizes, timezone
     )
-    delete_markers(storage, instant.time)
+    delete_markers_of_completed(storage, instant.time)  # the rollback completed
     log.info("rolled back %s (%d file(s)) at %s", instant, len(files), rollback_time)
     return RollbackResult(rollback_time, instant.time, tuple(files))
 
@@ -371,7 +376,7 @@ def resume_rollback(
     except InstantExistsError:
         # Another runner (without a lock shared with this one) finished the same plan meanwhile.
         log.info("rollback %s was completed by another runner", rollback.time)
-    delete_markers(storage, target["commitTime"])
+    delete_markers_of_completed(storage, target["commitTime"])  # the rollback completed
     log.info("resumed rollback %s of %s", rollback.time, target["commitTime"])
     return RollbackResult(rollback.time, target["commitTime"], tuple(files))
 

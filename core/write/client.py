@@ -101,7 +101,7 @@ from lakeward.core.write.heartbeat import (
     is_heartbeat_expired,
     read_heartbeat,
 )
-from lakeward.core.write.markers import delete_markers, list_markers, reconcile_markers
+from lakeward.core.write.markers import delete_markers, delete_markers_of_completed, list_markers, reconcile_markers
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import SizingPolicy
 from lakeward.core.write.plan import DataPlane, Prepared, WorkloadEntry
@@ -753,7 +753,7 @@ class WriteClient:
             index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
             apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata, index_change)
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
-        delete_markers(self.storage, requested.time)
+        delete_markers_of_completed(self.storage, requested.time)
         self._metadata_table_services()
         return WriteResult(
             instant_time=requested.time,

@@ -11,6 +11,7 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from lakeward.core.exceptions import LakewardError
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import parse_log_file_name
 from lakeward.core.storage import Storage
@@ -96,6 +97,23 @@ def list_markers(storage: Storage, instant_time: str) -> list[Marker]:
 
 def delete_markers(storage: Storage, instant_time: str) -> None:
     storage.delete_dir(marker_dir(instant_time))
+
+
+def delete_markers_of_completed(storage: Storage, instant_time: str) -> None:
+    """Remove the markers of an instant that has completed. A failure (storage stalling right after
+    the completion) is logged, not raised: the instant stands, and a caller told otherwise would
+    redo it (a retried insert wrote every row twice). Markers of a completed instant are read by
+    nothing (rollbacks read those of pending instants), so left ones only take space."""
+    try:
+        delete_markers(storage, instant_time)
+    except (OSError, LakewardError) as exc:
+        log.warning(
+            "instant %s of %s completed, but its markers (%s) could not be removed: %s",
+            instant_time,
+            storage.uri,
+            marker_dir(instant_time),
+            exc,
+        )
 
 
 def reconcile_markers(storage: Storage, instant_time: str, committed_paths: Iterable[str]) -> list[str]:

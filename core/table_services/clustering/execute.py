@@ -36,7 +36,7 @@ from lakeward.core.timeline.clustering_plan import (
     clustering_plan_of,
 )
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
-from lakeward.core.write.markers import create_marker, delete_markers, reconcile_markers
+from lakeward.core.write.markers import create_marker, delete_markers_of_completed, reconcile_markers
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class ClusteringService(PlannedService[ClusteringPlan, ClusteringResult]):
 
     def _finished(self, run: PlanRun[ClusteringPlan], result: ClusteringResult) -> None:
         """Once completed: remove what only the run needed, and log it."""
-        delete_markers(run.storage, run.instant_time)
+        delete_markers_of_completed(run.storage, run.instant_time)
         log.info(
             "clustering %s: %d group(s) -> %d file(s), %d record(s) in %.2fs",
             run.instant_time,

@@ -32,7 +32,7 @@ from lakeward.core.table_services.service import Completion, PlannedService, Pla
 from lakeward.core.timeline import Action, CommitMetadata, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
-from lakeward.core.write.markers import create_marker, delete_markers, reconcile_markers
+from lakeward.core.write.markers import create_marker, delete_markers_of_completed, reconcile_markers
 
 log = logging.getLogger(__name__)
 COMPACT = "COMPACT"
@@ -203,7 +203,7 @@ class CompactionService(PlannedService[CompactionPlan, CompactionResult]):
 
     def _finished(self, run: PlanRun[CompactionPlan], result: CompactionResult) -> None:
         """Once completed: remove what only the run needed, and log it."""
-        delete_markers(run.storage, run.instant_time)
+        delete_markers_of_completed(run.storage, run.instant_time)
         log.info(
             "compaction %s: %d slice(s), %d record(s) in %.2fs",
             run.instant_time,
