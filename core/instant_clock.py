@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import enum
 
-from lakeward.core.timeline.instant_time import format_instant_time
+from lakeward.core.timeline.instant_time import format_instant_time, parse_instant_time
 
 
 def aware(moment: dt.datetime | None) -> dt.datetime:
@@ -23,8 +23,7 @@ def aware(moment: dt.datetime | None) -> dt.datetime:
 
 def instant_moment(instant_time: str, timezone: str) -> dt.datetime:
     """The moment an instant time names, as an aware datetime (in the timeline's zone: UTC or local)."""
-    moment = dt.datetime.strptime(instant_time[:14], "%Y%m%d%H%M%S")
-    moment = moment.replace(microsecond=int(instant_time[14:17] or "0") * 1000)
+    moment = parse_instant_time(instant_time)
     return moment.replace(tzinfo=dt.UTC) if timezone.upper() == "UTC" else moment.astimezone()
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lakeward.core.exceptions import CorruptTableError
 from lakeward.core.file_group.metadata_listing import FILES_PARTITION, METADATA_FOLDER, metadata_partitions
 from lakeward.core.health import HealthPolicy, HealthReport, HealthSnapshot, health_report, take_snapshot
 from lakeward.core.index.secondary.definitions import DEFINITIONS_PATH, load_definitions
@@ -50,6 +51,7 @@ from lakeward.core.table_services.state import PendingServicePlan, ServiceState,
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
+from lakeward.core.timeline.instant_time import not_times
 from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name, table_location
 
 _T = TypeVar("_T")
@@ -273,6 +275,12 @@ def _build_state(
     has_index_folder: bool = False,
     mdt_names: frozenset[str] | None = None,
 ) -> TableState:
+    odd = not_times(i.time for i in timeline.instants)
+    if odd:  # the planner places instants in time (ages, retention): say which, and plan nothing here
+        raise CorruptTableError(
+            f"instant file(s) named with a time that is no date-time: {', '.join(sorted(set(odd)))}; "
+            "move them out of the timeline folder (they are no instants of any writer)"
+        )
     service = service_state(timeline, config.version.number, lambda t: _is_clustering(storage, t, cache))
     error = "; ".join(filter(None, (service.error, _foreign_plans(service.pending_plans)))) or None
     index_columns: frozenset[str] = frozenset()

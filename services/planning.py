@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lakeward.core.instant_clock import instant_moment
 from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
@@ -116,16 +117,6 @@ def policy_from_settings(
         index_build_columns=frozenset(settings.index_build.columns),
         orphan_clean_enabled=settings.orphan_clean.enabled,
     )
-
-
-def instant_moment(instant_time: str, timezone: str = "LOCAL") -> dt.datetime:
-    """An instant time (yyyyMMddHHmmss[SSS]) as an aware datetime in the table's timeline timezone."""
-    moment = dt.datetime.strptime(instant_time[:14], "%Y%m%d%H%M%S")
-    if len(instant_time) >= 17:
-        moment = moment.replace(microsecond=int(instant_time[14:17]) * 1000)
-    if timezone.upper() == "UTC":
-        return moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone()  # naive local time -> aware
 
 
 def _aware(now: dt.datetime) -> dt.datetime:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
+from collections.abc import Iterable
 from typing import TypeAlias
 
 from lakeward.core.exceptions import InstantNotFoundError
@@ -35,6 +36,18 @@ def _now(timezone: str) -> dt.datetime:
 def parse_instant_time(instant_time: str) -> dt.datetime:
     """The naive date-time of an instant time `yyyyMMddHHmmss[SSS]` (in the timeline's time zone)."""
     return dt.datetime.strptime(instant_time[:14], _FORMAT).replace(microsecond=int(instant_time[14:17] or "0") * 1000)
+
+
+def not_times(instant_times: Iterable[str]) -> list[str]:
+    """The instant times among `instant_times` that name no date-time (month 13, hour 25): Hudi's
+    timeline takes any digits, but nothing can place such an instant in time (ages, retention)."""
+    out = []
+    for t in instant_times:
+        try:
+            parse_instant_time(t)
+        except ValueError:
+            out.append(t)
+    return out
 
 
 def next_instant_time(instant_time: str) -> str:

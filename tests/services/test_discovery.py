@@ -85,6 +85,20 @@ def test_deleted_and_corrupt_tables_are_problems_others_go_on(tmp_path: Path) ->
     assert "not a table" in problems["deleted"]
 
 
+def test_an_instant_time_that_is_no_time_makes_its_table_a_problem_others_go_on(tmp_path: Path) -> None:
+    """An instant file named with month 13 (Hudi's timeline takes any digits) made the planner's age
+    arithmetic raise a ValueError: every discovery cycle failed, for every table, and the API's
+    explain of that table answered 500. Now that table is a problem naming the instant."""
+    make_table(tmp_path / "good", mor=True)
+    make_table(tmp_path / "bad", mor=True)
+    (tmp_path / "bad" / ".hoodie" / "20261301000000000.deltacommit.requested").write_bytes(b"")
+    refs = [TableRef(n, str(tmp_path / n)) for n in ("good", "bad")]
+    result = discover(refs, [], DiscoveryCache())
+    assert [s.ref.name for s in result.states] == ["good"]
+    assert [p.table.name for p in result.problems] == ["bad"]
+    assert "20261301000000000" in result.problems[0].error
+
+
 def test_table_deleted_between_cycles(tmp_path: Path) -> None:
     make_table(tmp_path / "root" / "t1")
     make_table(tmp_path / "root" / "t2")
