@@ -7,7 +7,8 @@ read errors name them from here. Incremental and CDC ranges are half-open: `(beg
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 #: `snapshot` (default), `read_optimized` or `incremental`.
 QUERY_TYPE: Final = "hoodie.datasource.query.type"
@@ -37,6 +38,15 @@ READ_KEYS: Final = (
     frozenset({QUERY_TYPE, BEGIN_INSTANT, END_INSTANT, AS_OF_INSTANT, INCREMENTAL_FORMAT, DATA_SKIPPING})
     | CDC_READ_KEYS
 )
+
+
+def canonical_read_keys(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with each read key spelled as Hudi spells it, whatever its case: Spark hands a data
+    source its options with lower-cased keys (`...streaming.startOffset` arrives as `...startoffset`)."""
+    spelled = {key.lower(): key for key in READ_KEYS}
+    return {spelled.get(str(k).lower(), str(k)): v for k, v in options.items()}
+
+
 #: The default of each read option that has one (the others are unset by default).
 READ_DEFAULTS: Final[dict[str, str]] = {
     QUERY_TYPE: SNAPSHOT,

@@ -40,7 +40,8 @@ from lakeward.core.config.read import (
 from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import CDC_IMAGES as IMAGES
 from lakeward.core.config.read import END_INSTANT as END
-from lakeward.core.exceptions import ConfigError
+from lakeward.core.exceptions import ConfigError, LakewardError
+from lakeward.core.instant_clock import aware, moment_instant_time
 from lakeward.core.read.changes import Images, check_change_range, is_earliest
 from lakeward.core.read.incremental import stable_end
 from lakeward.core.read.scan import QueryType
@@ -238,7 +239,11 @@ def _reader_classes() -> tuple[type, type]:
             if kind == CDC:
                 yield from conform(plan.rows(item), self.schema).to_batches()
             else:
-                yield from read_slice(self.path, plan, slice_from_json(item))
+                for rows in read_slice(self.path, plan, slice_from_json(item)):
+                    if rows.schema.names == self.schema.names:
+                        yield rows
+                    else:  # a write added columns since the stream started: it keeps its declared ones
+                        yield from conform(pa.Table.from_batches([rows]), self.schema).to_batches()
 
         def commit(self, end: dict[str, str]) -> None:
             """Nothing to release: commits stay on the timeline until cleaned."""
@@ -288,14 +293,25 @@ def latest_stable_instant(timeline: Any, begin: str, storage: Any = None) -> str
 
 def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     """Where a new stream starts: `startOffset`, else the begin option, else the earliest instant."""
-    begin = str(options.get(STREAM_START) or options.get(BEGIN) or "earliest").strip()
+    key = STREAM_START if options.get(STREAM_START) else BEGIN
+    begin = str(options.get(key) or "earliest").strip()
     timeline = table.timeline()
+    timezone = table.config.timeline_timezone
     if begin.lower() == "latest":
         begin = latest_stable_instant(timeline, _ZERO, table.storage)
     elif begin.lower() == "earliest":
         begin = "earliest"
     else:
-        begin = normalize_instant_time(begin, table.config.timeline_timezone)
+        try:
+            begin = normalize_instant_time(begin, timezone)
+        except LakewardError as exc:
+            raise ConfigError(f"{key}={begin!r} is not earliest, latest or an instant time: {exc}") from None
+        now = moment_instant_time(aware(None), timezone)
+        if begin > now:  # a typo (2099): the stream would read nothing until then
+            raise ConfigError(
+                f"{key}={begin} is in the future (now {now}): a stream starting there reads no commit until "
+                "then; use latest for the commits from now on"
+            )
     if fmt == CDC:
         archived = has_archived_timeline(table.storage, table.config.archive_folder)
         return check_change_range(timeline, table.config, begin, None, archived)[0]

@@ -31,7 +31,7 @@ import pyarrow as pa
 from lakeward.core.config.lock import LOCK_OPTION_KEYS
 from lakeward.core.config.read import AS_OF_INSTANT as AS_OF
 from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
-from lakeward.core.config.read import DATA_SKIPPING, QUERY_TYPE, QUERY_TYPES, READ_KEYS
+from lakeward.core.config.read import DATA_SKIPPING, QUERY_TYPE, QUERY_TYPES, READ_KEYS, canonical_read_keys
 from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.config.values import parse_bool, parse_fields
 from lakeward.core.config.write import (
@@ -270,7 +270,7 @@ def _data_source_class(pushdown: bool = True) -> type:
             return spark_schema(with_meta(schema))
 
         def reader(self, schema: Any) -> DataSourceReader:
-            opts = {k: v for k, v in self.options.items() if k != "path"}
+            opts = canonical_read_keys({k: v for k, v in self.options.items() if k != "path"})
             _check_option_names(opts, READ_KEYS, "read")
             cdc.check_batch_options(opts)
             if cdc.is_cdc_query(opts):
@@ -278,7 +278,7 @@ def _data_source_class(pushdown: bool = True) -> type:
             return (LakewardPushdownReader if pushdown else LakewardReader)(self._path(), opts)
 
         def streamReader(self, schema: Any) -> Any:
-            opts = {k: v for k, v in self.options.items() if k != "path"}
+            opts = canonical_read_keys({k: v for k, v in self.options.items() if k != "path"})
             _check_option_names(opts, READ_KEYS, "read")
             return cdc.stream_reader(self._path(), opts, schema)
 

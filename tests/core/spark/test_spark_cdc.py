@@ -233,6 +233,108 @@ def test_stream_offsets_stop_before_a_write_in_flight(lakeward_spark, tmp_path: 
     assert reader.latestOffset({"instant": first}, None) == {"instant": later}
 
 
+def _stream_once(spark: Any, path: str, checkpoint: Path, out: Path, **options: str) -> list[dict[str, Any]]:
+    """Run a stream (from its checkpoint) until it caught up; every row its sink holds."""
+    query = (
+        spark.readStream.format(FORMAT)
+        .option(QUERY, "incremental")
+        .options(**options)
+        .load(path)
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(checkpoint))
+        .option("path", str(out))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return spark_rows(spark.read.parquet(str(out))) if any(out.glob("*.parquet")) else []
+
+
+def test_a_stream_starts_where_start_offset_says_through_spark(lakeward_spark, tmp_path: Path) -> None:
+    """Spark hands a data source its options with lower-cased keys: `startOffset` was never found, so
+    `latest` (and any instant, and any bad value) read the whole history from the start."""
+    spark = lakeward_spark
+    path = str(tmp_path / "t")
+    table = create(path, "COPY_ON_WRITE")
+    table.insert(batch(range(6), 1))
+    middle = table.upsert(batch([0, 1], 2)).instant_time
+    start = {"hoodie.datasource.streaming.startOffset": "latest"}
+    for fmt in ("cdc", "latest_state"):
+        opts = {INCREMENTAL_FORMAT: fmt, **start}
+        assert _stream_once(spark, path, tmp_path / f"c-{fmt}", tmp_path / f"o-{fmt}", **opts) == []
+    table.upsert(batch([2, 9], 3))
+    cdc = _stream_once(spark, path, tmp_path / "c-cdc", tmp_path / "o-cdc", **{INCREMENTAL_FORMAT: "cdc", **start})
+    assert sorted((r["op"], json_id(r)) for r in cdc) == [("i", 9), ("u", 2)]
+    state = _stream_once(spark, path, tmp_path / "c-latest_state", tmp_path / "o-latest_state", **start)
+    assert sorted(r["id"] for r in state) == [2, 9]
+    # an instant time: the commits after it
+    since = _stream_once(
+        spark, path, tmp_path / "c-since", tmp_path / "o-since", **{"hoodie.datasource.streaming.startOffset": middle}
+    )
+    assert sorted(r["id"] for r in since) == [2, 9]
+    with pytest.raises(Exception, match="startOffset"):
+        _stream_once(
+            spark, path, tmp_path / "c-bad", tmp_path / "o-bad", **{"hoodie.datasource.streaming.startOffset": "bogus"}
+        )
+
+
+def json_id(row: dict[str, Any]) -> int:
+    import json
+
+    return int(json.loads(row["after"] or row["before"])["id"])
+
+
+def test_a_stream_beginning_after_now_fails_naming_the_option(lakeward_spark, tmp_path: Path) -> None:
+    """A begin instant in the future (a typo: 2099) made the stream wait, reading nothing, until then."""
+    path = str(tmp_path / "t")
+    create(path, "COPY_ON_WRITE").insert(batch(range(3), 1))
+    for fmt in ("cdc", "latest_state"):
+        for key in (BEGIN, "hoodie.datasource.streaming.startOffset"):
+            with pytest.raises(Exception, match="future"):
+                _stream_once(
+                    lakeward_spark,
+                    path,
+                    tmp_path / f"c-{fmt}-{key}",
+                    tmp_path / f"o-{fmt}-{key}",
+                    **{INCREMENTAL_FORMAT: fmt, key: "20990101000000000"},
+                )
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_running_latest_state_stream_keeps_its_schema_when_a_column_is_added(
+    lakeward_spark, tmp_path: Path, table_type: str
+) -> None:
+    """The next micro-batch after a write that added a column failed (DATA_SOURCE_RETURN_SCHEMA_MISMATCH)
+    and stopped the query; now the stream keeps the columns it started with, as CDC struct images do."""
+    spark = lakeward_spark
+    path = str(tmp_path / "t")
+    table = create(path, table_type)
+    table.insert(batch(range(3), 1))
+    name = f"latest_state_schema_{table_type.lower()}"
+    query = (
+        spark.readStream.format(FORMAT)
+        .option(QUERY, "incremental")
+        .load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        table.upsert(batch([1, 5], 2).append_column("added", pa.array([1.5, 2.5])))
+        query.processAllAvailable()
+        assert query.exception() is None
+        rows = spark_rows(spark.table(name))
+    finally:
+        query.stop()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(0, "0@1"), (1, "1@1"), (1, "1@2"), (2, "2@1"), (5, "5@2")]
+    assert all("added" not in r for r in rows)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 BAD_BATCH = [
     ("begin missing", {}, ConfigError, BEGIN),
