@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from lakeward.services.api import reads
-from lakeward.services.daemon import Daemon, TriggerError
+from lakeward.services.daemon import Daemon, TableUnreadableError, TriggerError
 from lakeward.services.model import ServiceAction
 from lakeward.services.names import API_PREFIX
 
@@ -125,6 +125,11 @@ def mount_ui(app: FastAPI, daemon: Daemon) -> None:
     @routes.get("/tables/{name}", response_class=HTMLResponse)
     def table(request: Request, name: str) -> HTMLResponse:
         detail = reads.table_detail(daemon, name)
+        try:  # its plans and timeline are unknown, not empty, when the last cycle could not read it
+            reads.check_readable(daemon, name)
+            unreadable = None
+        except TableUnreadableError as exc:
+            unreadable = str(exc)
         try:
             explained: dict[str, Any] | None = reads.explain(daemon, name)
             explain_error = None
@@ -140,6 +145,7 @@ def mount_ui(app: FastAPI, daemon: Daemon) -> None:
             explain=explained,
             explain_error=explain_error,
             timeline=reads.timeline(daemon, name, TIMELINE_INSTANTS),
+            unreadable=unreadable,
         )
 
     @routes.get("/runs", response_class=HTMLResponse)

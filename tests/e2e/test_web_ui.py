@@ -303,6 +303,29 @@ def test_pause_and_resume_from_the_page(served: Served, page: Page) -> None:
     assert served.api("/tables/customers")["paused"] is False
 
 
+def test_a_pause_reason_reading_true_is_sent_as_text(served: Served, page: Page) -> None:
+    """The page turned every field reading "true" or "false" into a JSON boolean (meant for the dry-run
+    box): a reason typed as "true" got a 422 and the table stayed unpaused."""
+    open_page(page, f"{served.url}/ui/tables/customers")
+    page.once("dialog", lambda dialog: dialog.accept(demo.DEMO_TOKEN))
+    page.fill("#pause-form input[name=reason]", "true")
+    page.click("#pause")
+    status, _ = answer(page)
+    assert status == "POST /api/v1/tables/customers/pause: 200"
+    assert served.api("/tables/customers")["pause_reason"] == "true"
+    page.click("text=Resume")
+    status, _ = answer(page)
+    assert status == "POST /api/v1/tables/customers/resume: 200"
+    # the dry-run box is the one field sent as a boolean
+    open_page(page, f"{served.url}/ui/tables/customers")
+    page.select_option("#trigger-form select[name=action]", "clean")
+    page.check("#trigger-form input[name=dry_run]")
+    page.click("#trigger")
+    status, body = answer(page)
+    assert status == "POST /api/v1/tables/customers/trigger: 202", body
+    assert body["mode"] == "dry_run" and body["detail"].startswith("dry run"), body
+
+
 def test_quarantine_page_lists_the_failed_plan_and_release_from_the_page(served: Served, page: Page) -> None:
     quarantined = wait_until(lambda: served.api("/quarantine"), 60, "the broken plan quarantined", served.process.tail)
     assert [q["key"].split("/")[:2] for q in quarantined] == [["broken", "compaction"]]

@@ -383,10 +383,11 @@ def served_daemon(config: Path) -> Iterator[tuple[Daemon, str]]:
         d.drain(5)
 
 
-def discovered_tables(root: Path, folders: list[str]) -> Path:
+def discovered_tables(root: Path, folders: list[str], table_version: int | None = None) -> Path:
     """A table in each of `folders` under `root / "ingest"`, and a daemon config discovering them."""
     for folder in folders:
-        Table.create(str(root / "ingest" / folder), record_key="id").upsert(pa.table({"id": [1], "v": [1]}))
+        table = Table.create(str(root / "ingest" / folder), record_key="id", table_version=table_version)
+        table.upsert(pa.table({"id": [1], "v": [1]}))
     config = root / "lakeward.yaml"
     config.write_text(
         f"tables: {{roots: [{{path: {root / 'ingest'}}}], refresh_interval_s: 3600}}\n"

@@ -103,6 +103,33 @@ def test_table_page_of_an_unreadable_table_says_why_and_pages_escape_what_they_s
     assert "paused by on-call: &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
 
 
+def test_the_page_of_a_table_that_cannot_be_read_says_its_plans_and_timeline_are_unknown(client, daemon, tmp_path):  # noqa: F811
+    """A table with a pending plan whose hoodie.properties got damaged: the page said "No pending plans.",
+    "scheduled" and "Not read yet." where the API answers 409 (its plans are unknown, not none)."""
+    orders = Table.open(str(tmp_path / "orders"))
+    assert orders.schedule_compaction(force=True) is not None
+    (tmp_path / "orders" / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=orders\n")
+    daemon.cycle()
+    assert client.get("/api/v1/tables/orders/plans").status_code == 409
+    page = client.get("/ui/tables/orders").text
+    state = re.search(r'<dd id="table-state">(.*?)</dd>', page, re.S)
+    assert state is not None and state.group(1).split()[:2] == ["not", "scheduled:"], state
+    assert "No pending plans." not in page and "Not read yet." not in page
+    assert page.count("unknown: orders cannot be read") == 2  # the plans and the timeline sections
+
+
+def test_a_table_listed_from_its_metadata_table_shows_no_cleanable_count_as_not_counted(tmp_path):
+    """Its health report has no cleanable-files count (None by design): the page printed "None"."""
+    names = ["v9"]
+    with served_daemon(discovered_tables(tmp_path, names, table_version=9)) as (d, _):
+        client = TestClient(create_app(d))
+        wait_for(lambda: len(d.tables()) == 1)
+        d.cycle()
+        page = client.get("/ui/tables/ingest.v9").text
+        cell = re.search(r'<dd id="cleanable-files">(.*?)</dd>', page, re.S)
+        assert cell is not None and "None" not in cell.group(1) and "metadata table" in cell.group(1), cell
+
+
 def test_links_and_forms_reach_tables_whose_names_need_percent_encoding(tmp_path):
     """Discovered tables are named after their folders; the pages put '#' and '?' into their
     links and the forms' API addresses raw, so the link cut the name short."""

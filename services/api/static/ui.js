@@ -45,12 +45,18 @@ function showAnswer(method, url, status, text) {
 }
 
 // The JSON body of an action form: its named fields that have a value ("true"/"false" as booleans).
+// The form's fields as the API's JSON body: a ticked box is true (an unticked one is left out),
+// every other field its text as typed ("true" in a pause reason stays text), empty ones left out.
 function formBody(form) {
   const body = {};
-  new FormData(form).forEach((value, key) => {
-    if (value === "") return;
-    body[key] = value === "true" ? true : value === "false" ? false : value;
-  });
+  for (const field of form.elements) {
+    if (!field.name || field.disabled || field.type === "submit" || field.type === "button") continue;
+    if (field.type === "checkbox") {
+      if (field.checked) body[field.name] = true;
+    } else if (field.value !== "") {
+      body[field.name] = field.value;
+    }
+  }
   return body;
 }
 
