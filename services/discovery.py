@@ -208,6 +208,17 @@ def table_name_for(root: str, rel: str) -> str:
     return f"{base}.{rel.replace('/', '.')}" if rel else base
 
 
+def _known_below(root: str, storage: Storage, rel: str, cache: DiscoveryCache | None) -> list[TableRef]:
+    """Tables the cache found below the folder `rel` of `root` in earlier scans."""
+    if cache is None:
+        return []
+    base = storage.uri_of("").rstrip("/") + "/"
+    below = storage.uri_of(rel).rstrip("/") + "/"
+    with cache._lock:
+        known = sorted(t for t in cache.known_tables if t.startswith(below))
+    return [TableRef(table_name_for(root, t[len(base) :].strip("/")), t) for t in known]
+
+
 def scan_root(root: str, max_depth: int = 3, cache: DiscoveryCache | None = None) -> tuple[list[TableRef], list[str]]:
     """Tables under `root`: (refs, errors). A folder with `.hoodie/` is a table; the scan does
     not descend into tables, hidden folders (`.x`, `_x`) or below `max_depth` levels.
@@ -232,9 +243,15 @@ def scan_root(root: str, max_depth: int = 3, cache: DiscoveryCache | None = None
             entries = storage.list_dir(rel)
         except Exception as exc:
             errors.append(f"cannot list {full}: {exc}")
+            # the tables known below stay the daemon's (each then a problem of its own, its alerts and
+            # pause kept) rather than vanish while storage is down
+            refs.extend(_known_below(root, storage, rel, cache))
             continue
         if cache is not None:
             cache.listings += 1
+        if not rel and not entries and not storage.exists(""):
+            errors.append(f"discovery root {root} does not exist")
+            continue
         if rel and any(e.is_dir and e.name == METAFOLDER for e in entries):
             refs.append(TableRef(table_name_for(root, rel), full))
             if cache is not None:

@@ -99,6 +99,44 @@ def test_an_instant_time_that_is_no_time_makes_its_table_a_problem_others_go_on(
     assert "20261301000000000" in result.problems[0].error
 
 
+def test_a_discovery_root_that_cannot_be_listed_keeps_its_known_tables_as_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storage down while the root is listed: its tables vanished from the daemon (API 404, pause refused,
+    their failing metrics gone) and only the root showed as a problem. Each known table is a problem now."""
+    root = tmp_path / "root"
+    make_table(root / "a")
+    make_table(root / "db" / "b")
+    cache = DiscoveryCache()
+    assert [s.ref.name for s in discover([], [str(root)], cache).states] == ["root.a", "root.db.b"]
+    real = Storage._list
+
+    def down(self: Storage, rel: str, recursive: bool) -> list:  # type: ignore[type-arg]
+        raise OSError("AWS Error NETWORK_CONNECTION (injected)")
+
+    monkeypatch.setattr(Storage, "_list", down)
+    result = discover([], [str(root)], cache)
+    assert result.states == []
+    problems = {p.table.name: p.error for p in result.problems}
+    assert {"root.a", "root.db.b"} <= set(problems), problems
+    assert "NETWORK_CONNECTION" in problems["root.a"]
+    assert "NETWORK_CONNECTION" in problems["root"]  # and the root's own listing
+    monkeypatch.setattr(Storage, "_list", real)
+    assert [s.ref.name for s in discover([], [str(root)], cache).states] == ["root.a", "root.db.b"]
+
+
+def test_a_discovery_root_that_is_gone_is_a_problem(tmp_path: Path) -> None:
+    """Its tables left the daemon without a word (no problem, no log line, ready as before)."""
+    root = tmp_path / "root"
+    make_table(root / "a")
+    cache = DiscoveryCache()
+    assert len(discover([], [str(root)], cache).states) == 1
+    shutil.rmtree(root)
+    result = discover([], [str(root)], cache)
+    assert result.states == []
+    assert [(p.table.name, "does not exist" in p.error) for p in result.problems] == [("root", True)]
+
+
 def test_table_deleted_between_cycles(tmp_path: Path) -> None:
     make_table(tmp_path / "root" / "t1")
     make_table(tmp_path / "root" / "t2")
