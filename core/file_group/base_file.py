@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakeward.core.exceptions import CorruptFileError, MissingFileError
+from lakeward.core.exceptions import CorruptFileError, MissingFileError, StorageError
 from lakeward.core.file_group.naming import parse_base_file_name
 from lakeward.core.file_group.parquet_footer import Located, footer_key_values
 from lakeward.core.index.bloom_filter import (
@@ -28,7 +28,7 @@ from lakeward.core.index.bloom_filter import (
     MIN_RECORD_KEY_FOOTER_KEY,
     BloomFilter,
 )
-from lakeward.core.storage import Storage
+from lakeward.core.storage import Storage, is_storage_failure
 
 AVRO_SCHEMA_FOOTER_KEY = "parquet.avro.schema"
 #: Meta columns unique per record, whose neighbouring values share long prefixes
@@ -243,10 +243,13 @@ def corrupt_base_file(storage: Storage, path: str, exc: BaseException) -> Corrup
 
 @contextmanager
 def _readable(storage: Storage, path: str) -> Iterator[None]:
-    """Turn Parquet's errors about a damaged file (which do not name it) into CorruptFileError."""
+    """Turn Parquet's errors about a damaged file (which do not name it) into CorruptFileError; storage
+    failing meanwhile (S3 unreachable) is a StorageError naming the file, not damage."""
     try:
         yield
     except (pa.ArrowInvalid, OSError) as exc:
+        if is_storage_failure(exc):
+            raise StorageError(f"storage failed while reading base file {storage.uri_of(path)}: {exc}") from exc
         raise corrupt_base_file(storage, path, exc) from exc
 
 

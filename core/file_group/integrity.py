@@ -37,7 +37,7 @@ from lakeward.core.file_group.file_group import FileGroup, FileSlice
 from lakeward.core.file_group.log_file import CorruptBlock, LogFileReader, RawBlock, decode_block
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.storage import Storage
+from lakeward.core.storage import Storage, is_storage_failure
 from lakeward.core.timeline import Instant, Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
 
@@ -355,6 +355,8 @@ def _check_log(
     try:
         raws = list(reader.raw_blocks())
     except (OSError, LakewardError) as exc:
+        if is_storage_failure(exc):
+            raise  # storage failing says nothing about the file
         return [Problem("log", storage.uri_of(path), None, f"cannot be read: {exc}")]
     writers = writers_of(storage, timeline, path)
     sound = {r.instant_time for r in raws if r.instant_time is not None}

@@ -14,6 +14,7 @@ import datetime as dt
 import logging
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -27,6 +28,19 @@ from lakeward.core.exceptions import ConfigError, InstantExistsError, StorageErr
 from lakeward.core.storage import read_cache, s3
 
 log = logging.getLogger(__name__)
+#: What an OSError of pyarrow's filesystems says when storage failed (S3 unreachable, a timeout), as
+#: opposed to a file that is damaged, which Parquet's OSErrors are about.
+_STORAGE_FAILURE = re.compile(r"AWS Error|curlCode|Could not connect|Connection refused|timed out", re.IGNORECASE)
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether `exc`, raised while reading a file, is storage failing (unreachable, denied, an I/O error)
+    rather than the file's content: the file may well be sound, so it must not be reported damaged."""
+    if isinstance(exc, StorageError):
+        return True
+    if not isinstance(exc, OSError) or isinstance(exc, FileNotFoundError):
+        return False
+    return exc.errno is not None or bool(_STORAGE_FAILURE.search(str(exc)))
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,12 @@ class Storage:
             raise StorageError(f"cannot read {self.uri_of(rel)}: {exc}") from exc
 
     def open_input_file(self, rel: str) -> pa.NativeFile:
-        return self.fs.open_input_file(self.full_path(rel))
+        try:
+            return self.fs.open_input_file(self.full_path(rel))
+        except (FileNotFoundError, NotADirectoryError):
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot open {self.uri_of(rel)}: {exc}") from exc
 
     def size(self, rel: str) -> int:
         info = self.fs.get_file_info(self.full_path(rel))
@@ -152,7 +171,13 @@ class Storage:
         selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
         prefix = self.root.rstrip("/") + "/"
         entries = []
-        for info in self.fs.get_file_info(selector):
+        try:
+            infos = self.fs.get_file_info(selector)
+        except (FileNotFoundError, NotADirectoryError):
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot list {self.uri_of(rel)}: {exc}") from exc
+        for info in infos:
             path = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
             entries.append(FileEntry(path, int(info.size or 0), info.type == pafs.FileType.Directory))
         return entries

@@ -106,3 +106,29 @@ def test_open_with_denied_credentials_says_so_and_not_that_the_table_is_missing(
         Table.open(s3_table_uri, storage_options=denied)
     assert not isinstance(raised.value, TableNotFoundError)
     assert Table.open(s3_table_uri, storage_options=s3_server.options).read().num_rows == 1
+
+
+def test_storage_going_down_mid_check_is_a_storage_error_not_damage(tmp_path, monkeypatch):
+    """S3 went down after `check()` had listed the files: every base file was reported damaged
+    ("is unreadable", a CorruptFileError), which would send on-call to restore files that are fine.
+    The outage is real: a SeaweedFS of this test's own, killed at the first base-file read."""
+    import lakeward.core.file_group.integrity as integrity
+    from tests.support.seaweedfs import _kill, start_seaweedfs
+
+    server = start_seaweedfs(tmp_path / "weed")
+    try:
+        uri = server.uri("down")
+        table = Table.create(uri, record_key="id", partition_by="city", storage_options=server.options)
+        table.upsert(pa.table({"id": [1, 2], "city": ["sf", "nyc"], "fare": [1.0, 2.0], "ts": [1, 1]}))
+        assert Table.open(uri, storage_options=server.options).check().ok
+        real = integrity.check_base_file
+
+        def outage_then_check(storage: Storage, path: str) -> None:
+            _kill(server.process)
+            real(storage, path)
+
+        monkeypatch.setattr(integrity, "check_base_file", outage_then_check)
+        with pytest.raises(StorageError, match="storage"):
+            Table.open(uri, storage_options=server.options).check()
+    finally:
+        _kill(server.process)
