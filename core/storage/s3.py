@@ -89,6 +89,13 @@ def filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
 
 #: Attempts of one conditional PUT (timeouts, dropped connections, 409s, 5xx are retried).
 PUT_ATTEMPTS = 4
+#: Seconds an attempt waits for S3's answer: timeline files are small, and a writer holds the table
+#: lock meanwhile (4 attempts of 60 s held it 4 minutes against a stalled server).
+PUT_READ_TIMEOUT_S = 15
+
+
+class S3ClientError(Exception):
+    """botocore's errors, for callers that must not import botocore (it loads only for S3 tables)."""
 
 
 @lru_cache(maxsize=16)
@@ -106,7 +113,7 @@ def _client(frozen_options: tuple[tuple[str, str], ...]) -> Any:
         endpoint_url=opts.get("aws_endpoint_url"),
         # put_if_absent retries itself: a blind retry of a conditional PUT whose first
         # attempt did succeed would see 412 and report a lost race that was won.
-        config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60),
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=PUT_READ_TIMEOUT_S),
     )
     client.meta.events.register("before-sign.s3.PutObject", _no_expect_continue)
     return client
@@ -148,6 +155,16 @@ def put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes
     retried. If an attempt may have written the object before failing (no answer), a
     later 412 is checked against the stored bytes: the same bytes mean this call won.
     """
+    # lazy: boto3 loads only for S3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return _put_if_absent(options, bucket, key, data)
+    except (BotoCoreError, ClientError) as exc:
+        raise S3ClientError(str(exc)) from exc
+
+
+def _put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes) -> bool:
     # lazy: boto3 loads only for S3
     from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 

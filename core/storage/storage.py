@@ -226,7 +226,11 @@ class Storage:
             return
         if self._scheme in ("s3", "s3a"):
             bucket, _, key = full.partition("/")
-            if not s3.put_if_absent(self.options, bucket, key, data):
+            try:
+                created = s3.put_if_absent(self.options, bucket, key, data)
+            except s3.S3ClientError as exc:  # botocore's: unreachable, timed out, refused
+                raise StorageError(f"cannot create {self.uri_of(rel)}: {exc}") from exc
+            if not created:
                 raise InstantExistsError(f"{self.uri_of(rel)} already exists")
             return
         if self.fs.get_file_info(full).type != pafs.FileType.NotFound:

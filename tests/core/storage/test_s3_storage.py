@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakeward.core.exceptions import ConfigError, InstantExistsError
+from lakeward.core.exceptions import ConfigError, InstantExistsError, StorageError
 from lakeward.core.storage.storage import Storage
 
 pytestmark = pytest.mark.s3
@@ -199,6 +199,24 @@ def test_s3_create_if_absent_whose_answer_was_lost_still_loses(s3_server, s3_tab
         storage.create_if_absent(INSTANT, b"ours")
     assert drop_put_answers.dropped == 1
     assert storage.read_bytes(INSTANT) == b"theirs"
+
+
+def test_s3_unreachable_storage_is_a_storage_error_naming_the_file(s3_server):
+    """Completing an instant against an S3 endpoint nothing answers raised botocore's own errors (no
+    LakewardError, no file named); listings and reads raised pyarrow's raw OSError."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]  # closed again: nothing listens there
+    down = Storage.for_uri(s3_server.uri("down"), {**s3_server.options, "aws_endpoint_url": f"http://127.0.0.1:{dead}"})
+    for call, needle in (
+        (lambda: down.create_if_absent(INSTANT, b"x"), "cannot create"),
+        (lambda: down.list_dir(".hoodie"), "cannot list"),
+        (lambda: down.read_bytes(INSTANT), "cannot read"),
+        (lambda: down.open_input_file(INSTANT), "cannot open"),
+    ):
+        with pytest.raises(StorageError, match=needle) as raised:
+            call()
+        assert "down/.hoodie" in str(raised.value)
 
 
 def test_s3_unknown_aws_option_is_a_config_error(s3_server, s3_table_uri):
