@@ -257,8 +257,16 @@ def _api(url: str, token: str | None, call: Callable[[DaemonClient], T]) -> T:
         with DaemonClient(url, token) as client:
             return call(client)
     except DaemonAPIError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {_printable(str(exc))}", err=True)
         raise typer.Exit(2) from None
+
+
+def _printable(text: str) -> str:
+    """`text` with its control characters escaped (`\\n`, `\\x1b`): names, reasons and errors come from
+    the daemon, and raw they forge rows or drive the on-call terminal (clear the screen, set its title)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _grid(rows: list[dict[str, object]], columns: list[str], empty: str) -> str:
@@ -266,7 +274,7 @@ def _grid(rows: list[dict[str, object]], columns: list[str], empty: str) -> str:
     prints its empty result this way."""
     if not rows:
         return empty
-    cells = [columns] + [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    cells = [columns] + [["" if r.get(c) is None else _printable(str(r.get(c))) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
@@ -452,8 +460,16 @@ def pause(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Pause a table on every replica: nothing new is scheduled or started on it."""
-    _api(url, token, lambda c: c.pause(table, reason))
-    typer.echo(f"{table} paused")
+    answer = _api(url, token, lambda c: c.pause(table, reason))
+    if answer.get("changed", True):
+        typer.echo(f"{table} paused")
+        return
+    # the first pause stays, with its reason: say so rather than let the new reason look recorded
+    current = _api(url, token, lambda c: c.table(table))
+    typer.echo(
+        f"{table} was already paused ({_printable(_pause_cell(current))}); that pause and its reason stay: "
+        "resume it first to pause with another reason"
+    )
 
 
 @app.command()

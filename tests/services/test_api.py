@@ -507,3 +507,33 @@ def test_an_oversized_body_is_refused_unread_and_unauthenticated_calls_do_not_fi
         server.stop()
     assert ("/api/v1/tables/{name}/pause", 200) in audited, audited
     assert all(status != 401 for _, status in audited), audited
+
+
+def test_the_cli_prints_names_and_reasons_with_control_characters_escaped(tmp_path):
+    """A pause reason (any token holder can set one) reached the on-call terminal raw: a newline forged a
+    row of `lakeward tables`, escape sequences cleared the screen and set the window title."""
+    hostile = "x\nlake.fake  MERGE_ON_READ  0  no  ok\x1b[2J\x1b]0;pwned\x07"
+    with served_daemon(discovered_tables(tmp_path, ["a", "b"])) as (d, url):
+        wait_for(lambda: len(d.tables()) == 2)
+        answer = httpx.post(f"{url}/api/v1/tables/ingest.a/pause", json={"reason": hostile}, headers=AUTH)
+        assert answer.status_code == 200, answer.text
+        result = CliRunner().invoke(cli_app, ["tables", "--url", url])
+    assert result.exit_code == 0, result.output
+    lines = result.output.rstrip("\n").split("\n")
+    assert len(lines) == 3, lines  # the header and the two tables: no forged row
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "\\n" in lines[1] and "\\x1b[2J" in lines[1]  # shown, escaped
+
+
+def test_pausing_a_paused_table_says_the_first_pause_and_its_reason_stay(tmp_path):
+    """The API keeps the first pause (changed: false) but `lakeward pause T --reason new` printed "T paused",
+    as if the new reason were recorded."""
+    with served_daemon(discovered_tables(tmp_path, ["a"])) as (d, url):
+        wait_for(lambda: len(d.tables()) == 1)
+        env = {"LAKEWARD_URL": url, "LAKEWARD_API_TOKEN": TOKEN}
+        first = CliRunner().invoke(cli_app, ["pause", "ingest.a", "--reason", "incident 1"], env=env)
+        assert first.exit_code == 0 and first.output.strip() == "ingest.a paused", first.output
+        again = CliRunner().invoke(cli_app, ["pause", "ingest.a", "--reason", "incident 2"], env=env)
+        assert again.exit_code == 0, again.output
+        assert "already paused" in again.output and "incident 1" in again.output, again.output
+        assert d.table("ingest.a").to_dict()["pause_reason"] == "incident 1"
