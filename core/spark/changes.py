@@ -40,7 +40,7 @@ from lakeward.core.config.read import (
 from lakeward.core.config.read import BEGIN_INSTANT as BEGIN
 from lakeward.core.config.read import CDC_IMAGES as IMAGES
 from lakeward.core.config.read import END_INSTANT as END
-from lakeward.core.exceptions import ConfigError, LakewardError
+from lakeward.core.exceptions import ConfigError, InstantNotFoundError, LakewardError
 from lakeward.core.instant_clock import aware, moment_instant_time
 from lakeward.core.read.changes import Images, check_change_range, is_earliest
 from lakeward.core.read.incremental import stable_end
@@ -50,7 +50,9 @@ from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes
 from lakeward.core.spark.slices import plan_read, read_slice
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import check_incremental_retained
-from lakeward.core.timeline import normalize_instant_time
+from lakeward.core.table_services.rollback import rollback_target
+from lakeward.core.table_services.savepoint import restore_targets
+from lakeward.core.timeline import Action, normalize_instant_time
 from lakeward.core.timeline.archived import has_archived_timeline
 
 if TYPE_CHECKING:
@@ -213,7 +215,9 @@ def _reader_classes() -> tuple[type, type]:
         def latestOffset(self, start: dict[str, str] | None = None, limit: Any = None) -> dict[str, str]:
             begin = start[OFFSET] if start else _ZERO
             table = self._table()
-            latest = latest_stable_instant(table.timeline(), begin, table.storage)
+            timeline = table.timeline()
+            check_nothing_read_was_undone(table.storage, timeline, begin)
+            latest = latest_stable_instant(timeline, begin, table.storage)
             if self.target is not None:
                 latest = max(min(latest, self.target), begin)
             return {OFFSET: latest}
@@ -289,6 +293,33 @@ def latest_stable_instant(timeline: Any, begin: str, storage: Any = None) -> str
     if end is None:
         end = max((w.ordering_time for w in timeline.completed_writes()), default=begin)
     return max(end, begin)
+
+
+def check_nothing_read_was_undone(storage: Any, timeline: Any, offset: str) -> None:
+    """InstantNotFoundError when a restore (or, on table version 6, a rollback) that completed after the
+    stream's offset undid a commit at or before it: rows the stream delivered are no longer the table's,
+    and reading on would hide that from its consumer.
+
+    On versions 8+ offsets are completion times, and a rollback's plan does not say whether the instant
+    it undid had completed: a failed write older than the offset is rolled back routinely, so rollbacks
+    are not looked at there (a restore is always deliberate)."""
+    by_completion = bool(timeline.completion_times())
+    for instant in timeline.instants:
+        if not instant.is_completed or instant.ordering_time <= offset:
+            continue
+        if instant.action is Action.RESTORE:
+            targets = restore_targets(storage, instant)
+        elif instant.action is Action.ROLLBACK and not by_completion:
+            targets = [rollback_target(storage, instant)]
+        else:
+            continue
+        read = sorted(t for t in targets if t <= offset)
+        if read:
+            raise InstantNotFoundError(
+                f"{instant.action.value} {instant.time} undid commit(s) {', '.join(read)}, which this stream had "
+                f"already read (its offset is {offset}): the rows it delivered are no longer the table's. Rebuild "
+                "the consumer from a snapshot read and start a new stream (a new checkpoint) from there"
+            )
 
 
 def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:

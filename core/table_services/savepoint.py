@@ -163,6 +163,13 @@ def _info(timeline: Timeline, instant: Instant) -> dict[str, str]:
     return {"commitTime": instant.time, "action": action.value}
 
 
+def restore_targets(storage: Storage, restore: Instant) -> list[str]:
+    """The times of the instants a restore rolls back (from its plan)."""
+    requested = restore.with_state(State.REQUESTED)
+    plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
+    return [str(i["commitTime"]) for i in plan.get("instantsToRollback") or []]
+
+
 def pending_restores(timeline: Timeline) -> list[Instant]:
     return timeline.pending(Action.RESTORE)
 

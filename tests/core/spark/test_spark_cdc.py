@@ -335,6 +335,88 @@ def test_a_running_latest_state_stream_keeps_its_schema_when_a_column_is_added(
     assert all("added" not in r for r in rows)
 
 
+def _stream_schema(path: str, fmt: str) -> Any:
+    """The schema Spark hands a stream of `fmt` over the table at `path` (the data source's)."""
+    from lakeward.core.read.spark import spark_schema
+    from lakeward.core.schema import with_meta
+    from lakeward.core.spark.changes import spark_change_schema
+
+    if fmt == "cdc":
+        return spark_change_schema(path, CDC)
+    return spark_schema(with_meta(Table.open(path).schema()))
+
+
+@pytest.mark.parametrize("version", [6, 9])
+@pytest.mark.parametrize("fmt", ["cdc", "latest_state"])
+def test_a_stream_fails_when_a_restore_undoes_commits_it_read(tmp_path: Path, version: int, fmt: str) -> None:
+    """A restore to a savepoint behind the stream's offset undid commits the stream had delivered: the
+    stream went on silently, its consumer holding rows the table no longer has. Now the next micro-batch
+    fails naming the restore. A restore of commits the stream had not read yet is no reason to fail."""
+    from lakeward.core.spark.changes import stream_reader
+
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_version=version,
+        options={"hoodie.table.cdc.enabled": "true"},
+    )
+    first = table.insert(batch(range(3), 1)).instant_time
+    table.savepoint(first)
+    table.upsert(batch([0, 5], 2))
+    options = {QUERY: "incremental", INCREMENTAL_FORMAT: fmt}
+    reader = stream_reader(path, options, _stream_schema(path, fmt))
+    start = reader.initialOffset()
+    read = reader.latestOffset(start, None)
+    assert reader.partitions(start, read)  # the stream read both commits
+    table.restore(first)
+    table.upsert(batch([1], 3))
+    with pytest.raises(LakewardError, match="restore") as raised:
+        reader.partitions(read, reader.latestOffset(read, None))
+    assert "read" in str(raised.value)
+
+    # a stream that had read only the savepoint's commit is not bothered by the restore
+    other = tmp_path / "u"
+    table = Table.create(
+        str(other),
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_version=version,
+        options={"hoodie.table.cdc.enabled": "true"},
+    )
+    first = table.insert(batch(range(3), 1)).instant_time
+    table.savepoint(first)
+    reader = stream_reader(str(other), options, _stream_schema(str(other), fmt))
+    read = reader.latestOffset(reader.initialOffset(), None)
+    table.upsert(batch([0, 5], 2))
+    table.restore(first)
+    later = table.upsert(batch([1], 3)).instant_time
+    end = reader.latestOffset(read, None)
+    assert reader.partitions(read, end), later
+
+
+def test_a_stream_on_version_6_fails_when_a_rollback_undoes_a_commit_it_read(tmp_path: Path) -> None:
+    """The same for `Table.rollback` of a completed commit the stream had read (version 6, whose offsets
+    are instant times: a write still in flight always lies after the offset, so a rolled-back instant at or
+    before it had completed and was read); a rollback of a failed write after the offset is no reason."""
+    from lakeward.core.spark.changes import stream_reader
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_version=6)
+    table.insert(batch(range(3), 1))
+    second = table.upsert(batch([0, 5], 2)).instant_time
+    options = {QUERY: "incremental", INCREMENTAL_FORMAT: "latest_state"}
+    reader = stream_reader(path, options, _stream_schema(path, "latest_state"))
+    read = reader.latestOffset(reader.initialOffset(), None)
+    assert read == {"instant": second}
+    table.rollback(second)
+    with pytest.raises(LakewardError, match=f"rollback .* undid commit\\(s\\) {second}"):
+        reader.latestOffset(read, None)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 BAD_BATCH = [
     ("begin missing", {}, ConfigError, BEGIN),
