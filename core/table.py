@@ -32,6 +32,7 @@ from lakeward.core.exceptions import (
     CorruptTableError,
     InstantExistsError,
     InstantNotFoundError,
+    LakewardError,
     MetadataTableError,
     SharedLockRequiredError,
     StorageError,
@@ -271,6 +272,11 @@ class Table:
         try:
             text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")
         except (FileNotFoundError, NotADirectoryError):  # a StorageError (denied, unreachable) is no answer
+            bucket = storage.missing_bucket()
+            if bucket is not None:
+                raise TableNotFoundError(
+                    f"{storage.uri} is not a Hudi table: its bucket {bucket!r} does not exist"
+                ) from None
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {PROPERTIES_PATH} does not exist") from None
         except UnicodeDecodeError as exc:
             raise CorruptTableError(f"{storage.uri_of(PROPERTIES_PATH)} is not UTF-8 text ({exc})") from None
@@ -592,9 +598,21 @@ class Table:
         except BaseException:
             self._undo_empty_bootstrap()
             raise
-        self._compact_inline()
-        if client.write_config.clean_automatic:
-            self._clean_automatic(client.write_config.clean_max_commits)
+        # The write has completed: a failing inline service must not make it look failed (a caller
+        # retrying it would write its rows twice). It is logged; the next write, or the daemon, runs it.
+        try:
+            self._compact_inline()
+            if client.write_config.clean_automatic:
+                self._clean_automatic(client.write_config.clean_max_commits)
+        except (LakewardError, OSError) as exc:
+            log.error(
+                "write %s of %s completed; the inline compaction or clean after it failed (the next write "
+                "or the daemon runs it again): %s",
+                result.instant_time,
+                self.path,
+                exc,
+                exc_info=True,
+            )
         return result
 
     def _undo_empty_bootstrap(self) -> None:

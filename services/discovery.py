@@ -391,6 +391,9 @@ def load_state(ref: TableRef, cache: DiscoveryCache, *, from_root: bool = False)
         cache.forget(storage.uri)
         if from_root and not entries:
             raise _Gone(ref.path)
+        bucket = storage.missing_bucket() if not entries else None
+        if bucket is not None:
+            raise FileNotFoundError(f"{ref.path} is not a table: its bucket {bucket!r} does not exist")
         raise FileNotFoundError(f"{ref.path} is not a table: {METAFOLDER}/{PROPERTIES_FILE} does not exist")
     entry = cache.entries.get(storage.uri)
     if entry is not None and entry.names == names and entry.properties_size == props[0].size and entry.state.ref == ref:

@@ -95,7 +95,13 @@ PUT_READ_TIMEOUT_S = 15
 
 
 class S3ClientError(Exception):
-    """botocore's errors, for callers that must not import botocore (it loads only for S3 tables)."""
+    """botocore's errors, for callers that must not import botocore (it loads only for S3 tables).
+    `maybe_written`: an attempt got no answer, so the object may exist now (or later, once a stalled
+    server resumes): the outcome is unknown."""
+
+    def __init__(self, message: str, maybe_written: bool = False):
+        super().__init__(message)
+        self.maybe_written = maybe_written
 
 
 @lru_cache(maxsize=16)
@@ -161,7 +167,7 @@ def put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes
     try:
         return _put_if_absent(options, bucket, key, data)
     except (BotoCoreError, ClientError) as exc:
-        raise S3ClientError(str(exc)) from exc
+        raise S3ClientError(str(exc), maybe_written=getattr(exc, "lakeward_maybe_written", False)) from exc
 
 
 def _put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes) -> bool:
@@ -189,6 +195,7 @@ def _put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: byte
         except ConnectionError as exc:  # not sent
             error = exc
         if attempt == PUT_ATTEMPTS:
+            error.lakeward_maybe_written = maybe_written  # type: ignore[attr-defined]
             raise error
         time.sleep(0.1 * 2**attempt)
     raise AssertionError("unreachable")

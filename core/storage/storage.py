@@ -138,6 +138,18 @@ class Storage:
         except OSError as exc:
             raise StorageError(f"cannot read {self.uri_of(rel)}: {exc}") from exc
 
+    def missing_bucket(self) -> str | None:
+        """The bucket of an S3 location that does not exist (None: it exists, or not S3): a typo in a
+        bucket name otherwise reads as a table not created yet."""
+        if self._scheme not in ("s3", "s3a"):
+            return None
+        bucket = self.root.split("/", 1)[0]
+        try:
+            found = self.fs.get_file_info(bucket).type != pafs.FileType.NotFound
+        except OSError:  # cannot tell (denied, unreachable): say nothing more
+            return None
+        return None if found else bucket
+
     def open_input_file(self, rel: str) -> pa.NativeFile:
         try:
             return self.fs.open_input_file(self.full_path(rel))
@@ -229,7 +241,13 @@ class Storage:
             try:
                 created = s3.put_if_absent(self.options, bucket, key, data)
             except s3.S3ClientError as exc:  # botocore's: unreachable, timed out, refused
-                raise StorageError(f"cannot create {self.uri_of(rel)}: {exc}") from exc
+                unknown = (
+                    " (the outcome is unknown: S3 did not answer, so it may have been created, or be created "
+                    "once a stalled server resumes; check before retrying)"
+                    if exc.maybe_written
+                    else ""
+                )
+                raise StorageError(f"cannot create {self.uri_of(rel)}{unknown}: {exc}") from exc
             if not created:
                 raise InstantExistsError(f"{self.uri_of(rel)} already exists")
             return

@@ -201,6 +201,20 @@ def test_s3_create_if_absent_whose_answer_was_lost_still_loses(s3_server, s3_tab
     assert storage.read_bytes(INSTANT) == b"theirs"
 
 
+def test_s3_create_if_absent_that_never_got_an_answer_says_its_outcome_is_unknown(s3_server, s3_table_uri):
+    """Every attempt's answer lost (a stalled server): the error said nothing of the PUT that may have
+    landed, and a writer told its commit failed retried it (its rows twice once the PUT landed)."""
+    endpoint = urlparse(s3_server.endpoint_url)
+    proxy = DropPutAnswers((endpoint.hostname, endpoint.port), drops=100)
+    try:
+        options = {**s3_server.options, "aws_endpoint_url": f"http://127.0.0.1:{proxy.port}"}
+        with pytest.raises(StorageError, match="the outcome is unknown"):
+            Storage.for_uri(s3_table_uri, options).create_if_absent(INSTANT, b"ours")
+    finally:
+        proxy.close()
+    assert Storage.for_uri(s3_table_uri, s3_server.options).read_bytes(INSTANT) == b"ours"  # it had landed
+
+
 def test_s3_unreachable_storage_is_a_storage_error_naming_the_file(s3_server):
     """Completing an instant against an S3 endpoint nothing answers raised botocore's own errors (no
     LakewardError, no file named); listings and reads raised pyarrow's raw OSError."""

@@ -132,3 +132,24 @@ def test_storage_going_down_mid_check_is_a_storage_error_not_damage(tmp_path, mo
             Table.open(uri, storage_options=server.options).check()
     finally:
         _kill(server.process)
+
+
+def test_a_table_in_a_bucket_that_does_not_exist_says_so(s3_server):
+    """`s3://nosuchbucket/t` read as a table not created yet; a typo in the bucket name looked the same."""
+    with pytest.raises(TableNotFoundError, match="bucket 'no-such-bucket-x' does not exist"):
+        Table.open("s3://no-such-bucket-x/t", storage_options=s3_server.options)
+    with pytest.raises(TableNotFoundError, match="hoodie.properties does not exist") as raised:
+        Table.open(s3_server.uri("not-created-yet"), storage_options=s3_server.options)
+    assert "bucket" not in str(raised.value)
+
+
+def test_the_daemon_reports_a_table_in_a_bucket_that_does_not_exist_as_such(s3_server, monkeypatch):
+    from lakeward.services.discovery import DiscoveryCache, discover
+    from lakeward.services.model import TableRef
+
+    for key, value in s3_server.options.items():  # the daemon's tables take S3 settings from the environment
+        monkeypatch.setenv(key.upper(), value)
+    refs = [TableRef("typo", "s3://no-such-bucket-x/t"), TableRef("later", s3_server.uri("not-created-yet"))]
+    problems = {p.table.name: p.error for p in discover(refs, [], DiscoveryCache()).problems}
+    assert "bucket 'no-such-bucket-x' does not exist" in problems["typo"]
+    assert "hoodie.properties does not exist" in problems["later"]

@@ -84,3 +84,40 @@ def test_a_completed_compaction_and_rollback_report_success_when_markers_cannot_
     timeline = Timeline.load(Table.open(str(path)).storage)
     assert timeline.latest_completed_write().time == compaction.instant_time  # type: ignore[union-attr]
     assert _rows(path) == [("a", 1), ("b", 2)]
+
+
+@pytest.mark.parametrize("service", ["hoodie.clean.automatic", "hoodie.compact.inline"])
+def test_a_completed_write_returns_when_its_inline_service_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, service: str
+) -> None:
+    """The inline clean or compaction that runs after a write completed failed (storage stalling): the write
+    raised while its rows stood, and a caller retrying it wrote them twice. The service's failure is logged;
+    the next write (or the daemon) runs it again."""
+    from lakeward.core.exceptions import StorageError
+    from lakeward.core.table_services.clean import execute as clean_execute
+    from lakeward.core.table_services.compaction import execute as compaction_execute
+
+    path = tmp_path / "t"
+    if service == "hoodie.clean.automatic":  # copy-on-write: each upsert leaves a file version to clean
+        table_type, options = "COPY_ON_WRITE", {service: "true", "hoodie.cleaner.commits.retained": "1"}
+    else:  # updates in log files, compacted after every delta commit
+        table_type = "MERGE_ON_READ"
+        options = {
+            service: "true",
+            "hoodie.compact.inline.max.delta.commits": "1",
+            "hoodie.parquet.small.file.limit": "0",
+        }
+    table = Table.create(str(path), record_key="id", ordering_field="v", table_type=table_type, options=options)
+    table.insert(pa.table({"id": ["a"], "v": [1]}))
+    table.upsert(pa.table({"id": ["a"], "v": [1]}))
+
+    def stalled(*args: object, **kwargs: object) -> None:
+        raise StorageError("cannot create .hoodie/x: Read timeout (injected)")
+
+    target = clean_execute.CleanService if service == "hoodie.clean.automatic" else compaction_execute.CompactionService
+    monkeypatch.setattr(target, "run", stalled)
+    with caplog.at_level(logging.ERROR):
+        result = Table.open(str(path), options=options).upsert(pa.table({"id": ["a", "b"], "v": [2, 2]}))
+    assert result.num_inserts == 1
+    assert _rows(path) == [("a", 2), ("b", 2)]
+    assert any(result.instant_time in r.getMessage() and "Read timeout" in r.getMessage() for r in caplog.records)
