@@ -303,7 +303,8 @@ def _clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consideratio
     # no old file slice to delete: its clean waits for a compaction or clustering, else no-op cleans
     # would take the slots its compactions need.
     if n == 0:
-        reasons.append(_not_due(f"no completed write since the last clean ({state.last_clean})", writes=0))
+        last = state.last_clean or "none on the active timeline"
+        reasons.append(_not_due(f"no completed write since the last clean ({last})", writes=0))
     elif state.is_merge_on_read and state.rewrites_since_clean == 0:
         reasons.append(
             _not_due(

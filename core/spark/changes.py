@@ -333,6 +333,8 @@ def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     elif begin.lower() == "earliest":
         begin = "earliest"
     else:
+        if begin.isdigit() and len(begin) not in (14, 17) and begin.strip("0"):  # `0`, `000`: the earliest
+            raise ConfigError(f"{key}={begin!r} is not earliest, latest or an instant time (yyyyMMddHHmmss[SSS])")
         try:
             begin = normalize_instant_time(begin, timezone)
         except LakewardError as exc:

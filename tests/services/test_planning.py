@@ -241,3 +241,13 @@ def test_policy_defaults_are_the_settings_defaults() -> None:
     assert Policy().compaction_delta_commits == defaults.compaction.max_delta_commits
     assert Policy().archival_max_instants == defaults.archival.keep_max_commits
     assert Policy().clustering_every_commits == defaults.clustering.every_n_commits
+
+
+def test_explain_of_a_table_never_cleaned_and_never_written_says_so() -> None:
+    """The reason read "no completed write since the last clean (None)" on the page and in the API."""
+    from lakeward.services.planning import decide
+
+    [clean] = [d for d in decide(state("e", []), DEFAULT_POLICY, NOW) if d.action is ServiceAction.CLEAN]
+    texts = [r.message for r in clean.reasons]
+    assert any("since the last clean" in x for x in texts), texts
+    assert not any("None" in x for x in texts), texts

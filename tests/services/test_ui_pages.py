@@ -115,6 +115,9 @@ def test_the_page_of_a_table_that_cannot_be_read_says_its_plans_and_timeline_are
     state = re.search(r'<dd id="table-state">(.*?)</dd>', page, re.S)
     assert state is not None and state.group(1).split()[:2] == ["not", "scheduled:"], state
     assert "No pending plans." not in page and "Not read yet." not in page
+    assert re.search(r'<dd class="mono" id="pending-writes">unknown</dd>', page)
+    row = re.search(r'<tr data-table="orders".*?</tr>', client.get("/ui").text, re.S)
+    assert row is not None and '<td class="pending-plans">?</td>' in row.group(0), row
     assert page.count("unknown: orders cannot be read") == 2  # the plans and the timeline sections
 
 

@@ -274,10 +274,15 @@ def test_a_stream_starts_where_start_offset_says_through_spark(lakeward_spark, t
         spark, path, tmp_path / "c-since", tmp_path / "o-since", **{"hoodie.datasource.streaming.startOffset": middle}
     )
     assert sorted(r["id"] for r in since) == [2, 9]
-    with pytest.raises(Exception, match="startOffset"):
-        _stream_once(
-            spark, path, tmp_path / "c-bad", tmp_path / "o-bad", **{"hoodie.datasource.streaming.startOffset": "bogus"}
-        )
+    for n, bad in enumerate(("bogus", "2099")):  # a year alone is no instant time (it read as 00000000000002099)
+        with pytest.raises(Exception, match="startOffset"):
+            _stream_once(
+                spark,
+                path,
+                tmp_path / f"c-bad{n}",
+                tmp_path / f"o-bad{n}",
+                **{"hoodie.datasource.streaming.startOffset": bad},
+            )
 
 
 def json_id(row: dict[str, Any]) -> int:
