@@ -218,7 +218,10 @@ def _archival(s: HealthSnapshot, t: HealthThresholds) -> list[Finding]:
         f"{s.active_commits} completed commits on the active timeline ({s.active_instants} instants) "
         f"exceed hoodie.keep.max.commits={s.keep_max_commits}: archival is behind"
     )
-    fix = "run archival (Table.archive()); a pending instant, savepoint or clean retention may hold it back"
+    fix = (
+        "run archival (Table.archive()); a pending instant, savepoint or clean retention may hold it back, and on "
+        "merge-on-read tables the delta commits a compaction waits for (hoodie.compact.inline.max.delta.commits)"
+    )
     return [_graded("archival", "archival_backlog", ratio >= t.archival_critical_ratio, message, fix)]
 
 

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from lakeward.core.config.table import TableType
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import CorruptTableError, InstantExistsError
 from lakeward.core.file_group.log_file import BlockType, HeaderKey, OpaqueBlock, encode_block
@@ -473,15 +474,21 @@ def instants_to_archive(
     *,
     metadata_barrier: bool = True,
     metadata_compacted_at: str | None = None,
+    compaction_delta_commits: int | None = None,
 ) -> list[Instant]:
     """The completed instants Hudi's rules archive now, oldest first (see the module doc); `more_barriers`:
     more instant times at or after which nothing is archived (the metadata table's own rules);
     `metadata_barrier` False: as if the metadata table were compacted up to now; `metadata_compacted_at`:
-    as if its latest compaction were at that instant time."""
+    as if its latest compaction were at that instant time; `compaction_delta_commits`: on a merge-on-read
+    table, the delta commits that trigger a compaction (`hoodie.compact.inline.max.delta.commits`)."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
     barriers = [*more_barriers, *(i.time for i in timeline.pending()[:1])]
+    if compaction_delta_commits is not None:
+        kept_for_compaction = _compaction_retain(commits, compaction_delta_commits)
+        if kept_for_compaction is not None:
+            barriers.append(kept_for_compaction)
     barriers += [i.time for i in timeline.completed(Action.SAVEPOINT)[:1]]  # a pending one is after pending()[:1]
     retain = _latest_clean_retain(storage, timeline)
     if retain:
@@ -510,6 +517,22 @@ def instants_to_archive(
         if i.action not in WRITE_ACTIONS and i.action is not Action.SAVEPOINT and i.time < first_kept
     ]
     return sorted(chosen + others, key=Instant.sort_key)
+
+
+def _compaction_retain(commits: Sequence[Instant], max_delta_commits: int) -> str | None:
+    """The first instant a merge-on-read table keeps for its compaction trigger (Hudi's
+    `getEarliestInstantToRetainForCompaction`): the delta commits since the last compaction are what
+    "compact after N delta commits" counts, so archiving them would keep a compaction from ever being
+    due. Fewer than N: from the last compaction (else the first delta commit) on; else the N newest."""
+    compactions = [i for i in commits if i.action is Action.COMMIT]
+    since = [
+        i for i in commits if i.action is Action.DELTA_COMMIT and (not compactions or i.time > compactions[-1].time)
+    ]
+    if not since:
+        return None
+    if len(since) < max_delta_commits:
+        return compactions[-1].time if compactions else since[0].time
+    return since[len(since) - max_delta_commits].time
 
 
 def _files_by_instant(timeline: Timeline) -> dict[tuple[str, Action], list[Instant]]:
@@ -551,15 +574,25 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
     storage, wc = ctx.storage, ctx.write_config
     with ctx.lock:
         timeline = ctx.timeline()
-        planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
+        trigger = _compaction_trigger(ctx)
+
+        def plan(compacted_at: str | None = None) -> list[Instant]:
+            return instants_to_archive(
+                storage,
+                timeline,
+                wc.keep_min_commits,
+                wc.keep_max_commits,
+                metadata_compacted_at=compacted_at,
+                compaction_delta_commits=trigger,
+            )
+
+        planned = plan()
         if dry_run:  # what the real run archives after the metadata compaction it runs first
             compacted_at = _metadata_compaction_first(ctx, timeline, planned)
             if compacted_at is not None:
-                planned = instants_to_archive(
-                    storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_compacted_at=compacted_at
-                )
+                planned = plan(compacted_at)
         elif _compact_metadata_table_first(ctx, timeline, planned):
-            planned = instants_to_archive(storage, timeline, wc.keep_min_commits, wc.keep_max_commits)
+            planned = plan()
         if not dry_run:
             ctx.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: archive nothing
         return archive_instants(
@@ -573,14 +606,31 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
         )
 
 
+def _compaction_trigger(ctx: TableContext) -> int | None:
+    """The delta commits a compaction waits for, which archival keeps, on a merge-on-read table."""
+    if ctx.config.table_type is not TableType.MERGE_ON_READ:
+        return None
+    return ctx.write_config.compact_max_delta_commits
+
+
+def _archivable_past_metadata_table(ctx: TableContext, timeline: Timeline) -> list[Instant]:
+    """What archival would take if the metadata table's last compaction held nothing back."""
+    wc = ctx.write_config
+    return instants_to_archive(
+        ctx.storage,
+        timeline,
+        wc.keep_min_commits,
+        wc.keep_max_commits,
+        metadata_barrier=False,
+        compaction_delta_commits=_compaction_trigger(ctx),
+    )
+
+
 def _metadata_compaction_first(ctx: TableContext, timeline: Timeline, planned: Sequence[Instant]) -> str | None:
     """The instant time of the metadata compaction a real archival would run first
     (`_compact_metadata_table_first`), for a dry run; None when it would run none."""
     wc = ctx.write_config
-    unbarred = instants_to_archive(
-        ctx.storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_barrier=False
-    )
-    if len(unbarred) <= len(planned):
+    if len(_archivable_past_metadata_table(ctx, timeline)) <= len(planned):
         return None
     check = check_metadata_compaction(ctx.storage, timeline, wc.metadata_compact_max_delta_commits)
     if check.pending:
@@ -597,10 +647,7 @@ def _compact_metadata_table_first(ctx: TableContext, timeline: Timeline, planned
     folds the delta commits those instants left in its log files, after which they may go. Whether it
     ran; call under the table lock."""
     wc = ctx.write_config
-    unbarred = instants_to_archive(
-        ctx.storage, timeline, wc.keep_min_commits, wc.keep_max_commits, metadata_barrier=False
-    )
-    if len(unbarred) <= len(planned):
+    if len(_archivable_past_metadata_table(ctx, timeline)) <= len(planned):
         return False
     # one a run left pending first (it holds a new one back), as the metadata services pass does
     instants = pending_metadata_compactions(ctx.storage)

@@ -22,8 +22,14 @@ from lakeward.core.timeline.archived import (
 )
 from tests.support import crash
 
-# archival stays behind the metadata table's last compaction (Hudi's rule): compact it with every commit
-OPTIONS = {"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5, "hoodie.metadata.compact.max.delta.commits": 1}
+# archival stays behind the metadata table's last compaction (Hudi's rule): compact it with every commit; on
+# merge-on-read tables it keeps the delta commits a compaction counts (Hudi's rule): 3 of them
+OPTIONS = {
+    "hoodie.keep.min.commits": 3,
+    "hoodie.keep.max.commits": 5,
+    "hoodie.metadata.compact.max.delta.commits": 1,
+    "hoodie.compact.inline.max.delta.commits": 3,
+}
 
 
 def _table(path: Path, n: int, table_type: str | None = None, options: dict[str, Any] | None = None) -> Table:
@@ -107,6 +113,35 @@ def test_archives_beyond_max_down_to_min_and_both_readers_still_read(tmp_path, t
         ".commits_.archive.2_1-0-1",
     ]
     assert _rows(table) == _hudi_rows(path) == {i: f"v{i}" for i in range(11)}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_merge_on_read_archival_keeps_the_delta_commits_a_compaction_counts(tmp_path, version):
+    """With a compaction due after 10 delta commits and archival keeping 3 to 4 commits, archival took the
+    delta commits of a table that had not compacted yet: the count since the last compaction never reached
+    10 again, so no compaction was ever due and log files piled up (Hudi keeps them: its archiver's
+    `getEarliestInstantToRetainForCompaction`)."""
+    options = {**OPTIONS, "hoodie.keep.max.commits": 4, "hoodie.compact.inline.max.delta.commits": 10}
+    table = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        ordering_field="ts",
+        table_type="MERGE_ON_READ",
+        table_version=version,
+        options=options,
+    )
+    for i in range(8):
+        table.upsert(pa.table({"id": [i % 2], "ts": [i], "v": [f"v{i}"]}))
+    times = _commit_times(table)
+    assert table.archive().archived == ()  # 8 < 10 delta commits since no compaction: all kept
+    for i in range(8, 12):
+        table.upsert(pa.table({"id": [i % 2], "ts": [i], "v": [f"v{i}"]}))
+    times = _commit_times(table)
+    assert len(times) == 12
+    assert table.schedule_compaction() is not None  # due: 12 >= 10 delta commits are still counted
+    archived = [a.split(".")[0] for a in table.archive().archived]
+    assert archived == times[:2]  # the 10 newest delta commits stay for the compaction trigger
+    assert _rows(table) == {0: "v10", 1: "v11"}
 
 
 def test_at_most_max_commits_archives_nothing(tmp_path):
