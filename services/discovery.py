@@ -611,7 +611,7 @@ def _snapshot(
     """The table's health snapshot: the cached one while its state is unchanged and young enough."""
     cached = cache.health.get(state.ref.path)
     if cached is not None and cached[0] is state and (now - cached[1].taken_at).total_seconds() < max_age_s:
-        return cached[1]
+        return cached[1].aged_to(now)  # the table did not change: its ages still grow
     snapshot = take_snapshot(Table.open(state.ref.path, options=dict(options)), now)
     with cache._lock:
         cache.health[state.ref.path] = (state, snapshot)

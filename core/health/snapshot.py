@@ -10,7 +10,7 @@ daemon can take it at discovery and score it with any policy (`health_report`).
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,26 @@ class HealthSnapshot:
     damaged_files: tuple[str, ...] = ()
     #: Why lakeward runs no table service on the table (`Table.read_only_reason`; None: it runs them).
     read_only_reason: str | None = None
+
+    def aged_to(self, now: dt.datetime) -> HealthSnapshot:
+        """The snapshot as of `now` for a table that did not change since it was taken: every age (since
+        the last service, of pending plans and writes, of the metadata table's lag) grows by the time
+        passed since it was taken; the listing and counts stand. Heartbeat ages stay: a live writer
+        refreshes its own. Call it on the snapshot as taken (its ages are as of `taken_at`)."""
+        passed = (now - self.taken_at).total_seconds()
+        if passed <= 0:
+            return self
+
+        def grow(seconds: float | None) -> float | None:
+            return None if seconds is None else seconds + passed
+
+        return replace(
+            self,
+            seconds_since_last={k: grow(v) for k, v in self.seconds_since_last.items()},
+            pending_plans=tuple(replace(p, age_seconds=p.age_seconds + passed) for p in self.pending_plans),
+            pending_writes=tuple(replace(w, age_seconds=w.age_seconds + passed) for w in self.pending_writes),
+            metadata_lag_seconds=grow(self.metadata_lag_seconds),
+        )
 
 
 def table_write_config(table: Table) -> WriteConfig:

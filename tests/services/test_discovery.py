@@ -347,3 +347,32 @@ def test_a_table_whose_health_read_hangs_holds_up_only_itself(tmp_path: Path) ->
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+def test_a_reused_health_snapshot_ages_with_the_clock(tmp_path: Path) -> None:
+    """While a table does not change, its snapshot is reused for up to `health_refresh_s` (300 s): its ages
+    (since the last compaction, clean, ...) stood still meanwhile, so the page said "5m ago" of a compaction
+    ten minutes old, and age-based findings came up to five minutes late."""
+    import datetime as dt
+
+    from lakeward.core.health import HealthPolicy
+    from lakeward.services.discovery import assess_health
+
+    table = make_table(tmp_path / "t", mor=True, writes=2)
+    planned = table.schedule_compaction(force=True)
+    assert planned is not None
+    table.run_compaction(planned)
+    cache = DiscoveryCache()
+    states = discover([TableRef("t", str(tmp_path / "t"))], [], cache).states
+    start = dt.datetime.now(dt.UTC)
+
+    def since_compaction(now: dt.datetime) -> float:
+        report = assess_health(states, lambda ref: {}, lambda name: HealthPolicy(), cache, now=now)["t"].report
+        assert report is not None
+        age = report.snapshot.seconds_since_last["compaction"]
+        assert age is not None
+        return age
+
+    first = since_compaction(start)
+    later = since_compaction(start + dt.timedelta(seconds=200))  # the same snapshot, reused
+    assert later - first == pytest.approx(200, abs=1)
