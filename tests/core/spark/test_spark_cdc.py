@@ -351,6 +351,17 @@ def _stream_schema(path: str, fmt: str) -> Any:
     return spark_schema(with_meta(Table.open(path).schema()))
 
 
+def _cdc_table(path: str, version: int) -> Table:
+    return Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_version=version,
+        options={"hoodie.table.cdc.enabled": "true"},
+    )
+
+
 @pytest.mark.parametrize("version", [6, 9])
 @pytest.mark.parametrize("fmt", ["cdc", "latest_state"])
 def test_a_stream_fails_when_a_restore_undoes_commits_it_read(tmp_path: Path, version: int, fmt: str) -> None:
@@ -360,14 +371,7 @@ def test_a_stream_fails_when_a_restore_undoes_commits_it_read(tmp_path: Path, ve
     from lakeward.core.spark.changes import stream_reader
 
     path = str(tmp_path / "t")
-    table = Table.create(
-        path,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_version=version,
-        options={"hoodie.table.cdc.enabled": "true"},
-    )
+    table = _cdc_table(path, version)
     first = table.insert(batch(range(3), 1)).instant_time
     table.savepoint(first)
     table.upsert(batch([0, 5], 2))
@@ -384,14 +388,7 @@ def test_a_stream_fails_when_a_restore_undoes_commits_it_read(tmp_path: Path, ve
 
     # a stream that had read only the savepoint's commit is not bothered by the restore
     other = tmp_path / "u"
-    table = Table.create(
-        str(other),
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        table_version=version,
-        options={"hoodie.table.cdc.enabled": "true"},
-    )
+    table = _cdc_table(str(other), version)
     first = table.insert(batch(range(3), 1)).instant_time
     table.savepoint(first)
     reader = stream_reader(str(other), options, _stream_schema(str(other), fmt))
