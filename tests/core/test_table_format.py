@@ -287,7 +287,7 @@ def test_timeline_files_of_a_replacecommit(table):
 
 def test_markers_exist_during_the_write_and_are_removed_after_commit(table, monkeypatch):
     seen: dict[str, list[str]] = {}
-    original = client_module.delete_markers
+    original = client_module.delete_markers_of_completed
 
     def spy(storage, instant_time):
         root = Path(table.path) / ".hoodie" / ".temp" / instant_time
@@ -295,7 +295,7 @@ def test_markers_exist_during_the_write_and_are_removed_after_commit(table, monk
         assert (Path(table.path) / ".hoodie" / f"{instant_time}.commit").is_file(), "markers go after completion"
         return original(storage, instant_time)
 
-    monkeypatch.setattr(client_module, "delete_markers", spy)
+    monkeypatch.setattr(client_module, "delete_markers_of_completed", spy)
     first = table.upsert(batch([1, 2], ["sf", "ny"]))
     second = table.upsert(batch([1], ["sf"], ts=2))
     assert seen[first.instant_time] == sorted(f"{p}.marker.CREATE" for p in first.files_written)
