@@ -328,7 +328,7 @@ def tables(url: str = URL_OPTION, token: str | None = TOKEN_OPTION, as_json: boo
     rows = [
         {
             **t,
-            "pending": len(t["pending_plans"]) if t["table_type"] is not None else "?",  # unread: unknown
+            "pending": len(t["pending_plans"]) if t["state_known"] else "?",
             "paused": _pause_cell(t),
             "health": "ok" if t["healthy"] else f"FAILING: {t['problem']}",
             "served": t.get("read_only") or "yes",

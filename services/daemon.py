@@ -112,6 +112,9 @@ class TableView:
         return {
             "name": self.ref.name,
             "path": self.ref.path,
+            # no state: not read yet, or the last cycle could not read it (`problem`); its type, counts and
+            # pending lists are then unknown, not none (the lists stay lists for the API's clients)
+            "state_known": s is not None,
             "table_type": s.table_type if s else None,
             "table_version": s.table_version if s else None,
             "read_only": s.read_only if s else None,

@@ -123,6 +123,10 @@ class TableInfo(BaseModel):
 
     name: str
     path: str
+    state_known: bool = Field(
+        description="False until a discovery cycle has read the table and while the last one could not "
+        "(`problem` says why): its type, counts and pending lists are then unknown, not empty."
+    )
     table_type: str | None
     table_version: int | None
     read_only: str | None

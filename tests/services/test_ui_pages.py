@@ -119,6 +119,9 @@ def test_the_page_of_a_table_that_cannot_be_read_says_its_plans_and_timeline_are
     row = re.search(r'<tr data-table="orders".*?</tr>', client.get("/ui").text, re.S)
     assert row is not None and '<td class="pending-plans">?</td>' in row.group(0), row
     assert page.count("unknown: orders cannot be read") == 2  # the plans and the timeline sections
+    # the API's list says so too: its empty pending lists are unknown, not none
+    listed = {t["name"]: t for t in client.get("/api/v1/tables").json()}
+    assert listed["orders"]["state_known"] is False and listed["customers"]["state_known"] is True
 
 
 def test_a_table_listed_from_its_metadata_table_shows_no_cleanable_count_as_not_counted(tmp_path):
