@@ -160,42 +160,36 @@ def put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes
     Timeouts, dropped connections, 409 ConditionalRequestConflict and 5xx answers are
     retried. If an attempt may have written the object before failing (no answer), a
     later 412 is checked against the stored bytes: the same bytes mean this call won.
+    Failures raise `S3ClientError`, saying whether an attempt may have written the object.
     """
     # lazy: boto3 loads only for S3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
-    try:
-        return _put_if_absent(options, bucket, key, data)
-    except (BotoCoreError, ClientError) as exc:
-        raise S3ClientError(str(exc), maybe_written=getattr(exc, "lakeward_maybe_written", False)) from exc
-
-
-def _put_if_absent(options: Mapping[str, str], bucket: str, key: str, data: bytes) -> bool:
-    # lazy: boto3 loads only for S3
-    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
-
-    client = _client(tuple(sorted(_checked(options).items())))
     maybe_written = False
-    for attempt in range(1, PUT_ATTEMPTS + 1):
-        try:
-            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-            return True
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            if status == 412 or code == "PreconditionFailed":
-                return maybe_written and _holds(client, bucket, key, data)
-            if not (status == 409 or code == "ConditionalRequestConflict" or status >= 500):
-                raise
-            maybe_written = maybe_written or status >= 500
-            error: Exception = exc
-        except HTTPClientError as exc:  # sent, but no (complete) answer: may have been written
-            maybe_written = True
-            error = exc
-        except ConnectionError as exc:  # not sent
-            error = exc
-        if attempt == PUT_ATTEMPTS:
-            error.lakeward_maybe_written = maybe_written  # type: ignore[attr-defined]
-            raise error
-        time.sleep(0.1 * 2**attempt)
+    try:
+        client = _client(tuple(sorted(_checked(options).items())))
+        for attempt in range(1, PUT_ATTEMPTS + 1):
+            try:
+                client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return True
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+                if status == 412 or code == "PreconditionFailed":
+                    return maybe_written and _holds(client, bucket, key, data)
+                if not (status == 409 or code == "ConditionalRequestConflict" or status >= 500):
+                    raise
+                maybe_written = maybe_written or status >= 500
+                if attempt == PUT_ATTEMPTS:
+                    raise
+            except HTTPClientError:  # sent, but no (complete) answer: may have been written
+                maybe_written = True
+                if attempt == PUT_ATTEMPTS:
+                    raise
+            except ConnectionError:  # not sent
+                if attempt == PUT_ATTEMPTS:
+                    raise
+            time.sleep(0.1 * 2**attempt)
+    except (BotoCoreError, ClientError) as exc:
+        raise S3ClientError(str(exc), maybe_written=maybe_written) from exc
     raise AssertionError("unreachable")
