@@ -292,7 +292,7 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             done = self.run(run)
         except (FileNotFoundError, MissingFileError) as exc:
             # a file vanished under the run: a restore or rollback that undid the plan meanwhile deletes them
-            if self._plan_undone(inflight.time):
+            if self._plan_undone(inflight.time, self._timeline_now()):
                 raise self._undone(inflight) from exc
             raise
         self.ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
@@ -338,10 +338,17 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         partition: the files a commit-like service wrote (compaction, clustering); clean overrides it."""
         return commit_change(self.ctx.storage, CommitMetadata.from_bytes(metadata))
 
-    def _plan_undone(self, instant_time: str, now: Timeline | None = None) -> bool:
-        """Whether the plan's instant is gone from the timeline (`now`, else loaded): a restore or a
-        rollback (which take the table lock, as this run does only to complete) undid it while the run worked."""
-        return self.state_of(now or Timeline.load(self.ctx.storage, self.ctx.layout), instant_time) is None
+    def _timeline_now(self) -> Timeline:
+        """The timeline as it is now, read with this run's layout once the table version is checked: an
+        upgrade (which runs pending plans itself) may have switched it while the run worked, and the old
+        layout's folder then holds no instant, which would make every plan look undone."""
+        self.ctx.check_version(f"complete {self.noun}")
+        return Timeline.load(self.ctx.storage, self.ctx.layout)
+
+    def _plan_undone(self, instant_time: str, now: Timeline) -> bool:
+        """Whether the plan's instant is gone from `now`: a restore or a rollback (which take the table
+        lock, as this run does only to complete) undid it while the run worked."""
+        return self.state_of(now, instant_time) is None
 
     def _undone(self, inflight: Instant) -> ConcurrentWriteError:
         """Remove what the run of an undone plan wrote (after the restore's listing, so no one else will);
@@ -364,18 +371,30 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
         try:
             # always under the lock: a restore or rollback may have undone the plan while the run worked
             with self.ctx.lock:
-                now = Timeline.load(storage, self.ctx.layout)
+                now = self._timeline_now()
                 if self._plan_undone(inflight.time, now):
                     raise self._undone(inflight)
+                if self.state_of(now, inflight.time) is State.COMPLETED:
+                    # on timeline layout 2 completing it again would not collide: a second completed instant
+                    self._completed_by_other(inflight)
+                    return
                 if seen is not None:
                     metadata = self._with_columns_added_meanwhile(seen, now, inflight.time, metadata)
                 with self.ctx.completing(inflight.time):  # underway: the daemon lets no stop cut it short
                     apply_change(storage, tz, inflight.time, lambda: self.metadata_table_change(metadata))
                     complete(storage, inflight, metadata, tz)
-        except InstantExistsError:
-            if not self.tolerates_completed_by_other:
-                raise
-            log.info("%s %s was completed by another runner", self.noun, inflight.time)
+        except InstantExistsError as exc:  # completed without the lock between the check and ours
+            self._completed_by_other(inflight, exc)
+
+    def _completed_by_other(self, inflight: Instant, cause: Exception | None = None) -> None:
+        """Another runner of the same plan completed it while this run worked: its files are the ones this
+        run wrote (a plan's output names are its own), so nothing is removed. InstantExistsError unless the
+        service tolerates it (its result is the same)."""
+        if not self.tolerates_completed_by_other:
+            raise InstantExistsError(
+                f"{self.noun} {inflight.time} was completed by another runner while this run worked; its result stands"
+            ) from cause
+        log.info("%s %s was completed by another runner", self.noun, inflight.time)
 
 
 __all__ = [

@@ -60,7 +60,7 @@ from lakeward.core.config.table import (
     table_checksum,
     update_table_properties,
 )
-from lakeward.core.exceptions import UpgradeError
+from lakeward.core.exceptions import InstantExistsError, UpgradeError
 from lakeward.core.file_group.metadata_listing import metadata_partitions, metadata_storage, read_table_properties
 from lakeward.core.index.secondary.definitions import load_definitions
 from lakeward.core.metadata_table.compaction import (
@@ -512,7 +512,10 @@ def prepare(
     finished: list[str] = []
     for namespace in (services.compaction, services.clustering, services.clean):
         for instant in namespace.pending():
-            namespace.execute(instant)
+            try:
+                namespace.execute(instant)
+            except InstantExistsError:  # a runner that held no table lock while it worked (the daemon's) won
+                log.info("%s %s was completed by another runner during the %s", namespace.action, instant, change)
             finished.append(f"{instant}.{namespace.action}")
     others = ctx.timeline().pending()
     if others:

@@ -459,3 +459,46 @@ def hudi_incremental_ids(path: str, begin: str, end: str) -> list[str]:
     )
     batches = hudi.HudiTableBuilder.from_base_uri(path).build().read(options)
     return sorted(x for b in batches for x in b.column("id").to_pylist())
+
+
+def test_a_plan_run_that_an_upgrade_finished_meanwhile_removes_nothing(tmp_path: Path):
+    """A compaction running while `upgrade` ran the same plan itself and switched the version: at its
+    completion the run read the new version's timeline with the old layout, took its plan for undone and
+    deleted the base files the upgrade had just committed (every read then failed: base file missing)."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "p"], "ts": [1, 1], "val": [1, 2]}))
+    table.upsert(pa.table({"id": ["a"], "part": ["p"], "ts": [2], "val": [3]}))
+    before = _data_rows(table.read())
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+    table.completion_check = lambda _: Table.open(path).upgrade(to=9)  # finishes the plan, then switches
+
+    with pytest.raises(TableVersionChangedError):
+        table.run_compaction(plan)
+
+    upgraded = Table.open(path)
+    assert upgraded.check().ok
+    assert _data_rows(upgraded.read()) == before
+    fail_on(all_mismatches(path))
+
+
+def test_an_upgrade_whose_pending_plan_another_runner_completed_meanwhile_goes_on(tmp_path: Path):
+    """The reverse order: the daemon's run completes the plan while the upgrade runs it too; the
+    upgrade failed on the plan's completed instant (raw InstantExistsError) instead of going on."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "p"], "ts": [1, 1], "val": [1, 2]}))
+    table.upsert(pa.table({"id": ["a"], "part": ["p"], "ts": [2], "val": [3]}))
+    before = _data_rows(table.read())
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+    table.completion_check = lambda _: Table.open(path).run_compaction(plan)  # the other runner finishes first
+
+    result = table.upgrade(to=9)
+
+    assert result.to_version == 9 and f"{plan}.compaction" in result.finished_plans
+    upgraded = Table.open(path)
+    assert [i.time for i in upgraded.timeline().completed()].count(plan) == 1
+    assert upgraded.check().ok and _data_rows(upgraded.read()) == before
+    fail_on(all_mismatches(path))

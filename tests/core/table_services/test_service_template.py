@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward.core.context import NO_SCHEMA_MESSAGE
-from lakeward.core.exceptions import SchemaError
+from lakeward.core.exceptions import InstantExistsError, SchemaError
 from lakeward.core.table import Table
 from lakeward.core.table_services.registry import SERVICES
 from lakeward.core.timeline import Action, State, Timeline
@@ -136,3 +136,28 @@ def test_service_namespaces_cover_every_registered_service(tmp_path: Path) -> No
     for action in SERVICES:
         assert table.services[action].action == action
         assert table.services[action].planned is SERVICES[action].planned
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_plan_another_runner_completed_meanwhile_is_not_completed_again(tmp_path: Path, version: int) -> None:
+    """Two runners of one compaction plan (`lakeward compact --instant` next to the daemon's run): on
+    version 9 the second completed it again under a new completion time, two completed instants of one
+    time (hudi-rs listed the commit twice), after rolling back and re-applying its metadata-table commit."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", table_version=version)
+    table.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
+    table.upsert(pa.table({"id": [1], "ts": [2], "v": ["c"]}))
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+    table.completion_check = lambda _: Table.open(path).run_compaction(plan)  # the other runner finishes first
+
+    with pytest.raises(InstantExistsError, match="completed by another runner"):
+        table.run_compaction(plan)
+
+    completed = [i.time for i in Table.open(path).timeline().completed()]
+    assert completed.count(plan) == 1
+    assert Table.open(path).check().ok
+    assert sorted(Table.open(path).read(columns=["id", "v"]).to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "c"},
+        {"id": 2, "v": "b"},
+    ]
