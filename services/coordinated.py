@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakeward.core.config.lock import LOCK_PREFIX
+from lakeward.core.config.lock import LOCK_PROVIDER_KEY
 from lakeward.services.daemon import table_options_for
 from lakeward.services.discovery import table_name_for
 from lakeward.services.model import table_location
 from lakeward.services.settings import DaemonSettings
 
-LOCK_PROVIDER_KEY = f"{LOCK_PREFIX}provider"
 #: Lock providers other processes honour (values of hoodie.write.lock.provider).
 SHARED_PROVIDERS = frozenset({"zookeeper", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"})
 

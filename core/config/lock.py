@@ -41,6 +41,8 @@ from lakeward.core.config.values import JAVA_INT_MAX
 from lakeward.core.exceptions import ConfigError
 
 LOCK_PREFIX = "hoodie.write.lock."
+#: The key naming the lock provider (the other lock keys tune the provider it names).
+LOCK_PROVIDER_KEY = f"{LOCK_PREFIX}provider"
 HUDI_IN_PROCESS = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
 HUDI_ZOOKEEPER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
 HUDI_SIMPLE_CONFLICT_STRATEGY: Final = (

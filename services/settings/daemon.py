@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lakeward.core.config.lock import LOCK_OPTION_KEYS, parse_lock_config
+from lakeward.core.config.lock import LOCK_OPTION_KEYS, LOCK_PROVIDER_KEY, parse_lock_config
 from lakeward.core.config.write import parse_write_config
 from lakeward.core.exceptions import ConfigError
 from lakeward.services.model import ServiceAction, TableRef
@@ -158,14 +158,15 @@ class DaemonSettings(BaseSettings):
     def _options_of(self, policy: EffectivePolicy) -> dict[str, str]:
         options = self.table_lock_options()
         policy_options = policy.table_options()
-        if any(k.startswith("hoodie.write.lock.") for k in policy_options):
+        if LOCK_PROVIDER_KEY in policy_options:  # a lock of its own; other lock keys tune the daemon's
             options = {}
         options.update(policy_options)
         return options
 
     def table_options(self, table_name: str) -> dict[str, str]:
         """The `hoodie.*` options the daemon opens a table with: its lock defaults (`table_lock_options`),
-        replaced by the policy's own lock options if it names any, then the policy's other options."""
+        replaced by the policy's own lock when it names a provider (`hoodie.write.lock.provider`; other
+        `hoodie.write.lock.*` keys are applied over the defaults), then the policy's other options."""
         return self._options_of(self.policy_for(table_name))
 
     def static_tables(self) -> list[TableRef]:

@@ -156,6 +156,20 @@ def test_lock_defaults_follow_zookeeper_settings_unless_the_policy_names_a_lock(
     options = own.table_options(own.table_ref("busy"))
     assert options["hoodie.write.lock.provider"] == "in_process"
     assert "hoodie.write.lock.zookeeper.url" not in options
+    # a lock knob without a provider tunes the daemon's ZooKeeper lock: it dropped it, and the daemon's
+    # runs took the in-process lock beside ingestion writers holding the ZooKeeper one
+    tuned = daemon_for(
+        tmp_path,
+        tables=("busy",),
+        extra="zookeeper: {hosts: 'zk1:2181'}\npolicies: {defaults: {hoodie_options: "
+        "{hoodie.write.lock.wait_time_ms: 300}}}\n",
+    )
+    options = tuned.table_options(tuned.table_ref("busy"))
+    assert (
+        options["hoodie.write.lock.provider"] == "zookeeper"
+        and options["hoodie.write.lock.zookeeper.url"] == "zk1:2181"
+    )
+    assert options["hoodie.write.lock.wait_time_ms"] == "300"
 
 
 @pytest.mark.zookeeper
