@@ -621,7 +621,8 @@ class Daemon:
 
         def lock(ref: TableRef) -> str | None:
             if ref.name not in locks:
-                locks[ref.name] = self._lock_holder(ref)
+                state = states.get(ref.name)
+                locks[ref.name] = self._lock_holder(ref, state.hoodie_name if state is not None else "")
             return locks[ref.name]
 
         return Gate(
@@ -647,14 +648,15 @@ class Daemon:
             f"the last orphan_clean run on this replica started at {since}, within orphan_clean.interval_s={interval:g}"
         )
 
-    def _lock_holder(self, ref: TableRef) -> str | None:
+    def _lock_holder(self, ref: TableRef, hoodie_name: str) -> str | None:
         """Why the table lock cannot be taken now (another writer holds it), None when it is free.
 
-        Takes the lock without waiting and gives it back at once.
+        Takes the lock without waiting and gives it back at once: the lock its writers and the daemon's runs
+        take, keyed (unless a lock key is configured) by `hoodie_name`, the table's `hoodie.table.name`.
         """
         options = {k: v for k, v in self.table_options(ref).items() if k.startswith("hoodie.write.lock.")}
         try:
-            provider = lock_provider_for(ref.path, ref.name, options)
+            provider = lock_provider_for(ref.path, hoodie_name or ref.name, options)
         except LakewardError as exc:
             return f"the table lock is misconfigured: {exc}"
         try:

@@ -129,6 +129,9 @@ class TableState:
     #: The metadata table's compaction decision (every table version, with a `files` partition; None: no
     #: metadata table).
     metadata_compaction: MetadataCompactionCheck | None = None
+    #: `hoodie.table.name`: the table lock's key when none is configured, as its writers take it (the
+    #: daemon's name of a table found under a root is another one).
+    hoodie_name: str = ""
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -338,6 +341,7 @@ def _build_state(
         index_columns=index_columns,
         writes_since_index_build=service.writes_since_index_build,
         metadata_compaction=mdt_check,
+        hoodie_name=config.name,
     )
 
 

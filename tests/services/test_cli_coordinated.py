@@ -228,3 +228,44 @@ def test_the_quarantined_plan_runbook_rolls_back_a_clustering_plan_with_its_comm
     assert result.exit_code == 0, result.output
     assert f"rolled back {plan}" in result.output
     assert plan not in [i.time for i in Table.open(clu.path).timeline().pending()]
+
+
+def test_explain_names_the_writer_that_holds_the_table_lock_writers_take(tmp_path, zookeeper_server):
+    """A table found under a root is `lake.orders` to the daemon and `orders` (hoodie.table.name) to
+    its writers, whose ZooKeeper lock key is the latter: explain probed a key no writer takes, so a
+    writer holding the table lock never showed."""
+    table = mor_table(tmp_path / "lake" / "orders")
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+    chroot = f"/lakeward-explain-{uuid.uuid4().hex[:8]}"
+    config = write_config(
+        tmp_path,
+        f"zookeeper: {{hosts: '{zookeeper_server.hosts}', chroot: {chroot}}}\n",
+    )
+    settings = load_settings(config, env={})
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # an ingestion writer, in a thread of its own
+        lock = Table.open(table.path, options=table_options_for(settings, "lake.orders")).service_context().lock
+        lock.acquire()
+        held.set()
+        release.wait(60)
+        lock.release()
+        lock.close()
+
+    holder = threading.Thread(target=writer)
+    holder.start()
+    daemon = Daemon(settings)
+    try:
+        assert held.wait(20)
+        daemon.start()
+        wait_for(lambda: daemon.ready)
+        pending = [d for d in daemon.explain("lake.orders") if d.item is not None and d.item.instant == plan]
+        assert pending and "locked" in [r.code.value for r in pending[0].reasons], pending  # its run waits for it
+        locked = next(r for r in pending[0].reasons if r.code.value == "locked")
+        assert "held by another writer" in locked.message, locked
+        assert "/locks/orders " in locked.message, locked  # the key its writers take
+    finally:
+        release.set()
+        holder.join()
+        daemon.drain(5)
