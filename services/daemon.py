@@ -209,6 +209,10 @@ class Daemon:
         #: Table name -> its group, priority and limits, as of the last cycle.
         self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
+        #: Runs whose last record could not be written to the shared history (ZooKeeper unreachable): written
+        #: again, as they are then, at the next cycle and when the session is back.
+        self._unrecorded: dict[str, RunRecord] = {}
+        self._unrecorded_lock = threading.Lock()
         self._started = False
         self._draining = False
         self._stopped = threading.Event()
@@ -309,14 +313,34 @@ class Daemon:
     def _on_session(self, event: SessionEvent) -> None:
         self.metrics.zookeeper_connected.set(1 if self.coordinator.connected else 0)
         self.metrics.ready.set(1 if self.ready else 0)
+        back = event in (SessionEvent.RECONNECTED, SessionEvent.NEW_SESSION)
+        if back and self._unrecorded and self.scheduler is not None:
+            self.scheduler.run_soon()  # the cycle writes them (not from the session's callback thread)
 
     def _record_run(self, run: RunRecord) -> None:
-        """Write the run to the shared history (at its start, once it scheduled its plan, and at its end);
-        a failure only logs."""
+        """Write the run to the shared history (at its start, once it scheduled its plan, and at its end).
+        A failure logs, and the run is written again later (`_record_unrecorded`): a run whose end was never
+        written showed as running on every other replica for good."""
         try:
             self.history.record_run(run.to_dict())
         except Exception:
-            log.warning("could not write run %s to the shared history", run.run_id, exc_info=True)
+            log.warning(
+                "could not write run %s to the shared history; it is written again once ZooKeeper answers",
+                run.run_id,
+                exc_info=True,
+            )
+            with self._unrecorded_lock:
+                self._unrecorded[run.run_id] = run
+            return
+        with self._unrecorded_lock:
+            self._unrecorded.pop(run.run_id, None)
+
+    def _record_unrecorded(self) -> None:
+        """Write the runs whose last record failed, as they are now."""
+        with self._unrecorded_lock:
+            waiting = list(self._unrecorded.values())
+        for run in waiting:
+            self._record_run(run)
 
     def share_of(self, ref: TableRef) -> Share:
         """A table's group, priority and limits (those of the last cycle; from the settings for a table
@@ -505,6 +529,7 @@ class Daemon:
         """One discovery cycle, then claim and start as much due work as the limits allow."""
         if self._draining or self.runner is None:
             return
+        self._record_unrecorded()
         roots = self.settings.tables.roots
         result = discover(
             self.settings.static_tables(),

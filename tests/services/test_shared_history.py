@@ -432,3 +432,31 @@ log: {{format: text}}
         )
     finally:
         daemon.drain(2)
+
+
+def test_a_run_that_ends_while_zookeeper_is_down_is_recorded_once_it_is_back(tmp_path, make_zookeeper_server, caplog):
+    """The end of a run could not be written while ZooKeeper was unreachable, and was never written
+    again: every other replica showed the finished run as running for good (its replica came back
+    under the same incarnation, so the record was not even shown as lost)."""
+    server = make_zookeeper_server()
+    mor_table(tmp_path / "orders")
+    settings = settings_for(tmp_path, server.hosts, f"/lakeward-history-{uuid.uuid4().hex[:8]}")
+    a = Daemon(settings)
+    a.start()
+    wait_for(lambda: a.ready)
+    c, coordinator, gated, run = replica_with_a_held_compaction(settings)
+    api_a = TestClient(create_app(a))
+    try:
+        assert api_a.get(f"/api/v1/runs/{run.run_id}").json()["state"] == "running"
+        server.stop()
+        gated.gate.set()  # the run ends (its claim is gone with the session) while nothing can be written
+        wait_for(lambda: run.outcome is not None, 30)
+        wait_for(lambda: f"could not write run {run.run_id}" in caplog.text, 30)  # after the connection timeout
+        server.start()
+        wait_for(lambda: a.ready and c.ready, 60)
+        shown = wait_for(lambda: (r := api_a.get(f"/api/v1/runs/{run.run_id}").json())["state"] == "finished" and r, 30)
+        assert shown["outcome"] == run.outcome.value, shown
+    finally:
+        gated.gate.set()
+        c.drain(2)
+        a.drain(2)
