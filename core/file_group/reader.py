@@ -417,6 +417,35 @@ def merge_slice(
     return MergedSlice(pa.concat_tables([untouched, merged]), new_keys)
 
 
+def live_keys_among(
+    storage: Storage, file_slice: FileSlice, instants: VisibleInstants, settings: MergeSettings, keys: pa.Array
+) -> pa.Array:
+    """Those of `keys` the slice holds live as a read merges it (`merge_slice`, merge settings included):
+    under event-time ordering a delete that lost to a version with a larger ordering value leaves its
+    key live. Reads only the key, ordering and `_hoodie_is_deleted` columns of the base file's rows
+    for `keys`, and the slice's visible log blocks."""
+    keys = keys.cast(pa.string())
+    wanted = [c for c in (RECORD_KEY, settings.ordering_field, IS_DELETED_FIELD) if c]
+    base = None
+    if file_slice.base_file is not None:
+        names = set(_physical_schema(storage, storage.full_path(file_slice.base_file.path)).names)
+        base = read_base_file(
+            storage,
+            file_slice.base_file.path,
+            columns=[c for c in wanted if c in names],
+            filter=pc.field(RECORD_KEY).isin(keys),
+        )
+    blocks = visible_log_blocks(storage, file_slice.log_files, instants)
+    fields: dict[str, pa.Field] = {RECORD_KEY: pa.field(RECORD_KEY, pa.string())}
+    for rows in [base, *(b.records for b in blocks if isinstance(b, DataBlock))]:
+        for f in rows.schema if rows is not None else ():
+            if f.name in wanted and f.name not in fields:
+                fields[f.name] = f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+    schema = pa.schema([fields[c] for c in wanted if c in fields])
+    merged = merge_slice(base, blocks, schema, settings).rows
+    return keys.filter(pc.is_in(keys, value_set=merged.column(RECORD_KEY).combine_chunks().cast(pa.string())))
+
+
 def _keyed(rows: pa.Table, settings: MergeSettings) -> pa.Table:
     """`rows` with `_hoodie_record_key` taken from the virtual key field (`MergeSettings.key_field`).
 

@@ -26,7 +26,12 @@ from lakeward.core.file_group.metadata_listing import (
 from lakeward.core.file_group.naming import write_token
 from lakeward.core.metadata_table.bloom_filters import BLOOM_FILTERS_PARTITION, keeps_bloom_filters, write_bloom_change
 from lakeward.core.metadata_table.files_partition import FILES_FILE_GROUP_ID, encode_record, partition_key
-from lakeward.core.metadata_table.record_index import RECORD_INDEX_PARTITION, RecordIndexChange, record_index_change
+from lakeward.core.metadata_table.record_index import (
+    RECORD_INDEX_PARTITION,
+    RecordIndexChange,
+    record_index_change,
+    without_live_deletes,
+)
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
 from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA_JSON, MetadataRecordType
 from lakeward.core.metadata_table.stats_writer import StatsChange, write_stats_change
@@ -152,6 +157,7 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
             index_change = change.record_index()
         else:
             index_change = record_index_change(storage, instant_time, change.commit)
+        index_change = without_live_deletes(storage, instant_time, index_change, change.commit)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change, version)
     # column_stats / partition_stats, when kept (`stats_writer`)
     partition_stats |= write_stats_change(storage, instant_time, StatsChange(change.added, change.deleted))

@@ -45,7 +45,7 @@ import threading
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import fastavro
@@ -53,10 +53,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeward.core.config.table import TableConfig, TableType
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group import log_file
 from lakeward.core.file_group.base_file import read_base_file
-from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.file_group import FileSlice, LogFile
 from lakeward.core.file_group.hfile import HFileReader, IndexEntry
 from lakeward.core.file_group.hfile_cells import block_cells
 from lakeward.core.file_group.hfile_writer import java_string_hash
@@ -67,9 +68,11 @@ from lakeward.core.file_group.metadata_listing import (
     load_metadata_timeline,
     log_slice_time,
     metadata_storage,
+    read_table_properties,
     slice_times,
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, live_keys_among
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
     CommittedInstants,
@@ -566,12 +569,85 @@ def tagged_change(
     return change
 
 
-def live_slice_keys(storage: Storage, file_slice: FileSlice, committed: CommittedInstants) -> pa.Array:
+def without_live_deletes(
+    storage: Storage, instant_time: str, change: RecordIndexChange, commit: CommitMetadata
+) -> RecordIndexChange:
+    """`change` without the deletes of keys the commit leaves live: on a merge-on-read table with event-time
+    ordering a delete (a `_hoodie_is_deleted` row, a delete marker) whose ordering value is smaller than the
+    stored version's loses, and the key stays where it is. Dropping it from the index made the next upsert
+    of the key an insert elsewhere (the key twice) and a `delete()` of it a no-op. Checked against the
+    slices the index places the keys in, merged as a read merges them with this commit's log blocks."""
+    if not change.deletes:
+        return change
+    config = TableConfig.from_properties(read_table_properties(storage))
+    settings = MergeSettings.from_config(config)
+    if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering or settings.key_field:
+        return change  # the last event wins: a delete written is a delete
+    keys = pa.array(sorted(change.deletes), pa.string())
+    partitions, file_ids = RecordIndex(storage).locate(keys)
+    timeline = Timeline.load(storage)
+    slices = {(s.partition_path, s.file_id): s for s in FileSystemView.load(storage, timeline).latest_file_slices()}
+    for group, logs in _logs_written(commit).items():  # the view leaves out logs of instants not completed
+        if group in slices:
+            known = {f.path for f in slices[group].log_files}
+            slices[group] = replace(
+                slices[group], log_files=(*slices[group].log_files, *(f for f in logs if f.path not in known))
+            )
+    visible = VisibleInstants.from_timeline(timeline)
+    with_this = replace(visible, completed=visible.completed | {instant_time})
+    by_group: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for key, partition, file_id in zip(keys.to_pylist(), partitions.to_pylist(), file_ids.to_pylist()):
+        if file_id is not None:
+            by_group[(partition, file_id)].append(key)
+    live: set[str] = set()
+    for group, group_keys in by_group.items():
+        file_slice = slices.get(group)
+        if file_slice is not None:
+            found = live_keys_among(storage, file_slice, with_this, settings, pa.array(group_keys, pa.string()))
+            live |= set(found.to_pylist())
+    if live:
+        change.deletes -= live
+    return change
+
+
+def _logs_written(commit: CommitMetadata) -> dict[tuple[str, str], list[LogFile]]:
+    """The log files a commit's delta write stats name, by (partition, file id)."""
+    found: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
+    for partition, stats in commit.partitionToWriteStats.items():
+        for stat in stats:
+            if not stat.is_delta:
+                continue
+            part = stat.partitionPath or partition or ""
+            for name in stat.logFiles or [posixpath.basename(stat.path)]:
+                parsed = parse_log_file_name(name)
+                if parsed is not None:
+                    path = posixpath.join(part, name) if part else name
+                    found[(part, stat.fileId)].append(
+                        LogFile(path, parsed.file_id, parsed.base_instant_time, parsed.version, parsed.write_token, 0)
+                    )
+    return found
+
+
+def live_slice_keys(
+    storage: Storage, file_slice: FileSlice, committed: CommittedInstants, settings: MergeSettings | None = None
+) -> pa.Array:
     """The distinct keys a slice holds live: its base file's and its committed log blocks', minus those
-    whose last event is a delete (`deleted_last`)."""
+    whose last event is a delete (`deleted_last`). Under event-time ordering (`settings`) a delete whose
+    ordering value lost to a stored version's leaves its key live: those keys are merged as reads merge them."""
     blocks = log_block_keys(storage, file_slice.log_files, committed)
     keys = pa.concat_arrays([base_record_keys(storage, file_slice), *(k.cast(pa.string()) for _, k in blocks)])
-    return _without(pc.unique(pc.drop_null(keys)), deleted_last(blocks))
+    dead = pc.unique(deleted_last(blocks))
+    if len(dead) and settings is not None and settings.event_time_ordering and not settings.key_field:
+        instants = VisibleInstants(
+            committed.completed, committed.archived_before, logs_named_by_writer=committed.logs_named_by_writer
+        )
+        dead = _without(dead, live_keys_among(storage, file_slice, instants, settings, dead))
+    return _without(pc.unique(pc.drop_null(keys)), dead)
+
+
+def merge_settings_of(storage: Storage) -> MergeSettings:
+    """The table's merge settings, from its `hoodie.properties` (read now)."""
+    return MergeSettings.from_config(TableConfig.from_properties(read_table_properties(storage)))
 
 
 def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
@@ -627,7 +703,10 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
             rewritten.add(group)
     for partition, ids in (metadata.partitionToReplaceFileIds or {}).items():
         rewritten |= {(partition, f) for f in ids}
-    old_keys = {g: live_slice_keys(storage, before[g], committed) for g in rewritten | log_keys.keys() if g in before}
+    settings = merge_settings_of(storage)
+    old_keys = {
+        g: live_slice_keys(storage, before[g], committed, settings) for g in rewritten | log_keys.keys() if g in before
+    }
     added: list[pa.Array] = []
     for (partition, file_id), keys in [*new_keys.items(), *log_keys.items()]:
         fresh = _without(keys, old_keys.get((partition, file_id), pa.array([], pa.string())))

@@ -23,6 +23,7 @@ from lakeward.core.config.properties import parse_properties
 from lakeward.core.engine.spark import SparkEngine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.metadata_listing import metadata_storage
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.metadata_table import writer
 from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.metadata_table.compaction import mdt_timeline, pending_metadata_compactions
@@ -579,3 +580,61 @@ def test_a_record_index_writer_after_a_restore_with_a_plan_pending_tags_as_bloom
     data = Table.open(path).read(columns=["id", "val"])
     assert dict(zip(data.column("id").to_pylist(), data.column("val").to_pylist(), strict=True)) == expected | {"b": 6}
     assert compare_files_partition(Table.open(path).storage).ok
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(6, "MERGE_ON_READ"), (9, "MERGE_ON_READ"), (9, "COPY_ON_WRITE")])
+def test_a_late_flagged_delete_that_loses_on_ordering_keeps_its_key_in_the_record_index(
+    tmp_path: Path, version: int, table_type: str
+):
+    """A `_hoodie_is_deleted` row whose ordering value is below the stored one's: under event-time
+    ordering (versions 8+) it deletes nothing, but on merge-on-read the record index dropped the key,
+    so a later delete() found nothing and a later upsert inserted the key a second time."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=version,
+        options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"},
+    )
+
+    def rows(ids: list[str], vals: list[int], ts: list[int], deleted: list[bool]) -> pa.Table:
+        return pa.table({"id": ids, "v": vals, "ts": ts, "_hoodie_is_deleted": deleted})
+
+    def read() -> list[tuple[str, int]]:
+        mine, theirs = both_readers(path)
+        assert [(r["id"], r["v"]) for r in mine] == [(r["id"], r["v"]) for r in theirs]
+        return sorted((r["id"], r["v"]) for r in mine)
+
+    table.upsert(rows(["k1", "k2"], [1, 1], [5, 5], [False, False]))
+    table.upsert(rows(["k1"], [2], [2], [True]))  # a late delete event
+    event_time = MergeSettings.from_config(table.config).event_time_ordering
+    assert event_time == (version >= 8)
+    assert read() == ([("k1", 1), ("k2", 1)] if event_time else [("k2", 1)])
+    located = RecordIndex(table.storage).locate(pa.array(["k1"], pa.string()))[1].to_pylist()
+    assert (located != [None]) == event_time
+
+    result = table.upsert(rows(["k1"], [3], [9], [False]))
+    assert (result.num_updates, result.num_inserts) == ((1, 0) if event_time else (0, 1))
+    assert read() == [("k1", 3), ("k2", 1)]
+    assert table.delete(keys=["k1"]).num_deletes == 1
+    assert read() == [("k2", 1)]
+    assert compare_files_partition(table.storage).ok
+
+
+def test_a_record_index_built_over_a_late_flagged_delete_holds_its_key(tmp_path: Path):
+    """The index build took a key whose last log event is a delete for deleted, ordering values aside:
+    a late `_hoodie_is_deleted` row that lost left the key out of the index built afterwards."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9)
+    table.upsert(pa.table({"id": ["k1", "k2"], "v": [1, 1], "ts": [5, 5], "_hoodie_is_deleted": [False, False]}))
+    table.upsert(pa.table({"id": ["k1"], "v": [2], "ts": [2], "_hoodie_is_deleted": [True]}))  # loses
+    indexed = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    indexed.initialize_metadata_table()
+    assert RecordIndex(indexed.storage).locate(pa.array(["k1", "k2"], pa.string()))[1].null_count == 0
+    result = indexed.upsert(pa.table({"id": ["k1"], "v": [3], "ts": [9], "_hoodie_is_deleted": [False]}))
+    assert (result.num_updates, result.num_inserts) == (1, 0)
+    mine, theirs = both_readers(path)
+    expected = [("k1", 3), ("k2", 1)]
+    assert sorted((r["id"], r["v"]) for r in mine) == sorted((r["id"], r["v"]) for r in theirs) == expected
