@@ -8,7 +8,7 @@ passes: same bytes, so the same candidates), the footers then giving only the ke
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -143,6 +143,7 @@ def locate(
     filters: FilterSource | None = None,
     deleted: np.ndarray | None = None,
     also: Locations | None = None,
+    confirm_in: Collection[str] = (),
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -155,7 +156,9 @@ def locate(
     is routed to that file unread. Exact only when the write rewrites that file group with
     a merge that tells updates from inserts (copy-on-write): then a false positive just
     becomes an insert into that group. Never on merge-on-read, where it would land in the
-    group's log as an "update" of a key the group does not hold.
+    group's log as an "update" of a key the group does not hold. `confirm_in`: file ids whose
+    candidates are confirmed all the same (file groups a pending clustering will replace: a
+    write routed there is refused as an update, where a key new to the table is an insert).
 
     `filters`: where the base files' bloom filters come from instead of their footers.
     `deleted` (n booleans, filled): which keys were located in a group that holds them only
@@ -198,6 +201,9 @@ def locate(
         admitted_by = np.bincount(np.concatenate([rows for _, rows in base_only]), minlength=n)
         unread = []
         for file_slice, rows in base_only:
+            if file_slice.file_id in confirm_in:
+                unread.append((file_slice, rows))
+                continue
             single = rows[(admitted_by[rows] == 1) & open_keys[rows]]
             result[single] = file_slice.file_id
             unread.append((file_slice, np.setdiff1d(rows, single, assume_unique=True)))

@@ -43,6 +43,7 @@ from lakeward.core.metadata_table.record_index import (
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
 from lakeward.core.schema import META_COLUMNS, cast_columns
 from lakeward.core.timeline import Timeline, WriteStat
+from lakeward.core.timeline.clustering_plan import pending_clustering_file_groups
 from lakeward.core.write.handles import FileGroupWrite, WriteContext, write_file_group
 from lakeward.core.write.operation import WriteOperation
 from lakeward.core.write.partitioner import LOCATION, Bucket, assign_inserts, merge_buckets, split_by
@@ -118,6 +119,8 @@ class LocalDataPlane:
         self._record_index: RecordIndex | None = None
         #: The metadata table's bloom filters, read on the first BLOOM lookup of a write (None: not yet).
         self._bloom_filters: MetadataBloomFilters | None = None
+        #: File groups pending clusterings will replace, read on the first BLOOM lookup of a write.
+        self._clustering_groups: dict[tuple[str, str], str] | None = None
         #: Keys the tagging found new to the table (RECORD_INDEX upserts), per partition.
         self._new_keys: list[pa.Array] = []
         self.client = client
@@ -154,6 +157,7 @@ class LocalDataPlane:
         deletes_by_group: dict[tuple[str, str], pa.Table] = {}
         self._record_index = None
         self._bloom_filters = None
+        self._clustering_groups = None
         self._new_keys = []
         if self._tags_by_record_index(operation):
             self._record_index = RecordIndex(self.storage)
@@ -314,8 +318,15 @@ class LocalDataPlane:
                 filters=self._metadata_filters(),
                 deleted=deleted,
                 also=also,
+                confirm_in=self._clustered_groups(partition, timeline),
             )
         return every_location(located, also)
+
+    def _clustered_groups(self, partition: str, timeline: Timeline) -> set[str]:
+        """File ids of `partition` that a pending clustering will replace (read once per write)."""
+        if self._clustering_groups is None:
+            self._clustering_groups = pending_clustering_file_groups(self.storage, timeline)
+        return {file_id for p, file_id in self._clustering_groups if p == partition}
 
     def _metadata_filters(self) -> FilterSource | None:
         """The bloom filters of `hoodie.bloom.index.use.metadata`: the metadata table's `bloom_filters`

@@ -139,3 +139,34 @@ def test_key_deleted_in_a_log_then_inserted_elsewhere_is_found_where_it_lives(
     # and the next round still finds the key where it now lives
     Table.open(path, options=options).upsert(_rows(["k"], 5, "five"))
     assert _values(path) == ([("a", "one"), ("k", "five")],) * 2
+
+
+def test_copy_on_write_new_keys_a_saturated_filter_admits_are_inserted_beside_a_pending_clustering(
+    tmp_path: Path,
+) -> None:
+    """A key no file holds but one saturated filter admits was routed to that file group unread
+    (exact on copy-on-write: the rewrite tells the insert), so with a clustering pending on the group
+    the upsert of a brand-new key was refused as an update of it; and a delete of a key no file holds
+    rewrote the whole file group to delete nothing."""
+    table = Table.create(
+        str(tmp_path / "t"),
+        record_key="uuid",
+        ordering_field="ts",
+        options={
+            **SMALL_BLOOM,
+            "hoodie.index.bloom.num_entries": "2",
+            "hoodie.bloom.index.filter.type": "SIMPLE",
+            "hoodie.clustering.plan.strategy.sort.columns": "v",  # a plan even for one small file
+        },
+    )
+    table.upsert(_rows([f"k{i:03d}" for i in range(20)], 1, "a"))
+    before = {s.base_file.path for s in table.file_slices() if s.base_file is not None}
+    fresh = [f"k{i:03d}x" for i in range(19)]  # no file holds them; the saturated filter admits some
+    absent = table.delete(keys=fresh)
+    assert absent.num_deletes == 0 and absent.files_written == (), absent.files_written
+    assert {s.base_file.path for s in table.file_slices() if s.base_file is not None} == before
+    assert table.schedule_clustering() is not None
+    for key in fresh:
+        assert table.upsert(_rows([key], 1, "b")).num_inserts == 1, key
+    rows = table.read(columns=["uuid"]).column("uuid").to_pylist()
+    assert sorted(rows) == sorted([f"k{i:03d}" for i in range(20)] + fresh)
