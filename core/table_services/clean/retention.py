@@ -82,8 +82,14 @@ def check_incremental_retained(
     # whose instant time is at or before `begin` may complete inside it; the retained window is by
     # instant time (the clean's earliest commit to retain).
     # A compaction changes no record: a range over one whose slice is older than the bound still reads
-    # the data writes after it from the compacted slice, which the clean kept.
-    completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
+    # the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
+    # rows keep their commit times; its files are the live ones), planned before the bound and completed
+    # inside ranges that begin after it.
+    completed = [
+        i
+        for i in timeline.completed_writes()
+        if not (timeline.was_compaction(i.time) or timeline.was_clustering(i.time))
+    ]
     writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
     kept = set(savepoints(timeline))  # a savepointed instant's slices stay: only the writes around it are lost
     lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest and t not in kept)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -275,3 +276,40 @@ def test_an_incremental_range_over_a_cleaned_write_by_its_completion_time_is_ref
     last = times[-1]
     rows = table.read_incremental(last, table.timeline().completion_times()[last])
     assert sorted(rows.column("id").to_pylist()) == ["k1", "n3"]
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_incremental_range_over_a_clustering_that_completed_after_the_clean_bound_is_read(
+    tmp_path: Path, version: int
+) -> None:
+    """A clustering planned before the clean's bound completes later, inside every range that begins
+    before its completion; it changes no record (rows keep their commit times), as a compaction, and its
+    files are the live ones. On versions 8+ it was counted as a write the clean had lost, refusing every
+    such range, even one beginning after the oldest readable instant the error named."""
+    options = {"hoodie.cleaner.commits.retained": "2", "hoodie.clustering.plan.strategy.sort.columns": "v"}
+    table = Table.create(
+        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
+    )
+
+    def rows(ids: list[str], v: int) -> pa.Table:
+        return pa.table({"id": ids, "v": [v] * len(ids), "ts": [1] * len(ids)})
+
+    table.upsert(rows(["a1", "a2"], 1))
+    table.bulk_insert(rows(["b1", "b2"], 2))
+    clustering = table.schedule_clustering()
+    assert clustering is not None
+    writes = [table.bulk_insert(rows([f"n{i}"], 10 + i)).instant_time for i in range(4)]  # new keys: allowed
+    table.run_clustering(clustering)
+    assert table.clean() is not None
+    by_time = {i.time: i for i in table.timeline().completed()}
+    oldest_readable = None
+    for n in range(1, 4):  # (write n-1, now]: writes n.. and the clustering (on 8+, by completion time)
+        begin = by_time[writes[n - 1]].completion_time or writes[n - 1]
+        try:
+            got = sorted(table.read_incremental(begin).column("id").to_pylist())
+        except InstantNotFoundError as exc:  # the writes before the clean's bound are gone: said so
+            oldest_readable = re.search(r"oldest readable instant is (\d+)", str(exc)).group(1)  # type: ignore[union-attr]
+            assert begin < oldest_readable, f"refused a range beginning after the oldest readable instant: {exc}"
+            continue
+        assert got == [f"n{i}" for i in range(n, 4)], (begin, got)
+    assert oldest_readable is None or oldest_readable <= writes[3]
