@@ -512,23 +512,35 @@ def _refuse_first(mask: pa.Array, message: Callable[[int], str]) -> None:
 
 
 def located_by_record_index(
-    index: RecordIndex, partition: str, slices: Sequence[FileSlice], keys: pa.Array
+    index: RecordIndex,
+    partition: str,
+    slices: Sequence[FileSlice],
+    keys: pa.Array,
+    deletes: pa.Array | None = None,
 ) -> pa.Array:
     """File id holding each key (null: a new key) among `slices`, the latest slices of `partition` (none
-    for a partition without file groups yet: a key the index places anywhere is then refused too)."""
+    for a partition without file groups yet: a key the index places anywhere is then refused too).
+    `deletes` (booleans, aligned with `keys`; None: none): which rows delete their key, for the message."""
     partitions, file_ids = index.locate(keys)
     if not len(keys):
         return file_ids
     elsewhere = pc.and_(pc.is_valid(partitions), pc.not_equal(partitions, pa.scalar(partition)))
-    _refuse_first(
-        elsewhere,
-        lambda row: (
-            f"record key {keys[row].as_py()!r} is in partition {partitions[row].as_py()!r} according to the "
-            f"record index, and the write puts it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global "
-            "index (a key lives in one partition) and moving keys between partitions is not supported. "
-            "Nothing was written"
-        ),
-    )
+
+    def refusal(row: int) -> str:
+        key, stored = keys[row].as_py(), partitions[row].as_py()
+        if deletes is not None and deletes[row].as_py():
+            return (
+                f"delete of record key {key!r} names partition {partition!r}, but the record index holds the key "
+                f"in {stored!r}: give the delete the key's partition, or delete by key alone "
+                "(delete(keys=[...])). Nothing was written"
+            )
+        return (
+            f"record key {key!r} is in partition {stored!r} according to the record index, and the write puts "
+            f"it in {partition!r}: hoodie.index.type=RECORD_INDEX is a global index (a key lives in one "
+            "partition) and moving keys between partitions is not supported. Nothing was written"
+        )
+
+    _refuse_first(elsewhere, refusal)
     live = pc.is_in(file_ids, value_set=pa.array(sorted({s.file_id for s in slices}), pa.string()))
     _refuse_first(
         pc.and_(pc.is_valid(file_ids), pc.invert(live)),

@@ -289,12 +289,14 @@ class LocalDataPlane:
         keys: pa.Array,
         timeline: Timeline,
         deleted: np.ndarray | None = None,
+        deleting: bool = False,
     ) -> tuple[np.ndarray | None, pa.Array]:
         """(rows, file groups): the file group holding each key among the latest `slices` of
         `partition`, confirmed against base and committed log keys of the slices (or placed by the
         record index, which is global), then one more entry per further group where a key is live
         too (`index.base.every_location`; `rows`: which key each entry is, None if none).
-        `deleted` (BLOOM): filled with the keys located where they are held only deleted."""
+        `deleted` (BLOOM): filled with the keys located where they are held only deleted. `deleting`: the
+        keys are deleted (a refusal says so)."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
         also: Locations = []
@@ -304,7 +306,8 @@ class LocalDataPlane:
         elif wc.index_type == "SIMPLE":
             located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also)
         elif self._record_index is not None:
-            located = located_by_record_index(self._record_index, partition, slices, keys)
+            deletes = pa.array(np.full(len(keys), deleting)) if deleting else None
+            located = located_by_record_index(self._record_index, partition, slices, keys, deletes)
         else:
             # Unconfirmed single bloom candidates are exact only where the merge rewrites the group.
             located = bloom_index.locate(
@@ -405,7 +408,7 @@ class LocalDataPlane:
                 if new_ids:  # buckets without a file group hold none of these keys
                     located = pc.if_else(pc.is_in(located, value_set=pa.array(sorted(new_ids))), None, located)
             else:
-                taken, located = self._locate(partition or "", slices, keys, view.timeline)
+                taken, located = self._locate(partition or "", slices, keys, view.timeline, deleting=True)
             if taken is not None:
                 group, keys = group.take(taken), keys.take(taken)
             columns = {RECORD_KEY: keys, LOCATION: located}

@@ -60,7 +60,8 @@ class RecordIndexTagging:
             slices = by_partition.get(partition or "", [])
             key_column = rows.column(RECORD_KEY).combine_chunks()
             # a partition without file groups holds no key, but the index may place one elsewhere (refused)
-            file_ids = located_by_record_index(index, partition or "", slices, key_column)
+            deletes = pc.fill_null(rows.column(is_delete).combine_chunks(), False)
+            file_ids = located_by_record_index(index, partition or "", slices, key_column, deletes)
             hit = pc.is_valid(file_ids)
             found.append(
                 pa.table(
