@@ -77,6 +77,7 @@ from lakeward.core.file_group.log_file import (
     decode_blocks,
 )
 from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DELETE_RECORD_KEY
+from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.merge import RECORD_KEY, winning_versions
 from lakeward.core.schema import META_SCHEMA, conform_batch, key_text, with_meta
 from lakeward.core.storage import Storage
@@ -444,6 +445,26 @@ def live_keys_among(
     schema = pa.schema([fields[c] for c in wanted if c in fields])
     merged = merge_slice(base, blocks, schema, settings).rows
     return keys.filter(pc.is_in(keys, value_set=merged.column(RECORD_KEY).combine_chunks().cast(pa.string())))
+
+
+def still_deleted(
+    storage: Storage,
+    file_slice: FileSlice,
+    committed: CommittedInstants,
+    settings: MergeSettings | None,
+    dead: pa.Array,
+) -> pa.Array:
+    """Of `dead` (keys whose last log event is a delete: `slice_keys.deleted_last`, which weighs no
+    ordering value), those a read of the slice finds deleted. Under event-time ordering (`settings`) a
+    delete whose ordering value lost to a stored version's leaves its key live (`live_keys_among`)."""
+    if not len(dead) or settings is None or not settings.event_time_ordering or settings.key_field:
+        return dead
+    dead = pc.unique(dead.cast(pa.string()))
+    instants = VisibleInstants(
+        committed.completed, committed.archived_before, logs_named_by_writer=committed.logs_named_by_writer
+    )
+    live = live_keys_among(storage, file_slice, instants, settings, dead)
+    return dead.filter(pc.invert(pc.is_in(dead, value_set=live))) if len(live) else dead
 
 
 def _keyed(rows: pa.Table, settings: MergeSettings) -> pa.Table:

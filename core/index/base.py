@@ -26,6 +26,7 @@ from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings, still_deleted
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
     CommittedInstants,
@@ -60,9 +61,11 @@ def read_key_states(
     committed: CommittedInstants = NO_INSTANTS,
     with_base: bool = True,
     virtual_keys: TableConfig | None = None,
+    merge: MergeSettings | None = None,
 ) -> tuple[pa.Array, pa.Array]:
     """(held, deleted): the keys `read_keys` gives, and those of them whose last event in the
-    slice's committed logs is a delete (`slice_keys.deleted_last`; duplicates possible in both)."""
+    slice's committed logs is a delete (`slice_keys.deleted_last`; duplicates possible in both) that a
+    read finds deleted: under event-time ordering (`merge`) a delete that lost keeps its key live."""
     parts = []
     if with_base:
         parts.append(
@@ -77,7 +80,7 @@ def read_key_states(
             raise ConfigError("a merge-on-read table without meta fields needs a single-field record key")
         blocks = log_block_keys(storage, file_slice.log_files, committed, key_field)
         parts.extend(keys.cast(pa.string()) for _, keys in blocks)
-        deleted = deleted_last(blocks)
+        deleted = still_deleted(storage, file_slice, committed, merge, deleted_last(blocks))
     held = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
     return held, deleted
 
@@ -114,6 +117,7 @@ def confirm(
     virtual_keys: TableConfig | None = None,
     deleted: np.ndarray | None = None,
     also: Locations | None = None,
+    merge: MergeSettings | None = None,
 ) -> None:
     """Set `result[i]` to the file id of the probed slice that really holds key i (one task per slice).
 
@@ -121,7 +125,7 @@ def confirm(
     which `result[i]` is: pass the same array to every call that fills `result`). With `also`,
     a further slice where a key is live too is appended there instead of replacing `result[i]`.
     The base file is read (key column only) only when some key is a base candidate; log
-    files only when the slice has some.
+    files only when the slice has some. `merge`: the table's merge settings (`read_key_states`).
     """
     work = [p for p in probes if p.base.any() or (p.logs.any() and p.file_slice.log_files)]
     if deleted is None:
@@ -132,7 +136,7 @@ def confirm(
         with_base = bool(probe.base.any()) and file_slice.base_file is not None
         if not probe.logs.any():
             file_slice = replace(file_slice, log_files=())
-        return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys)
+        return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys, merge)
 
     for probe, (file_keys, dead) in engine.map(task, work, description):
         assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result, dead, deleted, also)

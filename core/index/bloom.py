@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from lakeward.core.engine import Engine
 from lakeward.core.file_group.base_file import FooterKeys, read_footer_keys
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.index.base import NO_INSTANTS, Locations, Probe, confirm, empty_locations, locations_array
 from lakeward.core.index.bloom_filter import hash_positions
@@ -144,6 +145,7 @@ def locate(
     deleted: np.ndarray | None = None,
     also: Locations | None = None,
     confirm_in: Collection[str] = (),
+    merge: MergeSettings | None = None,
 ) -> pa.Array:
     """File id for each key (null: in no file) among the given latest slices.
 
@@ -189,6 +191,7 @@ def locate(
         "confirm keys in slices with logs",
         deleted=deleted,
         also=also,
+        merge=merge,
     )
     open_keys = (result == "") | deleted  # a key deleted in a log may live in a base file (re-inserted)
     # Base-only slices some key is admitted by: the others need no further look (with `also`,
@@ -218,6 +221,7 @@ def locate(
         "confirm bloom candidates",
         deleted=deleted,
         also=also,
+        merge=merge,
     )
     return locations_array(result)
 

@@ -72,7 +72,7 @@ from lakeward.core.file_group.metadata_listing import (
     slice_times,
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, live_keys_among
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, live_keys_among, still_deleted
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
     CommittedInstants,
@@ -648,12 +648,7 @@ def live_slice_keys(
     ordering value lost to a stored version's leaves its key live: those keys are merged as reads merge them."""
     blocks = log_block_keys(storage, file_slice.log_files, committed)
     keys = pa.concat_arrays([base_record_keys(storage, file_slice), *(k.cast(pa.string()) for _, k in blocks)])
-    dead = pc.unique(deleted_last(blocks))
-    if len(dead) and settings is not None and settings.event_time_ordering and not settings.key_field:
-        instants = VisibleInstants(
-            committed.completed, committed.archived_before, logs_named_by_writer=committed.logs_named_by_writer
-        )
-        dead = _without(dead, live_keys_among(storage, file_slice, instants, settings, dead))
+    dead = still_deleted(storage, file_slice, committed, settings, deleted_last(blocks))
     return _without(pc.unique(pc.drop_null(keys)), dead)
 
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lakeward.core.engine import Engine, is_spark_dataframe
 from lakeward.core.file_group.file_group import FileSlice
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bloom as bloom_index
@@ -299,12 +300,13 @@ class LocalDataPlane:
         keys are deleted (a refusal says so)."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
+        merge = MergeSettings.from_config(self.config)
         also: Locations = []
         if not self.config.populate_meta_fields:
             # virtual keys: no bloom filter in the footers; Hudi's SIMPLE index reads the key fields
             located = simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config, also)
         elif wc.index_type == "SIMPLE":
-            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also)
+            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also, merge=merge)
         elif self._record_index is not None:
             deletes = pa.array(np.full(len(keys), deleting)) if deleting else None
             located = located_by_record_index(self._record_index, partition, slices, keys, deletes)
@@ -322,6 +324,7 @@ class LocalDataPlane:
                 deleted=deleted,
                 also=also,
                 confirm_in=self._clustered_groups(partition, timeline),
+                merge=merge,
             )
         return every_location(located, also)
 

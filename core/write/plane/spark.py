@@ -32,6 +32,7 @@ from lakeward.core.config.table import TableConfig
 from lakeward.core.engine.spark import SparkEngine, is_spark_task_error, unwrap_task_error
 from lakeward.core.file_group.base_file import read_footer_keys
 from lakeward.core.file_group.file_group import BaseFile, FileSlice
+from lakeward.core.file_group.reader import MergeSettings
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.index import bucket as bucket_index
@@ -98,7 +99,11 @@ DEAD = "__lw_dead"
 
 
 def _slice_key_batch(
-    storage: Storage, file_slice: FileSlice, committed: CommittedInstants, virtual_keys: TableConfig | None = None
+    storage: Storage,
+    file_slice: FileSlice,
+    committed: CommittedInstants,
+    virtual_keys: TableConfig | None = None,
+    merge: MergeSettings | None = None,
 ) -> pa.RecordBatch:
     """(partition, key, file id, deleted) of every distinct key a slice holds: base file and committed log blocks.
 
@@ -106,7 +111,7 @@ def _slice_key_batch(
     engine's index (`read_key_states`), so both engines agree on which group holds a key
     (`virtual_keys`: the config of a table without meta fields, whose keys are computed).
     """
-    held, deleted = read_key_states(storage, file_slice, committed, virtual_keys=virtual_keys)
+    held, deleted = read_key_states(storage, file_slice, committed, virtual_keys=virtual_keys, merge=merge)
     return _key_batch(file_slice, pc.unique(held), deleted)
 
 
@@ -127,7 +132,12 @@ def _key_batch(file_slice: FileSlice, keys: pa.Array, deleted: pa.Array) -> pa.R
 
 
 def _matched_slice_keys(
-    storage: Storage, file_slice: FileSlice, wanted: pa.Array, committed: CommittedInstants, prune_by_ranges: bool
+    storage: Storage,
+    file_slice: FileSlice,
+    wanted: pa.Array,
+    committed: CommittedInstants,
+    prune_by_ranges: bool,
+    merge: MergeSettings | None = None,
 ) -> pa.RecordBatch | None:
     """(partition, key, file id) of the keys of `wanted` (the batch's keys of the slice's partition) that
     the slice holds; None when its base file's key range and bloom filter admit none of them (the file
@@ -141,7 +151,7 @@ def _matched_slice_keys(
         candidates = admitted_keys(storage, file_slice, wanted, prune_by_ranges)
         if not len(candidates):
             return None
-    stored, deleted = read_key_states(storage, file_slice, committed)
+    stored, deleted = read_key_states(storage, file_slice, committed, merge=merge)
     return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))), deleted)
 
 
@@ -554,11 +564,12 @@ class SparkDataPlane:
         with_logs = [s for s in candidates if s.log_files or virtual is not None]
         if with_logs:
             storage = self.storage
+            merge = MergeSettings.from_config(self.config)
 
             def slice_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 for batch in batches:
                     for index in batch.column(0).to_pylist():
-                        yield _slice_key_batch(storage, with_logs[index], committed, virtual)
+                        yield _slice_key_batch(storage, with_logs[index], committed, virtual, merge)
 
             slices = self.spark.range(len(with_logs), numPartitions=len(with_logs))
             located = slices.mapInArrow(slice_keys, KEY_SCHEMA)
@@ -598,6 +609,7 @@ class SparkDataPlane:
 
         storage = self.storage
         prune_by_ranges = self.write_config.bloom_prune_by_ranges
+        merge = MergeSettings.from_config(self.config)
         slices = list(candidates)
         context = self.spark.sparkContext
         scan = BloomScan(context.accumulator(0), slices, context.accumulator(0))
@@ -611,7 +623,7 @@ class SparkDataPlane:
             def flush() -> Iterator[pa.RecordBatch]:
                 file_slice = slices[current]
                 wanted = pc.unique(pa.concat_arrays(chunks))
-                found = _matched_slice_keys(storage, file_slice, wanted, committed, prune_by_ranges)
+                found = _matched_slice_keys(storage, file_slice, wanted, committed, prune_by_ranges, merge)
                 if found is None:
                     return
                 if not file_slice.log_files and file_slice.base_file is not None:

@@ -170,3 +170,38 @@ def test_copy_on_write_new_keys_a_saturated_filter_admits_are_inserted_beside_a_
         assert table.upsert(_rows([key], 1, "b")).num_inserts == 1, key
     rows = table.read(columns=["uuid"]).column("uuid").to_pylist()
     assert sorted(rows) == sorted([f"k{i:03d}" for i in range(20)] + fresh)
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE"])
+def test_a_late_flagged_delete_does_not_hide_a_live_copy_of_a_duplicated_key(tmp_path: Path, index: str) -> None:
+    """Under event-time ordering (version 8+) a `_hoodie_is_deleted` row that lost on ordering value
+    leaves its key live. The index took the key's group for holding it only deleted, so with a second
+    copy of the key (from bulk_insert) an upsert updated one copy only and a delete() left one live."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="uuid",
+        ordering_field="ts",
+        table_type="MERGE_ON_READ",
+        table_version=8,
+        options={"hoodie.index.type": index},
+    )
+
+    def rows(keys: list[str], values: list[str], ts: list[int], deleted: list[bool]) -> pa.Table:
+        return pa.table({"uuid": keys, "ts": ts, "v": values, "_hoodie_is_deleted": deleted})
+
+    def read() -> list[tuple[str, str]]:
+        mine = sorted((r["uuid"], r["v"]) for r in table.read(columns=["uuid", "v"]).to_pylist())
+        snapshot = hudi.HudiTableBuilder.from_base_uri(path).build().read(hudi.HudiReadOptions())
+        theirs = sorted((r["uuid"], r["v"]) for r in pa.Table.from_batches(snapshot).to_pylist())
+        assert mine == theirs
+        return mine
+
+    table.upsert(rows(["k1", "k2"], ["a", "a"], [5, 5], [False, False]))
+    table.upsert(rows(["k1"], ["late"], [2], [True]))  # loses to ts 5: k1 stays live
+    table.bulk_insert(rows(["k1"], ["b"], [6], [False]))  # a second live copy, in a new group
+    assert read() == [("k1", "a"), ("k1", "b"), ("k2", "a")]
+    assert table.upsert(rows(["k1"], ["c"], [7], [False])).num_updates == 2  # every copy
+    assert read() == [("k1", "c"), ("k1", "c"), ("k2", "a")]
+    assert table.delete(keys=["k1"]).num_deletes == 2
+    assert read() == [("k2", "a")]
