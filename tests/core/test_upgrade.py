@@ -461,17 +461,22 @@ def hudi_incremental_ids(path: str, begin: str, end: str) -> list[str]:
     return sorted(x for b in batches for x in b.column("id").to_pylist())
 
 
+def _version_6_table_with_a_compaction_plan(path: str) -> tuple[Table, list[dict[str, object]], str]:
+    """A version 6 merge-on-read table with a log file and a compaction plan of it: the table, its rows, the plan."""
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "p"], "ts": [1, 1], "val": [1, 2]}))
+    table.upsert(pa.table({"id": ["a"], "part": ["p"], "ts": [2], "val": [3]}))
+    plan = table.schedule_compaction(force=True)
+    assert plan is not None
+    return table, _data_rows(table.read()), plan
+
+
 def test_a_plan_run_that_an_upgrade_finished_meanwhile_removes_nothing(tmp_path: Path):
     """A compaction running while `upgrade` ran the same plan itself and switched the version: at its
     completion the run read the new version's timeline with the old layout, took its plan for undone and
     deleted the base files the upgrade had just committed (every read then failed: base file missing)."""
     path = str(tmp_path / "t")
-    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
-    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "p"], "ts": [1, 1], "val": [1, 2]}))
-    table.upsert(pa.table({"id": ["a"], "part": ["p"], "ts": [2], "val": [3]}))
-    before = _data_rows(table.read())
-    plan = table.schedule_compaction(force=True)
-    assert plan is not None
+    table, before, plan = _version_6_table_with_a_compaction_plan(path)
     table.completion_check = lambda _: Table.open(path).upgrade(to=9)  # finishes the plan, then switches
 
     with pytest.raises(TableVersionChangedError):
@@ -487,12 +492,7 @@ def test_an_upgrade_whose_pending_plan_another_runner_completed_meanwhile_goes_o
     """The reverse order: the daemon's run completes the plan while the upgrade runs it too; the
     upgrade failed on the plan's completed instant (raw InstantExistsError) instead of going on."""
     path = str(tmp_path / "t")
-    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ")
-    table.upsert(pa.table({"id": ["a", "b"], "part": ["p", "p"], "ts": [1, 1], "val": [1, 2]}))
-    table.upsert(pa.table({"id": ["a"], "part": ["p"], "ts": [2], "val": [3]}))
-    before = _data_rows(table.read())
-    plan = table.schedule_compaction(force=True)
-    assert plan is not None
+    table, before, plan = _version_6_table_with_a_compaction_plan(path)
     table.completion_check = lambda _: Table.open(path).run_compaction(plan)  # the other runner finishes first
 
     result = table.upgrade(to=9)
