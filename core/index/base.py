@@ -62,10 +62,12 @@ def read_key_states(
     with_base: bool = True,
     virtual_keys: TableConfig | None = None,
     merge: MergeSettings | None = None,
+    among: pa.Array | None = None,
 ) -> tuple[pa.Array, pa.Array]:
     """(held, deleted): the keys `read_keys` gives, and those of them whose last event in the
     slice's committed logs is a delete (`slice_keys.deleted_last`; duplicates possible in both) that a
-    read finds deleted: under event-time ordering (`merge`) a delete that lost keeps its key live."""
+    read finds deleted: under event-time ordering (`merge`) a delete that lost keeps its key live. `among`:
+    the keys whose deleted state the caller needs (the others' is not weighed: that merges the slice)."""
     parts = []
     if with_base:
         parts.append(
@@ -80,7 +82,10 @@ def read_key_states(
             raise ConfigError("a merge-on-read table without meta fields needs a single-field record key")
         blocks = log_block_keys(storage, file_slice.log_files, committed, key_field)
         parts.extend(keys.cast(pa.string()) for _, keys in blocks)
-        deleted = still_deleted(storage, file_slice, committed, merge, deleted_last(blocks))
+        deleted = deleted_last(blocks)
+        if among is not None and len(deleted):
+            deleted = deleted.filter(pc.is_in(deleted, value_set=among.cast(pa.string())))
+        deleted = still_deleted(storage, file_slice, committed, merge, deleted)
     held = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
     return held, deleted
 
@@ -136,7 +141,8 @@ def confirm(
         with_base = bool(probe.base.any()) and file_slice.base_file is not None
         if not probe.logs.any():
             file_slice = replace(file_slice, log_files=())
-        return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys, merge)
+        among = keys.filter(pa.array(probe.candidates))
+        return probe, read_key_states(storage, file_slice, committed, with_base, virtual_keys, merge, among)
 
     for probe, (file_keys, dead) in engine.map(task, work, description):
         assign_confirmed(keys, probe.candidates, file_keys, probe.file_slice.file_id, result, dead, deleted, also)

@@ -151,7 +151,7 @@ def _matched_slice_keys(
         candidates = admitted_keys(storage, file_slice, wanted, prune_by_ranges)
         if not len(candidates):
             return None
-    stored, deleted = read_key_states(storage, file_slice, committed, merge=merge)
+    stored, deleted = read_key_states(storage, file_slice, committed, merge=merge, among=candidates)
     return _key_batch(file_slice, pc.unique(candidates.filter(pc.is_in(candidates, value_set=stored))), deleted)
 
 
