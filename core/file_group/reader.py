@@ -426,7 +426,7 @@ def live_keys_among(
     key live. Reads only the key, ordering and `_hoodie_is_deleted` columns of the base file's rows
     for `keys`, and the slice's visible log blocks."""
     keys = keys.cast(pa.string())
-    wanted = [c for c in (RECORD_KEY, settings.ordering_field, IS_DELETED_FIELD) if c]
+    wanted = [c for c in (RECORD_KEY, settings.key_field, settings.ordering_field, IS_DELETED_FIELD) if c]
     base = None
     if file_slice.base_file is not None:
         names = set(_physical_schema(storage, storage.full_path(file_slice.base_file.path)).names)
@@ -434,7 +434,8 @@ def live_keys_among(
             storage,
             file_slice.base_file.path,
             columns=[c for c in wanted if c in names],
-            filter=pc.field(RECORD_KEY).isin(keys),
+            # Virtual keys are rendered from the key column (`_keyed`) after the read.
+            filter=pc.field(RECORD_KEY).isin(keys) if settings.key_field is None else None,
         )
     blocks = visible_log_blocks(storage, file_slice.log_files, instants)
     fields: dict[str, pa.Field] = {RECORD_KEY: pa.field(RECORD_KEY, pa.string())}
@@ -457,7 +458,7 @@ def still_deleted(
     """Of `dead` (keys whose last log event is a delete: `slice_keys.deleted_last`, which weighs no
     ordering value), those a read of the slice finds deleted. Under event-time ordering (`settings`) a
     delete whose ordering value lost to a stored version's leaves its key live (`live_keys_among`)."""
-    if not len(dead) or settings is None or not settings.event_time_ordering or settings.key_field:
+    if not len(dead) or settings is None or not settings.event_time_ordering:
         return dead
     dead = pc.unique(dead.cast(pa.string()))
     instants = VisibleInstants(

@@ -304,7 +304,9 @@ class LocalDataPlane:
         also: Locations = []
         if not self.config.populate_meta_fields:
             # virtual keys: no bloom filter in the footers; Hudi's SIMPLE index reads the key fields
-            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, self.config, also)
+            located = simple_index.locate(
+                self.storage, self.engine, slices, keys, committed, self.config, also, merge=merge
+            )
         elif wc.index_type == "SIMPLE":
             located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also, merge=merge)
         elif self._record_index is not None:

@@ -59,3 +59,33 @@ def test_spark_upserts_to_a_virtual_key_table_update_in_place(spark: Any, tmp_pa
         assert (
             pq.read_table(file, columns=["_hoodie_record_key"]).column(0).null_count == pq.read_metadata(file).num_rows
         )
+
+
+def test_spark_upserts_update_every_live_copy_past_a_late_flagged_delete(spark: Any, tmp_path: Path) -> None:
+    """Under event-time ordering a `_hoodie_is_deleted` row that lost on ordering value leaves its key
+    live; in a table without meta fields the Spark engine's key scan must weigh it too, or an upsert
+    updates only the copy `bulk_insert` put in another group."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        ordering_field="ts",
+        table_type="MERGE_ON_READ",
+        table_version=8,
+        options={"hoodie.populate.meta.fields": "false"},
+    )
+
+    def rows(keys: list[int], ts: int, value: str, deleted: bool = False) -> pa.Table:
+        n = len(keys)
+        return pa.table({"id": keys, "ts": [ts] * n, "v": [value] * n, "_hoodie_is_deleted": [deleted] * n})
+
+    table.upsert(rows([1, 2], 5, "a"))
+    table.upsert(rows([1], 2, "late", deleted=True))  # loses to ts 5: key 1 stays live
+    table.bulk_insert(rows([1], 6, "b"))  # a second live copy, in a new file group
+    result = Table.open(path).upsert(spark.createDataFrame(rows([1], 7, "c")), engine="spark")
+    assert result.num_updates == 2
+    want = [(1, "c"), (1, "c"), (2, "a")]
+    assert sorted((r["id"], r["v"]) for r in Table.open(path).read(columns=["id", "v"]).to_pylist()) == want
+    batches = hudi.HudiTableBuilder.from_base_uri(path).build().read(hudi.HudiReadOptions())
+    theirs = [(i, v) for b in batches for i, v in zip(b.column("id").to_pylist(), b.column("v").to_pylist())]
+    assert sorted(theirs) == want
