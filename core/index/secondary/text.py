@@ -77,7 +77,8 @@ def build_text_index(
 
     names = _field_names(columns.column_names)
     values = {c: columns.column(c).to_pylist() for c in columns.column_names}
-    with tempfile.TemporaryDirectory(prefix="lakeward-text-build-") as folder:
+    # tantivy's own threads may still touch the folder as it is removed: leftovers are only temp files.
+    with tempfile.TemporaryDirectory(prefix="lakeward-text-build-", ignore_cleanup_errors=True) as folder:
         index = tantivy.Index(_schema(list(names.values())), path=folder)
         index.register_tokenizer(TOKENIZER, text_analyzer())
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
@@ -104,6 +105,7 @@ def build_text_index(
                 data = f.read()
             files[name] = [len(body), len(data)]
             body += data
+        del writer, index  # released before the folder goes
     footer = {
         "version": FORMAT_VERSION,
         "kind": "text",
