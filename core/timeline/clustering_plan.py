@@ -167,6 +167,14 @@ def _clustering_plan_record(storage: Storage, time: str, layout: TimelineLayout)
     return plan
 
 
+def was_clustering(storage: Storage, timeline: Timeline, time: str) -> bool:
+    """Whether instant `time` of `timeline` is a clustering: on layout 2 its plan's file name says so
+    (`Timeline.was_clustering`); on layout 1 its `replacecommit.requested` plan's operation type."""
+    if timeline.was_clustering(time):
+        return True
+    return timeline.layout is TimelineLayout.V1 and _clustering_plan_record(storage, time, timeline.layout) is not None
+
+
 def clustering_plan_of(
     storage: Storage, time: str, layout: TimelineLayout = TimelineLayout.V1
 ) -> ClusteringPlan | None:

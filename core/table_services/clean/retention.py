@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline.clustering_plan import was_clustering
 from lakeward.core.timeline.transitions import read_instant
 
 
@@ -85,14 +86,12 @@ def check_incremental_retained(
     # the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
     # rows keep their commit times; its files are the live ones), planned before the bound and completed
     # inside ranges that begin after it.
-    completed = [
-        i
-        for i in timeline.completed_writes()
-        if not (timeline.was_compaction(i.time) or timeline.was_clustering(i.time))
-    ]
+    completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
     writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
     kept = set(savepoints(timeline))  # a savepointed instant's slices stay: only the writes around it are lost
     lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest and t not in kept)
+    on_timeline = {i.time for i in completed}
+    lost = [t for t in lost if not (t in on_timeline and was_clustering(storage, timeline, t))]
     if lost:
         raise InstantNotFoundError(
             f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "

@@ -313,3 +313,28 @@ def test_an_incremental_range_over_a_clustering_that_completed_after_the_clean_b
             continue
         assert got == [f"n{i}" for i in range(n, 4)], (begin, got)
     assert oldest_readable is None or oldest_readable <= writes[3]
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_incremental_range_whose_only_cleaned_instant_is_a_clustering_is_read(tmp_path: Path, version: int) -> None:
+    """A range that begins just before a clustering the clean's bound left behind covers no write the
+    clean lost: the clustering changes no record. On version 6 (timeline layout 1, where a clustering is
+    a replacecommit whose plan says so) the range was refused."""
+    options = {"hoodie.cleaner.commits.retained": "2", "hoodie.clustering.plan.strategy.sort.columns": "v"}
+    table = Table.create(
+        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
+    )
+
+    def rows(ids: list[str], v: int) -> pa.Table:
+        return pa.table({"id": ids, "v": [v] * len(ids), "ts": [1] * len(ids)})
+
+    table.upsert(rows(["a1", "a2"], 1))
+    before = table.bulk_insert(rows(["b1", "b2"], 2)).instant_time
+    clustering = table.schedule_clustering()
+    assert clustering is not None
+    table.run_clustering(clustering)
+    for i in range(2):
+        table.bulk_insert(rows([f"n{i}"], 10 + i))
+    assert table.clean() is not None
+    begin = table.timeline().completion_times().get(before) or before
+    assert sorted(table.read_incremental(begin).column("id").to_pylist()) == ["n0", "n1"]
