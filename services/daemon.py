@@ -317,7 +317,7 @@ class Daemon:
         if back and self._unrecorded and self.scheduler is not None:
             self.scheduler.run_soon()  # the cycle writes them (not from the session's callback thread)
 
-    def _record_run(self, run: RunRecord) -> None:
+    def _record_run(self, run: RunRecord) -> bool:
         """Write the run to the shared history (at its start, once it scheduled its plan, and at its end).
         A failure logs, and the run is written again later (`_record_unrecorded`): a run whose end was never
         written showed as running on every other replica for good."""
@@ -331,16 +331,22 @@ class Daemon:
             )
             with self._unrecorded_lock:
                 self._unrecorded[run.run_id] = run
-            return
+            return False
         with self._unrecorded_lock:
             self._unrecorded.pop(run.run_id, None)
+        return True
 
     def _record_unrecorded(self) -> None:
-        """Write the runs whose last record failed, as they are now."""
+        """Write the runs whose last record failed, as they are now. Not while ZooKeeper is known
+        unreachable, and no further once one fails: each attempt waits out the connection timeout,
+        which would hold the cycle that calls this."""
+        if not self.coordinator.connected:
+            return
         with self._unrecorded_lock:
             waiting = list(self._unrecorded.values())
         for run in waiting:
-            self._record_run(run)
+            if not self._record_run(run):
+                return
 
     def share_of(self, ref: TableRef) -> Share:
         """A table's group, priority and limits (those of the last cycle; from the settings for a table

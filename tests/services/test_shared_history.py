@@ -452,6 +452,13 @@ def test_a_run_that_ends_while_zookeeper_is_down_is_recorded_once_it_is_back(tmp
         gated.gate.set()  # the run ends (its claim is gone with the session) while nothing can be written
         wait_for(lambda: run.outcome is not None, 30)
         wait_for(lambda: f"could not write run {run.run_id}" in caplog.text, 30)  # after the connection timeout
+        # While ZooKeeper is known down a cycle does not try again: each try waits out the connection timeout.
+        wait_for(lambda: not c.coordinator.connected, 30)
+        tries: list[object] = []
+        record_run = c.history.record_run
+        c.history.record_run = lambda record: (tries.append(record), record_run(record))[1]  # type: ignore[method-assign]
+        c._record_unrecorded()
+        assert tries == []
         server.start()
         wait_for(lambda: a.ready and c.ready, 60)
         shown = wait_for(lambda: (r := api_a.get(f"/api/v1/runs/{run.run_id}").json())["state"] == "finished" and r, 30)
