@@ -593,7 +593,7 @@ def without_live_deletes(
         return change
     config = TableConfig.from_properties(read_table_properties(storage))
     settings = MergeSettings.from_config(config)
-    if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering or settings.key_field:
+    if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering:
         return change  # the last event wins: a delete written is a delete
     keys = pa.array(sorted(change.deletes), pa.string())
     partitions, file_ids = RecordIndex(storage).locate(keys)

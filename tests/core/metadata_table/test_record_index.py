@@ -583,13 +583,22 @@ def test_a_record_index_writer_after_a_restore_with_a_plan_pending_tags_as_bloom
     assert compare_files_partition(Table.open(path).storage).ok
 
 
-@pytest.mark.parametrize(("version", "table_type"), [(6, "MERGE_ON_READ"), (9, "MERGE_ON_READ"), (9, "COPY_ON_WRITE")])
+@pytest.mark.parametrize(
+    ("version", "table_type", "meta_fields"),
+    [
+        (6, "MERGE_ON_READ", "true"),
+        (9, "MERGE_ON_READ", "true"),
+        (9, "COPY_ON_WRITE", "true"),
+        (9, "MERGE_ON_READ", "false"),
+    ],
+)
 def test_a_late_flagged_delete_that_loses_on_ordering_keeps_its_key_in_the_record_index(
-    tmp_path: Path, version: int, table_type: str
+    tmp_path: Path, version: int, table_type: str, meta_fields: str
 ):
     """A `_hoodie_is_deleted` row whose ordering value is below the stored one's: under event-time
     ordering (versions 8+) it deletes nothing, but on merge-on-read the record index dropped the key,
-    so a later delete() found nothing and a later upsert inserted the key a second time."""
+    so a later delete() found nothing and a later upsert inserted the key a second time. Also in a
+    table without meta fields (virtual keys)."""
     path = str(tmp_path / "t")
     table = Table.create(
         path,
@@ -597,7 +606,11 @@ def test_a_late_flagged_delete_that_loses_on_ordering_keeps_its_key_in_the_recor
         ordering_field="ts",
         table_type=table_type,
         table_version=version,
-        options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"},
+        options={
+            "hoodie.index.type": "RECORD_INDEX",
+            "hoodie.metadata.record.index.enable": "true",
+            "hoodie.populate.meta.fields": meta_fields,
+        },
     )
 
     def rows(ids: list[str], vals: list[int], ts: list[int], deleted: list[bool]) -> pa.Table:
