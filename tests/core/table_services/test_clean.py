@@ -278,6 +278,20 @@ def test_an_incremental_range_over_a_cleaned_write_by_its_completion_time_is_ref
     assert sorted(rows.column("id").to_pylist()) == ["k1", "n3"]
 
 
+def _clustered_table(tmp_path: Path, version: int) -> Table:
+    """A table keeping 2 commits, clustered by `v`, with one upsert of keys a1, a2."""
+    options = {"hoodie.cleaner.commits.retained": "2", "hoodie.clustering.plan.strategy.sort.columns": "v"}
+    table = Table.create(
+        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
+    )
+    table.upsert(_versioned(["a1", "a2"], 1))
+    return table
+
+
+def _versioned(ids: list[str], v: int) -> pa.Table:
+    return pa.table({"id": ids, "v": [v] * len(ids), "ts": [1] * len(ids)})
+
+
 @pytest.mark.parametrize("version", [6, 9])
 def test_an_incremental_range_over_a_clustering_that_completed_after_the_clean_bound_is_read(
     tmp_path: Path, version: int
@@ -286,19 +300,11 @@ def test_an_incremental_range_over_a_clustering_that_completed_after_the_clean_b
     before its completion; it changes no record (rows keep their commit times), as a compaction, and its
     files are the live ones. On versions 8+ it was counted as a write the clean had lost, refusing every
     such range, even one beginning after the oldest readable instant the error named."""
-    options = {"hoodie.cleaner.commits.retained": "2", "hoodie.clustering.plan.strategy.sort.columns": "v"}
-    table = Table.create(
-        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
-    )
-
-    def rows(ids: list[str], v: int) -> pa.Table:
-        return pa.table({"id": ids, "v": [v] * len(ids), "ts": [1] * len(ids)})
-
-    table.upsert(rows(["a1", "a2"], 1))
-    table.bulk_insert(rows(["b1", "b2"], 2))
+    table = _clustered_table(tmp_path, version)
+    table.bulk_insert(_versioned(["b1", "b2"], 2))
     clustering = table.schedule_clustering()
     assert clustering is not None
-    writes = [table.bulk_insert(rows([f"n{i}"], 10 + i)).instant_time for i in range(4)]  # new keys: allowed
+    writes = [table.bulk_insert(_versioned([f"n{i}"], 10 + i)).instant_time for i in range(4)]  # new keys: allowed
     table.run_clustering(clustering)
     assert table.clean() is not None
     by_time = {i.time: i for i in table.timeline().completed()}
@@ -320,21 +326,13 @@ def test_an_incremental_range_whose_only_cleaned_instant_is_a_clustering_is_read
     """A range that begins just before a clustering the clean's bound left behind covers no write the
     clean lost: the clustering changes no record. On version 6 (timeline layout 1, where a clustering is
     a replacecommit whose plan says so) the range was refused."""
-    options = {"hoodie.cleaner.commits.retained": "2", "hoodie.clustering.plan.strategy.sort.columns": "v"}
-    table = Table.create(
-        str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=version, options=options
-    )
-
-    def rows(ids: list[str], v: int) -> pa.Table:
-        return pa.table({"id": ids, "v": [v] * len(ids), "ts": [1] * len(ids)})
-
-    table.upsert(rows(["a1", "a2"], 1))
-    before = table.bulk_insert(rows(["b1", "b2"], 2)).instant_time
+    table = _clustered_table(tmp_path, version)
+    before = table.bulk_insert(_versioned(["b1", "b2"], 2)).instant_time
     clustering = table.schedule_clustering()
     assert clustering is not None
     table.run_clustering(clustering)
     for i in range(2):
-        table.bulk_insert(rows([f"n{i}"], 10 + i))
+        table.bulk_insert(_versioned([f"n{i}"], 10 + i))
     assert table.clean() is not None
     begin = table.timeline().completion_times().get(before) or before
     assert sorted(table.read_incremental(begin).column("id").to_pylist()) == ["n0", "n1"]
