@@ -588,18 +588,22 @@ def without_live_deletes(
     ordering a delete (a `_hoodie_is_deleted` row, a delete marker) whose ordering value is smaller than the
     stored version's loses, and the key stays where it is. Dropping it from the index made the next upsert
     of the key an insert elsewhere (the key twice) and a `delete()` of it a no-op. Checked against the
-    slices the index places the keys in, merged as a read merges them with this commit's log blocks."""
+    slices the index places the keys in, merged as a read merges them with this commit's log blocks; only
+    where the commit appended logs: a group it rewrote or replaced holds what its new files hold."""
     if not change.deletes:
         return change
     config = TableConfig.from_properties(read_table_properties(storage))
     settings = MergeSettings.from_config(config)
     if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering:
         return change  # the last event wins: a delete written is a delete
+    appended = _logs_written(commit)
+    if not appended:
+        return change
     keys = pa.array(sorted(change.deletes), pa.string())
     partitions, file_ids = RecordIndex(storage).locate(keys)
     timeline = Timeline.load(storage)
     slices = {(s.partition_path, s.file_id): s for s in FileSystemView.load(storage, timeline).latest_file_slices()}
-    for group, logs in _logs_written(commit).items():  # the view leaves out logs of instants not completed
+    for group, logs in appended.items():  # the view leaves out logs of instants not completed
         if group in slices:
             known = {f.path for f in slices[group].log_files}
             slices[group] = replace(
@@ -614,7 +618,7 @@ def without_live_deletes(
     live: set[str] = set()
     for group, group_keys in by_group.items():
         file_slice = slices.get(group)
-        if file_slice is not None:
+        if file_slice is not None and group in appended:
             found = live_keys_among(storage, file_slice, with_this, settings, pa.array(group_keys, pa.string()))
             live |= set(found.to_pylist())
     if live:

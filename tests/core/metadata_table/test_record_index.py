@@ -652,3 +652,62 @@ def test_a_record_index_built_over_a_late_flagged_delete_holds_its_key(tmp_path:
     mine, theirs = both_readers(path)
     expected = [("k1", 3), ("k2", 1)]
     assert sorted((r["id"], r["v"]) for r in mine) == sorted((r["id"], r["v"]) for r in theirs) == expected
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_keys_of_replaced_file_groups_leave_the_record_index(tmp_path: Path, table_type: str):
+    """delete_partition and insert_overwrite replace whole file groups: their keys leave the index. On
+    merge-on-read under event-time ordering (versions 8+) the check for deletes that lost on ordering
+    value looked them up in the replaced slices, found them there, and kept them: the next upsert of such
+    a key was refused ('not a live file group') until the index was rebuilt."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+        table_type=table_type,
+        table_version=9,
+        options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"},
+    )
+
+    def rows(ids: list[str], parts: list[str], ts: int) -> pa.Table:
+        return pa.table({"id": ids, "part": parts, "ts": [ts] * len(ids)})
+
+    table.upsert(rows(["a", "b", "c"], ["x", "y", "x"], 1))
+    table.delete_partition(["x"])  # a, c gone
+    table.insert_overwrite(rows(["f"], ["y"], 2))  # b gone
+    located = RecordIndex(table.storage).locate(pa.array(["a", "b", "c", "f"], pa.string()))[1].to_pylist()
+    assert [f is not None for f in located] == [False, False, False, True]
+    result = table.upsert(rows(["a", "b", "c"], ["x", "y", "z"], 3))
+    assert (result.num_updates, result.num_inserts) == (0, 3)
+    mine, theirs = both_readers(path)
+    expected = [("a", 3), ("b", 3), ("c", 3), ("f", 2)]
+    assert sorted((r["id"], r["ts"]) for r in mine) == sorted((r["id"], r["ts"]) for r in theirs) == expected
+    assert compare_files_partition(table.storage).ok
+
+
+def test_a_winning_flagged_delete_applied_by_a_base_rewrite_leaves_the_record_index(tmp_path: Path):
+    """On merge-on-read, an upsert that also inserts into a log-free (small) file group rewrites its base
+    file, applying a `_hoodie_is_deleted` row there. The check for deletes that lost on ordering value
+    weighed the delete against the group's old slice, found the key live, and kept it in the index."""
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path,
+        record_key="id",
+        ordering_field="ts",
+        table_type="MERGE_ON_READ",
+        table_version=9,
+        options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"},
+    )
+
+    def rows(ids: list[str], ts: int, deleted: list[bool] | None = None) -> pa.Table:
+        return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": deleted or [False] * len(ids)})
+
+    table.upsert(rows(["a", "b", "c"], 10))
+    table.upsert(rows(["b", "n"], 30, [True, False]))  # b's delete wins; n lands in the same small group
+    assert RecordIndex(table.storage).locate(pa.array(["b"], pa.string()))[1].to_pylist() == [None]
+    assert table.upsert(rows(["b"], 40)).num_inserts == 1
+    mine, theirs = both_readers(path)
+    expected = [("a", 10), ("b", 40), ("c", 10), ("n", 30)]
+    assert sorted((r["id"], r["ts"]) for r in mine) == sorted((r["id"], r["ts"]) for r in theirs) == expected
