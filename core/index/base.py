@@ -94,8 +94,16 @@ def _virtual_base_keys(storage: Storage, file_slice: FileSlice, config: TableCon
     """The record keys of a virtual-key slice's base file, from its record key columns."""
     if file_slice.base_file is None:
         return pa.array([], pa.string())
-    rows = read_base_file(storage, file_slice.base_file.path, columns=list(config.record_key_fields))
-    return record_keys(rows, config).combine_chunks()
+    return base_file_keys(storage, file_slice.base_file.path, config)
+
+
+def base_file_keys(storage: Storage, path: str, virtual_keys: TableConfig | None = None) -> pa.Array:
+    """The record keys of the base file at `path`, as strings: its `_hoodie_record_key` column, or for a
+    table without meta fields (`virtual_keys`: its config) the keys its key generator makes of its rows."""
+    if virtual_keys is None:
+        return read_base_file(storage, path, columns=[RECORD_KEY]).column(0).combine_chunks().cast(pa.string())
+    rows = read_base_file(storage, path, columns=list(virtual_keys.record_key_fields))
+    return record_keys(rows, virtual_keys).combine_chunks()
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,6 @@ import pyarrow.compute as pc
 from lakeward.core.config.table import TableConfig, TableType
 from lakeward.core.exceptions import ConfigError
 from lakeward.core.file_group import log_file
-from lakeward.core.file_group.base_file import read_base_file
 from lakeward.core.file_group.file_group import FileSlice, LogFile
 from lakeward.core.file_group.hfile import HFileReader, IndexEntry
 from lakeward.core.file_group.hfile_cells import block_cells
@@ -72,16 +71,14 @@ from lakeward.core.file_group.metadata_listing import (
     slice_times,
 )
 from lakeward.core.file_group.naming import parse_base_file_name, parse_log_file_name
-from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, live_keys_among, still_deleted
+from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, live_keys_among
 from lakeward.core.file_group.slice_keys import (
     RECORD_KEY,
     CommittedInstants,
-    base_record_keys,
     block_record_keys,
-    deleted_last,
-    log_block_keys,
 )
 from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.index.base import base_file_keys, read_key_states
 from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, MetadataRecordType
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import CommitMetadata, Timeline, WriteStat
@@ -592,7 +589,7 @@ def without_live_deletes(
     where the commit appended logs: a group it rewrote or replaced holds what its new files hold."""
     if not change.deletes:
         return change
-    config = TableConfig.from_properties(read_table_properties(storage))
+    config = table_config_of(storage)
     settings = MergeSettings.from_config(config)
     if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering:
         return change  # the last event wins: a delete written is a delete
@@ -645,20 +642,26 @@ def _logs_written(commit: CommitMetadata) -> dict[tuple[str, str], list[LogFile]
 
 
 def live_slice_keys(
-    storage: Storage, file_slice: FileSlice, committed: CommittedInstants, settings: MergeSettings | None = None
+    storage: Storage, file_slice: FileSlice, committed: CommittedInstants, config: TableConfig
 ) -> pa.Array:
     """The distinct keys a slice holds live: its base file's and its committed log blocks', minus those
-    whose last event is a delete (`deleted_last`). Under event-time ordering (`settings`) a delete whose
-    ordering value lost to a stored version's leaves its key live: those keys are merged as reads merge them."""
-    blocks = log_block_keys(storage, file_slice.log_files, committed)
-    keys = pa.concat_arrays([base_record_keys(storage, file_slice), *(k.cast(pa.string()) for _, k in blocks)])
-    dead = still_deleted(storage, file_slice, committed, settings, deleted_last(blocks))
-    return _without(pc.unique(pc.drop_null(keys)), dead)
+    whose last event is a delete that a read finds deleted (`index.base.read_key_states`: under event-time
+    ordering a delete whose ordering value lost keeps its key live). Without meta fields the keys are
+    made from the table's key fields."""
+    held, dead = read_key_states(
+        storage, file_slice, committed, virtual_keys=virtual_keys_of(config), merge=MergeSettings.from_config(config)
+    )
+    return _without(pc.unique(pc.drop_null(held)), dead)
 
 
-def merge_settings_of(storage: Storage) -> MergeSettings:
-    """The table's merge settings, from its `hoodie.properties` (read now)."""
-    return MergeSettings.from_config(TableConfig.from_properties(read_table_properties(storage)))
+def table_config_of(storage: Storage) -> TableConfig:
+    """The table's config, from its `hoodie.properties` (read now)."""
+    return TableConfig.from_properties(read_table_properties(storage))
+
+
+def virtual_keys_of(config: TableConfig) -> TableConfig | None:
+    """`config` when the table stores no meta fields (its keys are made from its key fields), else None."""
+    return None if config.populate_meta_fields else config
 
 
 def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
@@ -666,8 +669,11 @@ def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
     return keys.filter(pc.invert(pc.is_in(keys, value_set=others))) if len(others) else keys
 
 
-def _log_keys(storage: Storage, stat: WriteStat, instant_time: str) -> tuple[list[pa.Array], list[pa.Array]]:
-    """(data keys, delete keys) of the blocks `instant_time` appended to the log file(s) of a delta stat."""
+def _log_keys(
+    storage: Storage, stat: WriteStat, instant_time: str, key_field: str
+) -> tuple[list[pa.Array], list[pa.Array]]:
+    """(data keys, delete keys) of the blocks `instant_time` appended to the log file(s) of a delta stat
+    (`key_field`: the column data records hold their key in, as in `block_record_keys`)."""
     partition = stat.partitionPath or ""
     written, deleted = [], []
     for name in stat.logFiles or [posixpath.basename(stat.path)]:
@@ -678,7 +684,7 @@ def _log_keys(storage: Storage, stat: WriteStat, instant_time: str) -> tuple[lis
             if raw.block_type is BlockType.DELETE:
                 deleted.append(block_record_keys(raw))
             elif raw.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-                written.append(block_record_keys(raw))
+                written.append(block_record_keys(raw, key_field))
     return written, deleted
 
 
@@ -695,6 +701,8 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     timeline = Timeline.load(storage)
     view = FileSystemView.load(storage, timeline)
     committed = CommittedInstants.of(timeline)
+    config = table_config_of(storage)
+    virtual = virtual_keys_of(config)
     before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     rewritten: set[tuple[str, str]] = set()
     new_keys: dict[tuple[str, str], pa.Array] = {}
@@ -705,18 +713,17 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
         for stat in stats:
             group = (stat.partitionPath or partition or "", stat.fileId)
             if stat.is_delta:
-                written, deleted = _log_keys(storage, stat, instant_time)
+                written, deleted = _log_keys(storage, stat, instant_time, config.virtual_key_field or RECORD_KEY)
                 log_deletes += deleted
                 if written:
                     log_keys[group] = pc.drop_null(_concat(written))
                 continue
-            new_keys[group] = pc.drop_null(_file_keys(storage, stat.path))
+            new_keys[group] = pc.drop_null(base_file_keys(storage, stat.path, virtual))
             rewritten.add(group)
     for partition, ids in (metadata.partitionToReplaceFileIds or {}).items():
         rewritten |= {(partition, f) for f in ids}
-    settings = merge_settings_of(storage)
     old_keys = {
-        g: live_slice_keys(storage, before[g], committed, settings) for g in rewritten | log_keys.keys() if g in before
+        g: live_slice_keys(storage, before[g], committed, config) for g in rewritten | log_keys.keys() if g in before
     }
     added: list[pa.Array] = []
     for (partition, file_id), keys in [*new_keys.items(), *log_keys.items()]:
@@ -727,7 +734,3 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     gone = _without(_concat([keys for g, keys in old_keys.items() if g in rewritten]), kept)
     change.deletes = set(_without(_concat([gone, *log_deletes]), _concat(added)).to_pylist())
     return change
-
-
-def _file_keys(storage: Storage, path: str) -> pa.Array:
-    return read_base_file(storage, path, columns=[RECORD_KEY]).column(0).combine_chunks().cast(pa.string())

@@ -47,7 +47,7 @@ from lakeward.core.metadata_table.record_index import (
     file_group_indexes,
     instant_epoch_ms,
     live_slice_keys,
-    merge_settings_of,
+    table_config_of,
 )
 from lakeward.core.metadata_table.schema import HFILE_SCHEMA_JSON
 from lakeward.core.storage import Storage
@@ -142,12 +142,12 @@ def write_change(mdt: Storage, instant_time: str, change: RecordIndexChange, ver
 def table_locations(storage: Storage, timeline: Timeline) -> dict[str, tuple[str, str, str]]:
     """Every live key of the table's latest file slices -> (partition, file id, slice base instant)."""
     committed = CommittedInstants.of(timeline)
-    settings = merge_settings_of(storage)
+    config = table_config_of(storage)
     locations: dict[str, tuple[str, str, str]] = {}
     twice: dict[str, set[str]] = {}
     for file_slice in FileSystemView.load(storage, timeline).latest_file_slices():
         location = (file_slice.partition_path, file_slice.file_id, file_slice.base_instant_time)
-        for key in live_slice_keys(storage, file_slice, committed, settings).to_pylist():
+        for key in live_slice_keys(storage, file_slice, committed, config).to_pylist():
             other = locations.setdefault(key, location)
             if other != location:
                 twice.setdefault(key, {_where(other)}).add(_where(location))

@@ -711,3 +711,60 @@ def test_a_winning_flagged_delete_applied_by_a_base_rewrite_leaves_the_record_in
     mine, theirs = both_readers(path)
     expected = [("a", 10), ("b", 40), ("c", 10), ("n", 30)]
     assert sorted((r["id"], r["ts"]) for r in mine) == sorted((r["id"], r["ts"]) for r in theirs) == expected
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(6, "COPY_ON_WRITE"), (9, "COPY_ON_WRITE"), (9, "MERGE_ON_READ")])
+def test_the_record_index_of_a_table_without_meta_fields_holds_its_live_keys(
+    tmp_path: Path, version: int, table_type: str
+):
+    """Without meta fields (`hoodie.populate.meta.fields=false`) the stored `_hoodie_record_key` is null:
+    the record index took its keys from it, so keys written by insert, bulk_insert or a writer of another
+    index type were missing (a Hudi writer tagging by the index would insert them a second time), a key
+    deleted by a copy-on-write rewrite stayed, and an index built over the table was empty."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.populate.meta.fields": "false", "hoodie.metadata.record.index.enable": "true"}
+    options |= {"hoodie.parquet.small.file.limit": "0", "hoodie.clustering.plan.strategy.sort.columns": "ts"}
+    table = Table.create(
+        path, record_key="id", ordering_field="ts", table_type=table_type, table_version=version, options=options
+    )
+
+    def rows(ids: list[str], ts: int, deleted: bool = False) -> pa.Table:
+        return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)})
+
+    def indexed(keys: list[str]) -> list[str]:
+        located = RecordIndex(table.storage).locate(pa.array(keys, pa.string()))[1].to_pylist()
+        return [k for k, f in zip(keys, located, strict=True) if f is not None]
+
+    table.upsert(rows(["a", "b"], 1))
+    table.insert(rows(["c"], 1))
+    table.bulk_insert(rows(["d"], 1))
+    table.upsert(rows(["e"], 1))
+    table.upsert(rows(["a"], 2, deleted=True))
+    everything = ["a", "b", "c", "d", "e"]
+    assert sorted(table.read(columns=["id"]).column("id").to_pylist()) == ["b", "c", "d", "e"]
+    assert indexed(everything) == ["b", "c", "d", "e"]
+    clustering = table.schedule_clustering()
+    assert clustering is not None
+    table.run_clustering(clustering)
+    assert indexed(everything) == ["b", "c", "d", "e"]
+    if table_type == "COPY_ON_WRITE":  # every key where its row is
+        want = {}
+        for file_slice in table.file_slices():
+            assert file_slice.base_file is not None
+            stored = pq.read_table(Path(path) / file_slice.base_file.path, columns=["id"]).column("id")
+            want |= dict.fromkeys(stored.to_pylist(), file_slice.file_id)
+        got = RecordIndex(table.storage).locate(pa.array(sorted(want), pa.string()))[1].to_pylist()
+        assert dict(zip(sorted(want), got, strict=True)) == want
+
+
+def test_a_record_index_built_over_a_table_without_meta_fields_holds_its_keys(tmp_path: Path):
+    """The build read each slice's keys from the null `_hoodie_record_key` column: an empty index."""
+    path = str(tmp_path / "t")
+    virtual = {"hoodie.populate.meta.fields": "false"}
+    table = Table.create(path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", options=virtual)
+    table.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1]}))
+    table.upsert(pa.table({"id": ["c"], "ts": [1]}))
+    indexed = Table.open(path, options={**virtual, "hoodie.metadata.record.index.enable": "true"})
+    indexed.initialize_metadata_table()
+    located = RecordIndex(indexed.storage).locate(pa.array(["a", "b", "c"], pa.string()))[1]
+    assert located.null_count == 0

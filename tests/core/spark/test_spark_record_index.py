@@ -42,7 +42,7 @@ def _slices_map(table: Table) -> dict[str, tuple[str, str]]:
     committed = CommittedInstants.of(table.timeline())
     out: dict[str, tuple[str, str]] = {}
     for s in table.file_slices():
-        for key in live_slice_keys(table.storage, s, committed).to_pylist():
+        for key in live_slice_keys(table.storage, s, committed, table.config).to_pylist():
             assert key not in out, key
             out[key] = (s.partition_path, s.file_id)
     return out
