@@ -794,7 +794,9 @@ class Table:
         """Roll the table back to a savepoint: every write and compaction after it is undone (a restore instant)."""
         savepoint_instant = instant_time_of(savepoint_instant)
         table_services.savepoint.check_savepoint(self.storage, self.timeline(), savepoint_instant)  # before the gate
-        return table_services.savepoint.restore(self.service_context("restore"), savepoint_instant)
+        result = table_services.savepoint.restore(self.service_context("restore"), savepoint_instant)
+        self._reload()  # the restore dropped metadata-table index partitions: the next write rebuilds them
+        return result
 
     # -- rollback and plans ----------------------------------------------------------------
     def rollback(self, instant: str | Instant) -> RollbackResult:

@@ -222,7 +222,10 @@ def _indexed_table(path: str, rows: int) -> tuple[Table, Model]:
     return table, model
 
 
-def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path):
+@pytest.mark.parametrize("handle", ["new", "same"])
+def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path: Path, handle: str):
+    """The next writer rebuilds the index, also the handle that restored (it kept the properties it read
+    before the restore, which still listed the index: it never rebuilt it)."""
     path = str(tmp_path / "t")
     table, model = _indexed_table(path, 6)
     saved = table.upsert(_batch({"k1": ("p1", 2, 10)})).instant_time
@@ -232,9 +235,12 @@ def test_restore_drops_the_record_index_and_the_next_writer_rebuilds_it(tmp_path
     table.restore(saved)
     props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.metadata.partitions"] == "files"
-    table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
+    if handle == "new":
+        table = Table.open(path, options={"hoodie.index.type": "RECORD_INDEX"})
     result = table.upsert(_batch({"k7": (part_of("k7"), 4, 7), "k2": (part_of("k2"), 4, 2)}))
     assert (result.num_updates, result.num_inserts) == (1, 1)
+    props = parse_properties((Path(path) / ".hoodie" / "hoodie.properties").read_text())
+    assert "record_index" in props["hoodie.table.metadata.partitions"]
     model |= {"k7": (part_of("k7"), 4, 7), "k2": (part_of("k2"), 4, 2)}
     _check(path, model, set())
 
