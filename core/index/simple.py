@@ -25,6 +25,7 @@ def locate(
     virtual_keys: TableConfig | None = None,
     also: Locations | None = None,
     merge: MergeSettings | None = None,
+    deleted: np.ndarray | None = None,
 ) -> pa.Array:
     """File id holding each key (null for keys in no file) among the given latest slices.
 
@@ -32,11 +33,14 @@ def locate(
     on a virtual-key table (`virtual_keys`: its config) they are computed from the key fields.
     `also` (filled): further groups where a key is live too (`index.base.every_location`).
     `merge`: the table's merge settings (a delete that lost on ordering value keeps its key live).
+    `deleted` (n booleans, filled): which keys were located only where they are held deleted (`confirm`).
     """
     result = empty_locations(len(keys))
     if not len(keys):
         return locations_array(result)
     everything = np.ones(len(keys), dtype=bool)
     probes = [Probe(s, everything, everything) for s in slices]
-    confirm(storage, engine, probes, keys, committed, result, "read keys", virtual_keys, also=also, merge=merge)
+    confirm(
+        storage, engine, probes, keys, committed, result, "read keys", virtual_keys, deleted, also=also, merge=merge
+    )
     return locations_array(result)

@@ -296,7 +296,7 @@ class LocalDataPlane:
         `partition`, confirmed against base and committed log keys of the slices (or placed by the
         record index, which is global), then one more entry per further group where a key is live
         too (`index.base.every_location`; `rows`: which key each entry is, None if none).
-        `deleted` (BLOOM): filled with the keys located where they are held only deleted. `deleting`: the
+        `deleted` (BLOOM, SIMPLE): filled with the keys located where they are held only deleted. `deleting`: the
         keys are deleted (a refusal says so)."""
         wc = self.write_config
         committed = CommittedInstants.of(timeline)
@@ -305,10 +305,12 @@ class LocalDataPlane:
         if not self.config.populate_meta_fields:
             # virtual keys: no bloom filter in the footers; Hudi's SIMPLE index reads the key fields
             located = simple_index.locate(
-                self.storage, self.engine, slices, keys, committed, self.config, also, merge=merge
+                self.storage, self.engine, slices, keys, committed, self.config, also, merge=merge, deleted=deleted
             )
         elif wc.index_type == "SIMPLE":
-            located = simple_index.locate(self.storage, self.engine, slices, keys, committed, also=also, merge=merge)
+            located = simple_index.locate(
+                self.storage, self.engine, slices, keys, committed, also=also, merge=merge, deleted=deleted
+            )
         elif self._record_index is not None:
             deletes = pa.array(np.full(len(keys), deleting)) if deleting else None
             located = located_by_record_index(self._record_index, partition, slices, keys, deletes)

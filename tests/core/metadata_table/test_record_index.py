@@ -774,3 +774,32 @@ def test_a_record_index_built_over_a_table_without_meta_fields_holds_its_keys(tm
     indexed.initialize_metadata_table()
     located = RecordIndex(indexed.storage).locate(pa.array(["a", "b", "c"], pa.string()))[1]
     assert located.null_count == 0
+
+
+@pytest.mark.parametrize("how", ["flagged", "delete"])
+def test_a_key_deleted_and_written_again_in_a_table_without_meta_fields_is_indexed_again(tmp_path: Path, how: str):
+    """Merge-on-read without meta fields tags by the stored key fields (SIMPLE), even with RECORD_INDEX:
+    a key held only deleted in a group's logs was taken for an update there, so writing it again left it
+    out of the record index (a later writer tagging through the index would insert it a second time)."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.populate.meta.fields": "false", "hoodie.index.type": "RECORD_INDEX"}
+    table = Table.create(
+        path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9, options=options
+    )
+
+    def rows(ids: list[str], ts: int, deleted: bool = False) -> pa.Table:
+        return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)})
+
+    table.upsert(rows(["a", "b"], 1))
+    if how == "flagged":
+        table.upsert(rows(["a"], 2, deleted=True))
+    else:
+        table.delete(keys=["a"])
+    assert RecordIndex(table.storage).locate(pa.array(["a"], pa.string()))[1].to_pylist() == [None]
+    result = table.upsert(rows(["a"], 3))  # into the group holding it deleted (SIMPLE tags it there)
+    assert result.num_updates + result.num_inserts == 1
+    assert RecordIndex(table.storage).locate(pa.array(["a", "b"], pa.string()))[1].null_count == 0
+    mine, theirs = both_readers(path)
+    assert (
+        sorted((r["id"], r["ts"]) for r in mine) == sorted((r["id"], r["ts"]) for r in theirs) == [("a", 3), ("b", 1)]
+    )
