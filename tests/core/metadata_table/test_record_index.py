@@ -734,18 +734,15 @@ def test_the_record_index_of_a_table_without_meta_fields_holds_its_live_keys(
         path, record_key="id", ordering_field="ts", table_type=table_type, table_version=version, options=options
     )
 
-    def rows(ids: list[str], ts: int, deleted: bool = False) -> pa.Table:
-        return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)})
-
     def indexed(keys: list[str]) -> list[str]:
         located = RecordIndex(table.storage).locate(pa.array(keys, pa.string()))[1].to_pylist()
         return [k for k, f in zip(keys, located, strict=True) if f is not None]
 
-    table.upsert(rows(["a", "b"], 1))
-    table.insert(rows(["c"], 1))
-    table.bulk_insert(rows(["d"], 1))
-    table.upsert(rows(["e"], 1))
-    table.upsert(rows(["a"], 2, deleted=True))
+    table.upsert(_flagged(["a", "b"], 1))
+    table.insert(_flagged(["c"], 1))
+    table.bulk_insert(_flagged(["d"], 1))
+    table.upsert(_flagged(["e"], 1))
+    table.upsert(_flagged(["a"], 2, deleted=True))
     everything = ["a", "b", "c", "d", "e"]
     assert sorted(table.read(columns=["id"]).column("id").to_pylist()) == ["b", "c", "d", "e"]
     assert indexed(everything) == ["b", "c", "d", "e"]
@@ -787,19 +784,21 @@ def test_a_key_deleted_and_written_again_in_a_table_without_meta_fields_is_index
         path, record_key="id", ordering_field="ts", table_type="MERGE_ON_READ", table_version=9, options=options
     )
 
-    def rows(ids: list[str], ts: int, deleted: bool = False) -> pa.Table:
-        return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)})
-
-    table.upsert(rows(["a", "b"], 1))
+    table.upsert(_flagged(["a", "b"], 1))
     if how == "flagged":
-        table.upsert(rows(["a"], 2, deleted=True))
+        table.upsert(_flagged(["a"], 2, deleted=True))
     else:
         table.delete(keys=["a"])
     assert RecordIndex(table.storage).locate(pa.array(["a"], pa.string()))[1].to_pylist() == [None]
-    result = table.upsert(rows(["a"], 3))  # into the group holding it deleted (SIMPLE tags it there)
+    result = table.upsert(_flagged(["a"], 3))  # into the group holding it deleted (SIMPLE tags it there)
     assert result.num_updates + result.num_inserts == 1
     assert RecordIndex(table.storage).locate(pa.array(["a", "b"], pa.string()))[1].null_count == 0
     mine, theirs = both_readers(path)
     assert (
         sorted((r["id"], r["ts"]) for r in mine) == sorted((r["id"], r["ts"]) for r in theirs) == [("a", 3), ("b", 1)]
     )
+
+
+def _flagged(ids: list[str], ts: int, deleted: bool = False) -> pa.Table:
+    """Rows of `ids` at ordering value `ts`, flagged `_hoodie_is_deleted` = `deleted`."""
+    return pa.table({"id": ids, "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)})
