@@ -660,6 +660,10 @@ class WriteClient:
                 heartbeat = Heartbeat(self.storage, instant_time, self.write_config.heartbeat_interval_ms)
                 try:
                     self._heartbeats[instant_time] = heartbeat.start()
+                    # (the other process may have completed its write of this time meanwhile: no heartbeat left)
+                    requested = create_requested(
+                        self.storage, instant_time, self.action_of(operation), content, self.layout
+                    )
                 except InstantExistsError:
                     if self.lock_spans_processes:
                         raise
@@ -668,9 +672,6 @@ class WriteClient:
                         "same moment: several processes write the table under the in-process lock (the default "
                         f"hoodie.write.lock.provider). Nothing was written. {SHARED_LOCK_ADVICE}"
                     ) from None
-                requested = create_requested(
-                    self.storage, instant_time, self.action_of(operation), content, self.layout
-                )
                 return requested, current
             except BaseException:
                 self._stop_heartbeat(instant_time)  # only a heartbeat this client created

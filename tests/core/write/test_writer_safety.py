@@ -327,3 +327,19 @@ def test_a_failed_write_whose_rollback_time_another_process_took_is_still_rolled
     timeline = Timeline.load(table.storage)
     assert [i.time for i in timeline.pending() if i.time < "2099"] == [], "the refused write stayed pending"
     assert any(i.action is Action.ROLLBACK and i.time > taken[0] for i in timeline.completed())
+
+
+def test_an_instant_time_another_process_took_and_completed_meanwhile_is_a_clear_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the in-process lock another process can take the same instant time and complete its write
+    between this writer's timeline read and its requested file (seen with six writer processes): the
+    write failed with a raw InstantExistsError instead of the refusal that names the shared lock."""
+    path = _table(tmp_path)
+    taken = Table.open(path).upsert(_batch("b", ["b1"], "theirs")).instant_time  # the other process's write
+    monkeypatch.setattr(client_mod, "new_instant_time", lambda *_: taken)  # the same moment, as it raced
+    files = _data_files(path)
+    with pytest.raises(SharedLockRequiredError, match="hoodie.write.lock.provider"):
+        Table.open(path).upsert(_batch("a", ["a1"], "mine"))
+    assert _data_files(path) == files
+    assert _rows(path) == {"a1": "base", "a2": "base", "b1": "theirs"}
