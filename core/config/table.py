@@ -314,6 +314,12 @@ class TableConfig:
         """
         return self.extra.get(POPULATE_META_FIELDS_KEY, "true").lower() != "false"
 
+    @property
+    def virtual_keys(self) -> TableConfig | None:
+        """This config when the table stores no meta fields (record keys are made from its key
+        fields by `core.keygen`), else None: the form key readers take."""
+        return None if self.populate_meta_fields else self
+
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Refuse writer options that contradict the table's own `hoodie.properties` where a table
         cannot change after creation: `hoodie.populate.meta.fields` (a writer that fills, or

@@ -649,7 +649,7 @@ def live_slice_keys(
     ordering a delete whose ordering value lost keeps its key live). Without meta fields the keys are
     made from the table's key fields."""
     held, dead = read_key_states(
-        storage, file_slice, committed, virtual_keys=virtual_keys_of(config), merge=MergeSettings.from_config(config)
+        storage, file_slice, committed, virtual_keys=config.virtual_keys, merge=MergeSettings.from_config(config)
     )
     return _without(pc.unique(pc.drop_null(held)), dead)
 
@@ -657,11 +657,6 @@ def live_slice_keys(
 def table_config_of(storage: Storage) -> TableConfig:
     """The table's config, from its `hoodie.properties` (read now)."""
     return TableConfig.from_properties(read_table_properties(storage))
-
-
-def virtual_keys_of(config: TableConfig) -> TableConfig | None:
-    """`config` when the table stores no meta fields (its keys are made from its key fields), else None."""
-    return None if config.populate_meta_fields else config
 
 
 def _without(keys: pa.Array, others: pa.Array) -> pa.Array:
@@ -702,7 +697,7 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     view = FileSystemView.load(storage, timeline)
     committed = CommittedInstants.of(timeline)
     config = table_config_of(storage)
-    virtual = virtual_keys_of(config)
+    virtual = config.virtual_keys
     before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     rewritten: set[tuple[str, str]] = set()
     new_keys: dict[tuple[str, str], pa.Array] = {}

@@ -108,7 +108,7 @@ class WriteContext:
             log_max_size=wc.log_max_size,
             cdc_mode=config.cdc_mode if config.cdc_enabled else None,
             log_slicing=config.version.log_slicing,
-            virtual_keys=None if config.populate_meta_fields else config,
+            virtual_keys=config.virtual_keys,
         )
 
     @cached_property

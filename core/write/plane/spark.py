@@ -546,7 +546,7 @@ class SparkDataPlane:
         located: DataFrame | None = None
         # Without meta fields the stored `_hoodie_record_key` is null: every slice's keys are
         # computed from the key fields by the per-slice key function.
-        virtual = None if self.config.populate_meta_fields else self.config
+        virtual = self.config.virtual_keys
         base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files and virtual is None]
         paths = [spark_path(self.storage, base.path) for base in base_only]
         if paths:
