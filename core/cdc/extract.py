@@ -144,7 +144,17 @@ def plan_change_splits(
     their slice's log while it is retained (LOG_FILE: one pass over the slice gives every
     image), not read AS_IS (which would read the slice twice per commit for the images).
     """
-    view = FileSystemView.load(storage, timeline)
+    commits = []
+    for instant in timeline.completed_writes_between(begin, end):
+        if table_type is TableType.MERGE_ON_READ and instant.action is Action.COMMIT:
+            continue  # a compaction: no change of its own (it may carry persisted ones)
+        meta = read_commit_metadata(storage, instant)
+        if instant.action is Action.REPLACE_COMMIT and meta.operationType.upper() == CLUSTER:
+            continue  # clustering rewrites records without changing them
+        commits.append((instant.time, meta))
+    view = FileSystemView.load(
+        storage, timeline, partitions={p for _, meta in commits for p in meta.touched_partitions()}
+    )
     groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
     persisted = persisted_changes(storage, timeline) if table_type is TableType.MERGE_ON_READ else {}
     visible = VisibleInstants.from_timeline(timeline)
@@ -172,13 +182,7 @@ def plan_change_splits(
             "begin the range after it"
         )
 
-    for instant in timeline.completed_writes_between(begin, end):
-        t = instant.time
-        if table_type is TableType.MERGE_ON_READ and instant.action is Action.COMMIT:
-            continue  # a compaction: no change of its own (it may carry persisted ones)
-        meta = read_commit_metadata(storage, instant)
-        if instant.action is Action.REPLACE_COMMIT and meta.operationType.upper() == CLUSTER:
-            continue  # clustering rewrites records without changing them
+    for t, meta in commits:
         for stat in meta.write_stats():
             if not stat.fileId or not stat.path:
                 continue

@@ -196,9 +196,12 @@ def listing_problems(
     groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
     listed = _listed(groups.values())
     problems: list[Problem] = []
+    scope = view.partition_scope
     for written in written_files(storage, timeline, as_of):
         if view.is_replaced(written.partition, written.file_id, as_of):
             continue
+        if scope is not None and written.partition not in scope:
+            continue  # the view did not list that partition
         group = groups.get((written.partition, written.file_id))
         latest = group.latest_slice(as_of) if group is not None else None
         if latest is not None and written.slice_base < latest.base_instant_time:

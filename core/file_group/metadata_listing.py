@@ -295,8 +295,9 @@ class MetadataFileListing:
             if key != ALL_PARTITIONS_KEY
         }
 
-    def file_entries(self) -> list[FileEntry]:
-        """Every live file of every partition, as a storage listing would give them.
+    def file_entries(self, partitions: Collection[str] | None = None) -> list[FileEntry]:
+        """Every live file of every partition (of `partitions` only, when given), as a storage
+        listing would give them.
 
         Partitions `__all_partitions__` no longer lists (a delete_partition) are listed too while
         their files are live: the data table's timeline hides their replaced file groups from
@@ -304,6 +305,8 @@ class MetadataFileListing:
         """
         out = []
         for partition, files in sorted(self.partition_files().items()):
+            if partitions is not None and partition not in partitions:
+                continue
             for name, size in sorted(files.items()):
                 out.append(FileEntry(posixpath.join(partition, name) if partition else name, size, False))
         return out

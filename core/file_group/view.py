@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 
 from lakeward.core.config.properties import parse_properties
@@ -47,6 +47,8 @@ class FileSystemView:
         self._storage = storage
         #: Listed from the metadata table's `files` partition, not from storage (`load`).
         self.from_metadata_table = False
+        #: The partitions the view was loaded for (`load`); None: all of them.
+        self.partition_scope: frozenset[str] | None = None
         completed = timeline.completed_write_times()
         earliest = timeline.instants[0].time if timeline.instants else None
 
@@ -135,11 +137,15 @@ class FileSystemView:
         self._pending_log_compaction = pending_compaction_file_groups(storage, timeline, Action.LOG_COMPACTION)
 
     @classmethod
-    def load(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
+    def load(cls, storage: Storage, timeline: Timeline, partitions: Collection[str] | None = None) -> FileSystemView:
         """The view from the metadata table's `files` partition when the table has one
         (table versions 8+, `files` in `hoodie.table.metadata.partitions`), else from one
         recursive storage listing. A metadata table that cannot be read is logged and the
-        view falls back to listing storage."""
+        view falls back to listing storage.
+
+        `partitions`: the view holds only the file groups of these partition paths ("" for a
+        non-partitioned table), each listed on its own: a query of a few commits (CDC, an
+        incremental read) then lists what they wrote, not the whole table."""
         if rules_for_layout(timeline.layout).metadata_table_listing:
             try:
                 props = parse_properties(storage.read_bytes(PROPERTIES_FILE).decode("utf-8"))
@@ -147,16 +153,26 @@ class FileSystemView:
                 props = {}
             if uses_files_partition(props):
                 try:
-                    view = cls(timeline, MetadataFileListing(storage, timeline.layout).file_entries(), storage)
+                    entries = MetadataFileListing(storage, timeline.layout).file_entries(partitions)
+                    view = cls(timeline, entries, storage)
                     view.from_metadata_table = True
+                    view.partition_scope = None if partitions is None else frozenset(partitions)
                     return view
                 except MetadataTableUnavailable as exc:
                     log.warning("listing %s from storage: %s", storage.uri, exc)
-        return cls.from_storage_listing(storage, timeline)
+        return cls.from_storage_listing(storage, timeline, partitions)
 
     @classmethod
-    def from_storage_listing(cls, storage: Storage, timeline: Timeline) -> FileSystemView:
-        """The view from one recursive listing of the table's files (no metadata table)."""
+    def from_storage_listing(
+        cls, storage: Storage, timeline: Timeline, partitions: Collection[str] | None = None
+    ) -> FileSystemView:
+        """The view from one recursive listing of the table's files (no metadata table), or
+        from a listing of each of `partitions` (see `load`)."""
+        if partitions is not None:
+            listed = [e for p in sorted(set(partitions)) for e in storage.list_dir(p) if not e.is_dir]
+            view = cls(timeline, listed, storage)
+            view.partition_scope = frozenset(partitions)
+            return view
         entries = [
             e
             for e in storage.list_dir("", recursive=True)

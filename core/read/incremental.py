@@ -42,17 +42,20 @@ def incremental_slices(
     if end is not None and end < begin:
         raise InstantNotFoundError(f"incremental range is empty: end {end} is before begin {begin}")
     touched: set[tuple[str, str]] = set()
+    partitions: set[str] = set()
     last = None
     for instant in timeline.completed_writes_between(begin, end):
         last = max(last or "", instant.time)
-        for stat in read_commit_metadata(storage, instant).write_stats():
+        metadata = read_commit_metadata(storage, instant)
+        partitions |= metadata.touched_partitions()
+        for stat in metadata.write_stats():
             if stat.fileId:
                 touched.add((stat.partitionPath, stat.fileId))
     if into_archive:
         last = end or last or (timeline.completed_writes()[-1].time if timeline.completed_writes() else None)
     if last is None:
         return []
-    view = FileSystemView.load(storage, timeline)
+    view = FileSystemView.load(storage, timeline, partitions=None if into_archive else partitions)
     # with completion times (layout 2) `end` is a completion time: slices as of the last write
     as_of = last if timeline.completion_times() else (end or last)
     verify_listing(storage, timeline, view, as_of)

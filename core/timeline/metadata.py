@@ -127,6 +127,14 @@ class CommitMetadata:
     def file_paths(self) -> list[str]:
         return [s.path for s in self.write_stats()]
 
+    def touched_partitions(self) -> set[str]:
+        """The partition paths this commit wrote files in or replaced file groups of."""
+        written = {
+            s.partitionPath if s.partitionPath is not None else posixpath.dirname(s.path or "")
+            for s in self.write_stats()
+        }
+        return written | set(self.partitionToReplaceFileIds or {})
+
     def to_json(self) -> str:
         body: dict[str, Any] = {
             "partitionToWriteStats": {
