@@ -192,7 +192,10 @@ def _merge(into: MergedFiles, key: str, files: Mapping[str, Any] | None) -> None
             current[name] = FileInfo(max(old.size, newer.size), False)
 
 
-def _apply_hfile(merged: MergedFiles, data: bytes, name: str, schema_json: str | None) -> None:
+def _apply_hfile(
+    merged: MergedFiles, data: bytes, name: str, schema_json: str | None, keys: Collection[str] | None = None
+) -> None:
+    """Merge the `files` records of one HFile (of `keys` only, when given) into `merged`."""
     reader = HFileReader(data, name)
     schema_text = reader.avro_schema or schema_json
     if not schema_text:
@@ -202,24 +205,32 @@ def _apply_hfile(merged: MergedFiles, data: bytes, name: str, schema_json: str |
     import fastavro
 
     schema = fastavro.parse_schema(json.loads(schema_text))
-    for key, value in reader.items():
+    for raw_key, value in reader.items():
+        key = raw_key.decode()
+        if keys is not None and key not in keys:
+            continue
         record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
-        _merge(merged, key.decode(), record.get("filesystemMetadata"))  # type: ignore[union-attr]
+        _merge(merged, key, record.get("filesystemMetadata"))  # type: ignore[union-attr]
 
 
 def merge_files_slice(
-    mdt: Storage, base_path: str | None, log_paths: Sequence[str], completed: Collection[str]
+    mdt: Storage,
+    base_path: str | None,
+    log_paths: Sequence[str],
+    completed: Collection[str],
+    keys: Collection[str] | None = None,
 ) -> MergedFiles:
     """Merge one `files` file slice as readers do: the base HFile (if any), then the HFile data
     blocks of `log_paths` (in the order given: completion time, version, write token) whose
-    instant is in `completed`. Shared by the listing and the metadata table's compaction.
+    instant is in `completed`; only the records of `keys` when given (other records are not
+    decoded). Shared by the listing and the metadata table's compaction.
     Raises MetadataTableUnavailable on a damaged log block."""
     merged: MergedFiles = {}
     if base_path is not None:
-        _apply_hfile(merged, mdt.read_bytes(base_path), base_path, None)
+        _apply_hfile(merged, mdt.read_bytes(base_path), base_path, None, keys)
     for path, block in committed_blocks(mdt, log_paths, completed):
         if block.block_type is log_file.BlockType.HFILE_DATA:
-            _apply_hfile(merged, block.content, path, block.header.get(log_file.HeaderKey.SCHEMA))
+            _apply_hfile(merged, block.content, path, block.header.get(log_file.HeaderKey.SCHEMA), keys)
     return merged
 
 
@@ -239,10 +250,15 @@ def committed_blocks(
 class MetadataFileListing:
     """The merged `files` partition of a table's metadata table."""
 
-    def __init__(self, storage: Storage, layout: TimelineLayout | None = None):
-        """`layout`: the data table's timeline layout (that of its metadata table) when known."""
+    def __init__(
+        self, storage: Storage, layout: TimelineLayout | None = None, partitions: Collection[str] | None = None
+    ):
+        """`layout`: the data table's timeline layout (that of its metadata table) when known.
+        `partitions`: only these partition paths' records ("" for the table's root) are decoded, and
+        every listing covers them only."""
         self.storage = storage
         self.layout = layout
+        self._keys = None if partitions is None else {NON_PARTITIONED_KEY if p == "" else p for p in partitions}
         self.mdt = metadata_storage(storage)
         try:
             self._files = self._load()
@@ -279,10 +295,13 @@ class MetadataFileListing:
             if done is not None and done >= base_time:  # the latest slice (v6: logs named after its base)
                 logs.append((done, parsed_log.version, parsed_log.write_token, entry))
         ordered = [entry.path for _, _, _, entry in sorted(logs, key=lambda x: x[:3])]
-        return merge_files_slice(self.mdt, base.path, ordered, completion)
+        return merge_files_slice(self.mdt, base.path, ordered, completion, self._keys)
 
     def partitions(self) -> list[str]:
-        """Data partition paths ("" for a non-partitioned table)."""
+        """Data partition paths ("" for a non-partitioned table); of a listing read for some
+        partitions, those of them that hold live files."""
+        if self._keys is not None:
+            return sorted(p for p, files in self.partition_files().items() if files)
         listed = self._files.get(ALL_PARTITIONS_KEY, {})
         return sorted("" if p == NON_PARTITIONED_KEY else p for p, info in listed.items() if not info.deleted)
 
@@ -295,9 +314,8 @@ class MetadataFileListing:
             if key != ALL_PARTITIONS_KEY
         }
 
-    def file_entries(self, partitions: Collection[str] | None = None) -> list[FileEntry]:
-        """Every live file of every partition (of `partitions` only, when given), as a storage
-        listing would give them.
+    def file_entries(self) -> list[FileEntry]:
+        """Every live file of every partition, as a storage listing would give them.
 
         Partitions `__all_partitions__` no longer lists (a delete_partition) are listed too while
         their files are live: the data table's timeline hides their replaced file groups from
@@ -305,8 +323,6 @@ class MetadataFileListing:
         """
         out = []
         for partition, files in sorted(self.partition_files().items()):
-            if partitions is not None and partition not in partitions:
-                continue
             for name, size in sorted(files.items()):
                 out.append(FileEntry(posixpath.join(partition, name) if partition else name, size, False))
         return out

@@ -153,7 +153,7 @@ class FileSystemView:
                 props = {}
             if uses_files_partition(props):
                 try:
-                    entries = MetadataFileListing(storage, timeline.layout).file_entries(partitions)
+                    entries = MetadataFileListing(storage, timeline.layout, partitions).file_entries()
                     view = cls(timeline, entries, storage)
                     view.from_metadata_table = True
                     view.partition_scope = None if partitions is None else frozenset(partitions)
