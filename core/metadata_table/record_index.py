@@ -707,6 +707,8 @@ def record_index_change(storage: Storage, instant_time: str, metadata: CommitMet
     for partition, stats in metadata.partitionToWriteStats.items():
         for stat in stats:
             group = (stat.partitionPath or partition or "", stat.fileId)
+            if not stat.path and not stat.logFiles:
+                continue  # no data file: change tracking's stats name `.cdc` files only
             if stat.is_delta:
                 written, deleted = _log_keys(storage, stat, instant_time, config.virtual_key_field or RECORD_KEY)
                 log_deletes += deleted
