@@ -18,7 +18,11 @@ from lakeward.core.exceptions import ConfigError, InstantNotFoundError
 from lakeward.core.read.changes import check_change_range, is_earliest
 from lakeward.core.read.incremental import IncrementalRange, stable_end
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.clean import check_as_of_retained, check_incremental_retained
+from lakeward.core.table_services.clean import (
+    check_as_of_retained,
+    check_incremental_retained,
+    first_retained_begin,
+)
 from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
 from lakeward.core.timeline.archived import has_archived_timeline, read_archived_entries
 from lakeward.core.timeline.instant import WRITE_ACTIONS, State
@@ -116,7 +120,12 @@ def change_range(
     # (the timeline carries those instants), and Hudi 1.x's incremental and CDC queries read
     # into it: there a range may begin in the history, as long as no clean removed its files.
     archived = _has_version_6_archive(storage, config)
+    from_earliest = is_earliest(start)
     start, stop = check_change_range(timeline, config, start, stop, archived)
+    if from_earliest:  # every retained change: past the writes a clean removed the files of
+        start = first_retained_begin(storage, timeline, start)
+        if stop is not None and stop < start:
+            raise InstantNotFoundError(f"CDC range is empty: every change up to end {stop} was cleaned")
     stop = stable_end(timeline, start, stop, storage)
     check_incremental_retained(storage, timeline, start, stop)
     return start, stop

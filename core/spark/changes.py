@@ -49,7 +49,7 @@ from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_jso
 from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes_dataframe
 from lakeward.core.spark.slices import plan_read, read_slice
 from lakeward.core.table import Table
-from lakeward.core.table_services.clean import check_incremental_retained
+from lakeward.core.table_services.clean import check_incremental_retained, first_retained_begin
 from lakeward.core.table_services.rollback import rollback_target
 from lakeward.core.table_services.savepoint import restore_targets
 from lakeward.core.timeline import Action, normalize_instant_time
@@ -345,10 +345,14 @@ def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
                 f"{key}={begin} is in the future (now {now}): a stream starting there reads no commit until "
                 "then; use latest for the commits from now on"
             )
+    from_earliest = is_earliest(begin)
     if fmt == CDC:
         archived = has_archived_timeline(table.storage, table.config.archive_folder)
-        return check_change_range(timeline, table.config, begin, None, archived)[0]
-    return _ZERO if is_earliest(begin) else begin
+        begin = check_change_range(timeline, table.config, begin, None, archived)[0]
+    elif from_earliest:
+        begin = _ZERO
+    # every retained change: past the writes a clean removed the files of
+    return first_retained_begin(table.storage, timeline, begin) if from_earliest else begin
 
 
 # -- SQL: hudi_table_changes --------------------------------------------------------------------

@@ -4,7 +4,8 @@
   `<t>.clean.requested` (`HoodieCleanerPlan`).
 - `run_clean`: `<t>.clean.inflight`, delete the planned files, complete `<t>.clean`
   (`HoodieCleanMetadata`, with `earliestCommitToRetain`).
-- `check_as_of_retained` / `check_incremental_retained`: reads of cleaned instants fail clearly.
+- `check_as_of_retained` / `check_incremental_retained`: reads of cleaned instants fail clearly;
+  `first_retained_begin`: where a range from "earliest" begins.
 """
 
 from lakeward.core.table_services.clean.execute import CleanResult, run_clean
@@ -12,6 +13,7 @@ from lakeward.core.table_services.clean.plan import CleanPlan, pending_cleans, p
 from lakeward.core.table_services.clean.retention import (
     check_as_of_retained,
     check_incremental_retained,
+    first_retained_begin,
     oldest_readable_instant,
 )
 
@@ -20,6 +22,7 @@ __all__ = [
     "CleanResult",
     "check_as_of_retained",
     "check_incremental_retained",
+    "first_retained_begin",
     "oldest_readable_instant",
     "pending_cleans",
     "plan_clean",

@@ -79,25 +79,48 @@ def check_incremental_retained(
     if retained is None:
         return
     earliest, clean = retained
-    # (position in the range, instant time): on layout 2 a range is of completion times, and a write
-    # whose instant time is at or before `begin` may complete inside it; the retained window is by
-    # instant time (the clean's earliest commit to retain).
-    # A compaction changes no record: a range over one whose slice is older than the bound still reads
-    # the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
-    # rows keep their commit times; its files are the live ones), planned before the bound and completed
-    # inside ranges that begin after it.
-    completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
-    writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
-    kept = set(savepoints(timeline))  # a savepointed instant's slices stay: only the writes around it are lost
-    lost = sorted(t for at, t in writes if begin < at and (end is None or at <= end) and t < earliest and t not in kept)
-    on_timeline = {i.time for i in completed}
-    lost = [t for t in lost if not (t in on_timeline and was_clustering(storage, timeline, t))]
+    cleaned = _cleaned_writes(storage, timeline, earliest, archived)
+    lost = sorted(t for at, t in cleaned if begin < at and (end is None or at <= end))
     if lost:
+        first_readable = max(at for at, _ in cleaned)
         raise InstantNotFoundError(
             f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
-            f"deleted its file slices; the oldest readable instant is {earliest} (begin the range at or after "
-            f"the instant before it)"
+            f"deleted its file slices; the oldest readable instant is {earliest} (begin the range at "
+            f"{first_readable} or later; 'earliest' begins there)"
         )
+
+
+def first_retained_begin(storage: Storage, timeline: Timeline, begin: str) -> str:
+    """The earliest exclusive begin, at or after `begin`, of a range whose writes a clean kept: the
+    position (instant time; completion time on layout 2) of the last write whose files a clean deleted.
+    Where a range from "earliest" begins."""
+    retained = last_clean_retained(storage, timeline)
+    if retained is None:
+        return begin
+    return max([begin, *(at for at, _ in _cleaned_writes(storage, timeline, retained[0]))])
+
+
+def _cleaned_writes(
+    storage: Storage, timeline: Timeline, earliest: str, archived: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """(position in a range, instant time) of the completed writes before the retained bound `earliest`
+    whose file slices a clean deleted: on layout 2 a range is of completion times, and a write whose
+    instant time is at or before a range's begin may complete inside it; the retained window is by
+    instant time (the clean's earliest commit to retain).
+
+    A compaction changes no record: a range over one whose slice is older than the bound still reads
+    the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
+    rows keep their commit times; its files are the live ones), planned before the bound and completed
+    inside ranges that begin after it. A savepointed instant's slices stay."""
+    completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
+    writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
+    kept = set(savepoints(timeline))
+    on_timeline = {i.time for i in completed}
+    return sorted(
+        (at, t)
+        for at, t in writes
+        if t < earliest and t not in kept and not (t in on_timeline and was_clustering(storage, timeline, t))
+    )
 
 
 def _savepoint_hint(timeline: Timeline) -> str:

@@ -7,6 +7,7 @@ window). Found by a report-only exploration against a model of Hudi's `CleanPlan
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pytest
 
 import lakeward.core.write.client as client_mod
 from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.spark.changes import CDC, LATEST_STATE, initial_instant
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import schedule_clean
 from lakeward.core.timeline import Action
@@ -193,3 +195,35 @@ def test_reads_of_what_an_interrupted_clean_deleted_name_the_oldest_readable_ins
     with pytest.raises(InstantNotFoundError, match=f"oldest readable instant is {oldest}"):
         table.read_incremental(s.writes[0])
     assert as_tuples(table.read(as_of=oldest)) == s.states[oldest]
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_earliest_changes_begin_at_the_oldest_retained_instant(tmp_path: Path, version: int) -> None:
+    """`read_changes("earliest")` is every retained change (docs/cdc.md), also after a clean removed
+    older ones; a range beginning too early names the begin that works, in the range's own time
+    (instant time on 6, completion time on 8+)."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.table.cdc.enabled": "true", "hoodie.cleaner.commits.retained": "1"}
+    table = Table.create(
+        path, record_key="id", partition_by="p", ordering_field="ts", table_version=version, options=options
+    )
+    for i in range(4):
+        rows = {"id": ["a", "b"], "p": ["x", "x"], "v": [str(i)] * 2, "ts": pa.array([i, i], pa.int64())}
+        table.upsert(pa.table(rows))
+    writes = table.timeline().completed_writes()
+    assert table.clean() is not None
+    table = Table.open(path)
+    changes = table.read_changes("earliest", images="struct")
+    retained = sorted(set(changes.column("ts_ms").to_pylist()))
+    assert retained and retained[-1] == writes[-1].time
+    assert len(retained) < len(writes)  # the clean removed the oldest
+    with pytest.raises(InstantNotFoundError, match=r"begin the range at (\d+)") as refused:
+        table.read_changes(writes[0].ordering_time)
+    hint = re.search(r"begin the range at (\d+)", str(refused.value)).group(1)  # type: ignore[union-attr]
+    assert table.read_changes(hint, images="struct").equals(changes)
+    first = [w.time for w in writes].index(retained[0])  # upsert `first` wrote v=str(first)
+    assert {r["after"]["v"] for r in changes.to_pylist() if r["ts_ms"] == retained[0]} == {str(first)}
+    # a new Spark stream from the earliest offset (its default) starts there too
+    assert table.read_changes(initial_instant(table, {}, CDC), images="struct").equals(changes)
+    rows = table.read_incremental(initial_instant(table, {}, LATEST_STATE))
+    assert sorted(rows.column("v").to_pylist()) == ["3", "3"]
