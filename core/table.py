@@ -32,6 +32,7 @@ from lakeward.core.exceptions import (
     CorruptTableError,
     InstantExistsError,
     InstantNotFoundError,
+    InvalidRecordError,
     LakewardError,
     MetadataTableError,
     SharedLockRequiredError,
@@ -676,6 +677,12 @@ class Table:
             return pa.Table.from_pylist(rows)
         if len(self.config.record_key_fields) != 1:
             raise ConfigError("keys=[...] needs dicts of field values: the record key has several fields")
+        nulls = [i for i, k in enumerate(keys) if k is None]
+        if nulls:
+            raise InvalidRecordError(
+                f"delete(keys=...): the key at position {nulls[0]} is null ({len(nulls)} null key(s) in all); "
+                f"a record key ({self.config.record_key_fields[0]!r}) is never null"
+            )
         if self.schema() is None:  # no data yet: nothing to delete, an empty delete commit
             fields = (*self.config.record_key_fields, *self.config.partition_fields)
             return pa.table({f: pa.array([], pa.string()) for f in fields})

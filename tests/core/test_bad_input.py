@@ -319,6 +319,13 @@ def test_bad_delete_rows(
     _assert_unchanged(table_path, before)
 
 
+def test_delete_by_keys_with_a_null_key(table_path: Path, before: TableState) -> None:
+    """A null among `keys=[...]` is refused as a null key in rows is, not skipped unnoticed."""
+    table = Table.open(str(table_path))
+    _expect(InvalidRecordError, lambda: table.delete(keys=["a1", None]), "'id'", "position 1")
+    _assert_unchanged(table_path, before)
+
+
 def test_delete_rows_with_a_separator_in_the_partition_value(table_path: Path, before: TableState) -> None:
     table = Table.open(str(table_path))
     rows = pa.table({"id": ["a1"], "city": ["s/f"]})
