@@ -30,6 +30,7 @@ from lakeward.core.metadata_table.record_index import (
     RECORD_INDEX_PARTITION,
     RecordIndexChange,
     record_index_change,
+    table_config_of,
     without_live_deletes,
 )
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index, write_change
@@ -153,11 +154,13 @@ def write_files_delta_commit(storage: Storage, timezone: str, instant_time: str,
     )
     partition_stats = {FILES_PARTITION: [stat]}
     if change.commit is not None and keeps_record_index(storage):
+        config = None  # hoodie.properties, read once where both need it
         if change.record_index is not None:
             index_change = change.record_index()
         else:
-            index_change = record_index_change(storage, instant_time, change.commit)
-        index_change = without_live_deletes(storage, instant_time, index_change, change.commit)
+            config = table_config_of(storage)
+            index_change = record_index_change(storage, instant_time, change.commit, config)
+        index_change = without_live_deletes(storage, instant_time, index_change, change.commit, config)
         partition_stats[RECORD_INDEX_PARTITION] = write_change(mdt, instant_time, index_change, version)
     # column_stats / partition_stats, when kept (`stats_writer`)
     partition_stats |= write_stats_change(storage, instant_time, StatsChange(change.added, change.deleted))

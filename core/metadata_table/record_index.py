@@ -579,17 +579,22 @@ def tagged_change(
 
 
 def without_live_deletes(
-    storage: Storage, instant_time: str, change: RecordIndexChange, commit: CommitMetadata
+    storage: Storage,
+    instant_time: str,
+    change: RecordIndexChange,
+    commit: CommitMetadata,
+    config: TableConfig | None = None,
 ) -> RecordIndexChange:
     """`change` without the deletes of keys the commit leaves live: on a merge-on-read table with event-time
     ordering a delete (a `_hoodie_is_deleted` row, a delete marker) whose ordering value is smaller than the
     stored version's loses, and the key stays where it is. Dropping it from the index made the next upsert
     of the key an insert elsewhere (the key twice) and a `delete()` of it a no-op. Checked against the
     slices the index places the keys in, merged as a read merges them with this commit's log blocks; only
-    where the commit appended logs: a group it rewrote or replaced holds what its new files hold."""
+    where the commit appended logs: a group it rewrote or replaced holds what its new files hold.
+    `config`: the table's config, when the caller holds it (else read now)."""
     if not change.deletes:
         return change
-    config = table_config_of(storage)
+    config = config or table_config_of(storage)
     settings = MergeSettings.from_config(config)
     if config.table_type is not TableType.MERGE_ON_READ or not settings.event_time_ordering:
         return change  # the last event wins: a delete written is a delete
@@ -687,16 +692,19 @@ def _concat(parts: list[pa.Array]) -> pa.Array:
     return pc.unique(pa.concat_arrays(parts)) if parts else pa.array([], pa.string())
 
 
-def record_index_change(storage: Storage, instant_time: str, metadata: CommitMetadata) -> RecordIndexChange:
+def record_index_change(
+    storage: Storage, instant_time: str, metadata: CommitMetadata, config: TableConfig | None = None
+) -> RecordIndexChange:
     """What the commit-like instant `instant_time` (pending: not yet completed) changes in the
-    record index: see the module docstring. Compaction moves no key (an empty change)."""
+    record index: see the module docstring. Compaction moves no key (an empty change).
+    `config`: the table's config, when the caller holds it (else read now)."""
     change = RecordIndexChange()
     if (metadata.operationType or "").lower() == _COMPACT:
         return change
     timeline = Timeline.load(storage)
     view = FileSystemView.load(storage, timeline)
     committed = CommittedInstants.of(timeline)
-    config = table_config_of(storage)
+    config = config or table_config_of(storage)
     virtual = config.virtual_keys
     before = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     rewritten: set[tuple[str, str]] = set()
