@@ -123,9 +123,13 @@ def change_range(
     from_earliest = is_earliest(start)
     start, stop = check_change_range(timeline, config, start, stop, archived)
     if from_earliest:  # every retained change: past the writes a clean removed the files of
-        start = first_retained_begin(storage, timeline, start)
-        if stop is not None and stop < start:
-            raise InstantNotFoundError(f"CDC range is empty: every change up to end {stop} was cleaned")
+        retained_from = first_retained_begin(storage, timeline, start)
+        if retained_from != start and stop is not None and stop <= retained_from:
+            raise InstantNotFoundError(
+                f"CDC range is empty: every change up to end {stop} was cleaned (the retained changes begin "
+                f"after {retained_from})"
+            )
+        start = retained_from
     stop = stable_end(timeline, start, stop, storage)
-    check_incremental_retained(storage, timeline, start, stop)
+    check_incremental_retained(storage, timeline, start, stop, changes=True)
     return start, stop

@@ -69,12 +69,19 @@ def check_as_of_retained(storage: Storage, timeline: Timeline, instant_time: str
 
 
 def check_incremental_retained(
-    storage: Storage, timeline: Timeline, begin: str, end: str | None, archived: Sequence[str] = ()
+    storage: Storage,
+    timeline: Timeline,
+    begin: str,
+    end: str | None,
+    archived: Sequence[str] = (),
+    *,
+    changes: bool = False,
 ) -> None:
     """Raise when an incremental range (begin, end] covers completed writes older than the retained window.
 
     `archived`: the times of completed writes archived off the timeline that the range reaches
-    (version 6, whose timeline no longer lists them)."""
+    (version 6, whose timeline no longer lists them). `changes`: the range is a CDC query's
+    (whose "earliest" begins where the retained writes do)."""
     retained = last_clean_retained(storage, timeline)
     if retained is None:
         return
@@ -83,10 +90,12 @@ def check_incremental_retained(
     lost = sorted(t for at, t in cleaned if begin < at and (end is None or at <= end))
     if lost:
         first_readable = max(at for at, _ in cleaned)
+        read = "CDC query" if changes else "incremental read"
+        earliest_hint = "; 'earliest' begins there" if changes else ""
         raise InstantNotFoundError(
-            f"incremental read from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
+            f"{read} from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
             f"deleted its file slices; the oldest readable instant is {earliest} (begin the range at "
-            f"{first_readable} or later; 'earliest' begins there)"
+            f"{first_readable} or later{earliest_hint})"
         )
 
 

@@ -219,8 +219,15 @@ def test_earliest_changes_begin_at_the_oldest_retained_instant(tmp_path: Path, v
     assert len(retained) < len(writes)  # the clean removed the oldest
     with pytest.raises(InstantNotFoundError, match=r"begin the range at (\d+)") as refused:
         table.read_changes(writes[0].ordering_time)
+    assert "'earliest' begins there" in str(refused.value)
     hint = re.search(r"begin the range at (\d+)", str(refused.value)).group(1)  # type: ignore[union-attr]
     assert table.read_changes(hint, images="struct").equals(changes)
+    with pytest.raises(InstantNotFoundError, match="no longer retained") as incremental:
+        table.read_incremental(writes[0].ordering_time)
+    assert "earliest" not in str(incremental.value)  # read_incremental takes no "earliest"
+    for cleaned in [w for w in writes if w.time < retained[0]]:  # a range of cleaned changes only
+        with pytest.raises(InstantNotFoundError, match="was cleaned"):
+            table.read_changes("earliest", cleaned.ordering_time)
     first = [w.time for w in writes].index(retained[0])  # upsert `first` wrote v=str(first)
     assert {r["after"]["v"] for r in changes.to_pylist() if r["ts_ms"] == retained[0]} == {str(first)}
     # a new Spark stream from the earliest offset (its default) starts there too
