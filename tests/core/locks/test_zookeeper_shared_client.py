@@ -52,6 +52,17 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def open_fd_targets() -> list[str]:
+    """What the open descriptors point at (for a failure's message)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return sorted(targets)
+
+
 def row(i: int) -> pa.Table:
     return pa.table({"id": [i], "v": [f"v{i}"], "ts": [i]})
 
@@ -68,8 +79,10 @@ def test_ten_tables_with_the_zookeeper_lock_share_one_connection(tmp_path: Path,
         Table.open(path, options=options).upsert(row(i))  # never closed, as users write it
 
     assert alive_connections(server) <= 1
-    assert threading.active_count() <= threads
-    assert open_fds() <= fds
+    # settled, not at this instant: on a loaded machine a descriptor or thread of the last write may
+    # take a moment to close (seen once in CI: one descriptor more); a leak per table never settles
+    assert wait_for(lambda: threading.active_count() <= threads), threading.enumerate()
+    assert wait_for(lambda: open_fds() <= fds), open_fd_targets()
     assert Table.open(path).read().num_rows == 11
 
 
@@ -178,8 +191,9 @@ def test_a_lock_node_left_by_a_release_during_an_outage_goes_when_the_session_re
         server.start()
         raw.start(timeout=10)
         lock_path = "/lakeward-tests/locks/outage"
-        # Well within the 30 s session timeout: the node is deleted by its own session.
-        assert wait_for(lambda: raw.get_children(lock_path) == [], 10), raw.get_children(lock_path)
+        # Within the 30 s session timeout (20 s: a loaded machine reconnects slowly; it failed once at 10 s
+        # beside a running suite): the node is deleted by its own session, not by its expiry.
+        assert wait_for(lambda: raw.get_children(lock_path) == [], 20), raw.get_children(lock_path)
         assert provider._client is not None and provider._client.client_id[0] == session_id
         provider.acquire(timeout_s=5)  # the shared client serves on
         provider.release()
