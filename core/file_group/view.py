@@ -42,13 +42,21 @@ PROPERTIES_FILE = posixpath.join(METAFOLDER, "hoodie.properties")
 class FileSystemView:
     """File groups of a table, resolved against its timeline."""
 
-    def __init__(self, timeline: Timeline, files: Iterable[FileEntry], storage: Storage):
+    def __init__(
+        self,
+        timeline: Timeline,
+        files: Iterable[FileEntry],
+        storage: Storage,
+        *,
+        partition_scope: Collection[str] | None = None,
+        from_metadata_table: bool = False,
+    ):
         self.timeline = timeline
         self._storage = storage
         #: Listed from the metadata table's `files` partition, not from storage (`load`).
-        self.from_metadata_table = False
-        #: The partitions the view was loaded for (`load`); None: all of them.
-        self.partition_scope: frozenset[str] | None = None
+        self.from_metadata_table = from_metadata_table
+        #: The partitions `files` were listed for (`load`); None: all of them.
+        self.partition_scope: frozenset[str] | None = None if partition_scope is None else frozenset(partition_scope)
         completed = timeline.completed_write_times()
         earliest = timeline.instants[0].time if timeline.instants else None
 
@@ -154,10 +162,7 @@ class FileSystemView:
             if uses_files_partition(props):
                 try:
                     entries = MetadataFileListing(storage, timeline.layout, partitions).file_entries()
-                    view = cls(timeline, entries, storage)
-                    view.from_metadata_table = True
-                    view.partition_scope = None if partitions is None else frozenset(partitions)
-                    return view
+                    return cls(timeline, entries, storage, partition_scope=partitions, from_metadata_table=True)
                 except MetadataTableUnavailable as exc:
                     log.warning("listing %s from storage: %s", storage.uri, exc)
         return cls.from_storage_listing(storage, timeline, partitions)
@@ -170,9 +175,7 @@ class FileSystemView:
         from a listing of each of `partitions` (see `load`)."""
         if partitions is not None:
             listed = [e for p in sorted(set(partitions)) for e in storage.list_dir(p) if not e.is_dir]
-            view = cls(timeline, listed, storage)
-            view.partition_scope = frozenset(partitions)
-            return view
+            return cls(timeline, listed, storage, partition_scope=partitions)
         entries = [
             e
             for e in storage.list_dir("", recursive=True)

@@ -168,11 +168,15 @@ def _clustering_plan_record(storage: Storage, time: str, layout: TimelineLayout)
 
 
 def was_clustering(storage: Storage, timeline: Timeline, time: str) -> bool:
-    """Whether instant `time` of `timeline` is a clustering: on layout 2 its plan's file name says so
-    (`Timeline.was_clustering`); on layout 1 its `replacecommit.requested` plan's operation type."""
-    if timeline.was_clustering(time):
-        return True
-    return timeline.layout is TimelineLayout.V1 and _clustering_plan_record(storage, time, timeline.layout) is not None
+    """Whether instant `time` of `timeline` is a clustering. On layout 2 its plan's file name says so
+    (`clustering.requested`); on layout 1 a clustering is a replacecommit whose requested plan's
+    operation type says so, read only for a replacecommit (a read per plain commit would cost a
+    storage round trip for a file that is not there)."""
+    if timeline.layout is not TimelineLayout.V1:
+        return _requested(time, timeline.layout).file_name in timeline.files
+    if not any(i.action is Action.REPLACE_COMMIT for i in timeline.find(time)):
+        return False
+    return _clustering_plan_record(storage, time, timeline.layout) is not None
 
 
 def clustering_plan_of(

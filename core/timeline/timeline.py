@@ -160,11 +160,6 @@ class Timeline:
     def was_compaction(self, time: str) -> bool:
         return f"{time}.compaction.requested" in self.files
 
-    def was_clustering(self, time: str) -> bool:
-        """Whether the replacecommit `time` is a clustering, as its plan's file names it on timeline
-        layout 2 (`clustering.requested`; on layout 1 a clustering's plan is a `replacecommit.requested`)."""
-        return f"{time}.clustering.requested" in self.files
-
     def completed_write_as_of(self, time: str) -> Instant | None:
         """The latest completed write instant whose time is not after `time`."""
         found = None

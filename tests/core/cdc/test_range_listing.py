@@ -85,3 +85,32 @@ def test_a_range_over_a_deleted_partition_still_reads_its_changes(table, monkeyp
     assert _data_listings(calls) <= {"p1", "p3"}
     ops = sorted((r["op"], (r["after"] or r["before"])["id"]) for r in changes.to_pylist())
     assert ops == sorted([("d", f"p1-{k}") for k in range(20)] + [("u", "p3-0")])
+
+
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_a_poll_on_a_cleaned_table_tries_no_file_that_is_not_there(tmp_path, monkeypatch, version):
+    """Each failed read is a storage round trip (an S3 404); a poll must not pay one per cleaned write."""
+    t = Table.create(
+        str(tmp_path / "t"), record_key="id", partition_by="part", ordering_field="ts",
+        options={"hoodie.table.cdc.enabled": "true", "hoodie.write.table.version": version,
+                 "hoodie.cleaner.commits.retained": "3"},
+    )  # fmt: skip
+    for i in range(12):
+        t.upsert(_rows(["a", "b"], "p0", i))
+    assert t.clean() is not None
+    begin = t.timeline().completed_writes()[-2].ordering_time
+    missing: list[str] = []
+    original = Storage._read
+
+    def spy(self: Storage, rel: str) -> bytes:
+        try:
+            return original(self, rel)
+        except FileNotFoundError:
+            missing.append(rel)
+            raise
+
+    monkeypatch.setattr(Storage, "_read", spy)
+    changes = Table.open(t.path).read_changes(begin, images="struct")
+    # the LSM history's `_version_` is looked for once per timeline load (not there until the first archival)
+    assert [rel for rel in missing if not rel.startswith(".hoodie/timeline/history/")] == []
+    assert sorted((r["op"], r["after"]["v"]) for r in changes.to_pylist()) == [("u", 11), ("u", 11)]
