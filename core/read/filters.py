@@ -169,7 +169,7 @@ def _disjuncts(filters: Filters) -> list[list[tuple[str, str, Any]]] | None:
 def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | None):
     """A predicate on partition paths, or None when the filters say nothing about partitions."""
     disjuncts = _disjuncts(filters)
-    if not disjuncts or not config.is_partitioned or config.url_encode_partitions:
+    if not disjuncts or not config.is_partitioned:
         return None
     fields = set(config.partition_fields)
     if any(not any(t[0] in fields for t in conj) for conj in disjuncts):
@@ -193,7 +193,7 @@ def partition_pruner(filters: Filters, config: TableConfig, schema: pa.Schema | 
             # a value holding '/', which Hudi writes as nested folders when values are not URL-encoded:
             # which folders make which value is unknown here, so the partition is never ruled out
             return True
-        values = partition_filter_values(partition_path, config)
+        values = partition_filter_values(partition_path, config)  # decoded when URL-encoded
         if DEFAULT_PARTITION in values.values():
             # The default folder holds nulls, empty strings and the literal default name alike:
             # its rows' values are unknown here, so it is never ruled out.
