@@ -168,7 +168,7 @@ def schedule_change_tracking(table: HoldsTableContext) -> str | None:
             log.info("no change tracking due: every delta commit's changes are persisted")
             return None
         instant_time = ctx.new_instant_time(timeline)
-        view = FileSystemView.load(storage, timeline)
+        view = FileSystemView.load(storage, timeline, partitions={partition for partition, _ in wanted})
         planned_versions: dict[tuple[str, str, str], list[int]] = {}
         for op in planned:
             planned_versions.setdefault((op.partition_path, op.file_id, op.base_instant_time), []).append(
@@ -243,7 +243,7 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
         mode = config.cdc_mode
         settings = MergeSettings.from_config(config)
         visible = VisibleInstants.from_timeline(run.timeline)
-        view = FileSystemView.load(storage, run.timeline)
+        view = FileSystemView.load(storage, run.timeline, partitions={op.partition_path for op in run.plan})
         slices = {(s.partition_path, s.file_id, s.base_instant_time): s for g in view.file_groups() for s in g.slices}
 
         def track(op: TrackingOperation) -> WriteStat | None:

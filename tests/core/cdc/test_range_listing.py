@@ -114,3 +114,29 @@ def test_a_poll_on_a_cleaned_table_tries_no_file_that_is_not_there(tmp_path, mon
     # the LSM history's `_version_` is looked for once per timeline load (not there until the first archival)
     assert [rel for rel in missing if not rel.startswith(".hoodie/timeline/history/")] == []
     assert sorted((r["op"], r["after"]["v"]) for r in changes.to_pylist()) == [("u", 11), ("u", 11)]
+
+
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_change_tracking_lists_only_the_partitions_of_untracked_delta_commits(tmp_path, monkeypatch, version):
+    """The daemon plans change tracking on every table each cycle: its cost follows the new delta commits."""
+    t = Table.create(
+        str(tmp_path / "t"), record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ",
+        options={"hoodie.table.cdc.enabled": "true", "hoodie.write.table.version": version},
+    )  # fmt: skip
+    for i, part in enumerate(PARTS):
+        t.upsert(_rows([f"{part}-{k}" for k in range(20)], part, 1 + i))  # base files: nothing to track
+    begin = _last_completed(t)
+    t.upsert(_rows(["p3-1", "p3-2"], "p3", 50))
+    t.upsert(_rows(["p5-0"], "p5", 51))
+    calls = _listed(monkeypatch, t)
+    tracked = Table.open(t.path)
+    instant = tracked.schedule_change_tracking()
+    assert instant is not None
+    assert _data_listings(calls) <= {"p3", "p5"}
+    calls.clear()
+    tracked.run_change_tracking(instant)
+    assert _data_listings(calls) <= {"p3", "p5"}
+    changes = Table.open(t.path).read_changes(begin, images="struct").to_pylist()
+    assert sorted((r["op"], r["after"]["id"], r["before"]["v"], r["after"]["v"]) for r in changes) == [
+        ("u", "p3-1", 4, 50), ("u", "p3-2", 4, 50), ("u", "p5-0", 6, 51)
+    ]  # fmt: skip
