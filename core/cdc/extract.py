@@ -164,6 +164,9 @@ def plan_change_splits(
     with_log = {
         (g.partition_path, g.file_id, f.name): s for g in groups.values() for s in g.slices for f in s.log_files
     }
+    # `.cdc` files still there: a savepoint keeps a delta commit's slice, not the compacted slice a
+    # later compaction persisted its changes in, which a clean may have deleted since
+    live_cdc = {f.path for g in groups.values() for s in g.slices for f in s.cdc_files}
     splits: list[ChangeSplit] = []
     log_splits: dict[tuple[str, str, str], tuple[FileSlice, list[str]]] = {}
 
@@ -192,7 +195,7 @@ def plan_change_splits(
                 file_slice = with_log.get((group.partition_path, group.file_id, posixpath.basename(stat.path)))
                 if file_slice is None:
                     raise missing(t, f"log file {stat.path}")
-                cdc = persisted.get((partition, stat.fileId, t))
+                cdc = [path for path in persisted.get((partition, stat.fileId, t), ()) if path in live_cdc]
                 if cdc and not fold_logs:
                     splits.append(
                         ChangeSplit(
@@ -229,8 +232,8 @@ def plan_change_splits(
             splits.append(ChangeSplit(case, t, partition, stat.fileId, previous, after, tuple(stat.cdcStats or ())))
         for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
             for file_id in file_ids:
-                group = group_of(partition, file_id, t)
-                replaced = group.latest_slice(as_of=t)
+                group = groups.get((partition, file_id))
+                replaced = group.latest_slice(as_of=t) if group is not None else None
                 if replaced is None:
                     raise missing(t, f"replaced file group {file_id}")
                 splits.append(

@@ -11,6 +11,7 @@ and the Spark surfaces reach them through `Scan` (or `Table.incremental_range` /
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from lakeward.core.config.read import BEGIN_INSTANT
 from lakeward.core.config.table import TableConfig
@@ -62,13 +63,36 @@ def incremental_range(
 ) -> IncrementalRange:
     """An incremental range (begin, end]: times normalised in the timeline's time zone, the end
     moved before a write still in flight (an explicit end past one is an InstantNotFoundError),
-    the range checked against what cleans retained; on table versions 8+ in completion time."""
+    the range checked against what cleans retained; on table versions 8+ in completion time.
+    `begin` "earliest" (or Hudi's "000") begins where the retained writes do, as a CDC query's."""
     tz = config.timeline_timezone
-    start = normalize_instant_time(begin, tz)
+    from_earliest = _is_earliest(begin)
+    start = "0" * 17 if from_earliest else normalize_instant_time(begin, tz)
     stop = normalize_instant_time(end, tz) if end is not None else None
+    archived = _archived_write_times(storage, config, timeline, start)
+    if from_earliest:
+        start = _retained_begin(storage, timeline, start, stop, "incremental", archived)
     stop = stable_end(timeline, start, stop, storage)
-    check_incremental_retained(storage, timeline, start, stop, _archived_write_times(storage, config, timeline, start))
+    check_incremental_retained(storage, timeline, start, stop, archived)
     return IncrementalRange.resolve(timeline, start, stop)
+
+
+def _is_earliest(begin: InstantTime) -> bool:
+    return isinstance(begin, str) and is_earliest(begin.strip())
+
+
+def _retained_begin(
+    storage: Storage, timeline: Timeline, start: str, stop: str | None, read: str, archived: Sequence[str] = ()
+) -> str:
+    """Where a range from "earliest" (resolved to `start`) begins: past the writes the last clean no
+    longer retains (`first_retained_begin`); a range that ends before it holds no retained write."""
+    retained_from = first_retained_begin(storage, timeline, start, archived)
+    if retained_from != start and stop is not None and stop <= retained_from:
+        raise InstantNotFoundError(
+            f"{read} range is empty: every change up to end {stop} was cleaned (no longer retained; the retained "
+            f"changes begin after {retained_from})"
+        )
+    return retained_from
 
 
 def _archived_write_times(storage: Storage, config: TableConfig, timeline: Timeline, begin: str) -> list[str]:
@@ -110,8 +134,8 @@ def change_range(
             f"a CDC query needs a begin instant ({BEGIN_INSTANT}); use 'earliest' for all retained changes"
         )
     tz = config.timeline_timezone
-    if isinstance(begin, str) and is_earliest(begin.strip()):
-        start = begin.strip()
+    if _is_earliest(begin):
+        start = str(begin).strip()
     else:
         start = normalize_instant_time(begin, tz)
     stop = normalize_instant_time(end, tz) if end is not None and str(end).strip() else None
@@ -122,14 +146,8 @@ def change_range(
     archived = _has_version_6_archive(storage, config)
     from_earliest = is_earliest(start)
     start, stop = check_change_range(timeline, config, start, stop, archived)
-    if from_earliest:  # every retained change: past the writes a clean removed the files of
-        retained_from = first_retained_begin(storage, timeline, start)
-        if retained_from != start and stop is not None and stop <= retained_from:
-            raise InstantNotFoundError(
-                f"CDC range is empty: every change up to end {stop} was cleaned (the retained changes begin "
-                f"after {retained_from})"
-            )
-        start = retained_from
+    if from_earliest:  # every retained change
+        start = _retained_begin(storage, timeline, start, stop, "CDC")
     stop = stable_end(timeline, start, stop, storage)
     if not from_earliest:  # (from "earliest" the range begins after every cleaned write)
         check_incremental_retained(storage, timeline, start, stop, changes=True)

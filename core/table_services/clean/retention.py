@@ -91,22 +91,23 @@ def check_incremental_retained(
     if lost:
         first_readable = max(at for at, _ in cleaned)
         read = "CDC query" if changes else "incremental read"
-        earliest_hint = "; 'earliest' begins there" if changes else ""
         raise InstantNotFoundError(
             f"{read} from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
-            f"deleted its file slices; the oldest readable instant is {earliest} (begin the range at "
-            f"{first_readable} or later{earliest_hint})"
+            f"keeps the file slices of instants from {earliest} on (older ones it may have deleted); the oldest "
+            f"readable instant is {earliest} (begin the range at {first_readable} or later; 'earliest' begins there)"
         )
 
 
-def first_retained_begin(storage: Storage, timeline: Timeline, begin: str) -> str:
-    """The earliest exclusive begin, at or after `begin`, of a range whose writes a clean kept: the
-    position (instant time; completion time on layout 2) of the last write whose files a clean deleted.
-    Where a range from "earliest" begins."""
+def first_retained_begin(storage: Storage, timeline: Timeline, begin: str, archived: Sequence[str] = ()) -> str:
+    """The earliest exclusive begin, at or after `begin`, of a range whose writes the last clean retains:
+    the position (instant time; completion time on layout 2) of the last write before its earliest
+    commit to retain (compactions, clusterings and savepointed writes aside), whose files it may have
+    deleted (Hudi's rule: a write's files are not checked one by one). Where a range from "earliest" begins.
+    `archived`: as for `check_incremental_retained`."""
     retained = last_clean_retained(storage, timeline)
     if retained is None:
         return begin
-    return max([begin, *(at for at, _ in _cleaned_writes(storage, timeline, retained[0]))])
+    return max([begin, *(at for at, _ in _cleaned_writes(storage, timeline, retained[0], archived))])
 
 
 def _cleaned_writes(

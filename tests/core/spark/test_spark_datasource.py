@@ -470,6 +470,11 @@ def _read_cases(instants: list[str]) -> list[tuple[str, dict[str, str], Callable
             lambda t: t.read_incremental(instants[2]),
         ),
         (
+            "incremental from earliest",
+            {query: "incremental", begin: "earliest"},
+            lambda t: t.read_incremental("0"),
+        ),
+        (
             "incremental (1, 3] given as timestamps",
             {query: "incremental", begin: _timestamp(instants[1]), end: _timestamp(instants[3])},
             lambda t: t.read_incremental(instants[1], instants[3]),

@@ -224,7 +224,11 @@ def test_earliest_changes_begin_at_the_oldest_retained_instant(tmp_path: Path, v
     assert table.read_changes(hint, images="struct").equals(changes)
     with pytest.raises(InstantNotFoundError, match="no longer retained") as incremental:
         table.read_incremental(writes[0].ordering_time)
-    assert "earliest" not in str(incremental.value)  # read_incremental takes no "earliest"
+    assert f"begin the range at {hint} or later; 'earliest' begins there" in str(incremental.value)
+    latest = table.read_incremental(hint)  # read_incremental takes "earliest" (and Hudi's "000") too
+    assert sorted(latest.column("v").to_pylist()) == ["3", "3"]
+    for earliest in ("earliest", "000"):
+        assert table.read_incremental(earliest).equals(latest)
     for cleaned in [w for w in writes if w.time < retained[0]]:  # a range of cleaned changes only
         with pytest.raises(InstantNotFoundError, match="was cleaned"):
             table.read_changes("earliest", cleaned.ordering_time)

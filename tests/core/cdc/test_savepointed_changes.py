@@ -1,0 +1,63 @@
+"""CDC queries of savepointed instants after a clean: the savepoint keeps the instant's own
+files readable, while files written later for it (a compaction's `.cdc` images) or by others
+(the file group it replaced) may be gone. Found by a report-only exploration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.exceptions import InstantNotFoundError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def _rows(ids: list[int], ts: int) -> pa.Table:
+    return pa.Table.from_pylist([{"id": i, "part": "p0", "ts": ts, "v": f"{i}@{ts}"} for i in ids], schema=SCHEMA)
+
+
+def _table(path: Path, table_type: str, version: str) -> Table:
+    return Table.create(
+        str(path), record_key="id", partition_by="part", ordering_field="ts", table_type=table_type,
+        options={"hoodie.table.cdc.enabled": "true", "hoodie.write.table.version": version,
+                 "hoodie.cleaner.commits.retained": "1"},
+    )  # fmt: skip
+
+
+def _range_of(t: Table, begin: str, end: str) -> tuple[str, str]:
+    """(begin, end) in the time a range is in: completion time on 8+, instant time on 6."""
+    completion = t.timeline().completion_times()
+    return completion.get(begin, begin), completion.get(end, end)
+
+
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_a_savepointed_delta_commit_whose_compacted_images_were_cleaned_reads_from_its_log(
+    tmp_path: Path, version: str
+) -> None:
+    t = _table(tmp_path / "t", "MERGE_ON_READ", version)
+    t0 = t.upsert(_rows([0, 1], 1)).instant_time
+    t1 = t.upsert(_rows([1], 2)).instant_time  # a delta commit: a log file
+    t.savepoint(t1)
+    for k in range(3):  # each compaction persists the slice's changes (t1's too) in `.cdc` files
+        t.upsert(_rows([0, 1], 3 + k))
+        t.run_compaction(t.schedule_compaction(force=True))
+    assert t.clean() is not None  # deletes the compacted slices and their `.cdc` files; t1's log stays
+    changes = Table.open(t.path).read_changes(*_range_of(t, t0, t1), images="struct").to_pylist()
+    assert [(r["op"], r["before"]["v"], r["after"]["v"]) for r in changes] == [("u", "1@1", "1@2")]
+
+
+def test_a_savepointed_overwrite_whose_replaced_group_was_cleaned_names_that_group(tmp_path: Path) -> None:
+    t = _table(tmp_path / "t", "COPY_ON_WRITE", "6")
+    t0 = t.upsert(_rows([0, 1], 1)).instant_time
+    replaced = {s.file_id for s in t.file_slices()}
+    t1 = t.insert_overwrite(_rows([2], 2)).instant_time
+    t.savepoint(t1)
+    for k in range(3):
+        t.upsert(_rows([2], 3 + k))
+    assert t.clean() is not None
+    (group,) = replaced
+    with pytest.raises(InstantNotFoundError, match=f"replaced file group {group} of instant {t1} is gone"):
+        Table.open(t.path).read_changes(t0, t1)
