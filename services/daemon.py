@@ -200,10 +200,11 @@ class Daemon:
         self._table_reads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="table-read")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
-        #: (table, action) -> completed instants on the table when a new plan of it was found not due:
-        #: not proposed again until the table has `_retry_gap` more (else an idle table would be
-        #: retried every cycle, and a busy one would keep its slot on no-op runs).
-        self._not_due: dict[tuple[str, str], int] = {}
+        #: (table, action) -> the table's `progress_mark` when a new plan of it was found not due: not
+        #: proposed again until the table has `_retry_gap` more completed instants after it (else an idle
+        #: table would be retried every cycle, and a busy one would keep its slot on no-op runs). A run
+        #: of it that does something clears it.
+        self._not_due: dict[tuple[str, str], str] = {}
         #: Runs started per group and table (the fair share of `services/fairness.py`).
         self.ledger = FairShareLedger()
         #: Table name -> its group, priority and limits, as of the last cycle.
@@ -363,12 +364,15 @@ class Daemon:
 
     def _run_finished(self, run: RunRecord) -> None:
         self._record_run(run)
+        key = (run.table.name, run.action.value)
         if run.item.instant is None and run.outcome is Outcome.NOTHING_TO_DO:
             with self._lock:
                 last = self._last
             state = next((s for s in last.states if s.ref == run.table), None) if last else None
             if state is not None:
-                self._not_due[(run.table.name, run.action.value)] = self._progress_mark(state, run.action)
+                self._not_due[key] = state.progress_mark
+        elif run.outcome is Outcome.SUCCEEDED:
+            self._not_due.pop(key, None)
         # A slot is free: take the next work now (a repeat of a not-due item is held back above).
         if self.scheduler is not None and not self._draining:
             self.scheduler.run_soon()
@@ -383,19 +387,20 @@ class Daemon:
         return max(1, gaps.get(action, 1))
 
     @staticmethod
-    def _progress_mark(state: TableState, action: ServiceAction) -> int:
-        """How far the table has moved, as it matters to `action`: a clean can only find more to
-        delete after a rewrite (commit, compaction, clustering); the others after any instant."""
-        return state.rewrites_since_clean if action is ServiceAction.CLEAN else state.completed_count
+    def _moved(state: TableState, action: ServiceAction, mark: str) -> int:
+        """How far the table has moved since `mark`, as it matters to `action`: a clean can only find
+        more to delete after a rewrite (commit, compaction, clustering); the others after any instant."""
+        return state.completed_after(mark, rewrites_only=action is ServiceAction.CLEAN)
+
+    def _gap(self, item: WorkItem) -> int:
+        return 1 if item.action is ServiceAction.CLEAN else self._retry_gap(item.table.name, item.action)
 
     def _proposable(self, item: WorkItem, states: dict[str, TableState]) -> bool:
         noted = self._not_due.get((item.table.name, item.action.value))
         state = states.get(item.table.name)
         if item.instant is not None or noted is None or state is None:
             return True
-        moved = self._progress_mark(state, item.action) - noted
-        gap = 1 if item.action is ServiceAction.CLEAN else self._retry_gap(item.table.name, item.action)
-        return moved >= gap
+        return self._moved(state, item.action, noted) >= self._gap(item)
 
     @property
     def ready(self) -> bool:
@@ -635,10 +640,13 @@ class Daemon:
                     return spaced
             if self._proposable(item, states):
                 return None
-            noted = self._not_due.get((item.table.name, item.action.value))
+            noted = self._not_due.get((item.table.name, item.action.value), "")
+            state = states.get(item.table.name)
+            moved = self._moved(state, item.action, noted) if state is not None else 0
+            what = "rewrite(s)" if item.action is ServiceAction.CLEAN else "completed instant(s)"
             return (
-                f"its last run found nothing to do (at {noted} completed instant(s)); it is proposed again "
-                f"after {self._retry_gap(item.table.name, item.action)} more"
+                f"its last run found nothing to do (the timeline then ended at {noted}); it is proposed again "
+                f"after {self._gap(item)} {what} since ({moved} so far)"
             )
 
         def unavailable(action: ServiceAction) -> str | None:

@@ -49,7 +49,7 @@ from lakeward.core.storage import Storage
 from lakeward.core.table import Table
 from lakeward.core.table_services.state import PendingServicePlan, ServiceState, service_state
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
-from lakeward.core.timeline import METAFOLDER, Action, Instant, Timeline
+from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import clustering_plan_of
 from lakeward.core.timeline.instant_time import not_times
 from lakeward.services.model import PendingPlan, ServiceAction, TableProblem, TableRef, root_name, table_location
@@ -148,6 +148,22 @@ class TableState:
     @property
     def completed_count(self) -> int:
         return len(self.timeline.completed())
+
+    @property
+    def progress_mark(self) -> str:
+        """Where the table's timeline has got to: the latest position (completion time, else instant
+        time) of a completed instant. Only grows: archival and cleans remove older instants."""
+        return max((i.completion_time or i.time for i in self.timeline.completed()), default="")
+
+    def completed_after(self, mark: str, rewrites_only: bool = False) -> int:
+        """Completed instants positioned after `mark` (a `progress_mark`); `rewrites_only`: only those
+        that write new file versions (commits, compactions, replacecommits: not delta commits)."""
+        return sum(
+            1
+            for i in self.timeline.completed()
+            if (i.completion_time or i.time) > mark
+            and (not rewrites_only or (i.action in WRITE_ACTIONS and i.action is not Action.DELTA_COMMIT))
+        )
 
     @cached_property
     def service_state(self) -> ServiceState:

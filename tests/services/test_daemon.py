@@ -243,3 +243,22 @@ def test_a_busy_table_still_gets_compacted_when_its_cleans_find_nothing(tmp_path
         stop.set()
         writer.join()
         daemon.drain()
+
+
+def test_a_not_due_clean_is_retried_after_a_rewrite_even_when_another_clean_ran_meanwhile(tmp_path):
+    """The hold-back after a run that found nothing counts the rewrites since that run. It counted
+    rewrites since the last clean: a clean by someone else reset that count below the mark, and the
+    daemon held its clean back until the table had more rewrites than before (archival shrank the
+    completed count of other actions the same way). Found by a report-only exploration."""
+    table = Table.create(str(tmp_path / "busy"), record_key="id", ordering_field="ts")
+    for i in range(4):
+        table.upsert(pa.table({"id": [1], "v": [i], "ts": [i]}))
+    daemon = daemon_for(tmp_path, tables=("busy",), extra="policies: {defaults: {clean: {min_commits_between: 1}}}\n")
+    daemon.start()
+    try:
+        wait_for(lambda: ("clean", "nothing_to_do") in outcomes(daemon, "busy"))  # 10 commits retained
+        assert Table.open(table.path, options={"hoodie.cleaner.commits.retained": "1"}).clean() is not None
+        table.upsert(pa.table({"id": [2], "v": [9], "ts": [9]}))  # one rewrite since the daemon's clean
+        wait_for(lambda: outcomes(daemon, "busy").count(("clean", "nothing_to_do")) == 2, timeout_s=15)
+    finally:
+        daemon.drain()
