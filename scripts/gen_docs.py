@@ -4,6 +4,7 @@
   options from the pydantic models in core, Spark read options) and every daemon setting (from
   `lakeward.services.settings`) with its type, default and environment variable.
 - docs/http-api.md: the daemon's HTTP API, from its OpenAPI schema.
+- helm/lakeward/values.schema.json: the chart's `settings`, from the daemon's settings model.
 
     python scripts/gen_docs.py          # rewrite both pages
     python scripts/gen_docs.py --check  # exit 1 when a page is out of date (tests/test_docs.py does this)
@@ -431,9 +432,56 @@ def http_api_markdown() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+CHART_SCHEMA = ROOT / "helm" / "lakeward" / "values.schema.json"
+#: Settings the chart sets itself (`http` from its http values, the replica id from the pod name) or
+#: from secrets (the ZooKeeper digest credentials, from `zookeeperAuth`): not in its `settings`.
+CHART_OWNED_SETTINGS = {("http",), ("replica_id",), ("zookeeper", "digest_user"), ("zookeeper", "digest_password")}
+
+
+def _inlined(node: Any, defs: dict[str, Any], path: tuple[str, ...] = ()) -> Any:
+    """`node` with every `$ref` replaced by its definition (Helm's schema check resolves no `$defs`), the
+    generated titles left out, and the chart-owned settings (`CHART_OWNED_SETTINGS`) removed."""
+    if isinstance(node, list):
+        return [_inlined(v, defs, path) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[1]]
+        return _inlined({**target, **{k: v for k, v in node.items() if k != "$ref"}}, defs, path)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties":
+            out[key] = {
+                name: _inlined(prop, defs, (*path, name))
+                for name, prop in value.items()
+                if (*path, name) not in CHART_OWNED_SETTINGS
+            }
+        elif key == "required":
+            out[key] = [name for name in value if (*path, name) not in CHART_OWNED_SETTINGS]
+        else:
+            out[key] = _inlined(value, defs, path)
+    return out
+
+
+def chart_values_schema() -> str:
+    """helm/lakeward/values.schema.json with its `settings` generated from the daemon's settings model,
+    so that the chart refuses the keys and values the daemon refuses (a typo was a CrashLoop) and
+    takes every one it accepts."""
+    schema = json.loads(CHART_SCHEMA.read_text())
+    model = DaemonSettings.model_json_schema()
+    settings = _inlined({k: v for k, v in model.items() if k != "$defs"}, model.get("$defs", {}))
+    settings["description"] = schema["properties"]["settings"]["description"]
+    schema["properties"]["settings"] = settings
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+#: Generated files, relative to the repository's root.
 PAGES: dict[str, Callable[[], str]] = {
-    "configuration.md": configuration_markdown,
-    "http-api.md": http_api_markdown,
+    "docs/configuration.md": configuration_markdown,
+    "docs/http-api.md": http_api_markdown,
+    "helm/lakeward/values.schema.json": chart_values_schema,
 }
 
 
@@ -444,7 +492,7 @@ def main() -> int:
     stale = []
     for name, generate in PAGES.items():
         text = generate()
-        path = DOCS / name
+        path = ROOT / name
         if args.check:
             if not path.exists() or path.read_text() != text:
                 stale.append(name)

@@ -40,7 +40,7 @@ def _mkdocs(project: Path, site: Path) -> subprocess.CompletedProcess[str]:
 def test_generated_reference_pages_match_the_code() -> None:
     gen = _gen_docs()
     for name, generate in gen.PAGES.items():
-        assert (ROOT / "docs" / name).read_text() == generate(), f"docs/{name} is stale: run scripts/gen_docs.py"
+        assert (ROOT / name).read_text() == generate(), f"{name} is stale: run scripts/gen_docs.py"
 
 
 def test_every_option_has_a_description() -> None:

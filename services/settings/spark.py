@@ -27,7 +27,11 @@ class SparkSettings(Section):
             "local: lakeward's thread-pool engine, no JVM."
         ),
     )
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf (numbers/booleans accepted).")
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark conf (numbers/booleans accepted).",
+        json_schema_extra={"additionalProperties": {"type": ["string", "number", "boolean"]}},
+    )
     fair_scheduler: bool = Field(default=True, description="spark.scheduler.mode=FAIR, each run in its action's pool.")
     pools: list[str] = Field(
         default_factory=lambda: [a.value for a in ServiceAction],

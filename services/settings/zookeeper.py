@@ -13,7 +13,11 @@ class ZooKeeperSettings(Section):
     """Claims coordination. Without hosts, an in-process coordinator is used: one replica only."""
 
     hosts: str | None = Field(
-        default=None, description="host:port[,host:port...] (a YAML list is accepted); None: in-process coordinator."
+        default=None,
+        description="host:port[,host:port...] (a YAML list is accepted); None: in-process coordinator.",
+        json_schema_extra={
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+        },
     )
     chroot: str = Field(default="/lakeward", description="Every node of the daemon lives under this path.")
     claims_path: str = Field(default="/claims", description="Where claims are created, under the chroot.")

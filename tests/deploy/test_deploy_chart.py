@@ -160,10 +160,24 @@ def test_more_than_one_replica_needs_zookeeper(helm: Path) -> None:
     assert not tools.by_kind(docs, "PodDisruptionBudget")
 
 
+def test_a_chart_without_a_zookeeper_section_renders(helm: Path, tmp_path: Path) -> None:
+    """`--set settings.zookeeper=null` removes the section: the templates failed on a nil pointer."""
+    values = tmp_path / "values.yaml"
+    values.write_text("replicaCount: 1\nsettings:\n  zookeeper: null\n  tables: null\n")
+    docs = tools.documents(tools.render(values))
+    assert _deployment(docs)["spec"]["replicas"] == 1
+    assert "in-process" in tools.render_notes(values, tmp_path / "notes")
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
         ("settings.bogus=1", "bogus"),
+        # typos in sections the daemon checks key by key (it refused to start: a CrashLoop helm lint passed)
+        ("settings.concurrency.max_runing=3", "max_runing"),
+        ("settings.resources.nicee=3", "nicee"),
+        ("settings.policies.defaults.compaction.max_delta_comits=3", "max_delta_comits"),
+        ("settings.scheduling.starving_score=-1", "starving_score"),
         ("replicaCount=0", "replicaCount"),
         ("settings.spark.engine=flink", "engine"),
         ("image.digest=latest", "digest"),
@@ -173,6 +187,31 @@ def test_values_schema_rejects_bad_values(helm: Path, setting: str, message: str
     with pytest.raises(subprocess.CalledProcessError) as failed:
         tools.render(None, "--set", setting)
     assert message in failed.value.stderr
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "settings.scheduling.starving_score=40",
+        "settings.history.runs_max_count=500",
+        "settings.tables.load_timeout_s=20",
+        "settings.tables.health_refresh_s=120",
+        "settings.policies.defaults.compaction.max_delta_commits=3",
+    ],
+)
+def test_values_schema_takes_every_daemon_setting(helm: Path, setting: str, tmp_path: Path) -> None:
+    """The chart's `settings` schema is generated from the daemon's settings model (scripts/gen_docs.py):
+    keys docs/daemon.md documents render, and the daemon loads the settings file the chart renders."""
+    from lakeward.services.settings import load_settings
+
+    docs = tools.documents(tools.render(None, "--set", setting))
+    rendered = tmp_path / "lakeward.yaml"
+    rendered.write_text(tools.one(docs, "ConfigMap")["data"]["lakeward.yaml"])
+    key, value = setting.removeprefix("settings.").split("=")
+    loaded: Any = load_settings(rendered, env={})
+    for part in key.split("."):
+        loaded = loaded[part] if isinstance(loaded, dict) else getattr(loaded, part)
+    assert float(loaded) == float(value)
 
 
 def test_secrets_stay_out_of_the_configmap(rendered: dict[str, list[dict[str, Any]]]) -> None:
