@@ -921,10 +921,13 @@ def explain(
         typer.echo(json.dumps(found, indent=2))
         return
     for d in found["actions"]:
-        what = d["work"] or "nothing to do"
+        # "nothing to do" only when that is the reason (not when disabled, paused or blocked)
+        idle = all(r["code"] == "not_due" for r in d["reasons"])
+        what = d["work"] or ("nothing to do" if idle else "")
         instant = f" {d['instant']}" if d["instant"] else ""
         verdict = "WOULD RUN" if d["would_run"] else "not now"
-        typer.echo(f"{d['action']}{instant}: {verdict} ({what}{': ' + d['why'] if d['why'] else ''})")
+        detail = ": ".join(part for part in (what, d["why"]) if part)
+        typer.echo(f"{d['action']}{instant}: {verdict}" + (f" ({detail})" if detail else ""))
         for r in d["reasons"]:
             typer.echo(f"  - {r['code']}: {r['message']}")
     if not found["actions"]:

@@ -422,7 +422,8 @@ def _orphan_clean(state: TableState, policy: Policy, now: dt.datetime) -> _Consi
     """Orphan removal: due whenever enabled; the daemon spaces its runs (`orphan_clean.interval_s`)."""
     action = ServiceAction.ORPHAN_CLEAN
     reasons = _disabled(policy, action, policy.orphan_clean_enabled)
-    return _Consideration(action, state.last_completed or "", "look for orphan files (orphan_clean enabled)", reasons)
+    why = "look for orphan files (orphan_clean enabled)" if policy.orphan_clean_enabled else ""
+    return _Consideration(action, state.last_completed or "", why, reasons)
 
 
 def _metadata_compaction(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:

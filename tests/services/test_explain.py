@@ -268,6 +268,8 @@ def test_explain_api_and_cli(daemon: Daemon, root: Path, monkeypatch: pytest.Mon
         assert out.exit_code == 0, out.output
         assert out.output.startswith("compaction: not now (nothing to do)\n")
         assert "  - not_due: 2 delta commit(s) since the last compaction" in out.output
+        disabled = CliRunner().invoke(cli_app, ["explain", "orders", "clean"])  # disabled, and not due
+        assert disabled.output.startswith("clean: not now\n  - policy_disabled: "), disabled.output
         as_json = CliRunner().invoke(cli_app, ["explain", "orders", "--json"])
         assert '"code": "not_due"' in as_json.output
     finally:
