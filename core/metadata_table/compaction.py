@@ -69,7 +69,7 @@ from lakeward.core.metadata_table.schema import COMMIT_SCHEMA_JSON, HFILE_SCHEMA
 from lakeward.core.metadata_table.stats_writer import STATS_PARTITIONS, merge_stats_slice
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, rules_for_layout
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
+from lakeward.core.timeline import WRITE_ACTIONS, Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
@@ -127,6 +127,18 @@ def blocking_instant(data_timeline: Timeline, mdt: Timeline) -> Instant | None:
     return next((i for i in data_timeline.pending() if i.time in recorded), None)
 
 
+def _unblocking(blocker: Instant) -> str:
+    """What ends a pending data-table instant's hold on the metadata compaction: a write completes or is
+    rolled back once its writer is dead; a table-service plan is to be run, not thrown away."""
+    plan = blocker.action is Action.REPLACE_COMMIT and blocker.state is State.REQUESTED  # v6 clustering plan
+    if blocker.action in WRITE_ACTIONS and not plan:
+        return "let it complete; the next writer or `lakeward` rollback rolls back a dead writer's instant"
+    return (
+        f"run the pending {blocker.action.value} plan to completion (the daemon runs pending plans); roll it "
+        "back only to abandon it"
+    )
+
+
 @dataclass(frozen=True)
 class MetadataCompactionCheck:
     """Whether the metadata table's compaction is due now, at which instant time, and if not, why."""
@@ -167,16 +179,15 @@ class MetadataCompactionCheck:
             return (
                 f"data-table instant {b.time} ({b.action.value}, {b.state.value}) is pending at or before the metadata "
                 f"table's latest delta commit: on a version 6 table no metadata compaction is planned until it "
-                "completes or is rolled back (Hudi 0.x's rule; the next writer or `lakeward` rollback rolls back a "
-                "dead writer's instant)"
+                f"completes or is rolled back (Hudi 0.x's rule; {_unblocking(b)})"
             )
         if self.blocked and self.blocked_by is not None:
             b = self.blocked_by
             return (
                 f"data-table instant {b.time} ({b.action.value}, {b.state.value}) is pending while its metadata "
                 f"delta commit completed: a metadata compaction may only take delta commits completed before it "
-                f"({self.eligible} of {self.delta_commits}, fewer than {MAX_DELTA_COMMITS_KEY}={self.threshold}). "
-                "Let the instant complete, or roll it back (the next writer or `lakeward` rollback does)"
+                f"({self.eligible} of {self.delta_commits}, fewer than {MAX_DELTA_COMMITS_KEY}={self.threshold}); "
+                f"{_unblocking(b)}"
             )
         if self.eligible < self.threshold:
             return (

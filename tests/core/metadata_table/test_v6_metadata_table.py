@@ -265,3 +265,24 @@ def test_logs_written_over_a_pending_compaction_are_on_storage_for_the_check_and
     assert Table.open(path).read(columns=["val"]).column("val").to_pylist() == [3, 3]
     Table.open(path).upgrade(to=8)  # reads then list through the metadata table
     assert Table.open(path).read(columns=["val"], as_of=saved).column("val").to_pylist() == [3, 3]
+
+
+def test_a_pending_compaction_plan_holding_the_v6_metadata_compaction_back_is_to_be_run_not_rolled_back(
+    tmp_path: Path,
+):
+    """The reason advised rolling back "a dead writer's instant" whatever held the compaction back; an
+    on-call engineer following it would throw a compaction plan away. Found by a report-only exploration."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.metadata.enable": "true", "hoodie.metadata.compact.max.delta.commits": 1000}
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_type="MERGE_ON_READ", options=options
+    )
+    for n in range(1, 4):
+        table.upsert(_batch(_rows(range(12), n)))
+    plan = table.schedule_compaction(force=True)
+    for n in range(4, 7):
+        table.upsert(_batch(_rows(range(0, 12, 2), n)))
+    check = check_metadata_compaction(table.storage, Table.open(path).timeline(), 2)
+    assert check.blocked and check.blocked_by is not None and check.blocked_by.time == plan
+    assert f"{plan} (compaction, requested)" in check.reason
+    assert "run the pending compaction" in check.reason and "dead writer" not in check.reason
