@@ -70,22 +70,27 @@ from lakeward.core.timeline.transitions import read_commit_metadata
 #: Commit metadata key of compactions and change-tracking runs: `{cdc file: [instants]}`,
 #: the delta commits whose changes each `.cdc` file they wrote holds.
 PERSISTED_KEY = "lakeward.cdc.persisted"
+#: Commit metadata key of change-tracking runs: `[[partition, file id, delta commit], ...]`, the
+#: delta commits tracked that changed nothing in their group (no `.cdc` block holds them).
+UNCHANGED_KEY = "lakeward.cdc.unchanged"
 
 
 def persisted_changes(storage: Storage, timeline: Timeline) -> dict[tuple[str, str, str], list[str]]:
-    """(partition, file id, delta commit) -> `.cdc` files holding that commit's changes to the group."""
+    """(partition, file id, delta commit) -> `.cdc` files holding that commit's changes to the group
+    (no file: a change-tracking run found the commit changed nothing there)."""
     out: dict[tuple[str, str, str], list[str]] = {}
     for instant in timeline.completed({Action.COMMIT, Action.CHANGE_TRACKING}):
         meta = read_commit_metadata(storage, instant)
         raw = meta.extraMetadata.get(PERSISTED_KEY)
-        if not raw:
-            continue
-        for path, instants in json.loads(raw).items():
+        for path, instants in (json.loads(raw) if raw else {}).items():
             parsed = parse_log_file_name(posixpath.basename(path))
             if parsed is None:
                 continue
             for t in instants:
                 out.setdefault((posixpath.dirname(path), parsed.file_id, t), []).append(path)
+        unchanged = meta.extraMetadata.get(UNCHANGED_KEY)
+        for partition, file_id, t in json.loads(unchanged) if unchanged else ():
+            out.setdefault((str(partition), str(file_id), str(t)), [])
     return out
 
 

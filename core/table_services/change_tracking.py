@@ -23,7 +23,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lakeward.core.cdc.extract import PERSISTED_KEY, persisted_changes, persisted_instants, slice_with_log
+from lakeward.core.cdc.extract import (
+    PERSISTED_KEY,
+    UNCHANGED_KEY,
+    persisted_changes,
+    persisted_instants,
+    slice_with_log,
+)
 from lakeward.core.cdc.persist import persist_slice_changes
 from lakeward.core.config.cdc import CDC_ENABLED_KEY
 from lakeward.core.config.table import TableConfig, TableType
@@ -210,6 +216,11 @@ def schedule_change_tracking(table: HoldsTableContext) -> str | None:
         return instant_time
 
 
+def _instants_in(stat: WriteStat | None, persisted: dict[str, list[str]]) -> set[str]:
+    """The delta commits whose changes the `.cdc` file of `stat` holds (none without one)."""
+    return {t for path in (stat.cdcStats or {} if stat is not None else {}) for t in persisted.get(path, ())}
+
+
 class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTrackingResult]):
     """Change tracking as a table service: plan the untracked delta commits, then persist their changes."""
 
@@ -246,7 +257,9 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
         view = FileSystemView.load(storage, run.timeline, partitions={op.partition_path for op in run.plan})
         slices = {(s.partition_path, s.file_id, s.base_instant_time): s for g in view.file_groups() for s in g.slices}
 
-        def track(op: TrackingOperation) -> WriteStat | None:
+        def track(op: TrackingOperation) -> tuple[TrackingOperation, WriteStat | None] | None:
+            """The operation and the `.cdc` file it wrote (None: its delta commits changed nothing); None
+            when its slice is gone."""
             file_slice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
             if file_slice is None:
                 log.warning(
@@ -272,9 +285,9 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
                 version=op.cdc_version,
             )
             if written is None:
-                return None
+                return op, None
             path, size, _ = written
-            return WriteStat(
+            return op, WriteStat(
                 fileId=op.file_id,
                 path="",
                 cdcStats={path: size},
@@ -283,12 +296,22 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
                 totalWriteBytes=size,
             )
 
-        stats = [s for s in run.engine.map(track, run.plan, f"change tracking {instant_time}") if s is not None]
+        tracked = [t for t in run.engine.map(track, run.plan, f"change tracking {instant_time}") if t is not None]
+        stats = [stat for _, stat in tracked if stat is not None]
         metadata = CommitMetadata(operationType=OPERATION)
         for stat in stats:
             metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
         persisted = persisted_instants(storage, stats)
         metadata.extraMetadata[PERSISTED_KEY] = json.dumps(persisted, sort_keys=True)
+        # delta commits that changed nothing in their group are tracked too (else planned again every time)
+        unchanged = sorted(
+            [op.partition_path, op.file_id, t]
+            for op, stat in tracked
+            for t in op.instants
+            if t not in _instants_in(stat, persisted)
+        )
+        if unchanged:
+            metadata.extraMetadata[UNCHANGED_KEY] = json.dumps(unchanged)
         result = ChangeTrackingResult(
             instant_time,
             len(stats),

@@ -273,6 +273,23 @@ def test_change_tracking_is_idempotent(tmp_path):
         t.run_change_tracking(tracking)
 
 
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_change_tracking_of_a_delta_commit_that_changed_nothing_is_done_once(tmp_path, version):
+    """A second delete of a deleted key is a delta commit with no change: tracking writes no `.cdc`
+    block for it, and it stayed untracked, so the daemon planned a run for it every cycle, forever.
+    Found by a report-only exploration."""
+    t = new_table(tmp_path / "t", "MERGE_ON_READ", **{"hoodie.write.table.version": version})
+    first = t.upsert(rows(("a", "x", 1, 1))).instant_time
+    t.upsert(rows(("a", "x", 2, 2)))
+    t.delete(rows(("a", "x", 0, 3)))
+    t.delete(rows(("a", "x", 0, 4)))  # changes nothing
+    expected = changes(t, first)
+    assert [c[0] for c in expected][-2:] == ["u", "d"]  # (on 8+ the range holds `first` too)
+    t.run_change_tracking(t.schedule_change_tracking())
+    assert Table.open(t.path).schedule_change_tracking() is None
+    assert changes(Table.open(t.path), first) == expected
+
+
 def test_insert_delete_insert_of_one_key_yields_three_changes(tmp_path):
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
         t = new_table(tmp_path / table_type, table_type)
