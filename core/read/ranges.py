@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 from lakeward.core.config.read import BEGIN_INSTANT
 from lakeward.core.config.table import TableConfig
@@ -56,6 +57,10 @@ def resolve_as_of(storage: Storage, config: TableConfig, timeline: Timeline, as_
         )
     check_as_of_retained(storage, timeline, instant.time, as_of)
     return instant.time
+
+
+#: Operation types of writes that rewrite records without changing them (Hudi's `WriteOperationType`).
+_REWRITE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
 
 
 def incremental_range(
@@ -107,7 +112,16 @@ def _archived_write_times(storage: Storage, config: TableConfig, timeline: Timel
         if r.get("actionState") == State.COMPLETED.name
         and r.get("actionType") in writes
         and str(r["commitTime"]) > begin
+        and not _rewrites_only(r)
     )
+
+
+def _rewrites_only(entry: dict[str, Any]) -> bool:
+    """Whether an archived version 6 write is a compaction or a clustering (no record changed: no
+    range over it needs the files a clean deleted), as its commit metadata's operation type says."""
+    meta = entry.get("hoodieReplaceCommitMetadata") or entry.get("hoodieCommitMetadata") or {}
+    operation = meta.get("operationType") if isinstance(meta, dict) else None
+    return str(operation or "").upper() in _REWRITE_OPERATIONS
 
 
 def _has_version_6_archive(storage: Storage, config: TableConfig) -> bool:

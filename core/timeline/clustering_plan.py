@@ -25,7 +25,7 @@ from lakeward.core.timeline import avro_plans
 from lakeward.core.timeline.compaction_plan import CompactionOperation
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.timeline import Timeline
-from lakeward.core.timeline.transitions import read_instant
+from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
 
 CLUSTER = "CLUSTER"
 EXECUTION_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
@@ -172,9 +172,14 @@ def was_clustering(storage: Storage, timeline: Timeline, time: str) -> bool:
     (`clustering.requested`); on layout 1 a clustering is a replacecommit whose requested plan's
     operation type says so, read only for a replacecommit (a read per plain commit would cost a
     storage round trip for a file that is not there)."""
+    replaces = [i for i in timeline.find(time) if i.action is Action.REPLACE_COMMIT]
     if timeline.layout is not TimelineLayout.V1:
-        return _requested(time, timeline.layout).file_name in timeline.files
-    if not any(i.action is Action.REPLACE_COMMIT for i in timeline.find(time)):
+        if _requested(time, timeline.layout).file_name in timeline.files:
+            return True
+        # archived into the LSM history (its plan file went with it): its commit metadata says
+        archived = [i for i in replaces if i.archive_file is not None and i.is_completed]
+        return any(read_commit_metadata(storage, i).operationType.upper() == CLUSTER for i in archived)
+    if not replaces:
         return False
     return _clustering_plan_record(storage, time, timeline.layout) is not None
 

@@ -15,7 +15,10 @@ from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import was_clustering
-from lakeward.core.timeline.transitions import read_instant
+from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
+
+#: The operation type of a compaction's commit metadata (Hudi's `WriteOperationType.COMPACT`).
+_COMPACT = "COMPACT"
 
 
 def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str] | None:
@@ -87,9 +90,9 @@ def check_incremental_retained(
         return
     earliest, clean = retained
     cleaned = _cleaned_writes(storage, timeline, earliest, archived)
-    lost = sorted(t for at, t in cleaned if begin < at and (end is None or at <= end))
+    lost = [t for at, t, i in cleaned if begin < at and (end is None or at <= end) and _changes(storage, timeline, i)]
     if lost:
-        first_readable = max(at for at, _ in cleaned)
+        first_readable = _last_position(storage, timeline, cleaned) or begin
         read = "CDC query" if changes else "incremental read"
         raise InstantNotFoundError(
             f"{read} from {begin} covers instant {lost[0]}, which is no longer retained: clean {clean} "
@@ -107,30 +110,51 @@ def first_retained_begin(storage: Storage, timeline: Timeline, begin: str, archi
     retained = last_clean_retained(storage, timeline)
     if retained is None:
         return begin
-    return max([begin, *(at for at, _ in _cleaned_writes(storage, timeline, retained[0], archived))])
+    return max(
+        begin, _last_position(storage, timeline, _cleaned_writes(storage, timeline, retained[0], archived)) or ""
+    )
 
 
 def _cleaned_writes(
     storage: Storage, timeline: Timeline, earliest: str, archived: Sequence[str] = ()
-) -> list[tuple[str, str]]:
-    """(position in a range, instant time) of the completed writes before the retained bound `earliest`
-    whose file slices a clean deleted: on layout 2 a range is of completion times, and a write whose
-    instant time is at or before a range's begin may complete inside it; the retained window is by
-    instant time (the clean's earliest commit to retain).
+) -> list[tuple[str, str, Instant | None]]:
+    """(position in a range, instant time, the instant) of the completed writes before the retained
+    bound `earliest`, by position, that may have lost their file slices to a clean: on layout 2 a range
+    is of completion times, and a write whose instant time is at or before a range's begin may complete
+    inside it; the retained window is by instant time (the clean's earliest commit to retain). `archived`
+    (version 6's archived writes, by time) carry no instant.
 
     A compaction changes no record: a range over one whose slice is older than the bound still reads
     the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
     rows keep their commit times; its files are the live ones), planned before the bound and completed
-    inside ranges that begin after it. A savepointed instant's slices stay."""
-    completed = [i for i in timeline.completed_writes() if not timeline.was_compaction(i.time)]
-    writes = {(t, t) for t in archived} | {(i.completion_time or i.time, i.time) for i in completed}
+    inside ranges that begin after it. A savepointed instant's slices stay. Compactions and clusterings
+    named by their plan files are left out here; those archived into the LSM history (plan files gone)
+    are told by `_changes`, which reads their commit metadata, only for the writes a caller asks about."""
     kept = set(savepoints(timeline))
-    on_timeline = {i.time for i in completed}
-    return sorted(
-        (at, t)
-        for at, t in writes
-        if t < earliest and t not in kept and not (t in on_timeline and was_clustering(storage, timeline, t))
-    )
+    found = {(t, t): None for t in archived if t < earliest and t not in kept}
+    for i in timeline.completed_writes():
+        if i.time < earliest and i.time not in kept and not timeline.was_compaction(i.time):
+            found[(i.completion_time or i.time, i.time)] = i
+    return sorted(((at, t, i) for (at, t), i in found.items()), key=lambda w: (w[0], w[1]))
+
+
+def _changes(storage: Storage, timeline: Timeline, instant: Instant | None) -> bool:
+    """Whether a cleaned write (`_cleaned_writes`) changed records: not a clustering, nor a compaction
+    archived into the LSM history (whose `compaction.requested` went with it)."""
+    if instant is None:
+        return True
+    if instant.action is Action.REPLACE_COMMIT:
+        return not was_clustering(storage, timeline, instant.time)
+    if instant.action is Action.COMMIT and instant.archive_file is not None:
+        return read_commit_metadata(storage, instant).operationType.upper() != _COMPACT
+    return True
+
+
+def _last_position(
+    storage: Storage, timeline: Timeline, cleaned: Sequence[tuple[str, str, Instant | None]]
+) -> str | None:
+    """The position of the last of `cleaned` that changed records (None: none did)."""
+    return next((at for at, _, i in reversed(cleaned) if _changes(storage, timeline, i)), None)
 
 
 def _savepoint_hint(timeline: Timeline) -> str:

@@ -238,3 +238,42 @@ def test_earliest_changes_begin_at_the_oldest_retained_instant(tmp_path: Path, v
     assert table.read_changes(initial_instant(table, {}, CDC), images="struct").equals(changes)
     rows = table.read_incremental(initial_instant(table, {}, LATEST_STATE))
     assert sorted(rows.column("v").to_pylist()) == ["3", "3"]
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_a_range_over_an_archived_clustering_is_read_as_before_its_archival(tmp_path: Path, version: int) -> None:
+    """A clustering changes no record, so a range over it needs none of the files a clean deleted. Once
+    archived, its plan file is gone (8+) or only the archive names it (6), and the range was refused as
+    covering a cleaned write. Found by a report-only exploration."""
+    options = {
+        "hoodie.metadata.enable": "false",
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+        "hoodie.clustering.plan.strategy.small.file.limit": str(600 * 1024 * 1024),
+    }
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="p", ordering_field="ts", table_version=version, options=options
+    )
+
+    def rows(i: int) -> pa.Table:
+        return pa.table({"id": [f"k{i}"], "p": ["a"], "ts": pa.array([i], pa.int64())})
+
+    table.bulk_insert(rows(0))
+    begin = table.bulk_insert(rows(1)).instant_time
+    clustering = table.schedule_clustering()
+    assert clustering is not None
+    table.run_clustering(clustering)
+    table.upsert(rows(2))
+    assert table.clean() is not None
+    for i in (3, 4, 5):
+        table.upsert(rows(i))
+    before = Table.open(path).timeline().completion_times().get(begin, begin)
+    want = sorted(Table.open(path).read_incremental(before).column("id").to_pylist())
+    assert want == ["k2", "k3", "k4", "k5"]
+    assert table.archive().archived, "nothing archived"
+    archived = Table.open(path)
+    assert clustering not in {i.time for i in archived.timeline().active()}
+    assert sorted(archived.read_incremental(before).column("id").to_pylist()) == want
+    assert sorted(archived.read_incremental("earliest").column("id").to_pylist()) == want
