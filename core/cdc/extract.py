@@ -52,6 +52,7 @@ from lakeward.core.cdc.changes import (
 from lakeward.core.cdc.image_versions import image_versions
 from lakeward.core.cdc.records import cdc_block_changes
 from lakeward.core.cdc.splits import ChangeSplit, FileGroupState, InferenceCase
+from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.table import TableType
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.file_group.base_file import corrupt_base_file
@@ -62,7 +63,7 @@ from lakeward.core.file_group.reader import MergeSettings, VisibleInstants, merg
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.merge import RECORD_KEY
 from lakeward.core.storage import Storage
-from lakeward.core.timeline import Action, Timeline
+from lakeward.core.timeline import Action, Instant, Timeline
 from lakeward.core.timeline.clustering_plan import CLUSTER
 from lakeward.core.timeline.metadata import WriteStat
 from lakeward.core.timeline.transitions import read_commit_metadata
@@ -131,6 +132,43 @@ def _slice_with_base(group: FileGroup, path: str | None = None, instant_time: st
         if instant_time is not None and s.base_instant_time == instant_time:
             return s
     return None
+
+
+def changes_still_readable(
+    storage: Storage, timeline: Timeline, instant: Instant, mode: SupplementalLoggingMode
+) -> bool:
+    """Whether every file a CDC query reads `instant`'s changes from is still on storage. For a
+    savepointed write after a clean: the savepoint keeps the write's own file slices, but not the
+    versions before them, which its images come from unless its `.cdc` files hold them (logging modes
+    with before-images; a delete that empties a file group writes none), nor the file groups an
+    overwrite replaced. Conservative: a rewrite of an earlier version counts as needing it."""
+    meta = read_commit_metadata(storage, instant)
+    view = FileSystemView.load(storage, timeline, partitions=set(meta.touched_partitions()))
+    groups = {(g.partition_path, g.file_id): g for g in view.file_groups()}
+    live_cdc = {f.path for g in groups.values() for s in g.slices for f in s.cdc_files}
+    for stat in meta.write_stats():
+        if not stat.fileId or not stat.path:
+            continue
+        group = groups.get((stat.partitionPath, stat.fileId))
+        if group is None:
+            return False
+        if stat.is_delta:  # folded from its own slice's log, which the savepoint keeps
+            if slice_with_log(group, posixpath.basename(stat.path)) is None:
+                return False
+            continue
+        if _slice_with_base(group, path=stat.path) is None:
+            return False
+        if stat.prevCommit in ("", "null", None):
+            continue
+        if stat.cdcStats and mode.has_before and all(path in live_cdc for path in stat.cdcStats):
+            continue
+        if _slice_with_base(group, instant_time=stat.prevCommit) is None:
+            return False
+    return all(
+        (group := groups.get((partition, file_id))) is not None and group.latest_slice(as_of=instant.time) is not None
+        for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items()
+        for file_id in file_ids
+    )
 
 
 def plan_change_splits(

@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.config.read import BEGIN_INSTANT
 from lakeward.core.config.table import TableConfig
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError
@@ -87,11 +88,18 @@ def _is_earliest(begin: InstantTime) -> bool:
 
 
 def _retained_begin(
-    storage: Storage, timeline: Timeline, start: str, stop: str | None, read: str, archived: Sequence[str] = ()
+    storage: Storage,
+    timeline: Timeline,
+    start: str,
+    stop: str | None,
+    read: str,
+    archived: Sequence[str] = (),
+    changes: SupplementalLoggingMode | None = None,
 ) -> str:
     """Where a range from "earliest" (resolved to `start`) begins: past the writes the last clean no
-    longer retains (`first_retained_begin`); a range that ends before it holds no retained write."""
-    retained_from = first_retained_begin(storage, timeline, start, archived)
+    longer retains (`first_retained_begin`; `changes`: a CDC query's range, on a table logging in this
+    mode); a range that ends before it holds no retained write."""
+    retained_from = first_retained_begin(storage, timeline, start, archived, changes=changes)
     if retained_from != start and stop is not None and stop <= retained_from:
         raise InstantNotFoundError(
             f"{read} range is empty: every change up to end {stop} was cleaned (no longer retained; the retained "
@@ -161,7 +169,7 @@ def change_range(
     from_earliest = is_earliest(start)
     start, stop = check_change_range(timeline, config, start, stop, archived)
     if from_earliest:  # every retained change
-        start = _retained_begin(storage, timeline, start, stop, "CDC")
+        start = _retained_begin(storage, timeline, start, stop, "CDC", changes=config.cdc_mode)
     stop = stable_end(timeline, start, stop, storage)
     if not from_earliest:  # (from "earliest" the range begins after every cleaned write)
         check_incremental_retained(storage, timeline, start, stop, changes=True)

@@ -352,7 +352,9 @@ def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:
     elif from_earliest:
         begin = _ZERO
     # every retained change: past the writes a clean removed the files of
-    return first_retained_begin(table.storage, timeline, begin) if from_earliest else begin
+    if not from_earliest:
+        return begin
+    return first_retained_begin(table.storage, timeline, begin, changes=table.config.cdc_mode if fmt == CDC else None)
 
 
 # -- SQL: hudi_table_changes --------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lakeward.core.cdc.extract import changes_still_readable
+from lakeward.core.config.cdc import SupplementalLoggingMode
 from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
@@ -101,22 +103,36 @@ def check_incremental_retained(
         )
 
 
-def first_retained_begin(storage: Storage, timeline: Timeline, begin: str, archived: Sequence[str] = ()) -> str:
+def first_retained_begin(
+    storage: Storage,
+    timeline: Timeline,
+    begin: str,
+    archived: Sequence[str] = (),
+    *,
+    changes: SupplementalLoggingMode | None = None,
+) -> str:
     """The earliest exclusive begin, at or after `begin`, of a range whose writes the last clean retains:
     the position (instant time; completion time on layout 2) of the last write before its earliest
     commit to retain (compactions, clusterings and savepointed writes aside), whose files it may have
     deleted (Hudi's rule: a write's files are not checked one by one). Where a range from "earliest" begins.
-    `archived`: as for `check_incremental_retained`."""
+    `archived`: as for `check_incremental_retained`. `changes`: the range is a CDC query's, on a table
+    logging in this mode: a savepointed write counts as kept only while its changes can be read (the
+    savepoint keeps its files, not the earlier versions its images may come from)."""
     retained = last_clean_retained(storage, timeline)
     if retained is None:
         return begin
     return max(
-        begin, _last_position(storage, timeline, _cleaned_writes(storage, timeline, retained[0], archived)) or ""
+        begin,
+        _last_position(storage, timeline, _cleaned_writes(storage, timeline, retained[0], archived, changes)) or "",
     )
 
 
 def _cleaned_writes(
-    storage: Storage, timeline: Timeline, earliest: str, archived: Sequence[str] = ()
+    storage: Storage,
+    timeline: Timeline,
+    earliest: str,
+    archived: Sequence[str] = (),
+    changes: SupplementalLoggingMode | None = None,
 ) -> list[tuple[str, str, Instant | None]]:
     """(position in a range, instant time, the instant) of the completed writes before the retained
     bound `earliest`, by position, that may have lost their file slices to a clean: on layout 2 a range
@@ -127,13 +143,16 @@ def _cleaned_writes(
     A compaction changes no record: a range over one whose slice is older than the bound still reads
     the data writes after it from the compacted slice, which the clean kept. Nor does a clustering (its
     rows keep their commit times; its files are the live ones), planned before the bound and completed
-    inside ranges that begin after it. A savepointed instant's slices stay. Compactions and clusterings
+    inside ranges that begin after it. A savepointed instant's slices stay (for a CDC query's range,
+    `changes`, only while its changes can be read: `changes_still_readable`). Compactions and clusterings
     named by their plan files are left out here; those archived into the LSM history (plan files gone)
     are told by `_changes`, which reads their commit metadata, only for the writes a caller asks about."""
     kept = set(savepoints(timeline))
     found = {(t, t): None for t in archived if t < earliest and t not in kept}
     for i in timeline.completed_writes():
-        if i.time < earliest and i.time not in kept and not timeline.was_compaction(i.time):
+        if i.time >= earliest or timeline.was_compaction(i.time):
+            continue
+        if i.time not in kept or (changes is not None and not changes_still_readable(storage, timeline, i, changes)):
             found[(i.completion_time or i.time, i.time)] = i
     return sorted(((at, t, i) for (at, t), i in found.items()), key=lambda w: (w[0], w[1]))
 

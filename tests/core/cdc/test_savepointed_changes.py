@@ -61,3 +61,67 @@ def test_a_savepointed_overwrite_whose_replaced_group_was_cleaned_names_that_gro
     (group,) = replaced
     with pytest.raises(InstantNotFoundError, match=f"replaced file group {group} of instant {t1} is gone"):
         Table.open(t.path).read_changes(t0, t1)
+
+
+def _cdc_table(path: Path, table_type: str, version: str, mode: str) -> Table:
+    return Table.create(
+        str(path), record_key="id", partition_by="part", ordering_field="ts", table_type=table_type,
+        options={"hoodie.table.cdc.enabled": "true", "hoodie.write.table.version": version,
+                 "hoodie.table.cdc.supplemental.logging.mode": mode, "hoodie.cleaner.commits.retained": "2"},
+    )  # fmt: skip
+
+
+def _in(part: str, ids: list[int], ts: int) -> pa.Table:
+    return pa.Table.from_pylist([{"id": i, "part": part, "ts": ts, "v": f"{i}@{ts}"} for i in ids], schema=SCHEMA)
+
+
+def _earliest(t: Table) -> list[tuple[str, int, str | None, str | None]]:
+    rows = Table.open(t.path).read_changes("earliest", images="struct").to_pylist()
+    return sorted(
+        (r["op"], (r["before"] or r["after"])["id"], (r["before"] or {}).get("v"), (r["after"] or {}).get("v"))
+        for r in rows
+    )
+
+
+@pytest.mark.parametrize(("version", "table_type"), [("6", "COPY_ON_WRITE"), ("9", "MERGE_ON_READ")])
+def test_earliest_begins_after_a_savepointed_write_whose_images_were_cleaned(
+    tmp_path: Path, version: str, table_type: str
+) -> None:
+    """OP_KEY_ONLY persists no image: the savepointed update's before-images come from the file
+    version before it, which the savepoint does not keep and the clean deleted."""
+    t = _cdc_table(tmp_path / "t", table_type, version, "OP_KEY_ONLY")
+    t.upsert(_in("p0", [1], 1))
+    saved = t.upsert(_in("p0", [1, 2], 2)).instant_time
+    t.savepoint(saved)
+    t.upsert(_in("p0", [1], 3))
+    t.delete(keys=[2])
+    assert t.clean() is not None
+    assert _earliest(t) == [("d", 2, "2@2", None), ("u", 1, "1@2", "1@3")]
+
+
+@pytest.mark.parametrize("mode", ["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"])
+def test_earliest_begins_after_a_savepointed_delete_of_a_file_groups_last_key(tmp_path: Path, mode: str) -> None:
+    """A delete that empties a file group writes no `.cdc` file: its deletes come from the
+    version before it, which the clean deleted."""
+    t = _cdc_table(tmp_path / "t", "COPY_ON_WRITE", "6", mode)
+    t.upsert(_in("x", [1], 1))
+    saved = t.delete(keys=[1]).instant_time
+    t.savepoint(saved)
+    t.upsert(_in("y", [2], 2))
+    t.upsert(_in("y", [2], 3))
+    assert t.clean() is not None
+    assert _earliest(t) == [("i", 2, None, "2@2"), ("u", 2, "2@2", "2@3")]
+
+
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_earliest_keeps_a_savepointed_write_whose_changes_need_no_cleaned_file(tmp_path: Path, version: str) -> None:
+    """An insert into a new file group needs no earlier version: from "earliest" it stays in range."""
+    t = _cdc_table(tmp_path / "t", "COPY_ON_WRITE", version, "OP_KEY_ONLY")
+    t.upsert(_in("y", [2], 1))
+    t.upsert(_in("y", [2], 2))
+    saved = t.upsert(_in("x", [1], 1)).instant_time
+    t.savepoint(saved)
+    t.upsert(_in("y", [2], 3))
+    t.upsert(_in("y", [2], 4))
+    assert t.clean() is not None
+    assert _earliest(t) == [("i", 1, None, "1@1"), ("u", 2, "2@2", "2@3"), ("u", 2, "2@3", "2@4")]
