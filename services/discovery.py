@@ -153,7 +153,7 @@ class TableState:
     def progress_mark(self) -> str:
         """Where the table's timeline has got to: the latest position (completion time, else instant
         time) of a completed instant. Only grows: archival and cleans remove older instants."""
-        return max((i.completion_time or i.time for i in self.timeline.completed()), default="")
+        return max((i.ordering_time for i in self.timeline.completed()), default="")
 
     def completed_after(self, mark: str, rewrites_only: bool = False) -> int:
         """Completed instants positioned after `mark` (a `progress_mark`); `rewrites_only`: only those
@@ -161,7 +161,7 @@ class TableState:
         return sum(
             1
             for i in self.timeline.completed()
-            if (i.completion_time or i.time) > mark
+            if i.ordering_time > mark
             and (not rewrites_only or (i.action in WRITE_ACTIONS and i.action is not Action.DELTA_COMMIT))
         )
 

@@ -72,14 +72,13 @@ from lakeward.core.table_version import MAINTAINED_METADATA_PARTITIONS, rules_fo
 from lakeward.core.timeline import WRITE_ACTIONS, Action, CommitMetadata, Instant, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
 from lakeward.core.timeline.instant_time import new_instant_time, previous_instant_time
+from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.timeline.transitions import complete, create_requested, transition_to_inflight
 from lakeward.core.write.markers import create_marker, delete_markers_of_completed
 
 #: Hudi's option and default: compact the metadata table once this many delta commits completed since the last.
 MAX_DELTA_COMMITS_KEY = "hoodie.metadata.compact.max.delta.commits"
 DEFAULT_MAX_DELTA_COMMITS = 10
-#: The operation type of a compaction commit.
-COMPACT_OPERATION = "COMPACT"
 #: Write token of the base files lakeward's metadata compaction writes (one task, one attempt).
 BASE_WRITE_TOKEN = write_token(0, 0, 0)
 #: The metadata partitions whose file groups a metadata compaction folds (every maintained one).
@@ -111,8 +110,8 @@ def delta_commits_since_compaction(mdt: Timeline) -> list[Instant]:
     last = last_metadata_compaction(mdt)
     done = mdt.completed(Action.DELTA_COMMIT)
     if last is not None:
-        done = [i for i in done if (i.completion_time or i.time) >= last.time]
-    return sorted(done, key=lambda i: i.completion_time or i.time)
+        done = [i for i in done if i.ordering_time >= last.time]
+    return sorted(done, key=lambda i: i.ordering_time)
 
 
 def blocking_instant(data_timeline: Timeline, mdt: Timeline) -> Instant | None:
@@ -228,7 +227,7 @@ def check_metadata_compaction(
         eligible = [] if blocker is not None else deltas
     else:
         instant_time = previous_instant_time(blocker.time) if blocker is not None else None
-        eligible = [i for i in deltas if instant_time is None or (i.completion_time or i.time) < instant_time]
+        eligible = [i for i in deltas if instant_time is None or i.ordering_time < instant_time]
     return MetadataCompactionCheck(
         delta_commits=len(deltas),
         threshold=threshold,
@@ -465,9 +464,7 @@ def execute_metadata_compaction(
         stat, n = _compact_operation(storage, mdt, instant_time, op, deflate_level)
         stats.append(stat)
         records += n
-    metadata = CommitMetadata(
-        extraMetadata={"schema": COMMIT_SCHEMA_JSON}, operationType=COMPACT_OPERATION, compacted=True
-    )
+    metadata = CommitMetadata(extraMetadata={"schema": COMMIT_SCHEMA_JSON}, operationType=COMPACT, compacted=True)
     for stat in stats:
         metadata.partitionToWriteStats.setdefault(stat.partitionPath, []).append(stat)
     with completing():

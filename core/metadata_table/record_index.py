@@ -83,6 +83,7 @@ from lakeward.core.metadata_table.schema import METADATA_RECORD_SCHEMA, Metadata
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import CommitMetadata, Timeline, WriteStat
 from lakeward.core.timeline.instant_time import parse_instant_time
+from lakeward.core.timeline.metadata import COMPACT
 
 RECORD_INDEX_PARTITION = "record_index"
 #: `hoodie.metadata.record.index.min.filegroup.count` (Hudi's default 10) and the other sizing
@@ -97,7 +98,6 @@ LOG_WRITE_TOKEN = "0-0-0"
 _ENCODING_UUID = 0
 _ENCODING_RAW = 1
 _DELETE_ORDERING = 0
-_COMPACT = "compact"
 #: The Avro bytes every record-index value starts with when its `key` field is "" (Hudi's and
 #: lakeward's writers): 5 null meta fields, key "", type 5, three null unions, then branch 1.
 _VALUE_PREFIX = b"\x00" * 5 + b"\x00" + bytes([int(MetadataRecordType.RECORD_INDEX) * 2]) + b"\x00" * 3 + b"\x02"
@@ -699,7 +699,7 @@ def record_index_change(
     record index: see the module docstring. Compaction moves no key (an empty change).
     `config`: the table's config, when the caller holds it (else read now)."""
     change = RecordIndexChange()
-    if (metadata.operationType or "").lower() == _COMPACT:
+    if (metadata.operationType or "").upper() == COMPACT:
         return change
     timeline = Timeline.load(storage)
     view = FileSystemView.load(storage, timeline)

@@ -30,6 +30,7 @@ from lakeward.core.timeline import InstantTime, Timeline, normalize_instant_time
 from lakeward.core.timeline.archived import has_archived_timeline, read_archived_entries
 from lakeward.core.timeline.instant import WRITE_ACTIONS, State
 from lakeward.core.timeline.instant_time import format_instant_time
+from lakeward.core.timeline.metadata import rewrites_only
 
 
 def resolve_as_of(storage: Storage, config: TableConfig, timeline: Timeline, as_of: InstantTime | None) -> str | None:
@@ -58,10 +59,6 @@ def resolve_as_of(storage: Storage, config: TableConfig, timeline: Timeline, as_
         )
     check_as_of_retained(storage, timeline, instant.time, as_of)
     return instant.time
-
-
-#: Operation types of writes that rewrite records without changing them (Hudi's `WriteOperationType`).
-_REWRITE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
 
 
 def incremental_range(
@@ -129,7 +126,7 @@ def _rewrites_only(entry: dict[str, Any]) -> bool:
     range over it needs the files a clean deleted), as its commit metadata's operation type says."""
     meta = entry.get("hoodieReplaceCommitMetadata") or entry.get("hoodieCommitMetadata") or {}
     operation = meta.get("operationType") if isinstance(meta, dict) else None
-    return str(operation or "").upper() in _REWRITE_OPERATIONS
+    return rewrites_only(operation)
 
 
 def _has_version_6_archive(storage: Storage, config: TableConfig) -> bool:

@@ -79,6 +79,7 @@ from lakeward.core.timeline.archived import archive_folder, latest_archive_versi
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants
 from lakeward.core.timeline.lsm_history import load_archived_instants
 from lakeward.core.timeline.lsm_writer import append_history_file, history_row
+from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ def commit_metadata_to_avro(raw: dict[str, Any], replace: bool = False) -> dict[
     }
     operation = raw.get("operationType")
     if raw.get("compacted"):
-        operation = "COMPACT"
+        operation = COMPACT
     out: dict[str, Any] = {
         "partitionToWriteStats": stats,
         "extraMetadata": {str(k): "" if v is None else str(v) for k, v in (raw.get("extraMetadata") or {}).items()},
@@ -462,7 +463,7 @@ def _metadata_table_barrier(storage: Storage, commits: list[Instant], compacted_
         if not compactions:
             return ""
         compacted_at = compactions[-1].time
-    return min((i.time for i in commits if (i.completion_time or i.time) > compacted_at), default=compacted_at)
+    return min((i.time for i in commits if i.ordering_time > compacted_at), default=compacted_at)
 
 
 def instants_to_archive(

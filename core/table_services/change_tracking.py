@@ -306,9 +306,9 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
         # delta commits that changed nothing in their group are tracked too (else planned again every time)
         unchanged = sorted(
             [op.partition_path, op.file_id, t]
-            for op, stat in tracked
+            for op, held in ((op, _instants_in(stat, persisted)) for op, stat in tracked)
             for t in op.instants
-            if t not in _instants_in(stat, persisted)
+            if t not in held
         )
         if unchanged:
             metadata.extraMetadata[UNCHANGED_KEY] = json.dumps(unchanged)

@@ -458,7 +458,7 @@ def rollback_metadata_table(
 
 def _compaction_of(mdt_timeline: Timeline, delta_commit: Instant) -> Instant | None:
     """The latest metadata compaction (completed or planned) that took `delta_commit`'s log files, if any."""
-    completion = delta_commit.completion_time or delta_commit.time
+    completion = delta_commit.ordering_time
     taken = [i for i in mdt_timeline.instants if i.action in (Action.COMMIT, Action.COMPACTION) and i.time > completion]
     return taken[-1] if taken else None
 

@@ -24,10 +24,10 @@ from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline import avro_plans
 from lakeward.core.timeline.compaction_plan import CompactionOperation
 from lakeward.core.timeline.instant import Action, Instant, State
+from lakeward.core.timeline.metadata import CLUSTER
 from lakeward.core.timeline.timeline import Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
 
-CLUSTER = "CLUSTER"
 EXECUTION_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 SORT_COLUMNS_KEY = "hoodie.clustering.plan.strategy.sort.columns"
 PLAN_VERSION = 1

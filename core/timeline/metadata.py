@@ -22,6 +22,19 @@ from lakeward.core.timeline.avro_plans import (
 #: for legacy instants on an upgraded timeline.
 AVRO_MAGIC = b"Obj\x01"
 
+#: Operation types (Hudi's `WriteOperationType`) of the writes that rewrite records without
+#: changing any: compaction (of base and logs, or of logs only) and clustering.
+COMPACT = "COMPACT"
+LOG_COMPACT = "LOG_COMPACT"
+CLUSTER = "CLUSTER"
+REWRITE_OPERATIONS = frozenset({COMPACT, LOG_COMPACT, CLUSTER})
+
+
+def rewrites_only(operation_type: str | None) -> bool:
+    """Whether a write of this operation type (its commit metadata's `operationType`, any case)
+    changed no record: a compaction or a clustering."""
+    return str(operation_type or "").upper() in REWRITE_OPERATIONS
+
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 

@@ -54,9 +54,9 @@ from typer.testing import CliRunner, Result
 
 from lakeward.core.locks import lock_provider_for
 from lakeward.core.table import Table
-from lakeward.core.table_services.compaction.execute import COMPACT
 from lakeward.core.timeline import Instant, Timeline
 from lakeward.core.timeline.archived import read_archived_entries
+from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.timeline.transitions import read_commit_metadata
 from lakeward.services.cli import app as cli_app
 from lakeward.services.client import DaemonAPIError

@@ -17,10 +17,8 @@ from lakeward.core.exceptions import InstantNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import was_clustering
+from lakeward.core.timeline.metadata import rewrites_only
 from lakeward.core.timeline.transitions import read_commit_metadata, read_instant
-
-#: The operation type of a compaction's commit metadata (Hudi's `WriteOperationType.COMPACT`).
-_COMPACT = "COMPACT"
 
 
 def last_clean_retained(storage: Storage, timeline: Timeline) -> tuple[str, str] | None:
@@ -153,7 +151,7 @@ def _cleaned_writes(
         if i.time >= earliest or timeline.was_compaction(i.time):
             continue
         if i.time not in kept or (changes is not None and not changes_still_readable(storage, timeline, i, changes)):
-            found[(i.completion_time or i.time, i.time)] = i
+            found[(i.ordering_time, i.time)] = i
     return sorted(((at, t, i) for (at, t), i in found.items()), key=lambda w: (w[0], w[1]))
 
 
@@ -165,7 +163,7 @@ def _changes(storage: Storage, timeline: Timeline, instant: Instant | None) -> b
     if instant.action is Action.REPLACE_COMMIT:
         return not was_clustering(storage, timeline, instant.time)
     if instant.action is Action.COMMIT and instant.archive_file is not None:
-        return read_commit_metadata(storage, instant).operationType.upper() != _COMPACT
+        return not rewrites_only(read_commit_metadata(storage, instant).operationType)
     return True
 
 

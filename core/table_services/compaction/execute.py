@@ -31,11 +31,11 @@ from lakeward.core.table_services.compaction.schedule import pending_compactions
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport, bytes_of
 from lakeward.core.timeline import Action, CommitMetadata, State, Timeline, WriteStat
 from lakeward.core.timeline.compaction_plan import CompactionOperation, CompactionPlan, read_compaction_plan
+from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.write.handles import CREATE, WriteContext, carried_over
 from lakeward.core.write.markers import create_marker, delete_markers_of_completed, reconcile_markers
 
 log = logging.getLogger(__name__)
-COMPACT = "COMPACT"
 
 
 @dataclass(frozen=True)
