@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakeward.core.instant_clock import instant_moment
+from lakeward.core.table_services.archival import archival_outlook
 from lakeward.core.table_version import table_version
 from lakeward.core.timeline import Action
 from lakeward.services.discovery import TableState
@@ -59,9 +60,10 @@ class Policy:
     #: merge-on-read with CDC: persist changes once this many delta commits have none (change tracking)
     change_tracking_enabled: bool = _DEFAULTS.change_tracking.enabled
     change_tracking_every_commits: int = _DEFAULTS.change_tracking.every_n_commits
-    #: archive when the active timeline holds more completed instants than this
+    #: archive when the active timeline holds more completed writes than this, down to the min
     archival_enabled: bool = _DEFAULTS.archival.enabled
     archival_max_instants: int = _DEFAULTS.archival.keep_max_commits
+    archival_min_instants: int = _DEFAULTS.archival.keep_min_commits
     #: roll back writes pending longer than this whose writer is gone (heartbeat stopped); None: off
     repair_after: dt.timedelta | None = dt.timedelta(minutes=5)
     #: build secondary indexes of new base files, on tables with an index on one of these columns
@@ -85,6 +87,11 @@ class Policy:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.archival_max_instants < 1:
             raise ValueError(f"archival_max_instants must be at least 1, got {self.archival_max_instants}")
+        if not 0 < self.archival_min_instants < self.archival_max_instants:
+            raise ValueError(
+                f"archival_min_instants must be at least 1 and less than archival_max_instants "
+                f"({self.archival_max_instants}), got {self.archival_min_instants}"
+            )
 
 
 DEFAULT_POLICY = Policy()
@@ -113,6 +120,7 @@ def policy_from_settings(
         change_tracking_every_commits=settings.change_tracking.every_n_commits,
         archival_enabled=settings.archival.enabled,
         archival_max_instants=settings.archival.keep_max_commits,
+        archival_min_instants=settings.archival.keep_min_commits,
         index_build_enabled=settings.index_build.enabled,
         index_build_columns=frozenset(settings.index_build.columns),
         orphan_clean_enabled=settings.orphan_clean.enabled,
@@ -405,15 +413,21 @@ def _index_build(state: TableState, policy: Policy, now: dt.datetime) -> _Consid
 def _archival(state: TableState, policy: Policy, now: dt.datetime) -> _Consideration:
     action = ServiceAction.ARCHIVAL
     reasons = _disabled(policy, action, policy.archival_enabled)
-    completed, limit = state.completed_count, policy.archival_max_instants
-    why = ""
-    if completed > limit:
-        why = f"{completed} completed instants on the active timeline (more than {limit})"
-    else:
+    limit = policy.archival_max_instants
+    trigger = policy.compaction_delta_commits if state.is_merge_on_read else None
+    outlook = archival_outlook(state.timeline, policy.archival_min_instants, limit, trigger)
+    writes, why = outlook.writes, ""
+    if writes <= limit:
         key = _key(policy, "archival.keep_max_commits")
         reasons.append(
-            _not_due(f"{completed} completed instant(s) on the active timeline, not more than {key}={limit}", key=key)
+            _not_due(f"{writes} completed write(s) on the active timeline, not more than {key}={limit}", key=key)
         )
+    elif outlook.movable:
+        why = f"{writes} completed writes on the active timeline (more than {limit})"
+    else:  # a run would archive nothing: it would only take a slot
+        held = outlook.held_back_by or f"{_key(policy, 'archival.keep_min_commits')}={policy.archival_min_instants}"
+        message = f"{writes} completed writes on the active timeline, but {held} keeps every write from there on"
+        reasons.append(Reason(ReasonCode.BLOCKED, message, {"held_back_by": held}))
     oldest = state.timeline.instants[0].time if state.timeline.instants else ""
     return _Consideration(action, oldest, why, reasons)
 

@@ -485,12 +485,7 @@ def instants_to_archive(
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return []
-    barriers = [*more_barriers, *(i.time for i in timeline.pending()[:1])]
-    if compaction_delta_commits is not None:
-        kept_for_compaction = _compaction_retain(commits, compaction_delta_commits)
-        if kept_for_compaction is not None:
-            barriers.append(kept_for_compaction)
-    barriers += [i.time for i in timeline.completed(Action.SAVEPOINT)[:1]]  # a pending one is after pending()[:1]
+    barriers = [*more_barriers, *_timeline_barriers(timeline, commits, compaction_delta_commits).values()]
     retain = _latest_clean_retain(storage, timeline)
     if retain:
         barriers.append(retain)
@@ -518,6 +513,53 @@ def instants_to_archive(
         if i.action not in WRITE_ACTIONS and i.action is not Action.SAVEPOINT and i.time < first_kept
     ]
     return sorted(chosen + others, key=Instant.sort_key)
+
+
+def _timeline_barriers(
+    timeline: Timeline, commits: Sequence[Instant], compaction_delta_commits: int | None
+) -> dict[str, str]:
+    """What the timeline alone keeps from archival, each with the instant time from which it keeps
+    every write: the first pending instant, the first savepoint (a pending one is after the first
+    pending instant) and, on a merge-on-read table, the delta commits its compaction waits for."""
+    barriers: dict[str, str] = {}
+    for pending in timeline.pending()[:1]:
+        barriers[f"pending {pending.action.value} {pending.time}"] = pending.time
+    for savepoint in timeline.completed(Action.SAVEPOINT)[:1]:
+        barriers[f"savepoint {savepoint.time}"] = savepoint.time
+    if compaction_delta_commits is not None:
+        kept = _compaction_retain(commits, compaction_delta_commits)
+        if kept is not None:
+            what = f"the delta commits from {kept} on, which the next compaction waits for"
+            barriers[f"{what} (hoodie.compact.inline.max.delta.commits={compaction_delta_commits})"] = kept
+    return barriers
+
+
+@dataclass(frozen=True)
+class ArchivalOutlook:
+    """What the timeline alone says an archival would take: a planner's check, so that no run is
+    spent on a table where archival finds nothing. A run checks more (a clean's retained bound,
+    the metadata table's compaction, replaced files and late log files still on storage)."""
+
+    #: completed writes on the active timeline (what `hoodie.keep.max.commits` counts)
+    writes: int
+    #: of them, the oldest that archival may take
+    movable: int
+    #: what keeps the oldest write, when none may go ("" otherwise, or when keep_min does)
+    held_back_by: str = ""
+
+
+def archival_outlook(
+    timeline: Timeline, keep_min: int, keep_max: int, compaction_delta_commits: int | None = None
+) -> ArchivalOutlook:
+    """`instants_to_archive`'s rules that need only the timeline (the same arguments)."""
+    commits = timeline.completed_writes()
+    if len(commits) <= keep_max:
+        return ArchivalOutlook(len(commits), 0)
+    barriers = _timeline_barriers(timeline, commits, compaction_delta_commits)
+    first = min(barriers.items(), key=lambda b: b[1]) if barriers else None
+    movable = [i for i in commits[: max(0, len(commits) - keep_min)] if first is None or i.time < first[1]]
+    held = first[0] if first is not None and not movable and len(commits) > keep_min else ""
+    return ArchivalOutlook(len(commits), len(movable), held)
 
 
 def _compaction_retain(commits: Sequence[Instant], max_delta_commits: int) -> str | None:

@@ -13,6 +13,9 @@ from lakeward.services.model import ServiceAction, TableRef
 from lakeward.services.planning import (
     DEFAULT_POLICY,
     Policy,
+    Reason,
+    ReasonCode,
+    decide,
     instant_moment,
     order_fairly,
     plan_work,
@@ -211,11 +214,47 @@ def test_clustering_only_when_enabled() -> None:
 
 
 def test_archival_when_timeline_too_long() -> None:
-    policy = Policy(archival_max_instants=5, compaction_enabled=False, clean_enabled=False)
+    policy = Policy(archival_min_instants=3, archival_max_instants=5, compaction_enabled=False, clean_enabled=False)
     assert plan_work([state("c", commits(*range(1, 6)))], policy, NOW) == []
     [item] = plan_work([state("c", commits(*range(1, 7)))], policy, NOW)
     assert (item.action, item.sort_instant) == (ServiceAction.ARCHIVAL, t(1))
-    assert "6 completed instants" in item.reason
+    assert "6 completed writes" in item.reason
+
+
+ARCHIVE = Policy(archival_min_instants=3, archival_max_instants=5, compaction_enabled=False, clean_enabled=False)
+
+
+def explain_reasons(s: TableState, policy: Policy) -> tuple[Reason, ...]:
+    [archival] = [d for d in decide(s, policy, NOW) if d.action is ServiceAction.ARCHIVAL]
+    return archival.reasons
+
+
+def test_archival_counts_writes_as_hudi_does_not_cleans() -> None:
+    """hoodie.keep.max.commits counts completed writes: 5 commits and 4 cleans archive nothing."""
+    cleans = [f"{t(m)}.clean" for m in (10, 11, 12, 13)]
+    s = state("c", [*commits(1, 2, 3, 4, 5), *cleans])
+    assert plan_work([s], ARCHIVE, NOW) == []
+    (reason,) = [r for r in explain_reasons(s, ARCHIVE) if r.code is ReasonCode.NOT_DUE]
+    assert "5 completed write(s)" in reason.message
+
+
+def test_archival_is_not_proposed_while_the_oldest_write_is_held_back() -> None:
+    """A run would archive nothing: the first pending instant, a savepoint or the delta commits a
+    compaction waits for keep every write from there on (a no-op run would only take a slot)."""
+    pending = state("c", [f"{t(1)}.commit.requested", *commits(*range(2, 10))])
+    assert plan_work([pending], ARCHIVE, NOW) == []
+    assert any(f"pending commit {t(1)}" in r.message for r in explain_reasons(pending, ARCHIVE))
+    saved = state("c", [*commits(*range(1, 10)), f"{t(1)}.savepoint"])
+    assert plan_work([saved], ARCHIVE, NOW) == []
+    assert any(f"savepoint {t(1)}" in r.message for r in explain_reasons(saved, ARCHIVE))
+    waiting = state("m", deltas(*range(1, 10)), mor=True)
+    assert plan_work([waiting], replace(ARCHIVE, compaction_delta_commits=20), NOW) == []
+    # the compaction's delta commits are 9 and 10 of 10: archival may take 1 to 4 (3 are kept)
+    [item] = plan_work([state("m", deltas(*range(1, 11)), mor=True)], replace(ARCHIVE, compaction_delta_commits=2), NOW)
+    assert item.action is ServiceAction.ARCHIVAL
+    later = state("c", [*commits(*range(1, 10)), f"{t(8)}.commit.requested"])
+    [item] = plan_work([later], ARCHIVE, NOW)
+    assert item.action is ServiceAction.ARCHIVAL
 
 
 def test_default_policy_for_unlisted_tables_and_validation() -> None:
@@ -240,6 +279,7 @@ def test_policy_defaults_are_the_settings_defaults() -> None:
     assert Policy().clean_every_commits == defaults.clean.min_commits_between
     assert Policy().compaction_delta_commits == defaults.compaction.max_delta_commits
     assert Policy().archival_max_instants == defaults.archival.keep_max_commits
+    assert Policy().archival_min_instants == defaults.archival.keep_min_commits
     assert Policy().clustering_every_commits == defaults.clustering.every_n_commits
 
 
