@@ -43,6 +43,7 @@ from lakeward.services.discovery import (
     DiscoveryCache,
     DiscoveryResult,
     HungReadError,
+    ProgressMark,
     TableHealth,
     TableState,
     assess_health,
@@ -204,7 +205,7 @@ class Daemon:
         #: proposed again until the table has `_retry_gap` more completed instants after it (else an idle
         #: table would be retried every cycle, and a busy one would keep its slot on no-op runs). A run
         #: of it that does something clears it.
-        self._not_due: dict[tuple[str, str], str] = {}
+        self._not_due: dict[tuple[str, str], ProgressMark] = {}
         #: Runs started per group and table (the fair share of `services/fairness.py`).
         self.ledger = FairShareLedger()
         #: Table name -> its group, priority and limits, as of the last cycle.
@@ -387,7 +388,7 @@ class Daemon:
         return max(1, gaps.get(action, 1))
 
     @staticmethod
-    def _moved(state: TableState, action: ServiceAction, mark: str) -> int:
+    def _moved(state: TableState, action: ServiceAction, mark: ProgressMark) -> int:
         """How far the table has moved since `mark`, as it matters to `action`: a clean can only find
         more to delete after a rewrite (commit, compaction, clustering); the others after any instant."""
         return state.completed_after(mark, rewrites_only=action is ServiceAction.CLEAN)
@@ -640,7 +641,7 @@ class Daemon:
                     return spaced
             if self._proposable(item, states):
                 return None
-            noted = self._not_due.get((item.table.name, item.action.value), "")
+            noted = self._not_due.get((item.table.name, item.action.value), ProgressMark(""))
             state = states.get(item.table.name)
             moved = self._moved(state, item.action, noted) if state is not None else 0
             what = "rewrite(s)" if item.action is ServiceAction.CLEAN else "completed instant(s)"

@@ -92,6 +92,21 @@ def _foreign_plans(plans: Sequence[PendingServicePlan]) -> str | None:
 
 
 @dataclass(frozen=True)
+class ProgressMark:
+    """Where a table's timeline had got to: the latest position (completion time, else instant time)
+    of a completed instant, and the instants then pending. An instant completed since is past the
+    latest position, or one of those pending: on version 6, whose instants carry no completion
+    time, a write can complete after a later-requested one. Archival and cleans, which only
+    remove older instants, are no progress."""
+
+    latest: str
+    pending: frozenset[str] = frozenset()
+
+    def __str__(self) -> str:
+        return self.latest
+
+
+@dataclass(frozen=True)
 class TableState:
     """What discovery knows about one table this cycle."""
 
@@ -150,18 +165,18 @@ class TableState:
         return len(self.timeline.completed())
 
     @property
-    def progress_mark(self) -> str:
-        """Where the table's timeline has got to: the latest position (completion time, else instant
-        time) of a completed instant. Only grows: archival and cleans remove older instants."""
-        return max((i.ordering_time for i in self.timeline.completed()), default="")
+    def progress_mark(self) -> ProgressMark:
+        """Where the table's timeline has got to (see `ProgressMark`)."""
+        latest = max((i.ordering_time for i in self.timeline.completed()), default="")
+        return ProgressMark(latest, frozenset(i.time for i in self.timeline.pending()))
 
-    def completed_after(self, mark: str, rewrites_only: bool = False) -> int:
-        """Completed instants positioned after `mark` (a `progress_mark`); `rewrites_only`: only those
-        that write new file versions (commits, compactions, replacecommits: not delta commits)."""
+    def completed_after(self, mark: ProgressMark, rewrites_only: bool = False) -> int:
+        """Instants completed since `mark` (a `progress_mark`); `rewrites_only`: only those that
+        write new file versions (commits, compactions, replacecommits: not delta commits)."""
         return sum(
             1
             for i in self.timeline.completed()
-            if i.ordering_time > mark
+            if (i.ordering_time > mark.latest or i.time in mark.pending)
             and (not rewrites_only or (i.action in WRITE_ACTIONS and i.action is not Action.DELTA_COMMIT))
         )
 

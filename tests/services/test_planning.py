@@ -291,3 +291,16 @@ def test_explain_of_a_table_never_cleaned_and_never_written_says_so() -> None:
     texts = [r.message for r in clean.reasons]
     assert any("since the last clean" in x for x in texts), texts
     assert not any("None" in x for x in texts), texts
+
+
+def test_a_write_completing_after_a_later_one_counts_as_progress_on_version_6() -> None:
+    """The daemon's hold-back after a run that found nothing counts the instants completed since
+    (`progress_mark`). Version 6 instants carry no completion time: a write requested before the
+    latest one that completed after it was not counted, and the hold-back lasted until another."""
+    before = state("c", [f"{t(1)}.commit", f"{t(2)}.commit.requested", f"{t(2)}.inflight", f"{t(3)}.commit"])
+    mark = before.progress_mark
+    assert before.completed_after(mark) == 0
+    after = state("c", [f"{t(1)}.commit", f"{t(2)}.commit", f"{t(3)}.commit"])
+    assert after.completed_after(mark) == 1
+    assert after.completed_after(mark, rewrites_only=True) == 1
+    assert state("c", [f"{t(3)}.commit"]).completed_after(mark) == 0  # archival and cleans are no progress
