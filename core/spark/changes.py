@@ -158,6 +158,17 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     return changes_dataframe(spark, query, splits)
 
 
+def fell_behind(offset: str, error: InstantNotFoundError) -> str:
+    """The error of a stream whose next micro-batch begins at `offset`, which `error` says can no
+    longer be read: the stream cannot move its begin itself (its checkpoint holds the offset)."""
+    return (
+        f"the stream fell behind: the changes after the stream's offset {offset} are no longer all readable "
+        f"({error}). To go on, start it again with a new checkpoint location and startOffset earliest (the "
+        "changes it missed are lost), and keep more history for streams this slow (hoodie.cleaner.commits.retained, "
+        "hoodie.keep.min.commits)"
+    )
+
+
 # -- the registered Python data source: batch and streaming readers --------------------------------
 def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
     """The Spark schema of a CDC read of the table at `path`."""
@@ -230,12 +241,15 @@ def _reader_classes() -> tuple[type, type]:
             begin, stop = start[OFFSET], end[OFFSET]
             if stop <= begin:
                 return []
-            if self.format == CDC:
-                query, splits = plan_changes(self._table(), begin, stop, self.images)
-                return [InputPartition((CDC, query, group)) for group in by_file_group(splits)]
-            table = self._table()  # a stream that fell behind the cleaner fails rather than skip changes
-            check_incremental_retained(table.storage, table.timeline(), begin, stop)
-            plan = plan_read(self.path, "incremental", begin=begin, end=stop)
+            try:  # a stream that fell behind the cleaner or archival fails rather than skip changes
+                if self.format == CDC:
+                    query, splits = plan_changes(self._table(), begin, stop, self.images)
+                    return [InputPartition((CDC, query, group)) for group in by_file_group(splits)]
+                table = self._table()
+                check_incremental_retained(table.storage, table.timeline(), begin, stop)
+                plan = plan_read(self.path, "incremental", begin=begin, end=stop)
+            except InstantNotFoundError as exc:
+                raise InstantNotFoundError(fell_behind(begin, exc)) from exc
             return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

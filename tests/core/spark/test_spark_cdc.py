@@ -597,3 +597,32 @@ def test_batch_cdc_read_of_a_write_that_completed_out_of_order_gives_its_changes
         want = table.read_changes(begin, end, images="struct").to_pylist()
         assert {r["ts_ms"] for r in want} == written, f"({begin}, {end}]"
         assert multiset(spark_rows(cdc_read(lakeward_spark, w.path, **options))) == multiset(want), f"({begin}, {end}]"
+
+
+@pytest.mark.parametrize("version", [6, 9])
+@pytest.mark.parametrize("fmt", ["cdc", "latest_state"])
+def test_a_stream_that_fell_behind_the_cleaner_and_archival_says_so(tmp_path: Path, version: int, fmt: str) -> None:
+    """A stream whose offset a clean (and on version 6 archival) left behind failed with the error of a
+    one-off query ("begin instant ... is archived"), which does not say the stream fell behind nor how
+    to go on. Now it names the stream's offset and what to do."""
+    from lakeward.core.spark.changes import stream_reader
+
+    path = str(tmp_path / "t")
+    table = Table.create(
+        path, record_key="id", partition_by="part", ordering_field="ts", table_version=version,
+        options={"hoodie.table.cdc.enabled": "true", "hoodie.cleaner.commits.retained": "1",
+                 "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"},
+    )  # fmt: skip
+    table.insert(batch(range(3), 1))
+    options = {QUERY: "incremental", INCREMENTAL_FORMAT: fmt}
+    reader = stream_reader(path, options, _stream_schema(path, fmt))
+    read = reader.latestOffset(reader.initialOffset(), None)
+    for ts in range(2, 8):
+        table.upsert(batch([0, 1, 2], ts))
+        table.clean()
+    table.archive()
+    with pytest.raises(InstantNotFoundError) as raised:
+        reader.partitions(read, reader.latestOffset(read, None))
+    message = str(raised.value)
+    assert f"stream's offset {read['instant']}" in message and "fell behind" in message, message
+    assert "earliest" in message and "new checkpoint" in message, message
