@@ -45,7 +45,10 @@ def incremental_slices(
     partitions: set[str] = set()
     last = None
     for instant in timeline.completed_writes_between(begin, end):
-        last = max(last or "", instant.time)
+        # the latest position in the range: on layout 2 a completion time, as the file slicing is (a
+        # delta commit that completed after a compaction was planned has its logs in the compaction's
+        # slice, which a slice as of its instant time leaves out)
+        last = max(last or "", instant.ordering_time)
         metadata = read_commit_metadata(storage, instant)
         partitions |= metadata.touched_partitions()
         for stat in metadata.write_stats():
@@ -56,7 +59,7 @@ def incremental_slices(
     if last is None:
         return []
     view = FileSystemView.load(storage, timeline, partitions=None if into_archive else partitions)
-    # with completion times (layout 2) `end` is a completion time: slices as of the last write
+    # with completion times (layout 2) `end` is a completion time: slices as of the last write's
     as_of = last if timeline.completion_times() else (end or last)
     verify_listing(storage, timeline, view, as_of)
     slices = view.latest_file_slices(as_of=as_of)
