@@ -240,6 +240,11 @@ class Coordinator(abc.ABC):
     def connected(self) -> bool:
         """Claims can be taken and validated now."""
 
+    @property
+    def description(self) -> str:
+        """What holds the claims, for messages."""
+        return "in-process claims"
+
 
 # ------------------------------------------------------------------------------------------
 # ZooKeeper
@@ -294,6 +299,10 @@ class ZooKeeperCoordinator(Coordinator):
         self._events: queue.Queue[SessionEvent | None] = queue.Queue()
         self._dispatcher: threading.Thread | None = None
         self._lifecycle = threading.Lock()
+        #: (path, session) of claim nodes released while ZooKeeper was unreachable: deleted once the
+        #: session reconnects (else they would stay, refusing the key to every other replica, as long
+        #: as the session lives); an ended session took them with it.
+        self._unreleased: list[tuple[str, int]] = []
 
     @property
     def description(self) -> str:
@@ -422,6 +431,27 @@ class ZooKeeperCoordinator(Coordinator):
             log.warning("ZooKeeper claims session: %s (%s)", event.value, self.description)
             self._events.put(event)
 
+    def _delete_unreleased(self) -> None:
+        """Delete the claim nodes released while ZooKeeper was unreachable, that this session still
+        owns and no claim of this replica holds again (on the dispatcher thread, not kazoo's)."""
+        with self._mutex:
+            leftovers, self._unreleased = self._unreleased, []
+            held = {h.claim.path for h in self._held.values()}
+            session = self._session_id
+        client = self._client
+        for path, owner in leftovers:
+            if client is None or owner != session or path in held:
+                continue
+            try:
+                stat = client.exists(path)
+                if stat is not None and int(stat.ephemeralOwner) == owner:
+                    client.delete(path, version=stat.version)
+                    log.info("deleted claim node %s, released while ZooKeeper was unreachable", path)
+            except NoNodeError:
+                pass
+            except KazooException as exc:
+                log.warning("could not delete claim node %s (it stays until the session ends): %r", path, exc)
+
     def _mark_all_lost(self) -> None:
         for key, held in self._held.items():
             if not held.extra.get("lost"):
@@ -433,6 +463,11 @@ class ZooKeeperCoordinator(Coordinator):
             event = self._events.get()
             if event is None:
                 return
+            if event is SessionEvent.RECONNECTED:
+                self._delete_unreleased()
+            elif event in (SessionEvent.LOST, SessionEvent.NEW_SESSION):
+                with self._mutex:
+                    self._unreleased.clear()  # ephemeral: gone with the session
             with self._mutex:
                 callbacks = list(self._callbacks)
             for callback in callbacks:
@@ -523,17 +558,23 @@ class ZooKeeperCoordinator(Coordinator):
         # Logged with the time before the delete: another replica's claim of the key, logged after
         # its create returned, then never appears to overlap this one in the claim logs.
         before_delete = time.time()
+        deferred = held.session_id is not None and not self._closed
         if client is not None and client.connected and held.session_id is not None:
             try:
                 stat = client.exists(claim.path)
                 if stat is not None and int(stat.ephemeralOwner) == held.session_id:
                     client.delete(claim.path, version=stat.version)
                     released = True
+                deferred = False
             except NoNodeError:
-                pass
+                deferred = False
             except KazooException as exc:
-                # The node stays until our session ends; say so instead of pretending.
                 log.warning("could not delete claim node %s: %r", claim.path, exc)
+        if deferred and held.session_id is not None:
+            # Deleted once the session reconnects; an ended session takes it with it.
+            with self._mutex:
+                self._unreleased.append((claim.path, held.session_id))
+            log.warning("claim node %s is released once ZooKeeper is reachable again", claim.path)
         self._record(claim.key, claim.owner, "released" if released else "lost", before_delete)
         return released
 
@@ -568,9 +609,17 @@ class ZooKeeperCoordinator(Coordinator):
             return "its node's owner cannot be parsed"
         return None if owner == claim.owner else f"its node names {owner} as its owner"
 
+    def _reachable_client(self) -> KazooClient:
+        """The client, when ZooKeeper answers now: kazoo would queue a read until it is back, and
+        an API request or an explain would wait with it."""
+        client = self._require_client()
+        if not self.connected:
+            raise CoordinatorError(f"the {self.description} cannot be read now: not connected ({self.state})")
+        return client
+
     def live_claims(self) -> set[str]:
         """Every claimed key, by anyone: three levels of children, each level read in parallel."""
-        client = self._require_client()
+        client = self._reachable_client()
         try:
             tables = client.get_children(self.claims_path)
             action_reqs = [(t, client.get_children_async(f"{self.claims_path}/{t}")) for t in tables]
@@ -583,7 +632,7 @@ class ZooKeeperCoordinator(Coordinator):
             raise CoordinatorError(f"cannot list the {self.description}: {exc!r}") from exc
 
     def read_owner(self, item_key: str) -> OwnerInfo | None:
-        client = self._require_client()
+        client = self._reachable_client()
         try:
             data, _ = client.get(self.path_of(item_key))
         except NoNodeError:
@@ -591,7 +640,7 @@ class ZooKeeperCoordinator(Coordinator):
         return OwnerInfo.from_json(data)
 
     def claimed_by(self, item_key: str) -> tuple[str, float | None] | None:
-        client = self._require_client()
+        client = self._reachable_client()
         try:
             data, stat = client.get(self.path_of(item_key))
         except NoNodeError:

@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from lakeward.services.claims import ZooKeeperCoordinator
+from lakeward.services.claims import CoordinatorError, ZooKeeperCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +341,10 @@ class ZooKeeperControlStore(ControlStore):
     def clear_failures(self, key: str) -> None:
         # After every successful run: look first (a read), delete only a count that exists (a write,
         # which the server syncs to disk, queued ahead of every other request of the session).
+        # Not while ZooKeeper is unreachable: kazoo would queue the read, and the finished run
+        # would keep its slot until ZooKeeper is back.
+        if not self.coordinator.connected:
+            raise CoordinatorError(f"not connected to ZooKeeper ({self.coordinator.state})")
         path = f"{self.failures_path}/{self._node(key)}"
         if self._zk.exists(path) is not None:
             self._delete(path)

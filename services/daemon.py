@@ -37,7 +37,14 @@ from lakeward.core.locks.zk_client import (
     client_key,
 )
 from lakeward.services import execution
-from lakeward.services.claims import Coordinator, InProcessCoordinator, OwnerInfo, SessionEvent, ZooKeeperCoordinator
+from lakeward.services.claims import (
+    Coordinator,
+    CoordinatorError,
+    InProcessCoordinator,
+    OwnerInfo,
+    SessionEvent,
+    ZooKeeperCoordinator,
+)
 from lakeward.services.control import ControlStore, MemoryControlStore, PauseEntry, ZooKeeperControlStore
 from lakeward.services.discovery import (
     DiscoveryCache,
@@ -653,6 +660,8 @@ class Daemon:
         def unavailable(action: ServiceAction) -> str | None:
             if action in execution.UNAVAILABLE_ACTIONS:
                 return f"{action.value} is not available in this version of lakeward"
+            if not self.coordinator.connected:  # (claims would fail: not "claimed by another run")
+                return f"this replica cannot claim work now: the {self.coordinator.description} are unreachable"
             return None
 
         if not probe:
@@ -665,9 +674,15 @@ class Daemon:
                 locks[ref.name] = self._lock_holder(ref, state.hoodie_name if state is not None else "")
             return locks[ref.name]
 
+        def claimed(key: str) -> tuple[str, float | None] | None:
+            try:
+                return self.coordinator.claimed_by(key)
+            except CoordinatorError:  # unreachable: `unavailable` says so
+                return None
+
         return Gate(
             quarantined,
-            claimed=self.coordinator.claimed_by,
+            claimed=claimed,
             capacity=runner.refusal,
             unavailable=unavailable,
             lock=lock,

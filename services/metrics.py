@@ -268,8 +268,10 @@ class DaemonMetrics:
         """The peak resident memory of one finished run's child process."""
         self.run_peak_rss.labels(action.value).observe(peak_rss_bytes)
 
-    def observe_claim(self, won: bool) -> None:
-        self.claim_attempts.labels("won" if won else "conflict").inc()
+    def observe_claim(self, result: str) -> None:
+        """One claim attempt: `won`, `conflict` (another run holds it) or `unavailable` (the claims
+        service, e.g. ZooKeeper, could not be reached)."""
+        self.claim_attempts.labels(result).inc()
 
     def render(self) -> bytes:
         """The text exposition format for `/metrics`, rendered at most once per `render_max_age_s`

@@ -344,8 +344,12 @@ class Runner:
             if any(item.key in (r.key, r.item.key) for r in self._running.values()):
                 return Submitted(None, f"{item.key} is already running on this replica")
         claim = self.coordinator.try_claim(item.key)
-        self.metrics.observe_claim(claim is not None)
+        result = self._claim_result(claim)
         if claim is None:
+            if result == "unavailable":
+                return Submitted(
+                    None, f"{item.key} was not claimed: the {self.coordinator.description} are unreachable"
+                )
             return Submitted(None, f"{item.key} is claimed by another run")
         run = RunRecord(
             run_id=uuid.uuid4().hex[:12],
@@ -522,8 +526,17 @@ class Runner:
             run.detail = done.detail
             run.files = list(done.files)
             run.records, run.bytes_written = done.records, done.bytes_written
-            self.control.clear_failures(run.key)
+            try:
+                self.control.clear_failures(run.key)
+            except Exception as exc:  # the run succeeded all the same: only its old failure count stays
+                log.warning("%s succeeded; its failure count could not be reset: %s", run.key, _describe(exc))
             return
+
+    def _claim_result(self, claim: Claim | None) -> str:
+        """Count a claim attempt in the metrics, and say how it went (see `observe_claim`)."""
+        result = "won" if claim is not None else ("conflict" if self.coordinator.connected else "unavailable")
+        self.metrics.observe_claim(result)
+        return result
 
     def _stopped(self, run: RunRecord, stopped: RunStopped) -> None:
         self._finish(run, stopped.outcome, error=str(stopped))
@@ -671,7 +684,7 @@ class _RunHooks:
     def claim_plan(self, instant: str) -> bool:
         run = self.run
         claim = self.runner.coordinator.try_claim(f"{run.table.name}/{run.action.value}/{instant}")
-        self.runner.metrics.observe_claim(claim is not None)
+        self.runner._claim_result(claim)
         run.instant = instant
         if claim is None:
             return False

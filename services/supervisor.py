@@ -133,6 +133,7 @@ def stop_process(proc: BaseProcess, grace_s: float) -> None:
         log.warning("the run's process %s did not stop within %.1fs of SIGTERM: SIGKILL", proc.pid, grace_s)
         proc.kill()
     proc.join()
+    proc.close()  # its pipes now, not when the process object is collected (a kept stop holds it)
 
 
 class MemoryBound:
@@ -340,6 +341,7 @@ class _Reaper:
                     proc.join(1.0)
                 if not proc.is_alive():
                     proc.join()
+                    proc.close()
                     done.append(proc)
             with self._lock:
                 self._children = [(p, d) for p, d in self._children if p not in done]

@@ -1,4 +1,5 @@
-"""How errors answer: unknown tables 404, refused triggers and table errors 409, bad input 422."""
+"""How errors answer: unknown tables 404, refused triggers and table errors 409, bad input 422,
+ZooKeeper unreachable for a read of the claims 503."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakeward.core.exceptions import LakewardError
+from lakeward.services.claims import CoordinatorError
 from lakeward.services.daemon import TriggerError, UnknownTableError
 from lakeward.services.names import API_PREFIX
 
@@ -31,6 +33,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TriggerError)
     async def _bad_trigger(request: Request, exc: TriggerError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(CoordinatorError)
+    async def _claims_unreachable(request: Request, exc: CoordinatorError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"{exc}; retry once ZooKeeper is reachable (GET /readyz says when)"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
 
     @app.exception_handler(LakewardError)
     async def _lakeward_error(request: Request, exc: LakewardError) -> JSONResponse:

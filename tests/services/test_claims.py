@@ -17,7 +17,11 @@ from lakeward.services.claims import (
     ZooKeeperCoordinator,
     split_key,
 )
+from lakeward.services.control import MemoryControlStore, ZooKeeperControlStore
+from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ServiceAction, TableRef, WorkItem
+from lakeward.services.runner import Runner
+from lakeward.services.settings import ConcurrencySettings
 from tests.support.zookeeper import expire_session
 
 
@@ -156,12 +160,36 @@ def test_server_stop_suspends_and_invalidates_claims(make_coordinator, zookeeper
     a.add_session_listener(events.append)
     claim = a.try_claim(item_key("suspend", "20260101000005"))
     assert claim is not None
+    finished = a.try_claim(item_key("suspend", "20260101000008"))
+    assert finished is not None
     zookeeper_server.stop()
     try:
         assert wait_for(lambda: SessionEvent.SUSPENDED in events)
         assert not a.is_valid(claim)
         assert not a.connected and a.state == "suspended"
         assert a.try_claim(item_key("suspend", "20260101000006")) is None
+        # Reads of the claims fail at once: kazoo would queue them until ZooKeeper is back (an API
+        # request or an explain hung that long).
+        for read in (a.live_claims, lambda: a.read_owner(claim.key), lambda: a.claimed_by(claim.key)):
+            began = time.monotonic()
+            with pytest.raises(CoordinatorError, match="not connected"):
+                read()
+            assert time.monotonic() - began < 1.0
+        # Due work is not "claimed by another run", nor counted as a claim conflict.
+        runner = Runner(a, MemoryControlStore(), DaemonMetrics(), ConcurrencySettings(), engine="local")
+        work = WorkItem(0, "", TableRef("suspend", "/tables/suspend"), ServiceAction.CLEAN, None)
+        refused = runner.submit(work)
+        assert refused.run is None and "unreachable" in refused.reason, refused.reason
+        metric = runner.metrics.registry.get_sample_value
+        assert metric("lakeward_claim_attempts_total", {"result": "unavailable"}) == 1
+        assert metric("lakeward_claim_attempts_total", {"result": "conflict"}) is None
+        # A run that succeeded meanwhile does not wait for ZooKeeper to reset its failure count.
+        began = time.monotonic()
+        with pytest.raises(CoordinatorError, match="not connected"):
+            ZooKeeperControlStore(a).clear_failures(work.key)
+        assert time.monotonic() - began < 1.0
+        # A run that ends meanwhile releases its claim: its node is deleted once ZooKeeper is back.
+        assert a.release(finished) is False
     finally:
         zookeeper_server.start()
     assert wait_for(lambda: a.connected, 30)
@@ -169,6 +197,8 @@ def test_server_stop_suspends_and_invalidates_claims(make_coordinator, zookeeper
     assert not a.is_valid(claim)
     # the listener hears of the outcome just after `connected` (an expired session: LOST, then NEW_SESSION)
     assert wait_for(lambda: events[-1] in (SessionEvent.RECONNECTED, SessionEvent.NEW_SESSION), 30), events
+    if events[-1] is not SessionEvent.NEW_SESSION:  # (a new session took the node with the old one)
+        assert wait_for(lambda: a.read_owner(finished.key) is None, 10), "the released claim's node stayed"
     a.release(claim)
     again = a.try_claim(claim.key)
     assert again is not None and a.is_valid(again)

@@ -54,8 +54,8 @@ def test_runs_count_outcomes_durations_and_last_success() -> None:
     metrics = DaemonMetrics()
     metrics.observe_run(A, ServiceAction.COMPACTION, Outcome.SUCCEEDED, 12.0, 2000.0, records=10, bytes_written=4096)
     metrics.observe_run(A, ServiceAction.COMPACTION, Outcome.FAILED, 3.0, 2100.0)
-    metrics.observe_claim(True)
-    metrics.observe_claim(False)
+    metrics.observe_claim("won")
+    metrics.observe_claim("conflict")
     s = _samples(metrics)
     labels = (("action", "compaction"), ("outcome", "succeeded"), ("table", "a"))
     assert s[("lakeward_runs_total", labels)] == 1
@@ -68,7 +68,7 @@ def test_runs_count_outcomes_durations_and_last_success() -> None:
 
 def test_each_daemon_has_its_own_registry() -> None:
     first, second = DaemonMetrics(), DaemonMetrics()
-    first.observe_claim(True)
+    first.observe_claim("won")
     assert ("lakeward_claim_attempts_total", (("result", "won"),)) not in _samples(second)
 
 

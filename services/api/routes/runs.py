@@ -38,7 +38,8 @@ def router(daemon: Daemon, access: Access) -> APIRouter:
     @routes.get("/claims", response_model=Claims)
     def claims(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
         """Every claim held in the deployment (`deployment`, with its replica); this replica's claim log
-        (claimed, conflict, released, lost), oldest first, and the claims it holds."""
+        (claimed, conflict, released, lost), oldest first, and the claims it holds (503 while
+        ZooKeeper cannot be reached: the deployment's claims are there)."""
         log = daemon.coordinator.claim_log[-limit:]
         return {
             "replica": daemon.replica_id,
