@@ -238,14 +238,20 @@ class WriteClient:
         if pending_restores(timeline):  # before the batch is checked against columns the restore removes
             self.finish_interrupted_restores()
             timeline = self._verified_timeline()
-        prepared = plane.prepare(data, operation, timeline, partitions)
+        try:
+            prepared = plane.prepare(data, operation, timeline, partitions)
+        except (MissingFileError, FileNotFoundError) as exc:  # tagging read a file another instant removed
+            vanished = self._vanished_file_conflict(exc, timeline, None)
+            if vanished is not None:
+                raise vanished from exc
+            raise
         try:
             instant, at_start = self._start(timeline, operation)
             try:
                 result = self._execute(plane, prepared, instant, operation, partitions, at_start)
             except BaseException as exc:
                 log.exception("write %s failed; rolling it back", instant)
-                vanished = self._vanished_file_conflict(exc, at_start, instant.time)
+                vanished = self._vanished_file_conflict(exc, timeline, instant.time)  # the listing's
                 self._rollback_own(instant)
                 if vanished is not None:
                     raise vanished from exc
@@ -679,25 +685,34 @@ class WriteClient:
                 raise
 
     def _vanished_file_conflict(
-        self, exc: BaseException, at_start: Timeline, instant_time: str
+        self, exc: BaseException, listed_with: Timeline, instant_time: str | None
     ) -> ConcurrentWriteError | None:
         """A ConcurrentWriteError for a data file that vanished while the write read it because another
-        instant completed meanwhile (a rollback deleting a failed write's files, which on version 6
-        carry no instant of their own in a log's name, or a clean); None for any other failure."""
+        instant began or completed meanwhile (a rollback deleting a failed write's files, which on version 6
+        carry no instant of their own in a log's name, or a clean); None for any other failure.
+        `listed_with`: the timeline the write listed its files with (its own instant `instant_time` aside)."""
         if isinstance(exc, MissingFileError):  # a log file, named by the log reader
             gone: object = exc.path or exc
         elif isinstance(exc, FileNotFoundError):
             gone = exc.filename or exc
         else:
             return None
-        known = {i.time for i in at_start.completed()}
-        since = [i for i in Timeline.load(self.storage, self.layout).completed() if i.time not in known]
+        # Instants that appeared or moved on since: a rollback deletes the files before it completes.
+        # Loaded afresh: the operation's cached timeline (`read_cache`) is the one it listed with.
+        read_cache.forget()
+        known = {(i.time, i.action, i.state) for i in listed_with.instants}
+        since = [
+            i
+            for i in Timeline.load(self.storage, self.layout).instants
+            if (i.time, i.action, i.state) not in known and i.time != instant_time
+        ]
         if not since:
             return None
+        which = f"instant {instant_time}" if instant_time else "write (not started)"
         return ConcurrentWriteError(
-            f"instant {instant_time}: {gone} was removed while this write read it, by "
-            f"{', '.join(str(i) for i in since[:3])} which completed meanwhile (the rollback of a failed "
-            "write, or a clean); nothing was written: retry the write"
+            f"{which}: {gone} was removed while this write read it, by "
+            f"{', '.join(str(i) for i in since[:3])}, which began or completed meanwhile (the rollback of a "
+            "failed write, or a clean); nothing was written: retry the write"
         )
 
     def _stop_heartbeat(self, instant_time: str) -> None:

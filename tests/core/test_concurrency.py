@@ -31,6 +31,7 @@ from lakeward.core.table import Table
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.transitions import read_commit_metadata
 from lakeward.core.write.client import WriteResult
+from tests.support.zookeeper import hudi_lock_options
 
 CITIES = ["sf", "nyc"]
 
@@ -591,3 +592,71 @@ def test_a_first_write_whose_metadata_table_another_process_builds_meanwhile(
     monkeypatch.setattr(bootstrap, "initialize_metadata_table", build)
     Table.open(path).upsert(pa.table({"id": ["a"]}))
     assert sorted(Table.open(path).read().column("id").to_pylist()) == ["a", "o"]
+
+
+@pytest.mark.zookeeper
+def test_a_log_file_another_process_rolled_back_while_a_writer_reads_it_is_a_retriable_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zookeeper_server: Any
+) -> None:
+    """The same across processes under the ZooKeeper lock: the writer's check for an instant that began
+    or completed meanwhile was served the timeline its operation had cached, which a change made in
+    this process refreshes but another process's does not; it saw nothing and let a MissingFileError
+    through (a CorruptTableError: "damage", not "retry"). Found by a report-only exploration: two
+    writer processes updating the same keys, conflicting writes rolled back."""
+    import pyarrow.parquet as pq
+
+    from tests.support import crash
+
+    path = tmp_path / "t"
+    shared = hudi_lock_options(zookeeper_server.hosts, f"/vanished-log-{tmp_path.name}")
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b", "c"], "ts": [0, 0, 0], "v": ["init"] * 3}))
+    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log file
+    batch_file = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"id": ["b"], "ts": [5], "v": ["B"]}), batch_file)
+    # B: its log written, frozen before it completes, alive (C leaves it be)
+    b = subprocess.Popen(
+        [sys.executable, str(crash.SCRIPTS / "crash_writer.py"), str(path), "before_complete", str(batch_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert b.stdout is not None and b.stdout.readline().startswith("REACHED")
+        [b_instant] = [i.time for i in Table.open(str(path)).timeline().pending()]
+        c_listed, c_go = threading.Event(), threading.Event()
+        block_keys = slice_keys_module._file_block_keys
+
+        def c_pauses_reading(*args: Any) -> Any:
+            if not c_listed.is_set():
+                c_listed.set()
+                assert c_go.wait(60)
+            return block_keys(*args)
+
+        monkeypatch.setattr(slice_keys_module, "_file_block_keys", c_pauses_reading)
+        errors: list[BaseException] = []
+
+        def c_writes() -> None:
+            try:
+                Table.open(str(path), options=shared).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+                errors.append(exc)
+
+        c = threading.Thread(target=c_writes)
+        c.start()
+        assert c_listed.wait(60), errors
+    finally:
+        b.kill()
+        b.wait()
+        if b.stdout is not None:
+            b.stdout.close()
+    # B's writer is gone: another process rolls B back, deleting its log
+    rollback = f"from lakeward import Table; Table.open({str(path)!r}, options={shared!r}).rollback({b_instant!r})"
+    subprocess.run([sys.executable, "-c", rollback], check=True, timeout=120)
+    c_go.set()
+    c.join(60)
+    assert len(errors) == 1 and isinstance(errors[0], ConcurrentWriteError), errors
+    assert ".log." in str(errors[0]) and "retry" in str(errors[0])
+    assert_commits_intact(path)
+    assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "init"}
+    Table.open(str(path), options=shared).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
+    assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "C"}
