@@ -660,3 +660,65 @@ def test_a_log_file_another_process_rolled_back_while_a_writer_reads_it_is_a_ret
     assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "init"}
     Table.open(str(path), options=shared).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
     assert lakeward_rows(path) == hudi_rows(path) == {"a": "a1", "b": "init", "c": "C"}
+
+
+def test_a_read_beside_a_rollback_that_removes_a_log_it_listed_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v6 merge-on-read: a snapshot read lists the log of a write in flight (its name carries the slice's
+    base instant) and opens it to find its blocks; a rollback in another process deletes it meanwhile.
+    The read failed with MissingFileError (a CorruptTableError: "damage") although no committed row
+    was lost; it now reads again once the timeline moved, and gives the committed rows. Found by a
+    report-only exploration (readers beside writer processes whose conflicting writes roll back)."""
+    import pyarrow.parquet as pq
+
+    import lakeward.core.file_group.reader as reader_module
+    from tests.support import crash
+
+    path = tmp_path / "t"
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b"], "ts": [0, 0], "v": ["init"] * 2}))
+    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log file
+    batch_file = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"id": ["b"], "ts": [5], "v": ["B"]}), batch_file)
+    b = subprocess.Popen(  # B: its log written, frozen before it completes
+        [sys.executable, str(crash.SCRIPTS / "crash_writer.py"), str(path), "before_complete", str(batch_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert b.stdout is not None and b.stdout.readline().startswith("REACHED")
+        [b_instant] = [i.time for i in Table.open(str(path)).timeline().pending()]
+        listed, go = threading.Event(), threading.Event()
+        blocks = reader_module.visible_log_blocks
+
+        def pauses_once(*args: Any, **kwargs: Any) -> Any:
+            if not listed.is_set():
+                listed.set()
+                assert go.wait(60)
+            return blocks(*args, **kwargs)
+
+        monkeypatch.setattr(reader_module, "visible_log_blocks", pauses_once)
+        results: list[Any] = []
+
+        def read() -> None:
+            try:
+                results.append(Table.open(str(path)).read())
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+                results.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert listed.wait(60), results
+    finally:
+        b.kill()
+        b.wait()
+        if b.stdout is not None:
+            b.stdout.close()
+    rollback = f"from lakeward import Table; Table.open({str(path)!r}).rollback({b_instant!r})"
+    subprocess.run([sys.executable, "-c", rollback], check=True, timeout=120)
+    go.set()
+    reader.join(60)
+    [got] = results
+    assert isinstance(got, pa.Table), got
+    assert {r["id"]: r["v"] for r in got.to_pylist()} == {"a": "a1", "b": "init"}
