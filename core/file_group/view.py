@@ -256,6 +256,10 @@ class FileSystemView:
         at = self._replaced.get((partition, file_id))
         return at is not None and (as_of is None or at <= as_of)
 
+    def replaced_by(self, partition: str, file_id: str) -> str | None:
+        """The instant time of the completed replacecommit that replaced the file group (None: live)."""
+        return self._replaced.get((partition, file_id))
+
     def snapshot_file_slices(
         self,
         as_of: str | None = None,

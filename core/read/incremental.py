@@ -8,6 +8,7 @@ range, its stable end, the range as a row filter); `Scan` plans and runs the que
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,10 +61,26 @@ def incremental_slices(
         return []
     view = FileSystemView.load(storage, timeline, partitions=None if into_archive else partitions)
     # with completion times (layout 2) `end` is a completion time: slices as of the last write's
-    as_of = last if timeline.completion_times() else (end or last)
+    completion = timeline.completion_times()
+    as_of = last if completion else (end or last)
     verify_listing(storage, timeline, view, as_of)
-    slices = view.latest_file_slices(as_of=as_of)
+    slices = _latest_by_completion(view, completion, last) if completion else view.latest_file_slices(as_of=as_of)
     return list(slices) if into_archive else [s for s in slices if (s.partition_path, s.file_id) in touched]
+
+
+def _latest_by_completion(view: FileSystemView, completion: Mapping[str, str], last: str) -> list[FileSlice]:
+    """The latest slice as of `last` (a completion time) of every file group that no replacecommit
+    completed by then replaced: a clustering planned before `last` may complete after it, and the
+    rows the range wrote into the groups it replaces are read from those groups."""
+    slices = []
+    for group in view.file_groups():
+        replaced = view.replaced_by(group.partition_path, group.file_id)
+        if replaced is not None and completion.get(replaced, replaced) <= last:
+            continue
+        latest = group.latest_slice(last)
+        if latest is not None:
+            slices.append(latest)
+    return slices
 
 
 def stable_end(timeline: Timeline, begin: str, end: str | None, storage: Storage | None = None) -> str | None:
