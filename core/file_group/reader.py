@@ -564,8 +564,10 @@ class FileGroupReader:
         if plain_paths:
             import pyarrow.dataset as ds  # lazy: pyarrow.dataset imports pandas (~0.3 s), too slow for CLI start-up
 
-            dataset = ds.dataset(plain_paths, schema=dataset_schema, format=_parquet_format(), filesystem=storage.fs)
-            try:
+            try:  # (the dataset looks the files up: one lost raises here)
+                dataset = ds.dataset(
+                    plain_paths, schema=dataset_schema, format=_parquet_format(), filesystem=storage.fs
+                )
                 if filter is not None and _statistics_may_drop_nan(filter, dataset_schema):
                     parts.append(dataset.to_table().filter(filter).select(wanted or dataset_schema.names))
                 else:

@@ -181,6 +181,19 @@ def test_deleted_only_file_of_a_new_file_group_is_an_error(tmp_path: Path) -> No
     _assert_names(info.value, only, _latest_commit(tmp_path))
 
 
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_a_deleted_base_file_older_than_another_partitions_newest_is_an_error(tmp_path: Path, version: int) -> None:
+    """On 8+ the scan found the file missing while it opened its files, outside the check that names
+    it: a raw FileNotFoundError, not MissingFileError. Found by a report-only exploration."""
+    table = Table.create(str(tmp_path), record_key="uuid", ordering_field="ts", partition_by="p", table_version=version)
+    table.insert(pa.Table.from_pylist([{"uuid": "a", "ts": 1, "p": "x"}, {"uuid": "b", "ts": 1, "p": "y"}]))
+    table.upsert(pa.Table.from_pylist([{"uuid": "c", "ts": 3, "p": "y"}]))
+    (lost,) = (tmp_path / "x").glob("*.parquet")
+    lost.unlink()
+    with pytest.raises(MissingFileError, match=lost.name):
+        Table.open(str(tmp_path)).read()
+
+
 def test_deleted_log_file_of_the_latest_commit_is_an_error(tmp_path: Path) -> None:
     _table(tmp_path, MOR)
     (log,) = _log_files(tmp_path)
