@@ -165,10 +165,28 @@ def changes_still_readable(
         if _slice_with_base(group, instant_time=stat.prevCommit) is None:
             return False
     return all(
-        (group := groups.get((partition, file_id))) is not None and group.latest_slice(as_of=instant.time) is not None
+        (group := groups.get((partition, file_id))) is not None
+        and version_before(storage, timeline, group, instant.time) is not None
         for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items()
         for file_id in file_ids
     )
+
+
+def version_before(storage: Storage, timeline: Timeline, group: FileGroup, instant_time: str) -> FileSlice | None:
+    """The slice of `group` a reader saw right before `instant_time` (None: cleaned): its latest slice
+    as of then, unless a write between that slice and `instant_time` gave the group a newer base file,
+    which a clean deleted since (a savepoint keeps the savepointed write's files, and may keep an older
+    version of the group through another savepoint, not the version right before)."""
+    kept = group.latest_slice(as_of=instant_time)
+    if kept is None:
+        return None
+    for write in timeline.completed_writes():
+        if kept.base_instant_time < write.time < instant_time and any(
+            stat.fileId == group.file_id and stat.partitionPath == group.partition_path and not stat.is_delta
+            for stat in read_commit_metadata(storage, write).write_stats()
+        ):
+            return None
+    return kept
 
 
 def plan_change_splits(
@@ -228,6 +246,7 @@ def plan_change_splits(
             "begin the range after it"
         )
 
+    savepointed = {i.time for i in timeline.completed(Action.SAVEPOINT)}
     for t, meta in commits:
         for stat in meta.write_stats():
             if not stat.fileId or not stat.path:
@@ -276,7 +295,12 @@ def plan_change_splits(
         for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
             for file_id in file_ids:
                 group = groups.get((partition, file_id))
-                replaced = group.latest_slice(as_of=t) if group is not None else None
+                if group is None:
+                    replaced = None
+                elif t in savepointed:  # the only writes before the last clean's bound a range may cover
+                    replaced = version_before(storage, timeline, group, t)
+                else:
+                    replaced = group.latest_slice(as_of=t)
                 if replaced is None:
                     raise missing(t, f"replaced file group {file_id}")
                 splits.append(

@@ -125,3 +125,25 @@ def test_earliest_keeps_a_savepointed_write_whose_changes_need_no_cleaned_file(t
     t.upsert(_in("y", [2], 4))
     assert t.clean() is not None
     assert _earliest(t) == [("i", 1, None, "1@1"), ("u", 2, "2@2", "2@3"), ("u", 2, "2@3", "2@4")]
+
+
+@pytest.mark.parametrize(("version", "table_type"), [("6", "COPY_ON_WRITE"), ("9", "MERGE_ON_READ")])
+def test_a_savepointed_overwrite_whose_replaced_version_was_cleaned_is_not_read_from_an_older_one(
+    tmp_path: Path, version: str, table_type: str
+) -> None:
+    """Another savepoint kept an older version of the group the overwrite replaced; the version right
+    before the overwrite was cleaned. Its deletes were read from the older version: a key written in
+    between was missing from them. Now "earliest" begins after the overwrite, and a range over it
+    fails naming the group. Found by a report-only exploration."""
+    t = _table(tmp_path / "t", table_type, version)
+    first = t.insert(_in("p0", [1], 1)).instant_time
+    t.savepoint(first)  # keeps the group's first version
+    second = t.upsert(_in("p0", [2], 2)).instant_time  # the group's second version: keys 1 and 2
+    overwrite = t.insert_overwrite(_in("p0", [3], 3)).instant_time  # replaces the group
+    t.savepoint(overwrite)
+    t.upsert(_in("p1", [9], 4))
+    assert t.clean() is not None  # deletes the second version
+    assert 3 not in {row[1] for row in _earliest(t)}  # begins after the overwrite
+    begin, _ = _range_of(t, second, second)  # a range of the overwrite alone
+    with pytest.raises(InstantNotFoundError, match="replaced file group"):
+        Table.open(t.path).read_changes(begin)
