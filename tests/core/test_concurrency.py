@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -594,6 +595,74 @@ def test_a_first_write_whose_metadata_table_another_process_builds_meanwhile(
     assert sorted(Table.open(path).read().column("id").to_pylist()) == ["a", "o"]
 
 
+@contextmanager
+def _frozen_writer(path: Path, ids: Sequence[str]) -> Iterator[str]:
+    """An upsert of `ids` in another process, its log written, frozen before it completes (alive: no
+    other writer rolls it back); killed on exit. Yields its instant."""
+    import pyarrow.parquet as pq
+
+    from tests.support import crash
+
+    batch_file = path.parent / "frozen.parquet"
+    pq.write_table(pa.table({"id": list(ids), "ts": [5] * len(ids), "v": ["B"] * len(ids)}), batch_file)
+    script = str(crash.SCRIPTS / "crash_writer.py")
+    b = subprocess.Popen(
+        [sys.executable, script, str(path), "before_complete", str(batch_file)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert b.stdout is not None and b.stdout.readline().startswith("REACHED")
+        [pending] = [i.time for i in Table.open(str(path)).timeline().pending()]
+        yield pending
+    finally:
+        b.kill()
+        b.wait()
+        if b.stdout is not None:
+            b.stdout.close()
+
+
+def _pause_first_call(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str
+) -> tuple[threading.Event, threading.Event]:
+    """Wrap `module.name`: its first call waits; (set when it got there, set to let it go on)."""
+    reached, go = threading.Event(), threading.Event()
+    original = getattr(module, name)
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if not reached.is_set():
+            reached.set()
+            assert go.wait(60)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, paused)
+    return reached, go
+
+
+def _roll_back_in_another_process(path: Path, instant: str, options: dict[str, str] | None = None) -> None:
+    code = f"from lakeward import Table; Table.open({str(path)!r}, options={options or {}!r}).rollback({instant!r})"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run `fn` in a thread; the list gets its result or its exception."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _table_with_a_log(path: Path) -> None:
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
+    table.upsert(pa.table({"id": ["a", "b", "c"], "ts": [0, 0, 0], "v": ["init"] * 3}))
+    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log file
+
+
 @pytest.mark.zookeeper
 def test_a_log_file_another_process_rolled_back_while_a_writer_reads_it_is_a_retriable_conflict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zookeeper_server: Any
@@ -603,56 +672,17 @@ def test_a_log_file_another_process_rolled_back_while_a_writer_reads_it_is_a_ret
     this process refreshes but another process's does not; it saw nothing and let a MissingFileError
     through (a CorruptTableError: "damage", not "retry"). Found by a report-only exploration: two
     writer processes updating the same keys, conflicting writes rolled back."""
-    import pyarrow.parquet as pq
-
-    from tests.support import crash
-
     path = tmp_path / "t"
     shared = hudi_lock_options(zookeeper_server.hosts, f"/vanished-log-{tmp_path.name}")
-    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
-    table.upsert(pa.table({"id": ["a", "b", "c"], "ts": [0, 0, 0], "v": ["init"] * 3}))
-    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log file
-    batch_file = tmp_path / "b.parquet"
-    pq.write_table(pa.table({"id": ["b"], "ts": [5], "v": ["B"]}), batch_file)
-    # B: its log written, frozen before it completes, alive (C leaves it be)
-    b = subprocess.Popen(
-        [sys.executable, str(crash.SCRIPTS / "crash_writer.py"), str(path), "before_complete", str(batch_file)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert b.stdout is not None and b.stdout.readline().startswith("REACHED")
-        [b_instant] = [i.time for i in Table.open(str(path)).timeline().pending()]
-        c_listed, c_go = threading.Event(), threading.Event()
-        block_keys = slice_keys_module._file_block_keys
-
-        def c_pauses_reading(*args: Any) -> Any:
-            if not c_listed.is_set():
-                c_listed.set()
-                assert c_go.wait(60)
-            return block_keys(*args)
-
-        monkeypatch.setattr(slice_keys_module, "_file_block_keys", c_pauses_reading)
-        errors: list[BaseException] = []
-
-        def c_writes() -> None:
-            try:
-                Table.open(str(path), options=shared).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
-                errors.append(exc)
-
-        c = threading.Thread(target=c_writes)
-        c.start()
-        assert c_listed.wait(60), errors
-    finally:
-        b.kill()
-        b.wait()
-        if b.stdout is not None:
-            b.stdout.close()
-    # B's writer is gone: another process rolls B back, deleting its log
-    rollback = f"from lakeward import Table; Table.open({str(path)!r}, options={shared!r}).rollback({b_instant!r})"
-    subprocess.run([sys.executable, "-c", rollback], check=True, timeout=120)
-    c_go.set()
+    _table_with_a_log(path)
+    with _frozen_writer(path, ["b"]) as b_instant:
+        listed, go = _pause_first_call(monkeypatch, slice_keys_module, "_file_block_keys")
+        c, errors = _in_thread(
+            lambda: Table.open(str(path), options=shared).upsert(pa.table({"id": ["c"], "ts": [6], "v": ["C"]}))
+        )
+        assert listed.wait(60), errors
+    _roll_back_in_another_process(path, b_instant, shared)  # B's writer is gone: its log goes
+    go.set()
     c.join(60)
     assert len(errors) == 1 and isinstance(errors[0], ConcurrentWriteError), errors
     assert ".log." in str(errors[0]) and "retry" in str(errors[0])
@@ -670,55 +700,17 @@ def test_a_read_beside_a_rollback_that_removes_a_log_it_listed_reads_again(
     The read failed with MissingFileError (a CorruptTableError: "damage") although no committed row
     was lost; it now reads again once the timeline moved, and gives the committed rows. Found by a
     report-only exploration (readers beside writer processes whose conflicting writes roll back)."""
-    import pyarrow.parquet as pq
-
     import lakeward.core.file_group.reader as reader_module
-    from tests.support import crash
 
     path = tmp_path / "t"
-    table = Table.create(str(path), record_key="id", ordering_field="ts", table_type="MERGE_ON_READ")
-    table.upsert(pa.table({"id": ["a", "b"], "ts": [0, 0], "v": ["init"] * 2}))
-    table.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]}))  # a log file
-    batch_file = tmp_path / "b.parquet"
-    pq.write_table(pa.table({"id": ["b"], "ts": [5], "v": ["B"]}), batch_file)
-    b = subprocess.Popen(  # B: its log written, frozen before it completes
-        [sys.executable, str(crash.SCRIPTS / "crash_writer.py"), str(path), "before_complete", str(batch_file)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert b.stdout is not None and b.stdout.readline().startswith("REACHED")
-        [b_instant] = [i.time for i in Table.open(str(path)).timeline().pending()]
-        listed, go = threading.Event(), threading.Event()
-        blocks = reader_module.visible_log_blocks
-
-        def pauses_once(*args: Any, **kwargs: Any) -> Any:
-            if not listed.is_set():
-                listed.set()
-                assert go.wait(60)
-            return blocks(*args, **kwargs)
-
-        monkeypatch.setattr(reader_module, "visible_log_blocks", pauses_once)
-        results: list[Any] = []
-
-        def read() -> None:
-            try:
-                results.append(Table.open(str(path)).read())
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
-                results.append(exc)
-
-        reader = threading.Thread(target=read)
-        reader.start()
+    _table_with_a_log(path)
+    with _frozen_writer(path, ["b"]) as b_instant:
+        listed, go = _pause_first_call(monkeypatch, reader_module, "visible_log_blocks")
+        reader, results = _in_thread(lambda: Table.open(str(path)).read())
         assert listed.wait(60), results
-    finally:
-        b.kill()
-        b.wait()
-        if b.stdout is not None:
-            b.stdout.close()
-    rollback = f"from lakeward import Table; Table.open({str(path)!r}).rollback({b_instant!r})"
-    subprocess.run([sys.executable, "-c", rollback], check=True, timeout=120)
+    _roll_back_in_another_process(path, b_instant)
     go.set()
     reader.join(60)
     [got] = results
     assert isinstance(got, pa.Table), got
-    assert {r["id"]: r["v"] for r in got.to_pylist()} == {"a": "a1", "b": "init"}
+    assert {r["id"]: r["v"] for r in got.to_pylist()} == {"a": "a1", "b": "init", "c": "init"}

@@ -13,6 +13,7 @@ runs" is played on a real table; lakeward and hudi-rs must read every row after 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,34 @@ def _hudi_1x_expected(s: Scenario, as_of: str, writing: str, compaction: str, do
     return s.expected(writing if seen else prior)
 
 
+def _played(
+    s: Scenario, monkeypatch: pytest.MonkeyPatch, steps: Sequence[str], ids: Sequence[int]
+) -> Iterator[tuple[str, str | None, str | None]]:
+    """Play `steps` (`ORDERS`) with a write of `ids` beside a compaction: after each step, (the step,
+    the write's instant once started, the compaction's once planned)."""
+    gate = Gate(monkeypatch, client_mod, "reconcile_markers")  # the writer holds before it completes
+    writer = Table.open(s.path, options=dict(s.table.options))
+    job: Background | None = None
+    writing: str | None = None
+    compaction: str | None = None
+    for step in steps:
+        if step == "start":
+            job = Background(lambda: s.upsert(ids, 5, "beside", table=writer))
+            gate.wait()
+            [pending] = Table.open(s.path).timeline().pending_writes()
+            writing = pending.time
+        elif step == "plan":
+            compaction = s.table.schedule_compaction(force=True)
+        elif step == "complete":
+            assert job is not None
+            gate.release()
+            assert job.result() == writing
+        else:
+            assert compaction is not None
+            s.table.run_compaction(compaction)
+        yield step, writing, compaction
+
+
 @pytest.mark.parametrize("version", [8, 9])
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_time_travel_around_a_compaction_beside_a_write_follows_completion_time_slicing(
@@ -169,29 +198,9 @@ def test_time_travel_around_a_compaction_beside_a_write_follows_completion_time_
     the pending compaction no slice of its own and reads the moved logs as of the write's instant)."""
     s = loaded(tmp_path / "t", table_version=version)
     prior = max(s.states)
-    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
-    writer = Table.open(s.path, options=dict(s.table.options))
-    job: Background | None = None
-    writing: str | None = None
-    compaction: str | None = None
     completed: set[str] = set()
-    for step in ORDERS[order]:
-        if step == "start":
-            job = Background(lambda: s.upsert(range(0, 90, 3), 5, "beside", table=writer))
-            gate.wait()
-            [pending] = Table.open(s.path).timeline().pending_writes()
-            writing = pending.time
-        elif step == "plan":
-            compaction = s.table.schedule_compaction(force=True)
-        elif step == "complete":
-            assert job is not None
-            gate.release()
-            assert job.result() == writing
-            completed.add("write")
-        else:
-            assert compaction is not None
-            s.table.run_compaction(compaction)
-            completed.add("compaction")
+    for step, writing, compaction in _played(s, monkeypatch, ORDERS[order], range(0, 90, 3)):
+        completed |= {"complete": {"write"}, "run": {"compaction"}}.get(step, set())
         timeline = Table.open(s.path).timeline()
         times = timeline.completion_times()
         asked = [t for t in (writing, compaction, times.get(writing or ""), times.get(compaction or "")) if t]
@@ -232,27 +241,8 @@ def test_an_incremental_read_of_a_write_beside_a_compaction_returns_its_rows(
     stream consumer beside three writers and a compaction service)."""
     s = loaded(tmp_path / "t", table_version=version)
     begin = max(s.table.timeline().completion_times().values())
-    gate = Gate(monkeypatch, client_mod, "reconcile_markers")
-    writer = Table.open(s.path, options=dict(s.table.options))
     ids = range(0, 90, 3)
-    job: Background | None = None
-    writing: str | None = None
-    compaction: str | None = None
-    for step in ORDERS[order]:
-        if step == "start":
-            job = Background(lambda: s.upsert(ids, 5, "beside", table=writer))
-            gate.wait()
-            [pending] = Table.open(s.path).timeline().pending_writes()
-            writing = pending.time
-        elif step == "plan":
-            compaction = s.table.schedule_compaction(force=True)
-        elif step == "complete":
-            assert job is not None
-            gate.release()
-            assert job.result() == writing
-        else:
-            assert compaction is not None
-            s.table.run_compaction(compaction)
+    for step, writing, _ in _played(s, monkeypatch, ORDERS[order], ids):
         done = Table.open(s.path).timeline().completion_times().get(writing or "")
         if done is None:
             continue
