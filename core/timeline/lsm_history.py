@@ -17,7 +17,10 @@ Hudi 1.x (table versions 8+) archives old instants into parquet files instead of
 A reader reads `_version_`, then that manifest, then the listed files. Archived instants
 become completed `Instant`s whose `archive_file` names the parquet file holding their
 content; `read_archived_content` fetches that content (the whole file's `metadata` column
-is read once and kept, since timeline files never change).
+is read once and kept, since timeline files never change). A data file a manifest lists
+never changes either (an LSM compaction writes new files and a manifest without the old
+ones), so the instants of each are read once per process too: loading the timeline of a
+table with a long history costs two small reads, not a read of the whole history.
 """
 
 from __future__ import annotations
@@ -54,13 +57,15 @@ class HistoryFile:
     min_instant: str
     max_instant: str
     layer: int
+    #: The size the manifest gives (`fileLen`), None when it gives none.
+    length: int | None = None
 
     @classmethod
-    def parse(cls, name: str) -> HistoryFile:
+    def parse(cls, name: str, length: int | None = None) -> HistoryFile:
         m = _DATA_FILE_RE.match(name)
         if m is None:
             raise CorruptTableError(f"LSM timeline manifest lists {name!r}, not a <min>_<max>_<layer>.parquet file")
-        return cls(name, m.group(1), m.group(2), int(m.group(3)))
+        return cls(name, m.group(1), m.group(2), int(m.group(3)), length)
 
     def overlaps(self, begin: str | None, end: str | None) -> bool:
         """Whether the file may hold instants with `begin <= time <= end` (None: unbounded)."""
@@ -93,10 +98,15 @@ def manifest_files(storage: Storage, folder: str, version: int) -> list[HistoryF
         return []
     try:
         entries = json.loads(raw)["files"]
-        names = [str(e["fileName"]) for e in entries]
-    except (ValueError, KeyError, TypeError) as exc:
+        listed = [(str(e["fileName"]), _length(e.get("fileLen"))) for e in entries]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptTableError(f"LSM timeline manifest {storage.uri_of(path)} is not valid: {exc}") from exc
-    return sorted((HistoryFile.parse(n) for n in names), key=lambda f: f.name)
+    return sorted((HistoryFile.parse(name, length) for name, length in listed), key=lambda f: f.name)
+
+
+def _length(value: object) -> int | None:
+    """A manifest entry's `fileLen`, None when absent or not a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _read_columns(storage: Storage, path: str, columns: tuple[str, ...]) -> pa.Table:
@@ -132,24 +142,48 @@ def load_archived_instants(
     for history_file in manifest_files(storage, folder, version):
         if not history_file.overlaps(begin, end):
             continue
-        path = posixpath.join(folder, history_file.name)
-        rows = _read_columns(storage, path, TIMELINE_COLUMNS).to_pylist()
-        for row in rows:
-            time, action_name = row["instantTime"], row["action"]
-            if time is None or action_name is None:
+        for instant in _file_instants(storage, posixpath.join(folder, history_file.name), history_file.length):
+            if (begin is not None and instant.time < begin) or (end is not None and instant.time > end):
                 continue
-            if (begin is not None and time < begin) or (end is not None and time > end):
-                continue
-            try:
-                action = Action(action_name)
-            except ValueError:
-                continue
-            completion = row["completionTime"] or None
-            instant = Instant(
-                time, action.completed_action, State.COMPLETED, completion, TimelineLayout.V2, archive_file=path
-            )
-            found[(time, instant.action)] = instant
+            found[(instant.time, instant.action)] = instant
     return sorted(found.values(), key=Instant.sort_key)
+
+
+#: History data files whose instants are kept (a file holds one archival batch, or an LSM
+#: compaction's merge of several): tens of instants each, a few hundred bytes per instant.
+_INSTANTS_CACHE_FILES = 1024
+_instants_cache: OrderedDict[tuple[str, str, int | None], tuple[Instant, ...]] = OrderedDict()
+_instants_lock = threading.Lock()
+
+
+def _file_instants(storage: Storage, path: str, length: int | None) -> tuple[Instant, ...]:
+    """The archived instants one history data file holds (in file order), read once per process:
+    by the storage, the file and the size its manifest gives."""
+    key = (storage.uri, path, length)
+    with _instants_lock:
+        cached = _instants_cache.get(key)
+        if cached is not None:
+            _instants_cache.move_to_end(key)
+            return cached
+    instants = []
+    for row in _read_columns(storage, path, TIMELINE_COLUMNS).to_pylist():
+        time, action_name = row["instantTime"], row["action"]
+        if time is None or action_name is None:
+            continue
+        try:
+            action = Action(action_name)
+        except ValueError:
+            continue  # an action lakeward does not know, left out as its timeline files are
+        completion = row["completionTime"] or None
+        instants.append(
+            Instant(time, action.completed_action, State.COMPLETED, completion, TimelineLayout.V2, archive_file=path)
+        )
+    found = tuple(instants)
+    with _instants_lock:
+        _instants_cache[key] = found
+        while len(_instants_cache) > _INSTANTS_CACHE_FILES:
+            _instants_cache.popitem(last=False)
+    return found
 
 
 _CONTENT_CACHE_FILES = 32

@@ -108,9 +108,14 @@ def append_history_file(storage: Storage, folder: str, rows: list[dict[str, obje
     path = posixpath.join(folder, name)
     storage.write_bytes(path, buffer.getvalue())
     version = latest_snapshot_version(storage, folder) or 0
-    listed = [f.name for f in manifest_files(storage, folder, version)] if version else []
-    names = [*(n for n in listed if n != name), name]
-    entries = [{"fileName": n, "fileLen": storage.size(posixpath.join(folder, n))} for n in names]
+    listed = manifest_files(storage, folder, version) if version else []
+    # the sizes the last manifest gives (one request per file on S3 otherwise), the new file's measured
+    sizes = {f.name: f.length for f in listed if f.name != name}
+    sizes[name] = None
+    entries = [
+        {"fileName": n, "fileLen": size if size is not None else storage.size(posixpath.join(folder, n))}
+        for n, size in sizes.items()
+    ]
     manifest = json.dumps({"files": entries}).encode()
     storage.write_bytes(posixpath.join(folder, f"{MANIFEST_PREFIX}{version + 1}"), manifest)
     publish_version(storage, folder, version + 1)

@@ -6,7 +6,8 @@ that grows with a table's partitions when a reader lists storage instead of the 
 (headers included: the client signs for the proxy's host, and the gateway checks the signature
 against the Host header it receives, which is the proxy's) to the real gateway, counting each by
 kind. Point a reader at `proxy.options` and read `proxy.counts` (and `listed_keys`, the object keys
-the LIST answers returned: one LIST request pages through up to 1,000 of them).
+the LIST answers returned: one LIST request pages through up to 1,000 of them; `object_gets`, the
+keys of the objects read).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class CountingS3Proxy:
         self.bucket = server.bucket
         self.counts: Counter[str] = Counter()
         self.list_prefixes: list[str] = []
+        self.object_gets: list[str] = []
         self.listed_keys = 0
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -55,6 +57,7 @@ class CountingS3Proxy:
         with self._lock:
             self.counts.clear()
             self.list_prefixes.clear()
+            self.object_gets.clear()
             self.listed_keys = 0
 
     @property
@@ -85,6 +88,9 @@ class CountingS3Proxy:
             if kind == "LIST":
                 query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
                 self.list_prefixes.append(query.get("prefix", [""])[0])
+            elif kind == "GET object":
+                key = urllib.parse.unquote(urllib.parse.urlsplit(path).path).lstrip("/")
+                self.object_gets.append(key.removeprefix(f"{self.bucket}/"))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self

@@ -62,3 +62,35 @@ def test_s3_read_list_requests_with_metadata_table_do_not_grow_with_partitions(s
     )
     # without the metadata table the read lists every partition's objects
     assert many_plain[1] >= few_plain[1] + 2 * 22
+
+
+def test_s3_timeline_load_reads_the_archived_history_once(s3_server):  # type: ignore[no-untyped-def]
+    """A table with a long archived history (versions 8+: `.hoodie/timeline/history/`) loads its
+    timeline on every read, write and daemon cycle. The history's data files never change once a
+    manifest lists them, so after the first load only `_version_` and the manifest are read."""
+    prefix = uuid.uuid4().hex
+    uri = s3_server.uri(prefix)
+    options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.metadata.enable": "false"}
+    table = Table.create(
+        uri,
+        record_key="id",
+        ordering_field="ts",
+        table_version=9,
+        storage_options=s3_server.options,
+        options=options,
+    )
+    for i in range(8):
+        table.upsert(pa.table({"id": [f"k{i}"], "ts": [i], "val": [i]}))
+        table.archive()
+    with CountingS3Proxy(s3_server) as proxy:
+        first = Table.open(uri, storage_options=proxy.options).timeline()
+        archived = [i.time for i in first.completed() if i.is_archived]
+        history_files = {i.archive_file for i in first.completed() if i.is_archived}
+        assert len(archived) >= 4 and len(history_files) >= 2
+        proxy.reset()
+        again = Table.open(uri, storage_options=proxy.options).timeline()
+        read = [key.removeprefix(f"{prefix}/") for key in proxy.object_gets]
+    assert [i.time for i in again.completed() if i.is_archived] == archived
+    from_history = sorted(key for key in read if key.startswith(".hoodie/timeline/history/"))
+    assert not [key for key in from_history if key.endswith(".parquet")], from_history
+    assert len(from_history) == 2, from_history  # `_version_` and the manifest it names
