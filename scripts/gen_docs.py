@@ -104,6 +104,7 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.combine.before.insert": "de-duplicate a batch by key",
     "hoodie.combine.before.upsert": "de-duplicate a batch by key",
     "hoodie.commits.archival.batch": "archived entries per Avro block",
+    "hoodie.timeline.compaction.batch.size": "versions 8+: files of one LSM history layer merged into one of the next, after each archival",
     "hoodie.compact.inline": "schedule (when due) and run a compaction after each write",
     "hoodie.compact.inline.max.delta.commits": "delta commits since the last compaction that make one due",
     "hoodie.compaction.logfile.size.threshold": "log-size strategy: the least log bytes a slice needs to be compacted",

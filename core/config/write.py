@@ -134,6 +134,9 @@ class WriteConfig(BaseModel):
     keep_max_commits: int = Field(30, alias="hoodie.keep.max.commits", gt=0)
     #: Archival: entries per Avro data block of the archive log file.
     archival_batch: int = Field(10, alias="hoodie.commits.archival.batch", gt=0)
+    #: Archival on versions 8+: a layer of the LSM history holding this many files is merged into one file
+    #: of the next layer (`lsm_writer.compact_and_clean`).
+    timeline_compaction_batch: int = Field(10, alias="hoodie.timeline.compaction.batch.size", gt=1, le=JAVA_INT_MAX)
     #: Cleaning: which old file slices a clean removes (see core/table_services/clean).
     cleaner_policy: Literal["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"] = Field(
         "KEEP_LATEST_COMMITS", alias="hoodie.cleaner.policy"

@@ -101,6 +101,7 @@ def archive_metadata_table(
         history=history,
         folder=folder,
         batch=write_config.archival_batch,
+        timeline_compaction_batch=write_config.timeline_compaction_batch,
         dry_run=dry_run,
     )
 

@@ -78,7 +78,12 @@ from lakeward.core.timeline import WRITE_ACTIONS, Action, Instant, State, Timeli
 from lakeward.core.timeline.archived import archive_folder, latest_archive_version, read_archived_entries
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants
 from lakeward.core.timeline.lsm_history import load_archived_instants
-from lakeward.core.timeline.lsm_writer import append_history_file, history_row
+from lakeward.core.timeline.lsm_writer import (
+    TIMELINE_COMPACTION_BATCH,
+    append_history_file,
+    compact_and_clean,
+    history_row,
+)
 from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
 
@@ -645,6 +650,7 @@ def archive(table: HoldsTableContext, *, dry_run: bool = False) -> ArchiveResult
             history=ctx.config.version.history_folder,
             folder=ctx.config.archive_folder,
             batch=wc.archival_batch,
+            timeline_compaction_batch=wc.timeline_compaction_batch,
             dry_run=dry_run,
         )
 
@@ -718,6 +724,7 @@ def archive_instants(
     history: str | None,
     folder: str,
     batch: int,
+    timeline_compaction_batch: int = TIMELINE_COMPACTION_BATCH,
     dry_run: bool = False,
 ) -> ArchiveResult:
     """Move `planned` (and the instants a crashed run archived but did not delete) from the active
@@ -755,6 +762,8 @@ def archive_instants(
         return ArchiveResult(names, None, new_count, time.monotonic() - started, instant_files, True)
     if history is not None:
         written = append_history_file(storage, history, rows) if rows else None
+        if written is not None:  # as Hudi's archiver: merge full layers, drop what no recent snapshot lists
+            compact_and_clean(storage, history, timeline_compaction_batch)
     else:
         written = _write_archive_file(storage, folder, new_entries, batch) if new_entries else None
     deleted: list[str] = []

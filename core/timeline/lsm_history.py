@@ -72,6 +72,16 @@ class HistoryFile:
         return (begin is None or self.max_instant >= begin) and (end is None or self.min_instant <= end)
 
 
+def snapshot_versions(storage: Storage, folder: str) -> list[int]:
+    """The N of every `manifest_N` in `folder` (unordered)."""
+    return [int(m.group(1)) for e in storage.list_dir(folder) if not e.is_dir and (m := _MANIFEST_RE.match(e.name))]
+
+
+def data_file_names(storage: Storage, folder: str) -> list[str]:
+    """The names of the LSM data files (`<min>_<max>_<layer>.parquet`) in `folder`, listed or not."""
+    return [e.name for e in storage.list_dir(folder) if not e.is_dir and _DATA_FILE_RE.match(e.name)]
+
+
 def latest_snapshot_version(storage: Storage, folder: str) -> int | None:
     """The latest snapshot N of the LSM timeline in `folder`, or None when nothing was archived.
 
@@ -83,8 +93,7 @@ def latest_snapshot_version(storage: Storage, folder: str) -> int | None:
         return int(text)
     except (FileNotFoundError, UnicodeDecodeError, ValueError):
         pass
-    versions = [int(m.group(1)) for e in storage.list_dir(folder) if (m := _MANIFEST_RE.match(e.name)) and not e.is_dir]
-    return max(versions, default=None)
+    return max(snapshot_versions(storage, folder), default=None)
 
 
 def manifest_files(storage: Storage, folder: str, version: int) -> list[HistoryFile]:
@@ -222,8 +231,10 @@ def read_archived_content(storage: Storage, instant: Instant) -> bytes:
 
 __all__ = [
     "HistoryFile",
+    "data_file_names",
     "latest_snapshot_version",
     "load_archived_instants",
     "manifest_files",
     "read_archived_content",
+    "snapshot_versions",
 ]

@@ -1,0 +1,100 @@
+"""The LSM history of a table archived for a long time (versions 8+): merged and cleaned after each
+archival, as Hudi's `LSMTimelineWriter.compactAndClean` does, so a timeline load reads a few files,
+not one per archival run, and nothing archived is lost.
+
+Each test archives after every write of a small table, with `hoodie.timeline.compaction.batch.size`
+3, so that layers 0, 1 and 2 fill within a few dozen writes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakeward import Table
+from lakeward.core.config.write import parse_write_config
+from lakeward.core.exceptions import ConfigError
+
+HISTORY = Path(".hoodie/timeline/history")
+BATCH = 3
+OPTIONS = {
+    "hoodie.keep.min.commits": "2",
+    "hoodie.keep.max.commits": "3",
+    "hoodie.timeline.compaction.batch.size": str(BATCH),
+    "hoodie.metadata.compact.max.delta.commits": "1",
+}
+_DATA_FILE = re.compile(r"^(\d+)_(\d+)_(\d)\.parquet$")
+
+
+def _manifest(history: Path, version: int) -> list[str]:
+    return [e["fileName"] for e in json.loads((history / f"manifest_{version}").read_text())["files"]]
+
+
+def _latest(history: Path) -> int:
+    return int((history / "_version_").read_text())
+
+
+def _archive_after_every_write(path: Path, writes: int, version: int = 9) -> tuple[Table, dict[str, dict[int, int]]]:
+    """A table written `writes` times, archived after each; the rows as of each write (model)."""
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_version=version, options=OPTIONS)
+    rows: dict[int, int] = {}
+    snapshots: dict[str, dict[int, int]] = {}
+    for i in range(writes):
+        batch = {i % 4: i, 100 + i: i}  # one key updated again and again, one new key a write
+        rows.update(batch)
+        instant = table.upsert(pa.table({"id": list(batch), "ts": [i] * len(batch), "v": list(batch.values())}))
+        snapshots[instant.instant_time] = dict(rows)
+        table.archive()
+    return table, snapshots
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_long_history_is_merged_into_few_files_and_every_archived_instant_stays_readable(tmp_path, version):
+    table, snapshots = _archive_after_every_write(tmp_path / "t", 30, version)
+    history = tmp_path / "t" / HISTORY
+    listed = _manifest(history, _latest(history))
+    layers = [int(_DATA_FILE.match(name).group(3)) for name in listed]  # type: ignore[union-attr]
+    # every layer below the top holds fewer files than a merge takes; higher layers exist
+    assert all(layers.count(layer) < BATCH for layer in set(layers)), listed
+    assert max(layers) >= 2, listed
+    # what no kept snapshot lists is gone: the newest manifests only, and the files they list
+    manifests = sorted(int(p.name.split("_")[1]) for p in history.glob("manifest_*"))
+    assert len(manifests) <= 3 + max(layers), manifests
+    kept = {name for v in manifests for name in _manifest(history, v)}
+    assert {p.name for p in history.glob("*.parquet")} == kept
+    # the instants are those archived, each once, in order, and each write reads as it was
+    timeline = Table.open(str(tmp_path / "t")).timeline()
+    archived = [i.time for i in timeline.completed_writes() if i.is_archived]
+    assert len(archived) >= 20
+    assert archived == sorted(set(archived))
+    assert [i.time for i in timeline.completed_writes()] == list(snapshots)
+    for instant_time in archived[:: max(1, len(archived) // 6)] + archived[-1:]:
+        data = table.read(as_of=instant_time, columns=["id", "v"])
+        assert (
+            dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+            == (snapshots[instant_time])
+        ), instant_time
+    # an incremental read across the merged files returns the writes of the range (in completion
+    # time on 8+: it begins when the first write completed)
+    first, last = archived[2], archived[12]
+    completed = {i.time: i.completion_time for i in timeline.completed_writes()}
+    begin = completed[first] if version >= 8 else first
+    changed = table.read_incremental(begin, completed[last], columns=["id"]).column("id").to_pylist()
+    writes = list(snapshots)
+    expected = {k for t in writes[writes.index(first) + 1 : writes.index(last) + 1] for k in _written(t, writes)}
+    assert set(changed) == expected
+
+
+def _written(instant_time: str, writes: list[str]) -> set[int]:
+    i = writes.index(instant_time)
+    return {i % 4, 100 + i}
+
+
+def test_the_batch_size_is_validated():
+    assert parse_write_config({"hoodie.timeline.compaction.batch.size": "4"}).timeline_compaction_batch == 4
+    with pytest.raises(ConfigError, match="hoodie.timeline.compaction.batch.size"):
+        parse_write_config({"hoodie.timeline.compaction.batch.size": "1"})
