@@ -762,8 +762,6 @@ def archive_instants(
         return ArchiveResult(names, None, new_count, time.monotonic() - started, instant_files, True)
     if history is not None:
         written = append_history_file(storage, history, rows) if rows else None
-        if written is not None:  # as Hudi's archiver: merge full layers, drop what no recent snapshot lists
-            compact_and_clean(storage, history, timeline_compaction_batch)
     else:
         written = _write_archive_file(storage, folder, new_entries, batch) if new_entries else None
     deleted: list[str] = []
@@ -771,6 +769,10 @@ def archive_instants(
         for f in group:
             deleted.append(instant_path(f))
             storage.delete_file(deleted[-1])
+    if history is not None and written is not None:
+        # as Hudi's archiver, once the instants left the active timeline: merge full layers of the
+        # history, then drop what no recent snapshot lists
+        compact_and_clean(storage, history, timeline_compaction_batch)
     elapsed = time.monotonic() - started
     if to_archive:
         log.info(

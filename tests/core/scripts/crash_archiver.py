@@ -10,7 +10,9 @@ Points: `after_archive_file` (the archive file is written, no timeline file dele
 `after_some_deletes` (a few of the archived instants' timeline files are deleted); on table
 versions 8+ (the LSM history): `after_history_file` (data file, manifest and `_version_`
 written, no timeline file deleted), `before_version_file` (data file and manifest written,
-`_version_` still naming the previous snapshot). The
+`_version_` still naming the previous snapshot), `before_merge_manifest` (the LSM compaction
+after the archival wrote its merged file, not the manifest that lists it), `before_history_clean`
+(the merge is published, the files it replaced are still on storage). The
 script prints `REACHED <point>` and sleeps until the parent kills it; `FINISHED` (exit 3)
 if the archival ended without reaching the point.
 """
@@ -51,6 +53,10 @@ def main() -> int:
         archival_mod.append_history_file = after(point, archival_mod.append_history_file)  # type: ignore[assignment]
     elif point == "before_version_file":
         lsm_writer_mod.publish_version = before(point, lsm_writer_mod.publish_version)  # type: ignore[assignment]
+    elif point == "before_merge_manifest":  # the archival's own manifest is the first one published
+        lsm_writer_mod._publish_manifest = before(point, lsm_writer_mod._publish_manifest, nth=2)  # type: ignore[assignment]
+    elif point == "before_history_clean":
+        lsm_writer_mod._clean_history = before(point, lsm_writer_mod._clean_history)  # type: ignore[assignment]
     elif point == "after_some_deletes":
         _deleting(point, 5)
     else:

@@ -41,11 +41,16 @@ def after(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any
     return wrapper
 
 
-def before(point: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn`, freezing right before its first call."""
+def before(point: str, fn: Callable[..., Any], nth: int = 1) -> Callable[..., Any]:
+    """`fn`, freezing right before its `nth` call (counted across threads)."""
+    calls = [0]
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        freeze(point)
+        with _LOCK:
+            calls[0] += 1
+            hit = calls[0] == nth
+        if hit:
+            freeze(point)
         return fn(*args, **kwargs)
 
     return wrapper

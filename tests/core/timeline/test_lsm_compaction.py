@@ -18,6 +18,7 @@ import pytest
 from lakeward import Table
 from lakeward.core.config.write import parse_write_config
 from lakeward.core.exceptions import ConfigError
+from tests.support import crash
 
 HISTORY = Path(".hoodie/timeline/history")
 BATCH = 3
@@ -41,31 +42,47 @@ def _latest(history: Path) -> int:
 def _archive_after_every_write(path: Path, writes: int, version: int = 9) -> tuple[Table, dict[str, dict[int, int]]]:
     """A table written `writes` times, archived after each; the rows as of each write (model)."""
     table = Table.create(str(path), record_key="id", ordering_field="ts", table_version=version, options=OPTIONS)
-    rows: dict[int, int] = {}
     snapshots: dict[str, dict[int, int]] = {}
     for i in range(writes):
-        batch = {i % 4: i, 100 + i: i}  # one key updated again and again, one new key a write
-        rows.update(batch)
-        instant = table.upsert(pa.table({"id": list(batch), "ts": [i] * len(batch), "v": list(batch.values())}))
-        snapshots[instant.instant_time] = dict(rows)
+        _write(table, i, snapshots)
         table.archive()
     return table, snapshots
+
+
+def _write(table: Table, i: int, snapshots: dict[str, dict[int, int]]) -> None:
+    """Write number `i`: one key updated again and again, one new key; `snapshots` gets the rows after it."""
+    batch = {i % 4: i, 100 + i: i}
+    rows = dict(snapshots[next(reversed(snapshots))]) if snapshots else {}
+    rows.update(batch)
+    instant = table.upsert(pa.table({"id": list(batch), "ts": [i] * len(batch), "v": list(batch.values())}))
+    snapshots[instant.instant_time] = rows
+
+
+def _rows_as_of(table: Table, instant_time: str) -> dict[int, int]:
+    data = table.read(as_of=instant_time, columns=["id", "v"])
+    return dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+
+
+def _layers(history: Path) -> list[int]:
+    return [int(_DATA_FILE.match(name).group(3)) for name in _manifest(history, _latest(history))]  # type: ignore[union-attr]
+
+
+def _check_layout(history: Path) -> None:
+    """No layer holds a merge's worth of files; on storage, only the kept snapshots and what they list."""
+    layers = _layers(history)
+    assert all(layers.count(layer) < BATCH for layer in set(layers)), layers
+    manifests = sorted(int(p.name.split("_")[1]) for p in history.glob("manifest_*"))
+    assert len(manifests) <= 3 + max(layers), manifests
+    kept = {name for v in manifests for name in _manifest(history, v)}
+    assert {p.name for p in history.glob("*.parquet")} == kept
 
 
 @pytest.mark.parametrize("version", [8, 9])
 def test_a_long_history_is_merged_into_few_files_and_every_archived_instant_stays_readable(tmp_path, version):
     table, snapshots = _archive_after_every_write(tmp_path / "t", 30, version)
     history = tmp_path / "t" / HISTORY
-    listed = _manifest(history, _latest(history))
-    layers = [int(_DATA_FILE.match(name).group(3)) for name in listed]  # type: ignore[union-attr]
-    # every layer below the top holds fewer files than a merge takes; higher layers exist
-    assert all(layers.count(layer) < BATCH for layer in set(layers)), listed
-    assert max(layers) >= 2, listed
-    # what no kept snapshot lists is gone: the newest manifests only, and the files they list
-    manifests = sorted(int(p.name.split("_")[1]) for p in history.glob("manifest_*"))
-    assert len(manifests) <= 3 + max(layers), manifests
-    kept = {name for v in manifests for name in _manifest(history, v)}
-    assert {p.name for p in history.glob("*.parquet")} == kept
+    _check_layout(history)
+    assert max(_layers(history)) >= 2
     # the instants are those archived, each once, in order, and each write reads as it was
     timeline = Table.open(str(tmp_path / "t")).timeline()
     archived = [i.time for i in timeline.completed_writes() if i.is_archived]
@@ -92,6 +109,38 @@ def test_a_long_history_is_merged_into_few_files_and_every_archived_instant_stay
 def _written(instant_time: str, writes: list[str]) -> set[int]:
     i = writes.index(instant_time)
     return {i % 4, 100 + i}
+
+
+@pytest.mark.parametrize("point", ["before_merge_manifest", "before_history_clean"])
+def test_an_archival_killed_in_its_history_merge_loses_nothing_and_the_next_one_tidies_up(tmp_path, point):
+    path = tmp_path / "t"
+    history = path / HISTORY
+    table = Table.create(str(path), record_key="id", ordering_field="ts", table_version=9, options=OPTIONS)
+    snapshots: dict[str, dict[int, int]] = {}
+    i = 0
+    while not (history / "_version_").exists() or _layers(history).count(0) != BATCH - 1:
+        _write(table, i, snapshots)
+        table.archive()
+        i += 1
+    for _ in range(2):  # due for archival again: its layer-0 file fills the layer, and a merge follows
+        _write(table, i, snapshots)
+        i += 1
+    crash.run_and_kill("crash_archiver.py", path, point, json.dumps(OPTIONS))
+
+    def archived() -> list[str]:
+        return [t.time for t in Table.open(str(path)).timeline().completed_writes() if t.is_archived]
+
+    in_between = archived()
+    assert in_between == sorted(set(in_between)) and set(in_between) <= set(snapshots)
+    assert all(_rows_as_of(table, t) == snapshots[t] for t in in_between[-3:])
+    for _ in range(6):  # more archivals: a merge again, and a clean of what the killed run left
+        _write(table, i, snapshots)
+        i += 1
+        Table.open(str(path), options=OPTIONS).archive()
+    after = archived()
+    assert after[: len(in_between)] == in_between and after == sorted(set(after))
+    assert all(_rows_as_of(table, t) == snapshots[t] for t in after)
+    _check_layout(history)
 
 
 def test_the_batch_size_is_validated():
