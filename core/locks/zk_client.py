@@ -28,6 +28,14 @@ under us) or belongs to the parent of a forked process is replaced by a new one 
 `client()` call, with a new generation. Listeners added with `add_listener` get kazoo's
 state changes of whichever client is current, and LOST when a client is replaced.
 
+A client cut off from the ensemble for longer than its session timeout treats its session
+as expired, as Apache Curator does: every server has expired it by then (or, after an
+ensemble was rebuilt from scratch, no server knows it and each refuses it: "client must
+try another server", for ever). The client is replaced by one with a new session, and users
+get LOST. A session that a restarted server restored from its data directory is given up
+too: what was held on it must be taken again, which is what a lock holder has to assume
+after that long anyway.
+
 A lock node that its user could not delete because the connection was down
 (`abandon_node`) is deleted when the same session reconnects, so it does not hold the lock
 against other writers until the session ends.
@@ -218,11 +226,43 @@ class SharedZooKeeperClient:
                 threading.Thread(target=self._delete_orphans, name="lakeward-zk-orphans", daemon=True).start()
         else:
             self._connected.clear()
+            if state == KazooState.SUSPENDED:
+                self._watch_suspension(client)
             if state == KazooState.LOST:
                 self._generation += 1
                 if client.client_state in _DEAD_STATES:  # not an expiry: kazoo stopped connecting
                     self._dead = client
         self._notify(state)
+
+    def _watch_suspension(self, client: KazooClient) -> None:
+        """Replace `client` if it is still the current one and still not connected once its
+        session must have expired (module doc: sessions)."""
+        timer = threading.Timer(self._session_timeout_s(), self._expire_suspended, (client,))
+        timer.name = "lakeward-zk-suspended"
+        timer.daemon = True
+        timer.start()
+
+    def _session_timeout_s(self) -> float:
+        """The session timeout asked for (a server grants it, or shorter: expires the session no later)."""
+        return float(self._options.get("timeout", 10.0))
+
+    def _expire_suspended(self, client: KazooClient) -> None:
+        with self._mutex:
+            if client.connected or self._client is not client or self._pid != os.getpid():
+                return  # reconnected, replaced or closed meanwhile
+            self._generation += 1
+            replacement = self._client = KazooClient(**self._options)
+            self._connected.clear()
+            replacement.add_listener(lambda state, c=replacement: self._on_state(c, state))
+            replacement.start_async()
+        log.warning(
+            "no connection to ZooKeeper at %s for the session timeout (%.0fs): the session is taken as "
+            "expired and a new one is opened",
+            self.hosts,
+            self._session_timeout_s(),
+        )
+        self._notify(KazooState.LOST)
+        _stop(client, self._pid)
 
     def _notify(self, state: str) -> None:
         with self._mutex:

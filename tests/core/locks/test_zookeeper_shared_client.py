@@ -8,6 +8,7 @@ fail loudly, as it did in production (issue 18, item 3).
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from kazoo.client import KazooClient
 from lakeward import Table
 from lakeward.core.exceptions import LakewardError, LockError
 from lakeward.core.locks import ZooKeeperLockProvider, lock_provider_for
-from lakeward.core.locks.zk_client import close_shared_clients
+from lakeward.core.locks.zk_client import acquire_shared_client, close_shared_clients, kazoo_client_options
 from tests.support.zookeeper import ZooKeeperServer, alive_connections
 
 pytestmark = pytest.mark.zookeeper
@@ -234,3 +235,27 @@ def test_close_shared_clients_ends_the_sessions_of_one_ensemble_and_a_later_use_
     assert Table.open(str(tmp_path / "a")).read().num_rows == 2
     assert close_shared_clients() >= 2  # every ensemble (what interpreter exit does)
     assert wait_for(lambda: alive_connections(gone) == 0 and alive_connections(kept) == 0)
+
+
+def test_a_client_cut_off_for_its_session_timeout_opens_a_new_session_on_a_rebuilt_ensemble(make_zookeeper_server):
+    """An ensemble rebuilt from scratch (a pod restarted without its volume) refuses the old session
+    for ever ("client must try another server"): once the session timeout passed without a
+    connection, the shared client opens a new session, and its users hear the old one is lost."""
+    server = make_zookeeper_server()
+    shared = acquire_shared_client(kazoo_client_options(server.hosts, session_timeout_s=2.0))
+    states: list[str] = []
+    shared.add_listener(states.append)
+    try:
+        client = shared.client(10)
+        client.create("/held", ephemeral=True)
+        generation, session = shared.generation, shared.session_id
+        server.stop()
+        shutil.rmtree(server.workdir / "data")
+        (server.workdir / "data").mkdir()
+        server.start()
+        assert wait_for(lambda: shared.connected, timeout_s=20), f"still {shared.state}"
+        assert shared.generation > generation and shared.session_id != session
+        assert "LOST" in states
+        shared.client(10).create("/held-again", ephemeral=True)  # the new session serves
+    finally:
+        shared.release()
