@@ -526,10 +526,14 @@ class Runner:
             run.detail = done.detail
             run.files = list(done.files)
             run.records, run.bytes_written = done.records, done.bytes_written
+            if run.outcome is Outcome.SKIPPED_CLAIMED:
+                return  # another replica runs the plan: the failures it counted are its own to reset
             try:
                 self.control.clear_failures(run.key)
             except Exception as exc:  # the run succeeded all the same: only its old failure count stays
-                log.warning("%s succeeded; its failure count could not be reset: %s", run.key, _describe(exc))
+                log.warning(
+                    "%s %s; its failure count could not be reset: %s", run.key, run.outcome.value, _describe(exc)
+                )
             return
 
     def _claim_result(self, claim: Claim | None) -> str:

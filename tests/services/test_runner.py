@@ -121,6 +121,31 @@ def test_a_plan_claimed_elsewhere_is_skipped(tmp_path, in_process):
     runner.close()
 
 
+def test_a_run_whose_new_plan_another_replica_claimed_leaves_that_plans_failure_count(tmp_path, in_process):
+    """The plan this run wrote was claimed first by another replica, which runs it: the failures that
+    replica counted for it are its own to reset (they lead to quarantine), not this run's."""
+    table = mor_table(tmp_path / "t")
+    control = MemoryControlStore()
+    plan_keys: list[str] = []
+    try_claim = in_process.try_claim
+
+    def other_replica_first(key: str, owner: Any = None) -> Any:
+        if key.startswith(f"{table.name}/compaction/") and not key.endswith("/new") and not plan_keys:
+            plan_keys.append(key)  # the other replica discovered the new plan and claimed it first
+            assert try_claim(key, OwnerInfo.current("other-replica")) is not None
+            control.record_failure(key, "the other replica's first attempt failed")
+        return try_claim(key) if owner is None else try_claim(key, owner)
+
+    in_process.try_claim = other_replica_first  # type: ignore[method-assign]
+    runner = make_runner(in_process, control=control)
+    submitted = runner.submit(item(table), force=True)
+    assert submitted.run is not None and runner.wait_idle(60)
+    run = runner.get(submitted.run.run_id)
+    assert run is not None and run.outcome is Outcome.SKIPPED_CLAIMED, run
+    assert control.record_failure(plan_keys[0], "its second attempt failed") == 2
+    runner.close()
+
+
 def test_concurrency_limit_per_table(tmp_path, in_process):
     table = mor_table(tmp_path / "t")
     engine = GatedEngine()
