@@ -120,6 +120,8 @@ class TableServices:
         self.index_build: ServiceNamespace[IndexBuildResult] = self["index_build"]
         self.archival: ServiceNamespace[ArchiveResult] = self["archival"]
         self.rollback: ServiceNamespace[list[str]] = self["rollback"]
+        self.orphan_clean: ServiceNamespace[Any] = self["orphan_clean"]
+        self.metadata_compaction: ServiceNamespace[Any] = self["metadata_compaction"]
 
     def __getitem__(self, action: str) -> ServiceNamespace[Any]:
         return ServiceNamespace(self._host, service_for(action))

@@ -173,7 +173,7 @@ def test_a_pending_data_instant_holds_the_metadata_compaction_back(tmp_path: Pat
     assert lag.blocking is not None and lag.blocking.time == killed.time
     assert len(lag.not_compacted) == 4 and snapshot_blocked_by(path) == killed.time  # the 4 upserts
     options = {"hoodie.metadata.compact.max.delta.commits": deltas}
-    service = Table.open(path, options=options).services["metadata_compaction"]
+    service = Table.open(path, options=options).services.metadata_compaction
     assert service.schedule() is None  # held back: no plan
     ctx = Table.open(path).service_context("compaction")
     ran = run_metadata_table_services(storage, ctx.lock, WriteConfig.model_validate(options))
