@@ -256,12 +256,30 @@ class Storage:
         with self.fs.open_output_stream(full) as f:
             f.write(data)
 
-    def open_output_stream(self, rel: str) -> pa.NativeFile:
+    @contextmanager
+    def open_output_stream(self, rel: str) -> Iterator[pa.NativeFile]:
+        """A stream that writes (or replaces) the whole file `rel`, for use in `with`.
+
+        Readers never see a partial file, and a writer that dies leaves none under the name: on a
+        local disk the stream writes a temporary file (`.<name>.<uuid>.tmp`, no data file name:
+        orphan cleaning takes it) that takes the name when the block ends without an error; an
+        object store makes an upload visible only once complete.
+        """
         full = self.full_path(rel)
-        with _changing(full):  # the file is in its folder's listing from now on
-            if self.is_local:
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-            return self.fs.open_output_stream(full)
+        if not self.is_local:
+            with _changing(full), self.fs.open_output_stream(full) as stream:
+                yield stream
+            return
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        tmp = self._temp_name(full)
+        try:
+            with self.fs.open_output_stream(tmp) as stream:
+                yield stream
+            with _changing(full):
+                os.replace(tmp, full)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def delete_file(self, rel: str, missing_ok: bool = True) -> None:
         with _changing(self.full_path(rel)):

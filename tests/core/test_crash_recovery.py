@@ -182,6 +182,8 @@ POINTS = {
     "after_requested": (State.REQUESTED, lambda n: n == 0, lambda n: n == 0),
     "after_inflight": (State.INFLIGHT, lambda n: n == 0, lambda n: n == 0),
     "marker_without_file": (State.INFLIGHT, lambda n: n == 1, lambda n: n == 2),
+    # the first base file's rows written, not its footer: nothing under a data file name yet
+    "mid_base_file": (State.INFLIGHT, lambda n: n == 0, lambda n: n == 1),
     "after_two_files": (State.INFLIGHT, lambda n: n == 2, lambda n: n == 2),
     "before_complete": (State.INFLIGHT, lambda n: n >= 5, lambda n: n >= 5),
 }

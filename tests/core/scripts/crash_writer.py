@@ -33,6 +33,8 @@ HOOKS: dict[str, Callable[[str], None]] = {
     ),
     # one data file written, the second one has a marker but no file yet
     "marker_without_file": lambda p: setattr(handles_mod, "create_marker", after(p, handles_mod.create_marker, 2)),
+    # the first base file's rows written into its stream, its footer not
+    "mid_base_file": lambda p: setattr(pq.ParquetWriter, "write_table", after(p, pq.ParquetWriter.write_table)),
     # merge-on-read: the first log file appended, more file groups to come
     "after_first_log_file": lambda p: setattr(handles_mod, "append_to_log", after(p, handles_mod.append_to_log)),
     # two data files written (of more), before completion
