@@ -415,7 +415,9 @@ def _archival(state: TableState, policy: Policy, now: dt.datetime) -> _Considera
     reasons = _disabled(policy, action, policy.archival_enabled)
     limit = policy.archival_max_instants
     trigger = policy.compaction_delta_commits if state.is_merge_on_read else None
-    outlook = archival_outlook(state.timeline, policy.archival_min_instants, limit, trigger)
+    metadata = state.metadata_compaction
+    bound = metadata.archival_bound if metadata is not None else None
+    outlook = archival_outlook(state.timeline, policy.archival_min_instants, limit, trigger, bound)
     writes, why = outlook.writes, ""
     if writes <= limit:
         key = _key(policy, "archival.keep_max_commits")

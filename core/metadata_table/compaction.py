@@ -158,6 +158,20 @@ class MetadataCompactionCheck:
     oldest: str | None = None
     #: v6 (Hudi 0.x's rule): `blocked_by` holds the whole compaction back, not just the delta commits after it.
     blocks_all: bool = False
+    #: The instant time of the metadata table's latest completed compaction ("" when it has none).
+    compacted_at: str = ""
+
+    @property
+    def archival_bound(self) -> str | None:
+        """How far a data-table archival may go (Hudi archives no commit that completed after the
+        metadata table's latest compaction) once it ran the metadata compaction it runs first
+        (`table_services.archival`): the pending ones, else a new one over the delta commits it
+        may take now. None: that compaction is unbounded (it takes every delta commit)."""
+        if self.pending:
+            return max(self.pending)
+        if self.eligible:
+            return self.instant_time
+        return self.compacted_at
 
     @property
     def due(self) -> bool:
@@ -237,6 +251,7 @@ def check_metadata_compaction(
         pending=tuple(pending_metadata_compactions(storage, mdt)),
         oldest=min((i.time for i in deltas), default=None),
         blocks_all=suffix is not None,
+        compacted_at=last.time if (last := last_metadata_compaction(mdt)) is not None else "",
     )
 
 

@@ -554,13 +554,25 @@ class ArchivalOutlook:
 
 
 def archival_outlook(
-    timeline: Timeline, keep_min: int, keep_max: int, compaction_delta_commits: int | None = None
+    timeline: Timeline,
+    keep_min: int,
+    keep_max: int,
+    compaction_delta_commits: int | None = None,
+    metadata_bound: str | None = None,
 ) -> ArchivalOutlook:
-    """`instants_to_archive`'s rules that need only the timeline (the same arguments)."""
+    """`instants_to_archive`'s rules that need only the timeline (the same arguments), and the
+    metadata table's: `metadata_bound` is `MetadataCompactionCheck.archival_bound` (None: no
+    metadata table, or nothing it keeps)."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return ArchivalOutlook(len(commits), 0)
     barriers = _timeline_barriers(timeline, commits, compaction_delta_commits)
+    if metadata_bound is not None:
+        first = min((i.time for i in commits if i.ordering_time > metadata_bound), default=None)
+        if first is not None:
+            compacted = f"its compaction at {metadata_bound}" if metadata_bound else "it was never compacted"
+            what = f"the metadata table, which holds the writes that completed after {compacted}"
+            barriers[f"{what} and cannot be compacted further now (see metadata_compaction)"] = first
     first = min(barriers.items(), key=lambda b: b[1]) if barriers else None
     movable = [i for i in commits[: max(0, len(commits) - keep_min)] if first is None or i.time < first[1]]
     held = first[0] if first is not None and not movable and len(commits) > keep_min else ""

@@ -257,6 +257,28 @@ def test_archival_is_not_proposed_while_the_oldest_write_is_held_back() -> None:
     assert item.action is ServiceAction.ARCHIVAL
 
 
+def test_archival_is_not_proposed_while_the_metadata_table_holds_every_movable_write() -> None:
+    """Hudi archives no commit that completed after the metadata table's latest compaction; an archival
+    compacts the metadata table first, unless a pending data-table instant keeps every delta commit out
+    of that compaction: then a run would archive nothing, and explain says what holds it."""
+    from lakeward.core.metadata_table.compaction import MetadataCompactionCheck
+    from lakeward.core.timeline import Instant
+
+    s = state("c", [*commits(*range(2, 11)), f"{t(9)}.commit.requested"])
+    blocker = Instant.parse(f"{t(9)}.commit.requested")
+    held = MetadataCompactionCheck(9, 10, 0, None, blocker, compacted_at=t(1))
+    assert plan_work([replace(s, metadata_compaction=held)], ARCHIVE, NOW) == []
+    reasons = explain_reasons(replace(s, metadata_compaction=held), ARCHIVE)
+    assert any(r.code is ReasonCode.BLOCKED and f"compaction at {t(1)}" in r.message for r in reasons), reasons
+    # the delta commits before the pending instant can be compacted first: the writes they hold may go
+    partly = MetadataCompactionCheck(9, 10, 6, f"{t(8)}999", blocker, compacted_at=t(1))
+    [item] = plan_work([replace(s, metadata_compaction=partly)], ARCHIVE, NOW)
+    assert item.action is ServiceAction.ARCHIVAL
+    # without a metadata table the timeline alone decides (the pending instant comes after the movable writes)
+    [item] = plan_work([s], ARCHIVE, NOW)
+    assert item.action is ServiceAction.ARCHIVAL
+
+
 def test_default_policy_for_unlisted_tables_and_validation() -> None:
     s = state("c", commits(*range(1, 12)))
     # the default policy cleans every 10 commits
