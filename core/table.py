@@ -1008,6 +1008,23 @@ class Table:
             query_type=read.scan.QueryType.CDC, begin=begin, end=end, images=images, engine=engine
         ).to_arrow()
 
+    def poll_changes(
+        self, after: InstantTime = "earliest", *, images: Images = "json", engine: Engine | str | None = None
+    ) -> tuple[pa.Table, str]:
+        """The changes of the commits completed since position `after`, and the position to poll from next.
+
+        For a consumer that polls: `changes, position = table.poll_changes(position)` delivers
+        every commit once, none twice, whatever completes meanwhile. The position is the end of
+        the range read: the latest completed write after which no earlier write is still in flight
+        (on versions 8+ a completion time, on version 6 an instant time: what `read_changes` ranges
+        are in); the commits of a write in flight come in a later poll, once it completed. Keep
+        the position to resume after a restart. `after` is a position this returned, or
+        "earliest" (the errors are `read_changes`'s).
+        """
+        timeline, begin, _, _ = self.change_range(after)
+        end = read.incremental.latest_stable_instant(timeline, begin, self.storage)
+        return self.read_changes(begin, end, images=images, engine=engine), end
+
     def change_range(
         self, begin: InstantTime | None, end: InstantTime | None = None
     ) -> tuple[Timeline, str, str | None, pa.Schema | None]:

@@ -117,6 +117,19 @@ def stable_end(timeline: Timeline, begin: str, end: str | None, storage: Storage
     return before[-1] if before and before[-1] > begin else begin
 
 
+def latest_stable_instant(timeline: Timeline, begin: str, storage: Storage | None = None) -> str:
+    """The latest completed write after which no write before it is still in flight (at least `begin`).
+
+    On versions 8+ ranges are in completion time, so offsets are too: the latest completion
+    time of a completed write (a write in flight completes after it). The instant time of the
+    latest write would leave that write out of the range (it completed after its instant time).
+    """
+    end = stable_end(timeline, begin, None, storage)
+    if end is None:
+        end = max((w.ordering_time for w in timeline.completed_writes()), default=begin)
+    return max(end, begin)
+
+
 def commit_time_range(begin: str, end: str | None) -> pc.Expression:
     """Rows whose `_hoodie_commit_time` lies in (begin, end]."""
     time_filter = pc.field("_hoodie_commit_time") > begin

@@ -43,7 +43,7 @@ from lakeward.core.config.read import END_INSTANT as END
 from lakeward.core.exceptions import ConfigError, InstantNotFoundError, LakewardError
 from lakeward.core.instant_clock import aware, moment_instant_time
 from lakeward.core.read.changes import Images, check_change_range, is_earliest
-from lakeward.core.read.incremental import stable_end
+from lakeward.core.read.incremental import latest_stable_instant
 from lakeward.core.read.scan import QueryType
 from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
 from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes_dataframe
@@ -294,19 +294,6 @@ def check_stream_options(options: Mapping[str, Any]) -> str:
         if fmt != CDC:
             raise ConfigError(f"{IMAGES} applies to {INCREMENTAL_FORMAT}=cdc only")
     return fmt
-
-
-def latest_stable_instant(timeline: Any, begin: str, storage: Any = None) -> str:
-    """The latest completed write after which no write before it is still in flight (at least `begin`).
-
-    On versions 8+ ranges are in completion time, so offsets are too: the latest completion
-    time of a completed write (a write in flight completes after it). The instant time of the
-    latest write would leave that write out of the range (it completed after its instant time).
-    """
-    end = stable_end(timeline, begin, None, storage)
-    if end is None:
-        end = max((w.ordering_time for w in timeline.completed_writes()), default=begin)
-    return max(end, begin)
 
 
 def check_nothing_read_was_undone(storage: Any, timeline: Any, offset: str) -> None:
