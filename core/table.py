@@ -1004,9 +1004,10 @@ class Table:
         Hudi 1.x and `read_incremental`; on version 6 in instant time. The per-file-group
         work runs on `engine` (local threads, or Spark tasks); the result is Arrow.
         """
-        return self.scan(
-            query_type=read.scan.QueryType.CDC, begin=begin, end=end, images=images, engine=engine
-        ).to_arrow()
+        return self._run_once_more_if_moved(
+            lambda: self.scan(query_type=read.scan.QueryType.CDC, begin=begin, end=end, images=images, engine=engine),
+            read.scan.Scan.to_arrow,
+        )
 
     def poll_changes(
         self, after: InstantTime = "earliest", *, images: Images = "json", engine: Engine | str | None = None
@@ -1188,17 +1189,27 @@ class Table:
         `read_optimized=True` reads base files only (merge-on-read tables: no log merging).
         """
         query = read.scan.QueryType.READ_OPTIMIZED if read_optimized else None
-        scan = self.scan(query_type=query, as_of=as_of, columns=columns, filters=filters, engine=engine)
+        return self._run_once_more_if_moved(
+            lambda: self.scan(query_type=query, as_of=as_of, columns=columns, filters=filters, engine=engine)
+        )
+
+    def _run_once_more_if_moved(self, make_scan: Callable[[], Scan], run: Callable[[Scan], Any] | None = None) -> Any:
+        """Run a scan; run a new one once if a file it listed went while it ran and the timeline moved.
+
+        On version 6 a write in flight has its log listed with the committed ones, and its rollback
+        deletes it; a clean removes older slices; an archival moves the instant files a range reads
+        (on 8+ they are read from the LSM history instead). With the timeline unchanged the file is
+        lost: the error stands. Spark plans are not run again (their tasks may have run already).
+        """
+        run = run or self._run
+        scan = make_scan()
         try:
-            return self._run(scan)
-        except MissingFileError:
-            # A file the read listed was removed while it ran. Read again once when the timeline moved
-            # meanwhile: on version 6 a write in flight has its log listed with the committed ones, and
-            # its rollback deletes it (a clean removes older slices); else the file is lost: raise.
+            return run(scan)
+        except (MissingFileError, FileNotFoundError):
             if scan.engine.name == "spark" or self.timeline().files == scan.timeline.files:
                 raise
-            log.info("a file of %s was removed while it was read, by a rollback or a clean: reading again", self)
-            return self._run(self.scan(query_type=query, as_of=as_of, columns=columns, filters=filters, engine=engine))
+            log.info("a file %s listed was removed while it was read (rollback, clean, archival): reading again", self)
+            return run(make_scan())
 
     def incremental_range(
         self, begin: str | dt.datetime, end: str | dt.datetime | None = None
@@ -1226,12 +1237,13 @@ class Table:
         On table versions 8+ the range is in completion time (the writes that completed in
         it), as in Hudi 1.x; on version 6 in commit time.
         """
-        scan = self.scan(
-            query_type=read.scan.QueryType.INCREMENTAL,
-            begin=begin,
-            end=end,
-            columns=columns,
-            filters=filters,
-            engine=engine,
+        return self._run_once_more_if_moved(
+            lambda: self.scan(
+                query_type=read.scan.QueryType.INCREMENTAL,
+                begin=begin,
+                end=end,
+                columns=columns,
+                filters=filters,
+                engine=engine,
+            )
         )
-        return self._run(scan)

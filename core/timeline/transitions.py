@@ -14,7 +14,7 @@ from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, rules_for_layout
 from lakeward.core.timeline.instant import Action, Instant, State
 from lakeward.core.timeline.instant_time import new_instant_time
-from lakeward.core.timeline.lsm_history import read_archived_content
+from lakeward.core.timeline.lsm_history import load_archived_instants, read_archived_content
 from lakeward.core.timeline.metadata import CommitMetadata
 from lakeward.core.timeline.timeline import Timeline
 
@@ -69,10 +69,24 @@ def complete(storage: Storage, inflight: Instant, content: bytes, timezone: str 
 
 
 def read_instant(storage: Storage, instant: Instant) -> bytes:
-    """The content of an instant's file; for an archived instant, its row in the LSM history."""
+    """The content of an instant's file; for an archived instant, its row in the LSM history.
+
+    A completed instant of the active timeline whose file is gone was archived since the
+    timeline was loaded (an archival beside the reader): on layout 2 its content is read
+    from the LSM history; otherwise FileNotFoundError.
+    """
     if instant.archive_file is not None:
         return read_archived_content(storage, instant)
-    return storage.read_bytes(instant_path(instant))
+    try:
+        return storage.read_bytes(instant_path(instant))
+    except FileNotFoundError:
+        history = rules_for_layout(instant.layout).history_folder
+        if not instant.is_completed or history is None:
+            raise
+        for archived in load_archived_instants(storage, history, instant.time, instant.time):
+            if archived.action is instant.action.completed_action:
+                return read_archived_content(storage, archived)
+        raise
 
 
 def delete_pending_files(
