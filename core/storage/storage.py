@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeward.core.exceptions import ConfigError, InstantExistsError, StorageError
+from lakeward.core.exceptions import ConfigError, InstantExistsError, LakewardError, StorageError
 from lakeward.core.storage import read_cache, s3
 
 log = logging.getLogger(__name__)
@@ -195,14 +195,25 @@ class Storage:
         return entries
 
     # -- writing ---------------------------------------------------------------------------
+    @contextmanager
+    def _failing_as(self, verb: str, rel: str) -> Iterator[None]:
+        """Storage failing under a write or delete (S3 unreachable or refusing, a full disk) raises
+        StorageError naming the file, as reads do; "not there" and "exists already" pass."""
+        try:
+            yield
+        except (FileNotFoundError, NotADirectoryError, FileExistsError, LakewardError):
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot {verb} {self.uri_of(rel)}: {exc}") from exc
+
     def make_dirs(self, rel: str) -> None:
-        with _changing(self.full_path(rel)):
+        with _changing(self.full_path(rel)), self._failing_as("create the folder", rel):
             self.fs.create_dir(self.full_path(rel), recursive=True)
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write (or replace) a whole file; readers never see a partial file on local disks."""
         full = self.full_path(rel)
-        with _changing(full):
+        with _changing(full), self._failing_as("write", rel):
             if self.is_local:
                 os.makedirs(os.path.dirname(full), exist_ok=True)
                 tmp = self._temp_name(full)
@@ -219,7 +230,7 @@ class Storage:
         Exactly one of several racing callers succeeds, and readers see either no file
         or the whole content.
         """
-        with _changing(self.full_path(rel)):
+        with _changing(self.full_path(rel)), self._failing_as("create", rel):
             self._create_if_absent(rel, data)
 
     def _create_if_absent(self, rel: str, data: bytes) -> None:
@@ -267,22 +278,23 @@ class Storage:
         """
         full = self.full_path(rel)
         if not self.is_local:
-            with _changing(full), self.fs.open_output_stream(full) as stream:
+            with _changing(full), self._failing_as("write", rel), self.fs.open_output_stream(full) as stream:
                 yield stream
             return
-        os.makedirs(os.path.dirname(full), exist_ok=True)
         tmp = self._temp_name(full)
         try:
-            with self.fs.open_output_stream(tmp) as stream:
-                yield stream
-            with _changing(full):
-                os.replace(tmp, full)
+            with self._failing_as("write", rel):
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with self.fs.open_output_stream(tmp) as stream:
+                    yield stream
+                with _changing(full):
+                    os.replace(tmp, full)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
     def delete_file(self, rel: str, missing_ok: bool = True) -> None:
-        with _changing(self.full_path(rel)):
+        with _changing(self.full_path(rel)), self._failing_as("delete", rel):
             try:
                 self.fs.delete_file(self.full_path(rel))
             except FileNotFoundError:
@@ -290,7 +302,7 @@ class Storage:
                     raise
 
     def delete_dir(self, rel: str) -> None:
-        with _changing(self.full_path(rel)):
+        with _changing(self.full_path(rel)), self._failing_as("delete the folder", rel):
             try:
                 self.fs.delete_dir(self.full_path(rel))
             except FileNotFoundError:

@@ -227,10 +227,19 @@ def test_s3_unreachable_storage_is_a_storage_error_naming_the_file(s3_server):
         (lambda: down.list_dir(".hoodie"), "cannot list"),
         (lambda: down.read_bytes(INSTANT), "cannot read"),
         (lambda: down.open_input_file(INSTANT), "cannot open"),
+        # writes and deletes too (an upsert died with pyarrow's raw OSError on a failed upload)
+        (lambda: down.write_bytes(INSTANT, b"x"), "cannot write"),
+        (lambda: down.delete_file(INSTANT), "cannot delete"),
+        (lambda: _write_stream(down, INSTANT), "cannot write"),
     ):
         with pytest.raises(StorageError, match=needle) as raised:
             call()
         assert "down/.hoodie" in str(raised.value)
+
+
+def _write_stream(storage: Storage, rel: str) -> None:
+    with storage.open_output_stream(rel) as stream:
+        stream.write(b"x" * 1024)
 
 
 def test_s3_unknown_aws_option_is_a_config_error(s3_server, s3_table_uri):
