@@ -781,9 +781,10 @@ def archive_instants(
         for f in group:
             deleted.append(instant_path(f))
             storage.delete_file(deleted[-1])
-    if history is not None and written is not None:
+    if history is not None:
         # as Hudi's archiver, once the instants left the active timeline: merge full layers of the
-        # history, then drop what no recent snapshot lists
+        # history, then drop what no recent snapshot lists (also after a run that archived nothing:
+        # it finishes what a killed run left)
         compact_and_clean(storage, history, timeline_compaction_batch)
     elapsed = time.monotonic() - started
     if to_archive:

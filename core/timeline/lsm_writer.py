@@ -160,11 +160,15 @@ _SNAPSHOTS_KEPT = 3
 
 def compact_and_clean(storage: Storage, folder: str, batch: int = TIMELINE_COMPACTION_BATCH) -> list[str]:
     """Merge full layers of the LSM history in `folder`, then delete what no recent snapshot lists
-    (module doc, steps 4-5); the paths of the merged files written. Call under the table lock,
-    after an archival."""
+    (module doc, steps 4-5), after writing `_version_` again if a killed run left it deleted; the
+    paths of the merged files written. Call under the table lock, after an archival."""
     version = latest_snapshot_version(storage, folder)
     if version is None:
         return []
+    if not storage.exists(posixpath.join(folder, VERSION_FILE)):
+        # a run died between deleting `_version_` and writing it again: readers take the newest
+        # manifest meanwhile, and so does this
+        publish_version(storage, folder, version)
     files = manifest_files(storage, folder, version)
     written: list[str] = []
     layer = 0

@@ -143,6 +143,20 @@ def test_an_archival_killed_in_its_history_merge_loses_nothing_and_the_next_one_
     _check_layout(history)
 
 
+def test_an_archival_with_nothing_to_archive_writes_back_the_version_file_a_killed_run_deleted(tmp_path):
+    """`_version_` is deleted and written again at each publish; a run killed in between left it
+    missing until an archival archived something again (readers take the newest manifest meanwhile)."""
+    table, snapshots = _archive_after_every_write(tmp_path / "t", 8)
+    history = tmp_path / "t" / HISTORY
+    newest = max(int(p.name.split("_")[1]) for p in history.glob("manifest_*"))
+    (history / "_version_").unlink()
+    archived = [t.time for t in Table.open(str(tmp_path / "t")).timeline().completed_writes() if t.is_archived]
+    assert Table.open(str(tmp_path / "t"), options=OPTIONS).archive().archived == ()  # nothing due
+    assert _latest(history) == newest
+    again = [t.time for t in Table.open(str(tmp_path / "t")).timeline().completed_writes() if t.is_archived]
+    assert again == archived and set(again) <= set(snapshots)
+
+
 def test_the_batch_size_is_validated():
     assert parse_write_config({"hoodie.timeline.compaction.batch.size": "4"}).timeline_compaction_batch == 4
     with pytest.raises(ConfigError, match="hoodie.timeline.compaction.batch.size"):
