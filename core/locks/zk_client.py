@@ -48,6 +48,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -147,6 +148,7 @@ class SharedZooKeeperClient:
         self._listeners: list[StateListener] = []
         self._orphans: dict[str, int] = {}  # node path -> session that owns it
         self._dead: KazooClient | None = None  # the current client, once it stopped for good
+        self._suspensions = 0  # counts SUSPENDED and CONNECTED: a timer acts only on the suspension it watches
 
     # -- sharing ---------------------------------------------------------------------------
     @property
@@ -221,6 +223,7 @@ class SharedZooKeeperClient:
         if current is None or client is not current:
             return
         if state == KazooState.CONNECTED:
+            self._suspensions += 1
             self._connected.set()
             if self._orphans:
                 threading.Thread(target=self._delete_orphans, name="lakeward-zk-orphans", daemon=True).start()
@@ -235,9 +238,10 @@ class SharedZooKeeperClient:
         self._notify(state)
 
     def _watch_suspension(self, client: KazooClient) -> None:
-        """Replace `client` if it is still the current one and still not connected once its
+        """Replace `client` if it is still the current one and has stayed suspended since, once its
         session must have expired (module doc: sessions)."""
-        timer = threading.Timer(self._session_timeout_s(), self._expire_suspended, (client,))
+        self._suspensions += 1
+        timer = threading.Timer(self._session_timeout_s(), self._expire_suspended, (client, self._suspensions))
         timer.name = "lakeward-zk-suspended"
         timer.daemon = True
         timer.start()
@@ -246,23 +250,34 @@ class SharedZooKeeperClient:
         """The session timeout asked for (a server grants it, or shorter: expires the session no later)."""
         return float(self._options.get("timeout", 10.0))
 
-    def _expire_suspended(self, client: KazooClient) -> None:
+    def _expire_suspended(self, client: KazooClient, suspension: int) -> None:
         with self._mutex:
-            if client.connected or self._client is not client or self._pid != os.getpid():
-                return  # reconnected, replaced or closed meanwhile
+            if (
+                client.connected
+                or self._client is not client
+                or self._pid != os.getpid()
+                or self._suspensions != suspension
+            ):
+                return  # reconnected (perhaps suspended again since), replaced or closed meanwhile
             self._generation += 1
-            replacement = self._client = KazooClient(**self._options)
+            replacement = self._client = self._new_client()
             self._connected.clear()
-            replacement.add_listener(lambda state, c=replacement: self._on_state(c, state))
-            replacement.start_async()
         log.warning(
             "no connection to ZooKeeper at %s for the session timeout (%.0fs): the session is taken as "
             "expired and a new one is opened",
             self.hosts,
             self._session_timeout_s(),
         )
+        # users hear LOST before the new session's CONNECTED: the new client starts only now
         self._notify(KazooState.LOST)
+        replacement.start_async()
         _stop(client, self._pid)
+
+    def _new_client(self) -> KazooClient:
+        """A kazoo client of this key, listened to and not started yet."""
+        client = KazooClient(**self._options)
+        client.add_listener(lambda state, c=client: self._on_state(c, state))
+        return client
 
     def _notify(self, state: str) -> None:
         with self._mutex:
@@ -281,32 +296,45 @@ class SharedZooKeeperClient:
         keeps trying in the background (a later call may succeed without a new connection).
         """
         replaced: KazooClient | None = None
+        started: KazooClient | None = None
         with self._mutex:
             client = self._client
             if client is None or self._pid != os.getpid() or client is self._dead:
                 replaced, replaced_pid = client, self._pid
                 if client is not None:
                     self._generation += 1
-                client = self._client = KazooClient(**self._options)
+                started = self._client = self._new_client()
                 self._pid = os.getpid()
                 self._connected.clear()
-                client.add_listener(lambda state, c=client: self._on_state(c, state))
-                # Asynchronous start: a failed first connection keeps retrying in the background.
-                client.start_async()
         if replaced is not None:
             log.warning("the ZooKeeper client for %s stopped for good; replaced it", self.hosts)
             _stop(replaced, replaced_pid)
-            self._notify(KazooState.LOST)
-        if client.connected or self._connected.wait(timeout_s) or client.connected:
-            return client
+            self._notify(KazooState.LOST)  # before the new session's CONNECTED
+        if started is not None:
+            # Asynchronous start: a failed first connection keeps retrying in the background.
+            started.start_async()
+        connected = self._connected_client(timeout_s)
+        if connected is not None:
+            return connected
         raise ZooKeeperUnavailableError(f"no connection to ZooKeeper at {self.hosts} within {timeout_s:g}s")
+
+    def _connected_client(self, timeout_s: float) -> KazooClient | None:
+        """The current client once connected, waited for up to `timeout_s`: whichever client is current
+        then (one replaced meanwhile, closed, is never returned)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            client = self._client
+            if client is not None and client.connected:
+                return client
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self._connected.wait(min(remaining, 0.5)) and not (self._client is not None and self._client.connected):
+                time.sleep(0.01)  # the event of a client being replaced: let the replacement's state arrive
 
     def wait_connected(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for the current client to be connected."""
-        client = self._client
-        if client is None:
-            return False
-        return client.connected or self._connected.wait(timeout_s) or client.connected
+        return self._client is not None and self._connected_client(timeout_s) is not None
 
     def end_session(self, notify: bool = True) -> bool:
         """Stop the current client and end its session (`close_shared_clients`); the shares stay,

@@ -155,6 +155,32 @@ def test_the_shared_client_outlives_a_session_expiry_and_the_held_lock_is_report
     assert wait_for(lambda: alive_connections(server) == 0)
 
 
+def test_work_done_under_a_lock_whose_release_fails_is_not_reported_as_failed(
+    tmp_path: Path, make_zookeeper_server, caplog
+):
+    """The session was lost after the work under the lock completed (a commit: it confirmed the lock
+    right before): leaving the block warns, it does not raise, or a completed commit would be reported
+    as failed and a caller's retry would write it twice."""
+    server = make_zookeeper_server(max_client_cnxns=3)
+    holder = lock_provider_for(
+        str(tmp_path / "t"), "t", zk_lock(server, **{"hoodie.write.lock.zookeeper.lock_key": "done"})
+    )
+    assert isinstance(holder, ZooKeeperLockProvider)
+    try:
+        with holder:
+            session_id, password = holder._client.client_id  # type: ignore[union-attr]
+            hijacker = KazooClient(hosts=server.hosts, client_id=(session_id, password))
+            hijacker.start(timeout=10)
+            hijacker.stop()  # the session expires on the server: the lock node goes with it
+            hijacker.close()
+        assert "releasing it failed" in caplog.text
+        with pytest.raises(LockError):  # an error inside the block still comes out as it was
+            with holder:
+                raise LockError("the work failed")
+    finally:
+        holder.close()
+
+
 def test_a_closed_provider_refuses_to_lock(tmp_path: Path, make_zookeeper_server):
     server = make_zookeeper_server(max_client_cnxns=3)
     provider = lock_provider_for(str(tmp_path / "t"), "t", zk_lock(server))
@@ -245,17 +271,52 @@ def test_a_client_cut_off_for_its_session_timeout_opens_a_new_session_on_a_rebui
     shared = acquire_shared_client(kazoo_client_options(server.hosts, session_timeout_s=2.0))
     states: list[str] = []
     shared.add_listener(states.append)
+    waited: list[KazooClient] = []
     try:
         client = shared.client(10)
         client.create("/held", ephemeral=True)
         generation, session = shared.generation, shared.session_id
         server.stop()
+        # a user asking for the client meanwhile gets the new session's, not the old one closed under it
+        waiter = threading.Thread(target=lambda: waited.append(shared.client(30)))
+        waiter.start()
         shutil.rmtree(server.workdir / "data")
         (server.workdir / "data").mkdir()
         server.start()
         assert wait_for(lambda: shared.connected, timeout_s=20), f"still {shared.state}"
         assert shared.generation > generation and shared.session_id != session
-        assert "LOST" in states
+        # users hear the old session is lost before the new one connects
+        assert "LOST" in states and states.index("LOST") < len(states) - 1 - states[::-1].index("CONNECTED"), states
+        waiter.join(30)
+        assert waited and waited[0] is shared.current and waited[0].connected
         shared.client(10).create("/held-again", ephemeral=True)  # the new session serves
+    finally:
+        shared.release()
+
+
+def test_two_short_outages_keep_the_session(make_zookeeper_server):
+    """A suspension that ended does not expire the session when its timer fires during a later,
+    short one: the server (restarted with its data) still holds the session and its nodes."""
+    server = make_zookeeper_server()
+    shared = acquire_shared_client(kazoo_client_options(server.hosts, session_timeout_s=4.0))
+    states: list[str] = []
+    shared.add_listener(states.append)
+    try:
+        shared.client(10).create("/kept", ephemeral=True)
+        generation, session = shared.generation, shared.session_id
+        server.stop()  # the first suspension's timer fires 4 s from now
+        began = time.monotonic()
+        time.sleep(0.5)
+        server.start()
+        assert wait_for(lambda: shared.connected, timeout_s=3.0)
+        time.sleep(max(0.0, began + 2.5 - time.monotonic()))
+        server.stop()  # suspended again when the first timer fires, for less than the timeout
+        time.sleep(max(0.0, began + 5.0 - time.monotonic()))
+        server.start()
+        assert wait_for(lambda: shared.connected, timeout_s=10)
+        time.sleep(max(0.0, began + 7.0 - time.monotonic()))  # past the second suspension's timer too
+        assert "LOST" not in states, states
+        assert shared.generation == generation and shared.session_id == session
+        assert shared.client(5).exists("/kept") is not None
     finally:
         shared.release()
