@@ -187,7 +187,13 @@ class LockProvider(ABC):
         tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
-            self.release()
+            try:
+                self.release()
+            except LockError as release_error:
+                # The work under the lock is done (what completes an instant confirmed the lock right
+                # before): failing now would report a completed commit as failed, and a caller that
+                # retries would write it twice. A lock node left behind goes with its session.
+                log.warning("the work under %s completed; releasing it failed: %s", self.description, release_error)
             return
         # An error is already on its way out: do not hide it behind a lock error.
         try:
