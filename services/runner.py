@@ -552,11 +552,19 @@ class Runner:
 
     def _count_failure(self, run: RunRecord, error: str) -> bool:
         """Count one failure of the run's item; quarantine it at the threshold. True if quarantined."""
-        failures = self.control.record_failure(run.key, error)
+        try:
+            failures = self.control.record_failure(run.key, error)
+        except Exception as exc:  # ZooKeeper unreachable: the run's own error is what it ends with
+            log.warning("%s failed; the failure could not be counted: %s", run.key, _describe(exc))
+            return False
         threshold = self.concurrency.quarantine_after_failures
         if failures >= threshold:
             reason = f"failed {failures} time(s); last error: {error}"
-            self.control.quarantine(run.key, reason, failures, self.replica)
+            try:
+                self.control.quarantine(run.key, reason, failures, self.replica)
+            except Exception as exc:
+                log.warning("%s failed %d time(s); it could not be quarantined: %s", run.key, failures, _describe(exc))
+                return True  # no more attempts now: the next failure quarantines it
             log.error("quarantined %s after %d failure(s)", run.key, failures)
             return True
         return False

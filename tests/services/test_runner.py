@@ -246,6 +246,29 @@ def test_failures_are_retried_then_quarantined_until_released(tmp_path, in_proce
     runner.close()
 
 
+class _UnreachableFailureCounts(MemoryControlStore):
+    """A control store whose failure counts cannot be written (ZooKeeper down: kazoo's ConnectionLoss)."""
+
+    def record_failure(self, key: str, error: str) -> int:
+        from kazoo.exceptions import ConnectionLoss
+
+        raise ConnectionLoss()
+
+
+def test_a_failed_run_whose_failure_cannot_be_counted_ends_with_its_own_error(tmp_path, in_process):
+    """The run ended `failed` with "ConnectionLoss: " and no other word: its real error was lost."""
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    for log_file in tmp_path.glob("t/.*.log.*"):
+        log_file.unlink()  # the plan names log files that are gone: the attempt fails
+    runner = make_runner(in_process, control=_UnreachableFailureCounts())
+    run = runner.submit(item(table, instant=instant)).run
+    assert run is not None and runner.wait_idle(60)
+    assert run.outcome is Outcome.FAILED
+    assert "ConnectionLoss" not in (run.error or "") and ".log" in (run.error or ""), run.error
+    runner.close()
+
+
 def test_timeout_stops_the_run_and_counts_a_failure(tmp_path, in_process):
     table = mor_table(tmp_path / "t")
     instant = table.schedule_compaction(force=True)
