@@ -30,6 +30,7 @@ import posixpath
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -118,7 +119,8 @@ def _length(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _read_columns(storage: Storage, path: str, columns: tuple[str, ...]) -> pa.Table:
+def read_history_file(storage: Storage, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of one LSM history data file (`columns` only, or all), or CorruptTableError naming it."""
     # lazy: only tables with an archived (LSM) timeline read Parquet here; listing a timeline does not
     # (start-up time of `lakeward show` and `timeline`, issue 23)
     import pyarrow.parquet as pq
@@ -130,7 +132,7 @@ def _read_columns(storage: Storage, path: str, columns: tuple[str, ...]) -> pa.T
             f"the LSM timeline manifest lists {storage.uri_of(path)}, which does not exist"
         ) from None
     try:
-        return pq.read_table(pa.BufferReader(data), columns=list(columns))
+        return pq.read_table(pa.BufferReader(data), columns=None if columns is None else list(columns))
     except (pa.ArrowInvalid, OSError, KeyError) as exc:
         raise CorruptTableError(f"archived timeline file {storage.uri_of(path)} cannot be read: {exc}") from exc
 
@@ -175,7 +177,7 @@ def _file_instants(storage: Storage, path: str, length: int | None) -> tuple[Ins
             _instants_cache.move_to_end(key)
             return cached
     instants = []
-    for row in _read_columns(storage, path, TIMELINE_COLUMNS).to_pylist():
+    for row in read_history_file(storage, path, TIMELINE_COLUMNS).to_pylist():
         time, action_name = row["instantTime"], row["action"]
         if time is None or action_name is None:
             continue
@@ -213,7 +215,7 @@ def read_archived_content(storage: Storage, instant: Instant) -> bytes:
         if contents is not None:
             _content_cache.move_to_end(key)
     if contents is None:
-        table = _read_columns(storage, instant.archive_file, ("instantTime", "action", "metadata"))
+        table = read_history_file(storage, instant.archive_file, ("instantTime", "action", "metadata"))
         contents = {
             (str(r["instantTime"]), str(r["action"])): r["metadata"] or b""
             for r in table.to_pylist()

@@ -51,6 +51,7 @@ from lakeward.core.timeline.lsm_history import (
     data_file_names,
     latest_snapshot_version,
     manifest_files,
+    read_history_file,
     snapshot_versions,
 )
 from lakeward.core.timeline.transitions import instant_path
@@ -206,7 +207,7 @@ def _candidates(layer_files: Sequence[HistoryFile], batch: int) -> list[HistoryF
 
 def _read_history_rows(storage: Storage, path: str) -> pa.Table:
     """Every row of a history data file, in `LSM_INSTANT_SCHEMA` (Hudi's files may differ in nullability)."""
-    rows = pq.read_table(pa.BufferReader(storage.read_bytes(path)))
+    rows = read_history_file(storage, path)
     columns = [
         rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
         for f in LSM_INSTANT_SCHEMA

@@ -17,7 +17,7 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.config.write import parse_write_config
-from lakeward.core.exceptions import ConfigError
+from lakeward.core.exceptions import ConfigError, CorruptTableError
 from tests.support import crash
 
 HISTORY = Path(".hoodie/timeline/history")
@@ -161,3 +161,23 @@ def test_the_batch_size_is_validated():
     assert parse_write_config({"hoodie.timeline.compaction.batch.size": "4"}).timeline_compaction_batch == 4
     with pytest.raises(ConfigError, match="hoodie.timeline.compaction.batch.size"):
         parse_write_config({"hoodie.timeline.compaction.batch.size": "1"})
+
+
+def test_a_damaged_history_file_stops_the_merge_with_an_error_naming_it(tmp_path):
+    """The merge reads whole history files; a damaged one is a CorruptTableError naming it, as a
+    timeline load reports it, not pyarrow's raw error. Its length is kept, so the timeline load's
+    cache of parsed files (keyed by length) serves the instants and only the merge reads it."""
+    table = Table.create(str(tmp_path / "t"), record_key="id", ordering_field="ts", table_version=9, options=OPTIONS)
+    history = tmp_path / "t" / HISTORY
+    snapshots: dict[str, dict[int, int]] = {}
+    for i in range(40):
+        _write(table, i, snapshots)
+        table.archive()
+        if (history / "_version_").exists() and _layers(history).count(0) == BATCH - 1:
+            break
+    damaged = history / min(n for n in _manifest(history, _latest(history)) if n.endswith("_0.parquet"))
+    damaged.write_bytes(b"x" * damaged.stat().st_size)
+    with pytest.raises(CorruptTableError, match=re.escape(damaged.name)):
+        for i in range(40, 50):
+            _write(table, i, snapshots)
+            table.archive()
