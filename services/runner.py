@@ -20,7 +20,8 @@ For every item it takes, the runner:
    coordinator's session is suspended or lost, every running Spark job group is cancelled;
 4. on failure retries with exponential backoff (`retries.max_attempts` per claim), counts
    the failure in the shared control store and quarantines the item after
-   `quarantine_after_failures` failures (released by on-call);
+   `quarantine_after_failures` failures (released by on-call); a failure once the run's claim
+   no longer holds (a ZooKeeper outage) ends the run `claim_lost`, uncounted;
 5. enforces the action's timeout and takes cancellations from the API (a cancelled plan is
    quarantined, so it does not start again by itself) and from the drain on SIGTERM (not
    quarantined: another replica or the next start picks it up): a child process is
@@ -506,6 +507,12 @@ class Runner:
             except Exception as exc:
                 if run.stop is not None:  # the Spark job failed because the run was stopped
                     self._stopped(run, run.stop)
+                    return
+                try:  # a claim lost meanwhile (a ZooKeeper outage) explains the failure: not the plan's
+                    self._fence(run)
+                except RunStopped as stopped:
+                    log.warning("attempt %d failed after its claim was lost: %s", run.attempts, _describe(exc))
+                    self._stopped(run, stopped)
                     return
                 error = _describe(exc)
                 log.warning("attempt %d failed: %s\n%s", run.attempts, error, traceback.format_exc(limit=8))

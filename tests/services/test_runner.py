@@ -246,6 +246,35 @@ def test_failures_are_retried_then_quarantined_until_released(tmp_path, in_proce
     runner.close()
 
 
+def test_a_failure_after_the_claim_was_lost_ends_claim_lost_and_is_not_counted(
+    tmp_path, make_coordinator, zookeeper_server
+):
+    """An attempt that fails once its claim no longer holds (a ZooKeeper outage: the run's own
+    lock fails in it) is the outage's doing, not the plan's: counted, a few such outages
+    quarantined healthy plans. The failure here comes back before the session event reached the
+    runner (its listener removed), the race an exploration hit with child processes' locks."""
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    a = make_coordinator("a")
+    engine = GatedEngine()
+    control = MemoryControlStore()
+    runner = make_runner(a, engine, control=control, settings=concurrency(quarantine_after_failures=1))
+    a.remove_session_listener(runner._on_session)  # the session event arrives late
+    work = item(table, instant=instant)
+    started = runner.submit(work)
+    assert started.run is not None and engine.arrived.wait(20)
+    expire_session(a, zookeeper_server.hosts)
+    wait_until(lambda: not a.is_valid(started.run.claims[0]), 20, "the claim to be invalid")
+    for log_file in tmp_path.glob("t/.*.log.*"):
+        log_file.unlink()  # the attempt now fails
+    engine.gate.set()
+    assert runner.wait_idle(60)
+    assert started.run.outcome is Outcome.CLAIM_LOST, started.run
+    assert work.key not in control.quarantined()
+    assert control.record_failure(work.key, "the next failure") == 1  # none was counted before
+    runner.close()
+
+
 class _UnreachableFailureCounts(MemoryControlStore):
     """A control store whose failure counts cannot be written (ZooKeeper down: kazoo's ConnectionLoss)."""
 
