@@ -4,8 +4,9 @@
 Storage side: the data files of every partition whose instant (as in their names) completed on
 the data table (files of pending instants are not committed yet, and a crashed writer's files
 are rolled back by the next writer). Metadata side: the merged `files` partition as readers see
-it (completed metadata instants only). Any file on one side and not the other, a size that
-differs, or a partition listed on one side only is a difference.
+it (completed metadata instants only; files of pending data-table instants left out). Any file
+on one side and not the other, a size that differs, or a partition listed on one side only is a
+difference.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from lakeward.core.file_group.metadata_listing import MetadataFileListing, read_table_properties
 from lakeward.core.file_group.view import FileSystemView
-from lakeward.core.metadata_table.files_partition import list_partition_files
+from lakeward.core.metadata_table.files_partition import list_partition_files, placing_instant
 from lakeward.core.metadata_table.writer import FilesChange
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import TimelineLayout, table_version
@@ -79,7 +80,17 @@ def compare_files_partition(storage: Storage, layout: TimelineLayout | None = No
     compactions = {i.time for i in pending_compaction_instants(timeline)}
     pending_logs = pending - compactions if layout is TimelineLayout.V1 else pending
     on_storage = list_partition_files(storage.list_dir("", recursive=True), as_of, pending, pending_logs)
-    listed = listing.partition_files()
+
+    # a write killed after its metadata delta commit completed and before its own commit: readers
+    # leave its files out (Hudi's metadata reader takes only completed data instants' entries)
+    def of_pending_instant(name: str) -> bool:
+        placed = placing_instant(name, pending, pending_logs)
+        return placed is not None and placed[1]
+
+    listed = {
+        partition: {n: size for n, size in files.items() if not of_pending_instant(n)}
+        for partition, files in listing.partition_files().items()
+    }
 
     def path(partition: str, name: str) -> str:
         return posixpath.join(partition, name) if partition else name

@@ -42,6 +42,19 @@ _PARSED_SCHEMA = fastavro.parse_schema(METADATA_RECORD_SCHEMA)
 PartitionFiles = dict[str, dict[str, int]]
 
 
+def placing_instant(name: str, pending: Set[str], pending_logs: Set[str]) -> tuple[str, bool] | None:
+    """(the instant that placed data file `name`, whether that instant is pending), or None when
+    `name` is no data file. A base file's instant is its own, a log's its base instant; `pending`
+    rules out base files, `pending_logs` logs (see `list_partition_files`)."""
+    base = parse_base_file_name(name)
+    if base is not None:
+        return base.instant_time, base.instant_time in pending
+    log = parse_log_file_name(name)
+    if log is not None:
+        return log.base_instant_time, log.base_instant_time in pending_logs
+    return None
+
+
 def list_partition_files(
     entries: Iterable[FileEntry], as_of: str, pending: Set[str] = frozenset(), pending_logs: Set[str] | None = None
 ) -> PartitionFiles:
@@ -72,15 +85,8 @@ def list_partition_files(
     for folder in sorted(p for p in partitions if not nested(p)):
         files = {}
         for entry in by_folder[folder]:
-            base = parse_base_file_name(entry.name)
-            log = None if base is not None else parse_log_file_name(entry.name)
-            if base is not None:
-                instant, ruled_out = base.instant_time, pending
-            elif log is not None:
-                instant, ruled_out = log.base_instant_time, log_pending
-            else:
-                continue
-            if instant <= as_of and instant not in ruled_out:
+            placed = placing_instant(entry.name, pending, log_pending)
+            if placed is not None and not placed[1] and placed[0] <= as_of:
                 files[entry.name] = entry.size
         listing[folder] = dict(sorted(files.items()))
     return listing

@@ -767,7 +767,17 @@ class WriteClient:
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             # the metadata table first (Hudi's order)
             index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
-            apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata, index_change)
+            try:
+                apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata, index_change)
+            except InstantExistsError as exc:
+                if self.lock_spans_processes:
+                    raise
+                raise SharedLockRequiredError(
+                    f"another process changed the metadata table of {self.storage.uri} at the same moment ({exc}): "
+                    "several processes write the table under the in-process lock (the default "
+                    f"hoodie.write.lock.provider). Write {requested.time} did not complete and was rolled back. "
+                    f"{SHARED_LOCK_ADVICE}"
+                ) from None
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers_of_completed(self.storage, requested.time)
         self._metadata_table_services()

@@ -22,6 +22,7 @@ import pytest
 import lakeward.core.write.client as client_mod
 from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConcurrentWriteError, RollbackAbortedError, SharedLockRequiredError
+from lakeward.core.metadata_table.check import compare_files_partition
 from lakeward.core.table import Table
 from lakeward.core.table_services.rollback import resume_rollback, rollback_pending_instant
 from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
@@ -343,3 +344,42 @@ def test_an_instant_time_another_process_took_and_completed_meanwhile_is_a_clear
         Table.open(path).upsert(_batch("a", ["a1"], "mine"))
     assert _data_files(path) == files
     assert _rows(path) == {"a1": "base", "a2": "base", "b1": "theirs"}
+
+
+def test_a_metadata_compaction_another_process_completed_meanwhile_is_a_clear_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On version 6 a commit first finishes a pending metadata-table compaction. Under the in-process
+    lock another writer process can finish the same one at the same moment (seen with six writer
+    processes): the write failed with a raw InstantExistsError on the metadata table's `.commit`
+    instead of the refusal that names the shared lock, and must leave nothing behind."""
+    import lakeward.core.metadata_table.compaction as mdt_compaction
+
+    path = _table(tmp_path, table_version=6)
+    table = Table.open(path)
+    planned = mdt_compaction.schedule_metadata_compaction(
+        table.storage, table.timeline(), 10, table.config.timeline_timezone, force=True
+    )
+    assert planned is not None
+    real = mdt_compaction._compact_operation
+    raced: list[str] = []
+
+    def another_process_finishes_it_first(storage: Any, *args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append("theirs")
+            monkeypatch.setattr(mdt_compaction, "_compact_operation", real)
+            mdt_compaction.execute_metadata_compaction(storage, planned)  # the other process
+        return real(storage, *args, **kwargs)
+
+    monkeypatch.setattr(mdt_compaction, "_compact_operation", another_process_finishes_it_first)
+    files = _data_files(path)
+    with pytest.raises(SharedLockRequiredError, match="hoodie.write.lock.provider"):
+        table.upsert(_batch("a", ["a1"], "mine"))
+    assert raced
+    assert _rows(path) == {"a1": "base", "a2": "base"}
+    assert [i.time for i in Timeline.load(table.storage).pending()] == []
+    assert _data_files(path) == files
+    monkeypatch.undo()
+    Table.open(path).upsert(_batch("a", ["a1"], "next"))
+    assert _rows(path) == {"a1": "next", "a2": "base"}
+    assert compare_files_partition(Table.open(path).storage).ok
