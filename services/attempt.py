@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lakeward.core.exceptions import InstantExistsError
+from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
 from lakeward.core.table import Table
 from lakeward.services import execution
 from lakeward.services.model import Outcome, ServiceAction
@@ -130,6 +130,12 @@ def perform(table: Table, spec: AttemptSpec, engine: Any, hooks: AttemptHooks) -
         return AttemptResult(execution.execute(table, action, instant, engine), instant)
     except InstantExistsError as exc:
         return AttemptResult(execution.Execution(instant, nothing_to_do=True, detail=str(exc)), instant)
+    except InstantNotFoundError:
+        if not planned or instant in execution.pending_of(table, action):
+            raise
+        # completed or undone since the check above (a writer runs the metadata table's compaction)
+        detail = "the plan is no longer pending"
+        return AttemptResult(execution.Execution(instant, nothing_to_do=True, detail=detail), instant)
 
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import ClassVar
 from lakeward.core.config.table import TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine
-from lakeward.core.exceptions import InstantNotFoundError
+from lakeward.core.exceptions import InstantExistsError, InstantNotFoundError
 from lakeward.core.metadata_table.archival import archive_metadata_table
 from lakeward.core.metadata_table.clean import MetadataCleanResult, execute_metadata_clean, schedule_metadata_clean
 from lakeward.core.metadata_table.compaction import (
@@ -28,6 +28,7 @@ from lakeward.core.metadata_table.compaction import (
     MetadataCompactionResult,
     check_metadata_compaction,
     execute_metadata_compaction,
+    mdt_timeline,
     pending_metadata_compactions,
     schedule_metadata_compaction,
 )
@@ -35,7 +36,7 @@ from lakeward.core.metadata_table.writer import maintains_files_partition
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.archival import ArchiveResult
 from lakeward.core.table_services.service import ServiceReport
-from lakeward.core.timeline import Timeline
+from lakeward.core.timeline import Action, State, Timeline
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class MetadataCompactionService:
             raise InstantNotFoundError(f"name the metadata compaction plan to run; pending: {self.pending()}")
         tz = ctx.config.timeline_timezone
         with ctx.lock:
+            if mdt_timeline(ctx.storage).state_of(instant_time, Action.COMPACTION) is State.COMPLETED:
+                # a writer ran it after its commit meanwhile (as Hudi's writers do): not run twice
+                raise InstantExistsError(f"metadata compaction {instant_time} is already completed")
             ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
             # The completion scope wraps the instant's completion only: a stop while the new base
             # files are written still cancels the run (the plan is run again, idempotently).

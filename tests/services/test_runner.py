@@ -23,7 +23,7 @@ from lakeward.services.control import MemoryControlStore, ZooKeeperControlStore
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, ServiceAction, TableRef, WorkItem
 from lakeward.services.runner import Runner
-from lakeward.services.settings import ActionTimeouts, ConcurrencySettings, RetrySettings
+from lakeward.services.settings import ActionTimeouts, ConcurrencySettings, ResourceSettings, RetrySettings
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import expire_session
 
@@ -271,6 +271,34 @@ def test_a_failure_after_the_claim_was_lost_ends_claim_lost_and_is_not_counted(
     assert runner.wait_idle(60)
     assert started.run.outcome is Outcome.CLAIM_LOST, started.run
     assert work.key not in control.quarantined()
+    assert control.record_failure(work.key, "the next failure") == 1  # none was counted before
+    runner.close()
+
+
+def test_a_plan_a_writer_completes_while_the_run_starts_is_nothing_to_do_not_a_failure(
+    tmp_path, in_process, monkeypatch
+):
+    """A writer runs the metadata table's pending compaction after its commits (as Hudi does); when it
+    completes the plan between the run's "still pending?" check and its execution, the run failed
+    with InstantNotFoundError, a failure counted toward quarantine (seen by an exploration on S3)."""
+    import lakeward.services.execution as execution
+
+    table = mor_table(tmp_path / "t")
+    instant = table.services.metadata_compaction.schedule(force=True)
+    assert instant is not None
+    real = execution.execute
+
+    def a_writer_completes_it_first(t: Table, action: ServiceAction, plan: str | None, engine: Any = None) -> Any:
+        Table.open(table.path).services.metadata_compaction.execute(plan)
+        return real(t, action, plan, engine)
+
+    monkeypatch.setattr(execution, "execute", a_writer_completes_it_first)
+    control = MemoryControlStore()
+    runner = make_runner(in_process, control=control, resources=ResourceSettings(isolation="thread"))
+    work = item(table, ServiceAction.METADATA_COMPACTION, instant)
+    run = runner.submit(work).run
+    assert run is not None and runner.wait_idle(60)
+    assert run.outcome is Outcome.NOTHING_TO_DO and run.attempts == 1, (run.detail, run.error)
     assert control.record_failure(work.key, "the next failure") == 1  # none was counted before
     runner.close()
 
