@@ -45,9 +45,13 @@ lakeward_say "ruff format --check"
 "$PY" -m ruff format --check .
 lakeward_say "mypy core services lakeward"
 "$PY" -m mypy core services lakeward
-lakeward_say "pytest $*"
+# Test files run on LAKEWARD_TEST_WORKERS worker processes (default 2, one per core of the CI
+# machine; 0 runs them in this process), each file on one worker with its module fixtures. Each
+# worker starts its own ZooKeeper, SeaweedFS and SparkSession when its tests need them.
+WORKERS="${LAKEWARD_TEST_WORKERS:-2}"
+lakeward_say "pytest on $WORKERS workers: $*"
 set +e
-"$PY" -m pytest "$@"
+"$PY" -m pytest -n "$WORKERS" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
