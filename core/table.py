@@ -24,7 +24,12 @@ from lakeward.core.config.table import (
     TableType,
     check_virtual_keys,
 )
-from lakeward.core.config.write import check_table_options, parse_write_config, write_table_version
+from lakeward.core.config.write import (
+    check_no_storage_options,
+    check_table_options,
+    parse_write_config,
+    write_table_version,
+)
 from lakeward.core.context import TableContext, check_version_unchanged
 from lakeward.core.engine import Engine, resolve_engine
 from lakeward.core.exceptions import (
@@ -209,6 +214,7 @@ class Table:
         (KEY_OP, DATA_BEFORE, DATA_BEFORE_AFTER). Raises TableExistsError if a table is
         already there.
         """
+        check_no_storage_options(options)
         opts = dict(options or {})
         requested = table_version if table_version is not None else write_table_version(opts)
         version = resolve_table_version(CURRENT.number if requested is None else requested)
@@ -270,6 +276,7 @@ class Table:
         engine: Engine | str | None = None,
     ) -> Table:
         """Open an existing table; raises TableNotFoundError when the path holds none."""
+        check_no_storage_options(options)
         storage = Storage.for_uri(path, storage_options)
         try:
             text = storage.read_bytes(PROPERTIES_PATH).decode("utf-8")

@@ -404,6 +404,18 @@ def lakeward_write_keys() -> frozenset[str]:
     return frozenset(key for key in _alias_map() if key.startswith("lakeward."))
 
 
+def check_no_storage_options(options: Mapping[str, Any] | None) -> None:
+    """Refuse S3 settings (`aws_*`) given as table options: they would be ignored (table options are
+    `hoodie.*` and `lakeward.*` keys) and the table reached with the defaults (AWS, no credentials),
+    failing far from the cause. They belong in `storage_options`."""
+    misplaced = sorted(k for k in (options or {}) if str(k).startswith("aws_"))
+    if misplaced:
+        raise ConfigError(
+            f"{', '.join(misplaced)}: storage settings go in storage_options=, not options= "
+            "(table options are hoodie.* and lakeward.* keys; docs/library.md, object stores)"
+        )
+
+
 def parse_write_config(options: Mapping[str, Any] | None, extra_known: frozenset[str] = frozenset()) -> WriteConfig:
     """Validate options; keys outside `hoodie.*` and `lakeward.*` are ignored, unknown ones of those
     two namespaces are errors naming the key (a misspelt option must not be silently dropped)."""

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward import Table
-from lakeward.core.exceptions import InstantExistsError, StorageError, TableNotFoundError
+from lakeward.core.exceptions import ConfigError, InstantExistsError, StorageError, TableNotFoundError
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Action, Timeline
 from lakeward.core.timeline.transitions import complete, create_requested, read_instant, transition_to_inflight
@@ -153,3 +153,17 @@ def test_the_daemon_reports_a_table_in_a_bucket_that_does_not_exist_as_such(s3_s
     problems = {p.table.name: p.error for p in discover(refs, [], DiscoveryCache()).problems}
     assert "bucket 'no-such-bucket-x' does not exist" in problems["typo"]
     assert "hoodie.properties does not exist" in problems["later"]
+
+
+def test_s3_settings_given_as_table_options_are_refused_naming_storage_options(s3_server, s3_table_uri):
+    """`aws_*` keys in `options` were ignored: the table was then reached on AWS without credentials
+    and failed with a DNS error (found by an exploration)."""
+    Table.create(s3_table_uri, record_key="id", storage_options=s3_server.options)
+    for call in (
+        lambda: Table.open(s3_table_uri, options=s3_server.options),
+        lambda: Table.create(s3_table_uri + "-other", record_key="id", options=s3_server.options),
+    ):
+        with pytest.raises(ConfigError, match="storage_options") as raised:
+            call()
+        assert "aws_endpoint_url" in str(raised.value)
+    assert not Storage.for_uri(s3_table_uri + "-other", s3_server.options).exists(".hoodie/hoodie.properties")
