@@ -23,6 +23,8 @@ from tests.support.seaweedfs import S3Server
 
 #: Response headers the proxy sets itself (the body is re-sent with a Content-Length).
 _HOP_HEADERS = {"transfer-encoding", "connection", "keep-alive", "content-length"}
+#: Request headers about how the body travelled to the proxy (it forwards the body whole).
+_REQUEST_FRAMING = {"transfer-encoding", "expect", "content-length"}
 
 
 def request_kind(method: str, path: str, bucket: str) -> str:
@@ -100,12 +102,15 @@ class CountingS3Proxy:
 
             def _forward(self) -> None:
                 proxy._record(self.command, self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                body = self._body()
+                # the body goes on whole, with its length (the 100 Continue was answered here)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _REQUEST_FRAMING}
+                if body is not None:
+                    headers["Content-Length"] = str(len(body))
                 host = proxy.target.hostname or "127.0.0.1"
                 connection = http.client.HTTPConnection(host, proxy.target.port, timeout=60)
                 try:
-                    connection.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                    connection.request(self.command, self.path, body=body, headers=headers)
                     response = connection.getresponse()
                     data = response.read()
                 finally:
@@ -122,6 +127,19 @@ class CountingS3Proxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+
+            def _body(self) -> bytes | None:
+                """The request's body: by Content-Length, or chunked (as pyarrow sends object bodies)."""
+                if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else None
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()  # the CRLF after the chunk
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                    pass
+                return b"".join(chunks)
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
