@@ -388,10 +388,16 @@ def check_table(storage: Storage, timeline: Timeline | None = None) -> Integrity
     cut short), then every file of the view read: base files through every row group,
     log files scanned and their completed blocks decoded.
     """
+    # lazy: table services build on this module
+    from lakeward.core.table_services.clean.plan import files_pending_cleans_delete
+
     timeline = timeline if timeline is not None else Timeline.load(storage)
     view = FileSystemView.load(storage, timeline)
-    report = IntegrityReport(storage.uri, listing_problems(storage, timeline, view))
-    reported = {p.path for p in report.problems}
+    # a pending clean's files: deleted or about to be, the next clean finishes it (no damage)
+    cleaning = {storage.uri_of(p) for p in files_pending_cleans_delete(storage, timeline)}
+    problems = [p for p in listing_problems(storage, timeline, view) if p.path not in cleaning]
+    report = IntegrityReport(storage.uri, problems)
+    reported = {p.path for p in report.problems} | cleaning
     completed = {i.time for i in timeline.completed()}
     earliest = timeline.instants[0].time if timeline.instants else None
     for group in view.file_groups():

@@ -20,6 +20,7 @@ from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.metadata_table.files_partition import list_partition_files, placing_instant
 from lakeward.core.metadata_table.writer import FilesChange
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.clean.plan import files_pending_cleans_delete
 from lakeward.core.table_version import TimelineLayout, table_version
 from lakeward.core.timeline import Timeline
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants
@@ -95,11 +96,12 @@ def compare_files_partition(storage: Storage, layout: TimelineLayout | None = No
     def path(partition: str, name: str) -> str:
         return posixpath.join(partition, name) if partition else name
 
+    cleaning = files_pending_cleans_delete(storage, timeline)  # `files` learns of a clean as it completes
     missing, extra, sizes = [], [], []
     for partition in sorted(set(on_storage) | set(listed)):
         ours, theirs = on_storage.get(partition, {}), listed.get(partition, {})
         missing += [path(partition, n) for n in sorted(set(ours) - set(theirs))]
-        extra += [path(partition, n) for n in sorted(set(theirs) - set(ours))]
+        extra += [path(partition, n) for n in sorted(set(theirs) - set(ours)) if path(partition, n) not in cleaning]
         common = sorted(set(ours) & set(theirs))
         sizes += [(path(partition, n), theirs[n], ours[n]) for n in common if ours[n] != theirs[n]]
     live = set(listing.partitions())

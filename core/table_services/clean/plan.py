@@ -114,6 +114,18 @@ class CleanPlan:
         return cls(str(record["policy"]), files, instant, record.get("lastCompletedCommitTimestamp") or "")
 
 
+def files_pending_cleans_delete(storage: Storage, timeline: Timeline) -> frozenset[str]:
+    """Paths (relative to the base path) of the files the pending cleans of `timeline` delete: a clean
+    killed midway has deleted some of them while the metadata table still lists them (it learns of
+    the clean at completion); the next clean finishes it. Integrity checks do not count them."""
+    paths: set[str] = set()
+    for pending in timeline.pending(Action.CLEAN):
+        requested = Instant(pending.time, Action.CLEAN, State.REQUESTED, layout=timeline.layout)
+        plan = CleanPlan.from_bytes(read_instant(storage, requested), storage, requested.file_name)
+        paths.update(p for files in plan.files.values() for p in files)
+    return frozenset(paths)
+
+
 # -- what must never be cleaned -------------------------------------------------------------
 def pending_compaction_bases(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> the oldest base instant a pending compaction reads in that group."""
