@@ -355,7 +355,10 @@ class Table:
         (blocks of completed instants that are torn or undecodable). Reads and writes stop
         at the first such problem with a CorruptFileError; this reports them all.
         """
-        return file_group.integrity.check_table(self.storage, self.timeline())
+        timeline = self.timeline()
+        # a clean killed midway deleted some of its files, which the metadata table still lists
+        cleaning = table_services.clean.plan.files_pending_cleans_delete(self.storage, timeline)
+        return file_group.integrity.check_table(self.storage, timeline, cleaning)
 
     # -- writes ---------------------------------------------------------------------------
     def _writer(

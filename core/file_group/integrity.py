@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lakeward.core.engine.local import LocalEngine
@@ -381,20 +381,19 @@ def _check_log(
     return problems
 
 
-def check_table(storage: Storage, timeline: Timeline | None = None) -> IntegrityReport:
+def check_table(
+    storage: Storage, timeline: Timeline | None = None, being_deleted: Collection[str] = ()
+) -> IntegrityReport:
     """Every problem of the table's data files in one pass; nothing is modified.
 
     The listing against the commit metadata of completed instants (missing files, files
     cut short), then every file of the view read: base files through every row group,
-    log files scanned and their completed blocks decoded.
+    log files scanned and their completed blocks decoded. `being_deleted`: files (relative to the
+    base path) a pending clean deletes, not checked (the metadata table still lists them).
     """
-    # lazy: table services build on this module
-    from lakeward.core.table_services.clean.plan import files_pending_cleans_delete
-
     timeline = timeline if timeline is not None else Timeline.load(storage)
     view = FileSystemView.load(storage, timeline)
-    # a pending clean's files: deleted or about to be, the next clean finishes it (no damage)
-    cleaning = {storage.uri_of(p) for p in files_pending_cleans_delete(storage, timeline)}
+    cleaning = {storage.uri_of(p) for p in being_deleted}
     problems = [p for p in listing_problems(storage, timeline, view) if p.path not in cleaning]
     report = IntegrityReport(storage.uri, problems)
     reported = {p.path for p in report.problems} | cleaning

@@ -209,9 +209,10 @@ def make_zookeeper_server() -> Iterator[Callable[..., ZooKeeperServer]]:
     """Factory of ZooKeeper servers of one test's own (e.g. with a low `maxClientCnxns`)."""
     made: list[tuple[ZooKeeperServer, Path]] = []
 
-    def make(max_client_cnxns: int = 0) -> ZooKeeperServer:
+    def make(max_client_cnxns: int = 0, tick_time_ms: int = 500) -> ZooKeeperServer:
+        """`tick_time_ms`: the server grants session timeouts of 2 to 20 ticks."""
         workdir = Path(tempfile.mkdtemp(prefix="lakeward-zookeeper-"))
-        server = ZooKeeperServer(workdir, free_port(), max_client_cnxns=max_client_cnxns)
+        server = ZooKeeperServer(workdir, free_port(), tick_time_ms=tick_time_ms, max_client_cnxns=max_client_cnxns)
         made.append((server, workdir))
         server.start()
         return server

@@ -197,7 +197,9 @@ def test_a_lock_node_left_by_a_release_during_an_outage_goes_when_the_session_re
 ):
     """Releasing while ZooKeeper is down fails (LockError) and leaves the node to the session; when
     the same session reconnects the node is deleted, not left to block writers until it expires."""
-    server = make_zookeeper_server(max_client_cnxns=3)
+    # ticks of 2 s: the server grants the 30 s asked for (at the default 0.5 s it granted 10 s, and a
+    # reconnection slower than that on a loaded machine saw the session expire)
+    server = make_zookeeper_server(max_client_cnxns=3, tick_time_ms=2000)
     options = zk_lock(
         server,
         **{
