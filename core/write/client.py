@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -551,18 +551,14 @@ class WriteClient:
                 continue
             try:
                 tz = self.config.timeline_timezone
-                rollback_pending_instant(self.storage, failed, new_instant_time(current.latest_time(), tz), tz)
+                with self._refused_if_raced(
+                    f"another process rolled back failed write {failed.time} of table {self.storage.uri} at the "
+                    "same moment and took the same rollback instant time",
+                    "Nothing was written.",
+                ):
+                    rollback_pending_instant(self.storage, failed, new_instant_time(current.latest_time(), tz), tz)
             except RollbackAbortedError:
                 continue  # it completed since the timeline was loaded: not a failed write
-            except InstantExistsError:
-                if self.lock_spans_processes:
-                    raise
-                raise SharedLockRequiredError(
-                    f"another process rolled back failed write {failed.time} of table {self.storage.uri} at the "
-                    "same moment and took the same rollback instant time: several processes write the table "
-                    "under the in-process lock (the default hoodie.write.lock.provider). Nothing was written. "
-                    f"{SHARED_LOCK_ADVICE}"
-                ) from None
             delete_heartbeat(self.storage, failed.time)
             done.append(failed.time)
             current = Timeline.load(self.storage, self.layout)
@@ -593,6 +589,21 @@ class WriteClient:
     def lock_spans_processes(self) -> bool:
         """Whether the table lock excludes other processes (ZooKeeper) or only this one's threads."""
         return not isinstance(self.lock, InProcessLockProvider)
+
+    @contextmanager
+    def _refused_if_raced(self, race: str, outcome: str) -> Iterator[None]:
+        """An InstantExistsError inside: another process took the same instant at the same moment. Under the
+        in-process lock that is several processes writing unexcluded, refused with SharedLockRequiredError
+        (`race`: what happened; `outcome`: what became of this write); under a shared lock it stays as it is."""
+        try:
+            yield
+        except InstantExistsError as exc:
+            if self.lock_spans_processes:
+                raise
+            raise SharedLockRequiredError(
+                f"{race} ({exc}): several processes write the table under the in-process lock (the default "
+                f"hoodie.write.lock.provider). {outcome} {SHARED_LOCK_ADVICE}"
+            ) from None
 
     def _writer_gone(self, beat: HeartbeatInfo) -> bool:
         """Whether the writer of a heartbeat certainly stopped: no beat for `interval * tolerable misses`
@@ -664,20 +675,15 @@ class WriteClient:
             try:
                 # As Hudi: the heartbeat exists before the instant is visible to other writers.
                 heartbeat = Heartbeat(self.storage, instant_time, self.write_config.heartbeat_interval_ms)
-                try:
+                with self._refused_if_raced(
+                    f"another process took instant time {instant_time} on table {self.storage.uri} at the same moment",
+                    "Nothing was written.",
+                ):
                     self._heartbeats[instant_time] = heartbeat.start()
                     # (the other process may have completed its write of this time meanwhile: no heartbeat left)
                     requested = create_requested(
                         self.storage, instant_time, self.action_of(operation), content, self.layout
                     )
-                except InstantExistsError:
-                    if self.lock_spans_processes:
-                        raise
-                    raise SharedLockRequiredError(
-                        f"another process took instant time {instant_time} on table {self.storage.uri} at the "
-                        "same moment: several processes write the table under the in-process lock (the default "
-                        f"hoodie.write.lock.provider). Nothing was written. {SHARED_LOCK_ADVICE}"
-                    ) from None
                 return requested, current
             except BaseException:
                 self._stop_heartbeat(instant_time)  # only a heartbeat this client created
@@ -767,17 +773,11 @@ class WriteClient:
             self.lock.ensure_held()  # a ZooKeeper session that expired meanwhile: do not complete
             # the metadata table first (Hudi's order)
             index_change = partial(plan.index_change, requested.time) if plan.index_change is not None else None
-            try:
+            with self._refused_if_raced(
+                f"another process changed the metadata table of {self.storage.uri} at the same moment",
+                f"Write {requested.time} did not complete and was rolled back.",
+            ):
                 apply_commit(self.storage, self.config.timeline_timezone, requested.time, metadata, index_change)
-            except InstantExistsError as exc:
-                if self.lock_spans_processes:
-                    raise
-                raise SharedLockRequiredError(
-                    f"another process changed the metadata table of {self.storage.uri} at the same moment ({exc}): "
-                    "several processes write the table under the in-process lock (the default "
-                    f"hoodie.write.lock.provider). Write {requested.time} did not complete and was rolled back. "
-                    f"{SHARED_LOCK_ADVICE}"
-                ) from None
             complete(self.storage, inflight, metadata.to_bytes(encoding), self.config.timeline_timezone)
         delete_markers_of_completed(self.storage, requested.time)
         self._metadata_table_services()
