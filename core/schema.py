@@ -15,6 +15,7 @@ import decimal
 import json
 import math
 import re
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +40,41 @@ META_SCHEMA: pa.Schema = pa.schema([pa.field(n, pa.string()) for n in META_COLUM
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+#: The type promotions a column may take as schema evolution: those of Avro's (a reader of the
+#: right-hand types reads data written as the left-hand one), which Hudi's writers apply, that keep
+#: every value exactly: int -> long, double; float -> double; string <-> bytes. Avro's int -> float
+#: and long -> float, double round large values, and are refused. Arrow's narrower ints are Avro ints.
+_PROMOTIONS: dict[str, frozenset[str]] = {
+    "int": frozenset({"long", "double"}),
+    "float": frozenset({"double"}),
+    "string": frozenset({"bytes"}),
+    "bytes": frozenset({"string"}),
+}
+#: The Arrow type of a column promoted to an Avro type (int8/16 batches widen an int column to int32).
+_AVRO_WIDTH = {pa.int8(): pa.int32(), pa.int16(): pa.int32()}
+
+
+def _avro_primitive(t: pa.DataType) -> str | None:
+    """The Avro primitive an Arrow type is written as, for the promotions (None: no promotion applies)."""
+    if t in _INT_BITS:
+        return "long" if t == pa.int64() else "int"
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    return None
+
+
+def promotes_to(narrow: pa.DataType, wide: pa.DataType) -> bool:
+    """Whether data of type `narrow` is promoted to `wide` (`_PROMOTIONS`)."""
+    a, b = _avro_primitive(narrow), _avro_primitive(wide)
+    return a is not None and b is not None and b in _PROMOTIONS.get(a, frozenset())
+
+
 # Arrow types written as a plain Avro type (Spark: BYTE/SHORT/INT all become int).
 _SIMPLE_TO_AVRO: dict[pa.DataType, str] = {
     pa.bool_(): "boolean", pa.int8(): "int", pa.int16(): "int", pa.int32(): "int",
@@ -250,9 +286,11 @@ def _merge(
     *,
     allow_new: bool,
     allow_missing: bool,
+    promote: bool = False,
 ) -> pa.DataType:
-    """The table type after writing a `batch_t` column into a `table_t` column, or SchemaError."""
-    kw = {"allow_new": allow_new, "allow_missing": allow_missing}
+    """The table type after writing a `batch_t` column into a `table_t` column, or SchemaError.
+    `promote`: a `batch_t` that `table_t` is promoted to (`promotes_to`) widens the column."""
+    kw = {"allow_new": allow_new, "allow_missing": allow_missing, "promote": promote}
     if table_t == batch_t or pa.types.is_null(batch_t):
         return table_t
     if pa.types.is_struct(table_t) and pa.types.is_struct(batch_t):
@@ -300,6 +338,10 @@ def _merge(
     tb, bb = _INT_BITS.get(table_t), _INT_BITS.get(batch_t)
     if tb and bb and (tb == 64 or bb <= 32):
         return table_t if tb == 64 else pa.int32()  # int8/16/32 are all Avro "int"
+    if promotes_to(batch_t, table_t):  # (string <-> bytes promote both ways: the table's type stays)
+        return table_t
+    if promote and promotes_to(table_t, batch_t):
+        return _AVRO_WIDTH.get(batch_t, batch_t)
     for family in (
         (pa.types.is_string, pa.types.is_large_string),
         (pa.types.is_binary, pa.types.is_large_binary),
@@ -310,18 +352,32 @@ def _merge(
     raise SchemaError(f"column '{path}' has type {batch_t} in the batch but {table_t} in the table")
 
 
-def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema) -> pa.Schema:
+def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema, keys: Collection[str] = ()) -> pa.Schema:
     """The table schema after writing a batch with schema `incoming`.
 
     Allowed: new columns (also new fields inside structs), appended after the existing
     ones and made nullable; ints narrower than the table's (int8/16/32 widen to int32);
-    string/large_string, binary/large_binary and any timestamp unit/time zone (cast when
-    conforming; a lossy cast fails there); a batch column of Arrow type null. Everything
-    else is a SchemaError: a table column missing from the batch (dropping is not
-    supported), any other type change. Meta columns are ignored on both sides.
+    Avro's type promotions that keep every value, as Hudi's writers evolve a schema
+    (`_PROMOTIONS`: a batch column of a wider type widens the table's, e.g. int -> long,
+    float -> double; one of a narrower type is cast to the table's); string/large_string, binary/large_binary and any
+    timestamp unit/time zone (cast when conforming; a lossy cast fails there); a batch column
+    of Arrow type null. Everything else is a SchemaError: a table column missing from the
+    batch (dropping is not supported), any other type change, and a promotion of one of `keys`
+    (the record key and partition path fields) other than int -> long: Hudi renders their
+    values as text, which would change (`1.0` for the int `1` as a double) and no longer
+    match the keys and partitions stored. Meta columns are ignored on both sides.
     """
     old, new = (pa.struct(list(strip_meta(s))) for s in (table_schema, incoming))
-    merged = _merge(old, new, "", allow_new=True, allow_missing=False)
+    merged = pa.schema(list(_merge(old, new, "", allow_new=True, allow_missing=False, promote=True)))
+    for name in keys:
+        if name in old.names and name in merged.names:
+            before, after = old.field(name).type, merged.field(name).type
+            if before != after and not (before in _INT_BITS and after == pa.int64()):
+                raise SchemaError(
+                    f"column '{name}' is a record key or partition path field of the table: its type {before} "
+                    f"cannot be promoted to {after} (the text of its values, which keys and partition paths "
+                    "hold, would change)"
+                )
     return pa.schema(list(merged), table_schema.metadata)
 
 
@@ -330,7 +386,7 @@ def merge_committed(committed: pa.Schema, ours: pa.Schema, *, allow_new: bool) -
     (`allow_new`); a column `ours` lacks keeps its place. SchemaError when a column's types do not
     merge, or (without `allow_new`) when `ours` has a column or field `committed` lacks."""
     old, new = (pa.struct(list(strip_meta(s))) for s in (committed, ours))
-    merged = _merge(old, new, "", allow_new=allow_new, allow_missing=True)
+    merged = _merge(old, new, "", allow_new=allow_new, allow_missing=True, promote=True)
     return pa.schema(list(merged), committed.metadata)
 
 

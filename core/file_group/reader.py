@@ -79,7 +79,7 @@ from lakeward.core.file_group.log_file import (
 from lakeward.core.file_group.log_file.content import DELETE_ORDERING_VALUE, DELETE_RECORD_KEY
 from lakeward.core.file_group.slice_keys import CommittedInstants
 from lakeward.core.merge import RECORD_KEY, winning_versions
-from lakeward.core.schema import META_SCHEMA, conform_batch, key_text, with_meta
+from lakeward.core.schema import META_SCHEMA, conform_batch, key_text, promotes_to, with_meta
 from lakeward.core.storage import Storage
 from lakeward.core.table_version import LogSlicing, rules_for_layout
 from lakeward.core.timeline import Timeline
@@ -630,17 +630,24 @@ def _physical_schema(storage: Storage, path: str) -> pa.Schema:
 
 
 def _aligned_schema(storage: Storage, paths: Sequence[str], schema: pa.Schema) -> pa.Schema:
-    """The newest file's physical schema, plus table columns no file has yet (all null), with the
-    table's type for nested columns the table has grown fields in (a struct field added by a write
-    whose records are still in log files: they would not fit the base file's narrower type)."""
+    """`aligned_schema` of the newest of the base files `paths` (full paths)."""
     newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1])
-    physical = _physical_schema(storage, newest)
+    return aligned_schema(_physical_schema(storage, newest), schema)
+
+
+def aligned_schema(physical: pa.Schema, schema: pa.Schema) -> pa.Schema:
+    """The schema rows of a table of data schema `schema` are read in, from `physical`, the newest
+    base file's: its columns, plus table columns no file has yet (all null), with the table's type
+    for nested columns the table has grown fields in (a struct field added by a write whose records
+    are still in log files: they would not fit the base file's narrower type) and for columns the
+    table promoted since that file was written (`schema.promotes_to`: int -> long, ...)."""
     table = with_meta(schema)
     fields = []
     for f in physical:
         i = table.get_field_index(f.name)
         wider = table.field(i).type if i >= 0 else f.type
-        fields.append(f.with_type(wider) if pa.types.is_nested(f.type) and wider != f.type else f)
+        widened = wider != f.type and (pa.types.is_nested(f.type) or promotes_to(f.type, wider))
+        fields.append(f.with_type(wider) if widened else f)
     missing = [f for f in table if f.name not in physical.names]
     return dictionary_meta(pa.schema(fields + missing, physical.metadata))
 

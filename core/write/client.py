@@ -420,7 +420,8 @@ class WriteClient:
             schema = pa.schema(fields, batch_schema.metadata)
         else:
             self._refuse_former_key_renderings(timeline, table_schema)
-            schema = evolve_schema(table_schema, batch_schema)
+            keys = (*self.config.record_key_fields, *self.config.partition_fields)
+            schema = evolve_schema(table_schema, batch_schema, keys)
         if self.config.is_partitioned:
             for field in self.config.partition_fields:
                 if field not in names:

@@ -359,11 +359,16 @@ def test_safe_widenings(table_type: pa.DataType, batch_type: pa.DataType, result
 @pytest.mark.parametrize(
     ("table_type", "batch_type"),
     [
-        (pa.int32(), pa.int64()),
-        (pa.int8(), pa.int64()),
-        (pa.float64(), pa.float32()),
+        (pa.int64(), pa.string()),
+        (pa.string(), pa.int64()),
+        (pa.float64(), pa.decimal128(10, 2)),
+        (pa.bool_(), pa.int32()),
+        (pa.binary(), pa.float64()),
+        # Avro promotes these too, but they round large values
+        (pa.int32(), pa.float32()),
         (pa.int64(), pa.float64()),
-        (pa.string(), pa.binary()),
+        (pa.float64(), pa.int64()),
+        (pa.int64(), pa.float32()),
         (pa.decimal128(10, 5), pa.decimal128(12, 5)),
         (pa.date32(), pa.timestamp("us")),
         (pa.list_(pa.int32()), pa.list_(pa.string())),
@@ -373,6 +378,48 @@ def test_safe_widenings(table_type: pa.DataType, batch_type: pa.DataType, result
 def test_unsafe_type_changes(table_type: pa.DataType, batch_type: pa.DataType) -> None:
     with pytest.raises(SchemaError, match=r"column 'c.*' has type"):
         evolve_schema(pa.schema([("c", table_type)]), pa.schema([("c", batch_type)]))
+
+
+@pytest.mark.parametrize(
+    ("table_type", "batch_type", "result"),
+    [
+        (pa.int32(), pa.int64(), pa.int64()),
+        (pa.int8(), pa.int64(), pa.int64()),
+        (pa.int16(), pa.float64(), pa.float64()),
+        (pa.float32(), pa.float64(), pa.float64()),
+        # string <-> bytes promote both ways: the table's type stays, the batch is cast to it
+        (pa.string(), pa.binary(), pa.string()),
+        (pa.binary(), pa.large_string(), pa.binary()),
+        (pa.list_(pa.int32()), pa.list_(pa.int64()), pa.list_(pa.int64())),
+        (pa.struct([("a", pa.float32())]), pa.struct([("a", pa.float64())]), pa.struct([("a", pa.float64())])),
+        # a batch narrower than the table (by a promotion) is cast to the table's type
+        (pa.int64(), pa.int32(), pa.int64()),
+        (pa.float64(), pa.float32(), pa.float64()),
+        (pa.float64(), pa.int32(), pa.float64()),
+    ],
+)
+def test_avro_promotions_widen_the_column(table_type: pa.DataType, batch_type: pa.DataType, result: pa.DataType):
+    """Avro's promotions that keep every value, which Hudi's writers apply as schema evolution: the wider type wins."""
+    evolved = evolve_schema(pa.schema([("c", table_type)]), pa.schema([("c", batch_type)]))
+    assert evolved == pa.schema([("c", result)])
+
+
+def test_a_promotion_of_a_key_field_is_refused_but_int_to_long() -> None:
+    table = pa.schema([("k", pa.int32()), ("p", pa.float32()), ("v", pa.float32())])
+    assert evolve_schema(
+        table, pa.schema([("k", pa.int64()), ("p", pa.float32()), ("v", pa.float64())]), ["k", "p"]
+    ) == (pa.schema([("k", pa.int64()), ("p", pa.float32()), ("v", pa.float64())]))
+    with pytest.raises(SchemaError, match="column 'p' is a record key or partition path field"):
+        evolve_schema(table, pa.schema([("k", pa.int32()), ("p", pa.float64()), ("v", pa.float32())]), ["k", "p"])
+    with pytest.raises(SchemaError, match="column 'k' is a record key or partition path field"):
+        evolve_schema(table, pa.schema([("k", pa.float64()), ("p", pa.float32()), ("v", pa.float32())]), ["k", "p"])
+
+
+def test_conform_casts_a_promoted_file_to_the_wider_type_and_refuses_the_reverse() -> None:
+    target = pa.schema([("c", pa.float64())])
+    assert conform_batch(pa.table({"c": pa.array([1, 2], pa.int32())}), target).to_pylist() == [{"c": 1.0}, {"c": 2.0}]
+    with pytest.raises(SchemaError, match="column 'c' has type double in the batch but float"):
+        conform_batch(pa.table({"c": pa.array([1.5], pa.float64())}), pa.schema([("c", pa.float32())]))
 
 
 def test_nested_evolution() -> None:

@@ -47,6 +47,7 @@ from lakeward.core.file_group.reader import (
     DICTIONARY_META_COLUMNS,
     MergeSettings,
     VisibleInstants,
+    aligned_schema,
     dictionary_meta,
     merge_log_blocks,
     read_file_slices,
@@ -364,10 +365,7 @@ def _dataset_schema(storage: Storage, slices: Sequence[FileSlice], schema: pa.Sc
     if paths:
         newest = max(paths, key=lambda p: p.rsplit("_", 1)[-1]) if schema is not None else paths[-1]
         physical = _footer(storage, newest).schema.to_arrow_schema().remove_metadata()
-        if schema is None:
-            return dictionary_meta(physical)
-        missing = [f for f in with_meta(schema) if f.name not in physical.names]
-        return dictionary_meta(pa.schema(list(physical) + missing) if missing else physical)
+        return dictionary_meta(physical) if schema is None else aligned_schema(physical, schema)
     return dictionary_meta(with_meta(schema) if schema is not None else META_SCHEMA)
 
 
