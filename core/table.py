@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import cached_property
@@ -501,9 +501,34 @@ class Table:
         (`MetadataTableRules.partitions`: v6 only `record_index`). Not while data-table instants are
         pending: the write goes on without them (a warning; a RECORD_INDEX write tags as BLOOM meanwhile)."""
         client = self._client
-        partitions = metadata_partitions(self.config.to_properties())
-        if client is None or "files" not in partitions:
+        if client is None or not self._index_partitions_to_build(metadata_partitions(self.config.to_properties())):
             return
+        with client.lock:
+            timeline = client.roll_back_failed_writes()
+            # Another writer may have built some since this table was opened: what storage says now
+            wanted = self._index_partitions_to_build(metadata_partitions(read_table_properties(self.storage)))
+            pending = timeline.pending()
+            # Hudi's writer skips the builds then, writes, and tries again next time; a RECORD_INDEX
+            # write meanwhile tags as BLOOM does, as on any table without the partition (exact, slower)
+            if wanted and pending:
+                log.warning(
+                    "not building the metadata table's index partitions of %s yet: instants are pending (%s); "
+                    "the next write tries again%s",
+                    self.storage.uri,
+                    ", ".join(str(i) for i in pending),
+                    "; RECORD_INDEX writes tag as BLOOM until then" if "record_index" in wanted else "",
+                )
+                return
+            for build in wanted.values():
+                build(timeline)
+        self._reload()
+
+    def _index_partitions_to_build(self, partitions: Collection[str]) -> dict[str, Callable[[Timeline], str]]:
+        """The builders of the index partitions this writer enables that a metadata table holding
+        `partitions` lacks (`_build_index_partitions_if_enabled`), by partition, in build order."""
+        client = self._client
+        if client is None or "files" not in partitions:
+            return {}
         wc = client.write_config
         builds_columns = wc.metadata_column_stats is True and "column_stats" not in partitions
         builders: dict[str, tuple[bool, Callable[[Timeline], str]]] = {
@@ -535,26 +560,7 @@ class Table:
             ),
         }
         kept = self.config.version.metadata_table.partitions  # what this table version's metadata table keeps
-        wanted = {n: b for n, (enabled, b) in builders.items() if enabled and n in kept and n not in partitions}
-        if not wanted:
-            return
-        with client.lock:
-            timeline = client.roll_back_failed_writes()
-            pending = timeline.pending()
-            # Hudi's writer skips the builds then, writes, and tries again next time; a RECORD_INDEX
-            # write meanwhile tags as BLOOM does, as on any table without the partition (exact, slower)
-            if pending:
-                log.warning(
-                    "not building the metadata table's index partitions of %s yet: instants are pending (%s); "
-                    "the next write tries again%s",
-                    self.storage.uri,
-                    ", ".join(str(i) for i in pending),
-                    "; RECORD_INDEX writes tag as BLOOM until then" if "record_index" in wanted else "",
-                )
-                return
-            for build in wanted.values():
-                build(timeline)
-        self._reload()
+        return {n: b for n, (enabled, b) in builders.items() if enabled and n in kept and n not in partitions}
 
     def service_context(self, service: str | None = None) -> TableContext:
         """What the table services of this table receive (storage, config, lock, engine, fencing hook).

@@ -136,3 +136,30 @@ def test_a_partition_built_after_the_metadata_archival_takes_no_archived_instant
     ids = Table.open(path).read().column("id").to_pylist()
     assert sorted(ids) == [f"k{i:02d}" for i in range(40)]
     assert "column_stats" in metadata_partitions(read_table_properties(Table.open(path).storage))
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_an_index_partition_another_writer_built_since_the_table_was_opened_is_kept_not_refused(
+    tmp_path: Path, version: int
+):
+    """Two processes open a table with the record index enabled before either built it (a daemon and
+    an ingestion job): the one that writes second finds the partition built and goes on with it,
+    instead of failing every write and service until reopened (found by a concurrent-writers exploration)."""
+    path = str(tmp_path / "t")
+    rows = lambda keys, v: pa.table({"k": keys, "p": ["a"] * len(keys), "v": [v] * len(keys)})  # noqa: E731
+    Table.create(path, record_key="k", partition_by="p", table_version=version).upsert(rows(["k1", "k2"], 1))
+    options = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.record.index.enable": "true"}
+    late, first = Table.open(path, options=options), Table.open(path, options=options)
+    first.upsert(rows(["k3"], 2))  # builds record_index
+    assert "record_index" in parse_properties((tmp_path / "t/.hoodie/hoodie.properties").read_text())[
+        "hoodie.table.metadata.partitions"
+    ].split(",")
+    result = late.upsert(rows(["k1", "k4"], 3))  # tags through the record index the other writer built
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    late.clean()
+    assert sorted(Table.open(path).read(columns=["k", "v"]).to_pylist(), key=lambda r: r["k"]) == [
+        {"k": "k1", "v": 3},
+        {"k": "k2", "v": 1},
+        {"k": "k3", "v": 2},
+        {"k": "k4", "v": 3},
+    ]
