@@ -23,7 +23,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -51,6 +50,7 @@ from lakeward.services.discovery import (
     DiscoveryResult,
     HungReadError,
     ProgressMark,
+    RenewingPool,
     TableHealth,
     TableState,
     assess_health,
@@ -202,10 +202,11 @@ class Daemon:
         self._health: dict[str, TableHealth] = {}
         #: Load and score the tables of each cycle; their few threads live with the daemon (no threads
         #: started and stopped every cycle, which a soak's thread count would show as churn).
-        self._discovery_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="discovery")
-        self._health_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
+        #: A read of hung storage keeps its thread for good: these pools renew themselves then (`RenewingPool`).
+        self._discovery_pool = RenewingPool(8, "discovery")
+        self._health_pool = RenewingPool(4, "health")
         #: Reads of a table for API calls (trigger, explain), bounded by `tables.load_timeout_s` (`_read_table`).
-        self._table_reads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="table-read")
+        self._table_reads = RenewingPool(4, "table-read")
         #: Work item key -> why it was not run in the last cycle (logged when it changes).
         self._skipped: dict[str, str] = {}
         #: (table, action) -> the table's `progress_mark` when a new plan of it was found not due: not

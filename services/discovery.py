@@ -536,6 +536,43 @@ class HungReadError(Exception):
     """A table's storage does not answer: a read of its state outlived the timeout, or an earlier one still hangs."""
 
 
+class RenewingPool(Executor):
+    """A thread pool that reads of hung storage cannot use up.
+
+    A read that never returns keeps its thread: Python cannot stop it. With as many hung reads as the
+    pool has threads, every later task would queue behind them for good. `renew()`, called once a
+    read is found hung, sends later tasks to a fresh pool of the same size; the former one ends its
+    idle threads, and its hung ones when their reads return. Threads grow by the hung reads only.
+    """
+
+    def __init__(self, workers: int, name: str):
+        self._workers, self._name = workers, name
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> Future[_R]:
+        with self._lock:
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def renew(self) -> None:
+        """Later tasks run on fresh threads; the current pool keeps (and then ends) what it runs."""
+        with self._lock:
+            retired, self._pool = self._pool, ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
+        retired.shutdown(wait=False)  # (what it queued still runs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the current pool down (a renewed one's threads end with their hung reads)."""
+        with self._lock:
+            pool = self._pool
+        pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _renew(pool: Executor) -> None:
+    """A read on `pool` hangs: renew it (`RenewingPool`) so that it does not take a thread for good."""
+    if isinstance(pool, RenewingPool):
+        pool.renew()
+
+
 def read_within(cache: DiscoveryCache, ref: TableRef, read: Callable[[], _R], pool: Executor, timeout_s: float) -> _R:
     """`read()` of the table `ref` on `pool`, for callers that must answer (the API): HungReadError when it
     does not return within `timeout_s` (it is then remembered as hung, as discovery remembers its loads),
@@ -557,6 +594,7 @@ def read_within(cache: DiscoveryCache, ref: TableRef, read: Callable[[], _R], po
             raise  # the read itself timed out (a socket): its own error
         with cache._lock:
             cache.hung.setdefault(key, (future, now))
+        _renew(pool)
         raise HungReadError(f"no answer within {timeout_s:g}s reading its state (hung storage?)") from None
 
 
@@ -604,6 +642,7 @@ def _within(
         if len(overdue) == len(waiting) or clock >= give_up:
             break
         wait([futures[i] for i in waiting if i not in overdue], timeout=0.2, return_when=FIRST_COMPLETED)
+    hung = False
     for i, future in futures.items():
         if future.done():
             results[i] = future.result()
@@ -612,7 +651,10 @@ def _within(
         if i in started:
             with cache._lock:
                 cache.hung[key(items[i])] = (future, started[i])
+            hung = True
         results[i] = late(items[i], f"no answer within {timeout_s:g}s (hung storage?)")
+    if hung:
+        _renew(pool)
     return [results[i] for i in range(len(items))]
 
 

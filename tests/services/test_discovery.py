@@ -12,7 +12,7 @@ import pytest
 from lakeward import Table
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline
-from lakeward.services.discovery import DiscoveryCache, discover, scan_root
+from lakeward.services.discovery import DiscoveryCache, RenewingPool, discover, scan_root
 from lakeward.services.model import ServiceAction, TableRef
 
 
@@ -314,6 +314,46 @@ def test_a_table_whose_storage_hangs_holds_up_only_itself(tmp_path: Path) -> Non
             os.close(os.open(properties, os.O_WRONLY | os.O_NONBLOCK))  # lets the hung read return
         except OSError:
             pass  # no read of it is waiting
+        pool.shutdown(wait=True)
+
+
+def test_hung_tables_as_many_as_the_pool_has_threads_do_not_starve_the_others(tmp_path: Path) -> None:
+    """Each hung read keeps its thread (Python cannot stop it). With as many hung tables as the daemon's
+    pool has threads (one hung mount holding several tables), every other table's load queued behind
+    them and timed out, every cycle: the daemon served no table. The pool now moves later work to fresh
+    threads once reads hang (`RenewingPool`)."""
+    import threading
+
+    make_table(tmp_path / "root" / "good")
+    fifos = []
+    for name in ("hung1", "hung2"):
+        properties = Path(make_table(tmp_path / "root" / name).path) / ".hoodie" / "hoodie.properties"
+        properties.unlink()
+        os.mkfifo(properties)
+        fifos.append(properties)
+    cache = DiscoveryCache()
+    pool = RenewingPool(2, "discovery")  # as many threads as hung tables
+    results: list = []
+
+    def cycle() -> None:
+        results.append(discover([], [str(tmp_path / "root")], cache, pool=pool, load_timeout_s=0.5))
+
+    try:
+        for n in (1, 2, 3):
+            runner = threading.Thread(target=cycle, daemon=True)
+            runner.start()
+            runner.join(60)
+            assert not runner.is_alive(), f"discovery cycle {n} hung"
+        for result in results[1:]:  # the first cycle may queue the good table behind the hung reads
+            assert [s.ref.name for s in result.states] == ["root.good"], result.problems
+            assert sorted(p.table.name for p in result.problems) == ["root.hung1", "root.hung2"]
+        assert threading.active_count() < 20  # fresh threads once per hang, not per cycle
+    finally:
+        for properties in fifos:
+            try:
+                os.close(os.open(properties, os.O_WRONLY | os.O_NONBLOCK))  # lets the hung read return
+            except OSError:
+                pass  # no read of it is waiting
         pool.shutdown(wait=True)
 
 
