@@ -54,24 +54,9 @@ _PROMOTIONS: dict[str, frozenset[str]] = {
 _AVRO_WIDTH = {pa.int8(): pa.int32(), pa.int16(): pa.int32()}
 
 
-def _avro_primitive(t: pa.DataType) -> str | None:
-    """The Avro primitive an Arrow type is written as, for the promotions (None: no promotion applies)."""
-    if t in _INT_BITS:
-        return "long" if t == pa.int64() else "int"
-    if pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "bytes"
-    return None
-
-
 def promotes_to(narrow: pa.DataType, wide: pa.DataType) -> bool:
     """Whether data of type `narrow` is promoted to `wide` (`_PROMOTIONS`)."""
-    a, b = _avro_primitive(narrow), _avro_primitive(wide)
+    a, b = _SIMPLE_TO_AVRO.get(narrow), _SIMPLE_TO_AVRO.get(wide)
     return a is not None and b is not None and b in _PROMOTIONS.get(a, frozenset())
 
 
