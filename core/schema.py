@@ -368,10 +368,12 @@ def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema, keys: Collection
 
 def merge_committed(committed: pa.Schema, ours: pa.Schema, *, allow_new: bool) -> pa.Schema:
     """`committed` (a schema another writer committed meanwhile) with the columns of `ours` it lacks
-    (`allow_new`); a column `ours` lacks keeps its place. SchemaError when a column's types do not
-    merge, or (without `allow_new`) when `ours` has a column or field `committed` lacks."""
+    and the types `ours` promotes its columns to (`allow_new`: ours becomes the table's latest
+    schema); a column `ours` lacks keeps its place. SchemaError when a column's types do not merge,
+    or (without `allow_new`) when `ours` has a column or field `committed` lacks or a type wider than
+    its (readers take `committed`, which could not read our files)."""
     old, new = (pa.struct(list(strip_meta(s))) for s in (committed, ours))
-    merged = _merge(old, new, "", allow_new=allow_new, allow_missing=True, promote=True)
+    merged = _merge(old, new, "", allow_new=allow_new, allow_missing=True, promote=allow_new)
     return pa.schema(list(merged), committed.metadata)
 
 

@@ -417,6 +417,33 @@ def test_a_column_type_another_writer_committed_meanwhile_conflicts(tmp_path: Pa
     assert_commits_intact(path)
 
 
+@pytest.mark.parametrize("promoted_by_the_later_instant", [True, False])
+def test_a_column_type_another_writer_promoted_meanwhile(tmp_path: Path, promoted_by_the_later_instant: bool) -> None:
+    """One writer widens `n` from int to double, the other writes ints; the later instant completes
+    first. Readers take the latest instant's schema: ints under a double schema land (read as doubles);
+    doubles under an int schema would be unreadable, so that write is refused, and its retry lands."""
+    path = tmp_path / "t"
+    Table.create(str(path), record_key="id", partition_by="city", ordering_field="ts")
+    Table.open(str(path)).upsert(_rows([1], "sf", 1, "base").append_column("n", pa.array([1], pa.int32())))
+    ints = _rows([2], "sf", 1, "i").append_column("n", pa.array([2], pa.int32()))
+    doubles = _rows([7], "nyc", 1, "d").append_column("n", pa.array([7.5], pa.float64()))
+    earlier, later = Table.open(str(path)), Table.open(str(path))
+    ours, theirs = (ints, doubles) if promoted_by_the_later_instant else (doubles, ints)
+    interleave(earlier, lambda: later.upsert(theirs))  # the later instant completes first
+    if promoted_by_the_later_instant:
+        earlier.upsert(ours)
+    else:
+        with pytest.raises(ConcurrentWriteError, match="retry the write"):
+            earlier.upsert(ours)
+        assert Table.open(str(path)).schema().field("n").type == pa.int32()
+        assert_commits_intact(path)
+        Table.open(str(path)).upsert(ours)
+    assert Table.open(str(path)).schema().field("n").type == pa.float64()
+    got = {r["id"]: r["n"] for r in Table.open(str(path)).read(columns=["id", "n"]).to_pylist()}
+    assert got == {"sf-0001": 1.0, "sf-0002": 2.0, "nyc-0007": 7.5}
+    assert_commits_intact(path)
+
+
 @pytest.mark.parametrize("version", [8, 9])
 def test_a_compaction_completing_after_a_write_added_a_column_keeps_it(
     tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
