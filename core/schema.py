@@ -40,24 +40,27 @@ META_SCHEMA: pa.Schema = pa.schema([pa.field(n, pa.string()) for n in META_COLUM
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
-#: The type promotions a column may take as schema evolution: those of Avro's (a reader of the
-#: right-hand types reads data written as the left-hand one), which Hudi's writers apply, that keep
-#: every value exactly: int -> long, double; float -> double; string <-> bytes. Avro's int -> float
-#: and long -> float, double round large values, and are refused. Arrow's narrower ints are Avro ints.
+#: The type promotions of Avro (a reader of the right-hand types reads data written as the
+#: left-hand one) that keep every value, which Hudi's writers apply as schema evolution: int -> long,
+#: double; float -> double; string <-> bytes. Files of the left-hand type are read in the right-hand
+#: one. Avro's int -> float and long -> float, double round large values, and are refused.
 _PROMOTIONS: dict[str, frozenset[str]] = {
     "int": frozenset({"long", "double"}),
     "float": frozenset({"double"}),
     "string": frozenset({"bytes"}),
     "bytes": frozenset({"string"}),
 }
-#: The Arrow type of a column promoted to an Avro type (int8/16 batches widen an int column to int32).
-_AVRO_WIDTH = {pa.int8(): pa.int32(), pa.int16(): pa.int32()}
+#: The promotions a write may widen a top-level column by (`evolve_schema`). Not float -> double:
+#: readers disagree on the doubles a float file holds (Arrow and Spark widen the binary value,
+#: 5.2456017f -> 5.245601654052734; Hudi's Avro rewriting and hudi-rs's base-file reads go through
+#: the decimal text, -> 5.2456017). string <-> bytes never widen: the table's type stays.
+_WIDENINGS: dict[str, frozenset[str]] = {"int": frozenset({"long", "double"})}
 
 
-def promotes_to(narrow: pa.DataType, wide: pa.DataType) -> bool:
-    """Whether data of type `narrow` is promoted to `wide` (`_PROMOTIONS`)."""
+def promotes_to(narrow: pa.DataType, wide: pa.DataType, promotions: dict[str, frozenset[str]] = _PROMOTIONS) -> bool:
+    """Whether data of type `narrow` is promoted to `wide` (by `_PROMOTIONS`, or `promotions`)."""
     a, b = _SIMPLE_TO_AVRO.get(narrow), _SIMPLE_TO_AVRO.get(wide)
-    return a is not None and b is not None and b in _PROMOTIONS.get(a, frozenset())
+    return a is not None and b is not None and b in promotions.get(a, frozenset())
 
 
 # Arrow types written as a plain Avro type (Spark: BYTE/SHORT/INT all become int).
@@ -326,7 +329,20 @@ def _merge(
     if promotes_to(batch_t, table_t):  # (string <-> bytes promote both ways: the table's type stays)
         return table_t
     if promote and promotes_to(table_t, batch_t):
-        return _AVRO_WIDTH.get(batch_t, batch_t)
+        if any(c in path for c in ".[{"):
+            raise SchemaError(
+                f"column '{path}' has type {batch_t} in the batch but {table_t} in the table: types widen "
+                "in top-level columns only (readers of merge-on-read log files written before cannot "
+                "widen them inside a nested column)"
+            )
+        if not promotes_to(table_t, batch_t, _WIDENINGS):
+            raise SchemaError(
+                f"column '{path}' has type {batch_t} in the batch but {table_t} in the table: widening "
+                f"{table_t} to {batch_t} is not supported, as readers disagree on the values of the files "
+                "written before (5.2456017 as a float reads as 5.245601654052734 in Arrow and Spark, as "
+                f"5.2456017 in Hudi's record merging); send {table_t}"
+            )
+        return batch_t
     for family in (
         (pa.types.is_string, pa.types.is_large_string),
         (pa.types.is_binary, pa.types.is_large_binary),
@@ -340,17 +356,17 @@ def _merge(
 def evolve_schema(table_schema: pa.Schema, incoming: pa.Schema, keys: Collection[str] = ()) -> pa.Schema:
     """The table schema after writing a batch with schema `incoming`.
 
-    Allowed: new columns (also new fields inside structs), appended after the existing
-    ones and made nullable; ints narrower than the table's (int8/16/32 widen to int32);
-    Avro's type promotions that keep every value, as Hudi's writers evolve a schema
-    (`_PROMOTIONS`: a batch column of a wider type widens the table's, e.g. int -> long,
-    float -> double; one of a narrower type is cast to the table's); string/large_string, binary/large_binary and any
-    timestamp unit/time zone (cast when conforming; a lossy cast fails there); a batch column
-    of Arrow type null. Everything else is a SchemaError: a table column missing from the
-    batch (dropping is not supported), any other type change, and a promotion of one of `keys`
-    (the record key and partition path fields) other than int -> long: Hudi renders their
-    values as text, which would change (`1.0` for the int `1` as a double) and no longer
-    match the keys and partitions stored. Meta columns are ignored on both sides.
+    Allowed: new columns (also new fields inside structs), appended after the existing ones and
+    made nullable; ints narrower than the table's (int8/16/32 widen to int32); Avro's type
+    promotions that keep every value, as Hudi's writers evolve a schema: a top-level batch column
+    of a wider type widens the table's (`_WIDENINGS`: int -> long, double), one of a narrower type
+    (`_PROMOTIONS`) is cast to the table's; string/large_string, binary/large_binary and any
+    timestamp unit/time zone (cast when conforming; a lossy cast fails there); a batch column of
+    Arrow type null. Everything else is a SchemaError: a table column missing from the batch
+    (dropping is not supported), any other type change, and a promotion of one of `keys` (the
+    record key and partition path fields) other than int -> long: Hudi renders their values as
+    text, which would change (`1.0` for the int `1` as a double) and no longer match the keys and
+    partitions stored. Meta columns are ignored on both sides.
     """
     old, new = (pa.struct(list(strip_meta(s))) for s in (table_schema, incoming))
     merged = pa.schema(list(_merge(old, new, "", allow_new=True, allow_missing=False, promote=True)))

@@ -386,16 +386,14 @@ def test_unsafe_type_changes(table_type: pa.DataType, batch_type: pa.DataType) -
         (pa.int32(), pa.int64(), pa.int64()),
         (pa.int8(), pa.int64(), pa.int64()),
         (pa.int16(), pa.float64(), pa.float64()),
-        (pa.float32(), pa.float64(), pa.float64()),
         # string <-> bytes promote both ways: the table's type stays, the batch is cast to it
         (pa.string(), pa.binary(), pa.string()),
         (pa.binary(), pa.large_string(), pa.binary()),
-        (pa.list_(pa.int32()), pa.list_(pa.int64()), pa.list_(pa.int64())),
-        (pa.struct([("a", pa.float32())]), pa.struct([("a", pa.float64())]), pa.struct([("a", pa.float64())])),
-        # a batch narrower than the table (by a promotion) is cast to the table's type
+        # a batch narrower than the table (by a promotion) is cast to the table's type, nested too
         (pa.int64(), pa.int32(), pa.int64()),
         (pa.float64(), pa.float32(), pa.float64()),
         (pa.float64(), pa.int32(), pa.float64()),
+        (pa.struct([("a", pa.float64())]), pa.struct([("a", pa.float32())]), pa.struct([("a", pa.float64())])),
     ],
 )
 def test_avro_promotions_widen_the_column(table_type: pa.DataType, batch_type: pa.DataType, result: pa.DataType):
@@ -404,15 +402,29 @@ def test_avro_promotions_widen_the_column(table_type: pa.DataType, batch_type: p
     assert evolved == pa.schema([("c", result)])
 
 
+@pytest.mark.parametrize(
+    ("table_type", "batch_type", "match"),
+    [
+        (pa.float32(), pa.float64(), "readers disagree on the values"),
+        (pa.struct([("a", pa.int32())]), pa.struct([("a", pa.int64())]), "top-level columns only"),
+        (pa.list_(pa.int32()), pa.list_(pa.float64()), "top-level columns only"),
+    ],
+)
+def test_widenings_readers_would_disagree_on_are_refused(table_type: pa.DataType, batch_type: pa.DataType, match: str):
+    """Avro promotes these, but readers disagree on the widened values (float -> double) or cannot widen
+    inside nested columns of merge-on-read logs (hudi-rs): refused, with the reason."""
+    with pytest.raises(SchemaError, match=match):
+        evolve_schema(pa.schema([("c", table_type)]), pa.schema([("c", batch_type)]))
+
+
 def test_a_promotion_of_a_key_field_is_refused_but_int_to_long() -> None:
-    table = pa.schema([("k", pa.int32()), ("p", pa.float32()), ("v", pa.float32())])
-    assert evolve_schema(
-        table, pa.schema([("k", pa.int64()), ("p", pa.float32()), ("v", pa.float64())]), ["k", "p"]
-    ) == (pa.schema([("k", pa.int64()), ("p", pa.float32()), ("v", pa.float64())]))
+    table = pa.schema([("k", pa.int32()), ("p", pa.int32()), ("v", pa.int32())])
+    widened = pa.schema([("k", pa.int64()), ("p", pa.int32()), ("v", pa.float64())])
+    assert evolve_schema(table, widened, ["k", "p"]) == widened
     with pytest.raises(SchemaError, match="column 'p' is a record key or partition path field"):
-        evolve_schema(table, pa.schema([("k", pa.int32()), ("p", pa.float64()), ("v", pa.float32())]), ["k", "p"])
+        evolve_schema(table, pa.schema([("k", pa.int32()), ("p", pa.float64()), ("v", pa.int32())]), ["k", "p"])
     with pytest.raises(SchemaError, match="column 'k' is a record key or partition path field"):
-        evolve_schema(table, pa.schema([("k", pa.float64()), ("p", pa.float32()), ("v", pa.float32())]), ["k", "p"])
+        evolve_schema(table, pa.schema([("k", pa.float64()), ("p", pa.int32()), ("v", pa.int32())]), ["k", "p"])
 
 
 def test_conform_casts_a_promoted_file_to_the_wider_type_and_refuses_the_reverse() -> None:
