@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward.core.exceptions import SchemaError
+from lakeward.core.file_group.reader import aligned_schema
 from lakeward.core.schema import (
     META_COLUMNS,
     META_SCHEMA,
@@ -425,6 +426,20 @@ def test_a_promotion_of_a_key_field_is_refused_but_int_to_long() -> None:
         evolve_schema(table, pa.schema([("k", pa.int32()), ("p", pa.float64()), ("v", pa.int32())]), ["k", "p"])
     with pytest.raises(SchemaError, match="column 'k' is a record key or partition path field"):
         evolve_schema(table, pa.schema([("k", pa.float64()), ("p", pa.int32()), ("v", pa.int32())]), ["k", "p"])
+
+
+def test_files_of_a_promoted_column_are_read_in_the_tables_type() -> None:
+    """A base file older than a widening (ours, or a Hudi writer's float -> double) is read in the table's
+    type; other physical types (string encodings) stay as the file has them, missing columns are added."""
+    physical = pa.schema([("n", pa.int32()), ("f", pa.float32()), ("s", pa.large_string())])
+    table = pa.schema([("n", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("new", pa.int32())])
+    aligned = aligned_schema(physical, table)
+    assert [aligned.field(n).type for n in ("n", "f", "s", "new")] == [
+        pa.int64(),
+        pa.float64(),
+        pa.large_string(),
+        pa.int32(),
+    ]
 
 
 def test_conform_casts_a_promoted_file_to_the_wider_type_and_refuses_the_reverse() -> None:
