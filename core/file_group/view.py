@@ -112,6 +112,8 @@ class FileSystemView:
             return log.base_instant_time
 
         self._groups: dict[tuple[str, str], FileGroup] = {}
+        #: `.cdc` files whose file slice is gone (`stray_cdc_files`).
+        self._stray_cdc: list[LogFile] = []
         for key in set(bases) | set(logs):
             partition, file_id = key
             slices_by_time: dict[str, FileSlice] = {
@@ -131,14 +133,17 @@ class FileSystemView:
                     slices_by_time[owner] = FileSlice(partition, file_id, owner)
                 s = slices_by_time[owner]
                 slices_by_time[owner] = replace(s, log_files=(*s.log_files, log))
-            for log in cdc.get(key, []):
+            for log in cdc.pop(key, []):
                 owner = max((t for t in slices_by_time if t <= log.base_instant_time), default=None)
                 if owner is not None:
                     s = slices_by_time[owner]
                     slices_by_time[owner] = replace(s, cdc_files=(*s.cdc_files, log))
+                else:
+                    self._stray_cdc.append(log)
             group = FileGroup(partition, file_id, [slices_by_time[t] for t in sorted(slices_by_time)])
             if group.slices:
                 self._groups[key] = group
+        self._stray_cdc.extend(log for found in cdc.values() for log in found)  # groups with no other file
         self._replaced = self._replaced_file_groups()
         self._pending_compaction = pending_compaction_file_groups(storage, timeline)
         #: File groups of pending Hudi log compactions (lakeward does not run them; Hudi's writer does).
@@ -251,6 +256,12 @@ class FileSystemView:
         return [
             g for k, g in sorted(self._groups.items()) if partition_filter is None or partition_filter(g.partition_path)
         ]
+
+    def stray_cdc_files(self) -> list[LogFile]:
+        """`.cdc` files of no file slice in the view: their slice was cleaned after a late write of its
+        changes (a change tracking that raced a clean), or their whole file group was. No query reads
+        them; only the cleaner deletes them (and archival waits for a replaced group's last file)."""
+        return list(self._stray_cdc)
 
     def is_replaced(self, partition: str, file_id: str, as_of: str | None = None) -> bool:
         at = self._replaced.get((partition, file_id))

@@ -40,6 +40,7 @@ from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
 from lakeward.core.file_group.view import FileSystemView
 from lakeward.core.storage import Storage
+from lakeward.core.table_services.clean.plan import replaced_file_groups
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat
@@ -143,15 +144,19 @@ def untracked_delta_commits(
     storage: Storage, timeline: Timeline, since: str | None, planned: Sequence[TrackingOperation] = ()
 ) -> dict[tuple[str, str], dict[str, str]]:
     """(partition, file id) -> {delta commit: log file it wrote} for completed delta commits whose
-    changes are neither persisted nor in a `planned` operation."""
+    changes are neither persisted nor in a `planned` operation, in file groups no completed
+    replacecommit replaced (a clustering or overwrite): a `.cdc` file written into a replaced group
+    could land after the clean that deletes the group, which then never deletes it, and archival
+    waits for the group's last file for good. Queries infer those changes until the group is cleaned."""
     persisted = persisted_changes(storage, timeline)
     taken = {(op.partition_path, op.file_id, d) for op in planned for d in op.instants}
+    replaced = replaced_file_groups(storage, timeline)
     out: dict[tuple[str, str], dict[str, str]] = {}
     for instant in timeline.completed_writes():
         if instant.action is not Action.DELTA_COMMIT or (since is not None and instant.time <= since):
             continue
         for stat in read_commit_metadata(storage, instant).write_stats():
-            if not stat.is_delta or not stat.fileId:
+            if not stat.is_delta or not stat.fileId or (stat.partitionPath, stat.fileId) in replaced:
                 continue
             key = (stat.partitionPath, stat.fileId, instant.time)
             if key not in persisted and key not in taken:
@@ -261,6 +266,14 @@ class ChangeTrackingService(PlannedService[list[TrackingOperation], ChangeTracki
             """The operation and the `.cdc` file it wrote (None: its delta commits changed nothing); None
             when its slice is gone."""
             file_slice = slices.get((op.partition_path, op.file_id, op.base_instant_time))
+            if view.is_replaced(op.partition_path, op.file_id):
+                log.warning(
+                    "change tracking %s: file group %s was replaced (clustered or overwritten) since the plan; "
+                    "queries infer the changes of its delta commits until it is cleaned, skipping",
+                    instant_time,
+                    op.file_id,
+                )
+                return None
             if file_slice is None:
                 log.warning(
                     "change tracking %s: slice %s of file group %s is gone (cleaned); its delta commits are "

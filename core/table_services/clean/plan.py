@@ -251,6 +251,8 @@ def plan_clean(
             kept = [s.base_instant_time for s in slices if s not in doomed and not protection.savepoints(s)]
             bound = min(kept) if kept else (replaced_at or "")
             readable_from = max(readable_from, bound)
+    for stray in _stray_cdc_files(timeline, view, None if by_versions else earliest, protection):
+        files[posixpath.dirname(stray)].append(stray)
     if by_versions:
         earliest = _first_write_at_or_after(timeline, readable_from) if readable_from else None
     # The recorded bound never moves backwards (a later clean under another policy, or a smaller N,
@@ -259,6 +261,23 @@ def plan_clean(
     if previous is not None and (earliest is None or previous[0] > earliest.time):
         earliest = _first_write_at_or_after(timeline, previous[0]) or earliest
     return CleanPlan(policy, {p: tuple(sorted(v)) for p, v in files.items() if v}, earliest, last_commit)
+
+
+def _stray_cdc_files(
+    timeline: Timeline, view: FileSystemView, earliest: Instant | None, protection: _Protection
+) -> list[str]:
+    """`.cdc` files whose file slice is gone (`FileSystemView.stray_cdc_files`), of a completed instant's
+    slice (not a write still writing its files), based before E when the policy has one: no query reads
+    them, and one left in a replaced file group would hold archival back for good."""
+    completed = timeline.completed_write_times()
+    first = timeline.instants[0].time if timeline.instants else ""
+    return [
+        f.path
+        for f in view.stray_cdc_files()
+        if (f.base_instant_time in completed or f.base_instant_time < first)
+        and (earliest is None or f.base_instant_time < earliest.time)
+        and f.name not in protection.savepointed
+    ]
 
 
 def _first_write_at_or_after(timeline: Timeline, time: str) -> Instant | None:
