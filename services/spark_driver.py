@@ -251,7 +251,16 @@ def driver_main(
         fields = {"table": job.table.name, "action": spec.action.value, "instant": spec.instant, "run_id": job.run_id}
         try:
             with run_context(**fields), SparkJobGroup(spark, job.run_id, description, pool):
-                run_attempt(job, link, engine)
+                run_attempt(job, link, engine)  # (reports every failure of the attempt itself)
+        except Exception as exc:
+            # Outside the attempt only the session's JVM fails (py4j cannot reach it): every later run
+            # would fail on it too, and this one would wait for an answer until its timeout. The driver
+            # says why and exits: the daemon fails its runs with that reason and starts a new driver.
+            reason = f"the Spark session's JVM is gone: {type(exc).__name__}: {exc}"
+            log.error("%s; the driver process exits", reason)
+            with send_lock:
+                conn.send((None, "broken", reason))
+            os._exit(1)
         finally:
             links.pop(job.run_id, None)
 

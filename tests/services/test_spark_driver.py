@@ -290,3 +290,61 @@ drain_time_s: 5
     finally:
         daemon.drain(5)
     assert driver.pid is None  # the drain stopped the driver
+
+
+def _java_children(pid: int) -> list[int]:
+    """The java processes whose parent is `pid` (the driver's JVM), from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm", encoding="ascii", errors="replace") as comm:
+                name = comm.read().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and name == "java":
+            found.append(int(entry))
+    return found
+
+
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie its parent (the driver, still alive) has not reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_driver_whose_jvm_died_is_replaced_and_the_run_does_not_hang(tmp_path, in_process, driver, held):
+    """The driver's JVM died under a live driver process: the next run's Spark job group failed in a thread
+    that reported nothing, so the run hung until its action timeout (an hour for compaction), and every
+    later run went to the same dead session. Now the driver reports its session broken and exits, the run
+    fails with that reason, and the next run gets a new driver (found by a report-only exploration)."""
+    table = mor_table(tmp_path / "t", commits=1)
+    (held / "gate").touch()
+    assert driver.wait_ready(START_S)
+    old = driver.pid
+    assert old is not None
+    [jvm] = _java_children(old)
+    os.kill(jvm, signal.SIGKILL)
+    wait_until(lambda: _dead(jvm), 30, "the JVM to end")
+    runner = make_runner(in_process, driver)
+    run = runner.submit(item(table), force=True).run
+    assert run is not None
+    run = finished(runner, run, 60)  # not the action timeout
+    assert run.outcome is Outcome.FAILED
+    assert run.error is not None and "Spark session" in run.error, run.error
+    assert in_process.held_claims() == []
+    runner.close()
+    again = make_runner(in_process, driver)  # the next run: a new driver, and it completes
+    rerun = again.submit(item(table), force=True).run
+    assert rerun is not None
+    done = finished(again, rerun, START_S)
+    assert done.outcome is Outcome.SUCCEEDED, done.error
+    assert driver.pid not in (None, old)
+    assert done.instant is not None and states(table, done.instant)[-1] == "completed"
+    again.close()
