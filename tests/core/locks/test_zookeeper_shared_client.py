@@ -299,24 +299,29 @@ def test_a_client_cut_off_for_its_session_timeout_opens_a_new_session_on_a_rebui
 def test_two_short_outages_keep_the_session(make_zookeeper_server):
     """A suspension that ended does not expire the session when its timer fires during a later,
     short one: the server (restarted with its data) still holds the session and its nodes."""
+    # The margins are seconds wide: a JVM restart and kazoo's reconnection backoff (up to a third
+    # of the session timeout) both fit before the second suspension's own timer.
+    timeout_s = 8.0
     server = make_zookeeper_server()
-    shared = acquire_shared_client(kazoo_client_options(server.hosts, session_timeout_s=4.0))
+    shared = acquire_shared_client(kazoo_client_options(server.hosts, session_timeout_s=timeout_s))
     states: list[str] = []
     shared.add_listener(states.append)
     try:
         shared.client(10).create("/kept", ephemeral=True)
         generation, session = shared.generation, shared.session_id
-        server.stop()  # the first suspension's timer fires 4 s from now
+        server.stop()  # the first suspension's timer fires timeout_s from now
         began = time.monotonic()
         time.sleep(0.5)
         server.start()
-        assert wait_for(lambda: shared.connected, timeout_s=3.0)
-        time.sleep(max(0.0, began + 2.5 - time.monotonic()))
+        assert wait_for(lambda: shared.connected, timeout_s=5.0)
+        time.sleep(max(0.0, began + timeout_s - 2.0 - time.monotonic()))
         server.stop()  # suspended again when the first timer fires, for less than the timeout
-        time.sleep(max(0.0, began + 5.0 - time.monotonic()))
+        second_began = time.monotonic()
+        time.sleep(max(0.0, began + timeout_s + 0.5 - time.monotonic()))
         server.start()
-        assert wait_for(lambda: shared.connected, timeout_s=10)
-        time.sleep(max(0.0, began + 7.0 - time.monotonic()))  # past the second suspension's timer too
+        assert wait_for(lambda: shared.connected, timeout_s=timeout_s)
+        # past the second suspension's timer too
+        time.sleep(max(0.0, second_began + timeout_s + 1.0 - time.monotonic()))
         assert "LOST" not in states, states
         assert shared.generation == generation and shared.session_id == session
         assert shared.client(5).exists("/kept") is not None
