@@ -144,7 +144,7 @@ class FileSystemView:
             if group.slices:
                 self._groups[key] = group
         self._stray_cdc.extend(log for found in cdc.values() for log in found)  # groups with no other file
-        self._replaced = self._replaced_file_groups()
+        self._replaced = replaced_file_groups(self._storage, self.timeline)
         self._pending_compaction = pending_compaction_file_groups(storage, timeline)
         #: File groups of pending Hudi log compactions (lakeward does not run them; Hudi's writer does).
         self._pending_log_compaction = pending_compaction_file_groups(storage, timeline, Action.LOG_COMPACTION)
@@ -203,18 +203,6 @@ class FileSystemView:
             if instant.is_completed and instant.action in WRITE_ACTIONS:
                 return read_commit_metadata(self._storage, instant)
         return None
-
-    def _replaced_file_groups(self) -> dict[tuple[str, str], str]:
-        """(partition, file id) -> time of the completed replacecommit that replaced it."""
-        replaced: dict[tuple[str, str], str] = {}
-        for instant in self.timeline.completed_writes():
-            if instant.action is not Action.REPLACE_COMMIT:
-                continue
-            meta = read_commit_metadata(self._storage, instant)
-            for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
-                for file_id in file_ids:
-                    replaced.setdefault((partition, file_id), instant.time)
-        return replaced
 
     # -- queries -------------------------------------------------------------------------
     def pending_compaction(self, partition: str, file_id: str) -> str | None:
@@ -351,3 +339,15 @@ def _with_archived_completions(
     archived = load_archived_instants(storage, folder, unknown[0], unknown[-1])
     found = {i.time: i.completion_time for i in archived if i.completion_time is not None and i.time in unknown}
     return {**found, **completion} if found else completion
+
+
+def replaced_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> time of the completed replacecommit (clustering, overwrite) that
+    replaced the file group: the oldest one, when several name it."""
+    replaced: dict[tuple[str, str], str] = {}
+    for instant in timeline.completed(Action.REPLACE_COMMIT):
+        meta = read_commit_metadata(storage, instant)
+        for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
+            for file_id in file_ids:
+                replaced.setdefault((partition, file_id), instant.time)
+    return replaced

@@ -38,9 +38,8 @@ from lakeward.core.engine import Engine
 from lakeward.core.exceptions import ConfigError, CorruptTableError
 from lakeward.core.file_group.file_group import FileSlice
 from lakeward.core.file_group.reader import MergeSettings, VisibleInstants
-from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.file_group.view import FileSystemView, replaced_file_groups
 from lakeward.core.storage import Storage
-from lakeward.core.table_services.clean.plan import replaced_file_groups
 from lakeward.core.table_services.service import Completion, PlannedService, PlanRun, ServiceReport
 from lakeward.core.table_version import TimelineLayout
 from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, WriteStat

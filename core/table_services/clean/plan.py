@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakeward.core.file_group.file_group import FileGroup, FileSlice
-from lakeward.core.file_group.view import FileSystemView
+from lakeward.core.file_group.view import FileSystemView, replaced_file_groups
 from lakeward.core.storage import Storage
 from lakeward.core.table_services.clean.retention import last_clean_retained
-from lakeward.core.timeline import Action, CommitMetadata, Instant, State, Timeline, avro_plans
+from lakeward.core.timeline import Action, Instant, State, Timeline, avro_plans
 from lakeward.core.timeline.clustering_plan import pending_clustering_file_groups
 from lakeward.core.timeline.compaction_plan import pending_compaction_instants, read_compaction_plan
 from lakeward.core.timeline.instant_time import format_instant_time
@@ -145,17 +145,6 @@ def savepointed_file_names(storage: Storage, timeline: Timeline) -> set[str]:
         for partition in (record.get("partitionMetadata") or {}).values():
             names.update(posixpath.basename(f) for f in partition.get("savepointDataFile") or [])
     return names
-
-
-def replaced_file_groups(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> time of the completed replacecommit that replaced it."""
-    replaced: dict[tuple[str, str], str] = {}
-    for instant in timeline.completed(Action.REPLACE_COMMIT):
-        meta = CommitMetadata.from_bytes(read_instant(storage, instant), instant.file_name)
-        for partition, file_ids in (meta.partitionToReplaceFileIds or {}).items():
-            for file_id in file_ids:
-                replaced.setdefault((partition, file_id), instant.time)
-    return replaced
 
 
 def _files_of(file_slice: FileSlice) -> list[str]:
