@@ -13,7 +13,9 @@ import datetime as dt
 import json
 import logging
 import sys
+import threading
 from collections.abc import Iterator, Mapping
+from types import TracebackType
 from typing import Any
 
 CONTEXT_FIELDS = ("replica", "table", "action", "instant", "run_id")
@@ -93,6 +95,29 @@ def configure_logging(fmt: str = "json", level: str = "INFO", replica: str = "",
     # Libraries that are chatty at INFO: keep their warnings only.
     for name in ("kazoo", "py4j", "apscheduler.executors", "uvicorn.access", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # An uncaught error (any thread, or the program itself) becomes one record in that format, not a
+    # plain multi-line traceback among the lines a collector parses.
+    threading.excepthook = _log_uncaught_in_thread
+    sys.excepthook = _log_uncaught
+
+
+_uncaught = logging.getLogger("lakeward.uncaught")
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    name = args.thread.name if args.thread is not None else "unknown"
+    _uncaught.error(
+        "thread %s died of an uncaught exception", name, exc_info=(args.exc_type, args.exc_value, args.exc_traceback)
+    )
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, traceback: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, traceback)
+        return
+    _uncaught.critical("the program died of an uncaught exception", exc_info=(kind, value, traceback))
 
 
 __all__ = ["CONTEXT_FIELDS", "JsonFormatter", "TextFormatter", "configure_logging", "run_context"]
