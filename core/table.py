@@ -679,9 +679,10 @@ class Table:
         """Replace the whole table with `data` (a replacecommit)."""
         return self._write(data, WriteOperation.INSERT_OVERWRITE_TABLE, engine)
 
-    def delete_partition(self, partitions: Sequence[str], *, engine: Engine | str | None = None) -> WriteResult:
-        """Drop whole partitions, given as partition paths (e.g. `city=sf`)."""
-        return self._write(None, WriteOperation.DELETE_PARTITION, engine, partitions=list(partitions))
+    def delete_partition(self, partitions: str | Sequence[str], *, engine: Engine | str | None = None) -> WriteResult:
+        """Drop whole partitions, given as partition paths (e.g. `city=sf`): a list of them, or one path."""
+        listed = [partitions] if isinstance(partitions, str) else list(partitions)
+        return self._write(None, WriteOperation.DELETE_PARTITION, engine, partitions=listed)
 
     def _rows_for_keys(self, keys: Sequence[Any]) -> pa.Table:
         if keys and isinstance(keys[0], Mapping):

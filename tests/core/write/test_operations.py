@@ -274,6 +274,15 @@ def test_delete_partition_drops_whole_partitions(tmp_path):
     assert result.files_written == ()
 
 
+def test_delete_partition_of_one_partition_given_as_a_string(tmp_path):
+    """A partition path passed alone (not in a list) is that one partition, never its characters:
+    "ab" once dropped partitions "a" and "b" and kept "ab"."""
+    t = make_table(tmp_path)
+    t.upsert(batch((1, "a", 1, "x"), (2, "b", 1, "y"), (3, "ab", 1, "z")))
+    t.delete_partition("ab")
+    assert snapshot(t) == [(1, "a", 1, "x"), (2, "b", 1, "y")]
+
+
 def test_delete_partition_of_an_unknown_partition_fails_and_leaves_the_table(tmp_path):
     t = make_table(tmp_path)
     t.upsert(SEED)
