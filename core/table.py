@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import posixpath
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import cached_property
@@ -658,17 +658,18 @@ class Table:
         return self._write(data, WriteOperation.BULK_INSERT, engine)
 
     def delete(
-        self, data: Any = None, *, keys: Sequence[Any] | None = None, engine: Engine | str | None = None
+        self, data: Any = None, *, keys: Sequence[Any] | Any = None, engine: Engine | str | None = None
     ) -> WriteResult:
         """Delete records given as rows (record key and partition columns) or as key values.
 
         `keys` are values of the record key field (one field), or dicts of the record key
-        and partition fields; unknown keys are ignored.
+        and partition fields; a list of them, or one alone. Unknown keys are ignored.
         """
         if (data is None) == (keys is None):
             raise ConfigError("delete() takes either rows or keys=..., not both or neither")
         if keys is not None:
-            data = self._rows_for_keys(keys)
+            one = isinstance(keys, (str, bytes, Mapping)) or not isinstance(keys, Iterable)
+            data = self._rows_for_keys([keys] if one else list(keys))
         return self._write(data, WriteOperation.DELETE, engine)
 
     def insert_overwrite(self, data: Any, *, engine: Engine | str | None = None) -> WriteResult:
@@ -1104,12 +1105,16 @@ class Table:
         """Which latest base files each index covers, which not yet, pending builds and index sizes."""
         return index.secondary.api.index_status(self.storage, self.timeline())
 
-    def schedule_index_build(self, strategy: str = "INCREMENTAL", indexes: Sequence[str] | None = None) -> str | None:
+    def schedule_index_build(
+        self, strategy: str = "INCREMENTAL", indexes: str | Sequence[str] | None = None
+    ) -> str | None:
         """Plan an index build (`<t>.indexing.requested`); None when every base file is indexed.
 
         `INCREMENTAL`: base files without an index file yet; `ALL`: rebuild every latest base file.
+        `indexes`: the index names to build (a list, or one name); None: every index.
         """
-        return self.services.index_build.schedule(strategy=strategy, indexes=indexes)
+        chosen = [indexes] if isinstance(indexes, str) else indexes
+        return self.services.index_build.schedule(strategy=strategy, indexes=chosen)
 
     def run_index_build(self, instant: str | Instant, *, engine: Engine | str | None = None) -> IndexBuildResult:
         """Execute a planned index build (idempotent: re-running a half-done build completes it)."""

@@ -208,6 +208,18 @@ def test_bad_index_definitions_fail_clearly(tmp_path: Any) -> None:
         empty.create_index("i", "k")
 
 
+def test_an_index_build_of_one_index_named_alone(tmp_path: Any) -> None:
+    """`indexes="ks"` is the index "ks", not indexes "k" and "s"."""
+    table = _table(tmp_path)
+    for name, column in (("k", "k"), ("s", "s"), ("ks", "k")):
+        table.create_index(name, column)
+    instant = table.schedule_index_build(indexes="ks")
+    assert instant is not None
+    table.run_index_build(instant)
+    built = {f.index_name for f in list_index_files(table.storage)}
+    assert built == {"ks"}
+
+
 def test_predicates_the_index_cannot_answer_fall_back_to_scanning(tmp_path: Any) -> None:
     table = _table(tmp_path)
     table.create_index("by_k", "k", options={"max_in_values": 3})

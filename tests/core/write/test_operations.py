@@ -283,6 +283,15 @@ def test_delete_partition_of_one_partition_given_as_a_string(tmp_path):
     assert snapshot(t) == [(1, "a", 1, "x"), (2, "b", 1, "y")]
 
 
+def test_delete_of_one_key_given_as_a_string_or_a_mapping(tmp_path):
+    """One key passed alone (not in a list) is that key: keys="ab" once deleted keys "a" and "b"."""
+    t = Table.create(str(tmp_path / "t"), record_key="name", partition_by="city")
+    t.upsert(pa.table({"name": ["a", "b", "ab", "c"], "city": ["sf"] * 4, "v": [1, 2, 3, 4]}))
+    assert t.delete(keys="ab").num_deletes == 1
+    t.delete(keys={"name": "c", "city": "sf"})
+    assert sorted(t.read(columns=["name"]).column("name").to_pylist()) == ["a", "b"]
+
+
 def test_delete_partition_of_an_unknown_partition_fails_and_leaves_the_table(tmp_path):
     t = make_table(tmp_path)
     t.upsert(SEED)
