@@ -171,7 +171,8 @@ class Scan:
     config: TableConfig
     timeline: Timeline = field(repr=False)
     query_type: QueryType = QueryType.SNAPSHOT
-    columns: Sequence[str] | None = None
+    #: The columns to read (a list, or one name); None: every column.
+    columns: str | Sequence[str] | None = None
     #: DNF tuples (as pyarrow.parquet takes them, plus lakeward's index operators) or an Expression.
     filters: Filters = None
     as_of: InstantTime | None = None
@@ -189,6 +190,8 @@ class Scan:
         if query is QueryType.SNAPSHOT and self.as_of is not None:
             query = QueryType.TIME_TRAVEL
         object.__setattr__(self, "query_type", query)
+        if isinstance(self.columns, str):  # one column named alone
+            object.__setattr__(self, "columns", [self.columns])
         if query is QueryType.TIME_TRAVEL and self.as_of is None:
             raise ConfigError("a time-travel scan needs as_of (a completed instant time or a timestamp)")
         if query.ranged and self.as_of is not None:

@@ -308,3 +308,11 @@ def test_float_literals_on_an_integer_column_select_what_the_comparison_means(tm
     assert got == sorted(i for i, v in enumerate(values) if v != 0)  # a null is `not in` any list of values
     with pytest.raises(ConfigError, match="no NaN or infinity"):
         table.read(filters=[("v", "<", float("inf"))])
+
+
+def test_one_column_named_alone_is_that_column(mor):
+    """`columns="city"` reads the column city (it was taken as the columns c, i, t, y)."""
+    first = mor.timeline().completed_writes()[0].time
+    assert mor.read(columns="city").column_names == ["city"]
+    assert sorted(mor.scan(columns="city").to_arrow().column("city").to_pylist()) == ["la", "ny", "sf"]
+    assert sorted(mor.read_incremental(first, columns="city").column("city").to_pylist()) == ["ny", "sf"]
