@@ -9,6 +9,7 @@ the same function as the local engine; the two parts are unioned.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+log = logging.getLogger(__name__)
+
 
 def spark_path(storage: Storage, rel: str) -> str:
     """The URI Spark's file sources use for a file of the table (s3:// is read through s3a)."""
@@ -34,6 +37,42 @@ def spark_path(storage: Storage, rel: str) -> str:
     uri = storage.uri_of(rel)
     parsed = urlparse(uri)
     return uri.replace("s3://", "s3a://", 1) if parsed.scheme == "s3" else uri
+
+
+#: (SparkContext, URI scheme) -> whether Spark's own file sources can open files of that scheme.
+_NATIVE_SCAN: dict[tuple[int, str], bool] = {}
+
+
+def native_scan_reaches(spark: SparkSession, storage: Storage) -> bool:
+    """Whether Spark's own Parquet scan can open the table's files: always on local storage; on S3
+    only when the session's Hadoop has a file system for `s3a` (hadoop-aws on its classpath).
+
+    Without it, the base files Spark would scan are read by lakeward's Python tasks, through the
+    table's own storage options, as the slices that need merging are (slower, same rows).
+    """
+    if storage.is_local:
+        return True
+    scheme = urlparse(spark_path(storage, "")).scheme
+    key = (id(spark.sparkContext), scheme)
+    if key not in _NATIVE_SCAN:
+        # lazy: PySpark is optional (lakeward[spark]) and slow to import
+        from py4j.protocol import Py4JError
+
+        context = spark.sparkContext
+        try:
+            hadoop = context._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+            context._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, hadoop)  # type: ignore[union-attr]
+            _NATIVE_SCAN[key] = True
+        except Py4JError as exc:
+            log.warning(
+                "Spark has no file system for %s:// (%s): lakeward reads the table's base files in Python "
+                "tasks instead of Spark's Parquet scan; add hadoop-aws to the session and configure "
+                "spark.hadoop.fs.s3a.* for Spark's own scan (docs/spark.md)",
+                scheme,
+                str(exc).strip().splitlines()[0][:200],
+            )
+            _NATIVE_SCAN[key] = False
+    return _NATIVE_SCAN[key]
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -75,6 +114,8 @@ def read_slices(
     read_optimized = bool(merge_options.get("read_optimized"))
     plain = [s for s in slices if s.base_file is not None and (read_optimized or not s.log_files)]
     merged = [] if read_optimized else [s for s in slices if s.log_files]
+    if plain and not native_scan_reaches(spark, storage):  # Python tasks read them (read-optimized: base files)
+        merged, plain = merged + plain, []
     parts: list[DataFrame] = []
     if plain:
         assert all(s.base_file is not None for s in plain)

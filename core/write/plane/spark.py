@@ -41,7 +41,7 @@ from lakeward.core.index.bloom import admitted_keys
 from lakeward.core.keygen import partition_paths, record_keys
 from lakeward.core.merge import PARTITION_PATH, RECORD_KEY, deduplicate
 from lakeward.core.metadata_table.record_index_writer import keeps_record_index
-from lakeward.core.read.spark import arrow_schema, spark_path
+from lakeward.core.read.spark import arrow_schema, native_scan_reaches, spark_path
 from lakeward.core.schema import META_COLUMNS, cast_columns
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import Timeline, WriteStat
@@ -528,8 +528,9 @@ class SparkDataPlane:
         live only in a log, and reading base files alone would insert it a second time.
         Base files of slices without logs are read by Spark's native Parquet scan of the
         `_hoodie_record_key` and `_hoodie_partition_path` columns (the file id from the
-        file's name); slices with logs by Python tasks, one per slice, that run the same
-        per-slice key function as the local engine.
+        file's name) where Spark can open them (`native_scan_reaches`); slices with logs,
+        and the others, by Python tasks, one per slice, that run the same per-slice key
+        function as the local engine.
 
         With `broadcast` (a batch whose keys fit a broadcast), the batch's keys go to every
         task of the key scan, which keeps only the stored keys the batch holds: the table's
@@ -547,7 +548,9 @@ class SparkDataPlane:
         # Without meta fields the stored `_hoodie_record_key` is null: every slice's keys are
         # computed from the key fields by the per-slice key function.
         virtual = self.config.virtual_keys
-        base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files and virtual is None]
+        # Spark's Parquet scan reads the keys of base-only slices where it can open their files
+        native = virtual is None and native_scan_reaches(self.spark, self.storage)
+        base_only = [s.base_file for s in candidates if s.base_file is not None and not s.log_files and native]
         paths = [spark_path(self.storage, base.path) for base in base_only]
         if paths:
             named = (
@@ -561,7 +564,7 @@ class SparkDataPlane:
             )
             if not broadcast and key_ranges:
                 named = named.where(_inside_key_ranges(key_ranges))
-        with_logs = [s for s in candidates if s.log_files or virtual is not None]
+        with_logs = [s for s in candidates if s.log_files or not native]
         if with_logs:
             storage = self.storage
             merge = MergeSettings.from_config(self.config)
