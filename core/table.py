@@ -620,11 +620,12 @@ class Table:
         # retrying it would write its rows twice). It is logged; the next write, or the daemon, runs it.
         try:
             self._compact_inline()
+            self._cluster_inline()
             if client.write_config.clean_automatic:
                 self._clean_automatic(client.write_config.clean_max_commits)
         except (LakewardError, OSError) as exc:
             log.error(
-                "write %s of %s completed; the inline compaction or clean after it failed (the next write "
+                "write %s of %s completed; the inline compaction, clustering or clean after it failed (the next write "
                 "or the daemon runs it again): %s",
                 result.instant_time,
                 self.path,
@@ -753,6 +754,19 @@ class Table:
         instant = self.services.compaction.schedule()
         if instant is not None:
             self.services.compaction.execute(instant)
+
+    def _cluster_inline(self) -> None:
+        """`hoodie.clustering.inline=true`: after a write, plan and run a clustering once
+        `hoodie.clustering.inline.max.commits` writes completed since the last replacecommit."""
+        config = self._writer(write=True).write_config
+        if (
+            not config.clustering_inline
+            or self.service_state().writes_since_replace < config.clustering_inline_max_commits
+        ):
+            return
+        instant = self.services.clustering.schedule()
+        if instant is not None:
+            self.services.clustering.execute(instant)
 
     def _clean_automatic(self, max_commits: int) -> None:
         """`hoodie.clean.automatic=true`: after a write, clean once `max_commits` writes completed since

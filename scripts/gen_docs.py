@@ -63,6 +63,8 @@ DESCRIPTIONS: dict[str, str] = {
     "hoodie.cleaner.policy.failed.writes": "pending writes whose writer is gone (no heartbeat, expired, or process gone) are rolled back by the next write; never a live one",
     "hoodie.client.heartbeat.interval_in_ms": "heartbeat refresh of a writer (both policies)",
     "hoodie.client.heartbeat.tolerable.misses": "missed heartbeats before a pending write counts as failed",
+    "hoodie.clustering.inline": "plan and run a clustering after the write that makes one due, in the writer's thread",
+    "hoodie.clustering.inline.max.commits": "completed writes since the last replacecommit that make an inline clustering due",
     "hoodie.clustering.plan.strategy.max.bytes.per.group": "input bytes of one clustering group (one task)",
     "hoodie.clustering.plan.strategy.max.num.groups": "clustering groups per plan",
     "hoodie.clustering.plan.strategy.small.file.limit": "clustering takes slices whose base file is smaller",

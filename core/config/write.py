@@ -185,6 +185,10 @@ class WriteConfig(BaseModel):
     clustering_max_num_groups: int = Field(30, alias="hoodie.clustering.plan.strategy.max.num.groups", gt=0)
     #: Clustering: comma-separated columns the rewritten files are sorted by (none: rows keep their order).
     clustering_sort_columns: str | None = Field(None, alias="hoodie.clustering.plan.strategy.sort.columns")
+    #: Clustering after writes: the write that makes one due (`clustering_inline_max_commits` completed
+    #: writes since the last replacecommit) plans and runs it, in the writer's thread.
+    clustering_inline: bool = Field(False, alias="hoodie.clustering.inline")
+    clustering_inline_max_commits: int = Field(4, alias="hoodie.clustering.inline.max.commits", gt=0)
     #: What a write that updates a file group under a pending clustering does: only Hudi's default,
     #: reject it (SparkRejectUpdateStrategy; full class names accepted).
     clustering_updates_strategy: Literal["SparkRejectUpdateStrategy"] = Field(

@@ -85,6 +85,42 @@ def groups_of(t: Table) -> set[tuple[str, str]]:
     return {(s.partition_path, s.file_id) for s in t.file_slices()}
 
 
+# -- inline ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_inline_clustering_runs_after_every_max_commits_writes(tmp_path: Path, table_type: str) -> None:
+    """`hoodie.clustering.inline`: once `hoodie.clustering.inline.max.commits` writes completed since
+    the last clustering, the write that made it due plans and runs one, as Hudi's writers do."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        table_type=table_type,
+        options={"hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": "3"},
+    )
+    expected: Expected = {}
+
+    def clusterings() -> list[str]:
+        return [i.time for i in t.timeline().completed(Action.REPLACE_COMMIT)]
+
+    for i in range(3):
+        t.bulk_insert(batch(list(range(i * 10, i * 10 + 10)), "sf"))
+        expected.update({("sf", k): (1, float(k)) for k in range(i * 10, i * 10 + 10)})
+        assert len(clusterings()) == (1 if i == 2 else 0)
+    assert len(groups_of(t)) == 1, "the three small file groups were clustered into one"
+    assert_both_readers(t, expected)
+    for i in range(3, 5):
+        t.bulk_insert(batch(list(range(i * 10, i * 10 + 10)), "sf"))
+        expected.update({("sf", k): (1, float(k)) for k in range(i * 10, i * 10 + 10)})
+    assert len(clusterings()) == 1, "two writes since the last clustering: not due yet"
+    assert_both_readers(t, expected)
+
+
+def test_inline_clustering_options_are_validated(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="hoodie.clustering.inline.max.commits"):
+        Table.create(str(tmp_path / "t"), record_key="id", options={"hoodie.clustering.inline.max.commits": "0"})
+
+
 # -- plan ------------------------------------------------------------------------------------
 def test_plan_content_decodes_with_fastavro_and_hudis_schema(tmp_path: Path) -> None:
     t, _ = loaded(tmp_path / "t")
