@@ -63,6 +63,8 @@ class FooterKeys:
     bloom_type: str = "DYNAMIC_V0"
     #: Reads the filter's text from the file, when the footer was read without it.
     bloom_source: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
+    #: Told of the filter once parsed: the footer cache counts the memory its entries' filters take.
+    on_parsed: Callable[[BloomFilter], None] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def bloom(self) -> BloomFilter | None:
@@ -70,7 +72,10 @@ class FooterKeys:
         text = self.bloom_text if self.bloom_source is None else self.bloom_source()
         if text is None:
             return None
-        return BloomFilter.deserialize(text, self.bloom_type)
+        parsed = BloomFilter.deserialize(text, self.bloom_type)
+        if self.on_parsed is not None:
+            self.on_parsed(parsed)
+        return parsed
 
 
 def write_base_file(
@@ -279,8 +284,9 @@ def first_unreadable_base_file(storage: Storage, full_paths: Sequence[str]) -> C
 
 _footer_cache: dict[tuple[str, str], FooterKeys] = {}
 _footer_lock = threading.Lock()
-#: Bounds of the footer cache: entries, and bytes of the bloom filter texts they hold
-#: (about 430 KB a default-sized filter; parsed filters come on top for files an index probed).
+#: Bounds of the footer cache: entries, and bytes of the bloom filters they hold: the texts (about
+#: 430 KB a default-sized filter) and the filters parsed from them (about 2.5 MB each) for files an
+#: index probed. A long-lived process (a writer, a reused Spark worker) stays within them.
 _FOOTER_CACHE_ENTRIES = 4096
 _FOOTER_CACHE_BLOOM_BYTES = 256 * 1024 * 1024
 _footer_cache_bloom_bytes = 0
@@ -304,8 +310,7 @@ def read_footer_keys(storage: Storage, path: str) -> FooterKeys:
                 keys = replace(keys, bloom_source=partial(_read_located, storage, path, bloom))
             elif bloom is not None:
                 keys = replace(keys, bloom_text=bloom)
-    _remember_footer(storage, path, keys)
-    return keys
+    return _remember_footer(storage, path, keys)
 
 
 def _read_located(storage: Storage, path: str, located: Located) -> bytes:
@@ -329,16 +334,49 @@ def _footer_keys(meta: Mapping[bytes, bytes]) -> FooterKeys:
     )
 
 
-def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> None:
-    global _footer_cache_bloom_bytes
-    size = len(keys.bloom_text or "")
+def _remember_footer(storage: Storage, path: str, keys: FooterKeys) -> FooterKeys:
+    """Cache a copy of `keys`: a filter parsed later by the caller (a compaction extending it) stays
+    the caller's; a filter parsed on the cached copy (an index probe), or the one a writer just
+    built, counts towards the cache's bytes. Returns the cached copy."""
+    cache_key = (storage.uri, path)
+    cached = replace(keys, on_parsed=partial(_count_parsed_bloom, cache_key))
+    written = keys.__dict__.get("bloom")
+    if written is not None:  # a writer's own new filter: kept, and counted
+        cached.__dict__["bloom"] = written
     with _footer_lock:
-        if len(_footer_cache) >= _FOOTER_CACHE_ENTRIES or _footer_cache_bloom_bytes + size > _FOOTER_CACHE_BLOOM_BYTES:
-            _footer_cache.clear()
-            _footer_cache_bloom_bytes = 0
-        previous = _footer_cache.get((storage.uri, path))
-        _footer_cache_bloom_bytes += size - len(previous.bloom_text or "") if previous is not None else size
-        _footer_cache[(storage.uri, path)] = keys
+        previous = _footer_cache.pop(cache_key, None)
+        if previous is not None:
+            _account_bloom_bytes(-_cached_bytes(previous))
+        _account_bloom_bytes(_cached_bytes(cached))
+        if len(_footer_cache) >= _FOOTER_CACHE_ENTRIES:
+            _clear_footer_cache()
+        _footer_cache[cache_key] = cached
+    return cached
+
+
+def _cached_bytes(keys: FooterKeys) -> int:
+    parsed = keys.__dict__.get("bloom")
+    return len(keys.bloom_text or "") + (parsed.nbytes if parsed is not None else 0)
+
+
+def _count_parsed_bloom(cache_key: tuple[str, str], parsed: BloomFilter) -> None:
+    with _footer_lock:
+        if cache_key in _footer_cache:
+            _account_bloom_bytes(parsed.nbytes)
+
+
+def _account_bloom_bytes(delta: int) -> None:
+    """Add `delta` to the cache's filter bytes (under `_footer_lock`); over the bound, start afresh."""
+    global _footer_cache_bloom_bytes
+    _footer_cache_bloom_bytes += delta
+    if _footer_cache_bloom_bytes > _FOOTER_CACHE_BLOOM_BYTES:
+        _clear_footer_cache()
+
+
+def _clear_footer_cache() -> None:
+    global _footer_cache_bloom_bytes
+    _footer_cache.clear()
+    _footer_cache_bloom_bytes = 0
 
 
 def reusable_bloom(storage: Storage, path: str, bloom: BloomSettings) -> BloomFilter | None:

@@ -246,6 +246,11 @@ class BloomFilter:
         """Rows (bit vectors) in the filter; always 1 for SIMPLE."""
         return len(self._rows)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory the filter's bits take (one byte per bit: ~2.5 MB for Hudi's default geometry)."""
+        return int(self._rows.nbytes)
+
     def _assign_rows(self, n: int) -> np.ndarray:
         """Row index receiving each of the next `n` keys, advancing the growth state."""
         target = np.zeros(n, np.int32)

@@ -168,3 +168,34 @@ def test_an_empty_base_file_carries_an_empty_bloom_filter_and_no_key_range(tmp_p
     keys = read_footer_keys(storage, "f.parquet")
     assert (keys.min_key, keys.max_key) == (None, None)
     assert keys.bloom is not None and not keys.bloom.might_contain(pa.array(["key-00001"])).any()
+
+
+def test_the_footer_cache_counts_the_bloom_filters_it_holds_parsed(tmp_path: Path, monkeypatch) -> None:
+    """A long-lived process (a writer, a Spark worker reused run after run) holds at most the cache's
+    bound of bloom filters: parsed filters (~2.5 MB each, six times their text) count too. The bound
+    once counted only the texts, and a reused Spark worker grew ~3 MB per compaction until the
+    daemon's memory cap killed its driver."""
+    from lakeward.core.file_group import base_file
+
+    monkeypatch.setattr(base_file, "_footer_cache", {})
+    monkeypatch.setattr(base_file, "_footer_cache_bloom_bytes", 0)
+    bound = 8 * 1024 * 1024
+    monkeypatch.setattr(base_file, "_FOOTER_CACHE_BLOOM_BYTES", bound)
+    storage = Storage.for_uri(str(tmp_path))
+    schema_json = avro_schema_json(DATA, "t", with_meta=True)
+
+    def held() -> int:
+        total = 0
+        for keys in base_file._footer_cache.values():
+            parsed = keys.__dict__.get("bloom")
+            total += len(keys.bloom_text or "") + (parsed.num_rows * parsed.vector_size if parsed is not None else 0)
+        return total
+
+    for i in range(12):
+        path = f"f{i}.parquet"
+        write_base_file(storage, path, _rows(100), schema_json, BloomSettings())  # a writer's new file
+        assert read_footer_keys(storage, path).bloom is not None  # an index probing it
+        _, footer = base_file.read_base_file_and_footer(storage, path)
+        assert base_file.extendable_bloom(footer, BloomSettings()) is not None  # a compaction extending it
+        assert held() <= bound, f"after {i + 1} files the cache holds {held()} bytes of bloom filters"
+    assert base_file._footer_cache, "the cache still serves"
