@@ -25,6 +25,7 @@ from lakeward.core.config.table import (
     check_virtual_keys,
 )
 from lakeward.core.config.write import (
+    WriteConfig,
     check_no_storage_options,
     check_table_options,
     parse_write_config,
@@ -620,7 +621,7 @@ class Table:
         # retrying it would write its rows twice). It is logged; the next write, or the daemon, runs it.
         try:
             self._compact_inline()
-            self._cluster_inline()
+            self._cluster_inline(client.write_config)
             if client.write_config.clean_automatic:
                 self._clean_automatic(client.write_config.clean_max_commits)
         except (LakewardError, OSError) as exc:
@@ -755,10 +756,10 @@ class Table:
         if instant is not None:
             self.services.compaction.execute(instant)
 
-    def _cluster_inline(self) -> None:
+    def _cluster_inline(self, config: WriteConfig) -> None:
         """`hoodie.clustering.inline=true`: after a write, plan and run a clustering once
-        `hoodie.clustering.inline.max.commits` writes completed since the last replacecommit."""
-        config = self._writer(write=True).write_config
+        `hoodie.clustering.inline.max.commits` writes completed since the last replacecommit.
+        `config`: the write's own (asking the writer again would read `hoodie.properties` again)."""
         if (
             not config.clustering_inline
             or self.service_state().writes_since_replace < config.clustering_inline_max_commits
