@@ -170,9 +170,14 @@ def same(read_api: Callable[[], Any], read_page: Callable[[], Any], timeout_s: f
         raise AssertionError(f"API {last[0]!r}\npage {last[1]!r}") from None
 
 
-def answer(page: Page) -> tuple[str, Any]:
-    """The API answer the page shows: its status line and its body (parsed JSON)."""
+def answer(page: Page, request: str | None = None) -> tuple[str, Any]:
+    """The API answer the page shows: its status line and its body (parsed JSON). `request`
+    ("POST /api/v1/..."): wait for the answer to that request, not an earlier one still shown."""
     page.wait_for_selector("#answer:not([hidden])")
+    if request is not None:
+        page.wait_for_function(
+            "prefix => document.querySelector('#answer-status').innerText.startsWith(prefix)", arg=request
+        )
     return page.inner_text("#answer-status"), json.loads(page.inner_text("#answer-body"))
 
 
@@ -298,7 +303,7 @@ def test_pause_and_resume_from_the_page(served: Served, page: Page) -> None:
     page.wait_for_selector("body[data-ready=true]")
     assert "paused by on-call: on-call looks at it" in page.inner_text("#table-state")
     page.click("text=Resume")  # the token is kept now: no second question
-    status, body = answer(page)
+    status, body = answer(page, "POST /api/v1/tables/customers/resume")
     assert status == "POST /api/v1/tables/customers/resume: 200" and body["paused"] is False
     assert served.api("/tables/customers")["paused"] is False
 
@@ -313,8 +318,8 @@ def test_a_pause_reason_reading_true_is_sent_as_text(served: Served, page: Page)
     status, _ = answer(page)
     assert status == "POST /api/v1/tables/customers/pause: 200"
     assert served.api("/tables/customers")["pause_reason"] == "true"
-    page.click("text=Resume")
-    status, _ = answer(page)
+    page.click("text=Resume")  # the pause's answer is still shown until the resume's arrives
+    status, _ = answer(page, "POST /api/v1/tables/customers/resume")
     assert status == "POST /api/v1/tables/customers/resume: 200"
     # the dry-run box is the one field sent as a boolean
     open_page(page, f"{served.url}/ui/tables/customers")
