@@ -48,6 +48,7 @@ from lakeward.core.read.scan import QueryType
 from lakeward.core.read.spark import arrow_schema, slice_from_json, slice_to_json, spark_schema
 from lakeward.core.read.spark_changes import ChangeQuery, change_schema, changes_dataframe
 from lakeward.core.spark.slices import plan_read, read_slice
+from lakeward.core.spark.storage_settings import open_table, storage_options_of
 from lakeward.core.table import Table
 from lakeward.core.table_services.clean import check_incremental_retained, first_retained_begin
 from lakeward.core.table_services.rollback import rollback_target
@@ -153,7 +154,7 @@ def read_changes_dataframe(spark: SparkSession, path: str, options: Mapping[str,
     check_batch_options(options)
     end = options.get(END)
     query, splits = plan_changes(
-        Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
+        open_table(path, options), str(options[BEGIN]), str(end) if end else None, images_option(options)
     )
     return changes_dataframe(spark, query, splits)
 
@@ -172,7 +173,7 @@ def fell_behind(offset: str, error: InstantNotFoundError) -> str:
 # -- the registered Python data source: batch and streaming readers --------------------------------
 def spark_change_schema(path: str, options: Mapping[str, Any]) -> StructType:
     """The Spark schema of a CDC read of the table at `path`."""
-    return spark_schema(change_schema(Table.open(path).schema(), images_option(options)))
+    return spark_schema(change_schema(open_table(path, options).schema(), images_option(options)))
 
 
 @functools.cache
@@ -193,7 +194,7 @@ def _reader_classes() -> tuple[type, type]:
             check_batch_options(options)
             end = options.get(END)
             self.query, self.splits = plan_changes(
-                Table.open(path), str(options[BEGIN]), str(end) if end else None, images_option(options)
+                open_table(path, options), str(options[BEGIN]), str(end) if end else None, images_option(options)
             )
 
         def partitions(self) -> Sequence[InputPartition]:
@@ -218,7 +219,7 @@ def _reader_classes() -> tuple[type, type]:
             self.target: str | None = None
 
         def _table(self) -> Table:
-            return Table.open(self.path)
+            return open_table(self.path, self.options)
 
         def initialOffset(self) -> dict[str, str]:
             return {OFFSET: initial_instant(self._table(), self.options, self.format)}
@@ -247,7 +248,9 @@ def _reader_classes() -> tuple[type, type]:
                     return [InputPartition((CDC, query, group)) for group in by_file_group(splits)]
                 table = self._table()
                 check_incremental_retained(table.storage, table.timeline(), begin, stop)
-                plan = plan_read(self.path, "incremental", begin=begin, end=stop)
+                plan = plan_read(
+                    self.path, "incremental", begin=begin, end=stop, storage_options=storage_options_of(self.options)
+                )
             except InstantNotFoundError as exc:
                 raise InstantNotFoundError(fell_behind(begin, exc)) from exc
             return [InputPartition((LATEST_STATE, plan, slice_to_json(s))) for s in plan.slices]

@@ -50,6 +50,12 @@ from lakeward.core.schema import META_COLUMNS, with_meta
 from lakeward.core.spark import changes as cdc
 from lakeward.core.spark.index_pushdown import to_dnf
 from lakeward.core.spark.slices import ReadPlan, plan_read, read_slice
+from lakeward.core.spark.storage_settings import (
+    is_storage_option,
+    open_table,
+    storage_options_of,
+    with_session_s3_options,
+)
 from lakeward.core.table import Table
 from lakeward.core.write.client import WriteResult
 from lakeward.core.write.operation import WriteOperation
@@ -67,13 +73,21 @@ SAVE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 
 
 def _known_write_option(key: str) -> bool:
-    return key in WRITE_ONLY_KEYS or key in TABLE_CREATE_KEYS or key in LOCK_OPTION_KEYS or key == "path"
+    return (
+        key in WRITE_ONLY_KEYS
+        or key in TABLE_CREATE_KEYS
+        or key in LOCK_OPTION_KEYS
+        or key == "path"
+        or is_storage_option(key)
+    )
 
 
 def _check_option_names(options: Mapping[str, Any], allowed_extra: frozenset[str], kind: str) -> None:
-    """Non-`hoodie.*` options (other than `path` and the read keys) are unknown here: name them."""
+    """Non-`hoodie.*` options (other than `path`, the read keys and the S3 settings `aws_*`) are unknown
+    here: name them."""
+    storage_options_of(options)  # an unknown aws_* option is named
     for key in options:
-        if key.startswith("hoodie.") or key in allowed_extra or key == "path":
+        if key.startswith("hoodie.") or key in allowed_extra or key == "path" or is_storage_option(key):
             continue
         raise ConfigError(
             f"unknown {kind} option {key!r} for format {FORMAT!r}{did_you_mean(key, allowed_extra)}; "
@@ -125,17 +139,20 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
     save_mode = (mode or "errorifexists").lower()
     if save_mode not in SAVE_MODES:
         raise ConfigError(f"save mode {mode!r} is not one of {', '.join(SAVE_MODES)}")
-    opts = _write_options(options)
+    opts = _write_options(with_session_s3_options(df.sparkSession, path, options))
     operation = parse_operation(opts)
     if operation in (WriteOperation.DELETE, WriteOperation.DELETE_PARTITION) and save_mode != "append":
         raise ConfigError(
             f"hoodie.datasource.write.operation={operation.value} takes mode('append') only, as in Hudi; "
             f"mode({mode!r}) would replace the table's data with the rows meant to be deleted"
         )
-    table_options = {k: v for k, v in opts.items() if k not in WRITE_ONLY_KEYS and k != "path"}
+    table_options = {
+        k: v for k, v in opts.items() if k not in WRITE_ONLY_KEYS and k != "path" and not is_storage_option(k)
+    }
+    storage_options = storage_options_of(opts)
     engine = SparkEngine(df.sparkSession)
     try:
-        table = Table.open(path, options=table_options, engine=engine)
+        table = Table.open(path, options=table_options, storage_options=storage_options, engine=engine)
         exists = True
     except TableNotFoundError:
         exists = False
@@ -146,7 +163,9 @@ def write_dataframe(df: DataFrame, path: str, mode: str, options: Mapping[str, A
         return
     if not exists:
         schema = arrow_schema(df.schema)
-        table = Table.create(path, options=table_options, engine=engine, schema=_data_schema(schema))
+        table = Table.create(
+            path, options=table_options, storage_options=storage_options, engine=engine, schema=_data_schema(schema)
+        )
     if exists and save_mode == "overwrite" and operation not in (WriteOperation.INSERT_OVERWRITE_TABLE,):
         operation = WriteOperation.INSERT_OVERWRITE_TABLE
     if operation is WriteOperation.DELETE_PARTITION:
@@ -175,7 +194,7 @@ def _partitions_to_delete(table: Any, df: DataFrame, options: Mapping[str, Any])
 
 def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -> DataFrame:
     """`spark.read.format("lakeward").options(...).load(path)` on the Spark engine."""
-    opts = {str(k): v for k, v in options.items()}
+    opts = with_session_s3_options(spark, path, {str(k): v for k, v in options.items()})
     _check_option_names(opts, READ_KEYS, "read")
     query = str(opts.get(QUERY_TYPE, "snapshot")).lower()
     if query not in QUERY_TYPES:
@@ -194,8 +213,7 @@ def read_dataframe(spark: SparkSession, path: str, options: Mapping[str, Any]) -
         raise ConfigError(f"{AS_OF} applies to snapshot and read_optimized queries, not incremental")
     if cdc.is_cdc_query(opts):
         return cdc.read_changes_dataframe(spark, path, opts)
-    engine = SparkEngine(spark)
-    table = Table.open(path, engine=engine)
+    table = open_table(path, opts, SparkEngine(spark))
     skipping = query != "incremental" and parse_bool(opts.get(DATA_SKIPPING, True), DATA_SKIPPING)
     if skipping and (table.indexes() or _keeps_statistics(table)):
         # Secondary indexes, column or partition statistics: the Python data source, so that Spark
@@ -264,7 +282,7 @@ def _data_source_class(pushdown: bool = True) -> type:
         def schema(self) -> Any:
             if cdc.is_cdc_query(self.options):
                 return cdc.spark_change_schema(self._path(), self.options)
-            schema = Table.open(self._path()).schema()
+            schema = open_table(self._path(), self.options).schema()
             if schema is None:
                 raise ConfigError(f"the table at {self._path()} has no data yet, so no schema to read")
             return spark_schema(with_meta(schema))
@@ -301,6 +319,7 @@ def _plan_read(path: str, options: Mapping[str, str], pushed: Sequence[Any] = ()
         end=str(end) if end else None,
         as_of=options.get(AS_OF),
         pushed=pushed,
+        storage_options=storage_options_of(options),
     )
 
 

@@ -9,7 +9,7 @@ batch reader (`datasource`) and the stream reader of format `latest_state` (`cha
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,8 @@ class ReadPlan:
     window: Any = None
     #: Pushed filters and the secondary indexes that can answer them (an IndexReadContext), if any.
     index: Any = None
+    #: The S3 settings the table is reached with (`Table.open(storage_options=)`).
+    storage_options: dict[str, str] = field(default_factory=dict)
     #: Slices data skipping ruled out (`read.data_skipping`, on the pushed filters), and why.
     pruned: list[PrunedSlice] = field(default_factory=list)
 
@@ -55,16 +57,19 @@ def plan_read(
     end: str | None = None,
     as_of: str | None = None,
     pushed: Sequence[Any] = (),
+    storage_options: Mapping[str, str] | None = None,
 ) -> ReadPlan:
     """The slices a read of `query` (snapshot, read_optimized, incremental) covers (planned by a `Scan`),
     and how to read each one."""
-    table = Table.open(path)
+    settings = dict(storage_options or {})
+    table = Table.open(path, storage_options=settings)
     if query == "incremental":
         scan = table.scan(query_type=QueryType.INCREMENTAL, begin=str(begin), end=end)
         plan = scan.plan()
         # a table written without meta fields has no commit times to filter by (as Table.read_incremental)
         rows = plan.window if table.config.populate_meta_fields else None
-        return ReadPlan(list(plan.slices), plan.schema, {"instants": plan.instants, "merge": plan.merge}, rows)
+        merge = {"instants": plan.instants, "merge": plan.merge}
+        return ReadPlan(list(plan.slices), plan.schema, merge, rows, storage_options=settings)
     read_optimized = query == "read_optimized"
     kind = QueryType.READ_OPTIMIZED if read_optimized else None
     plan = table.scan(query_type=kind, as_of=as_of, use_index=False).plan()
@@ -88,13 +93,14 @@ def plan_read(
         plan.schema,
         {"instants": plan.instants, "merge": plan.merge, "read_optimized": read_optimized},
         index=IndexReadContext.for_table(table.storage, plan.timeline, list(pushed)),
+        storage_options=settings,
         pruned=list(pruned),
     )
 
 
 def read_slice(path: str, plan: ReadPlan, file_slice: Any) -> Iterator[pa.RecordBatch]:
     """The rows of one file slice of `plan` (in a Spark task), as Spark takes them (no dictionaries)."""
-    storage = Storage.for_uri(path)
+    storage = Storage.for_uri(path, plan.storage_options)
     condition = plan.window.row_filter() if plan.window is not None else None
     if plan.index is not None:
         rows = plan.index.read_slice(storage, file_slice, plan.schema, plan.merge_options)
