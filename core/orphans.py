@@ -30,8 +30,6 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import pyarrow.fs as pafs
-
 from lakeward.core.config.table import TableConfig
 from lakeward.core.file_group.log_file import block_instant_times
 from lakeward.core.file_group.naming import PARTITION_METADATA_FILE, parse_base_file_name, parse_log_file_name
@@ -109,17 +107,12 @@ class _Listed:
 
 def _list_files(storage: Storage) -> list[_Listed]:
     """Every file outside `.hoodie/`, with its modification time."""
-    selector = pafs.FileSelector(storage.full_path(""), allow_not_found=True, recursive=True)
-    prefix = storage.root.rstrip("/") + "/"
     out = []
-    for info in storage.fs.get_file_info(selector):
-        if info.type != pafs.FileType.File:
+    for entry in storage.list_dir("", recursive=True):
+        path = entry.path
+        if entry.is_dir or path.startswith(METAFOLDER + "/") or entry.name.startswith(PARTITION_METADATA_FILE):
             continue
-        path = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
-        if path.startswith(METAFOLDER + "/") or posixpath.basename(path).startswith(PARTITION_METADATA_FILE):
-            continue
-        modified = info.mtime.astimezone(dt.UTC) if info.mtime is not None else dt.datetime.now(dt.UTC)
-        out.append(_Listed(path, int(info.size or 0), modified))
+        out.append(_Listed(path, entry.size, entry.modified or dt.datetime.now(dt.UTC)))
     return sorted(out, key=lambda f: f.path)
 
 

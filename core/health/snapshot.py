@@ -14,8 +14,6 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
-import pyarrow.fs as pafs
-
 from lakeward.core.config.table import TableType
 from lakeward.core.config.write import WriteConfig, parse_write_config
 from lakeward.core.file_group.integrity import listing_problems
@@ -184,9 +182,10 @@ def _completed_at(storage: Storage, instant: Instant, age: _Ages) -> float:
     if instant.completion_time is not None:
         return age.of(instant.completion_time)
     if instant.archive_file is None:
-        info = storage.fs.get_file_info(storage.full_path(instant_path(instant)))
-        if info.type == pafs.FileType.File and info.mtime is not None:
-            return (age.now - info.mtime.astimezone(dt.UTC)).total_seconds()
+        try:
+            return (age.now - storage.modified_time(instant_path(instant))).total_seconds()
+        except FileNotFoundError:
+            pass
     return age.of(instant.time)
 
 

@@ -50,6 +50,8 @@ class FileEntry:
     path: str
     size: int
     is_dir: bool
+    #: When the file was last written, as the listing gave it (aware; None: not given).
+    modified: dt.datetime | None = None
 
     @property
     def name(self) -> str:
@@ -112,7 +114,11 @@ class Storage:
         cache = read_cache.current()
         if cache is not None and read_cache.caches_file(full := self.full_path(rel)):
             return cache.file(full, lambda: self._read_if_exists(rel)) is not None
-        return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
+        return self._file_info(rel).type != pafs.FileType.NotFound
+
+    def _file_info(self, rel: str) -> pafs.FileInfo:
+        with self._failing_as("read information of", rel):
+            return self.fs.get_file_info(self.full_path(rel))
 
     def read_bytes(self, rel: str) -> bytes:
         cache = read_cache.current()
@@ -159,14 +165,14 @@ class Storage:
             raise StorageError(f"cannot open {self.uri_of(rel)}: {exc}") from exc
 
     def size(self, rel: str) -> int:
-        info = self.fs.get_file_info(self.full_path(rel))
+        info = self._file_info(rel)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(self.uri_of(rel))
         return int(info.size or 0)
 
     def modified_time(self, rel: str) -> dt.datetime:
         """When `rel` was last written (an aware datetime); FileNotFoundError when it does not exist."""
-        info = self.fs.get_file_info(self.full_path(rel))
+        info = self._file_info(rel)
         if info.type == pafs.FileType.NotFound or info.mtime is None:
             raise FileNotFoundError(self.uri_of(rel))
         moment = info.mtime
@@ -191,14 +197,16 @@ class Storage:
             raise StorageError(f"cannot list {self.uri_of(rel)}: {exc}") from exc
         for info in infos:
             path = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
-            entries.append(FileEntry(path, int(info.size or 0), info.type == pafs.FileType.Directory))
+            modified = info.mtime.astimezone(dt.UTC) if info.mtime is not None else None
+            entries.append(FileEntry(path, int(info.size or 0), info.type == pafs.FileType.Directory, modified))
         return entries
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
     def _failing_as(self, verb: str, rel: str) -> Iterator[None]:
-        """Storage failing under a write or delete (S3 unreachable or refusing, a full disk) raises
-        StorageError naming the file, as reads do; "not there" and "exists already" pass."""
+        """Storage failing under a write, a delete or a file-information request (S3 unreachable or
+        refusing, a full disk) raises StorageError naming the file, as reads do; "not there" and
+        "exists already" pass."""
         try:
             yield
         except (FileNotFoundError, NotADirectoryError, FileExistsError, LakewardError):

@@ -18,6 +18,7 @@ heartbeat to expire).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -29,8 +30,6 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pyarrow.fs as pafs
-
 from lakeward.core.storage import Storage
 from lakeward.core.timeline import METAFOLDER
 
@@ -39,16 +38,20 @@ log = logging.getLogger(__name__)
 HEARTBEAT_FOLDER = posixpath.join(METAFOLDER, ".heartbeat")
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def heartbeat_path(instant_time: str) -> str:
     return posixpath.join(HEARTBEAT_FOLDER, instant_time)
 
 
 def last_heartbeat_ms(storage: Storage, instant_time: str) -> int | None:
     """Modification time (epoch ms) of the instant's heartbeat file; None when there is none."""
-    info = storage.fs.get_file_info(storage.full_path(heartbeat_path(instant_time)))
-    if info.type != pafs.FileType.File or info.mtime_ns is None:
+    try:
+        modified = storage.modified_time(heartbeat_path(instant_time))
+    except FileNotFoundError:
         return None
-    return info.mtime_ns // 1_000_000
+    return (modified - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
 def is_heartbeat_expired(

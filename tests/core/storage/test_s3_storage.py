@@ -227,6 +227,10 @@ def test_s3_unreachable_storage_is_a_storage_error_naming_the_file(s3_server):
         (lambda: down.list_dir(".hoodie"), "cannot list"),
         (lambda: down.read_bytes(INSTANT), "cannot read"),
         (lambda: down.open_input_file(INSTANT), "cannot open"),
+        # the file's information (an upsert died with the raw OSError of `exists` during an outage)
+        (lambda: down.exists(INSTANT), "cannot read information of"),
+        (lambda: down.size(INSTANT), "cannot read information of"),
+        (lambda: down.modified_time(INSTANT), "cannot read information of"),
         # writes and deletes too (an upsert died with pyarrow's raw OSError on a failed upload)
         (lambda: down.write_bytes(INSTANT, b"x"), "cannot write"),
         (lambda: down.delete_file(INSTANT), "cannot delete"),
