@@ -1138,9 +1138,14 @@ class Table:
     def build_indexes(
         self, strategy: str = "INCREMENTAL", *, engine: Engine | str | None = None
     ) -> IndexBuildResult | None:
-        """Schedule an index build and run it (None when nothing needs indexing)."""
+        """Finish pending index builds (one that died midway: its base files are left out of new plans),
+        then schedule a new one and run it. The last build's result; None when nothing needed indexing."""
+        result = None
+        for pending in self.pending_index_builds():
+            log.info("finishing the pending index build %s of %s", pending, self.path)
+            result = self.run_index_build(pending, engine=engine)
         instant = self.schedule_index_build(strategy)
-        return self.run_index_build(instant, engine=engine) if instant is not None else None
+        return self.run_index_build(instant, engine=engine) if instant is not None else result
 
     def pending_index_builds(self) -> list[str]:
         """Instant times of planned index builds that have not completed, oldest first."""

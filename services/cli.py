@@ -14,6 +14,7 @@ from __future__ import annotations
 # ~1.8 s on an idle machine. Each command imports what it uses; only typer and the names of
 # `services/names.py` load at start (benchmarks/cli_startup.py measures it).
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -1130,9 +1131,12 @@ def index_build(
     instant: str | None = typer.Option(None, "--instant", help="run this pending plan instead of scheduling one"),
     schedule_only: bool = typer.Option(False, "--schedule-only", help="write the plan, do not run it"),
 ) -> None:
-    """Schedule an index build and run it; or run a pending plan (--instant)."""
+    """Finish pending index builds, then schedule an index build and run it; or run one pending plan (--instant)."""
     table = _open(path)
     if instant is None:
+        if not schedule_only:  # a build that died keeps its base files out of new plans: finish it first
+            for pending in _service(table.pending_index_builds):
+                _echo_index_build(_service(functools.partial(table.run_index_build, pending)), "pending ")
         instant = _service(lambda: table.schedule_index_build(strategy, index or None))
         if instant is None:
             typer.echo("no index build scheduled: every base file is indexed")
@@ -1140,10 +1144,12 @@ def index_build(
         typer.echo(f"scheduled index build {instant}")
         if schedule_only:
             return
-    planned = instant
-    result = _service(lambda: table.run_index_build(planned))
+    _echo_index_build(_service(functools.partial(table.run_index_build, instant)))
+
+
+def _echo_index_build(result: Any, kind: str = "") -> None:
     typer.echo(
-        f"completed index build {result.instant_time}: {len(result.files_written)} index file(s) for "
+        f"completed {kind}index build {result.instant_time}: {len(result.files_written)} index file(s) for "
         f"{result.base_files} base file(s), {result.bytes_written} bytes in {result.seconds:.2f}s"
     )
 

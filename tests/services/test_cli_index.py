@@ -56,3 +56,17 @@ def test_index_commands_report_bad_input_as_errors(tmp_path: Any) -> None:
     assert bad.exit_code == 2 and "strategy" in bad.output
     assert runner.invoke(app, ["index", "drop", table.path, "by_id"]).exit_code == 0
     assert runner.invoke(app, ["index", "show", table.path]).output.strip() == "no secondary index"
+
+
+def test_index_build_finishes_a_pending_build_first(tmp_path: Any) -> None:
+    table = Table.create(str(tmp_path / "t"), record_key="id", partition_by="p")
+    table.bulk_insert(pa.table({"id": list(range(30)), "p": ["a", "b", "c"] * 10}))
+    assert runner.invoke(app, ["index", "create", table.path, "by_id", "id"]).exit_code == 0
+    dead = runner.invoke(app, ["index", "build", table.path, "--schedule-only"]).output.split()[-1]
+    table.bulk_insert(pa.table({"id": [100, 101], "p": ["d", "d"]}))
+    built = runner.invoke(app, ["index", "build", table.path])
+    assert built.exit_code == 0, built.output
+    assert f"completed pending index build {dead}: 3 index file(s) for 3 base file(s)" in built.output
+    assert "for 1 base file(s)" in built.output.splitlines()[-1]  # then the new base file
+    status = json.loads(runner.invoke(app, ["index", "show", table.path, "--json"]).output)
+    assert status["pending_builds"] == [] and status["indexes"][0]["indexed_base_files"] == 4

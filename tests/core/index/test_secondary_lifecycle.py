@@ -100,6 +100,25 @@ def test_index_build_rerun_after_crash_is_idempotent(tmp_path: Any) -> None:
         table.run_index_build("20200101000000000")
 
 
+def test_build_indexes_finishes_an_index_build_that_died_first(tmp_path: Any) -> None:
+    """A build that died (here: planned, never run) kept its base files out of every later plan: build_indexes()
+    planned around it and said nothing, the files stayed unindexed, and the pending plan held archival back."""
+    table = _table(tmp_path)
+    table.create_index("by_k", "k")
+    dead = table.schedule_index_build()
+    assert dead is not None
+    table.bulk_insert(_rows(range(100, 150)))
+    result = table.build_indexes()
+    assert table.pending_index_builds() == []
+    assert table.timeline().state_of(dead, Action.INDEXING) is State.COMPLETED
+    assert result is not None and result.base_files == 2  # the new base files, after the dead plan's two
+    assert table.index_status().missing() == []
+    assert table.explain([("k", "=", 3)]).count("index") == 4
+    assert table.build_indexes() is None  # nothing left
+    table.schedule_index_build("ALL")
+    assert table.build_indexes() is not None  # only a pending plan to finish: its result
+
+
 def test_rollback_of_pending_index_build_removes_its_files(tmp_path: Any) -> None:
     table = _table(tmp_path)
     table.create_index("by_k", "k")
