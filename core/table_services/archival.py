@@ -86,6 +86,7 @@ from lakeward.core.timeline.lsm_writer import (
 )
 from lakeward.core.timeline.metadata import COMPACT
 from lakeward.core.timeline.transitions import instant_path, read_commit_metadata, read_instant
+from lakeward.core.write.markers import delete_markers_of_archived
 
 if TYPE_CHECKING:
     from lakeward.core.context import HoldsTableContext, TableContext
@@ -781,6 +782,7 @@ def archive_instants(
         for f in group:
             deleted.append(instant_path(f))
             storage.delete_file(deleted[-1])
+    delete_markers_of_archived(storage, (i.time for i in to_archive))
     if history is not None:
         # as Hudi's archiver, once the instants left the active timeline: merge full layers of the
         # history, then drop what no recent snapshot lists (also after a run that archived nothing:

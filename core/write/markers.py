@@ -116,6 +116,19 @@ def delete_markers_of_completed(storage: Storage, instant_time: str) -> None:
         )
 
 
+def delete_markers_of_archived(storage: Storage, instant_times: Iterable[str]) -> None:
+    """Remove the marker folders archived instants left (their removal failed when they completed), as
+    Hudi's archiver does; one listing of `.hoodie/.temp`. Failures are logged, not raised."""
+    archived = set(instant_times)
+    try:
+        left = [e.name for e in storage.list_dir(TEMP_FOLDER) if e.is_dir and e.name in archived]
+    except (OSError, LakewardError) as exc:
+        log.warning("could not list the markers of %s: %s", storage.uri, exc)
+        return
+    for instant_time in left:
+        delete_markers_of_completed(storage, instant_time)
+
+
 def reconcile_markers(storage: Storage, instant_time: str, committed_paths: Iterable[str]) -> list[str]:
     """Delete data files that have a marker but are not part of the commit; return their paths.
 

@@ -298,3 +298,23 @@ def test_an_archive_block_of_replacecommits_alone_is_written_and_read_back(tmp_p
     stats = replaces[0]["hoodieReplaceCommitMetadata"]["partitionToWriteStats"]
     assert stats and all(s["fileId"] for ss in stats.values() for s in ss)
     assert table.read(columns=["id", "val"]).to_pydict() == {"id": ["a"], "val": [8]}
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_archival_removes_markers_a_completed_write_left(tmp_path, version):
+    """A write whose marker removal failed after it completed (S3 stalling) is told it succeeded and
+    leaves `.hoodie/.temp/<instant>/`: nothing removed those folders, one per such write, for good."""
+    path = tmp_path / "t"
+    table = _table(path, 2, options={**OPTIONS, "hoodie.write.table.version": version})
+    first = _commit_times(table)[0]
+    left = path / ".hoodie" / ".temp" / first
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "x.parquet.marker.CREATE").write_bytes(b"")
+    for i in range(2, 8):
+        table.upsert(pa.table({"id": [i], "ts": [i], "v": [f"v{i}"]}))
+    pending = table.storage.uri_of(".hoodie/.temp/29990101000000000")  # not archived: a pending write's markers
+    os.makedirs(pending)
+    archived = table.archive().archived
+    assert any(name.startswith(first) for name in archived)
+    assert not left.exists()
+    assert os.path.isdir(pending)
