@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         RollbackAbortedError,
         SchemaError,
         SharedLockRequiredError,
+        SparkSessionLostError,
         StorageError,
         TableClosedError,
         TableExistsError,
@@ -92,6 +93,7 @@ _LAZY = {
     "ReadOnlyTableVersionError": _EXCEPTIONS,
     "MetadataTableError": _EXCEPTIONS,
     "RollbackAbortedError": _EXCEPTIONS,
+    "SparkSessionLostError": _EXCEPTIONS,
     "UpgradeError": _EXCEPTIONS,
     "TableVersionChangedError": _EXCEPTIONS,
 }
@@ -119,6 +121,7 @@ __all__ = [
     "ReadOnlyTableVersionError",
     "RestoreResult",
     "RollbackAbortedError",
+    "SparkSessionLostError",
     "RollbackResult",
     "SchemaError",
     "ServiceState",

@@ -125,6 +125,11 @@ class SharedLockRequiredError(ConcurrentWriteError):
     """
 
 
+class SparkSessionLostError(LakewardError):
+    """The Spark session's JVM cannot be reached (it died or was killed): the write was rolled back, or the
+    service's plan stays pending; a new SparkSession (or the local engine) can run it again."""
+
+
 class RollbackAbortedError(LakewardError):
     """A rollback stopped before deleting anything: the instant it targets completed meanwhile
     (or, resumed, another runner already completed the rollback)."""

@@ -133,6 +133,33 @@ def unwrap_task_error(exc: BaseException) -> BaseException:
     return exc
 
 
+def session_lost(exc: BaseException) -> exceptions.SparkSessionLostError | None:
+    """The error that says the Spark session's JVM is gone, when `exc` (or an error it was raised
+    from or while handling) is py4j failing to reach it; None otherwise. A dead JVM surfaced as
+    py4j's `Py4JNetworkError` or as a bare `ConnectionError` from py4j's socket calls (often from a
+    cleanup call, hiding the first one)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        py4j_network = type(current).__name__ == "Py4JNetworkError" and type(current).__module__.startswith("py4j")
+        if py4j_network or (isinstance(current, ConnectionError) and _raised_in_py4j(current)):
+            return exceptions.SparkSessionLostError(
+                f"the Spark session's JVM cannot be reached (it died or was killed): {type(exc).__name__}: {exc}"
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _raised_in_py4j(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith("py4j."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def is_spark_task_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(("pyspark.", "py4j."))
 
@@ -144,6 +171,7 @@ __all__ = [
     "WorkerImportError",
     "active_session",
     "is_spark_task_error",
+    "session_lost",
     "python_worker_conf",
     "unwrap_task_error",
     "worker_import_error",

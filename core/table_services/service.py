@@ -37,6 +37,7 @@ import pyarrow as pa
 from lakeward.core.config.table import TableConfig
 from lakeward.core.context import TableContext
 from lakeward.core.engine import Engine
+from lakeward.core.engine.spark import session_lost
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
     ConfigError,
@@ -294,6 +295,11 @@ class PlannedService(ABC, Generic[PlanT, ResultT]):
             # a file vanished under the run: a restore or rollback that undid the plan meanwhile deletes them
             if self._plan_undone(inflight.time, self._timeline_now()):
                 raise self._undone(inflight) from exc
+            raise
+        except Exception as exc:
+            lost = session_lost(exc)  # the Spark engine's JVM died: the plan stays pending, to run again
+            if lost is not None:
+                raise lost from exc
             raise
         self.ctx.check_completion(instant_time)  # fencing: the daemon's claim must still hold
         self._complete(inflight, done.metadata, timeline if self.needs_schema else None)

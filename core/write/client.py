@@ -30,6 +30,7 @@ from lakeward.core.config.table import COMPLEX_KEYGEN_ENCODING_KEY, TableConfig
 from lakeward.core.config.write import WriteConfig
 from lakeward.core.context import Recovery, TableContext
 from lakeward.core.engine import Engine, resolve_engine
+from lakeward.core.engine.spark import session_lost
 from lakeward.core.exceptions import (
     ConcurrentWriteError,
     ConfigError,
@@ -225,8 +226,14 @@ class WriteClient:
         Its reads of `hoodie.properties` and of the timelines are served once per operation
         (`read_cache`; taking the table lock reads them afresh).
         """
-        with read_cache.cached_reads():
-            return self._write(data, operation, partitions, engine)
+        try:
+            with read_cache.cached_reads():
+                return self._write(data, operation, partitions, engine)
+        except Exception as exc:
+            lost = session_lost(exc)  # py4j's raw socket errors, often from a cleanup hiding the first one
+            if lost is not None:
+                raise lost from exc
+            raise
 
     def _write(
         self, data: Any, operation: WriteOperation, partitions: Sequence[str] | None, engine: Engine | str | None
