@@ -53,8 +53,8 @@ from lakeward.core.table import Table
 from lakeward.core.table_services.clean import check_incremental_retained, first_retained_begin
 from lakeward.core.table_services.rollback import rollback_target
 from lakeward.core.table_services.savepoint import restore_targets
-from lakeward.core.timeline import Action, normalize_instant_time
-from lakeward.core.timeline.archived import has_archived_timeline
+from lakeward.core.timeline import Action, State, normalize_instant_time
+from lakeward.core.timeline.archived import has_archived_timeline, read_archived_entries
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -228,7 +228,7 @@ def _reader_classes() -> tuple[type, type]:
             begin = start[OFFSET] if start else _ZERO
             table = self._table()
             timeline = table.timeline()
-            check_nothing_read_was_undone(table.storage, timeline, begin)
+            check_nothing_read_was_undone(table.storage, timeline, begin, table.config.archive_folder)
             latest = latest_stable_instant(timeline, begin, table.storage)
             if self.target is not None:
                 latest = max(min(latest, self.target), begin)
@@ -299,14 +299,17 @@ def check_stream_options(options: Mapping[str, Any]) -> str:
     return fmt
 
 
-def check_nothing_read_was_undone(storage: Any, timeline: Any, offset: str) -> None:
+def check_nothing_read_was_undone(storage: Any, timeline: Any, offset: str, archive: str = "archived") -> None:
     """InstantNotFoundError when a restore (or, on table version 6, a rollback) that completed after the
     stream's offset undid a commit at or before it: rows the stream delivered are no longer the table's,
     and reading on would hide that from its consumer.
 
     On versions 8+ offsets are completion times, and a rollback's plan does not say whether the instant
     it undid had completed: a failed write older than the offset is rolled back routinely, so rollbacks
-    are not looked at there (a restore is always deliberate)."""
+    are not looked at there (a restore is always deliberate); the timeline lists archived restores too.
+    On version 6 a rollback or restore archived since the stream's last batch has left the active
+    timeline: for a stream whose offset lies before the active timeline's first write, the archive
+    (`archive`: `hoodie.archivelog.folder`) is read too."""
     by_completion = bool(timeline.completion_times())
     for instant in timeline.instants:
         if not instant.is_completed or instant.ordering_time <= offset:
@@ -317,13 +320,32 @@ def check_nothing_read_was_undone(storage: Any, timeline: Any, offset: str) -> N
             targets = [rollback_target(storage, instant)]
         else:
             continue
-        read = sorted(t for t in targets if t <= offset)
-        if read:
-            raise InstantNotFoundError(
-                f"{instant.action.value} {instant.time} undid commit(s) {', '.join(read)}, which this stream had "
-                f"already read (its offset is {offset}): the rows it delivered are no longer the table's. Rebuild "
-                "the consumer from a snapshot read and start a new stream (a new checkpoint) from there"
-            )
+        _refuse_undone(instant.action.value, instant.time, targets, offset)
+    writes = timeline.completed_writes()
+    if not by_completion and (not writes or offset < writes[0].time) and has_archived_timeline(storage, archive):
+        for entry in read_archived_entries(storage, archive):
+            action, time = str(entry.get("actionType")), str(entry.get("commitTime"))
+            if entry.get("actionState") != State.COMPLETED.name or time <= offset:
+                continue
+            if action == Action.ROLLBACK.value:
+                _refuse_undone(action, time, (entry.get("hoodieRollbackMetadata") or {}).get("commitsRollback"), offset)
+            elif action == Action.RESTORE.value:  # the version 6 archive keeps no restore's metadata
+                raise InstantNotFoundError(
+                    f"restore {time} completed after this stream's offset {offset} and was archived since; the "
+                    "archive does not say which commits it undid, so the rows this stream delivered may no longer "
+                    "be the table's. Rebuild the consumer from a snapshot read and start a new stream (a new "
+                    "checkpoint) from there"
+                )
+
+
+def _refuse_undone(action: str, time: str, targets: Sequence[str] | None, offset: str) -> None:
+    read = sorted(str(t) for t in targets or () if str(t) <= offset)
+    if read:
+        raise InstantNotFoundError(
+            f"{action} {time} undid commit(s) {', '.join(read)}, which this stream had already read (its offset "
+            f"is {offset}): the rows it delivered are no longer the table's. Rebuild the consumer from a "
+            "snapshot read and start a new stream (a new checkpoint) from there"
+        )
 
 
 def initial_instant(table: Table, options: Mapping[str, Any], fmt: str) -> str:

@@ -164,7 +164,11 @@ def _info(timeline: Timeline, instant: Instant) -> dict[str, str]:
 
 
 def restore_targets(storage: Storage, restore: Instant) -> list[str]:
-    """The times of the instants a restore rolls back (from its plan)."""
+    """The times of the instants a restore rolls back: from its completed metadata (which the LSM
+    history keeps once archived, when the plan's file is gone), else from its plan."""
+    if restore.is_completed:
+        metadata = avro_plans.deserialize(read_instant(storage, restore), restore.file_name)
+        return [str(t) for t in metadata.get("instantsToRollback") or []]
     requested = restore.with_state(State.REQUESTED)
     plan = avro_plans.deserialize(read_instant(storage, requested), requested.file_name)
     return [str(i["commitTime"]) for i in plan.get("instantsToRollback") or []]
