@@ -254,17 +254,20 @@ class WriteClient:
             raise
         try:
             instant, at_start = self._start(timeline, operation)
+            still_pending = False
             try:
                 result = self._execute(plane, prepared, instant, operation, partitions, at_start)
             except BaseException as exc:
                 log.exception("write %s failed; rolling it back", instant)
                 vanished = self._vanished_file_conflict(exc, timeline, instant.time)  # the listing's
-                self._rollback_own(instant)
+                still_pending = not self._rollback_own(instant)
                 if vanished is not None:
                     raise vanished from exc
                 raise
             finally:
-                self._stop_heartbeat(instant.time)
+                # A write left pending keeps its heartbeat file: once expired it marks the write as failed,
+                # for the next writer or `repair` to roll back (a write without one is never touched).
+                self._stop_heartbeat(instant.time, keep_file=still_pending)
                 active.unregister(self.storage.uri, instant.time)
         finally:
             prepared.release()
@@ -729,10 +732,10 @@ class WriteClient:
             "failed write, or a clean); nothing was written: retry the write"
         )
 
-    def _stop_heartbeat(self, instant_time: str) -> None:
+    def _stop_heartbeat(self, instant_time: str, keep_file: bool = False) -> None:
         heartbeat = self._heartbeats.pop(instant_time, None)
         if heartbeat is not None:
-            heartbeat.stop()
+            heartbeat.stop(keep_file=keep_file)
 
     # -- execution -------------------------------------------------------------------------
     def _execute(
@@ -975,13 +978,14 @@ class WriteClient:
         mdt = load_metadata_timeline(metadata_storage(self.storage), self.layout)
         return all(i.time != instant.time for i in mdt.instants)
 
-    def _rollback_own(self, instant: Instant) -> None:
+    def _rollback_own(self, instant: Instant) -> bool:
+        """Roll back this client's failed write; False when that failed too (the write stays pending)."""
         try:
             with self.lock:
                 timeline = Timeline.load(self.storage, self.layout)
                 state = timeline.state_of(instant.time, instant.action)
                 if state is None or state.rank >= 2:
-                    return
+                    return True
                 pending = next(i for i in timeline.pending() if i.time == instant.time)
                 if self._wrote_nothing(pending):
                     # Refused before any file (bad input, a refused key move): the table stays exactly
@@ -989,10 +993,14 @@ class WriteClient:
                     delete_pending_files(self.storage, pending.time, pending.action, self.layout)
                     delete_markers(self.storage, pending.time)
                     log.info("write %s wrote no file: its pending instant is removed", pending)
-                    return
+                    return True
                 self._roll_back_at_a_free_time(pending, timeline)
+                return True
         except Exception:
-            log.exception("could not roll back %s; the next write will", instant)
+            log.exception(
+                "could not roll back %s; the next writer or repair will, once its heartbeat has expired", instant
+            )
+            return False
 
     def _roll_back_at_a_free_time(self, pending: Instant, timeline: Timeline, attempts: int = 5) -> None:
         """Roll back this client's own pending write. Under the in-process lock another process may take

@@ -219,12 +219,15 @@ class Heartbeat:
             except Exception:  # a missed beat is tolerated; the next one may succeed
                 log.warning("heartbeat of %s could not be refreshed", self.instant_time, exc_info=True)
 
-    def stop(self) -> None:
-        """Stop refreshing and delete the file (idempotent)."""
+    def stop(self, keep_file: bool = False) -> None:
+        """Stop refreshing and delete the file (idempotent); `keep_file`: leave it to expire (the write
+        stays pending, and an expired heartbeat is what marks it as failed for others to roll back)."""
         self._stopped.set()
         if self._thread is not None:
             self._thread.join(timeout=max(1.0, self.interval_s * 2))
             self._thread = None
+        if keep_file:
+            return
         try:
             delete_heartbeat(self.storage, self.instant_time)
         except Exception:

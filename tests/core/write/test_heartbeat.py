@@ -260,3 +260,37 @@ def test_repair_rolls_back_only_writes_whose_heartbeat_went_stale(tmp_path):
     pending = [i.time for i in Timeline.load(table.storage).pending_writes()]
     assert pending == [eager_instant], "a write without a heartbeat may belong to a live EAGER writer"
     assert table.repair() == []
+
+
+def test_a_write_whose_own_rollback_failed_keeps_its_heartbeat_for_repair(tmp_path: Path, monkeypatch) -> None:
+    """A write that failed and could not roll itself back (S3 refusing) deleted its heartbeat file anyway:
+    `repair` (the daemon's rollback) never touches a write without one, so with no later write the instant
+    and its files stayed pending for good. The file now stays, expires, and repair rolls the write back."""
+    from lakeward.core.exceptions import StorageError
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, record_key="id", partition_by="part", ordering_field="ts", options=LAZY)
+    table.upsert(_batch("a", ["1"], "x"))
+
+    def fail_mid_write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the write failed")
+
+    def storage_refuses(*args: Any, **kwargs: Any) -> None:
+        raise StorageError("cannot delete: S3 answered 500")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(client_mod.WriteClient, "_execute", fail_mid_write)
+        patched.setattr(client_mod, "delete_pending_files", storage_refuses)  # the rollback's first step
+        with pytest.raises(RuntimeError, match="the write failed"):
+            table.upsert(_batch("a", ["2"], "y"))
+    pending = [i.time for i in Timeline.load(table.storage).pending_writes()]
+    assert len(pending) == 1
+    assert table.storage.exists(heartbeat_path(pending[0]))
+    wc = parse_write_config(LAZY)
+    deadline = time.monotonic() + 30
+    while not is_heartbeat_expired(table.storage, pending[0], wc.heartbeat_interval_ms, wc.heartbeat_tolerable_misses):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert Table.open(path).repair() == pending
+    assert Timeline.load(table.storage).pending_writes() == []
+    assert _rows(table) == {"1": "x"}
