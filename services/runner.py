@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakeward.core.engine import LocalEngine
-from lakeward.core.exceptions import TableVersionChangedError
+from lakeward.core.exceptions import StorageError, TableVersionChangedError
 from lakeward.services import execution, supervisor
 from lakeward.services.attempt import (
     COMMITTING,
@@ -516,7 +516,9 @@ class Runner:
                     return
                 error = _describe(exc)
                 log.warning("attempt %d failed: %s\n%s", run.attempts, error, traceback.format_exc(limit=8))
-                quarantined = self._count_failure(run, error)
+                # storage failing (S3 down or refusing) says nothing of the plan: not counted towards
+                # quarantine, which would hold the plan (and the table's service) back after the outage
+                quarantined = False if storage_failed(exc) else self._count_failure(run, error)
                 if quarantined or run.attempts >= retries.max_attempts:
                     self._finish(run, Outcome.FAILED, error=error)
                     return
@@ -740,6 +742,14 @@ def _sendable_local_engine(engine: Any) -> bool:
     except Exception:
         return False
     return True
+
+
+def storage_failed(exc: BaseException) -> bool:
+    """Whether an attempt failed because storage failed (StorageError: unreachable, refusing, full), in
+    the daemon or in the run's process: the next attempt may well succeed once storage is back."""
+    if isinstance(exc, StorageError):
+        return True
+    return isinstance(exc, supervisor.ChildFailed) and str(exc).startswith(f"{StorageError.__name__}: ")
 
 
 def _describe(exc: BaseException) -> str:

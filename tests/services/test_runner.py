@@ -18,12 +18,14 @@ import pytest
 
 from lakeward import Table
 from lakeward.core.engine import LocalEngine
+from lakeward.core.exceptions import StorageError
 from lakeward.services.claims import InProcessCoordinator, OwnerInfo
 from lakeward.services.control import MemoryControlStore, ZooKeeperControlStore
 from lakeward.services.metrics import DaemonMetrics
 from lakeward.services.model import ACTION_PRIORITY, Outcome, ServiceAction, TableRef, WorkItem
-from lakeward.services.runner import Runner
+from lakeward.services.runner import Runner, storage_failed
 from lakeward.services.settings import ActionTimeouts, ConcurrencySettings, ResourceSettings, RetrySettings
+from lakeward.services.supervisor import ChildFailed
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import expire_session
 
@@ -244,6 +246,45 @@ def test_failures_are_retried_then_quarantined_until_released(tmp_path, in_proce
     assert runner.submit(work).run is not None
     assert runner.wait_idle(60)
     runner.close()
+
+
+class StorageDownEngine(LocalEngine):
+    """The local engine while storage fails: every map raises what lakeward raises when S3 is down."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.down = True
+
+    def map(self, fn: Callable[[Any], Any], items: Any, description: str = "") -> list[Any]:
+        if self.down:
+            raise StorageError("cannot read s3://lake/t/p/f.parquet: Could not connect to server")
+        return super().map(fn, items, description)
+
+
+def test_storage_failures_are_retried_and_never_quarantine_the_plan(tmp_path, in_process):
+    """An S3 outage during a run failed every attempt and quarantined the plan: once S3 was back, the plan
+    (and every later plan of its service on the table) waited for on-call to release it."""
+    table = mor_table(tmp_path / "t")
+    instant = table.schedule_compaction(force=True)
+    control = MemoryControlStore()
+    settings = concurrency(
+        retries=RetrySettings(max_attempts=2, backoff_base_s=0.05, backoff_max_s=0.1), quarantine_after_failures=2
+    )
+    engine = StorageDownEngine()
+    runner = make_runner(in_process, engine=engine, control=control, settings=settings)
+    work = item(table, instant=instant)
+    for _ in range(2):  # four failed attempts in all, twice the quarantine threshold
+        run = runner.submit(work).run
+        assert run is not None and runner.wait_idle(60)
+        assert run.outcome is Outcome.FAILED and run.attempts == 2 and "StorageError" in (run.error or "")
+    assert control.quarantined() == {}
+    engine.down = False
+    run = runner.submit(work).run
+    assert run is not None and runner.wait_idle(60)
+    assert run.outcome is Outcome.SUCCEEDED, run.error
+    runner.close()
+    assert storage_failed(ChildFailed("StorageError: cannot list s3://lake/t: connection refused"))
+    assert not storage_failed(ChildFailed("CorruptFileError: s3://lake/t/p/f.parquet is cut short"))
 
 
 def test_a_failure_after_the_claim_was_lost_ends_claim_lost_and_is_not_counted(
