@@ -47,6 +47,7 @@ from lakeward.core.metadata_table.compaction import (
 )
 from lakeward.core.storage import Storage
 from lakeward.core.table import Table
+from lakeward.core.table_services.archival import clean_retain_of
 from lakeward.core.table_services.state import PendingServicePlan, ServiceState, service_state
 from lakeward.core.table_version import TimelineLayout, layout_from_listing
 from lakeward.core.timeline import METAFOLDER, WRITE_ACTIONS, Action, Instant, Timeline
@@ -147,6 +148,8 @@ class TableState:
     #: `hoodie.table.name`: the table lock's key when none is configured, as its writers take it (the
     #: daemon's name of a table found under a root is another one).
     hoodie_name: str = ""
+    #: The earliest commit the latest completed clean retained: archival keeps every write from there on.
+    clean_retain: str | None = None
 
     @property
     def is_merge_on_read(self) -> bool:
@@ -208,6 +211,8 @@ class DiscoveryCache:
     entries: dict[str, _Entry] = field(default_factory=dict)
     #: time -> is a clustering plan; a requested replacecommit's content never changes.
     replace_kind: dict[tuple[str, str], bool] = field(default_factory=dict)
+    #: (table, completed clean's time) -> its earliestCommitToRetain; a completed clean never changes.
+    clean_retain: dict[tuple[str, str], str | None] = field(default_factory=dict)
     #: table folders found under roots, so that known tables are not listed twice per cycle
     known_tables: set[str] = field(default_factory=set)
     #: table path -> (the state, its health snapshot): reused while the state is the same object
@@ -312,6 +317,18 @@ def _is_clustering(storage: Storage, instant_time: str, cache: DiscoveryCache) -
     return known
 
 
+def _clean_retain(storage: Storage, timeline: Timeline, cache: DiscoveryCache) -> str | None:
+    cleans = timeline.completed(Action.CLEAN)
+    if not cleans:
+        return None
+    key = (storage.uri, cleans[-1].time)
+    if key not in cache.clean_retain:
+        retain = clean_retain_of(storage, cleans[-1])
+        with cache._lock:
+            cache.clean_retain[key] = retain
+    return cache.clean_retain[key]
+
+
 def _index_columns(storage: Storage) -> frozenset[str]:
     """Columns of the table's secondary index definitions (read only when `.hoodie/.index/` exists)."""
     return frozenset(c for d in load_definitions(storage) for c in d.columns)
@@ -373,6 +390,7 @@ def _build_state(
         writes_since_index_build=service.writes_since_index_build,
         metadata_compaction=mdt_check,
         hoodie_name=config.name,
+        clean_retain=_clean_retain(storage, timeline, cache),
     )
 
 

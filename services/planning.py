@@ -417,7 +417,7 @@ def _archival(state: TableState, policy: Policy, now: dt.datetime) -> _Considera
     trigger = policy.compaction_delta_commits if state.is_merge_on_read else None
     metadata = state.metadata_compaction
     bound = metadata.archival_bound if metadata is not None else None
-    outlook = archival_outlook(state.timeline, policy.archival_min_instants, limit, trigger, bound)
+    outlook = archival_outlook(state.timeline, policy.archival_min_instants, limit, trigger, bound, state.clean_retain)
     writes, why = outlook.writes, ""
     if writes <= limit:
         key = _key(policy, "archival.keep_max_commits")

@@ -410,9 +410,13 @@ def encode_archive_block(schema: dict[str, Any], entries: list[ArchiveEntry]) ->
 # -- what to archive -------------------------------------------------------------------------
 def _latest_clean_retain(storage: Storage, timeline: Timeline) -> str | None:
     cleans = timeline.completed(Action.CLEAN)
-    if not cleans:
-        return None
-    container = _read_container(read_instant(storage, cleans[-1]))
+    return clean_retain_of(storage, cleans[-1]) if cleans else None
+
+
+def clean_retain_of(storage: Storage, clean: Instant) -> str | None:
+    """The earliest commit a completed clean retained (`earliestCommitToRetain`): archival keeps every
+    write from there on, until a newer clean moves the bound (None: the clean names none)."""
+    container = _read_container(read_instant(storage, clean))
     value = container[1].get("earliestCommitToRetain") if container else None
     return str(value) if value else None
 
@@ -543,8 +547,8 @@ def _timeline_barriers(
 @dataclass(frozen=True)
 class ArchivalOutlook:
     """What the timeline alone says an archival would take: a planner's check, so that no run is
-    spent on a table where archival finds nothing. A run checks more (a clean's retained bound,
-    the metadata table's compaction, replaced files and late log files still on storage)."""
+    spent on a table where archival finds nothing. A run checks more (replaced files and late log
+    files still on storage)."""
 
     #: completed writes on the active timeline (what `hoodie.keep.max.commits` counts)
     writes: int
@@ -560,14 +564,19 @@ def archival_outlook(
     keep_max: int,
     compaction_delta_commits: int | None = None,
     metadata_bound: str | None = None,
+    clean_retain: str | None = None,
 ) -> ArchivalOutlook:
-    """`instants_to_archive`'s rules that need only the timeline (the same arguments), and the
-    metadata table's: `metadata_bound` is `MetadataCompactionCheck.archival_bound` (None: no
-    metadata table, or nothing it keeps)."""
+    """`instants_to_archive`'s rules that need only the timeline (the same arguments), the metadata
+    table's (`metadata_bound`: `MetadataCompactionCheck.archival_bound`; None: no metadata table, or
+    nothing it keeps) and the last clean's (`clean_retain`: `clean_retain_of` the latest completed clean)."""
     commits = timeline.completed_writes()
     if len(commits) <= keep_max:
         return ArchivalOutlook(len(commits), 0)
     barriers = _timeline_barriers(timeline, commits, compaction_delta_commits)
+    if clean_retain is not None:
+        cleans = timeline.completed(Action.CLEAN)
+        last = f"the last clean {cleans[-1].time}" if cleans else "the last clean"
+        barriers[f"{last}, which retains every write from {clean_retain} on (a newer clean moves it)"] = clean_retain
     if metadata_bound is not None:
         first = min((i.time for i in commits if i.ordering_time > metadata_bound), default=None)
         if first is not None:

@@ -279,6 +279,20 @@ def test_archival_is_not_proposed_while_the_metadata_table_holds_every_movable_w
     assert item.action is ServiceAction.ARCHIVAL
 
 
+def test_archival_is_not_proposed_while_the_last_clean_retains_every_movable_write() -> None:
+    """Archival keeps every write from the last clean's earliestCommitToRetain on. While a clean was stuck
+    (quarantined in an S3 outage), the bound stayed and archival ran after every commit, archiving nothing
+    each time, with explain naming no reason."""
+    cleaned = state("c", [*commits(*range(1, 10)), f"{t(10)}.clean", f"{t(11)}.clean.requested"])
+    held = replace(cleaned, clean_retain=t(1))
+    assert [i.action for i in plan_work([held], ARCHIVE, NOW)] == [ServiceAction.CLEAN]  # the pending clean
+    reasons = explain_reasons(held, ARCHIVE)
+    assert any(r.code is ReasonCode.BLOCKED and f"the last clean {t(10)}" in r.message for r in reasons), reasons
+    # a clean that retained from write 4 on lets archival take writes 1 to 3
+    items = plan_work([replace(cleaned, clean_retain=t(4))], ARCHIVE, NOW)
+    assert ServiceAction.ARCHIVAL in [i.action for i in items]
+
+
 def test_default_policy_for_unlisted_tables_and_validation() -> None:
     s = state("c", commits(*range(1, 12)))
     # the default policy cleans every 10 commits
@@ -326,3 +340,23 @@ def test_a_write_completing_after_a_later_one_counts_as_progress_on_version_6() 
     assert after.completed_after(mark) == 1
     assert after.completed_after(mark, rewrites_only=True) == 1
     assert state("c", [f"{t(3)}.commit"]).completed_after(mark) == 0  # archival and cleans are no progress
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_discovery_reads_the_last_cleans_retained_bound_once(tmp_path, version) -> None:
+    import pyarrow as pa
+
+    from lakeward import Table
+    from lakeward.services.discovery import DiscoveryCache, load_state
+
+    table = Table.create(
+        str(tmp_path / "t"), record_key="id", table_version=version, options={"hoodie.cleaner.commits.retained": 1}
+    )
+    for i in range(3):
+        table.upsert(pa.table({"id": [1], "v": [i]}))
+    writes = [i.time for i in table.timeline().completed_writes()]
+    assert table.clean() is not None
+    cache = DiscoveryCache()
+    state = load_state(TableRef(table.name, table.path), cache)
+    assert state.clean_retain == writes[-1]
+    assert list(cache.clean_retain.values()) == [writes[-1]]
