@@ -261,8 +261,8 @@ class Storage:
                 created = s3.put_if_absent(self.options, bucket, key, data)
             except s3.S3ClientError as exc:  # botocore's: unreachable, timed out, refused
                 unknown = (
-                    " (the outcome is unknown: S3 did not answer, so it may have been created, or be created "
-                    "once a stalled server resumes; check before retrying)"
+                    " (the outcome is unknown: an attempt got no answer or a server error (5xx), so it may "
+                    "have been created, or be created once a stalled server resumes; check before retrying)"
                     if exc.maybe_written
                     else ""
                 )
