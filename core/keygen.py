@@ -121,6 +121,12 @@ def unescape_partition_value(text: str) -> str:
 def _check_folder_name(value: str, name: str, config: TableConfig) -> None:
     """Fail unless `value`, the rendered value of partition field `name`, makes one folder name."""
     if not config.url_encode_partitions:
+        if "\x00" in value:  # no file system takes it in a name (the write failed midway, on os.makedirs)
+            raise InvalidRecordError(
+                f"the partition column {name!r} has a value with a NUL character ({value!r}), which no folder "
+                f"name can hold. Create the table with {URL_ENCODE_OPTION}=true to URL-encode partition values "
+                "(as Hudi does), or remove the character from the value"
+            )
         separator = next((s for s in PATH_SEPARATORS if s in value), None)
         if separator is not None:
             raise InvalidRecordError(

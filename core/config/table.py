@@ -70,14 +70,15 @@ class KeyGeneratorType(str, Enum):
         v = value.strip()
         by_short = {m.name: m for m in cls} | {"NONPARTITIONED": cls.NON_PARTITION}
         by_class = {m.value: m for m in cls}
-        # Older Spark writers record Spark-specific subclasses; the behaviour is the same.
+        # Older Spark writers record Spark-specific subclasses, Hudi's Flink writer the Avro ones
+        # (`SimpleAvroKeyGenerator` by default); the keys and partition paths are the same.
         spark = v.replace("org.apache.hudi.keygen.Spark", "org.apache.hudi.keygen.")
+        avro = v.replace("AvroKeyGenerator", "KeyGenerator") if v.startswith("org.apache.hudi.keygen.") else v
         if v.upper() in by_short:
             return by_short[v.upper()]
-        if v in by_class:
-            return by_class[v]
-        if spark in by_class:
-            return by_class[spark]
+        for name in (v, spark, avro):
+            if name in by_class:
+                return by_class[name]
         raise ConfigError(
             f"{key}={value!r} is not a supported key generator; use one of "
             f"{sorted(m.name for m in cls)} or their Hudi class names"
@@ -452,6 +453,13 @@ class TableConfig:
             name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
         record_fields = parse_fields(record_key or opts.get("hoodie.datasource.write.recordkey.field"))
         partition_fields = parse_fields(partition_by or opts.get("hoodie.datasource.write.partitionpath.field"))
+        typed = [f for f in partition_fields if ":" in f]
+        if typed:  # stored as given, it made a table hudi-rs refuses (no column of that name)
+            raise ConfigError(
+                f"partition field(s) {typed} use CustomKeyGenerator's `field:TYPE` form, which lakeward does not "
+                f"write; name the column alone (partition_by={typed[0].split(':', 1)[0]!r}), with "
+                "key_generator='TIMESTAMP' and the hoodie.keygen.timebased.* options for a time-based partition"
+            )
         ordering = ordering_field or opts.get("hoodie.datasource.write.precombine.field") or None
         kg_value = (
             key_generator

@@ -527,3 +527,53 @@ def test_a_nested_key_field_is_refused_as_unsupported(tmp_path):
     batch = pa.table({"s": pa.array([{"id": 1}], pa.struct([("id", pa.int64())])), "v": [1]})
     with pytest.raises(SchemaError, match=r"nested field 's.id'.*does not support"):
         t.upsert(batch)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "expected"),
+    [
+        ("SimpleAvroKeyGenerator", "SimpleKeyGenerator"),
+        ("ComplexAvroKeyGenerator", "ComplexKeyGenerator"),
+        ("NonpartitionedAvroKeyGenerator", "NonpartitionedKeyGenerator"),
+    ],
+)
+def test_a_table_recording_hudis_avro_key_generator_opens(tmp_path, recorded, expected):
+    """Hudi's Flink writer records the Avro key generators (SimpleAvroKeyGenerator by default): such tables
+    could not be opened at all, not even read ("not a supported key generator")."""
+    partitioned = expected != "NonpartitionedKeyGenerator"
+    record_key = ["id", "name"] if expected == "ComplexKeyGenerator" else "id"
+    t = Table.create(str(tmp_path / "t"), record_key=record_key, partition_by="city" if partitioned else None)
+    t.upsert(pa.table({"id": [1, 2], "name": ["a", "b"], "city": ["sf", "ny"]}))
+    path = Path(t.path) / ".hoodie" / "hoodie.properties"
+    path.write_text(path.read_text().replace(f"{KEYGEN}{expected}", f"{KEYGEN}{recorded}"))
+    assert f"{KEYGEN}{recorded}" in properties(t)
+    reopened = Table.open(t.path)
+    assert keys_and_partitions(reopened) == keys_and_partitions(t)
+    reopened.upsert(pa.table({"id": [3], "name": ["c"], "city": ["sf"]}))
+    assert len(reopened.read()) == 3
+
+
+def test_a_nul_character_in_a_partition_value_is_refused_before_the_write(tmp_path):
+    """It failed midway with Python's raw `ValueError: embedded null byte` (creating the marker folder)."""
+    t = Table.create(str(tmp_path / "t"), record_key="id", partition_by="city")
+    t.upsert(pa.table({"id": [1], "city": ["sf"]}))
+    before = sorted(p.name for p in Path(t.path).rglob("*"))
+    with pytest.raises(InvalidRecordError, match="NUL character"):
+        t.upsert(pa.table({"id": [2], "city": ["s\x00f"]}))
+    assert sorted(p.name for p in Path(t.path).rglob("*")) == before
+    encoded = Table.create(
+        str(tmp_path / "e"),
+        record_key="id",
+        partition_by="city",
+        options={"hoodie.datasource.write.partitionpath.urlencode": "true"},
+    )
+    encoded.upsert(pa.table({"id": [2], "city": ["s\x00f"]}))
+    assert keys_and_partitions(encoded) == [("2", "s%00f")]
+    assert encoded.read().column("city").to_pylist() == ["s\x00f"]
+
+
+def test_customkeygenerators_typed_partition_field_is_refused_at_create(tmp_path):
+    """`partition_by="city:SIMPLE"` was stored as given, making a table hudi-rs refuses to read."""
+    with pytest.raises(ConfigError, match="partition_by='city'"):
+        Table.create(str(tmp_path / "t"), record_key="id", partition_by="city:SIMPLE")
+    assert not (tmp_path / "t").exists()
