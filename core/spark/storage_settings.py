@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from lakeward.core.engine import Engine
 from lakeward.core.storage import s3
 from lakeward.core.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from lakeward.core.engine import Engine
 
 #: The prefix of the S3 options format `lakeward` takes (`s3.KNOWN_OPTIONS`).
 PREFIX = "aws_"
